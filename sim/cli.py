@@ -1,0 +1,353 @@
+"""``ctxsim``: a thin command line over the Python API. Exit status 2 for bad input or config."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ConfigError, CtxsimError, TraceError
+
+_OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
+
+
+def _err(msg: str) -> None:
+    print(f"ctxsim: error: {msg}", file=sys.stderr)
+
+
+def _warn(msg: str) -> None:
+    print(f"ctxsim: warning: {msg}", file=sys.stderr)
+
+
+def split_args(items: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Positional words are paths, except KEY=VALUE overrides (``policy.n=10``)."""
+    paths, overrides = [], []
+    for it in items:
+        (overrides if _OVERRIDE.match(it) and not Path(it).exists() else paths).append(it)
+    return paths, overrides
+
+
+def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
+    def cell(v: Any) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, bool):
+            return str(v).lower()
+        if isinstance(v, int):
+            return f"{v:,}"
+        if isinstance(v, float):
+            return f"{v:,.3f}"
+        return str(v)
+
+    cells = [[cell(r.get(c)) for c in columns] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
+    numeric = [all(isinstance(r.get(c), int | float) or r.get(c) is None for r in rows) for c in columns]
+
+    def line(values: list[str]) -> str:
+        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+
+    out = [line(columns), line(["-" * w for w in widths])]
+    out.extend(line(row) for row in cells)
+    return "\n".join(s.rstrip() for s in out)
+
+
+# ------------------------------------------------------------------------------------------------- run
+RUN_TABLE_COLUMNS = [
+    "trace_id",
+    "policy",
+    "calls",
+    "cumulative_input_tokens",
+    "cumulative_output_tokens",
+    "peak_context_tokens",
+    "growth_exponent",
+]
+
+
+def _progress(i: int, total: int, label: str) -> None:
+    if sys.stderr.isatty() and total >= 20:
+        end = "\n" if i == total else ""
+        print(f"\r{label} {i}/{total}", end=end, file=sys.stderr, flush=True)
+
+
+def iter_runs(paths: list[str], policy) -> Iterator[tuple[Any, Any]]:
+    """(trace, record) for every trace in the given files, in file order."""
+    from sim.engine import replay
+    from sim.importers import expand_paths, load_path
+    from sim.model import ReplayModel
+
+    files = expand_paths(paths)
+    for i, f in enumerate(files, start=1):
+        for trace in load_path(f):
+            model = ReplayModel(trace)
+            if model.estimated:
+                _warn(f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
+                      "tokens; estimated from the turn's text")
+            yield trace, replay(trace, policy, model)
+        _progress(i, len(files), "replaying files")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from sim import __version__
+    from sim.config import build_policy, compose
+    from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
+
+    paths, overrides = split_args(args.items)
+    if not paths:
+        raise ConfigError("run: no PATH given (a canonical trace, a source file or a directory)")
+    if args.calls:
+        check_table_path(Path(args.calls), "--calls")
+    policy = build_policy(compose(args.policy, overrides))
+    rows, frames = [], []
+    for _trace, rec in iter_runs(paths, policy):
+        rows.append(result_row(rec, __version__))
+        if args.calls:
+            frames.append(rec.calls_frame())
+    if args.calls:
+        write_frames(frames, Path(args.calls))
+    if args.format == "json":
+        sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
+    elif args.format == "csv":
+        sys.stdout.write(csv_text(rows))
+    else:
+        print(format_table(rows, RUN_TABLE_COLUMNS))
+        if len(rows) > 1:
+            print(_totals_line(rows))
+    return 0
+
+
+def _totals_line(rows: list[dict[str, Any]]) -> str:
+    ci = sum(r["cumulative_input_tokens"] for r in rows)
+    co = sum(r["cumulative_output_tokens"] for r in rows)
+    calls = sum(r["calls"] for r in rows)
+    return f"{len(rows)} runs, {calls:,} calls, cumulative input {ci:,} tokens, output {co:,} tokens"
+
+
+# ---------------------------------------------------------------------------------------------- import
+def cmd_import(args: argparse.Namespace) -> int:
+    from sim.importers import load_paths
+    from sim.traceio import write_traces
+
+    n = write_traces(load_paths(args.paths), Path(args.output))
+    print(f"wrote {n} traces to {args.output}", file=sys.stderr)
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- validate
+def _canonical_problems(path: Path) -> Iterator[str]:
+    """Every problem of every record of a canonical file (does not stop at the first)."""
+    import json
+
+    from sim.traceio import _record_name, trace_problems
+
+    def report(record: str, d) -> Iterator[str]:
+        for field, msg in trace_problems(d):
+            yield f"{path.name}: record {_record_name(record, d)}: field {field}: {msg}"
+
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.ParquetFile(path)
+        except Exception as exc:
+            yield f"{path.name}: not a readable Parquet file ({exc})"
+            return
+        row = 0
+        for batch in table.iter_batches(batch_size=64):
+            for d in batch.to_pylist():
+                d = {k: v for k, v in d.items() if v is not None or k not in ("recorded_policy", "outcome")}
+                yield from report(f"row {row}", d)
+                row += 1
+        return
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield f"{path.name}: record line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                continue
+            yield from report(f"line {lineno}", d)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from sim.importers import detect, expand_paths
+    from sim.traceio import CANONICAL_FORMAT, trace_problems, trace_to_dict
+
+    bad = 0
+    for f in expand_paths(args.paths):
+        try:
+            imp = detect(f)
+        except TraceError as exc:
+            print(str(exc))
+            bad += 1
+            continue
+        problems: list[str] = []
+        count = 0
+        if imp.name.startswith(CANONICAL_FORMAT):
+            problems = list(_canonical_problems(f))
+            count = None
+        else:
+            try:
+                for t in imp.load(f):
+                    count += 1
+                    problems.extend(
+                        f"{f.name}: record {t.trace_id}: field {fld}: {msg}"
+                        for fld, msg in trace_problems(trace_to_dict(t))
+                    )
+            except TraceError as exc:
+                problems.append(str(exc))
+        if problems:
+            bad += 1
+            print("\n".join(problems))
+        else:
+            what = f" ({count} traces)" if count is not None else ""
+            print(f"{f.name}: ok, format {imp.name}{what}")
+    return 2 if bad else 0
+
+
+# -------------------------------------------------------------------------------------------- policies
+def cmd_policies(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from sim.policies.base import knobs, registered
+
+    out = []
+    for name, cls in registered().items():
+        ks = {
+            f.name: (None if f.default is dataclasses.MISSING else f.default) for f in knobs(cls)
+        }
+        doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
+        out.append({"policy": name, "knobs": ks, "description": doc})
+    if args.format == "json":
+        sys.stdout.write("".join(json.dumps(o) + "\n" for o in out))
+    else:
+        for o in out:
+            ks = " ".join(f"{k}={v}" for k, v in o["knobs"].items()) or "(no knobs)"
+            print(f"{o['policy']}\n    knobs: {ks}\n    {o['description']}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ demo
+DEMO_POLICIES = (("raw", []), ("tool_result_head_tail", []), ("observation_masking", ["policy.n=10"]))
+EMBEDDED_SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite"
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The README's main job until sweeps exist: three policies over a suite, one comparison table."""
+    import statistics
+
+    from sim import __version__
+    from sim.config import build_policy, compose
+    from sim.tables import result_row, write_frames, write_rows
+
+    paths = args.paths or [str(EMBEDDED_SUITE)]
+    out = Path(args.out)
+    rows, frames, summary = [], [], []
+    for name, overrides in DEMO_POLICIES:
+        policy = build_policy(compose(name, overrides))
+        prow = []
+        for _t, rec in iter_runs(paths, policy):
+            prow.append(result_row(rec, __version__))
+            frames.append(rec.calls_frame())
+        rows.extend(prow)
+        calls = sum(r["calls"] for r in prow)
+        ci = sum(r["cumulative_input_tokens"] for r in prow)
+        ge = [r["growth_exponent"] for r in prow if r["growth_exponent"] is not None]
+        summary.append({
+            "policy": name + ("" if not overrides else " " + " ".join(o.split(".", 1)[1] for o in overrides)),
+            "runs": len(prow),
+            "calls": calls,
+            "cumulative_input_tokens": ci,
+            "vs_raw": None,
+            "mean_input_per_call": round(ci / calls) if calls else 0,
+            "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
+            "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
+        })
+    base = summary[0]["cumulative_input_tokens"]
+    for s in summary:
+        s["vs_raw"] = round(s["cumulative_input_tokens"] / base, 4) if base else None
+    write_rows(rows, out / "runs.csv")
+    write_rows(rows, out / "runs.jsonl")
+    write_frames(frames, out / "calls.parquet")
+    print(format_table(summary, list(summary[0])))
+    print(f"\nper-run results: {out / 'runs.csv'} (and runs.jsonl); per-call table: {out / 'calls.parquet'}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------------ main
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ctxsim",
+        description="Replay recorded LLM-agent traces against context-management policies; "
+        "measure what each policy costs.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser(
+        "run",
+        help="replay traces under one policy",
+        description="Replay each trace under a policy and print one row of metrics per run. PATH is a "
+        "canonical trace file (.jsonl/.parquet), a source file in a supported format (auto-detected), or "
+        "a directory of them. Overrides set the policy's knobs, e.g. policy.n=10.",
+        epilog="example: ctxsim run scenarios/suite --policy observation_masking policy.n=10 --format json",
+    )
+    r.add_argument("items", nargs="+", metavar="PATH|policy.KEY=VALUE")
+    r.add_argument("--policy", default="raw", help="registered policy name (see `ctxsim policies`); default raw")
+    r.add_argument("--format", choices=("table", "json", "csv"), default="table",
+                   help="table for people; json = JSON Lines, one object per run; csv")
+    r.add_argument("--calls", metavar="OUT", help="also write the per-call table (.csv, .jsonl or .parquet)")
+    r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("import", help="convert source files into one canonical trace file",
+                       description="Convert any number of source files (auto-detected formats) into one "
+                       "canonical file; the format follows OUT's extension (.jsonl or .parquet).")
+    i.add_argument("paths", nargs="+", metavar="PATH")
+    i.add_argument("-o", "--output", required=True, metavar="OUT")
+    i.set_defaults(func=cmd_import)
+
+    v = sub.add_parser("validate", help="list every problem in trace files",
+                       description="Check files against the canonical schema (scenarios/SCHEMA.md) and list "
+                       "every problem with file, record and field. Exit 2 if any.")
+    v.add_argument("paths", nargs="+", metavar="PATH")
+    v.set_defaults(func=cmd_validate)
+
+    po = sub.add_parser("policies", help="list registered policies with their knobs and defaults")
+    po.add_argument("--format", choices=("table", "json"), default="table")
+    po.set_defaults(func=cmd_policies)
+
+    d = sub.add_parser("demo", help="compare the built-in policies on the embedded scenario suite",
+                       description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail and "
+                       "observation_masking n=10; print a comparison and write per-run and per-call tables.")
+    d.add_argument("paths", nargs="*", metavar="PATH")
+    d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if args.command == "run" and all(_OVERRIDE.match(x) for x in extra):
+            args.items.extend(extra)
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    try:
+        return args.func(args)
+    except CtxsimError as exc:
+        _err(str(exc))
+        return exc.exit_code
+    except BrokenPipeError:  # `ctxsim run ... | head`
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

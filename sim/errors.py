@@ -1,0 +1,40 @@
+"""Typed errors. Every user-facing failure is one of these; the CLI turns them into one line and exit 2."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class CtxsimError(Exception):
+    """Base of all errors a user can cause (bad input, bad config). Exit status 2."""
+
+    exit_code = 2
+
+
+class TraceError(CtxsimError):
+    """A trace file or record is malformed. Names the file, the record and the field."""
+
+    def __init__(self, file: str, message: str, record: str | None = None, field: str | None = None):
+        self.file, self.record, self.field, self.message = file, record, field, message
+        where = file
+        if record is not None:
+            where += f": record {record}"
+        if field is not None:
+            where += f": field {field}"
+        super().__init__(f"{where}: {message}")
+
+
+class ConfigError(CtxsimError):
+    """A knob, override or option has a bad value."""
+
+
+class UnknownNameError(CtxsimError):
+    """A name (policy, format, ...) is not registered; lists what is and the closest match."""
+
+    def __init__(self, kind: str, name: str, choices: Iterable[str]):
+        choices = sorted(choices)
+        close = difflib.get_close_matches(name, choices, n=1)
+        hint = f"; did you mean '{close[0]}'?" if close else ""
+        super().__init__(f"unknown {kind} '{name}'; registered: {', '.join(choices)}{hint}")
+        self.kind, self.name, self.choices = kind, name, choices

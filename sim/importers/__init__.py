@@ -1,0 +1,101 @@
+"""Source formats. One module per format, registered by name; ``load_path`` auto-detects.
+
+An importer maps a real format to canonical traces and never imports anything above ``sim.traceio``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import TraceError, UnknownNameError
+from sim.types import Trace
+
+
+@dataclass(frozen=True)
+class Importer:
+    name: str
+    extensions: tuple[str, ...]
+    sniff: Callable[[Path], bool]  # cheap look at the file: is it ours?
+    load: Callable[[Path], Iterator[Trace]]
+
+
+_REGISTRY: dict[str, Importer] = {}
+
+
+def register(imp: Importer) -> Importer:
+    if imp.name in _REGISTRY:
+        raise ValueError(f"importer '{imp.name}' registered twice")
+    _REGISTRY[imp.name] = imp
+    return imp
+
+
+def registered() -> dict[str, Importer]:
+    _load_builtins()
+    return dict(_REGISTRY)
+
+
+def get_importer(name: str) -> Importer:
+    reg = registered()
+    if name not in reg:
+        raise UnknownNameError("format", name, reg)
+    return reg[name]
+
+
+def _load_builtins() -> None:
+    from sim.importers import canonical, mini_swe_agent  # noqa: F401  (registration side effect)
+
+
+def detect(path: Path) -> Importer:
+    """The importer for a file, or a TraceError naming the file and the formats tried."""
+    reg = registered()
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffixes else ""
+    candidates = [i for i in reg.values() if any(suffix.endswith(ext) for ext in i.extensions)]
+    for imp in candidates:
+        if imp.sniff(path):
+            return imp
+    raise TraceError(
+        path.name,
+        f"unknown format (tried: {', '.join(i.name for i in candidates) or 'none for this extension'}; "
+        f"supported: {', '.join(sorted(reg))})",
+    )
+
+
+def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+    """Files named on the command line; a directory stands for its files with a known extension."""
+    exts = {ext for imp in registered().values() for ext in imp.extensions}
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*") if f.is_file() and any(f.name.lower().endswith(e) for e in exts))
+            if not found:
+                raise TraceError(str(p), "directory holds no trace files")
+            out.extend(found)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise TraceError(str(p), "no such file or directory")
+    return out
+
+
+def load_path(path: str | Path) -> Iterator[Trace]:
+    path = Path(path)
+    yield from detect(path).load(path)
+
+
+def load_paths(paths: Iterable[str | Path]) -> Iterator[Trace]:
+    for p in expand_paths(paths):
+        yield from load_path(p)
+
+
+def read_json(path: Path):
+    """Whole-file JSON with a TraceError that names the file and the position on failure."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as exc:
+        raise TraceError(path.name, f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise TraceError(path.name, "not UTF-8 text") from None

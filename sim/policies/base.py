@@ -1,0 +1,120 @@
+"""The policy interface and its registry.
+
+A policy decides, before each call, how the view is built from the durable store. It never does I/O and
+never mutates the trace or the view: it returns ``Change`` decisions and the engine applies them.
+Per-run bookkeeping (e.g. a boundary that only moves forward) lives in the object ``start`` returns,
+owned by that run; the policy object itself is an immutable bundle of knobs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
+
+from sim.errors import ConfigError, UnknownNameError
+from sim.types import ItemState, Trace
+
+
+class Change(NamedTuple):
+    """One decision: event ``index`` is now in ``state`` and weighs ``tokens`` (``nbytes`` of text)."""
+
+    index: int
+    state: ItemState
+    tokens: int
+    nbytes: int
+    reason: str
+
+
+class View:
+    """What the next request holds: events [0, n) with their current sizes and states.
+
+    Engine-owned; policies read it. ``tokens`` and ``state`` are plain lists for speed.
+    """
+
+    __slots__ = ("n", "tokens", "state", "total")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.tokens: list[int] = []
+        self.state: list[int] = []
+        self.total = 0
+
+
+class Policy:
+    """Base of every policy. Subclasses are frozen dataclasses whose fields are the knobs."""
+
+    name: ClassVar[str] = ""
+    settles: ClassVar[bool] = False  # has a settle-time transform
+    acts_before_call: ClassVar[bool] = False  # has a pre-call transform
+
+    def start(self, trace: Trace) -> Any:
+        """Fresh per-run state."""
+        return None
+
+    def settle(self, trace: Trace, state: Any, index: int, view: View) -> Change | None:
+        """Once, as event ``index`` enters the store and the view (tool-result bounds)."""
+        return None
+
+    def before_call(self, trace: Trace, state: Any, view: View, call: int) -> Sequence[Change]:
+        """Before call ``call``: decisions on items already in view."""
+        return ()
+
+    def bound_violations(self, trace: Trace, view: View) -> list[str]:
+        """What the policy declares about every view it builds, checked by the conformance checker."""
+        return []
+
+    def params(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+
+
+_REGISTRY: dict[str, type[Policy]] = {}
+
+
+def register(cls: type[Policy]) -> type[Policy]:
+    """Class decorator: registers a policy under its ``name``."""
+    if not cls.name or cls.name in _REGISTRY:
+        raise ValueError(f"policy name {cls.name!r} is empty or taken")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _load_builtins() -> None:
+    from sim.policies import observation_masking, raw, tool_result_head_tail  # noqa: F401
+
+
+def registered() -> dict[str, type[Policy]]:
+    _load_builtins()
+    return dict(sorted(_REGISTRY.items()))
+
+
+def policy_class(name: str) -> type[Policy]:
+    reg = registered()
+    if name not in reg:
+        raise UnknownNameError("policy", name, reg)
+    return reg[name]
+
+
+def knobs(cls: type[Policy]) -> list[dataclasses.Field]:
+    return list(dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
+def make_policy(name: str, **params: Any) -> Policy:
+    """Build a registered policy; unknown knobs and bad values raise ConfigError naming them."""
+    cls = policy_class(name)
+    known = {f.name for f in knobs(cls)}
+    for key in params:
+        if key not in known:
+            raise ConfigError(f"policy '{name}' has no knob '{key}'; knobs: {', '.join(sorted(known)) or 'none'}")
+    try:
+        return cls(**params)
+    except TypeError as exc:  # a required knob missing
+        raise ConfigError(f"policy '{name}': {exc}") from None
+
+
+def check_int(policy: str, knob: str, value: Any, lo: int, hi: int | None = None) -> None:
+    """Knob validation with the message users need: knob, value, allowed range."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi)
+    if not ok:
+        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ConfigError(f"policy '{policy}': {knob}={value!r} is not an integer in {rng}")

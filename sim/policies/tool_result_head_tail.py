@@ -1,0 +1,72 @@
+"""``tool_result_head_tail``: mini-swe-agent's bound on long command output, applied at settle time.
+
+mini-swe-agent (``action_observation_template``): output of ``max_chars`` characters or more becomes its
+first ``head_chars`` and last ``tail_chars`` characters around an elision notice. Applied once, when the
+result enters history; the cut text is gone for good (no handle). Results the recorded run already cut
+(``bounded``) are never cut again. Cache: never rewrites anything already sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.policies.base import Change, Policy, View, check_int, register
+from sim.tokens import scale_tokens
+from sim.types import ItemState, Trace
+
+
+def notice(elided: int) -> str:
+    return f"\n<elided_chars>\n{elided} characters elided\n</elided_chars>\n"
+
+
+@register
+@dataclass(frozen=True)
+class ToolResultHeadTail(Policy):
+    """Tool results of ``max_chars``+ characters keep a head and a tail (mini-swe-agent 10,000/5,000/5,000)."""
+
+    max_chars: int = 10000
+    head_chars: int = 5000
+    tail_chars: int = 5000
+
+    name = "tool_result_head_tail"
+    settles = True
+
+    def __post_init__(self) -> None:
+        check_int(self.name, "max_chars", self.max_chars, 1)
+        check_int(self.name, "head_chars", self.head_chars, 0)
+        check_int(self.name, "tail_chars", self.tail_chars, 0)
+        if self.head_chars + self.tail_chars > self.max_chars:
+            from sim.errors import ConfigError
+
+            raise ConfigError(
+                f"policy '{self.name}': head_chars + tail_chars = {self.head_chars + self.tail_chars} "
+                f"must not exceed max_chars = {self.max_chars}"
+            )
+
+    def cut_bytes(self, trace: Trace, index: int) -> int:
+        """UTF-8 bytes of the cut text (exact with content; proportional for a text-free trace)."""
+        e = trace.events[index]
+        elided = e.chars - self.head_chars - self.tail_chars
+        if e.content is not None:
+            head = e.content[: self.head_chars]
+            tail = e.content[e.chars - self.tail_chars :] if self.tail_chars else ""
+            return len(head.encode()) + len(tail.encode()) + len(notice(elided).encode())
+        kept = round((self.head_chars + self.tail_chars) * e.bytes / max(e.chars, 1))
+        return kept + len(notice(elided).encode())
+
+    def settle(self, trace: Trace, state, index: int, view: View) -> Change | None:
+        e = trace.events[index]
+        if e.kind != "tool_result" or e.bounded or e.chars < self.max_chars:
+            return None
+        nbytes = self.cut_bytes(trace, index)
+        return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "head-tail")
+
+    def bound_violations(self, trace: Trace, view: View) -> list[str]:
+        return [
+            f"tool result {i} has {trace.events[i].chars} characters in view, over max_chars={self.max_chars}"
+            for i in range(view.n)
+            if trace.events[i].kind == "tool_result"
+            and view.state[i] == ItemState.VERBATIM
+            and not trace.events[i].bounded
+            and trace.events[i].chars >= self.max_chars
+        ]

@@ -1,0 +1,150 @@
+"""Canonical trace v1: the machine-checkable schema (JSON Schema subset) and its validator.
+
+The dict below is the source of truth; ``scenarios/trace.schema.json`` is written from it
+(``python -m sim.schema``) and a test keeps the two equal. The validator supports exactly the
+JSON Schema keywords used here, so any JSON Schema tool reads the file the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sim.types import EVENT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
+
+_INT = {"type": "integer", "minimum": 0}
+_OPT_INT = {"type": ["integer", "null"], "minimum": 0}
+_OPT_NUM = {"type": ["number", "null"]}
+
+EVENT_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"],
+    "properties": {
+        "index": _INT,
+        "kind": {"type": "string", "enum": list(EVENT_KINDS)},
+        "content": {"type": ["string", "null"], "description": "text; null in a redacted trace"},
+        "bytes": _INT,
+        "chars": _INT,
+        "lines": _INT,
+        "tokens": _INT,
+        "tokens_provenance": {"type": "string", "enum": list(TOKEN_PROVENANCES)},
+        "tool_call_ids": {"type": "array", "items": {"type": "string"}},
+        "tool_call_id": {"type": ["string", "null"]},
+        "bounded": {"type": "boolean"},
+        "timestamp": _OPT_NUM,
+    },
+}
+
+CALL_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["index", "event_index", "view_end", "input_tokens", "output_tokens", "residual_tokens"],
+    "properties": {
+        "index": _INT,
+        "event_index": _INT,
+        "view_end": _INT,
+        "input_tokens": _OPT_INT,
+        "output_tokens": _OPT_INT,
+        "cache_read_tokens": _OPT_INT,
+        "cache_write_tokens": _OPT_INT,
+        "reasoning_tokens": _OPT_INT,
+        "residual_tokens": {"type": "integer", "description": "provider-residual; may be negative"},
+        "usage_provenance": {"type": "string", "enum": list(USAGE_PROVENANCES)},
+        "timestamp": _OPT_NUM,
+        "recorded_cost_usd": _OPT_NUM,
+    },
+}
+
+TRACE_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": f"ctxsim canonical trace v{SCHEMA_VERSION}",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema_version", "trace_id", "source_format", "events", "calls"],
+    "properties": {
+        "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]},
+        "trace_id": {"type": "string"},
+        "source_format": {"type": "string"},
+        "source_file": {"type": ["string", "null"]},
+        "agent": {"type": ["string", "null"]},
+        "model": {"type": ["string", "null"]},
+        "context_window": _OPT_INT,
+        "bytes_per_token": _OPT_NUM,
+        "recorded_policy": {"type": "string", "description": "JSON object as a string"},
+        "outcome": {"type": "string", "description": "JSON object as a string"},
+        "events": {"type": "array", "items": EVENT_SCHEMA},
+        "calls": {"type": "array", "items": CALL_SCHEMA},
+    },
+}
+
+_PY_TYPES = {
+    "object": dict,
+    "array": list,
+    "string": str,
+    "integer": int,
+    "number": (int, float),
+    "boolean": bool,
+    "null": type(None),
+}
+
+
+def _type_ok(value, name: str) -> bool:
+    if isinstance(value, bool) and name in ("integer", "number"):
+        return False  # JSON booleans are not numbers
+    return isinstance(value, _PY_TYPES[name])
+
+
+def problems(value, schema: dict, path: str = "") -> list[tuple[str, str]]:
+    """All (field path, message) problems of ``value`` against ``schema``; empty when valid."""
+    out: list[tuple[str, str]] = []
+    types = schema.get("type")
+    if types is not None:
+        names = [types] if isinstance(types, str) else types
+        if not any(_type_ok(value, t) for t in names):
+            out.append((path or "<record>", f"expected {' or '.join(names)}, got {_describe(value)}"))
+            return out
+    if "enum" in schema and value not in schema["enum"]:
+        out.append((path, f"expected one of {schema['enum']}, got {value!r}"))
+    if "minimum" in schema and isinstance(value, int | float) and not isinstance(value, bool):
+        if value < schema["minimum"]:
+            out.append((path, f"must be >= {schema['minimum']}, got {value}"))
+    if isinstance(value, dict) and "properties" in schema:
+        props = schema["properties"]
+        for key in schema.get("required", []):
+            if key not in value:
+                out.append((_join(path, key), "missing required field"))
+        if schema.get("additionalProperties") is False:
+            for key in value:
+                if key not in props:
+                    out.append((_join(path, key), f"unknown field (known: {', '.join(props)})"))
+        for key, sub in props.items():
+            if key in value:
+                out.extend(problems(value[key], sub, _join(path, key)))
+    if isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            out.extend(problems(item, schema["items"], f"{path}[{i}]"))
+    return out
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _describe(value) -> str:
+    if value is None:
+        return "null"
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    name = {dict: "object", list: "array", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    return f"{name} {text[:40]}"
+
+
+SCHEMA_FILE = Path(__file__).resolve().parent.parent / "scenarios" / "trace.schema.json"
+
+
+def schema_text() -> str:
+    return json.dumps(TRACE_SCHEMA, indent=2) + "\n"
+
+
+if __name__ == "__main__":  # regenerate the committed schema file
+    SCHEMA_FILE.write_text(schema_text())

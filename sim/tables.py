@@ -1,0 +1,96 @@
+"""Result rows and table files: one flat row per run, written atomically in CSV, JSON Lines or Parquet."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ConfigError
+from sim.metrics import compute_metrics
+from sim.records import RunRecord
+
+TABLE_SUFFIXES = (".csv", ".jsonl", ".parquet")
+
+
+def result_row(r: RunRecord, version: str) -> dict[str, Any]:
+    """Identity, full policy parameters (``policy.<knob>``), version, then every metric: all flat."""
+    row: dict[str, Any] = {"trace_id": r.trace_id, "trace_hash": r.trace_hash, "policy": r.policy}
+    for k, v in r.params.items():
+        row[f"policy.{k}"] = v
+    row["model"] = r.model
+    row["ctxsim_version"] = version
+    row["finish_reason"] = r.finish_reason
+    row.update(compute_metrics(r))
+    return row
+
+
+def json_line(row: dict[str, Any]) -> str:
+    return json.dumps(row, ensure_ascii=False, allow_nan=False)
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """CSV with the union of columns in first-seen order; None as empty. Byte-stable."""
+    cols: list[str] = []
+    for row in rows:
+        cols.extend(k for k in row if k not in cols)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for row in rows:
+        w.writerow(["" if row.get(c) is None else _fmt(row.get(c)) for c in cols])
+    return buf.getvalue()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else ""
+    return str(v)
+
+
+def check_table_path(path: Path, what: str) -> None:
+    if path.suffix.lower() not in TABLE_SUFFIXES:
+        raise ConfigError(f"{what} {path.name}: unknown extension '{path.suffix}'; use {', '.join(TABLE_SUFFIXES)}")
+
+
+def write_frames(frames: Iterable, path: Path) -> int:
+    """Concatenate DataFrames into one table file (format from the extension), atomically."""
+    import pandas as pd
+
+    from sim.traceio import atomic_path
+
+    path = Path(path)
+    check_table_path(path, "output")
+    frames = list(frames)
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    with atomic_path(path) as tmp:
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            df.to_csv(tmp, index=False, lineterminator="\n")
+        elif suffix == ".jsonl":
+            df.to_json(tmp, orient="records", lines=True)
+        else:
+            df.to_parquet(tmp, index=False)
+    return len(df)
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
+    """Result rows to a table file, atomically (CSV and JSON Lines byte-stable)."""
+    from sim.traceio import atomic_path
+
+    path = Path(path)
+    check_table_path(path, "output")
+    with atomic_path(path) as tmp:
+        suffix = path.suffix.lower()
+        if suffix == ".csv":
+            tmp.write_text(csv_text(rows), encoding="utf-8")
+        elif suffix == ".jsonl":
+            tmp.write_text("".join(json_line(r) + "\n" for r in rows), encoding="utf-8")
+        else:
+            import pandas as pd
+
+            pd.DataFrame(rows).to_parquet(tmp, index=False)

@@ -1,0 +1,118 @@
+"""Token counts with provenance: the seed engine's estimate, calibrated estimates, and the split of
+provider-reported input tokens into per-event sizes plus a per-call residual.
+
+Why a residual: a provider's input count is not a pure function of the visible history (in the
+mini-swe-agent runs some consecutive counts *fall* while the history only grew). Event sizes must stay
+non-negative, so what the visible events cannot explain is kept per call and replayed as is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# Per-message framing (role markers, separators) as bytes, so an empty message still weighs something
+# when a provider delta is split across the events it covers.
+MESSAGE_OVERHEAD_BYTES = 16
+SEED_BYTES_PER_TOKEN = 4.0  # effect-agent: ceil(UTF-8 bytes / 4)
+
+
+def seed_estimate(nbytes: int) -> int:
+    """The seed engine's estimate: ceil(UTF-8 bytes of the serialized message / 4)."""
+    return -(-nbytes // 4)
+
+
+def estimate_tokens(nbytes: int, bytes_per_token: float | None) -> int:
+    """Calibrated estimate of one message's size as input, framing included."""
+    bpt = bytes_per_token or SEED_BYTES_PER_TOKEN
+    return math.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt)
+
+
+def scale_tokens(tokens: int, old_bytes: int, new_bytes: int) -> int:
+    """Size of a cut-down version of the same content: keeps that content's own bytes-per-token."""
+    if old_bytes + MESSAGE_OVERHEAD_BYTES <= 0:
+        return tokens
+    return round(tokens * (new_bytes + MESSAGE_OVERHEAD_BYTES) / (old_bytes + MESSAGE_OVERHEAD_BYTES))
+
+
+def split_proportional(total: int, weights: Sequence[int]) -> list[int]:
+    """Split a non-negative integer total by weights (largest remainder, ties to the earlier item)."""
+    if not weights:
+        return []
+    wsum = sum(weights)
+    if wsum <= 0:
+        weights, wsum = [1] * len(weights), len(weights)
+    raw = [total * w for w in weights]
+    parts = [r // wsum for r in raw]
+    left = total - sum(parts)
+    order = sorted(range(len(weights)), key=lambda i: (-(raw[i] % wsum), i))
+    for i in order[:left]:
+        parts[i] += 1
+    return parts
+
+
+def isotonic_l1(values: Sequence[int]) -> list[int]:
+    """Non-decreasing, non-negative integer fit minimising sum |value - fit| (pool-adjacent-violators
+    with block medians). Used for the cumulative visible size of an append-only history: the fit is
+    how much of each call's recorded input the visible events can explain."""
+    blocks: list[list[int]] = []  # each: sorted values of the pooled calls
+    meds: list[int] = []
+    counts: list[int] = []
+    for v in values:
+        blocks.append([max(0, v)])
+        meds.append(max(0, v))
+        counts.append(1)
+        while len(meds) > 1 and meds[-2] > meds[-1]:
+            merged = sorted(blocks[-2] + blocks[-1])
+            blocks[-2:] = [merged]
+            counts[-2:] = [counts[-2] + counts[-1]]
+            meds[-2:] = [merged[(len(merged) - 1) // 2]]  # lower median: deterministic, still optimal
+    out: list[int] = []
+    for m, c in zip(meds, counts, strict=True):
+        out.extend([m] * c)
+    return out
+
+
+def derive_sizes(
+    event_bytes: Sequence[int],
+    view_ends: Sequence[int],
+    recorded_inputs: Sequence[int | None],
+    bytes_per_token: float | None = None,
+) -> tuple[list[int], list[str], list[int], float | None]:
+    """Per-event sizes, their provenance, per-call residuals, and the calibrated bytes per token.
+
+    Calls must have non-decreasing ``view_ends`` (append-only history). Each call's recorded input is
+    fitted by a non-decreasing cumulative visible size; each step of the fit is split over the events
+    that step adds, in proportion to their bytes. Events no recorded call saw get a calibrated estimate.
+    """
+    n = len(event_bytes)
+    sizes = [0] * n
+    prov = ["estimate"] * n
+    known = [(ve, r) for ve, r in zip(view_ends, recorded_inputs, strict=True) if r is not None]
+    fit = isotonic_l1([r for _, r in known])
+    # Calls whose fit is flat were pooled (their counts dipped): the events they add share the pool's
+    # step, so no event with content is left at zero tokens.
+    start, prev_cum, j = 0, 0, 0
+    while j < len(known):
+        cum = fit[j]
+        while j + 1 < len(known) and fit[j + 1] == cum:
+            j += 1
+        ve = known[j][0]
+        if ve > start:
+            weights = [event_bytes[i] + MESSAGE_OVERHEAD_BYTES for i in range(start, ve)]
+            for k, part in enumerate(split_proportional(cum - prev_cum, weights)):
+                sizes[start + k] = part
+                prov[start + k] = "derived"
+            start, prev_cum = ve, cum
+        j += 1
+    derived_bytes = sum(event_bytes[i] + MESSAGE_OVERHEAD_BYTES for i in range(start))
+    bpt = bytes_per_token
+    if prev_cum > 0:
+        bpt = round(derived_bytes / prev_cum, 4)
+    for i in range(start, n):
+        sizes[i] = estimate_tokens(event_bytes[i], bpt)
+    prefix = [0]
+    for s in sizes:
+        prefix.append(prefix[-1] + s)
+    residuals = [0 if r is None else r - prefix[ve] for ve, r in zip(view_ends, recorded_inputs, strict=True)]
+    return sizes, prov, residuals, bpt

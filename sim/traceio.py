@@ -1,0 +1,356 @@
+"""Canonical trace I/O: dict <-> Trace, validation with file/record/field, JSON Lines and Parquet.
+
+One trace per record (a JSON line or a Parquet row), so a corpus is one file and streams record by record.
+Nested metadata (recorded policy, outcome) is a JSON string so Arrow infers one schema for every row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sim import schema
+from sim.errors import TraceError
+from sim.types import SCHEMA_VERSION, Call, Event, Trace
+
+CANONICAL_FORMAT = "ctxsim-canonical"
+
+
+# ---------------------------------------------------------------------------------------- dict <-> Trace
+def event_to_dict(e: Event) -> dict:
+    return {
+        "index": e.index,
+        "kind": e.kind,
+        "content": e.content,
+        "bytes": e.bytes,
+        "chars": e.chars,
+        "lines": e.lines,
+        "tokens": e.tokens,
+        "tokens_provenance": e.tokens_provenance,
+        "tool_call_ids": list(e.tool_call_ids),
+        "tool_call_id": e.tool_call_id,
+        "bounded": e.bounded,
+        "timestamp": e.timestamp,
+    }
+
+
+def call_to_dict(c: Call) -> dict:
+    return {
+        "index": c.index,
+        "event_index": c.event_index,
+        "view_end": c.view_end,
+        "input_tokens": c.input_tokens,
+        "output_tokens": c.output_tokens,
+        "cache_read_tokens": c.cache_read_tokens,
+        "cache_write_tokens": c.cache_write_tokens,
+        "reasoning_tokens": c.reasoning_tokens,
+        "residual_tokens": c.residual_tokens,
+        "usage_provenance": c.usage_provenance,
+        "timestamp": c.timestamp,
+        "recorded_cost_usd": c.recorded_cost_usd,
+    }
+
+
+def trace_to_dict(t: Trace) -> dict:
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "trace_id": t.trace_id,
+        "source_format": t.source_format,
+        "source_file": t.source_file,
+        "agent": t.agent,
+        "model": t.model,
+        "context_window": t.context_window,
+        "bytes_per_token": t.bytes_per_token,
+        "recorded_policy": json.dumps(t.recorded_policy, sort_keys=True),
+        "outcome": json.dumps(t.outcome, sort_keys=True),
+        "events": [event_to_dict(e) for e in t.events],
+        "calls": [call_to_dict(c) for c in t.calls],
+    }
+
+
+def trace_hash(t: Trace) -> str:
+    """sha256 over the canonical content; the source file name is provenance, not content."""
+    d = trace_to_dict(t)
+    d.pop("source_file")
+    blob = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def semantic_problems(d: dict) -> list[tuple[str, str]]:
+    """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema."""
+    out: list[tuple[str, str]] = []
+    events, calls = d["events"], d["calls"]
+    issued: set[str] = set()
+    for i, e in enumerate(events):
+        p = f"events[{i}]"
+        if e["index"] != i:
+            out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
+        c = e["content"]
+        if c is not None:
+            for key, actual in (("bytes", len(c.encode())), ("chars", len(c)), ("lines", len(c.splitlines()))):
+                if e[key] != actual:
+                    out.append((f"{p}.{key}", f"is {e[key]} but the content has {actual}"))
+        if e["kind"] == "assistant":
+            issued.update(e.get("tool_call_ids") or ())
+        tcid = e.get("tool_call_id")
+        if tcid is not None and tcid not in issued:
+            out.append((f"{p}.tool_call_id", f"'{tcid}' answers no earlier assistant tool call"))
+    prefix = [0]
+    for e in events:
+        prefix.append(prefix[-1] + e["tokens"])
+    last_event, last_view = -1, 0
+    for j, c in enumerate(calls):
+        p = f"calls[{j}]"
+        if c["index"] != j:
+            out.append((f"{p}.index", f"expected {j}, got {c['index']}"))
+        ei, ve = c["event_index"], c["view_end"]
+        if ei >= len(events) or events[ei]["kind"] != "assistant":
+            out.append((f"{p}.event_index", f"{ei} is not an assistant event"))
+        if ei <= last_event:
+            out.append((f"{p}.event_index", f"{ei} does not follow the previous call's {last_event}"))
+        if ve > ei or ve < last_view:
+            out.append((f"{p}.view_end", f"{ve} must lie in [{last_view}, {ei}] (append-only, before its output)"))
+            ve = min(max(ve, 0), len(events))
+        last_event, last_view = ei, max(last_view, ve)
+        expected = 0 if c["input_tokens"] is None else c["input_tokens"] - prefix[ve]
+        if c["residual_tokens"] != expected:
+            out.append(
+                (f"{p}.residual_tokens", f"is {c['residual_tokens']} but input_tokens - view tokens = {expected}")
+            )
+    for key in ("recorded_policy", "outcome"):
+        if key in d:
+            try:
+                ok = isinstance(json.loads(d[key]), dict)
+            except json.JSONDecodeError:
+                ok = False
+            if not ok:
+                out.append((key, "expected a JSON object encoded as a string"))
+    return out
+
+
+def trace_problems(d) -> list[tuple[str, str]]:
+    found = schema.problems(d, schema.TRACE_SCHEMA)
+    return found or semantic_problems(d)
+
+
+def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace:
+    """Validate and build. Raises TraceError naming the first problem's file, record and field."""
+    found = trace_problems(d)
+    if found:
+        field, msg = found[0]
+        more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
+        raise TraceError(file, msg + more, record=_record_name(record, d), field=field)
+    events = tuple(
+        Event(
+            index=e["index"],
+            kind=e["kind"],
+            content=e["content"],
+            bytes=e["bytes"],
+            chars=e["chars"],
+            lines=e["lines"],
+            tokens=e["tokens"],
+            tokens_provenance=e["tokens_provenance"],
+            tool_call_ids=tuple(e.get("tool_call_ids") or ()),
+            tool_call_id=e.get("tool_call_id"),
+            bounded=bool(e.get("bounded", False)),
+            timestamp=e.get("timestamp"),
+        )
+        for e in d["events"]
+    )
+    calls = tuple(
+        Call(
+            index=c["index"],
+            event_index=c["event_index"],
+            view_end=c["view_end"],
+            input_tokens=c["input_tokens"],
+            output_tokens=c["output_tokens"],
+            cache_read_tokens=c.get("cache_read_tokens"),
+            cache_write_tokens=c.get("cache_write_tokens"),
+            reasoning_tokens=c.get("reasoning_tokens"),
+            residual_tokens=c["residual_tokens"],
+            usage_provenance=c.get("usage_provenance", "provider"),
+            timestamp=c.get("timestamp"),
+            recorded_cost_usd=c.get("recorded_cost_usd"),
+        )
+        for c in d["calls"]
+    )
+    return Trace(
+        trace_id=d["trace_id"],
+        source_format=d["source_format"],
+        events=events,
+        calls=calls,
+        agent=d.get("agent"),
+        model=d.get("model"),
+        context_window=d.get("context_window"),
+        bytes_per_token=d.get("bytes_per_token"),
+        recorded_policy=json.loads(d.get("recorded_policy", "{}")),
+        outcome=json.loads(d.get("outcome", "{}")),
+        source_file=d.get("source_file"),
+    )
+
+
+def _record_name(record: str, d) -> str:
+    tid = d.get("trace_id") if isinstance(d, dict) else None
+    return f"{record} (trace_id {tid})" if isinstance(tid, str) else record
+
+
+# ----------------------------------------------------------------------------------------------- reading
+def is_canonical_jsonl(path: Path) -> bool:
+    """A canonical JSON Lines file starts with an object carrying our schema_version."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(256)
+    except (OSError, UnicodeDecodeError):
+        return False
+    return head.lstrip().startswith("{") and '"schema_version"' in head
+
+
+def iter_jsonl(path: Path) -> Iterator[Trace]:
+    name = path.name
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise TraceError(name, f"invalid JSON ({exc.msg} at column {exc.colno})", record=f"line {lineno}")
+            yield trace_from_dict(d, name, f"line {lineno}")
+
+
+def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
+    import pyarrow.parquet as pq
+
+    name = path.name
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise TraceError(name, f"not a readable Parquet file ({exc})") from None
+    row = 0
+    for batch in pf.iter_batches(batch_size=batch_size):
+        for d in batch.to_pylist():
+            d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
+            yield trace_from_dict(d, name, f"row {row}")
+            row += 1
+
+
+_NULLABLE_TOP = {"source_file", "agent", "model", "context_window", "bytes_per_token"}
+
+
+# ----------------------------------------------------------------------------------------------- writing
+@contextmanager
+def atomic_path(path: Path):
+    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    ev = pa.struct(
+        [
+            ("index", pa.int64()),
+            ("kind", pa.string()),
+            ("content", pa.string()),
+            ("bytes", pa.int64()),
+            ("chars", pa.int64()),
+            ("lines", pa.int64()),
+            ("tokens", pa.int64()),
+            ("tokens_provenance", pa.string()),
+            ("tool_call_ids", pa.list_(pa.string())),
+            ("tool_call_id", pa.string()),
+            ("bounded", pa.bool_()),
+            ("timestamp", pa.float64()),
+        ]
+    )
+    call = pa.struct(
+        [
+            ("index", pa.int64()),
+            ("event_index", pa.int64()),
+            ("view_end", pa.int64()),
+            ("input_tokens", pa.int64()),
+            ("output_tokens", pa.int64()),
+            ("cache_read_tokens", pa.int64()),
+            ("cache_write_tokens", pa.int64()),
+            ("reasoning_tokens", pa.int64()),
+            ("residual_tokens", pa.int64()),
+            ("usage_provenance", pa.string()),
+            ("timestamp", pa.float64()),
+            ("recorded_cost_usd", pa.float64()),
+        ]
+    )
+    return pa.schema(
+        [
+            ("schema_version", pa.int64()),
+            ("trace_id", pa.string()),
+            ("source_format", pa.string()),
+            ("source_file", pa.string()),
+            ("agent", pa.string()),
+            ("model", pa.string()),
+            ("context_window", pa.int64()),
+            ("bytes_per_token", pa.float64()),
+            ("recorded_policy", pa.string()),
+            ("outcome", pa.string()),
+            ("events", pa.list_(ev)),
+            ("calls", pa.list_(call)),
+        ]
+    )
+
+
+def write_traces(traces: Iterable[Trace], out: Path) -> int:
+    """Write one canonical file (format from the extension), atomically. Returns the number written."""
+    out = Path(out)
+    suffix = out.suffix.lower()
+    if suffix not in (".jsonl", ".parquet"):
+        from sim.errors import ConfigError
+
+        raise ConfigError(f"output {out.name}: unknown extension '{suffix}'; use .jsonl or .parquet")
+    n = 0
+    with atomic_path(out) as tmp:
+        if suffix == ".jsonl":
+            with open(tmp, "w", encoding="utf-8") as f:
+                for t in traces:
+                    f.write(json.dumps(trace_to_dict(t), ensure_ascii=False, separators=(",", ":")) + "\n")
+                    n += 1
+        else:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            sch = arrow_schema()
+            with pq.ParquetWriter(tmp, sch) as w:
+                batch: list[dict] = []
+                for t in traces:
+                    batch.append(trace_to_dict(t))
+                    n += 1
+                    if len(batch) == 64:
+                        w.write_table(pa.Table.from_pylist(batch, schema=sch))
+                        batch = []
+                if batch or n == 0:
+                    w.write_table(pa.Table.from_pylist(batch, schema=sch))
+    return n
+
+
+def load_dataset_traces(data_files, split: str = "train") -> Iterator[Trace]:
+    """Canonical traces through Hugging Face ``datasets`` (local JSON Lines or Parquet files)."""
+    import datasets  # lazy: heavy, and only this path needs it
+
+    files = [str(p) for p in ([data_files] if isinstance(data_files, str | Path) else data_files)]
+    builder = "parquet" if all(f.endswith(".parquet") for f in files) else "json"
+    ds = datasets.load_dataset(builder, data_files=files, split=split)
+    for i, d in enumerate(ds):
+        yield trace_from_dict(d, ",".join(Path(f).name for f in files), f"row {i}")

@@ -1,0 +1,144 @@
+"""Records of the canonical trace and of a replay. Frozen: nothing downstream may rewrite a trace."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+EVENT_KINDS = ("system", "tools", "user", "assistant", "tool_result")
+KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
+TOKEN_PROVENANCES = ("provider", "derived", "tokenizer", "estimate", "synthetic")
+USAGE_PROVENANCES = ("provider", "synthetic", "none")
+
+
+class ItemState(IntEnum):
+    """What a view holds for an event. Codes are stored in per-call tables, so they never change."""
+
+    VERBATIM = 0
+    BOUNDED = 1  # head/tail cut at settle time; the rest is gone for good
+    MASKED = 2  # placeholder, no handle: lost from view
+    DROPPED = 3  # removed from the view entirely
+    SUMMARIZED = 4  # covered by a summary (derived representation)
+    SPILLED = 5  # moved out of view behind a handle; recoverable
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry of the durable store. Sizes are kept beside content so text-free traces still replay."""
+
+    index: int
+    kind: str
+    content: str | None
+    bytes: int  # UTF-8 bytes of content
+    chars: int  # characters of content (mini-swe-agent's bounds count characters)
+    lines: int  # len(content.splitlines()) (SWE-agent's placeholder counts these)
+    tokens: int  # size as input to a later call
+    tokens_provenance: str
+    tool_call_ids: tuple[str, ...] = ()  # assistant: the tool calls it issued
+    tool_call_id: str | None = None  # tool_result: the call it answers
+    bounded: bool = False  # the recorded run already cut this content
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One model request of the recorded run, with its usage normalised to one meaning.
+
+    ``input_tokens`` counts every input token, cached or not (Gemini and OpenAI already report it so;
+    Anthropic's input + cache read + cache write is summed by the importer).
+    """
+
+    index: int
+    event_index: int  # the assistant event this call produced
+    view_end: int  # events [0, view_end) made up the recorded request
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    residual_tokens: int = 0  # input_tokens - sum of view event tokens; provenance provider-residual
+    usage_provenance: str = "provider"
+    timestamp: float | None = None
+    recorded_cost_usd: float | None = None
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A canonical trace: ordered events, the recorded calls, and run metadata."""
+
+    trace_id: str
+    source_format: str
+    events: tuple[Event, ...]
+    calls: tuple[Call, ...]
+    agent: str | None = None
+    model: str | None = None
+    context_window: int | None = None
+    bytes_per_token: float | None = None  # calibrated from this trace's provider numbers, if any
+    recorded_policy: dict = field(default_factory=dict)
+    outcome: dict = field(default_factory=dict)
+    source_file: str | None = None
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
+
+    @property
+    def trace_hash(self) -> str:
+        """sha256 of the canonical serialisation; the same content gives the same hash anywhere."""
+        h = self._cache.get("hash")
+        if h is None:
+            from sim.traceio import trace_hash
+
+            h = self._cache["hash"] = trace_hash(self)
+        return h
+
+    @property
+    def arrays(self) -> TraceArrays:
+        a = self._cache.get("arrays")
+        if a is None:
+            a = self._cache["arrays"] = TraceArrays.build(self)
+        return a
+
+
+@dataclass(frozen=True)
+class TraceArrays:
+    """Column view of a trace for the engine's hot loop; arrays are read-only."""
+
+    kind: np.ndarray
+    tokens: np.ndarray
+    bytes: np.ndarray
+    chars: np.ndarray
+    lines: np.ndarray
+    bounded: np.ndarray
+    view_end: np.ndarray
+    residual: np.ndarray
+    output_tokens: np.ndarray  # -1 where not recorded
+    recorded_input: np.ndarray  # -1 where not recorded
+
+    @classmethod
+    def build(cls, t: Trace) -> TraceArrays:
+        def arr(values, dtype):
+            a = np.asarray(values, dtype=dtype)
+            a.setflags(write=False)
+            return a
+
+        ev, calls = t.events, t.calls
+        return cls(
+            kind=arr([KIND_CODE[e.kind] for e in ev], np.int8),
+            tokens=arr([e.tokens for e in ev], np.int64),
+            bytes=arr([e.bytes for e in ev], np.int64),
+            chars=arr([e.chars for e in ev], np.int64),
+            lines=arr([e.lines for e in ev], np.int64),
+            bounded=arr([e.bounded for e in ev], np.bool_),
+            view_end=arr([c.view_end for c in calls], np.int64),
+            residual=arr([c.residual_tokens for c in calls], np.int64),
+            output_tokens=arr([-1 if c.output_tokens is None else c.output_tokens for c in calls], np.int64),
+            recorded_input=arr([-1 if c.input_tokens is None else c.input_tokens for c in calls], np.int64),
+        )
+
+
+def policy_json(params: dict) -> str:
+    """Stable JSON for nested metadata kept as strings in tables (Arrow-friendly)."""
+    return json.dumps(params, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
