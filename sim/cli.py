@@ -47,7 +47,9 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     numeric = [all(isinstance(r.get(c), int | float) or r.get(c) is None for r in rows) for c in columns]
 
     def line(values: list[str]) -> str:
-        return "  ".join(v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True))
+        return "  ".join(
+            v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)
+        )
 
     out = [line(columns), line(["-" * w for w in widths])]
     out.extend(line(row) for row in cells)
@@ -83,8 +85,10 @@ def iter_runs(paths: list[str], policy) -> Iterator[tuple[Any, Any]]:
         for trace in load_path(f):
             model = ReplayModel(trace)
             if model.estimated:
-                _warn(f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
-                      "tokens; estimated from the turn's text")
+                _warn(
+                    f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
+                    "tokens; estimated from the turn's text"
+                )
             yield trace, replay(trace, policy, model)
         _progress(i, len(files), "replaying files")
 
@@ -168,7 +172,7 @@ def _canonical_problems(path: Path) -> Iterator[str]:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield f"{path.name}: record line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+                yield f"{path.name}: record line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
                 continue
             yield from report(f"line {lineno}", d)
 
@@ -218,9 +222,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
     out = []
     for name, cls in registered().items():
-        ks = {
-            f.name: (None if f.default is dataclasses.MISSING else f.default) for f in knobs(cls)
-        }
+        ks = {f.name: (None if f.default is dataclasses.MISSING else f.default) for f in knobs(cls)}
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         out.append({"policy": name, "knobs": ks, "description": doc})
     if args.format == "json":
@@ -258,16 +260,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         calls = sum(r["calls"] for r in prow)
         ci = sum(r["cumulative_input_tokens"] for r in prow)
         ge = [r["growth_exponent"] for r in prow if r["growth_exponent"] is not None]
-        summary.append({
-            "policy": name + ("" if not overrides else " " + " ".join(o.split(".", 1)[1] for o in overrides)),
-            "runs": len(prow),
-            "calls": calls,
-            "cumulative_input_tokens": ci,
-            "vs_raw": None,
-            "mean_input_per_call": round(ci / calls) if calls else 0,
-            "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
-            "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
-        })
+        summary.append(
+            {
+                "policy": name
+                + ("" if not overrides else " " + " ".join(o.split(".", 1)[1] for o in overrides)),
+                "runs": len(prow),
+                "calls": calls,
+                "cumulative_input_tokens": ci,
+                "vs_raw": None,
+                "mean_input_per_call": round(ci / calls) if calls else 0,
+                "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
+                "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
+            }
+        )
     base = summary[0]["cumulative_input_tokens"]
     for s in summary:
         s["vs_raw"] = round(s["cumulative_input_tokens"] / base, 4) if base else None
@@ -276,6 +281,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
     write_frames(frames, out / "calls.parquet")
     print(format_table(summary, list(summary[0])))
     print(f"\nper-run results: {out / 'runs.csv'} (and runs.jsonl); per-call table: {out / 'calls.parquet'}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------- bench
+def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
+    from sim.bench import run_bench
+
+    for name in args.policy or []:
+        from sim.policies.base import policy_class
+
+        policy_class(name)
+    rows = run_bench(args.policy, args.corpus, args.repeats, log=lambda m: _warn(m))
+    if args.format == "json":
+        sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        print(format_table(rows, ["policy", "corpus", "calls", "calls_per_s", "repeats"]))
+        if rows:
+            print(f"median of {args.repeats} repeats, one core pinned; machine has {rows[0]['cores']} cores")
     return 0
 
 
@@ -297,22 +322,34 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example: ctxsim run scenarios/suite --policy observation_masking policy.n=10 --format json",
     )
     r.add_argument("items", nargs="+", metavar="PATH|policy.KEY=VALUE")
-    r.add_argument("--policy", default="raw", help="registered policy name (see `ctxsim policies`); default raw")
-    r.add_argument("--format", choices=("table", "json", "csv"), default="table",
-                   help="table for people; json = JSON Lines, one object per run; csv")
+    r.add_argument(
+        "--policy", default="raw", help="registered policy name (see `ctxsim policies`); default raw"
+    )
+    r.add_argument(
+        "--format",
+        choices=("table", "json", "csv"),
+        default="table",
+        help="table for people; json = JSON Lines, one object per run; csv",
+    )
     r.add_argument("--calls", metavar="OUT", help="also write the per-call table (.csv, .jsonl or .parquet)")
     r.set_defaults(func=cmd_run)
 
-    i = sub.add_parser("import", help="convert source files into one canonical trace file",
-                       description="Convert any number of source files (auto-detected formats) into one "
-                       "canonical file; the format follows OUT's extension (.jsonl or .parquet).")
+    i = sub.add_parser(
+        "import",
+        help="convert source files into one canonical trace file",
+        description="Convert any number of source files (auto-detected formats) into one "
+        "canonical file; the format follows OUT's extension (.jsonl or .parquet).",
+    )
     i.add_argument("paths", nargs="+", metavar="PATH")
     i.add_argument("-o", "--output", required=True, metavar="OUT")
     i.set_defaults(func=cmd_import)
 
-    v = sub.add_parser("validate", help="list every problem in trace files",
-                       description="Check files against the canonical schema (scenarios/SCHEMA.md) and list "
-                       "every problem with file, record and field. Exit 2 if any.")
+    v = sub.add_parser(
+        "validate",
+        help="list every problem in trace files",
+        description="Check files against the canonical schema (scenarios/SCHEMA.md) and list "
+        "every problem with file, record and field. Exit 2 if any.",
+    )
     v.add_argument("paths", nargs="+", metavar="PATH")
     v.set_defaults(func=cmd_validate)
 
@@ -320,12 +357,25 @@ def build_parser() -> argparse.ArgumentParser:
     po.add_argument("--format", choices=("table", "json"), default="table")
     po.set_defaults(func=cmd_policies)
 
-    d = sub.add_parser("demo", help="compare the built-in policies on the embedded scenario suite",
-                       description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail and "
-                       "observation_masking n=10; print a comparison and write per-run and per-call tables.")
+    d = sub.add_parser(
+        "demo",
+        help="compare the built-in policies on the embedded scenario suite",
+        description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail and "
+        "observation_masking n=10; print a comparison and write per-run and per-call tables.",
+    )
     d.add_argument("paths", nargs="*", metavar="PATH")
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
     d.set_defaults(func=cmd_demo)
+    b = sub.add_parser("bench", help="engine speed: simulated calls per second per policy",
+                       description="Benchmark the replay engine: simulated calls per second for each "
+                       "built-in policy over the 40 shared real runs (corpus shared, from CTXSIM_TRACES) and "
+                       "the "
+                       "embedded suite (corpus embedded); the median of several repeats on one pinned core.")
+    b.add_argument("--format", choices=("table", "json"), default="table")
+    b.add_argument("--repeats", type=int, default=7, help="timed repeats per (policy, corpus); default 7")
+    b.add_argument("--policy", action="append", help="only this policy (repeatable); default all registered")
+    b.add_argument("--corpus", action="append", choices=("shared", "embedded"), help="only this corpus")
+    b.set_defaults(func=cmd_bench)
     return p
 
 

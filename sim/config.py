@@ -35,7 +35,8 @@ def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
             raise ConfigError(f"override '{ov}': only policy.KEY=VALUE overrides are accepted here")
         if knob not in knob_names:
             raise ConfigError(
-                f"override '{ov}': policy '{policy}' has no knob '{knob}'; knobs: {', '.join(knob_names) or 'none'}"
+                f"override '{ov}': policy '{policy}' has no knob '{knob}'; "
+                f"knobs: {', '.join(knob_names) or 'none'}"
             )
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -64,6 +65,8 @@ def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Po
             mod, _, attr = target.rpartition(".")
             cls = getattr(importlib.import_module(mod), attr)
             return cls(**pcfg)
-        raise ConfigError(f"policy _target_ {target!r} is not a registered policy class; registered: "
-                          + ", ".join(sorted(by_target)))
+        raise ConfigError(
+            f"policy _target_ {target!r} is not a registered policy class; registered: "
+            + ", ".join(sorted(by_target))
+        )
     return make_policy(by_target[target], **pcfg)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-
-import numpy as np
+from itertools import accumulate
+from math import log
 
 from sim.records import RunRecord
 
@@ -38,15 +38,18 @@ def growth_exponent(r: RunRecord) -> float | None:
     n = r.n_calls
     if n < 4:
         return None
-    cum = np.cumsum(r.calls["input_tokens"].astype(np.float64))
     lo = n // 2
-    x = np.log(np.arange(lo + 1, n + 1, dtype=np.float64))
-    y = cum[lo:]
-    if (y <= 0).any():
+    cum = list(accumulate(r.calls["input_tokens"].tolist()))[lo:]
+    if cum[0] <= 0:  # cumulative sums only grow, so the first is the smallest
         return None
-    y = np.log(y)
-    xm, ym = x.mean(), y.mean()
-    slope = float(((x - xm) * (y - ym)).sum() / ((x - xm) ** 2).sum())
+    # plain floats: a run's calls are few, and numpy's per-operation cost would dominate
+    ys = [log(c) for c in cum]
+    xs = [log(k) for k in range(lo + 1, n + 1)]
+    m = n - lo
+    xm, ym = sum(xs) / m, sum(ys) / m
+    num = sum((x - xm) * (y - ym) for x, y in zip(xs, ys, strict=True))
+    den = sum((x - xm) ** 2 for x in xs)
+    slope = num / den
     return round(slope, 6) if math.isfinite(slope) else None
 
 

@@ -7,6 +7,8 @@ information model; they plug in here.
 
 from __future__ import annotations
 
+import numpy as np
+
 from sim.errors import CtxsimError
 from sim.tokens import estimate_tokens
 from sim.types import Trace
@@ -16,6 +18,19 @@ class ModelScriptError(CtxsimError):
     """The mock model was asked for a turn its script does not have (a bug in a caller, loudly)."""
 
 
+def _recorded_outputs(trace: Trace) -> tuple[np.ndarray, int]:
+    """Output tokens per call as recorded; a call without them is estimated from its turn's text."""
+    out = trace.arrays.output_tokens
+    missing = np.flatnonzero(out < 0).tolist()
+    if missing:
+        out = out.copy()
+        for k in missing:
+            e = trace.events[trace.calls[k].event_index]
+            out[k] = estimate_tokens(e.bytes, trace.bytes_per_token)
+        out.setflags(write=False)
+    return out, len(missing)
+
+
 class ReplayModel:
     """Answers call k with the recorded turn k; output tokens as recorded (estimated when absent)."""
 
@@ -23,19 +38,20 @@ class ReplayModel:
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        out = trace.arrays.output_tokens
-        self._output = out.tolist()
-        self.estimated = 0
-        for k, v in enumerate(self._output):
-            if v < 0:  # not recorded: estimate from the turn's own text
-                self._output[k] = estimate_tokens(trace.events[trace.calls[k].event_index].bytes, trace.bytes_per_token)
-                self.estimated += 1
+        self._column, self.estimated = trace.derived("replay_outputs", _recorded_outputs)
+        self._output: list[int] | None = None
 
     def respond(self, call: int) -> int:
         """Output tokens of call ``call``."""
+        if self._output is None:
+            self._output = self._column.tolist()
         if not 0 <= call < len(self._output):
             raise ModelScriptError(
                 f"replay model of trace {self.trace.trace_id}: asked for call {call}, "
                 f"the recording has {len(self._output)}"
             )
         return self._output[call]
+
+    def respond_all(self) -> np.ndarray:
+        """Output tokens of every call at once, for replays whose calls cannot change the script."""
+        return self._column

@@ -135,7 +135,9 @@ def _describe(value) -> str:
     if value is None:
         return "null"
     text = json.dumps(value) if not isinstance(value, str) else repr(value)
-    name = {dict: "object", list: "array", str: "string", bool: "boolean"}.get(type(value), type(value).__name__)
+    name = {dict: "object", list: "array", str: "string", bool: "boolean"}.get(
+        type(value), type(value).__name__
+    )
     return f"{name} {text[:40]}"
 
 

@@ -54,7 +54,9 @@ def _fmt(v: Any) -> str:
 
 def check_table_path(path: Path, what: str) -> None:
     if path.suffix.lower() not in TABLE_SUFFIXES:
-        raise ConfigError(f"{what} {path.name}: unknown extension '{path.suffix}'; use {', '.join(TABLE_SUFFIXES)}")
+        raise ConfigError(
+            f"{what} {path.name}: unknown extension '{path.suffix}'; use {', '.join(TABLE_SUFFIXES)}"
+        )
 
 
 def write_frames(frames: Iterable, path: Path) -> int:

@@ -9,12 +9,43 @@ non-negative, so what the visible events cannot explain is kept per call and rep
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from pathlib import Path
 
 # Per-message framing (role markers, separators) as bytes, so an empty message still weighs something
 # when a provider delta is split across the events it covers.
 MESSAGE_OVERHEAD_BYTES = 16
 SEED_BYTES_PER_TOKEN = 4.0  # effect-agent: ceil(UTF-8 bytes / 4)
+
+
+CALIBRATION_FILE = Path(__file__).resolve().parent.parent / "conf" / "calibration" / "bytes_per_token.yaml"
+
+
+@lru_cache(maxsize=1)
+def _calibration() -> tuple[float, dict[str, float]]:
+    import yaml  # PyYAML comes with Hydra/OmegaConf
+
+    data = yaml.safe_load(CALIBRATION_FILE.read_text()) if CALIBRATION_FILE.is_file() else {}
+    return float(data.get("default", SEED_BYTES_PER_TOKEN)), dict(data.get("models") or {})
+
+
+def calibrated_bytes_per_token(model: str | None) -> float:
+    """The shipped per-model calibration, or the seed's 4 bytes per token for an unknown model."""
+    default, models = _calibration()
+    return float(models.get(model, default)) if model else default
+
+
+def fit_bytes_per_token(traces: Iterable) -> dict[str, float]:
+    """Per model: framed bytes / tokens pooled over every event whose size derives from provider numbers."""
+    acc: dict[str, list[int]] = {}
+    for t in traces:
+        a = acc.setdefault(t.model or "", [0, 0])
+        for e in t.events:
+            if e.tokens_provenance in ("derived", "provider"):
+                a[0] += e.bytes + MESSAGE_OVERHEAD_BYTES
+                a[1] += e.tokens
+    return {m: round(b / k, 4) for m, (b, k) in sorted(acc.items()) if k}
 
 
 def seed_estimate(nbytes: int) -> int:

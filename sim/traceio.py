@@ -92,7 +92,11 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
         c = e["content"]
         if c is not None:
-            for key, actual in (("bytes", len(c.encode())), ("chars", len(c)), ("lines", len(c.splitlines()))):
+            for key, actual in (
+                ("bytes", len(c.encode())),
+                ("chars", len(c)),
+                ("lines", len(c.splitlines())),
+            ):
                 if e[key] != actual:
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {actual}"))
         if e["kind"] == "assistant":
@@ -114,13 +118,18 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         if ei <= last_event:
             out.append((f"{p}.event_index", f"{ei} does not follow the previous call's {last_event}"))
         if ve > ei or ve < last_view:
-            out.append((f"{p}.view_end", f"{ve} must lie in [{last_view}, {ei}] (append-only, before its output)"))
+            out.append(
+                (f"{p}.view_end", f"{ve} must lie in [{last_view}, {ei}] (append-only, before its output)")
+            )
             ve = min(max(ve, 0), len(events))
         last_event, last_view = ei, max(last_view, ve)
         expected = 0 if c["input_tokens"] is None else c["input_tokens"] - prefix[ve]
         if c["residual_tokens"] != expected:
             out.append(
-                (f"{p}.residual_tokens", f"is {c['residual_tokens']} but input_tokens - view tokens = {expected}")
+                (
+                    f"{p}.residual_tokens",
+                    f"is {c['residual_tokens']} but input_tokens - view tokens = {expected}",
+                )
             )
     for key in ("recorded_policy", "outcome"):
         if key in d:
@@ -219,7 +228,9 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
             try:
                 d = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise TraceError(name, f"invalid JSON ({exc.msg} at column {exc.colno})", record=f"line {lineno}")
+                raise TraceError(
+                    name, f"invalid JSON: {exc.msg} (column {exc.colno})", record=f"line {lineno}"
+                ) from None
             yield trace_from_dict(d, name, f"line {lineno}")
 
 
@@ -252,6 +263,9 @@ def atomic_path(path: Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; results are ordinary files
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

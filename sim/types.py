@@ -94,6 +94,13 @@ class Trace:
             h = self._cache["hash"] = trace_hash(self)
         return h
 
+    def derived(self, key: str, build):
+        """Memoised data derived from this (immutable) trace, e.g. the indices of its observations."""
+        v = self._cache.get(key)
+        if v is None:
+            v = self._cache[key] = build(self)
+        return v
+
     @property
     def arrays(self) -> TraceArrays:
         a = self._cache.get("arrays")
@@ -116,6 +123,11 @@ class TraceArrays:
     residual: np.ndarray
     output_tokens: np.ndarray  # -1 where not recorded
     recorded_input: np.ndarray  # -1 where not recorded
+    prefix: np.ndarray  # prefix[i] = sum of tokens of events [0, i)
+    recorded_view: np.ndarray  # per call: sum of tokens of its recorded view
+    call_index: np.ndarray  # 0 .. calls-1
+    no_first: np.ndarray  # per call -1: "no item changed" (shared by records, read-only)
+    no_changes: np.ndarray  # per call 0
 
     @classmethod
     def build(cls, t: Trace) -> TraceArrays:
@@ -125,6 +137,10 @@ class TraceArrays:
             return a
 
         ev, calls = t.events, t.calls
+        tokens = np.asarray([e.tokens for e in ev], dtype=np.int64)
+        prefix = np.zeros(len(ev) + 1, dtype=np.int64)
+        np.cumsum(tokens, out=prefix[1:])
+        view_end = np.asarray([c.view_end for c in calls], dtype=np.int64)
         return cls(
             kind=arr([KIND_CODE[e.kind] for e in ev], np.int8),
             tokens=arr([e.tokens for e in ev], np.int64),
@@ -136,6 +152,11 @@ class TraceArrays:
             residual=arr([c.residual_tokens for c in calls], np.int64),
             output_tokens=arr([-1 if c.output_tokens is None else c.output_tokens for c in calls], np.int64),
             recorded_input=arr([-1 if c.input_tokens is None else c.input_tokens for c in calls], np.int64),
+            prefix=arr(prefix, np.int64),
+            recorded_view=arr(prefix[view_end], np.int64),
+            call_index=arr(np.arange(len(calls)), np.int64),
+            no_first=arr(np.full(len(calls), -1), np.int64),
+            no_changes=arr(np.zeros(len(calls)), np.int64),
         )
 
 

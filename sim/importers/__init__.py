@@ -56,11 +56,32 @@ def detect(path: Path) -> Importer:
     for imp in candidates:
         if imp.sniff(path):
             return imp
+    if suffix.endswith((".json", ".jsonl")):
+        _raise_if_not_json(path, jsonl=suffix.endswith(".jsonl"))
     raise TraceError(
         path.name,
         f"unknown format (tried: {', '.join(i.name for i in candidates) or 'none for this extension'}; "
         f"supported: {', '.join(sorted(reg))})",
     )
+
+
+def _raise_if_not_json(path: Path, jsonl: bool) -> None:
+    """A file no importer recognises is most often damaged JSON: say so, with the position."""
+    if jsonl:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for lineno, line in enumerate(f, start=1):
+                if line.strip():
+                    try:
+                        json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise TraceError(
+                            path.name,
+                            f"invalid JSON: {exc.msg} (column {exc.colno})",
+                            record=f"line {lineno}",
+                        ) from None
+                    return
+        return
+    read_json(path)
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
@@ -69,7 +90,9 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and any(f.name.lower().endswith(e) for e in exts))
+            found = sorted(
+                f for f in p.rglob("*") if f.is_file() and any(f.name.lower().endswith(e) for e in exts)
+            )
             if not found:
                 raise TraceError(str(p), "directory holds no trace files")
             out.extend(found)
@@ -96,6 +119,8 @@ def read_json(path: Path):
         with open(path, encoding="utf-8") as f:
             return json.load(f)
     except json.JSONDecodeError as exc:
-        raise TraceError(path.name, f"invalid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise TraceError(
+            path.name, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from None
     except UnicodeDecodeError:
         raise TraceError(path.name, "not UTF-8 text") from None

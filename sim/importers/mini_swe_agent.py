@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, read_json, register
-from sim.tokens import derive_sizes
+from sim.tokens import calibrated_bytes_per_token, derive_sizes
 from sim.types import Call, Event, Trace
 
 FORMAT = "mini-swe-agent-1"
@@ -41,7 +41,10 @@ def _sniff(path: Path) -> bool:
         size = f.tell()
         f.seek(max(0, size - 4096))
         tail = f.read()
-    return b'"trajectory_format": "mini-swe-agent-1"' in tail or b'"trajectory_format":"mini-swe-agent-1"' in tail
+    return (
+        b'"trajectory_format": "mini-swe-agent-1"' in tail
+        or b'"trajectory_format":"mini-swe-agent-1"' in tail
+    )
 
 
 def _int_field(value, file: str, record: str, field: str, optional: bool = True) -> int | None:
@@ -59,7 +62,9 @@ def load(path: Path) -> Iterator[Trace]:
 
 def convert(data, file: str) -> Trace:
     if not isinstance(data, dict) or data.get("trajectory_format") != FORMAT:
-        raise TraceError(file, f"expected an object with trajectory_format '{FORMAT}'", field="trajectory_format")
+        raise TraceError(
+            file, f"expected an object with trajectory_format '{FORMAT}'", field="trajectory_format"
+        )
     messages = data.get("messages")
     if not isinstance(messages, list) or not messages:
         raise TraceError(file, "expected a non-empty list of messages", field="messages")
@@ -71,9 +76,13 @@ def convert(data, file: str) -> Trace:
             raise TraceError(file, "expected an object", record=rec)
         role, content = m.get("role"), m.get("content")
         if role not in ("system", "user", "assistant"):
-            raise TraceError(file, f"expected role system, user or assistant, got {role!r}", record=rec, field="role")
+            raise TraceError(
+                file, f"expected role system, user or assistant, got {role!r}", record=rec, field="role"
+            )
         if not isinstance(content, str):
-            raise TraceError(file, f"expected a string, got {type(content).__name__}", record=rec, field="content")
+            raise TraceError(
+                file, f"expected a string, got {type(content).__name__}", record=rec, field="content"
+            )
         if role == "user":
             kind = "tool_result" if seen_user and any(k == "assistant" for k, _, _ in events_raw) else "user"
             seen_user = True
@@ -104,23 +113,32 @@ def convert(data, file: str) -> Trace:
             usage = response.get("usage")
             created = response.get("created")
             if created is not None and (isinstance(created, bool) or not isinstance(created, int | float)):
-                raise TraceError(file, f"expected a unix time, got {created!r}", record=rec, field="extra.response.created")
+                raise TraceError(
+                    file, f"expected a unix time, got {created!r}", record=rec, field="extra.response.created"
+                )
             ev["timestamp"] = None if created is None else float(created)
             call = {"event_index": i, "view_end": i, "timestamp": ev["timestamp"]}
             if isinstance(usage, dict):
-                f = f"extra.response.usage"
+                f = "extra.response.usage"
                 details = usage.get("prompt_tokens_details") or {}
                 cdetails = usage.get("completion_tokens_details") or {}
                 call["input_tokens"] = _int_field(usage.get("prompt_tokens"), file, rec, f + ".prompt_tokens")
-                call["output_tokens"] = _int_field(usage.get("completion_tokens"), file, rec, f + ".completion_tokens")
+                call["output_tokens"] = _int_field(
+                    usage.get("completion_tokens"), file, rec, f + ".completion_tokens"
+                )
                 call["cache_read_tokens"] = _int_field(
                     details.get("cached_tokens"), file, rec, f + ".prompt_tokens_details.cached_tokens"
                 )
                 call["reasoning_tokens"] = _int_field(
-                    cdetails.get("reasoning_tokens"), file, rec, f + ".completion_tokens_details.reasoning_tokens"
+                    cdetails.get("reasoning_tokens"),
+                    file,
+                    rec,
+                    f + ".completion_tokens_details.reasoning_tokens",
                 )
                 cost = usage.get("cost")
-                call["recorded_cost_usd"] = float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+                call["recorded_cost_usd"] = (
+                    float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
+                )
                 call["usage_provenance"] = "provider" if call["input_tokens"] is not None else "none"
             elif usage is not None:
                 raise TraceError(file, "expected an object", record=rec, field="extra.response.usage")
@@ -132,13 +150,19 @@ def convert(data, file: str) -> Trace:
             ev["bounded"] = all(marker in content for marker in _CUT_MARKERS)
         events.append(ev)
 
-    nbytes = [len(e["content"].encode()) for e in events]
-    sizes, prov, residuals, bpt = derive_sizes(
-        nbytes, [c["view_end"] for c in calls], [c.get("input_tokens") for c in calls]
-    )
     info = data.get("info") if isinstance(data.get("info"), dict) else {}
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
     model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
+    model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
+    if model:  # one run names "@google/..." (a routing prefix); the model is the same
+        model = model.lstrip("@")
+    nbytes = [len(e["content"].encode()) for e in events]
+    sizes, prov, residuals, bpt = derive_sizes(
+        nbytes,
+        [c["view_end"] for c in calls],
+        [c.get("input_tokens") for c in calls],
+        calibrated_bytes_per_token(model),
+    )
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     trace_id = data.get("instance_id")
     if not isinstance(trace_id, str) or not trace_id:
@@ -148,7 +172,7 @@ def convert(data, file: str) -> Trace:
         source_format=FORMAT,
         source_file=file,
         agent=f"mini-swe-agent {info.get('mini_version', '')}".strip(),
-        model=model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None,
+        model=model,
         context_window=None,
         bytes_per_token=bpt,
         recorded_policy=dict(RECORDED_POLICY),

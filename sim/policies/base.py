@@ -26,6 +26,19 @@ class Change(NamedTuple):
     reason: str
 
 
+class Plan(NamedTuple):
+    """Every pre-call decision of a run at once, for policies whose decisions depend only on the
+    trace's structure, not on sizes in view. Entry j: before call ``call[j]``, event ``index[j]``
+    becomes ``state[j]`` weighing ``tokens[j]``. ``call`` is non-decreasing, within one call the
+    entries ascend by index (the first is that call's cache seam), and each index appears once.
+    Must equal what ``before_call`` decides call by call; the conformance checker compares the two."""
+
+    call: list[int]
+    index: list[int]
+    tokens: list[int]
+    state: list[int]
+
+
 class View:
     """What the next request holds: events [0, n) with their current sizes and states.
 
@@ -47,6 +60,7 @@ class Policy:
     name: ClassVar[str] = ""
     settles: ClassVar[bool] = False  # has a settle-time transform
     acts_before_call: ClassVar[bool] = False  # has a pre-call transform
+    plans: ClassVar[bool] = False  # offers ``plan`` (vectorised pre-call decisions)
 
     def start(self, trace: Trace) -> Any:
         """Fresh per-run state."""
@@ -56,16 +70,32 @@ class Policy:
         """Once, as event ``index`` enters the store and the view (tool-result bounds)."""
         return None
 
+    def settle_all(self, trace: Trace) -> list[Change] | None:
+        """All settle-time changes of a run at once (ascending index), or None to be asked per event.
+        Only for settle transforms that look at the event alone, never at the view."""
+        return None
+
     def before_call(self, trace: Trace, state: Any, view: View, call: int) -> Sequence[Change]:
         """Before call ``call``: decisions on items already in view."""
         return ()
+
+    def plan(self, trace: Trace) -> Plan:
+        """Only where ``plans`` is true: every pre-call decision of the run (see ``Plan``)."""
+        raise NotImplementedError
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         """What the policy declares about every view it builds, checked by the conformance checker."""
         return []
 
     def params(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """The knobs and their values, in declaration order."""
+        names = _KNOB_NAMES.get(type(self))
+        if names is None:
+            names = _KNOB_NAMES[type(self)] = tuple(f.name for f in dataclasses.fields(self))  # type: ignore
+        return {n: getattr(self, n) for n in names}
+
+
+_KNOB_NAMES: dict[type, tuple[str, ...]] = {}  # per class, constant: fields() is slow in a hot path
 
 
 _REGISTRY: dict[str, type[Policy]] = {}
@@ -105,7 +135,9 @@ def make_policy(name: str, **params: Any) -> Policy:
     known = {f.name for f in knobs(cls)}
     for key in params:
         if key not in known:
-            raise ConfigError(f"policy '{name}' has no knob '{key}'; knobs: {', '.join(sorted(known)) or 'none'}")
+            raise ConfigError(
+                f"policy '{name}' has no knob '{key}'; knobs: {', '.join(sorted(known)) or 'none'}"
+            )
     try:
         return cls(**params)
     except TypeError as exc:  # a required knob missing
@@ -114,7 +146,9 @@ def make_policy(name: str, **params: Any) -> Policy:
 
 def check_int(policy: str, knob: str, value: Any, lo: int, hi: int | None = None) -> None:
     """Knob validation with the message users need: knob, value, allowed range."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi)
+    ok = (
+        isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi)
+    )
     if not ok:
         rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
         raise ConfigError(f"policy '{policy}': {knob}={value!r} is not an integer in {rng}")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.tokens import scale_tokens
-from sim.types import ItemState, Trace
+from sim.types import KIND_CODE, ItemState, Trace
 
 
 def notice(elided: int) -> str:
@@ -22,7 +24,7 @@ def notice(elided: int) -> str:
 @register
 @dataclass(frozen=True)
 class ToolResultHeadTail(Policy):
-    """Tool results of ``max_chars``+ characters keep a head and a tail (mini-swe-agent 10,000/5,000/5,000)."""
+    """Tool results of max_chars+ characters keep a head and a tail (mini-swe-agent 10,000/5,000/5,000)."""
 
     max_chars: int = 10000
     head_chars: int = 5000
@@ -60,6 +62,11 @@ class ToolResultHeadTail(Policy):
             return None
         nbytes = self.cut_bytes(trace, index)
         return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "head-tail")
+
+    def settle_all(self, trace: Trace) -> list[Change]:
+        a = trace.arrays
+        candidates = (a.kind == KIND_CODE["tool_result"]) & ~a.bounded & (a.chars >= self.max_chars)
+        return [self.settle(trace, None, i, None) for i in np.flatnonzero(candidates).tolist()]
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         return [

@@ -1,0 +1,153 @@
+"""Regenerate the embedded scenario suite: ``python -m scenarios.make_suite``.
+
+The committed ``scenarios/suite/`` is exactly what this writes with the defaults; a test regenerates it
+and compares bytes, so the data can never drift from the generator. ``--calibrate CSV`` prints the
+statistics of the Complexity Trap CSV's raw-history rows that the generator's parameters were chosen
+from, beside the same statistics of the suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from scenarios.swe_like import generate_suite, suite_stats
+from sim.traceio import atomic_path, write_traces
+
+SEED = 20261130
+N_RUNS = 40  # enough runs for the tail statistics to hold; the file stays ~1.4 MB
+SUITE_DIR = Path(__file__).resolve().parent / "suite"
+SUITE_FILE = "swe_like.jsonl"
+RAW_STRATEGY = "Raw Agent"  # the full-history rows of the CSV's `strategy` column
+
+# (key in suite_stats, label, target as published / as tested, number format)
+_TARGETS = (
+    ("runs", "runs", "", "{:d}"),
+    ("turns_mean", "turns (calls) per run, mean", "~50; test [40, 60]", "{:.1f}"),
+    ("turns_median", "turns per run, median", "~30; test [22, 38]", "{:.1f}"),
+    ("turns_max", "turns per run, max", "> 150", "{:d}"),
+    ("input_per_call_mean", "input tokens per call (mean of run means)", "~20k; test [16k, 24k]", "{:,.0f}"),
+    ("peak_input_max", "largest input of any call", "> 100k", "{:,d}"),
+    ("runs_peak_over_100k", "runs whose peak input passes 100k", ">= 1", "{:d}"),
+    ("cumulative_input_per_run_mean", "cumulative input tokens per run, mean", "1.6M-2.3M", "{:,.0f}"),
+    ("observation_share", "observation share of turn tokens", "~0.84; test [0.80, 0.88]", "{:.3f}"),
+    ("tool_result_median", "tool result tokens, median", "", "{:,.0f}"),
+    ("tool_result_max", "tool result tokens, max", ">= 20k", "{:,d}"),
+    ("tool_results_over_20k", "tool results of 20k+ tokens", ">= 1", "{:d}"),
+    ("output_per_call_mean", "output tokens per call (mean of run means)", "70-150", "{:.1f}"),
+)
+
+
+def _readme(seed: int, n_runs: int, stats: dict, nbytes: int) -> str:
+    rows = "\n".join(
+        f"| {label} | {fmt.format(stats[key])} | {target} |" for key, label, target, fmt in _TARGETS
+    )
+    return f"""# Embedded scenario suite
+
+`{SUITE_FILE}`: {n_runs} synthetic SWE-agent-like runs (canonical traces, text-free: sizes only), made by
+`scenarios/swe_like.py` with seed {seed}. Full history (recorded policy `raw`); every call's input is
+the sum of the events in its view. The distributions are calibrated to the SWE-agent raw-history rows of
+the per-task data of The Complexity Trap (arXiv 2508.21433); the parameters and their derivation are
+in the generator's docstring (`--calibrate CSV` prints the source statistics beside the suite's).
+
+Regenerate (a test checks this directory equals a fresh generation byte for byte):
+
+    .venv/bin/python -m scenarios.make_suite
+
+Measured on the committed suite ({nbytes:,} bytes):
+
+| statistic | value | target |
+|---|---|---|
+{rows}
+"""
+
+
+def write_suite(out_dir: Path = SUITE_DIR, seed: int = SEED, n_runs: int = N_RUNS) -> dict:
+    """Write the suite file and its README into ``out_dir``; return the suite's statistics."""
+    out_dir = Path(out_dir)
+    traces = generate_suite(seed, n_runs)
+    path = out_dir / SUITE_FILE
+    write_traces(traces, path)
+    stats = suite_stats(traces)
+    with atomic_path(out_dir / "README.md") as tmp:
+        tmp.write_text(_readme(seed, n_runs, stats, path.stat().st_size), encoding="utf-8")
+    return stats
+
+
+def reference_stats(csv_path: str | Path) -> list[dict]:
+    """Per-model statistics of the CSV's raw-history rows, with the CSV's own per-task definitions.
+
+    The linear fit of mean prompt tokens per call against turn count splits the history into a fixed
+    part (intercept: system prompt + task) and growth per turn (2 x slope, since a run's mean call sees
+    half its turns).
+    """
+    import numpy as np
+    import pandas as pd
+
+    df = pd.read_csv(csv_path)
+    out = []
+    for experiment, g in df[df["strategy"] == RAW_STRATEGY].groupby("experiment", sort=True):
+        g = g[g["turn_count"] > 0]
+        turns = g["turn_count"].to_numpy(float)
+        prompt = g["mean_prompt_tokens"].to_numpy(float)
+        slope, intercept = np.polyfit(turns, prompt, 1)
+        out.append(
+            {
+                "experiment": experiment,
+                "runs": len(g),
+                "turns_mean": turns.mean(),
+                "turns_median": float(np.median(turns)),
+                "turns_log_sd": float(np.log(turns).std(ddof=1)),
+                "at_turn_limit": float((turns >= 250).mean()),
+                "input_per_call_mean": prompt.mean(),
+                "cumulative_input_per_run_mean": float((prompt * turns).mean()),
+                "output_per_call_mean": float(g["mean_completion_tokens"].mean()),
+                "fixed_tokens": float(intercept),
+                "growth_per_turn": float(2 * slope),
+            }
+        )
+    return out
+
+
+def _print_calibration(csv_path: str, stats: dict) -> None:
+    cols = {
+        "turns_mean": "turns mean",
+        "turns_median": "turns median",
+        "input_per_call_mean": "input/call",
+        "cumulative_input_per_run_mean": "input/run",
+        "output_per_call_mean": "output/call",
+        "turns_log_sd": "turns log-sd",
+        "at_turn_limit": "at limit",
+        "fixed_tokens": "fixed tokens",
+        "growth_per_turn": "growth/turn",
+    }
+    print(f"\nraw-history rows of {Path(csv_path).name} (strategy '{RAW_STRATEGY}')")
+    print("source".ljust(48) + "".join(h.rjust(14) for h in cols.values()))
+    for r in reference_stats(csv_path):
+        print(r["experiment"][:47].ljust(48) + "".join(f"{r[c]:14.2f}" for c in cols))
+    print("this suite".ljust(48) + "".join(f"{stats.get(c, math.nan):14.2f}" for c in cols))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scenarios.make_suite", description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--out", type=Path, default=SUITE_DIR, help="output directory (default: the committed suite)"
+    )
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--runs", type=int, default=N_RUNS)
+    p.add_argument("--calibrate", metavar="CSV", help="also print the raw-history statistics of this CSV")
+    args = p.parse_args(argv)
+    stats = write_suite(args.out, args.seed, args.runs)
+    print(f"wrote {args.out / SUITE_FILE} ({args.runs} runs, seed {args.seed})")
+    for key, label, target, fmt in _TARGETS:
+        print(f"  {label}: {fmt.format(stats[key])}" + (f"  (target {target})" if target else ""))
+    if args.calibrate:
+        _print_calibration(args.calibrate, stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

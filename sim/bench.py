@@ -1,0 +1,87 @@
+"""Engine speed: simulated calls per second per policy and corpus, median of repeats, on one core.
+
+A benchmark, not a test: numbers depend on the machine. Corpora: ``shared`` (the 40 real mini-swe-agent
+runs under CTXSIM_TRACES) and ``embedded`` (the committed scenario suite). Traces are loaded once;
+each repeat replays every trace of the corpus, metrics included, as ``ctxsim run`` does.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sim.engine import replay
+from sim.importers import load_paths
+from sim.metrics import compute_metrics
+from sim.policies.base import make_policy, registered
+from sim.types import Trace
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def traces_dir() -> Path:
+    """The shared real traces: CTXSIM_TRACES, default ../shared/traces beside the repository."""
+    return Path(os.environ.get("CTXSIM_TRACES", REPO.parent / "shared" / "traces"))
+
+
+def corpora() -> dict[str, Callable[[], list[Trace]]]:
+    return {
+        "shared": lambda: list(load_paths([traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"])),
+        "embedded": lambda: list(load_paths([REPO / "scenarios" / "suite"])),
+    }
+
+
+def pin_one_core() -> None:
+    """Measure one core: pin the process to the first CPU it may use (where the OS allows)."""
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[0]})
+
+
+def measure(traces: list[Trace], policy_name: str, repeats: int, min_seconds: float = 0.2) -> dict:
+    """Median calls/s over ``repeats`` timed repeats; each repeat replays the corpus as many times as
+    it takes to last ``min_seconds`` (calibrated once), so timer noise stays small."""
+    policy = make_policy(policy_name)
+    calls = sum(len(t.calls) for t in traces)
+
+    def one_pass() -> float:
+        t0 = time.perf_counter()
+        for t in traces:
+            compute_metrics(replay(t, policy))
+        return time.perf_counter() - t0
+
+    passes = max(1, int(min_seconds / max(one_pass(), 1e-6)))  # warm-up pass also fills per-trace caches
+    rates = []
+    for _ in range(repeats):
+        elapsed = sum(one_pass() for _ in range(passes))
+        rates.append(calls * passes / elapsed)
+    return {
+        "policy": policy_name,
+        "corpus": None,
+        "calls": calls,
+        "calls_per_s": round(statistics.median(rates)),
+        "repeats": repeats,
+    }
+
+
+def run_bench(
+    policies: list[str] | None = None, corpus_names: list[str] | None = None, repeats: int = 7, log=print
+) -> list[dict]:
+    pin_one_core()
+    available = corpora()
+    rows = []
+    for cname in corpus_names or list(available):
+        try:
+            traces = available[cname]()
+        except Exception as exc:  # a missing shared folder: say so and go on with the other corpus
+            log(f"corpus {cname} skipped: {exc}")
+            continue
+        for pname in policies or list(registered()):
+            row = measure(traces, pname, repeats)
+            row["corpus"] = cname
+            row["cores"] = os.cpu_count()
+            rows.append(row)
+    return rows

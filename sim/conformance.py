@@ -1,0 +1,66 @@
+"""The conformance checker every registered policy must pass (after Gymnasium's env checker).
+
+Checks, on each given trace: deterministic (two replays give identical records), input untouched (the
+trace's serialised content is unchanged), tool call/result pairs never split (never one dropped while
+the other stays), sizes sane (non-negative items, running total equal to the item sum), and the
+policy's own declared bound respected in every request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from sim.engine import replay
+from sim.policies.base import Policy, View
+from sim.traceio import trace_hash
+from sim.types import ItemState, Trace
+
+
+def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
+    """Every violation found, as readable lines; empty when the policy conforms."""
+    out: list[str] = []
+    for t in traces:
+        before = trace_hash(t)
+        problems: list[str] = []
+        pair_of = _pairs(t)
+
+        def observe(k: int, view: View, t=t, problems=problems, pair_of=pair_of) -> None:
+            if len(problems) > 20:
+                return
+            items = view.tokens[: view.n]
+            if any(x < 0 for x in items):
+                problems.append(f"call {k}: negative item size")
+            if sum(items) != view.total:
+                problems.append(f"call {k}: view total {view.total} != item sum {sum(items)}")
+            for a, b in pair_of:
+                if b < view.n and (view.state[a] == ItemState.DROPPED) != (
+                    view.state[b] == ItemState.DROPPED
+                ):
+                    problems.append(f"call {k}: tool call {a} and its result {b} split")
+            problems.extend(f"call {k}: {v}" for v in policy.bound_violations(t, view))
+
+        r1 = replay(t, policy, observer=observe)
+        r2 = replay(t, policy)
+        for col, a in r1.calls.items():
+            if not np.array_equal(a, r2.calls[col]):
+                problems.append(f"not deterministic: column {col} differs between two replays")
+        if not np.array_equal(r1.item_state, r2.item_state):
+            problems.append("not deterministic: final item states differ")
+        if trace_hash(t) != before:
+            problems.append("the trace was modified")
+        out.extend(f"{policy.name} on {t.trace_id}: {p}" for p in problems)
+    return out
+
+
+def _pairs(t: Trace) -> list[tuple[int, int]]:
+    """(assistant event, tool_result event) index pairs joined by tool call id."""
+    issuer: dict[str, int] = {}
+    pairs = []
+    for e in t.events:
+        for cid in e.tool_call_ids:
+            issuer[cid] = e.index
+        if e.tool_call_id is not None and e.tool_call_id in issuer:
+            pairs.append((issuer[e.tool_call_id], e.index))
+    return pairs

@@ -1,0 +1,191 @@
+"""The command line: formats, determinism, and one clear line with exit 2 for every kind of bad input."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from builders import swe_trace
+
+from sim.cli import main
+from sim.traceio import trace_to_dict, write_traces
+
+
+@pytest.fixture
+def suite(tmp_path):
+    path = tmp_path / "suite.jsonl"
+    write_traces(
+        [swe_trace([("a\nb\nc", 100)] * 5, trace_id="t1"), swe_trace([("x", 40)] * 14, trace_id="t2")], path
+    )
+    return path
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_run_json_is_only_json_and_complete(capsys, suite):
+    code, out, err = run(
+        capsys, "run", suite, "--policy", "observation_masking", "policy.n=2", "--format", "json"
+    )
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["trace_id"] for r in rows] == ["t1", "t2"]
+    r = rows[0]
+    assert r["policy"] == "observation_masking" and r["policy.n"] == 2 and r["policy.polling"] == 1
+    assert r["trace_hash"].startswith("sha256:") and r["ctxsim_version"]
+    assert r["calls"] == 5 and r["cumulative_input_tokens"] == 150 + 260 + 370 + 395 + 420
+    assert r["peak_context_tokens"] == 420
+    assert all(not isinstance(v, dict | list) for v in r.values())  # flat values only
+
+
+def test_run_json_byte_identical_across_runs(capsys, suite):
+    a = run(capsys, "run", suite, "--policy", "observation_masking", "--format", "json")[1]
+    b = run(capsys, "run", suite, "--policy", "observation_masking", "--format", "json")[1]
+    assert a == b and a
+
+
+def test_run_csv_and_calls_table(capsys, suite, tmp_path):
+    import pandas as pd
+
+    code, out, _ = run(capsys, "run", suite, "--format", "csv", "--calls", tmp_path / "calls.parquet")
+    assert code == 0
+    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,ctxsim_version")
+    calls = pd.read_parquet(tmp_path / "calls.parquet")
+    assert len(calls) == 5 + 14
+    assert calls.loc[calls.trace_id == "t1", "input_tokens"].tolist() == [150, 260, 370, 480, 590]
+
+
+def test_run_table(capsys, suite):
+    code, out, _ = run(capsys, "run", suite)
+    assert code == 0 and "cumulative_input_tokens" in out and "2 runs, 19 calls" in out
+
+
+def one_error_line(err):
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def test_unknown_policy(capsys, suite):
+    code, out, err = run(capsys, "run", suite, "--policy", "masking")
+    assert code == 2 and out == ""
+    assert one_error_line(err).startswith(
+        "ctxsim: error: unknown policy 'masking'; registered: observation_masking"
+    )
+
+
+def test_unknown_override_key(capsys, suite):
+    code, _, err = run(capsys, "run", suite, "--policy", "observation_masking", "policy.window=3")
+    assert code == 2
+    assert one_error_line(err) == (
+        "ctxsim: error: override 'policy.window=3': policy 'observation_masking' has no knob 'window'; "
+        "knobs: n, polling"
+    )
+
+
+def test_bad_override_value(capsys, suite):
+    code, _, err = run(capsys, "run", suite, "--policy", "observation_masking", "policy.n=-1")
+    assert code == 2 and "n=-1 is not an integer in >= 1" in one_error_line(err)
+
+
+def test_unknown_format(capsys, tmp_path):
+    p = tmp_path / "notes.json"
+    p.write_text('{"hello": "world"}')
+    code, _, err = run(capsys, "run", p)
+    assert code == 2 and one_error_line(err).startswith("ctxsim: error: notes.json: unknown format")
+
+
+def test_truncated_source_file(capsys, tmp_path, mini_dir):
+    src = sorted(mini_dir.iterdir())[0].read_text()
+    p = tmp_path / "cut.traj.json"
+    p.write_text(src[: len(src) // 3])
+    code, _, err = run(capsys, "run", p)
+    assert code == 2 and one_error_line(err).startswith("ctxsim: error: cut.traj.json: invalid JSON: ")
+
+
+def test_wrong_type_in_source_file(capsys, tmp_path, mini_dir):
+    data = json.loads(sorted(mini_dir.iterdir())[0].read_text())
+    data["messages"][2]["extra"]["response"]["usage"]["prompt_tokens"] = "1650"
+    p = tmp_path / "typed.traj.json"
+    p.write_text(json.dumps(data))
+    code, _, err = run(capsys, "run", p)
+    assert code == 2
+    assert one_error_line(err) == (
+        "ctxsim: error: typed.traj.json: record messages[2]: field extra.response.usage.prompt_tokens: "
+        "expected a non-negative integer, got '1650'"
+    )
+
+
+def test_negative_size_in_canonical(capsys, tmp_path):
+    d = trace_to_dict(swe_trace([("a", 3)], trace_id="neg"))
+    d["events"][1]["tokens"] = -2
+    p = tmp_path / "neg.jsonl"
+    p.write_text(json.dumps(d) + "\n")
+    code, _, err = run(capsys, "run", p)
+    assert code == 2
+    assert one_error_line(err).startswith(
+        "ctxsim: error: neg.jsonl: record line 1 (trace_id neg): field events[1].tokens: must be >= 0, got -2"
+    )
+
+
+def test_no_partial_files_on_failure(capsys, suite, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"schema_version": 1, "trace_id": \n')
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, _, _ = run(capsys, "import", suite, bad, "-o", out_dir / "all.parquet")
+    assert code == 2
+    code, _, _ = run(capsys, "run", suite, bad, "--calls", out_dir / "calls.csv")
+    assert code == 2
+    assert list(out_dir.iterdir()) == []
+
+
+def test_import_then_validate(capsys, mini_dir, tmp_path):
+    files = sorted(mini_dir.iterdir())[:3]
+    code, _, err = run(capsys, "import", *files, "-o", tmp_path / "three.jsonl")
+    assert code == 0 and "wrote 3 traces" in err
+    code, out, _ = run(capsys, "validate", tmp_path / "three.jsonl", files[0])
+    assert code == 0
+    assert out.splitlines() == [
+        "three.jsonl: ok, format ctxsim-canonical",
+        f"{files[0].name}: ok, format mini-swe-agent-1 (1 traces)",
+    ]
+
+
+def test_validate_lists_every_problem(capsys, tmp_path):
+    d = trace_to_dict(swe_trace([("a", 3), ("b", 4)], trace_id="v"))
+    d["events"][2]["tokens"] = -1
+    d["calls"][0]["output_tokens"] = "x"
+    p = tmp_path / "v.jsonl"
+    p.write_text(json.dumps(d) + "\n" + "{broken\n")
+    code, out, _ = run(capsys, "validate", p)
+    assert code == 2
+    assert out.splitlines() == [
+        "v.jsonl: record line 1 (trace_id v): field events[2].tokens: must be >= 0, got -1",
+        "v.jsonl: record line 1 (trace_id v): field calls[0].output_tokens: "
+        "expected integer or null, got string 'x'",
+        "v.jsonl: record line 2: invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+    ]
+
+
+def test_policies_lists_knobs(capsys):
+    code, out, _ = run(capsys, "policies", "--format", "json")
+    rows = {json.loads(x)["policy"]: json.loads(x) for x in out.splitlines()}
+    assert rows["observation_masking"]["knobs"] == {"n": 10, "polling": 1}
+    assert rows["tool_result_head_tail"]["knobs"] == {
+        "max_chars": 10000,
+        "head_chars": 5000,
+        "tail_chars": 5000,
+    }
+
+
+def test_console_script_smoke(suite):
+    exe = shutil.which("ctxsim") or str(__import__("pathlib").Path(sys.executable).parent / "ctxsim")
+    p = subprocess.run(
+        [exe, "run", str(suite), "--format", "json"], capture_output=True, text=True, check=False
+    )
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 2 and p.stderr == ""

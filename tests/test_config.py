@@ -1,0 +1,51 @@
+import dataclasses
+import json
+
+import pytest
+
+from sim import schema
+from sim.config import CONF_DIR, build_policy, compose
+from sim.errors import ConfigError
+from sim.policies.base import knobs, registered
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_every_policy_has_a_config_matching_its_defaults(name):
+    cfg = compose(name, [])
+    cls = registered()[name]
+    pcfg = dict(cfg["policy"])
+    assert pcfg.pop("_target_") == f"{cls.__module__}.{cls.__qualname__}"
+    defaults = {f.name: f.default for f in knobs(cls) if f.default is not dataclasses.MISSING}
+    assert pcfg == defaults
+    assert build_policy(cfg) == cls(**defaults)
+
+
+def test_overrides_compose():
+    p = build_policy(compose("observation_masking", ["policy.n=3", "policy.polling=2"]))
+    assert p.params() == {"n": 3, "polling": 2}
+
+
+def test_target_outside_registry_is_refused():
+    cfg = {"policy": {"_target_": "os.system", "command": "true"}}
+    with pytest.raises(ConfigError, match="'os.system' is not a registered policy class"):
+        build_policy(cfg)
+
+
+def test_non_policy_override_refused():
+    with pytest.raises(ConfigError, match="only policy.KEY=VALUE overrides"):
+        compose("raw", ["model.name=x"])
+
+
+def test_no_outputs_folder_created(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    compose("raw", [])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_committed_schema_file_is_current():
+    assert schema.SCHEMA_FILE.read_text() == schema.schema_text()
+    assert json.loads(schema.SCHEMA_FILE.read_text())["title"] == "ctxsim canonical trace v1"
+
+
+def test_conf_dir_has_groups():
+    assert (CONF_DIR / "policy").is_dir() and (CONF_DIR / "model" / "replay.yaml").is_file()

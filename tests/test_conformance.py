@@ -1,0 +1,49 @@
+import pytest
+from builders import swe_trace
+
+from sim.conformance import check_policy
+from sim.policies.base import Change, Policy, make_policy, registered
+from sim.types import ItemState
+
+# a few settings per policy, defaults first
+SETTINGS = {
+    "raw": [{}],
+    "tool_result_head_tail": [{}, {"max_chars": 50, "head_chars": 20, "tail_chars": 10}],
+    "observation_masking": [{}, {"n": 1}, {"n": 3, "polling": 4}],
+}
+
+
+def test_every_registered_policy_has_settings_here():
+    assert sorted(SETTINGS) == sorted(registered())
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_conformance_on_hand_trace(name):
+    t = swe_trace([("out\n" * 40, 300), ("x" * 120, 60), ("short", 5)] * 4)
+    for params in SETTINGS[name]:
+        assert check_policy(make_policy(name, **params), [t]) == []
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_conformance_on_real_runs(name, mini_traces):
+    for params in SETTINGS[name]:
+        assert check_policy(make_policy(name, **params), mini_traces[:12]) == []
+
+
+def test_checker_catches_a_policy_that_splits_pairs():
+    class DropResults(Policy):
+        name = "drop_results_for_test"
+        acts_before_call = True
+
+        def params(self):
+            return {}
+
+        def before_call(self, trace, state, view, call):
+            return [
+                Change(i, ItemState.DROPPED, 0, 0, "drop")
+                for i in range(view.n)
+                if trace.events[i].kind == "tool_result" and view.state[i] != 3
+            ]
+
+    found = check_policy(DropResults(), [swe_trace([("a", 5)] * 3)])
+    assert any("split" in f for f in found)

@@ -1,0 +1,99 @@
+import json
+
+import pytest
+from builders import swe_trace
+
+from sim.errors import TraceError
+from sim.importers import load_path
+from sim.traceio import iter_jsonl, load_dataset_traces, trace_from_dict, trace_to_dict, write_traces
+
+
+def test_roundtrip_jsonl_and_parquet_keep_content_and_hash(tmp_path):
+    t = swe_trace([("héllo\nworld", 30), ("x", 2)], trace_id="rt")
+    for name in ("a.jsonl", "a.parquet"):
+        write_traces([t, t], tmp_path / name)
+        back = list(load_path(tmp_path / name))
+        assert len(back) == 2
+        assert trace_to_dict(back[0]) == trace_to_dict(t)
+        assert back[1].trace_hash == t.trace_hash
+
+
+def test_jsonl_is_byte_stable(tmp_path):
+    t = swe_trace([("a", 3)])
+    write_traces([t], tmp_path / "1.jsonl")
+    write_traces([t], tmp_path / "2.jsonl")
+    assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
+
+
+def test_hash_ignores_source_file_but_not_content():
+    import dataclasses
+
+    t = swe_trace([("a", 3)])
+    assert dataclasses.replace(t, source_file="other.json").trace_hash == t.trace_hash
+    assert swe_trace([("a", 4)]).trace_hash != t.trace_hash
+
+
+def test_loadable_with_datasets(tmp_path):
+    pytest.importorskip("datasets")
+    t = swe_trace([("one\ntwo", 12), ("three", 4)], trace_id="ds")
+    for name in ("d.jsonl", "d.parquet"):
+        write_traces([t], tmp_path / name)
+        back = list(load_dataset_traces(tmp_path / name))
+        assert [b.trace_hash for b in back] == [t.trace_hash]
+
+
+def _bad(d_mod, tmp_path):
+    d = trace_to_dict(swe_trace([("a", 3), ("b", 4)], trace_id="bad"))
+    d_mod(d)
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps(d) + "\n")
+    with pytest.raises(TraceError) as exc:
+        list(iter_jsonl(path))
+    return str(exc.value)
+
+
+def test_wrong_field_type_names_file_record_field(tmp_path):
+    msg = _bad(lambda d: d["events"][3].__setitem__("tokens", "3"), tmp_path)
+    assert (
+        msg
+        == "bad.jsonl: record line 1 (trace_id bad): field events[3].tokens: expected integer, got string '3'"
+    )
+
+
+def test_negative_event_size(tmp_path):
+    msg = _bad(lambda d: d["events"][2].__setitem__("tokens", -5), tmp_path)
+    assert msg.startswith(
+        "bad.jsonl: record line 1 (trace_id bad): field events[2].tokens: must be >= 0, got -5"
+    )
+
+
+def test_residual_must_match_sizes(tmp_path):
+    msg = _bad(lambda d: d["calls"][1].__setitem__("residual_tokens", 9), tmp_path)
+    assert "field calls[1].residual_tokens: is 9 but input_tokens - view tokens = 0" in msg
+
+
+def test_content_and_sizes_must_agree(tmp_path):
+    msg = _bad(lambda d: d["events"][1].__setitem__("bytes", 99), tmp_path)
+    assert "field events[1].bytes: is 99 but the content has 10" in msg
+
+
+def test_unknown_field_and_missing_field(tmp_path):
+    assert "field events[0].colour: unknown field" in _bad(
+        lambda d: d["events"][0].__setitem__("colour", 1), tmp_path
+    )
+    assert "field calls[0].view_end: missing required field" in _bad(
+        lambda d: d["calls"][0].pop("view_end"), tmp_path
+    )
+
+
+def test_truncated_json_line(tmp_path):
+    line = json.dumps(trace_to_dict(swe_trace([("a", 3)])))
+    path = tmp_path / "cut.jsonl"
+    path.write_text(line[: len(line) // 2] + "\n")
+    with pytest.raises(TraceError, match=r"^cut.jsonl: record line 1: invalid JSON: .* \(column \d+\)$"):
+        list(iter_jsonl(path))
+
+
+def test_trace_from_dict_rejects_non_object():
+    with pytest.raises(TraceError, match="expected object, got array"):
+        trace_from_dict([1, 2])
