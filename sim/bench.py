@@ -11,26 +11,19 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from sim.engine import replay
 from sim.importers import load_paths
 from sim.metrics import compute_metrics
+from sim.paths import EMBEDDED_SUITE, traces_dir
 from sim.policies.base import make_policy, registered
 from sim.types import Trace
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def traces_dir() -> Path:
-    """The shared real traces: CTXSIM_TRACES, default ../shared/traces beside the repository."""
-    return Path(os.environ.get("CTXSIM_TRACES", REPO.parent / "shared" / "traces"))
 
 
 def corpora() -> dict[str, Callable[[], list[Trace]]]:
     return {
         "shared": lambda: list(load_paths([traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"])),
-        "embedded": lambda: list(load_paths([REPO / "scenarios" / "suite"])),
+        "embedded": lambda: list(load_paths([EMBEDDED_SUITE])),
     }
 
 

@@ -236,7 +236,6 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------------ demo
 DEMO_POLICIES = (("raw", []), ("tool_result_head_tail", []), ("observation_masking", ["policy.n=10"]))
-EMBEDDED_SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite"
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -245,6 +244,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     from sim import __version__
     from sim.config import build_policy, compose
+    from sim.paths import EMBEDDED_SUITE
     from sim.tables import result_row, write_frames, write_rows
 
     paths = args.paths or [str(EMBEDDED_SUITE)]

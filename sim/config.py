@@ -6,13 +6,11 @@ module the user allow-lists): a config file never selects arbitrary code to run.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
+from sim.paths import CONF_DIR
 from sim.policies.base import Policy, make_policy, policy_class, registered
-
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
 
 
 def _target_of(cls: type) -> str:

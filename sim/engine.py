@@ -21,6 +21,7 @@ import numpy as np
 from sim.model import ReplayModel
 from sim.policies.base import Policy, View
 from sim.records import RunRecord
+from sim.traceio import trace_hash
 from sim.types import Trace
 
 Observer = Callable[[int, View], None]
@@ -48,7 +49,7 @@ def _record(trace, policy, model, cols, item_state) -> RunRecord:
     cols["view_items"] = a.view_end
     return RunRecord(
         trace_id=trace.trace_id,
-        trace_hash=trace.trace_hash,
+        trace_hash=trace.derived("trace_hash", trace_hash),
         policy=policy.name,
         params=policy.params(),
         model=model.name,

@@ -8,8 +8,8 @@ JSON Schema keywords used here, so any JSON Schema tool reads the file the same 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+from sim.paths import REPO
 from sim.types import EVENT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
 
 _INT = {"type": "integer", "minimum": 0}
@@ -141,7 +141,7 @@ def _describe(value) -> str:
     return f"{name} {text[:40]}"
 
 
-SCHEMA_FILE = Path(__file__).resolve().parent.parent / "scenarios" / "trace.schema.json"
+SCHEMA_FILE = REPO / "scenarios" / "trace.schema.json"
 
 
 def schema_text() -> str:

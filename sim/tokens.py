@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from pathlib import Path
+
+from sim.paths import CONF_DIR
 
 # Per-message framing (role markers, separators) as bytes, so an empty message still weighs something
 # when a provider delta is split across the events it covers.
@@ -19,7 +20,7 @@ MESSAGE_OVERHEAD_BYTES = 16
 SEED_BYTES_PER_TOKEN = 4.0  # effect-agent: ceil(UTF-8 bytes / 4)
 
 
-CALIBRATION_FILE = Path(__file__).resolve().parent.parent / "conf" / "calibration" / "bytes_per_token.yaml"
+CALIBRATION_FILE = CONF_DIR / "calibration" / "bytes_per_token.yaml"
 
 
 @lru_cache(maxsize=1)

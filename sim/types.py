@@ -84,16 +84,6 @@ class Trace:
     source_file: str | None = None
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
-    @property
-    def trace_hash(self) -> str:
-        """sha256 of the canonical serialisation; the same content gives the same hash anywhere."""
-        h = self._cache.get("hash")
-        if h is None:
-            from sim.traceio import trace_hash
-
-            h = self._cache["hash"] = trace_hash(self)
-        return h
-
     def derived(self, key: str, build):
         """Memoised data derived from this (immutable) trace, e.g. the indices of its observations."""
         v = self._cache.get(key)

@@ -10,9 +10,9 @@ import pytest
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-REPO = Path(__file__).resolve().parent.parent
-TRACES = Path(os.environ.get("CTXSIM_TRACES", REPO.parent / "shared" / "traces"))
-MINI = TRACES / "mini-swe-agent-gemini3pro" / "trajs"
+from sim.paths import traces_dir  # noqa: E402
+
+MINI = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
 
 
 @pytest.fixture(scope="session")

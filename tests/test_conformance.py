@@ -47,3 +47,13 @@ def test_checker_catches_a_policy_that_splits_pairs():
 
     found = check_policy(DropResults(), [swe_trace([("a", 5)] * 3)])
     assert any("split" in f for f in found)
+
+
+@pytest.mark.parametrize("name", sorted(SETTINGS))
+def test_conformance_on_embedded_suite(name):
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+
+    traces = list(load_paths([EMBEDDED_SUITE]))[:10]
+    for params in SETTINGS[name]:
+        assert check_policy(make_policy(name, **params), traces) == []
