@@ -74,7 +74,7 @@ def _progress(i: int, total: int, label: str) -> None:
         print(f"\r{label} {i}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-def iter_runs(paths: list[str], policy) -> Iterator[tuple[Any, Any]]:
+def iter_runs(paths: list[str], policy, window: int | str = "auto") -> Iterator[tuple[Any, Any]]:
     """(trace, record) for every trace in the given files, in file order."""
     from sim.engine import replay
     from sim.importers import expand_paths, load_path
@@ -89,13 +89,13 @@ def iter_runs(paths: list[str], policy) -> Iterator[tuple[Any, Any]]:
                     f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
                     "tokens; estimated from the turn's text"
                 )
-            yield trace, replay(trace, policy, model)
+            yield trace, replay(trace, policy, model, window=window)
         _progress(i, len(files), "replaying files")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
-    from sim.config import build_policy, compose
+    from sim.config import build_policy, compose, model_window
     from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
 
     paths, overrides = split_args(args.items)
@@ -103,9 +103,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ConfigError("run: no PATH given (a canonical trace, a source file or a directory)")
     if args.calls:
         check_table_path(Path(args.calls), "--calls")
-    policy = build_policy(compose(args.policy, overrides))
+    cfg = compose(args.policy, overrides)
+    policy, window = build_policy(cfg), model_window(cfg)
     rows, frames = [], []
-    for _trace, rec in iter_runs(paths, policy):
+    for _trace, rec in iter_runs(paths, policy, window):
         rows.append(result_row(rec, __version__))
         if args.calls:
             frames.append(rec.calls_frame())
@@ -235,11 +236,16 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ demo
-DEMO_POLICIES = (("raw", []), ("tool_result_head_tail", []), ("observation_masking", ["policy.n=10"]))
+DEMO_POLICIES = (
+    ("raw", []),
+    ("tool_result_head_tail", []),
+    ("observation_masking", ["policy.n=10"]),
+    ("seed_engine", ["policy.context_token_limit=32000", "policy.keep_recent_tokens=8000"]),
+)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The README's main job until sweeps exist: three policies over a suite, one comparison table."""
+    """The README's main job until sweeps exist: the built-in policies over a suite, one comparison."""
     import statistics
 
     from sim import __version__
@@ -262,8 +268,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ge = [r["growth_exponent"] for r in prow if r["growth_exponent"] is not None]
         summary.append(
             {
-                "policy": name
-                + ("" if not overrides else " " + " ".join(o.split(".", 1)[1] for o in overrides)),
+                "policy": " ".join([name, *(o.split(".", 1)[1] for o in overrides)]),
                 "runs": len(prow),
                 "calls": calls,
                 "cumulative_input_tokens": ci,
@@ -271,6 +276,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 "mean_input_per_call": round(ci / calls) if calls else 0,
                 "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
                 "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
+                "compactions_per_run": round(sum(r["compactions"] for r in prow) / len(prow), 2) if prow else 0,
+                "summary_calls": sum(r["summary_calls"] for r in prow),
             }
         )
     base = summary[0]["cumulative_input_tokens"]
@@ -323,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("items", nargs="+", metavar="PATH|policy.KEY=VALUE")
     r.add_argument(
-        "--policy", default="raw", help="registered policy name (see `ctxsim policies`); default raw"
+        "--policy", default="raw", help="registered policy or preset (see `ctxsim policies`); default raw"
     )
     r.add_argument(
         "--format",
@@ -360,8 +367,9 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "demo",
         help="compare the built-in policies on the embedded scenario suite",
-        description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail and "
-        "observation_masking n=10; print a comparison and write per-run and per-call tables.",
+        description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail, "
+        "observation_masking n=10 and seed_engine (context_token_limit 32000, keep_recent_tokens 8000); "
+        "print a comparison and write per-run and per-call tables.",
     )
     d.add_argument("paths", nargs="*", metavar="PATH")
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")

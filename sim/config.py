@@ -8,47 +8,62 @@ from __future__ import annotations
 
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, UnknownNameError
 from sim.paths import CONF_DIR
-from sim.policies.base import Policy, make_policy, policy_class, registered
+from sim.policies.base import Policy, make_policy, registered
 
 
 def _target_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def policy_names() -> list[str]:
+    """Selectable with ``--policy``: registered policies and presets (any ``conf/policy/*.yaml``)."""
+    return sorted({*registered(), *(p.stem for p in (CONF_DIR / "policy").glob("*.yaml"))})
+
+
 def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
-    """Compose the root config with ``policy=<policy>`` and ``policy.KEY=VALUE`` overrides."""
-    cls = policy_class(policy)  # unknown names fail here, listing the registered ones
-    if not (CONF_DIR / "policy" / f"{policy}.yaml").is_file():
-        raise ConfigError(f"policy '{policy}' is registered but has no config file conf/policy/{policy}.yaml")
-    knob_names = [f for f in cls.__dataclass_fields__]
-    for ov in overrides:
-        key, sep, _ = ov.partition("=")
-        key = key.lstrip("+~")
-        if not sep:
-            raise ConfigError(f"override '{ov}' is not KEY=VALUE")
-        group, _, knob = key.partition(".")
-        if group != "policy" or not knob:
-            raise ConfigError(f"override '{ov}': only policy.KEY=VALUE overrides are accepted here")
-        if knob not in knob_names:
-            raise ConfigError(
-                f"override '{ov}': policy '{policy}' has no knob '{knob}'; "
-                f"knobs: {', '.join(knob_names) or 'none'}"
-            )
+    """Compose the root config with ``policy=<policy>`` and ``policy.KEY=VALUE`` / ``model.KEY=VALUE``
+    overrides. ``policy`` names a registered policy or a preset file in ``conf/policy/``."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=[f"policy={policy}", *overrides])
-    except (HydraException, OmegaConfBaseException) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise ConfigError(f"config: {first}") from None
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    if not (CONF_DIR / "policy" / f"{policy}.yaml").is_file():
+        if policy in registered():
+            raise ConfigError(f"policy '{policy}' is registered but has no conf/policy/{policy}.yaml")
+        raise UnknownNameError("policy", policy, policy_names())
+
+    def run(ovs: list[str]) -> dict[str, Any]:
+        try:
+            with initialize_config_dir(config_dir=str(CONF_DIR), version_base=None):
+                cfg = hydra_compose(config_name="config", overrides=[f"policy={policy}", *ovs])
+        except (HydraException, OmegaConfBaseException) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(f"config: {first}") from None
+        return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+    base = run([])
+    knob_names = [k for k in base["policy"] if k != "_target_"]
+    model_keys = list(base.get("model") or {})
+    for ov in overrides:
+        key, sep, _ = ov.partition("=")
+        key = key.lstrip("+~")
+        if not sep:
+            raise ConfigError(f"override '{ov}' is not KEY=VALUE")
+        group, _, knob = key.partition(".")
+        known = {"policy": knob_names, "model": model_keys}.get(group)
+        if known is None or not knob:
+            raise ConfigError(f"override '{ov}': only policy.KEY=VALUE and model.KEY=VALUE overrides")
+        if knob not in known:
+            raise ConfigError(
+                f"override '{ov}': {group} '{policy if group == 'policy' else base['model'].get('name')}' "
+                f"has no {'knob' if group == 'policy' else 'key'} '{knob}'; "
+                f"{'knobs' if group == 'policy' else 'keys'}: {', '.join(known) or 'none'}"
+            )
+    return run(overrides) if overrides else base
 
 
 def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Policy:
@@ -68,3 +83,13 @@ def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Po
             + ", ".join(sorted(by_target))
         )
     return make_policy(by_target[target], **pcfg)
+
+
+def model_window(cfg: dict[str, Any]) -> int | str:
+    """The window to replay with: the config's number, or "auto" (the trace's recorded model's)."""
+    window = (cfg.get("model") or {}).get("window")
+    if window is None:
+        return "auto"
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigError(f"model.window={window!r} is not null (the recorded model's) or an integer >= 1")
+    return window

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from itertools import accumulate
 from math import log
 
-from sim.records import RunRecord
+from sim.records import COMPACTION_KINDS, SUMMARY, RunRecord
 
 
 def calls(r: RunRecord) -> int:
@@ -53,12 +53,65 @@ def growth_exponent(r: RunRecord) -> float | None:
     return round(slope, 6) if math.isfinite(slope) else None
 
 
+def compactions(r: RunRecord) -> int:
+    """Compactions: one per (call, kind) in which a policy transformed items (settle-time cuts included)."""
+    return len(r.compactions["kind"])
+
+
+def _compactions_of(kind: str) -> Callable[[RunRecord], int]:
+    code = COMPACTION_KINDS.index(kind)
+
+    def count(r: RunRecord) -> int:
+        return int((r.compactions["kind"] == code).sum())
+
+    count.__name__ = f"compactions_{kind}"
+    count.__doc__ = f"Compactions of kind {kind}."
+    return count
+
+
+def compaction_frequency(r: RunRecord) -> float:
+    """Compactions per 100 calls."""
+    return round(100 * compactions(r) / r.n_calls, 4) if r.n_calls else 0.0
+
+
+def tokens_reclaimed(r: RunRecord) -> int:
+    """Tokens the compactions took out of the view when they happened (summaries net of their size)."""
+    return int(r.compactions["tokens_reclaimed"].sum())
+
+
+def summary_calls(r: RunRecord) -> int:
+    return int((r.calls["kind"] == SUMMARY).sum())
+
+
+def summary_tokens(r: RunRecord) -> int:
+    """Output tokens of the summary calls: the summaries' own size."""
+    return int(r.calls["output_tokens"][r.calls["kind"] == SUMMARY].sum())
+
+
+def exhausted(r: RunRecord) -> bool:
+    """The run stopped on a budget (turns, tool calls, tokens, cost or duration)."""
+    return r.finish_reason.startswith("budget-exhausted")
+
+
+def warnings(r: RunRecord) -> int:
+    """Budget warnings (one per dimension, at 80%)."""
+    return len(r.warnings)
+
+
 METRICS: dict[str, Callable[[RunRecord], object]] = {
     "calls": calls,
     "cumulative_input_tokens": cumulative_input_tokens,
     "cumulative_output_tokens": cumulative_output_tokens,
     "peak_context_tokens": peak_context_tokens,
     "growth_exponent": growth_exponent,
+    "compactions": compactions,
+    **{f"compactions_{k}": _compactions_of(k) for k in COMPACTION_KINDS},
+    "compaction_frequency": compaction_frequency,
+    "tokens_reclaimed": tokens_reclaimed,
+    "summary_calls": summary_calls,
+    "summary_tokens": summary_tokens,
+    "exhausted": exhausted,
+    "warnings": warnings,
 }
 
 

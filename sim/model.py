@@ -55,3 +55,13 @@ class ReplayModel:
     def respond_all(self) -> np.ndarray:
         """Output tokens of every call at once, for replays whose calls cannot change the script."""
         return self._column
+
+    def summarize(self, input_tokens: int, output_tokens: int) -> int:
+        """Summarizer role: a summary of the size the policy's rule sets (metered like any call)."""
+        if input_tokens < 0 or output_tokens < 0:
+            raise ModelScriptError(f"summary call of negative size ({input_tokens} in, {output_tokens} out)")
+        return output_tokens
+
+    def grace(self, call: int) -> int:
+        """Grace turn: the final answer from what the view holds, sized as the recording's final turn."""
+        return self._column[-1].item() if len(self._column) else 0

@@ -7,18 +7,36 @@ from typing import Any
 
 import numpy as np
 
+from sim.types import ItemState
+
 # Per-call columns, in order. One array each (never one object per call).
 CALL_COLUMNS = (
-    "call",  # index of the call in the run
-    "input_tokens",  # what the request costs as input: view + residual
+    "call",  # row number in the run: every model request, summaries and grace calls included
+    "kind",  # CALL_KINDS code: agent turn, summary, grace (final answer with tools forbidden)
+    "recorded_call",  # the recorded call this row replays or precedes
+    "input_tokens",  # what the request costs as input: view + residual + run-status line
     "output_tokens",
-    "view_tokens",  # sum of the sizes of the items in view
+    "view_tokens",  # sum of the sizes of the items in view (0 for a summary call)
     "residual_tokens",  # the recorded call's provider residual, carried into any view
-    "recorded_input_tokens",  # what the recorded run's provider reported (-1 unknown)
+    "status_tokens",  # the run-status line appended to this request
+    "recorded_input_tokens",  # what the recorded run's provider reported for that call (-1 unknown)
     "view_items",  # events in the store at this call
     "first_changed",  # first event index a pre-call transform changed (-1 none): the cache seam
     "items_changed",  # items the policy changed before this call
 )
+CALL_KINDS = ("agent", "summary", "grace")
+AGENT, SUMMARY, GRACE = 0, 1, 2
+
+# One row per compaction: a call's changes of one kind. Kinds follow the state an item is moved to.
+COMPACTION_COLUMNS = ("call", "kind", "items", "tokens_reclaimed", "first_index")
+COMPACTION_KINDS = ("truncate", "prune", "summarize", "clear", "spill")
+KIND_OF_STATE = {
+    ItemState.BOUNDED: 0,
+    ItemState.MASKED: 1,
+    ItemState.SUMMARIZED: 2,
+    ItemState.DROPPED: 3,
+    ItemState.SPILLED: 4,
+}
 
 
 @dataclass(frozen=True)
@@ -30,9 +48,12 @@ class RunRecord:
     policy: str
     params: dict[str, Any]
     model: str
-    finish_reason: str
+    finish_reason: str  # completed | context-overflow | budget-exhausted:<dimension>
     calls: dict[str, np.ndarray] = field(repr=False)
-    item_state: np.ndarray = field(repr=False)  # final state of every item (ItemState codes)
+    item_state: np.ndarray = field(repr=False)  # final state of every admitted item (ItemState codes)
+    compactions: dict[str, np.ndarray] = field(repr=False)
+    warnings: tuple[tuple[int, str], ...] = ()  # (call row, budget dimension) at 80% of a budget
+    rejections: int = 0  # requests the provider refused as over the window
 
     @property
     def n_calls(self) -> int:
@@ -43,6 +64,13 @@ class RunRecord:
         import pandas as pd
 
         df = pd.DataFrame({c: self.calls[c] for c in CALL_COLUMNS})
+        df["kind"] = pd.Categorical.from_codes(df["kind"], categories=list(CALL_KINDS)).astype(str)
         df.insert(0, "policy", self.policy)
         df.insert(0, "trace_id", self.trace_id)
         return df
+
+
+def compaction_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
+    """Columns from (call, kind, items, tokens_reclaimed, first_index) rows."""
+    arr = np.array(rows, dtype=np.int64).reshape(-1, len(COMPACTION_COLUMNS))
+    return {c: arr[:, i].copy() for i, c in enumerate(COMPACTION_COLUMNS)}

@@ -189,3 +189,41 @@ def test_console_script_smoke(suite):
         [exe, "run", str(suite), "--format", "json"], capture_output=True, text=True, check=False
     )
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 2 and p.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("policy.context_token_limit=-5", "context_token_limit=-5 is not null or an integer >= 1"),
+        ("policy.mode=fast", "mode='fast' is not one of prune, summarize, prune-then-summarize"),
+    ],
+)
+def test_bad_seed_engine_config_refused_before_any_run(capsys, suite, tmp_path, override, message):
+    code, out, err = run(
+        capsys, "run", suite, "--policy", "seed_engine", override, "--calls", tmp_path / "c.csv"
+    )
+    assert code == 2 and out == "" and not (tmp_path / "c.csv").exists()
+    assert one_error_line(err) == f"ctxsim: error: policy 'seed_engine': {message}"
+
+
+def test_keep_recent_at_or_over_limit_refused(capsys, suite):
+    code, _, err = run(
+        capsys,
+        "run",
+        suite,
+        "--policy",
+        "seed_engine",
+        "policy.context_token_limit=8000",
+        "policy.keep_recent_tokens=9000",
+    )
+    assert code == 2
+    assert "keep_recent_tokens=9000 is not below context_token_limit: an integer in [0, 7999]" in err
+
+
+def test_seed_engine_run_with_window_override(capsys, suite):
+    code, out, _ = run(
+        capsys, "run", suite, "--policy", "seed_engine", "model.window=300", "--format", "json"
+    )
+    rows = [json.loads(x) for x in out.splitlines()]
+    assert code == 0 and {r["finish_reason"] for r in rows} == {"context-overflow"}
+    assert rows[0]["policy.context_token_limit"] is None and rows[0]["policy.mode"] == "prune-then-summarize"

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from sim import schema
-from sim.config import CONF_DIR, build_policy, compose
+from sim.config import CONF_DIR, build_policy, compose, model_window, policy_names
 from sim.errors import ConfigError
 from sim.policies.base import knobs, registered
 
@@ -32,8 +32,24 @@ def test_target_outside_registry_is_refused():
 
 
 def test_non_policy_override_refused():
-    with pytest.raises(ConfigError, match="only policy.KEY=VALUE overrides"):
-        compose("raw", ["model.name=x"])
+    with pytest.raises(ConfigError, match="only policy.KEY=VALUE and model.KEY=VALUE overrides"):
+        compose("raw", ["pricing.x=1"])
+    with pytest.raises(ConfigError, match="model 'replay' has no key 'size'; keys: name, window"):
+        compose("raw", ["model.size=1"])
+
+
+def test_model_window_override_validated():
+    assert model_window(compose("raw", [])) == "auto"
+    assert model_window(compose("raw", ["model.window=32000"])) == 32000
+    with pytest.raises(ConfigError, match=r"model.window='big' is not null"):
+        model_window(compose("raw", ["model.window=big"]))
+
+
+def test_presets_resolve_to_registered_policies():
+    p = build_policy(compose("seed_engine_defaults", ["policy.context_token_limit=32000"]))
+    assert p.name == "seed_engine"
+    assert (p.max_turns, p.max_tool_calls, p.max_duration_s, p.context_token_limit) == (12, 24, 300, 32000)
+    assert policy_names() == sorted([*registered(), "seed_engine_defaults"])
 
 
 def test_no_outputs_folder_created(tmp_path, monkeypatch):

@@ -10,6 +10,12 @@ SETTINGS = {
     "raw": [{}],
     "tool_result_head_tail": [{}, {"max_chars": 50, "head_chars": 20, "tail_chars": 10}],
     "observation_masking": [{}, {"n": 1}, {"n": 3, "polling": 4}],
+    "seed_engine": [
+        {},
+        {"context_token_limit": 6000, "keep_recent_tokens": 1500, "tool_result_max_bytes": 300},
+        {"context_token_limit": 6000, "keep_recent_tokens": 1500, "mode": "prune", "run_status": "off"},
+        {"context_token_limit": 9000, "keep_recent_tokens": 2000, "mode": "summarize", "max_turns": 20},
+    ],
 }
 
 
@@ -38,7 +44,7 @@ def test_checker_catches_a_policy_that_splits_pairs():
         def params(self):
             return {}
 
-        def before_call(self, trace, state, view, call):
+        def before_call(self, trace, state, view, call, status):
             return [
                 Change(i, ItemState.DROPPED, 0, 0, "drop")
                 for i in range(view.n)

@@ -6,7 +6,7 @@ from builders import swe_trace
 from sim.engine import replay
 from sim.metrics import METRICS, compute_metrics, growth_exponent
 from sim.policies.base import make_policy
-from sim.records import CALL_COLUMNS, RunRecord
+from sim.records import CALL_COLUMNS, RunRecord, compaction_table
 
 
 def record(inputs):
@@ -14,7 +14,8 @@ def record(inputs):
     cols = {c: np.zeros(n, dtype=np.int64) for c in CALL_COLUMNS}
     cols["input_tokens"] = np.asarray(inputs, dtype=np.int64)
     cols["output_tokens"] = np.full(n, 5, dtype=np.int64)
-    return RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8))
+    empty = compaction_table([])
+    return RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8), empty)
 
 
 def test_basic_metrics_exact():
@@ -54,4 +55,16 @@ def test_metric_names_are_the_documented_ones():
         "cumulative_output_tokens",
         "peak_context_tokens",
         "growth_exponent",
+        "compactions",
+        "compactions_truncate",
+        "compactions_prune",
+        "compactions_summarize",
+        "compactions_clear",
+        "compactions_spill",
+        "compaction_frequency",
+        "tokens_reclaimed",
+        "summary_calls",
+        "summary_tokens",
+        "exhausted",
+        "warnings",
     ]

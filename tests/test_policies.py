@@ -92,8 +92,8 @@ def test_unknown_policy_lists_registered_and_closest():
     with pytest.raises(UnknownNameError) as exc:
         make_policy("observation_mask")
     assert str(exc.value) == (
-        "unknown policy 'observation_mask'; registered: observation_masking, raw, tool_result_head_tail; "
-        "did you mean 'observation_masking'?"
+        "unknown policy 'observation_mask'; registered: observation_masking, raw, seed_engine, "
+        "tool_result_head_tail; did you mean 'observation_masking'?"
     )
 
 

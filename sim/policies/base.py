@@ -39,19 +39,55 @@ class Plan(NamedTuple):
     state: list[int]
 
 
-class View:
-    """What the next request holds: events [0, n) with their current sizes and states.
+class SummaryCall(NamedTuple):
+    """A metered summarizer call the policy makes before a request (its own row in the calls table)."""
 
-    Engine-owned; policies read it. ``tokens`` and ``state`` are plain lists for speed.
+    input_tokens: int
+    output_tokens: int
+
+
+class Decision(NamedTuple):
+    """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough."""
+
+    changes: Sequence[Change] = ()
+    summary: SummaryCall | None = None
+
+
+class AfterCall(NamedTuple):
+    """A policy's verdict after a call's usage is accounted: budget warnings, and whether to stop."""
+
+    warnings: tuple[str, ...] = ()  # dimensions that crossed their warning level at this call
+    stop: str | None = None  # finish reason, e.g. "budget-exhausted:turns"
+    grace: bool = False  # one final call with tools forbidden before stopping
+
+
+class View:
+    """What the next request holds: events [0, n) with their current sizes, text bytes and states.
+
+    Engine-owned; policies read it. Plain lists for speed; entries at and beyond ``n`` are not in view.
     """
 
-    __slots__ = ("n", "tokens", "state", "total")
+    __slots__ = ("n", "tokens", "nbytes", "state", "total")
 
     def __init__(self) -> None:
         self.n = 0
         self.tokens: list[int] = []
+        self.nbytes: list[int] = []
         self.state: list[int] = []
         self.total = 0
+
+
+class RunStatus:
+    """Counters of the run so far, kept by the engine (policies read them for triggers and budgets)."""
+
+    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "elapsed_s")
+
+    def __init__(self) -> None:
+        self.turns = 0  # agent calls answered
+        self.tool_calls = 0  # tool calls those answers issued
+        self.tokens = 0  # cumulative input + output over every call, summaries included
+        self.last_input: int | None = None  # input tokens of the last agent call, as the provider counted
+        self.elapsed_s = 0.0  # recorded time since the run started
 
 
 class Policy:
@@ -61,6 +97,9 @@ class Policy:
     settles: ClassVar[bool] = False  # has a settle-time transform
     acts_before_call: ClassVar[bool] = False  # has a pre-call transform
     plans: ClassVar[bool] = False  # offers ``plan`` (vectorised pre-call decisions)
+    recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
+    checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
+    reports_status: ClassVar[bool] = False  # appends a run-status line to each request
 
     def start(self, trace: Trace) -> Any:
         """Fresh per-run state."""
@@ -75,9 +114,27 @@ class Policy:
         Only for settle transforms that look at the event alone, never at the view."""
         return None
 
-    def before_call(self, trace: Trace, state: Any, view: View, call: int) -> Sequence[Change]:
-        """Before call ``call``: decisions on items already in view."""
+    def before_call(
+        self, trace: Trace, state: Any, view: View, call: int, status: RunStatus
+    ) -> Sequence[Change] | Decision:
+        """Before call ``call``: decisions on items already in view (and at most one summary call)."""
         return ()
+
+    def on_overflow(
+        self, trace: Trace, state: Any, view: View, call: int, status: RunStatus
+    ) -> Decision | None:
+        """The provider rejected call ``call`` as too long: compact for one retry, or None to give up."""
+        return None
+
+    def status_tokens(self, trace: Trace, state: Any, call: int, status: RunStatus) -> int:
+        """Tokens of the run-status line appended to request ``call`` (not persisted)."""
+        return 0
+
+    def after_call(
+        self, trace: Trace, state: Any, view: View, call: int, status: RunStatus
+    ) -> AfterCall | None:
+        """After call ``call`` is accounted: warnings and exhaustion."""
+        return None
 
     def plan(self, trace: Trace) -> Plan:
         """Only where ``plans`` is true: every pre-call decision of the run (see ``Plan``)."""
@@ -110,7 +167,7 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 
 def _load_builtins() -> None:
-    from sim.policies import observation_masking, raw, tool_result_head_tail  # noqa: F401
+    from sim.policies import observation_masking, raw, seed_engine, tool_result_head_tail  # noqa: F401
 
 
 def registered() -> dict[str, type[Policy]]:

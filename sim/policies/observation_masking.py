@@ -74,7 +74,7 @@ class ObservationMasking(Policy):
             trace.derived("observations", observations), trace.derived("placeholder_sizes", placeholder_sizes)
         )
 
-    def before_call(self, trace: Trace, state: _RunState, view: View, call: int) -> list[Change]:
+    def before_call(self, trace: Trace, state: _RunState, view: View, call: int, status=None) -> list[Change]:
         obs, p, n_view = state.obs, state.in_view, view.n
         while p < len(obs) and obs[p] < n_view:
             p += 1
