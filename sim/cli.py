@@ -276,7 +276,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 "mean_input_per_call": round(ci / calls) if calls else 0,
                 "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
                 "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
-                "compactions_per_run": round(sum(r["compactions"] for r in prow) / len(prow), 2) if prow else 0,
+                "compactions_per_run": round(sum(r["compactions"] for r in prow) / len(prow), 2)
+                if prow
+                else 0,
                 "summary_calls": sum(r["summary_calls"] for r in prow),
             }
         )
@@ -374,11 +376,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("paths", nargs="*", metavar="PATH")
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
     d.set_defaults(func=cmd_demo)
-    b = sub.add_parser("bench", help="engine speed: simulated calls per second per policy",
-                       description="Benchmark the replay engine: simulated calls per second for each "
-                       "built-in policy over the 40 shared real runs (corpus shared, from CTXSIM_TRACES) and "
-                       "the "
-                       "embedded suite (corpus embedded); the median of several repeats on one pinned core.")
+    b = sub.add_parser(
+        "bench",
+        help="engine speed: simulated calls per second per policy",
+        description="Benchmark the replay engine: simulated calls per second for each "
+        "built-in policy over the 40 shared real runs (corpus shared, from CTXSIM_TRACES) and "
+        "the "
+        "embedded suite (corpus embedded); the median of several repeats on one pinned core.",
+    )
     b.add_argument("--format", choices=("table", "json"), default="table")
     b.add_argument("--repeats", type=int, default=7, help="timed repeats per (policy, corpus); default 7")
     b.add_argument("--policy", action="append", help="only this policy (repeatable); default all registered")
