@@ -65,3 +65,15 @@ def test_committed_schema_file_is_current():
 
 def test_conf_dir_has_groups():
     assert (CONF_DIR / "policy").is_dir() and (CONF_DIR / "model" / "replay.yaml").is_file()
+
+
+def test_models_of_the_shared_traces_have_windows():
+    from sim.models import resolve_window
+
+    assert resolve_window("google/gemini-3-pro-preview") == 1048576
+    assert resolve_window("@google/gemini-3-pro-preview") == 1048576
+    assert resolve_window("litellm_proxy/anthropic/claude-3-5-haiku-20241022") == 200000
+    assert resolve_window("openai/openrouter-llama-4-maverick") == 1048576
+    assert resolve_window("gpt-4o-mini-2024-07-18") == 128000
+    assert resolve_window("claude-3-5-sonnet-20241022") == 200000
+    assert resolve_window("synthetic") is None and resolve_window(None) is None
