@@ -65,6 +65,10 @@ RUN_TABLE_COLUMNS = [
     "cumulative_output_tokens",
     "peak_context_tokens",
     "growth_exponent",
+    "cache_hit_rate",
+    "cost_microusd",
+    "compactions",
+    "finish_reason",
 ]
 
 
@@ -74,13 +78,19 @@ def _progress(i: int, total: int, label: str) -> None:
         print(f"\r{label} {i}/{total}", end=end, file=sys.stderr, flush=True)
 
 
-def iter_runs(paths: list[str], policy, window: int | str = "auto") -> Iterator[tuple[Any, Any]]:
+def iter_runs(
+    paths: list[str], policy, window: int | str = "auto", pricing: str | None = "auto"
+) -> Iterator[tuple[Any, Any]]:
     """(trace, record) for every trace in the given files, in file order."""
     from sim.engine import replay
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
+    from sim.pricing import closest_priced, find_price, price_named
 
+    if pricing not in ("auto", None):
+        price_named(pricing)  # an unknown name fails before any run
     files = expand_paths(paths)
+    unpriced: set[str] = set()
     for i, f in enumerate(files, start=1):
         for trace in load_path(f):
             model = ReplayModel(trace)
@@ -89,7 +99,14 @@ def iter_runs(paths: list[str], policy, window: int | str = "auto") -> Iterator[
                     f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
                     "tokens; estimated from the turn's text"
                 )
-            yield trace, replay(trace, policy, model, window=window)
+            if pricing == "auto" and find_price(trace.model) is None and (trace.model or "") not in unpriced:
+                unpriced.add(trace.model or "")
+                close = ", ".join(closest_priced(trace.model or "")) or "none"
+                _warn(
+                    f"model {trace.model!r} has no price in conf/pricing/: cost is empty for its runs "
+                    f"(closest priced: {close}; choose one with --pricing)"
+                )
+            yield trace, replay(trace, policy, model, window=window, pricing=pricing)
         _progress(i, len(files), "replaying files")
 
 
@@ -106,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = compose(args.policy, overrides)
     policy, window = build_policy(cfg), model_window(cfg)
     rows, frames = [], []
-    for _trace, rec in iter_runs(paths, policy, window):
+    for _trace, rec in iter_runs(paths, policy, window, args.pricing):
         rows.append(result_row(rec, __version__))
         if args.calls:
             frames.append(rec.calls_frame())
@@ -259,7 +276,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     for name, overrides in DEMO_POLICIES:
         policy = build_policy(compose(name, overrides))
         prow = []
-        for _t, rec in iter_runs(paths, policy):
+        for _t, rec in iter_runs(paths, policy, "auto", args.pricing):
             prow.append(result_row(rec, __version__))
             frames.append(rec.calls_frame())
         rows.extend(prow)
@@ -276,10 +293,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
                 "mean_input_per_call": round(ci / calls) if calls else 0,
                 "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
                 "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
-                "compactions_per_run": round(sum(r["compactions"] for r in prow) / len(prow), 2)
-                if prow
-                else 0,
+                "compactions_per_run": round(sum(r["compactions"] for r in prow) / max(len(prow), 1), 2),
                 "summary_calls": sum(r["summary_calls"] for r in prow),
+                "cache_hit_rate": round(sum(r["cache_read_tokens"] for r in prow) / max(ci, 1), 4),
+                "cost_usd": (
+                    None
+                    if any(r["cost_microusd"] is None for r in prow)
+                    else round(sum(r["cost_microusd"] for r in prow) / 1e6, 2)
+                ),
             }
         )
     base = summary[0]["cumulative_input_tokens"]
@@ -290,6 +311,44 @@ def cmd_demo(args: argparse.Namespace) -> int:
     write_frames(frames, out / "calls.parquet")
     print(format_table(summary, list(summary[0])))
     print(f"\nper-run results: {out / 'runs.csv'} (and runs.jsonl); per-call table: {out / 'calls.parquet'}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- fidelity
+FIDELITY_COLUMNS = [
+    "trace_id",
+    "split",
+    "calls",
+    "input_exact_share",
+    "cached_predicted_over_reported",
+    "cached_median_abs_pct_err",
+    "cached_p95_abs_pct_err",
+    "cost_median_abs_pct_err",
+    "cost_p95_abs_pct_err",
+    "text_estimate_median_abs_pct_err",
+]
+
+
+def cmd_fidelity(args: argparse.Namespace) -> int:
+    import json
+
+    from sim.fidelity import evaluate
+    from sim.importers import load_paths
+
+    report = evaluate(list(load_paths(args.paths)))
+    if not report["per_trace"]:
+        raise ConfigError("fidelity: none of the given traces has provider-reported usage")
+    if args.format == "json":
+        sys.stdout.write(json.dumps(report) + "\n")
+    else:
+        print(format_table(report["per_trace"], FIDELITY_COLUMNS))
+        o = report["overall"]
+        print(
+            f"\noverall: {o['calls']:,} calls; input exact on {o['input_exact_share']:.2%}; held back: "
+            f"cached predicted/reported {o['cached_predicted_over_reported']}, median |error| "
+            f"{o['cached_median_abs_pct_err']}%; text-only input estimate median |error| "
+            f"{o['text_estimate_median_abs_pct_err']}%\nsplit: {o['split']}"
+        )
     return 0
 
 
@@ -341,6 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="table for people; json = JSON Lines, one object per run; csv",
     )
     r.add_argument("--calls", metavar="OUT", help="also write the per-call table (.csv, .jsonl or .parquet)")
+    r.add_argument(
+        "--pricing",
+        default="auto",
+        metavar="MODEL",
+        help="price every call as this model (conf/pricing/); default: each trace's recorded model",
+    )
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser(
@@ -375,7 +440,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("paths", nargs="*", metavar="PATH")
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
+    d.add_argument(
+        "--pricing",
+        default="claude-sonnet-4-5",
+        metavar="MODEL",
+        help="price the runs as this model (default claude-sonnet-4-5; 'auto' = each trace's own model)",
+    )
     d.set_defaults(func=cmd_demo)
+    f = sub.add_parser(
+        "fidelity",
+        help="compare modelled tokens and cost with the providers' recorded numbers",
+        description="Replay each trace with provider usage under its recorded policy and compare, per call, "
+        "the modelled input, cached and output tokens and cost with the recorded ones (median and p95 "
+        "absolute % error per trace; overall figures on the traces held back from fitting).",
+    )
+    f.add_argument("paths", nargs="+", metavar="PATH")
+    f.add_argument("--format", choices=("table", "json"), default="table")
+    f.set_defaults(func=cmd_fidelity)
     b = sub.add_parser(
         "bench",
         help="engine speed: simulated calls per second per policy",

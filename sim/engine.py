@@ -22,10 +22,13 @@ from itertools import accumulate
 
 import numpy as np
 
+from sim.cache import CostModel, cache_rules
+from sim.errors import ConfigError
 from sim.model import ReplayModel
 from sim.models import resolve_window
 from sim.policies.base import Decision, Policy, RunStatus, View
-from sim.records import AGENT, GRACE, KIND_OF_STATE, SUMMARY, RunRecord, compaction_table
+from sim.pricing import Price, closest_priced, find_price, price_named
+from sim.records import AGENT, CALL_COLUMNS, GRACE, KIND_OF_STATE, SUMMARY, RunRecord, compaction_table
 from sim.traceio import trace_hash
 from sim.types import Trace
 
@@ -39,30 +42,64 @@ def replay(
     model: ReplayModel | None = None,
     observer: Observer | None = None,
     window: int | str | None = AUTO,
+    pricing: str | None = AUTO,
 ) -> RunRecord:
     """Replay ``trace`` under ``policy`` with the scripted mock model; returns the run's record.
 
     ``window``: the provider's context window in tokens; ``"auto"`` looks up the trace's recorded model
     in ``conf/model/providers/`` (unknown models: no limit); None disables the check.
+    ``pricing``: ``"auto"`` prices the trace's recorded model from ``conf/pricing/``; a model name prices
+    every call as that model; None leaves cost unknown. Unpriced runs still get cache token figures.
     ``observer(call, view)``, if given, sees each agent request's view (read-only) just before it is
     sent: the conformance checker and ``explain`` use it; replays for results leave it None.
     """
     model = model or ReplayModel(trace)
     if window == AUTO:
         window = resolve_window(trace.model)
+    cost = cost_model(trace, pricing)
+    if getattr(policy, "cost_budget_microusd", None) is not None and cost.price is None:
+        close = ", ".join(closest_priced(trace.model or "")) or "none"
+        raise ConfigError(
+            f"trace {trace.trace_id}: cost_budget_microusd needs a price, and model {trace.model!r} has none "
+            f"(closest priced: {close}; choose one with --pricing)"
+        )
     fast = (
         observer is None
         and (policy.plans or not policy.acts_before_call)
         and not (policy.recovers or policy.checks_after_call or policy.reports_status)
     )
     if fast:
-        record = _replay_vectorised(trace, policy, model)
+        record = _replay_vectorised(trace, policy, model, cost)
         if window is None or not (record.calls["input_tokens"] > window).any():
             return record
-    return _replay_loop(trace, policy, model, observer, window)  # type: ignore[arg-type]
+        cost = cost_model(trace, pricing)  # fresh cache state for the loop
+    return _replay_loop(trace, policy, model, observer, window, cost)  # type: ignore[arg-type]
 
 
-def _record(trace, policy, model, cols, item_state, events, finish="completed", warnings=(), rejections=0):
+def guess_family(model: str | None) -> str:
+    """Cache family of an unpriced model, from its name."""
+    m = (model or "").lower()
+    for key, family in (("claude", "anthropic"), ("gemini", "gemini"), ("gpt", "openai")):
+        if key in m:
+            return family
+    return "none"
+
+
+def cost_model(trace: Trace, pricing: str | None) -> CostModel:
+    price: Price | None
+    if pricing == AUTO:
+        price = find_price(trace.model)
+    elif pricing is None:
+        price = None
+    else:
+        price = price_named(pricing)
+    family = price.family if price is not None else guess_family(trace.model)
+    return CostModel(cache_rules(family), price)
+
+
+def _record(
+    trace, policy, model, cols, item_state, events, cost, finish="completed", warnings=(), rejections=0
+) -> RunRecord:
     return RunRecord(
         trace_id=trace.trace_id,
         trace_hash=trace.derived("trace_hash", trace_hash),
@@ -75,7 +112,56 @@ def _record(trace, policy, model, cols, item_state, events, finish="completed", 
         compactions=_compactions(events),
         warnings=tuple(warnings),
         rejections=rejections,
+        pricing=None if cost.price is None else cost.price.model,
+        cache_family=cost.rules.family,
     )
+
+
+class _Fenwick:
+    """Prefix sums of per-item size changes, O(log n) per update and query."""
+
+    __slots__ = ("tree",)
+
+    def __init__(self, n: int) -> None:
+        self.tree = [0] * (n + 1)
+
+    def add(self, i: int, d: int) -> None:
+        i += 1
+        tree = self.tree
+        while i < len(tree):
+            tree[i] += d
+            i += i & -i
+
+    def query(self, i: int) -> int:
+        """Sum over items [0, i)."""
+        s, tree = 0, self.tree
+        while i > 0:
+            s += tree[i]
+            i -= i & -i
+        return s
+
+
+def _account(cols: dict, cost: CostModel, elapsed: list[float]) -> None:
+    """Cache and cost columns for the rows of a fast-path replay (the loop accounts as it goes)."""
+    step = cost.step
+    reads, writes, uncached, costs = [], [], [], []
+    for k, inp, view, stable, out in zip(
+        cols["recorded_call"].tolist(),
+        cols["input_tokens"].tolist(),
+        cols["view_tokens"].tolist(),
+        cols["stable_prefix_tokens"].tolist(),
+        cols["output_tokens"].tolist(),
+        strict=True,
+    ):
+        r, w, u, c = step(False, elapsed[k], inp, view, stable, out)
+        reads.append(r)
+        writes.append(w)
+        uncached.append(u)
+        costs.append(c)
+    cols["cache_read_tokens"] = np.array(reads, dtype=np.int64)
+    cols["cache_write_tokens"] = np.array(writes, dtype=np.int64)
+    cols["uncached_input_tokens"] = np.array(uncached, dtype=np.int64)
+    cols["cost_microusd"] = np.array(costs, dtype=np.int64)
 
 
 def _compactions(events: list[tuple[int, int, int, int]]) -> dict[str, np.ndarray]:
@@ -116,7 +202,7 @@ def _settled_sizes(trace: Trace, policy: Policy, state, stop: int):
     return tokens, states, changes
 
 
-def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel) -> RunRecord:
+def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: CostModel) -> RunRecord:
     a = trace.arrays
     ncalls = len(a.view_end)
     stop = int(a.view_end[-1]) if ncalls else 0
@@ -137,13 +223,18 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel) -> RunR
         np.cumsum(tokens, out=prefix[1:])
         view_tokens = prefix[a.view_end]
     else:  # nothing settles: the recorded views' sizes, computed once per trace
-        view_tokens = a.recorded_view
+        prefix, view_tokens = a.prefix, a.recorded_view
+    stable = None
     if policy.acts_before_call:
         p = policy.plan(trace)
         if p.index:
             if tokens is None:
                 tokens, states = a.tokens.tolist()[:stop], [0] * stop
-            view_tokens, firsts, nchanged = _apply_plan(p, tokens, states, view_tokens, ncalls, events)
+            view_tokens, firsts, nchanged, stable = _apply_plan(
+                p, tokens, states, view_tokens, ncalls, events, prefix, a.view_end
+            )
+    if stable is None:  # nothing changed before any call: each request reuses the whole previous view
+        stable = np.concatenate(([0], view_tokens[:-1])) if ncalls else view_tokens
     item_state = np.zeros(stop, dtype=np.int8) if states is None else np.array(states, dtype=np.int8)
     cols = {
         "call": a.call_index,
@@ -158,28 +249,37 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel) -> RunR
         "view_items": a.view_end,
         "first_changed": firsts,
         "items_changed": nchanged,
+        "stable_prefix_tokens": stable,
     }
-    return _record(trace, policy, model, cols, item_state, events)
+    _account(cols, cost, trace.derived("per_call", _per_call)[1])
+    return _record(trace, policy, model, cols, item_state, events, cost)
 
 
-def _apply_plan(p, tokens: list[int], states: list[int], view_tokens: np.ndarray, ncalls: int, events: list):
-    """Fold a plan into per-call columns; ``tokens``/``states`` are updated in place."""
+def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end):
+    """Fold a plan into per-call columns (``tokens``/``states`` updated in place). A call that changes
+    items from position q on reuses only the prefix before q: its size is the settled prefix sum plus
+    the changes earlier calls made below q (a Fenwick tree of those changes)."""
     delta = [0] * ncalls  # net size change made before each call
     firsts = [-1] * ncalls
     nchanged = [0] * ncalls
+    seams: list[tuple[int, int]] = []  # (call, stable prefix tokens) for calls that change old items
+    fen = _Fenwick(len(tokens))
     for k, i, t, s in zip(p.call, p.index, p.tokens, p.state, strict=True):
+        if firsts[k] < 0:
+            firsts[k] = i  # entries ascend by index within a call: the first is the lowest
+            if k > 0 and i < view_end[k - 1]:
+                seams.append((k, int(prefix[i]) + fen.query(i)))
         d = t - tokens[i]
         delta[k] += d
+        fen.add(i, d)
         tokens[i], states[i] = t, s
         events.append((k, KIND_OF_STATE[s], i, -d))
-        if firsts[k] < 0:
-            firsts[k] = i
         nchanged[k] += 1
-    return (
-        view_tokens + np.fromiter(accumulate(delta), dtype=np.int64, count=ncalls),
-        np.array(firsts, dtype=np.int64),
-        np.array(nchanged, dtype=np.int64),
-    )
+    view_tokens = view_tokens + np.fromiter(accumulate(delta), dtype=np.int64, count=ncalls)
+    stable = np.concatenate(([0], view_tokens[:-1]))
+    for k, v in seams:
+        stable[k] = v
+    return view_tokens, np.array(firsts, dtype=np.int64), np.array(nchanged, dtype=np.int64), stable
 
 
 # ------------------------------------------------------------------------------------------ the loop
@@ -198,7 +298,12 @@ def _per_call(trace: Trace) -> tuple[list[int], list[float]]:
 
 
 def _replay_loop(
-    trace: Trace, policy: Policy, model: ReplayModel, observer: Observer | None, window: int | None
+    trace: Trace,
+    policy: Policy,
+    model: ReplayModel,
+    observer: Observer | None,
+    window: int | None,
+    cost: CostModel,
 ) -> RunRecord:
     a = trace.arrays
     view_end = a.view_end.tolist()
@@ -208,56 +313,92 @@ def _replay_loop(
     stop = view_end[-1] if ncalls else 0
     tool_calls, elapsed = trace.derived("per_call", _per_call)
     # Items are laid out for every event the run will admit; only [0, view.n) is in view. The running
-    # total is the prefix sum of original sizes plus ``delta``, the net effect of every change so far.
+    # total is the prefix sum of original sizes plus ``delta``, the net effect of every change so far;
+    # a Fenwick tree of the changes gives any prefix of the view (the part a cache can reuse).
     view = View()
     view.tokens = vt = a.tokens.tolist()[:stop]
     view.nbytes = vb = a.bytes.tolist()[:stop]
     view.state = vs = [0] * stop
     prefix = list(accumulate(vt, initial=0))
+    fen = _Fenwick(stop)
     delta = 0
+    prev_view = prev_items = 0  # the previous agent request's view: what the cache may hold
     state = policy.start(trace)
     status = RunStatus()
     settle, settles = policy.settle, policy.settles
-    cols: dict[str, list[int]] = {c: [] for c in _LOOP_COLUMNS}
+    cols: dict[str, list[int]] = {c: [] for c in CALL_COLUMNS}
     events: list[tuple[int, int, int, int]] = []
     warnings: list[tuple[int, str]] = []
     finish, rejections = "completed", 0
 
-    def admit(k: int, end: int) -> None:
+    def change(k: int, ch) -> None:
         nonlocal delta
+        i, d = ch.index, ch.tokens - vt[ch.index]
+        delta += d
+        fen.add(i, d)
+        events.append((k, KIND_OF_STATE[ch.state], i, -d))
+        vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
+
+    def admit(k: int, end: int) -> None:
         if settles:
             for i in range(view.n, end):
                 view.n, view.total = i + 1, prefix[i + 1] + delta
                 ch = settle(trace, state, i, view)
                 if ch is not None:
-                    delta += ch.tokens - vt[i]
-                    events.append((k, KIND_OF_STATE[ch.state], i, vt[i] - ch.tokens))
-                    vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
+                    change(k, ch)
         view.n, view.total = end, prefix[end] + delta
+
+    def row(kind, k, inp, out, view_tokens, resid, st, recorded, first, changed, stable) -> None:
+        """Append one request's row with its modelled cache split and cost; account it in the status."""
+        read, write, uncached, c = cost.step(kind == SUMMARY, elapsed[k], inp, view_tokens, stable, out)
+        for col, v in (
+            ("kind", kind),
+            ("recorded_call", k),
+            ("input_tokens", inp),
+            ("output_tokens", out),
+            ("view_tokens", view_tokens),
+            ("residual_tokens", resid),
+            ("status_tokens", st),
+            ("recorded_input_tokens", recorded),
+            ("view_items", view.n),
+            ("first_changed", first),
+            ("items_changed", changed),
+            ("stable_prefix_tokens", stable),
+            ("cache_read_tokens", read),
+            ("cache_write_tokens", write),
+            ("uncached_input_tokens", uncached),
+            ("cost_microusd", c),
+        ):
+            cols[col].append(v)
+        status.tokens += inp + out
+        if c > 0:
+            status.cost_microusd += c
 
     def apply(k: int, result) -> tuple[int, int]:
         """Apply a decision before request k; a summary call gets its own row. Returns (first, count)."""
-        nonlocal delta
         if isinstance(result, Decision):
             changes, summary = result.changes, result.summary
         else:
             changes, summary = result, None
         if summary is not None:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
-            _row(cols, SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, view.n, -1, 0)
-            status.tokens += summary.input_tokens + out
+            row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
         first = -1
         for ch in changes:
-            i = ch.index
-            delta += ch.tokens - vt[i]
-            events.append((k, KIND_OF_STATE[ch.state], i, vt[i] - ch.tokens))
-            vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
-            if first < 0 or i < first:
-                first = i
+            change(k, ch)
+            if first < 0 or ch.index < first:
+                first = ch.index
         view.total = prefix[view.n] + delta
         return first, len(changes)
 
+    def stable_prefix(first: int) -> int:
+        """Tokens of the view's prefix unchanged since the previous agent request."""
+        if first < 0 or first >= prev_items:
+            return prev_view
+        return prefix[first] + fen.query(first)
+
     for k in range(ncalls):
+        status.elapsed_s = elapsed[k]
         admit(k, view_end[k])
         first, changed = -1, 0
         if policy.acts_before_call:
@@ -277,8 +418,7 @@ def _replay_loop(
                 finish = "context-overflow"
                 break
         out = model.respond(k)
-        _row(
-            cols,
+        row(
             AGENT,
             k,
             request,
@@ -287,21 +427,19 @@ def _replay_loop(
             residual[k],
             st,
             recorded_input[k],
-            view.n,
             first,
             changed,
+            stable_prefix(first),
         )
+        prev_view, prev_items = view.total, view.n
         status.turns, status.last_input = k + 1, request
         status.tool_calls += tool_calls[k]
-        status.tokens += request + out
-        status.elapsed_s = elapsed[k]
         if observer is not None:
             observer(k, view)
         if policy.checks_after_call:
             verdict = policy.after_call(trace, state, view, k, status)
             if verdict is not None:
-                row = len(cols["kind"]) - 1
-                warnings.extend((row, w) for w in verdict.warnings)
+                warnings.extend((len(cols["kind"]) - 1, w) for w in verdict.warnings)
                 if verdict.stop is not None and k + 1 < ncalls:
                     finish = verdict.stop
                     if verdict.grace:  # one final answer, tools forbidden, from what the view holds
@@ -314,50 +452,10 @@ def _replay_loop(
                             finish = "context-overflow"
                         else:
                             out = model.grace(g)
-                            _row(cols, GRACE, g, request, out, view.total, residual[g], st, -1, view.n, -1, 0)
-                            status.tokens += request + out
+                            row(GRACE, g, request, out, view.total, residual[g], st, -1, -1, 0, prev_view)
                     break
 
     cols["call"] = list(range(len(cols["kind"])))
     arrays = {c: np.array(v, dtype=np.int64) for c, v in cols.items()}
-    return _record(
-        trace,
-        policy,
-        model,
-        arrays,
-        np.array(vs[: view.n], dtype=np.int8),
-        events,
-        finish,
-        warnings,
-        rejections,
-    )
-
-
-_LOOP_COLUMNS = (
-    "call",
-    "kind",
-    "recorded_call",
-    "input_tokens",
-    "output_tokens",
-    "view_tokens",
-    "residual_tokens",
-    "status_tokens",
-    "recorded_input_tokens",
-    "view_items",
-    "first_changed",
-    "items_changed",
-)
-
-
-def _row(cols, kind, k, inp, out, view_tokens, residual, st, recorded, items, first, changed) -> None:
-    cols["kind"].append(kind)
-    cols["recorded_call"].append(k)
-    cols["input_tokens"].append(inp)
-    cols["output_tokens"].append(out)
-    cols["view_tokens"].append(view_tokens)
-    cols["residual_tokens"].append(residual)
-    cols["status_tokens"].append(st)
-    cols["recorded_input_tokens"].append(recorded)
-    cols["view_items"].append(items)
-    cols["first_changed"].append(first)
-    cols["items_changed"].append(changed)
+    item_state = np.array(vs[: view.n], dtype=np.int8)
+    return _record(trace, policy, model, arrays, item_state, events, cost, finish, warnings, rejections)

@@ -53,6 +53,32 @@ def growth_exponent(r: RunRecord) -> float | None:
     return round(slope, 6) if math.isfinite(slope) else None
 
 
+def cache_read_tokens(r: RunRecord) -> int:
+    """Input tokens read from the prompt cache (modelled, sim.cache)."""
+    return int(r.calls["cache_read_tokens"].sum())
+
+
+def cache_write_tokens(r: RunRecord) -> int:
+    """Input tokens written to the cache at the write price (families with explicit writes)."""
+    return int(r.calls["cache_write_tokens"].sum())
+
+
+def uncached_input_tokens(r: RunRecord) -> int:
+    return int(r.calls["uncached_input_tokens"].sum())
+
+
+def cache_hit_rate(r: RunRecord) -> float | None:
+    """cache_read_tokens / cumulative_input_tokens."""
+    total = cumulative_input_tokens(r)
+    return round(cache_read_tokens(r) / total, 6) if total else None
+
+
+def cost_microusd(r: RunRecord) -> int | None:
+    """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price."""
+    c = r.calls["cost_microusd"]
+    return None if r.pricing is None or (c < 0).any() else int(c.sum())
+
+
 def compactions(r: RunRecord) -> int:
     """Compactions: one per (call, kind) in which a policy transformed items (settle-time cuts included)."""
     return len(r.compactions["kind"])
@@ -104,6 +130,11 @@ METRICS: dict[str, Callable[[RunRecord], object]] = {
     "cumulative_output_tokens": cumulative_output_tokens,
     "peak_context_tokens": peak_context_tokens,
     "growth_exponent": growth_exponent,
+    "cache_read_tokens": cache_read_tokens,
+    "cache_write_tokens": cache_write_tokens,
+    "uncached_input_tokens": uncached_input_tokens,
+    "cache_hit_rate": cache_hit_rate,
+    "cost_microusd": cost_microusd,
     "compactions": compactions,
     **{f"compactions_{k}": _compactions_of(k) for k in COMPACTION_KINDS},
     "compaction_frequency": compaction_frequency,

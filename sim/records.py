@@ -23,6 +23,11 @@ CALL_COLUMNS = (
     "view_items",  # events in the store at this call
     "first_changed",  # first event index a pre-call transform changed (-1 none): the cache seam
     "items_changed",  # items the policy changed before this call
+    "stable_prefix_tokens",  # tokens of the view's prefix unchanged since the previous request
+    "cache_read_tokens",  # modelled (sim.cache), never copied from the recording
+    "cache_write_tokens",
+    "uncached_input_tokens",
+    "cost_microusd",  # -1 when the model has no price
 )
 CALL_KINDS = ("agent", "summary", "grace")
 AGENT, SUMMARY, GRACE = 0, 1, 2
@@ -54,6 +59,8 @@ class RunRecord:
     compactions: dict[str, np.ndarray] = field(repr=False)
     warnings: tuple[tuple[int, str], ...] = ()  # (call row, budget dimension) at 80% of a budget
     rejections: int = 0  # requests the provider refused as over the window
+    pricing: str | None = None  # the priced model, None when unpriced
+    cache_family: str = "none"
 
     @property
     def n_calls(self) -> int:

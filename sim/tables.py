@@ -23,6 +23,7 @@ def result_row(r: RunRecord, version: str) -> dict[str, Any]:
     for k, v in r.params.items():
         row[f"policy.{k}"] = v
     row["model"] = r.model
+    row["pricing"] = r.pricing
     row["ctxsim_version"] = version
     row["finish_reason"] = r.finish_reason
     row.update(compute_metrics(r))

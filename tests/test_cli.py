@@ -53,7 +53,7 @@ def test_run_csv_and_calls_table(capsys, suite, tmp_path):
 
     code, out, _ = run(capsys, "run", suite, "--format", "csv", "--calls", tmp_path / "calls.parquet")
     assert code == 0
-    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,ctxsim_version")
+    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,pricing,ctxsim_version")
     calls = pd.read_parquet(tmp_path / "calls.parquet")
     assert len(calls) == 5 + 14
     assert calls.loc[calls.trace_id == "t1", "input_tokens"].tolist() == [150, 260, 370, 480, 590]
@@ -186,7 +186,10 @@ def test_policies_lists_knobs(capsys):
 def test_console_script_smoke(suite):
     exe = shutil.which("ctxsim") or str(__import__("pathlib").Path(sys.executable).parent / "ctxsim")
     p = subprocess.run(
-        [exe, "run", str(suite), "--format", "json"], capture_output=True, text=True, check=False
+        [exe, "run", str(suite), "--format", "json", "--pricing", "gpt-4o"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 2 and p.stderr == ""
 

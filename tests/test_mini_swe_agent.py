@@ -85,7 +85,7 @@ def test_run_without_usage_uses_model_calibration(mini_dir, tmp_path):
     import json
 
     from sim.importers import load_path
-    from sim.tokens import calibrated_bytes_per_token, estimate_tokens
+    from sim.tokens import calibrated_bytes_per_token, estimate_text_tokens, text_coefficients
 
     data = json.loads(sorted(mini_dir.iterdir())[0].read_text())
     for m in data["messages"]:
@@ -97,5 +97,6 @@ def test_run_without_usage_uses_model_calibration(mini_dir, tmp_path):
     bpt = calibrated_bytes_per_token(t.model)
     assert t.bytes_per_token == bpt
     assert all(e.tokens_provenance == "estimate" for e in t.events)
-    assert [e.tokens for e in t.events] == [estimate_tokens(e.bytes, bpt) for e in t.events]
+    coef = text_coefficients(t.model)
+    assert [e.tokens for e in t.events] == [estimate_text_tokens(e.content, coef) for e in t.events]
     assert all(c.usage_provenance == "none" and c.input_tokens is None for c in t.calls)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, read_json, register
-from sim.tokens import calibrated_bytes_per_token, derive_sizes
+from sim.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
 from sim.types import Call, Event, Trace
 
 FORMAT = "mini-swe-agent-1"
@@ -163,6 +163,11 @@ def convert(data, file: str) -> Trace:
         [c.get("input_tokens") for c in calls],
         calibrated_bytes_per_token(model),
     )
+    coefficients = text_coefficients(model)
+    if coefficients is not None:  # no provider number for these: the character-class estimate
+        for i, p in enumerate(prov):
+            if p == "estimate":
+                sizes[i] = estimate_text_tokens(events[i]["content"], coefficients)
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
     trace_id = data.get("instance_id")
     if not isinstance(trace_id, str) or not trace_id:

@@ -80,7 +80,7 @@ class View:
 class RunStatus:
     """Counters of the run so far, kept by the engine (policies read them for triggers and budgets)."""
 
-    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "elapsed_s")
+    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "elapsed_s", "cost_microusd")
 
     def __init__(self) -> None:
         self.turns = 0  # agent calls answered
@@ -88,6 +88,7 @@ class RunStatus:
         self.tokens = 0  # cumulative input + output over every call, summaries included
         self.last_input: int | None = None  # input tokens of the last agent call, as the provider counted
         self.elapsed_s = 0.0  # recorded time since the run started
+        self.cost_microusd = 0  # modelled cost so far (0 while the model has no price)
 
 
 class Policy:

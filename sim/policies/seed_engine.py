@@ -32,8 +32,8 @@ Rules, in the order a turn meets them:
 - Budgets (off unless set when replaying; preset ``seed_engine_defaults`` sets the seed's 12 turns, 24
   tool calls, 300 s): a warning once per dimension at 80%; exhaustion of turns / tool calls / tokens with
   ``on_exhaustion: final-answer`` -> one grace call with tools forbidden; ``fail`` -> stop; duration
-  always fails. Finish reason ``budget-exhausted:<dimension>``. Cost budgets need prices, which ctxsim
-  does not model yet: setting ``cost_budget_microusd`` is refused.
+  and cost always fail. Finish reason ``budget-exhausted:<dimension>``. Cost is the modelled,
+  cache-aware cost (sim.cache) at the priced model's rates; a cost budget on an unpriced model is an error.
 - Run-status line (``run_status: appended``): ``<run-status>turn 3/12 · tool-calls 11/24 · tokens ... ·
   last-context ... · elapsed 74s/300s</run-status>`` appended to every request, not persisted; its tokens
   count in every call. ``tool_concurrency`` changes no token or cost figure of a replay.
@@ -192,11 +192,9 @@ class SeedEngine(Policy):
         d = self.max_duration_s
         if d is not None and not (isinstance(d, int | float) and not isinstance(d, bool) and d > 0):
             raise bad("max_duration_s", "null (off) or a number of seconds > 0")
-        if self.cost_budget_microusd is not None:
-            raise bad(
-                "cost_budget_microusd",
-                "supported yet (null only): ctxsim has no prices before the cost model",
-            )
+        c = self.cost_budget_microusd
+        if c is not None and not (integer(c) and c >= 1):
+            raise bad("cost_budget_microusd", "null (off) or an integer >= 1")
         if not (integer(self.tool_concurrency) and self.tool_concurrency >= 1):
             raise bad("tool_concurrency", "an integer >= 1")
         r = self.summary_ratio
@@ -214,10 +212,8 @@ class SeedEngine(Policy):
 
     @property
     def checks_after_call(self) -> bool:  # type: ignore[override]
-        return any(
-            v is not None
-            for v in (self.max_turns, self.max_tool_calls, self.max_duration_s, self.token_budget)
-        )
+        budgets = (self.max_turns, self.max_tool_calls, self.max_duration_s, self.token_budget)
+        return any(v is not None for v in (*budgets, self.cost_budget_microusd))
 
     @property
     def output_reserve(self) -> int:
@@ -390,6 +386,7 @@ class SeedEngine(Policy):
             ("turns", status.turns, self.max_turns),
             ("tool_calls", status.tool_calls, self.max_tool_calls),
             ("tokens", status.tokens, self.token_budget),
+            ("cost", status.cost_microusd, self.cost_budget_microusd),
         )
         warned, stop = [], None
         for dim, value, budget in dims:
@@ -402,7 +399,7 @@ class SeedEngine(Policy):
                 stop = dim
         if stop is None:
             return AfterCall(tuple(warned))
-        grace = self.on_exhaustion == "final-answer" and stop != "duration"
+        grace = self.on_exhaustion == "final-answer" and stop not in ("duration", "cost")
         return AfterCall(tuple(warned), f"budget-exhausted:{stop}", grace)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:

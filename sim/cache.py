@@ -1,0 +1,110 @@
+"""Prompt-cache and cost model: what each request reads from the cache, writes to it, and costs.
+
+Per provider family (``conf/cache/<family>.yaml``), a request reuses the part of its prefix that is
+unchanged since the previous request (``stable_prefix_tokens``, tracked by the engine from the first
+position a policy changed, never by comparing requests) when that cache entry is still alive (lifetime
+from the recorded timestamps, refreshed on every use) and at least the minimum cacheable prefix, in the
+family's granularity, times a reuse fraction (1 for explicit and automatic caching; fitted for Gemini's
+best-effort implicit caching). Families with explicit writes (Anthropic) write the rest of the view at
+the write premium. The residual and the run-status line are never cached: they change every call.
+A summary call is a different prompt: nothing is read or written for it.
+
+Every figure is modelled, never copied from the recording: the recording's cached tokens serve only to
+fit the Gemini parameters (``fit_implicit``) and to score the model (``ctxsim fidelity``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cache
+
+from sim.errors import ConfigError
+from sim.paths import CONF_DIR
+from sim.pricing import Price
+
+CACHE_DIR = CONF_DIR / "cache"
+
+
+@dataclass(frozen=True)
+class CacheRules:
+    family: str
+    min_prefix_tokens: int
+    granularity: int
+    lifetime_s: float
+    writes: bool  # explicit writes billed at the write price
+    reuse_fraction: float
+    fitted_on: tuple[str, ...] = ()  # trace ids the parameters were fitted on (the rest is held back)
+
+
+@cache
+def cache_rules(family: str) -> CacheRules:
+    import yaml  # PyYAML comes with Hydra/OmegaConf
+
+    f = CACHE_DIR / f"{family}.yaml"
+    if not f.is_file():
+        raise ConfigError(f"no cache rules for family '{family}' (conf/cache/{family}.yaml)")
+    d = yaml.safe_load(f.read_text()) or {}
+    try:
+        return CacheRules(
+            family=family,
+            min_prefix_tokens=int(d["min_prefix_tokens"]),
+            granularity=max(1, int(d.get("granularity", 1))),
+            lifetime_s=float(d["lifetime_s"]),
+            writes=bool(d.get("writes", False)),
+            reuse_fraction=float(d.get("reuse_fraction", 1.0)),
+            fitted_on=tuple(d.get("fitted_on") or ()),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"conf/cache/{family}.yaml: bad or missing field ({exc})") from None
+
+
+class CostModel:
+    """Per-run cache state and pricing. ``price`` None: tokens are still split, cost is -1 (unknown)."""
+
+    __slots__ = ("rules", "price", "expires", "cached")
+
+    def __init__(self, rules: CacheRules, price: Price | None) -> None:
+        self.rules, self.price = rules, price
+        self.expires = -1.0  # time after which the cache entry is gone (-1: nothing cached yet)
+        self.cached = 0  # tokens of the prefix held in the cache
+
+    def step(self, summary: bool, t: float, inp: int, view: int, stable: int, out: int):
+        """(cache_read, cache_write, uncached, cost_microusd) of one request sent at time ``t``."""
+        r = self.rules
+        read = write = 0
+        if not summary:
+            if t <= self.expires and stable >= r.min_prefix_tokens:
+                reusable = min(stable, self.cached)
+                read = int(reusable * r.reuse_fraction) // r.granularity * r.granularity
+            if view >= r.min_prefix_tokens:
+                if r.writes:
+                    write = view - read
+                self.cached, self.expires = view, t + r.lifetime_s
+            elif read:
+                self.expires = t + r.lifetime_s
+        uncached = inp - read - write
+        cost = -1 if self.price is None else self.price.cost_microusd(uncached, read, write, out)
+        return read, write, uncached, cost
+
+
+def fit_implicit(
+    samples: Iterable[tuple[int, int, int]], candidates=(0, 1024, 2048, 4096)
+) -> tuple[int, float]:
+    """Fit (min_prefix_tokens, reuse_fraction) of a best-effort cache on (stable prefix, previous view
+    alive?, reported cached) samples: for each candidate minimum the fraction matching the reported
+    total, keeping the minimum whose per-call absolute error is smallest."""
+    samples = list(samples)
+    best = None
+    for m in candidates:
+        eligible = sum(s for s, alive, _ in samples if alive and s >= m)
+        reported = sum(c for _, _, c in samples)
+        if not eligible:
+            continue
+        frac = reported / eligible
+        err = sum(abs((s * frac if alive and s >= m else 0) - c) for s, alive, c in samples)
+        if best is None or err < best[0]:
+            best = (err, m, round(frac, 4))
+    if best is None:
+        raise ValueError("no samples with a cacheable prefix")
+    return best[1], best[2]

@@ -1,0 +1,110 @@
+"""Prices per model, from the dated tables in ``conf/pricing/*.yaml``; costs in integer micro-USD.
+
+Each table names a cache ``family`` (its rules are in ``conf/cache/``) and lists models with prices in
+USD per million tokens: ``input``, ``output``, ``cache_read``, ``cache_write_5m`` / ``cache_write_1h``,
+and an optional ``long_context`` tier (``above_tokens`` and the tier's prices, which then apply to the
+whole request). A trace's recorded model resolves like a window does: exact name, then its last path
+segment, case-insensitively. Users add tables by adding files.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sim.errors import ConfigError
+from sim.paths import CONF_DIR
+
+PRICING_DIR = CONF_DIR / "pricing"
+PICO = 1_000_000  # pico-USD per micro-USD: prices are kept as integer pico-USD per token
+
+
+def _pusd(usd_per_mtok) -> int:
+    """USD per million tokens -> integer pico-USD per token ($1/MTok = 1 micro-USD per token)."""
+    return round(float(usd_per_mtok) * PICO)
+
+
+@dataclass(frozen=True)
+class Rates:
+    """Integer pico-USD per token."""
+
+    input: int
+    output: int
+    cache_read: int
+    cache_write: int
+
+    @classmethod
+    def parse(cls, d: dict, lifetime: str) -> Rates:
+        inp = _pusd(d["input"])
+        return cls(
+            input=inp,
+            output=_pusd(d["output"]),
+            cache_read=_pusd(d["cache_read"]) if "cache_read" in d else inp,
+            cache_write=_pusd(d[f"cache_write_{lifetime}"]) if f"cache_write_{lifetime}" in d else inp,
+        )
+
+
+@dataclass(frozen=True)
+class Price:
+    model: str  # the table's name for it
+    family: str  # cache family (conf/cache/<family>.yaml)
+    as_of: str
+    base: Rates
+    tier_above: int | None = None
+    tier: Rates | None = None
+
+    def cost_microusd(self, uncached: int, read: int, write: int, output: int) -> int:
+        """One call's cost, rounded half up to a whole micro-USD."""
+        r = self.tier if self.tier is not None and uncached + read + write > self.tier_above else self.base
+        pusd = uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+        return (pusd + PICO // 2) // PICO
+
+
+@lru_cache(maxsize=4)
+def price_table(lifetime: str = "5m") -> dict[str, Price]:
+    import yaml  # PyYAML comes with Hydra/OmegaConf
+
+    out: dict[str, Price] = {}
+    for f in sorted(PRICING_DIR.glob("*.yaml")):
+        data = yaml.safe_load(f.read_text()) or {}
+        family, as_of = data.get("family", "none"), str(data.get("as_of", ""))
+        for name, d in (data.get("models") or {}).items():
+            try:
+                lc = d.get("long_context")
+                out[name.lower()] = Price(
+                    model=name,
+                    family=family,
+                    as_of=as_of,
+                    base=Rates.parse(d, lifetime),
+                    tier_above=int(lc["above_tokens"]) if lc else None,
+                    tier=Rates.parse(lc, lifetime) if lc else None,
+                )
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ConfigError(
+                    f"conf/pricing/{f.name}: model {name}: bad or missing price ({exc})"
+                ) from None
+    return out
+
+
+def find_price(model: str | None) -> Price | None:
+    if not model:
+        return None
+    table = price_table()
+    key = model.lower().lstrip("@")
+    return table.get(key) or table.get(key.rsplit("/", 1)[-1])
+
+
+def closest_priced(model: str, n: int = 3) -> list[str]:
+    names = [p.model for p in price_table().values()]
+    return difflib.get_close_matches(model.rsplit("/", 1)[-1], names, n=n, cutoff=0.4)
+
+
+def price_named(name: str) -> Price:
+    """``--pricing NAME``: a model in the tables, or exit 2 naming the closest ones."""
+    p = find_price(name)
+    if p is None:
+        close = closest_priced(name)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise ConfigError(f"--pricing {name}: no such model in conf/pricing/{hint}")
+    return p
