@@ -141,27 +141,17 @@ class _Fenwick:
         return s
 
 
-def _account(cols: dict, cost: CostModel, elapsed: list[float]) -> None:
+def _account(cols: dict, cost: CostModel, elapsed: np.ndarray) -> None:
     """Cache and cost columns for the rows of a fast-path replay (the loop accounts as it goes)."""
-    step = cost.step
-    reads, writes, uncached, costs = [], [], [], []
-    for k, inp, view, stable, out in zip(
-        cols["recorded_call"].tolist(),
-        cols["input_tokens"].tolist(),
-        cols["view_tokens"].tolist(),
-        cols["stable_prefix_tokens"].tolist(),
-        cols["output_tokens"].tolist(),
-        strict=True,
-    ):
-        r, w, u, c = step(False, elapsed[k], inp, view, stable, out)
-        reads.append(r)
-        writes.append(w)
-        uncached.append(u)
-        costs.append(c)
-    cols["cache_read_tokens"] = np.array(reads, dtype=np.int64)
-    cols["cache_write_tokens"] = np.array(writes, dtype=np.int64)
-    cols["uncached_input_tokens"] = np.array(uncached, dtype=np.int64)
-    cols["cost_microusd"] = np.array(costs, dtype=np.int64)
+    read, write, uncached, c = cost.step_all(
+        elapsed,
+        cols["input_tokens"],
+        cols["view_tokens"],
+        cols["stable_prefix_tokens"],
+        cols["output_tokens"],
+    )
+    cols["cache_read_tokens"], cols["cache_write_tokens"] = read, write
+    cols["uncached_input_tokens"], cols["cost_microusd"] = uncached, c
 
 
 def _compactions(events: list[tuple[int, int, int, int]]) -> dict[str, np.ndarray]:
@@ -251,29 +241,37 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: C
         "items_changed": nchanged,
         "stable_prefix_tokens": stable,
     }
-    _account(cols, cost, trace.derived("per_call", _per_call)[1])
+    _account(cols, cost, trace.derived("elapsed", _elapsed_array))
     return _record(trace, policy, model, cols, item_state, events, cost)
 
 
 def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end):
     """Fold a plan into per-call columns (``tokens``/``states`` updated in place). A call that changes
     items from position q on reuses only the prefix before q: its size is the settled prefix sum plus
-    the changes earlier calls made below q (a Fenwick tree of those changes)."""
+    the changes earlier calls made below q. When the plan's positions only grow (a moving boundary, as
+    in masking) those are all earlier changes; otherwise a Fenwick tree sums them."""
     delta = [0] * ncalls  # net size change made before each call
     firsts = [-1] * ncalls
     nchanged = [0] * ncalls
     seams: list[tuple[int, int]] = []  # (call, stable prefix tokens) for calls that change old items
-    fen = _Fenwick(len(tokens))
-    for k, i, t, s in zip(p.call, p.index, p.tokens, p.state, strict=True):
+    index = p.index
+    ascending = all(a < b for a, b in zip(index, index[1:], strict=False))
+    fen = None if ascending else _Fenwick(len(tokens))
+    changed_so_far = 0
+    kinds = KIND_OF_STATE
+    for k, i, t, s in zip(p.call, index, p.tokens, p.state, strict=True):
         if firsts[k] < 0:
             firsts[k] = i  # entries ascend by index within a call: the first is the lowest
             if k > 0 and i < view_end[k - 1]:
-                seams.append((k, int(prefix[i]) + fen.query(i)))
+                below = changed_so_far if fen is None else fen.query(i)
+                seams.append((k, int(prefix[i]) + below))
         d = t - tokens[i]
         delta[k] += d
-        fen.add(i, d)
+        changed_so_far += d
+        if fen is not None:
+            fen.add(i, d)
         tokens[i], states[i] = t, s
-        events.append((k, KIND_OF_STATE[s], i, -d))
+        events.append((k, kinds[s], i, -d))
         nchanged[k] += 1
     view_tokens = view_tokens + np.fromiter(accumulate(delta), dtype=np.int64, count=ncalls)
     stable = np.concatenate(([0], view_tokens[:-1]))
@@ -283,6 +281,12 @@ def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end
 
 
 # ------------------------------------------------------------------------------------------ the loop
+def _elapsed_array(trace: Trace) -> np.ndarray:
+    a = np.array(trace.derived("per_call", _per_call)[1], dtype=np.float64)
+    a.setflags(write=False)
+    return a
+
+
 def _per_call(trace: Trace) -> tuple[list[int], list[float]]:
     """Tool calls each recorded call issued, and its recorded time since the run started (seconds)."""
     tool_calls = [len(trace.events[c.event_index].tool_call_ids) for c in trace.calls]

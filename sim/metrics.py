@@ -16,17 +16,16 @@ def calls(r: RunRecord) -> int:
 
 def cumulative_input_tokens(r: RunRecord) -> int:
     """Sum of input tokens over all calls: the quadratic quantity."""
-    return int(r.calls["input_tokens"].sum())
+    return sum(r.column("input_tokens"))
 
 
 def cumulative_output_tokens(r: RunRecord) -> int:
-    return int(r.calls["output_tokens"].sum())
+    return sum(r.column("output_tokens"))
 
 
 def peak_context_tokens(r: RunRecord) -> int:
     """Largest request of the run, in input tokens (what a window must hold before output)."""
-    x = r.calls["input_tokens"]
-    return int(x.max()) if len(x) else 0
+    return max(r.column("input_tokens"), default=0)
 
 
 def growth_exponent(r: RunRecord) -> float | None:
@@ -39,7 +38,7 @@ def growth_exponent(r: RunRecord) -> float | None:
     if n < 4:
         return None
     lo = n // 2
-    cum = list(accumulate(r.calls["input_tokens"].tolist()))[lo:]
+    cum = list(accumulate(r.column("input_tokens")))[lo:]
     if cum[0] <= 0:  # cumulative sums only grow, so the first is the smallest
         return None
     # plain floats: a run's calls are few, and numpy's per-operation cost would dominate
@@ -55,16 +54,16 @@ def growth_exponent(r: RunRecord) -> float | None:
 
 def cache_read_tokens(r: RunRecord) -> int:
     """Input tokens read from the prompt cache (modelled, sim.cache)."""
-    return int(r.calls["cache_read_tokens"].sum())
+    return sum(r.column("cache_read_tokens"))
 
 
 def cache_write_tokens(r: RunRecord) -> int:
     """Input tokens written to the cache at the write price (families with explicit writes)."""
-    return int(r.calls["cache_write_tokens"].sum())
+    return sum(r.column("cache_write_tokens"))
 
 
 def uncached_input_tokens(r: RunRecord) -> int:
-    return int(r.calls["uncached_input_tokens"].sum())
+    return sum(r.column("uncached_input_tokens"))
 
 
 def cache_hit_rate(r: RunRecord) -> float | None:
@@ -75,8 +74,8 @@ def cache_hit_rate(r: RunRecord) -> float | None:
 
 def cost_microusd(r: RunRecord) -> int | None:
     """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price."""
-    c = r.calls["cost_microusd"]
-    return None if r.pricing is None or (c < 0).any() else int(c.sum())
+    c = r.column("cost_microusd")
+    return None if r.pricing is None or min(c, default=0) < 0 else sum(c)
 
 
 def compactions(r: RunRecord) -> int:
@@ -88,7 +87,7 @@ def _compactions_of(kind: str) -> Callable[[RunRecord], int]:
     code = COMPACTION_KINDS.index(kind)
 
     def count(r: RunRecord) -> int:
-        return int((r.compactions["kind"] == code).sum())
+        return r.compactions["kind"].tolist().count(code)
 
     count.__name__ = f"compactions_{kind}"
     count.__doc__ = f"Compactions of kind {kind}."
@@ -102,16 +101,16 @@ def compaction_frequency(r: RunRecord) -> float:
 
 def tokens_reclaimed(r: RunRecord) -> int:
     """Tokens the compactions took out of the view when they happened (summaries net of their size)."""
-    return int(r.compactions["tokens_reclaimed"].sum())
+    return sum(r.compactions["tokens_reclaimed"].tolist())
 
 
 def summary_calls(r: RunRecord) -> int:
-    return int((r.calls["kind"] == SUMMARY).sum())
+    return r.column("kind").count(SUMMARY)
 
 
 def summary_tokens(r: RunRecord) -> int:
     """Output tokens of the summary calls: the summaries' own size."""
-    return int(r.calls["output_tokens"][r.calls["kind"] == SUMMARY].sum())
+    return sum(o for k, o in zip(r.column("kind"), r.column("output_tokens"), strict=True) if k == SUMMARY)
 
 
 def exhausted(r: RunRecord) -> bool:

@@ -60,6 +60,18 @@ class Price:
         pusd = uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
         return (pusd + PICO // 2) // PICO
 
+    def cost_all(self, uncached, read, write, output):
+        """``cost_microusd`` over arrays of calls (int64 throughout: exact)."""
+        import numpy as np
+
+        def pusd(r: Rates):
+            return uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+
+        total = pusd(self.base)
+        if self.tier is not None:
+            total = np.where(uncached + read + write > self.tier_above, pusd(self.tier), total)
+        return (total + PICO // 2) // PICO
+
 
 @lru_cache(maxsize=4)
 def price_table(lifetime: str = "5m") -> dict[str, Price]:

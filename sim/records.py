@@ -61,10 +61,19 @@ class RunRecord:
     rejections: int = 0  # requests the provider refused as over the window
     pricing: str | None = None  # the priced model, None when unpriced
     cache_family: str = "none"
+    _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_calls(self) -> int:
         return len(self.calls["call"])
+
+    def column(self, name: str) -> list[int]:
+        """A per-call column as a Python list, converted once: metrics over a run's few calls are
+        cheaper in plain Python than as numpy reductions."""
+        v = self._lists.get(name)
+        if v is None:
+            v = self._lists[name] = self.calls[name].tolist()
+        return v
 
     def calls_frame(self):
         """Per-call table as a pandas DataFrame, with the run's identity columns in front."""
