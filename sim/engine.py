@@ -24,13 +24,26 @@ import numpy as np
 
 from sim.cache import CostModel, cache_rules
 from sim.errors import ConfigError
+from sim.information import VISIBLE, FactState, has_needs, issuer_of, last_need
+from sim.ledger import totals as ledger_totals
 from sim.model import ReplayModel
 from sim.models import resolve_window
 from sim.policies.base import Decision, Policy, RunStatus, View
 from sim.pricing import Price, closest_priced, find_price, price_named
-from sim.records import AGENT, CALL_COLUMNS, GRACE, KIND_OF_STATE, SUMMARY, RunRecord, compaction_table
+from sim.records import (
+    AGENT,
+    CALL_COLUMNS,
+    GRACE,
+    KIND_OF_STATE,
+    REFETCH,
+    RETRIEVE,
+    SUMMARY,
+    RunRecord,
+    change_table,
+    compaction_table,
+)
 from sim.traceio import trace_hash
-from sim.types import Trace
+from sim.types import ItemState, Trace
 
 Observer = Callable[[int, View], None]
 AUTO = "auto"
@@ -67,6 +80,8 @@ def replay(
         observer is None
         and (policy.plans or not policy.acts_before_call)
         and not (policy.recovers or policy.checks_after_call or policy.reports_status)
+        # a policy that can take a needed fact out of view makes the mock model react: the loop
+        and not ((policy.acts_before_call or policy.spills) and trace.derived("has_needs", has_needs))
     )
     if fast:
         record = _replay_vectorised(trace, policy, model, cost)
@@ -98,9 +113,30 @@ def cost_model(trace: Trace, pricing: str | None) -> CostModel:
 
 
 def _record(
-    trace, policy, model, cols, item_state, events, cost, finish="completed", warnings=(), rejections=0
+    trace,
+    policy,
+    model,
+    cols,
+    item_state,
+    events,
+    cost,
+    item_tokens,
+    finish="completed",
+    warnings=(),
+    rejections=0,
+    facts=None,
+    degraded=False,
+    summaries=(),
 ) -> RunRecord:
-    return RunRecord(
+    answer = trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+    if facts is None:  # no fact can have left the view (see replay): every need is met
+        met, kept, recovered = len(answer), (), ()
+    else:
+        n = len(item_state)
+        states = item_state.tolist()
+        met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
+        kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
+    record = RunRecord(
         trace_id=trace.trace_id,
         trace_hash=trace.derived("trace_hash", trace_hash),
         policy=policy.name,
@@ -114,7 +150,17 @@ def _record(
         rejections=rejections,
         pricing=None if cost.price is None else cost.price.model,
         cache_family=cost.rules.family,
+        changes=change_table(events),
+        item_tokens=np.asarray(item_tokens, dtype=np.int64),
+        summary_kept=kept,
+        summaries=tuple(summaries),
+        recovered=recovered,
+        degraded=degraded,
+        answer_needs=len(answer),
+        answer_needs_met=met,
     )
+    object.__setattr__(record, "ledger", ledger_totals(trace, record))  # derived once, from the record
+    return record
 
 
 class _Fenwick:
@@ -154,10 +200,10 @@ def _account(cols: dict, cost: CostModel, elapsed: np.ndarray) -> None:
     cols["uncached_input_tokens"], cols["cost_microusd"] = uncached, c
 
 
-def _compactions(events: list[tuple[int, int, int, int]]) -> dict[str, np.ndarray]:
-    """Group change events (recorded call, kind, index, tokens reclaimed) into one row per (call, kind)."""
+def _compactions(events: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
+    """Group change events (recorded call, kind, index, reclaimed, after) into one row per (call, kind)."""
     groups: dict[tuple[int, int], list[int]] = {}
-    for call, kind, index, reclaimed in events:
+    for call, kind, index, reclaimed, _ in events:
         g = groups.get((call, kind))
         if g is None:
             groups[(call, kind)] = [1, reclaimed, index]
@@ -207,7 +253,13 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: C
             for ch in settled:  # a settled event belongs to the first call whose view admits it
                 i = ch.index
                 events.append(
-                    (bisect_right(view_end, i), KIND_OF_STATE[ch.state], i, int(original[i]) - ch.tokens)
+                    (
+                        bisect_right(view_end, i),
+                        KIND_OF_STATE[ch.state],
+                        i,
+                        int(original[i]) - ch.tokens,
+                        ch.tokens,
+                    )
                 )
         prefix = np.zeros(stop + 1, dtype=np.int64)
         np.cumsum(tokens, out=prefix[1:])
@@ -242,7 +294,8 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: C
         "stable_prefix_tokens": stable,
     }
     _account(cols, cost, trace.derived("elapsed", _elapsed_array))
-    return _record(trace, policy, model, cols, item_state, events, cost)
+    item_tokens = a.tokens[:stop] if tokens is None else tokens
+    return _record(trace, policy, model, cols, item_state, events, cost, item_tokens)
 
 
 def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end):
@@ -271,7 +324,7 @@ def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end
         if fen is not None:
             fen.add(i, d)
         tokens[i], states[i] = t, s
-        events.append((k, kinds[s], i, -d))
+        events.append((k, kinds[s], i, -d, t))
         nchanged[k] += 1
     view_tokens = view_tokens + np.fromiter(accumulate(delta), dtype=np.int64, count=ncalls)
     stable = np.concatenate(([0], view_tokens[:-1]))
@@ -310,28 +363,39 @@ def _replay_loop(
     cost: CostModel,
 ) -> RunRecord:
     a = trace.arrays
+    events_ = trace.events
     view_end = a.view_end.tolist()
     residual = a.residual.tolist()
     recorded_input = a.recorded_input.tolist()
+    outputs = model.respond_all().tolist()
     ncalls = len(view_end)
     stop = view_end[-1] if ncalls else 0
     tool_calls, elapsed = trace.derived("per_call", _per_call)
+    call_of_event = {c.event_index: c.index for c in trace.calls}
+    issuers = trace.derived("issuers", issuer_of)
     # Items are laid out for every event the run will admit; only [0, view.n) is in view. The running
     # total is the prefix sum of original sizes plus ``delta``, the net effect of every change so far;
-    # a Fenwick tree of the changes gives any prefix of the view (the part a cache can reuse).
+    # a Fenwick tree of the changes gives any prefix of the view (the part a cache can reuse). Items the
+    # agent re-reads (refetch, retrieval) are appended to the conversation: ``extra`` tokens that stay
+    # in every later request (policies do not transform them).
+    original = a.tokens.tolist()[:stop]
     view = View()
-    view.tokens = vt = a.tokens.tolist()[:stop]
+    view.tokens = vt = list(original)
     view.nbytes = vb = a.bytes.tolist()[:stop]
     view.state = vs = [0] * stop
     prefix = list(accumulate(vt, initial=0))
     fen = _Fenwick(stop)
-    delta = 0
-    prev_view = prev_items = 0  # the previous agent request's view: what the cache may hold
+    delta = extra = 0
+    prev_view = prev_items = 0  # the previous request's view: what the cache may hold
     state = policy.start(trace)
     status = RunStatus()
     settle, settles = policy.settle, policy.settles
+    facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
+    still_needed = trace.derived("last_need", last_need)
+    degraded = False
+    summaries: list[tuple[int, tuple[str, ...]]] = []
     cols: dict[str, list[int]] = {c: [] for c in CALL_COLUMNS}
-    events: list[tuple[int, int, int, int]] = []
+    events: list[tuple[int, int, int, int, int]] = []
     warnings: list[tuple[int, str]] = []
     finish, rejections = "completed", 0
 
@@ -340,7 +404,7 @@ def _replay_loop(
         i, d = ch.index, ch.tokens - vt[ch.index]
         delta += d
         fen.add(i, d)
-        events.append((k, KIND_OF_STATE[ch.state], i, -d))
+        events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens))
         vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
 
     def admit(k: int, end: int) -> None:
@@ -384,22 +448,60 @@ def _replay_loop(
             changes, summary = result.changes, result.summary
         else:
             changes, summary = result, None
+        covered: list[str] = []
         if summary is not None:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
             row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
+            if facts is not None:  # what the summary covers: visible items' facts and the old summary's
+                for ch in sorted(changes, key=lambda c: -c.index):
+                    if ch.state == ItemState.SUMMARIZED and vs[ch.index] in VISIBLE:
+                        covered.extend(reversed(events_[ch.index].provides))
+                covered.extend(sorted(facts.kept, reverse=True))
         first = -1
         for ch in changes:
             change(k, ch)
             if first < 0 or ch.index < first:
                 first = ch.index
+        if summary is not None and facts is not None:
+            later = {f for f in covered if still_needed.get(f, -1) >= view.n}
+            facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out))
+            summaries.append((k, tuple(sorted(facts.kept))))
         view.total = prefix[view.n] + delta
         return first, len(changes)
 
     def stable_prefix(first: int) -> int:
-        """Tokens of the view's prefix unchanged since the previous agent request."""
+        """Tokens of the request's prefix unchanged since the previous request."""
         if first < 0 or first >= prev_items:
             return prev_view
         return prefix[first] + fen.query(first)
+
+    def reread(k: int, first: int, changed: int) -> tuple[bool, int, int]:
+        """Before agent call k: bring back what its action needs. Returns (go on?, first, changed)."""
+        nonlocal extra, degraded, prev_view, prev_items
+        sources: dict[int, int] = {}  # providing event -> row kind (refetch or retrieve)
+        for f in events_[trace.calls[k].event_index].needs:
+            where = facts.where(f, vs, view.n)
+            if where == "spilled":
+                sources.setdefault(facts.source(f, view.n), RETRIEVE)
+            elif where == "lost":
+                if model.on_missing == "fail":
+                    return False, first, changed
+                if model.on_missing == "degrade":
+                    degraded = True
+                    continue
+                sources.setdefault(facts.source(f, view.n), REFETCH)
+        for src, kind in sorted(sources.items()):
+            # the agent re-issues the call that produced src (or reads its spill handle): one more call
+            # on the current view, whose result then stays in the conversation
+            issuer = issuers.get(src, src)
+            out = outputs[call_of_event[issuer]] if issuer in call_of_event else 0
+            total = view.total + extra
+            stable = stable_prefix(first)
+            row(kind, k, total + residual[k], out, total, residual[k], 0, -1, first, changed, stable)
+            prev_view, prev_items, first, changed = total, view.n, -1, 0
+            extra += original[issuer] + original[src] if issuer != src else original[src]
+            facts.recovered.update(events_[src].provides)
+        return True, first, changed
 
     for k in range(ncalls):
         status.elapsed_s = elapsed[k]
@@ -407,8 +509,13 @@ def _replay_loop(
         first, changed = -1, 0
         if policy.acts_before_call:
             first, changed = apply(k, policy.before_call(trace, state, view, k, status))
+        if facts is not None:
+            go_on, first, changed = reread(k, first, changed)
+            if not go_on:
+                finish = "missing-information"
+                break
         st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
-        request = view.total + residual[k] + st
+        request = view.total + extra + residual[k] + st
         if window is not None and request > window:
             rejections += 1
             retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
@@ -417,25 +524,15 @@ def _replay_loop(
                 if f2 >= 0 and (first < 0 or f2 < first):
                     first = f2
                 changed += c2
-                request = view.total + residual[k] + st
+                request = view.total + extra + residual[k] + st
             if retry is None or request > window:
                 finish = "context-overflow"
                 break
         out = model.respond(k)
-        row(
-            AGENT,
-            k,
-            request,
-            out,
-            view.total,
-            residual[k],
-            st,
-            recorded_input[k],
-            first,
-            changed,
-            stable_prefix(first),
-        )
-        prev_view, prev_items = view.total, view.n
+        total = view.total + extra
+        stable = stable_prefix(first)
+        row(AGENT, k, request, out, total, residual[k], st, recorded_input[k], first, changed, stable)
+        prev_view, prev_items = total, view.n
         status.turns, status.last_input = k + 1, request
         status.tool_calls += tool_calls[k]
         if observer is not None:
@@ -450,16 +547,32 @@ def _replay_loop(
                         g = k + 1
                         admit(g, view_end[g])
                         st = policy.status_tokens(trace, state, g, status) if policy.reports_status else 0
-                        request = view.total + residual[g] + st
+                        total = view.total + extra
+                        request = total + residual[g] + st
                         if window is not None and request > window:
                             rejections += 1
                             finish = "context-overflow"
                         else:
                             out = model.grace(g)
-                            row(GRACE, g, request, out, view.total, residual[g], st, -1, -1, 0, prev_view)
+                            row(GRACE, g, request, out, total, residual[g], st, -1, -1, 0, prev_view)
                     break
 
     cols["call"] = list(range(len(cols["kind"])))
     arrays = {c: np.array(v, dtype=np.int64) for c, v in cols.items()}
     item_state = np.array(vs[: view.n], dtype=np.int8)
-    return _record(trace, policy, model, arrays, item_state, events, cost, finish, warnings, rejections)
+    return _record(
+        trace,
+        policy,
+        model,
+        arrays,
+        item_state,
+        events,
+        cost,
+        vt[: view.n],
+        finish,
+        warnings,
+        rejections,
+        facts,
+        degraded,
+        summaries,
+    )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from itertools import accumulate
 from math import log
 
-from sim.records import COMPACTION_KINDS, SUMMARY, RunRecord
+from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, RunRecord
 
 
 def calls(r: RunRecord) -> int:
@@ -78,6 +78,49 @@ def cost_microusd(r: RunRecord) -> int | None:
     return None if r.pricing is None or min(c, default=0) < 0 else sum(c)
 
 
+def _ledger(field: str) -> Callable[[RunRecord], int]:
+    def value(r: RunRecord) -> int:
+        return getattr(r.ledger, field)
+
+    value.__name__ = field
+    value.__doc__ = f"Ledger total {field} at the end of the run (sim.ledger)."
+    return value
+
+
+LEDGER_FIELDS = (
+    "facts_seen",
+    "facts_verbatim",
+    "facts_derived",
+    "facts_spilled",
+    "facts_lost",
+    "tokens_seen",
+    "tokens_verbatim",
+    "tokens_derived",
+    "tokens_spilled",
+    "tokens_lost",
+)
+
+
+def refetch_calls(r: RunRecord) -> int:
+    """Extra calls re-running a tool call whose result the view had lost (trajectory elongation)."""
+    return r.column("kind").count(REFETCH)
+
+
+def retrieve_calls(r: RunRecord) -> int:
+    """Extra calls reading spilled content back through its handle."""
+    return r.column("kind").count(RETRIEVE)
+
+
+def answer_fact_recall(r: RunRecord) -> float:
+    """Share of the final answer's needed facts available or recoverable when it was given."""
+    return round(r.answer_needs_met / r.answer_needs, 6) if r.answer_needs else 1.0
+
+
+def answer_completed(r: RunRecord) -> bool:
+    """Reached the final answer within budgets, no action went ahead blind, every needed fact there."""
+    return r.finish_reason == "completed" and not r.degraded and r.answer_needs_met == r.answer_needs
+
+
 def compactions(r: RunRecord) -> int:
     """Compactions: one per (call, kind) in which a policy transformed items (settle-time cuts included)."""
     return len(r.compactions["kind"])
@@ -142,6 +185,11 @@ METRICS: dict[str, Callable[[RunRecord], object]] = {
     "summary_tokens": summary_tokens,
     "exhausted": exhausted,
     "warnings": warnings,
+    **{f: _ledger(f) for f in LEDGER_FIELDS},
+    "refetch_calls": refetch_calls,
+    "retrieve_calls": retrieve_calls,
+    "answer_completed": answer_completed,
+    "answer_fact_recall": answer_fact_recall,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sim.errors import CtxsimError
+from sim.errors import ConfigError, CtxsimError
 from sim.tokens import estimate_tokens
 from sim.types import Trace
 
@@ -31,12 +31,31 @@ def _recorded_outputs(trace: Trace) -> tuple[np.ndarray, int]:
     return out, len(missing)
 
 
+ON_MISSING = ("refetch", "fail", "degrade")
+
+
 class ReplayModel:
-    """Answers call k with the recorded turn k; output tokens as recorded (estimated when absent)."""
+    """Answers call k with the recorded turn k; output tokens as recorded (estimated when absent).
+
+    When a fact the turn needs is not in the request, ``on_missing`` decides: ``refetch`` re-issues the
+    tool call that provided it (an extra call, and its result re-enters the view), ``fail`` ends the run
+    (``missing-information``), ``degrade`` goes on with the answer marked degraded. The summarizer keeps,
+    within its output size at ``summary_fact_tokens`` a fact, the covered facts later actions still need,
+    newest first; the rest of what it covers is lost.
+    """
 
     name = "replay"
 
-    def __init__(self, trace: Trace) -> None:
+    def __init__(self, trace: Trace, on_missing: str = "refetch", summary_fact_tokens: int = 40) -> None:
+        if on_missing not in ON_MISSING:
+            raise ConfigError(f"model.on_missing={on_missing!r} is not one of {', '.join(ON_MISSING)}")
+        if (
+            isinstance(summary_fact_tokens, bool)
+            or not isinstance(summary_fact_tokens, int)
+            or summary_fact_tokens < 1
+        ):
+            raise ConfigError(f"model.summary_fact_tokens={summary_fact_tokens!r} is not an integer >= 1")
+        self.on_missing, self.summary_fact_tokens = on_missing, summary_fact_tokens
         self.trace = trace
         self._column, self.estimated = trace.derived("replay_outputs", _recorded_outputs)
         self._output: list[int] | None = None
@@ -65,3 +84,9 @@ class ReplayModel:
     def grace(self, call: int) -> int:
         """Grace turn: the final answer from what the view holds, sized as the recording's final turn."""
         return self._column[-1].item() if len(self._column) else 0
+
+    def summary_keeps(self, covered: list[str], still_needed: set[str], output_tokens: int) -> list[str]:
+        """Facts a summary of ``output_tokens`` keeps: of the covered facts (newest first) those later
+        actions still need, as many as fit at ``summary_fact_tokens`` each."""
+        budget = output_tokens // self.summary_fact_tokens
+        return [f for f in covered if f in still_needed][:budget]

@@ -29,8 +29,11 @@ CALL_COLUMNS = (
     "uncached_input_tokens",
     "cost_microusd",  # -1 when the model has no price
 )
-CALL_KINDS = ("agent", "summary", "grace")
-AGENT, SUMMARY, GRACE = 0, 1, 2
+CALL_KINDS = ("agent", "summary", "grace", "refetch", "retrieve")
+AGENT, SUMMARY, GRACE, REFETCH, RETRIEVE = 0, 1, 2, 3, 4
+
+# One row per change an operation made to an item (the ledger's source).
+CHANGE_COLUMNS = ("recorded_call", "kind", "index", "tokens_reclaimed", "tokens_after")
 
 # One row per compaction: a call's changes of one kind. Kinds follow the state an item is moved to.
 COMPACTION_COLUMNS = ("call", "kind", "items", "tokens_reclaimed", "first_index")
@@ -61,6 +64,15 @@ class RunRecord:
     rejections: int = 0  # requests the provider refused as over the window
     pricing: str | None = None  # the priced model, None when unpriced
     cache_family: str = "none"
+    changes: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # CHANGE_COLUMNS
+    item_tokens: np.ndarray | None = field(default=None, repr=False)  # final size of each admitted item
+    summary_kept: tuple[str, ...] = ()  # facts the last summary holds
+    summaries: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (recorded call, facts kept) per summary
+    recovered: tuple[str, ...] = ()  # facts re-read into view (refetch or retrieval)
+    degraded: bool = False  # an action went ahead without a fact it needed (on_missing=degrade)
+    answer_needs: int = 0  # facts the final answer needs
+    answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given
+    ledger: Any = field(default=None, repr=False)  # sim.ledger.LedgerTotals at the end of the run
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -84,6 +96,11 @@ class RunRecord:
         df.insert(0, "policy", self.policy)
         df.insert(0, "trace_id", self.trace_id)
         return df
+
+
+def change_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
+    arr = np.array(rows, dtype=np.int64).reshape(-1, len(CHANGE_COLUMNS))
+    return {c: arr[:, i].copy() for i, c in enumerate(CHANGE_COLUMNS)}
 
 
 def compaction_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:

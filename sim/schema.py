@@ -33,6 +33,8 @@ EVENT_SCHEMA = {
         "tool_call_id": {"type": ["string", "null"]},
         "bounded": {"type": "boolean"},
         "timestamp": _OPT_NUM,
+        "provides": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
+        "needs": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
     },
 }
 

@@ -36,6 +36,8 @@ def event_to_dict(e: Event) -> dict:
         "tool_call_id": e.tool_call_id,
         "bounded": e.bounded,
         "timestamp": e.timestamp,
+        **({"provides": list(e.provides)} if e.provides else {}),  # written only when present: traces
+        **({"needs": list(e.needs)} if e.needs else {}),  # without facts keep their bytes and hashes
     }
 
 
@@ -81,12 +83,21 @@ def trace_hash(t: Trace) -> str:
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
+def p_of(i: int) -> str:
+    return f"events[{i}]"
+
+
 def semantic_problems(d: dict) -> list[tuple[str, str]]:
     """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema."""
     out: list[tuple[str, str]] = []
     events, calls = d["events"], d["calls"]
     issued: set[str] = set()
+    provided: set[str] = set()
     for i, e in enumerate(events):
+        for f in e.get("needs") or ():
+            if f not in provided:
+                out.append((f"{p_of(i)}.needs", f"'{f}' is provided by no earlier event"))
+        provided.update(e.get("provides") or ())
         p = f"events[{i}]"
         if e["index"] != i:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
@@ -168,6 +179,8 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             tool_call_id=e.get("tool_call_id"),
             bounded=bool(e.get("bounded", False)),
             timestamp=e.get("timestamp"),
+            provides=tuple(e.get("provides") or ()),
+            needs=tuple(e.get("needs") or ()),
         )
         for e in d["events"]
     )
@@ -290,6 +303,8 @@ def arrow_schema():
             ("tool_call_id", pa.string()),
             ("bounded", pa.bool_()),
             ("timestamp", pa.float64()),
+            ("provides", pa.list_(pa.string())),
+            ("needs", pa.list_(pa.string())),
         ]
     )
     call = pa.struct(

@@ -43,6 +43,8 @@ class Event:
     tool_call_id: str | None = None  # tool_result: the call it answers
     bounded: bool = False  # the recorded run already cut this content
     timestamp: float | None = None
+    provides: tuple[str, ...] = ()  # facts this event brings into the context
+    needs: tuple[str, ...] = ()  # facts this action (or the final answer) depends on
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ import numpy as np
 from builders import swe_trace
 
 from sim.engine import replay
+from sim.ledger import LedgerTotals
 from sim.metrics import METRICS, compute_metrics, growth_exponent
 from sim.policies.base import make_policy
 from sim.records import CALL_COLUMNS, RunRecord, compaction_table
@@ -15,7 +16,9 @@ def record(inputs):
     cols["input_tokens"] = np.asarray(inputs, dtype=np.int64)
     cols["output_tokens"] = np.full(n, 5, dtype=np.int64)
     empty = compaction_table([])
-    return RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8), empty)
+    r = RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8), empty)
+    object.__setattr__(r, "ledger", LedgerTotals(*[0] * 10))
+    return r
 
 
 def test_basic_metrics_exact():
@@ -72,4 +75,18 @@ def test_metric_names_are_the_documented_ones():
         "summary_tokens",
         "exhausted",
         "warnings",
+        "facts_seen",
+        "facts_verbatim",
+        "facts_derived",
+        "facts_spilled",
+        "facts_lost",
+        "tokens_seen",
+        "tokens_verbatim",
+        "tokens_derived",
+        "tokens_spilled",
+        "tokens_lost",
+        "refetch_calls",
+        "retrieve_calls",
+        "answer_completed",
+        "answer_fact_recall",
     ]

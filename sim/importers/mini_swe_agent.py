@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.errors import TraceError
+from sim.facts import swe_facts
 from sim.importers import Importer, read_json, register
 from sim.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
 from sim.types import Call, Event, Trace
@@ -163,6 +164,7 @@ def convert(data, file: str) -> Trace:
         [c.get("input_tokens") for c in calls],
         calibrated_bytes_per_token(model),
     )
+    provides, needs = swe_facts([(e["kind"], e["content"]) for e in events])
     coefficients = text_coefficients(model)
     if coefficients is not None:  # no provider number for these: the character-class estimate
         for i, p in enumerate(prov):
@@ -200,6 +202,8 @@ def convert(data, file: str) -> Trace:
                 tool_call_id=e["tool_call_id"],
                 bounded=e["bounded"],
                 timestamp=e["timestamp"],
+                provides=tuple(provides[i]),
+                needs=tuple(needs[i]),
             )
             for i, e in enumerate(events)
         ),

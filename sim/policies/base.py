@@ -101,6 +101,7 @@ class Policy:
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
+    spills: ClassVar[bool] = False  # may move items out of view behind a handle (settle or pre-call)
 
     def start(self, trace: Trace) -> Any:
         """Fresh per-run state."""

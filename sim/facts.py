@@ -1,0 +1,149 @@
+"""Facts of SWE-style runs: which events provide them and which actions (and the final answer) need them.
+
+An importer calls ``swe_facts`` with each assistant turn's shell command and each tool result's text.
+The rules, documented here because ``needs`` decide what a policy may and may not forget:
+
+- A command is split into segments at ``&&``, ``||``, ``;`` and ``|`` (after its here-document body is
+  set aside). A segment that prints a file without writing it is a **read** of that file: ``cat F``,
+  ``nl F``, ``head F``, ``tail F``, ``sed -n ... F``, ``grep ... F`` (a single named file, not ``-r``).
+  The tool result that answers the command provides the fact ``read:F@E`` (E = that result's event index).
+  A re-read of F provides a new fact that supersedes the older one; so does an edit (the file changed).
+- A segment that writes a file is an **edit**: ``sed -i ... F``, ``perl -pi ... F``, a redirection
+  ``> F`` / ``>> F`` (``cat <<EOF > F``, ``echo ... > F``, ``printf ... > F``), ``cp SRC F``,
+  ``patch F``. An edit needs the latest read of F, if the agent read F before.
+- A tool result that reports a failure is an **error** fact ``error@E``: a non-zero ``<returncode>``, or
+  a ``Traceback (most recent call last)``, or a line with ``FAILED`` / ``Error:``.
+- The **final answer** (the last assistant turn, whose result is the submitted diff) needs, for every file
+  the diff changes, the latest read of that file and the newest error seen before the agent first edited
+  it (the failure that motivated the change).
+Commands the rules do not recognise (``python x.py``, ``ls``, ``find``) provide and need nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+_BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)```", re.S)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1(.*?)\n(.*?)\n\2\s*$", re.S | re.M)
+_SPLIT = re.compile(r"&&|\|\||;|\|")
+_READERS = {"cat", "nl", "head", "tail", "less", "more"}
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.M)
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|^.*\bFAILED\b|^\w*Error: ", re.M)
+
+
+def command_of(assistant_text: str) -> str | None:
+    """The shell command of a mini-swe-agent turn: its last ```bash block."""
+    blocks = _BASH_BLOCK.findall(assistant_text or "")
+    return blocks[-1].strip() if blocks else None
+
+
+def _tokens(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment, posix=True)
+    except ValueError:  # unbalanced quotes: fall back to whitespace
+        return segment.split()
+
+
+def _is_path(tok: str) -> bool:
+    return bool(tok) and not tok.startswith("-") and ("/" in tok or "." in tok) and not tok.startswith("'")
+
+
+def classify(command: str) -> tuple[list[str], list[str]]:
+    """(files read, files edited) by a shell command."""
+    body = _HEREDOC.sub(lambda m: "<<" + m.group(2) + m.group(3), command)  # drop here-document text
+    reads, edits = [], []
+    for seg in _SPLIT.split(body):
+        toks = _tokens(seg.strip())
+        if not toks:
+            continue
+        # redirections write files whatever the command
+        for i, t in enumerate(toks):
+            if t in (">", ">>") and i + 1 < len(toks):
+                edits.append(toks[i + 1])
+            elif (t.startswith(">") and not t.startswith(">&")) and len(t) > 1:
+                edits.append(t.lstrip(">"))
+        if any(t in (">", ">>") or t.startswith(">") for t in toks):
+            continue
+        cmd, args = toks[0], toks[1:]
+        files = [a for a in args if _is_path(a)]
+        if cmd == "sed":
+            if any(a == "-i" or a.startswith("-i") for a in args):
+                edits.extend(files[-1:])
+            elif "-n" in args or any(a.startswith("-n") for a in args):
+                reads.extend(files[-1:])
+        elif cmd == "perl" and any(a.startswith("-pi") or a == "-i" for a in args):
+            edits.extend(files[-1:])
+        elif cmd in ("cp", "mv") and len(files) >= 2:
+            edits.append(files[-1])
+        elif cmd == "patch":
+            edits.extend(files[-1:])
+        elif cmd in _READERS:
+            reads.extend(files)
+        elif cmd == "grep" and not any(
+            a in ("-r", "-R", "-rn", "-rl", "-Rn") or a.startswith("-r") for a in args
+        ):
+            if len(files) == 1:
+                reads.extend(files)
+    return reads, edits
+
+
+def is_error(result_text: str) -> bool:
+    m = _RETURNCODE.search(result_text or "")
+    if m and int(m.group(1)) != 0:
+        return True
+    return bool(_ERROR_LINE.search(result_text or ""))
+
+
+def changed_files(diff_text: str) -> list[str]:
+    return list(dict.fromkeys(_DIFF_FILE.findall(diff_text or "")))
+
+
+def _norm(path: str) -> str:
+    p = path.strip()
+    for prefix in ("/testbed/", "./"):
+        if p.startswith(prefix):
+            p = p[len(prefix) :]
+    return p
+
+
+def swe_facts(events: list[tuple[str, str | None]]) -> tuple[list[list[str]], list[list[str]]]:
+    """(provides, needs) per event for a SWE-style run given as (kind, text) pairs in order."""
+    n = len(events)
+    provides: list[list[str]] = [[] for _ in range(n)]
+    needs: list[list[str]] = [[] for _ in range(n)]
+    latest_read: dict[str, str] = {}
+    latest_error: str | None = None
+    error_before_edit: dict[str, str | None] = {}
+    pending: tuple[list[str], list[str]] | None = None  # (reads, edits) of the command awaiting its result
+    last_assistant = max((i for i, (k, _) in enumerate(events) if k == "assistant"), default=-1)
+    for i, (kind, text) in enumerate(events):
+        if kind == "assistant":
+            cmd = command_of(text or "")
+            reads, edits = classify(cmd) if cmd else ([], [])
+            reads, edits = [_norm(r) for r in reads], [_norm(e) for e in edits]
+            for f in dict.fromkeys(edits):
+                if f in latest_read:
+                    needs[i].append(latest_read[f])
+                error_before_edit.setdefault(f, latest_error)
+            pending = (reads, edits)
+        elif kind == "tool_result" and pending is not None:
+            reads, edits = pending
+            pending = None
+            for f in edits:
+                latest_read.pop(f, None)  # the file changed: earlier reads no longer describe it
+            for f in dict.fromkeys(reads):
+                fact = f"read:{f}@{i}"
+                provides[i].append(fact)
+                latest_read[f] = fact
+            if is_error(text or ""):
+                latest_error = f"error@{i}"
+                provides[i].append(latest_error)
+            if i == n - 1 and last_assistant >= 0:  # the submission's output: the final answer's needs
+                final = needs[last_assistant]
+                for f in changed_files(text or ""):
+                    for fact in (latest_read.get(f), error_before_edit.get(f)):
+                        if fact is not None and fact not in final and fact not in provides[i]:
+                            final.append(fact)
+    return provides, needs
