@@ -79,7 +79,11 @@ def _progress(i: int, total: int, label: str) -> None:
 
 
 def iter_runs(
-    paths: list[str], policy, window: int | str = "auto", pricing: str | None = "auto"
+    paths: list[str],
+    policy,
+    window: int | str = "auto",
+    pricing: str | None = "auto",
+    behaviour: dict[str, Any] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """(trace, record) for every trace in the given files, in file order."""
     from sim.engine import replay
@@ -93,7 +97,7 @@ def iter_runs(
     unpriced: set[str] = set()
     for i, f in enumerate(files, start=1):
         for trace in load_path(f):
-            model = ReplayModel(trace)
+            model = ReplayModel(trace, **(behaviour or {}))
             if model.estimated:
                 _warn(
                     f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
@@ -112,23 +116,31 @@ def iter_runs(
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
-    from sim.config import build_policy, compose, model_window
+    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.ledger import LEDGER_COLUMNS, entries
     from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
 
     paths, overrides = split_args(args.items)
     if not paths:
         raise ConfigError("run: no PATH given (a canonical trace, a source file or a directory)")
-    if args.calls:
-        check_table_path(Path(args.calls), "--calls")
+    for option in ("calls", "ledger"):
+        if getattr(args, option):
+            check_table_path(Path(getattr(args, option)), f"--{option}")
     cfg = compose(args.policy, overrides)
-    policy, window = build_policy(cfg), model_window(cfg)
-    rows, frames = [], []
-    for _trace, rec in iter_runs(paths, policy, window, args.pricing):
+    policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
+    rows, frames, ledger = [], [], []
+    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour):
         rows.append(result_row(rec, __version__))
         if args.calls:
             frames.append(rec.calls_frame())
+        if args.ledger:
+            ledger.extend(entries(trace, rec))
     if args.calls:
         write_frames(frames, Path(args.calls))
+    if args.ledger:
+        import pandas as pd
+
+        write_frames([pd.DataFrame(ledger, columns=list(LEDGER_COLUMNS))], Path(args.ledger))
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     elif args.format == "csv":
@@ -400,6 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="table for people; json = JSON Lines, one object per run; csv",
     )
     r.add_argument("--calls", metavar="OUT", help="also write the per-call table (.csv, .jsonl or .parquet)")
+    r.add_argument(
+        "--ledger", metavar="OUT", help="also write the information-loss ledger (.csv, .jsonl or .parquet)"
+    )
     r.add_argument(
         "--pricing",
         default="auto",

@@ -11,8 +11,9 @@ The rules, documented here because ``needs`` decide what a policy may and may no
 - A segment that writes a file is an **edit**: ``sed -i ... F``, ``perl -pi ... F``, a redirection
   ``> F`` / ``>> F`` (``cat <<EOF > F``, ``echo ... > F``, ``printf ... > F``), ``cp SRC F``,
   ``patch F``. An edit needs the latest read of F, if the agent read F before.
-- A tool result that reports a failure is an **error** fact ``error@E``: a non-zero ``<returncode>``, or
-  a ``Traceback (most recent call last)``, or a line with ``FAILED`` / ``Error:``.
+- A tool result that reports a failure is an **error** fact ``error@E``: a non-zero ``<returncode>``, a
+  ``Traceback (most recent call last)``, the word ``FAILED``, or an exception name followed by a colon
+  and a space (``ValueError: ...``, as a reproduction script prints what it caught).
 - The **final answer** (the last assistant turn, whose result is the submitted diff) needs, for every file
   the diff changes, the latest read of that file and the newest error seen before the agent first edited
   it (the failure that motivated the change).
@@ -30,7 +31,7 @@ _SPLIT = re.compile(r"&&|\|\||;|\|")
 _READERS = {"cat", "nl", "head", "tail", "less", "more"}
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.M)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
-_ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|^.*\bFAILED\b|^\w*Error: ", re.M)
+_ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|\bFAILED\b|\b[A-Z]\w*(?:Error|Exception): ")
 
 
 def command_of(assistant_text: str) -> str | None:

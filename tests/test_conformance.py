@@ -10,6 +10,7 @@ SETTINGS = {
     "raw": [{}],
     "tool_result_head_tail": [{}, {"max_chars": 50, "head_chars": 20, "tail_chars": 10}],
     "observation_masking": [{}, {"n": 1}, {"n": 3, "polling": 4}],
+    "spill_large_results": [{}, {"threshold_tokens": 100, "preview_chars": 40}],
     "seed_engine": [
         {},
         {"context_token_limit": 6000, "keep_recent_tokens": 1500, "tool_result_max_bytes": 300},

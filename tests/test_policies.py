@@ -93,7 +93,7 @@ def test_unknown_policy_lists_registered_and_closest():
         make_policy("observation_mask")
     assert str(exc.value) == (
         "unknown policy 'observation_mask'; registered: observation_masking, raw, seed_engine, "
-        "tool_result_head_tail; did you mean 'observation_masking'?"
+        "spill_large_results, tool_result_head_tail; did you mean 'observation_masking'?"
     )
 
 

@@ -169,7 +169,13 @@ def register(cls: type[Policy]) -> type[Policy]:
 
 
 def _load_builtins() -> None:
-    from sim.policies import observation_masking, raw, seed_engine, tool_result_head_tail  # noqa: F401
+    from sim.policies import (  # noqa: F401
+        observation_masking,
+        raw,
+        seed_engine,
+        spill_large_results,
+        tool_result_head_tail,
+    )
 
 
 def registered() -> dict[str, type[Policy]]:
