@@ -326,6 +326,84 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------- explain
+STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spilled")
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    """What one agent call sent: its items, their sizes and states, the facts it needed, the cache split."""
+    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.engine import replay
+    from sim.importers import load_path
+    from sim.model import ReplayModel
+    from sim.records import AGENT
+
+    paths, overrides = split_args(args.items)
+    if len(paths) != 1:
+        raise ConfigError("explain: give exactly one trace file")
+    cfg = compose(args.policy, overrides)
+    policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
+    traces = list(load_path(Path(paths[0])))
+    if args.trace:
+        traces = [t for t in traces if t.trace_id == args.trace]
+    if len(traces) != 1:
+        ids = ", ".join(t.trace_id for t in traces[:5])
+        raise ConfigError(
+            f"explain: {paths[0]} holds {len(traces)} traces; choose one with --trace ({ids} ...)"
+        )
+    trace = traces[0]
+    if not 0 <= args.call < len(trace.calls):
+        raise ConfigError(
+            f"explain: --call {args.call} is not in [0, {len(trace.calls) - 1}] for {trace.trace_id}"
+        )
+    seen: dict[str, Any] = {}
+
+    def observe(k, view) -> None:
+        if k == args.call:
+            needs = trace.events[trace.calls[k].event_index].needs
+            where = {f: view.facts.where(f, view.state, view.n) for f in needs} if view.facts else {}
+            seen.update(
+                n=view.n, tokens=list(view.tokens[: view.n]), state=list(view.state[: view.n]), where=where
+            )
+
+    rec = replay(
+        trace, policy, ReplayModel(trace, **behaviour), observer=observe, window=window, pricing=args.pricing
+    )
+    if not seen:
+        print(f"call {args.call} was never sent: the run ended with {rec.finish_reason}")
+        return 0
+    rows = [
+        {
+            "item": i,
+            "kind": trace.events[i].kind,
+            "state": STATE_NAMES[s],
+            "tokens": t,
+            "original_tokens": trace.events[i].tokens,
+            "facts": ",".join(trace.events[i].provides) or None,
+        }
+        for i, (t, s) in enumerate(zip(seen["tokens"], seen["state"], strict=True))
+    ]
+    print(format_table(rows, list(rows[0])))
+    calls = rec.calls
+    (row,) = [
+        j
+        for j, (kind, k) in enumerate(zip(calls["kind"], calls["recorded_call"], strict=True))
+        if kind == AGENT and k == args.call
+    ]
+    c = {col: calls[col][row].item() for col in calls}
+    print(
+        f"\ncall {args.call} of {trace.trace_id} under {policy.name}: input {c['input_tokens']:,} = view "
+        f"{c['view_tokens']:,} + residual {c['residual_tokens']:,} + status line {c['status_tokens']:,}; "
+        f"cache read {c['cache_read_tokens']:,}, write {c['cache_write_tokens']:,}, uncached "
+        f"{c['uncached_input_tokens']:,}; cost "
+        f"{c['cost_microusd'] if c['cost_microusd'] >= 0 else 'unpriced'} micro-USD; "
+        f"first changed item {c['first_changed']}"
+    )
+    if seen["where"]:
+        print("facts this action needs: " + ", ".join(f"{f} ({w})" for f, w in seen["where"].items()))
+    return 0
+
+
 # -------------------------------------------------------------------------------------------- fidelity
 FIDELITY_COLUMNS = [
     "trace_id",
@@ -462,6 +540,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="price the runs as this model (default claude-sonnet-4-5; 'auto' = each trace's own model)",
     )
     d.set_defaults(func=cmd_demo)
+    e = sub.add_parser(
+        "explain",
+        help="show what one call sent under a policy: items, sizes, states, facts, cache split",
+        description="Replay one trace under a policy and show agent call K: every item it sent with its "
+        "size and state, the facts the call's action needs and where they are, and the cache split.",
+    )
+    e.add_argument("items", nargs="+", metavar="TRACE|policy.KEY=VALUE")
+    e.add_argument("--policy", default="raw")
+    e.add_argument("--call", type=int, required=True, help="recorded call index (0-based)")
+    e.add_argument("--trace", help="trace_id, when the file holds several traces")
+    e.add_argument("--pricing", default="auto", metavar="MODEL")
+    e.set_defaults(func=cmd_explain)
     f = sub.add_parser(
         "fidelity",
         help="compare modelled tokens and cost with the providers' recorded numbers",
@@ -493,7 +583,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
     args, extra = parser.parse_known_args(argv)
     if extra:
-        if args.command == "run" and all(_OVERRIDE.match(x) for x in extra):
+        if args.command in ("run", "explain") and all(_OVERRIDE.match(x) for x in extra):
             args.items.extend(extra)
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -391,6 +391,7 @@ def _replay_loop(
     status = RunStatus()
     settle, settles = policy.settle, policy.settles
     facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
+    view.facts = facts
     still_needed = trace.derived("last_need", last_need)
     degraded = False
     summaries: list[tuple[int, tuple[str, ...]]] = []

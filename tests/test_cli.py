@@ -230,3 +230,55 @@ def test_seed_engine_run_with_window_override(capsys, suite):
     rows = [json.loads(x) for x in out.splitlines()]
     assert code == 0 and {r["finish_reason"] for r in rows} == {"context-overflow"}
     assert rows[0]["policy.context_token_limit"] is None and rows[0]["policy.mode"] == "prune-then-summarize"
+
+
+def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
+    import dataclasses
+
+    t = swe_trace([("x" * 384, 100)] * 4, trace_id="ex")
+    ev = tuple(
+        dataclasses.replace(
+            e, provides=("f0",) if e.index == 3 else (), needs=("f0",) if e.index == 8 else ()
+        )
+        for e in t.events
+    )
+    write_traces([dataclasses.replace(t, events=ev)], tmp_path / "ex.jsonl")
+    code, out, _ = run(
+        capsys,
+        "explain",
+        tmp_path / "ex.jsonl",
+        "--policy",
+        "observation_masking",
+        "policy.n=1",
+        "--call",
+        "3",
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split() == ["item", "kind", "state", "tokens", "original_tokens", "facts"]
+    assert lines[2 + 3].split() == ["3", "tool_result", "masked", "15", "100", "f0"]
+    assert "call 3 of ex under observation_masking: input 420 = view 420" in out
+    assert "facts this action needs: f0 (recovered)" in out
+    code, _, err = run(capsys, "explain", tmp_path / "ex.jsonl", "--call", "9")
+    assert code == 2 and "--call 9 is not in [0, 3]" in err
+
+
+def test_on_missing_override(capsys, tmp_path):
+    import dataclasses
+
+    t = swe_trace([("x" * 384, 100)] * 4, trace_id="om")
+    ev = tuple(
+        dataclasses.replace(
+            e, provides=("f0",) if e.index == 3 else (), needs=("f0",) if e.index == 8 else ()
+        )
+        for e in t.events
+    )
+    write_traces([dataclasses.replace(t, events=ev)], tmp_path / "om.jsonl")
+    args = ["run", tmp_path / "om.jsonl", "--policy", "observation_masking", "policy.n=1", "--format", "json"]
+    code, out, _ = run(capsys, *args, "model.on_missing=fail")
+    row = json.loads(out)
+    assert code == 0 and row["finish_reason"] == "missing-information" and row["answer_completed"] is False
+    code, out, _ = run(capsys, *args)
+    assert json.loads(out)["refetch_calls"] == 1
+    code, _, err = run(capsys, *args, "model.on_missing=guess")
+    assert code == 2 and "model.on_missing='guess' is not one of refetch, fail, degrade" in err

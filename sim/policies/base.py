@@ -67,9 +67,10 @@ class View:
     Engine-owned; policies read it. Plain lists for speed; entries at and beyond ``n`` are not in view.
     """
 
-    __slots__ = ("n", "tokens", "nbytes", "state", "total")
+    __slots__ = ("n", "tokens", "nbytes", "state", "total", "facts")
 
     def __init__(self) -> None:
+        self.facts = None  # the engine's sim.information.FactState, for observers (explain)
         self.n = 0
         self.tokens: list[int] = []
         self.nbytes: list[int] = []
