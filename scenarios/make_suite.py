@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from scenarios import closed_loop
 from scenarios.swe_like import generate_suite, suite_stats
 from sim.traceio import atomic_path, write_traces
 
@@ -21,6 +22,7 @@ SEED = 20261130
 N_RUNS = 40  # enough runs for the tail statistics to hold; the file stays ~1.4 MB
 SUITE_DIR = Path(__file__).resolve().parent / "suite"
 SUITE_FILE = "swe_like.jsonl"
+CLOSED_LOOP_FILE = "closed_loop.jsonl"  # the scripted scenarios of scenarios/closed_loop.py, seed 0
 RAW_STRATEGY = "Raw Agent"  # the full-history rows of the CSV's `strategy` column
 
 # (key in suite_stats, label, target as published / as tested, number format)
@@ -53,6 +55,10 @@ the sum of the events in its view. The distributions are calibrated to the SWE-a
 the per-task data of The Complexity Trap (arXiv 2508.21433); the parameters and their derivation are
 in the generator's docstring (`--calibrate CSV` prints the source statistics beside the suite's).
 
+`{CLOSED_LOOP_FILE}`: the scripted closed-loop scenarios of `scenarios/closed_loop.py` (seed 0):
+`grep_and_read`, `working_set_16k`, `needle`, each with declared facts, so a policy that loses what an
+action needs makes the agent re-read (`ctxsim run --scenario ID` builds one directly).
+
 Regenerate (a test checks this directory equals a fresh generation byte for byte):
 
     .venv/bin/python -m scenarios.make_suite
@@ -71,6 +77,8 @@ def write_suite(out_dir: Path = SUITE_DIR, seed: int = SEED, n_runs: int = N_RUN
     traces = generate_suite(seed, n_runs)
     path = out_dir / SUITE_FILE
     write_traces(traces, path)
+    scripted = [closed_loop.scenario(name) for name in closed_loop.SCENARIOS]
+    write_traces(scripted, out_dir / CLOSED_LOOP_FILE)
     stats = suite_stats(traces)
     with atomic_path(out_dir / "README.md") as tmp:
         tmp.write_text(_readme(seed, n_runs, stats, path.stat().st_size), encoding="utf-8")

@@ -84,6 +84,7 @@ def iter_runs(
     window: int | str = "auto",
     pricing: str | None = "auto",
     behaviour: dict[str, Any] | None = None,
+    scenarios: list[str] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """(trace, record) for every trace in the given files, in file order."""
     from sim.engine import replay
@@ -93,10 +94,17 @@ def iter_runs(
 
     if pricing not in ("auto", None):
         price_named(pricing)  # an unknown name fails before any run
-    files = expand_paths(paths)
+    files = expand_paths(paths) if paths else []
     unpriced: set[str] = set()
-    for i, f in enumerate(files, start=1):
-        for trace in load_path(f):
+    sources: list[tuple[str, Any]] = [(f.name, lambda f=f: load_path(f)) for f in files]
+    if scenarios:
+        from scenarios.closed_loop import scenario
+
+        built = [scenario(name) for name in scenarios]  # unknown names fail before any run
+        sources += [(t.trace_id, lambda t=t: [t]) for t in built]
+    for i, (label, load) in enumerate(sources, start=1):
+        f = Path(label)
+        for trace in load():
             model = ReplayModel(trace, **(behaviour or {}))
             if model.estimated:
                 _warn(
@@ -111,7 +119,7 @@ def iter_runs(
                     f"(closest priced: {close}; choose one with --pricing)"
                 )
             yield trace, replay(trace, policy, model, window=window, pricing=pricing)
-        _progress(i, len(files), "replaying files")
+        _progress(i, len(sources), "replaying")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -121,15 +129,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
 
     paths, overrides = split_args(args.items)
-    if not paths:
-        raise ConfigError("run: no PATH given (a canonical trace, a source file or a directory)")
+    if not paths and not args.scenario:
+        raise ConfigError("run: no PATH (a canonical trace, a source file or a directory) and no --scenario")
     for option in ("calls", "ledger"):
         if getattr(args, option):
             check_table_path(Path(getattr(args, option)), f"--{option}")
     cfg = compose(args.policy, overrides)
     policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
     rows, frames, ledger = [], [], []
-    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour):
+    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario):
         rows.append(result_row(rec, __version__))
         if args.calls:
             frames.append(rec.calls_frame())
@@ -479,7 +487,13 @@ def build_parser() -> argparse.ArgumentParser:
         "a directory of them. Overrides set the policy's knobs, e.g. policy.n=10.",
         epilog="example: ctxsim run scenarios/suite --policy observation_masking policy.n=10 --format json",
     )
-    r.add_argument("items", nargs="+", metavar="PATH|policy.KEY=VALUE")
+    r.add_argument("items", nargs="*", metavar="PATH|policy.KEY=VALUE")
+    r.add_argument(
+        "--scenario",
+        action="append",
+        metavar="ID",
+        help="replay a scripted closed-loop scenario: grep_and_read, working_set_16k, needle (repeatable)",
+    )
     r.add_argument(
         "--policy", default="raw", help="registered policy or preset (see `ctxsim policies`); default raw"
     )

@@ -127,6 +127,7 @@ def _record(
     facts=None,
     degraded=False,
     summaries=(),
+    rereads=(),
 ) -> RunRecord:
     answer = trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
     if facts is None:  # no fact can have left the view (see replay): every need is met
@@ -154,6 +155,7 @@ def _record(
         item_tokens=np.asarray(item_tokens, dtype=np.int64),
         summary_kept=kept,
         summaries=tuple(summaries),
+        rereads=tuple(rereads),
         recovered=recovered,
         degraded=degraded,
         answer_needs=len(answer),
@@ -395,6 +397,7 @@ def _replay_loop(
     still_needed = trace.derived("last_need", last_need)
     degraded = False
     summaries: list[tuple[int, tuple[str, ...]]] = []
+    rereads: list[tuple[int, int, int, int]] = []  # (recorded call, row kind, event re-read, tokens added)
     cols: dict[str, list[int]] = {c: [] for c in CALL_COLUMNS}
     events: list[tuple[int, int, int, int, int]] = []
     warnings: list[tuple[int, str]] = []
@@ -487,10 +490,11 @@ def _replay_loop(
             elif where == "lost":
                 if model.on_missing == "fail":
                     return False, first, changed
-                if model.on_missing == "degrade":
-                    degraded = True
+                src = facts.source(f, view.n)
+                if model.on_missing == "degrade" or events_[src].kind != "tool_result":
+                    degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
                     continue
-                sources.setdefault(facts.source(f, view.n), REFETCH)
+                sources.setdefault(src, REFETCH)
         for src, kind in sorted(sources.items()):
             # the agent re-issues the call that produced src (or reads its spill handle): one more call
             # on the current view, whose result then stays in the conversation
@@ -500,7 +504,9 @@ def _replay_loop(
             stable = stable_prefix(first)
             row(kind, k, total + residual[k], out, total, residual[k], 0, -1, first, changed, stable)
             prev_view, prev_items, first, changed = total, view.n, -1, 0
-            extra += original[issuer] + original[src] if issuer != src else original[src]
+            added = original[issuer] + original[src] if issuer != src else original[src]
+            extra += added
+            rereads.append((k, kind, src, added))
             facts.recovered.update(events_[src].provides)
         return True, first, changed
 
@@ -576,4 +582,5 @@ def _replay_loop(
         facts,
         degraded,
         summaries,
+        rereads,
     )

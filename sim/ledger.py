@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.records import CALL_KINDS, COMPACTION_KINDS, REFETCH, RETRIEVE, RunRecord
+from sim.records import CALL_KINDS, COMPACTION_KINDS, RunRecord
 from sim.types import ItemState, Trace
 
 CATEGORIES = ("verbatim", "derived", "spilled", "lost")
@@ -132,25 +132,9 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
         else:
             outcome = ";".join(outcome_of[kind] for _ in provides)
         rows.append(_row(r, k, op, i, events[i].kind, after + reclaimed, after, provides, outcome, raw=True))
-    calls = r.calls
-    for kind, k, out in zip(
-        calls["kind"].tolist(), calls["recorded_call"].tolist(), calls["output_tokens"].tolist(), strict=True
-    ):
-        if kind in (REFETCH, RETRIEVE):
-            rows.append(
-                {
-                    "trace_id": r.trace_id,
-                    "policy": r.policy,
-                    "recorded_call": k,
-                    "operation": CALL_KINDS[kind],
-                    "item": -1,
-                    "item_kind": "tool_result",
-                    "tokens_before": 0,
-                    "tokens_after": out,
-                    "facts": "",
-                    "facts_outcome": "verbatim",
-                }
-            )
+    for k, kind, src, added in r.rereads:  # re-read content joins the conversation verbatim
+        provides = events[src].provides
+        rows.append(_row(r, k, CALL_KINDS[kind], src, events[src].kind, 0, added, provides, "verbatim"))
     return rows
 
 

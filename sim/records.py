@@ -69,6 +69,7 @@ class RunRecord:
     summary_kept: tuple[str, ...] = ()  # facts the last summary holds
     summaries: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (recorded call, facts kept) per summary
     recovered: tuple[str, ...] = ()  # facts re-read into view (refetch or retrieval)
+    rereads: tuple[tuple[int, int, int, int], ...] = ()  # (recorded call, row kind, event, tokens added)
     degraded: bool = False  # an action went ahead without a fact it needed (on_missing=degrade)
     answer_needs: int = 0  # facts the final answer needs
     answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given

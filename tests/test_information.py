@@ -156,7 +156,7 @@ def test_spill_and_retrieve():
         True,
     )
     ops = [(e["operation"], e["item"]) for e in entries(t, r) if e["operation"] != "add"]
-    assert ops == [("spill", 3), ("retrieve", -1)]
+    assert ops == [("spill", 3), ("retrieve", 3)]
 
 
 def test_truncation_keeps_facts_as_derived():

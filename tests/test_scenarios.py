@@ -56,6 +56,8 @@ def test_committed_suite_equals_fresh_generation(tmp_path):
         "scenarios/suite drifted from the generator; run `python -m scenarios.make_suite`"
     )
     assert (tmp_path / "README.md").read_bytes() == (SUITE_DIR / "README.md").read_bytes()
+    loop = make_suite.CLOSED_LOOP_FILE
+    assert (tmp_path / loop).read_bytes() == (SUITE_DIR / loop).read_bytes()
 
 
 def test_committed_suite_is_small():
@@ -131,7 +133,7 @@ def test_suite_validates_and_loads_as_canonical(suite):
     for t in suite:
         assert trace_from_dict(trace_to_dict(t)) == t, t.trace_id
     assert detect(SUITE_FILE).name == CANONICAL_FORMAT
-    loaded = list(load_paths([SUITE_DIR]))
-    assert len(loaded) == len(suite) == make_suite.N_RUNS
-    assert loaded == suite
-    assert [t.trace_id for t in loaded] == [f"swe-like-{i:04d}" for i in range(make_suite.N_RUNS)]
+    loaded = list(load_paths([SUITE_DIR]))  # closed_loop.jsonl sorts before swe_like.jsonl
+    assert [t.trace_id for t in loaded[:3]] == ["grep_and_read", "working_set_16k", "needle"]
+    assert loaded[3:] == suite and len(suite) == make_suite.N_RUNS
+    assert [t.trace_id for t in suite] == [f"swe-like-{i:04d}" for i in range(make_suite.N_RUNS)]

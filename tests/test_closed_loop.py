@@ -1,0 +1,137 @@
+"""Closed-loop scenarios: a policy that forgets what the agent needs changes the run itself."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from scenarios.closed_loop import SCENARIOS, grep_and_read, needle, scenario, working_set_16k
+from sim.engine import replay
+from sim.errors import UnknownNameError
+from sim.ledger import entries
+from sim.metrics import compute_metrics
+from sim.model import ReplayModel
+from sim.policies.base import make_policy
+from sim.traceio import trace_hash
+
+GOLDEN = Path(__file__).parent / "golden" / "working_set_16k"
+PRICE = "claude-sonnet-4-5"
+
+
+def metrics(trace, policy, **model):
+    r = replay(trace, policy, ReplayModel(trace, **model), pricing=PRICE)
+    return r, compute_metrics(r)
+
+
+def test_seeded_and_deterministic():
+    for name, build in SCENARIOS.items():
+        assert trace_hash(build(0)) == trace_hash(build(0)), name
+    assert trace_hash(grep_and_read(0)) != trace_hash(grep_and_read(1))
+    assert trace_hash(needle(0)) != trace_hash(needle(1))
+    with pytest.raises(UnknownNameError, match="did you mean 'needle'"):
+        scenario("nedle")
+
+
+def test_aggressive_masking_makes_the_agent_reread():
+    t = grep_and_read(0)
+    _, narrow = metrics(t, make_policy("observation_masking", n=2))
+    _, wide = metrics(t, make_policy("observation_masking", n=1000))
+    # n=2: grep hits and both answer files are masked before they are needed: three re-reads
+    assert (narrow["calls"], narrow["refetch_calls"], narrow["cost_microusd"]) == (19, 3, 378024)
+    assert (wide["calls"], wide["refetch_calls"], wide["cost_microusd"]) == (16, 0, 263435)
+    assert narrow["cumulative_input_tokens"] < wide["cumulative_input_tokens"]  # fewer tokens, more money
+    assert narrow["answer_completed"] and wide["answer_completed"]
+
+
+def seed_at_16k(**knobs):
+    return make_policy(
+        "seed_engine", context_token_limit=16000, keep_recent_tokens=4000, mode="summarize", **knobs
+    )
+
+
+def test_needle_passes_16k_again_and_again():
+    t = needle(0)
+    assert max(c.input_tokens for c in t.calls) > 2 * 16000
+    r, m = metrics(t, seed_at_16k(), on_missing="degrade")
+    assert m["summary_calls"] == 4
+
+
+def test_small_summary_loses_the_needle_large_keeps_it():
+    t = needle(0)
+    # 64-token summaries keep one fact (40 tokens a fact): the newest milestone still needed wins
+    r, small = metrics(t, seed_at_16k(summary_min_tokens=64, summary_max_tokens=64), on_missing="degrade")
+    assert "needle:codename" not in r.summary_kept
+    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.4)
+    r, large = metrics(t, seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
+    assert "needle:codename" in r.summary_kept
+    assert (large["answer_completed"], large["answer_fact_recall"]) == (True, 1.0)
+
+
+def test_spilling_keeps_the_needle_recoverable():
+    t = needle(0)
+    _, spill = metrics(t, make_policy("spill_large_results", threshold_tokens=3000), on_missing="degrade")
+    _, raw = metrics(t, make_policy("raw"))
+    assert (spill["retrieve_calls"], spill["answer_completed"], spill["facts_spilled"]) == (1, True, 0)
+    assert spill["calls"] == raw["calls"] + 1 and spill["cost_microusd"] < raw["cost_microusd"]
+
+
+WORKING_SET_POLICIES = {
+    "raw": {},
+    "tool_result_head_tail": {},
+    "observation_masking": {"n": 3},
+    "seed_engine": {
+        "context_token_limit": 16000,
+        "keep_recent_tokens": 4000,
+        "completion_reserve_tokens": 3400,
+    },
+    "spill_large_results": {"threshold_tokens": 2000},
+}
+
+
+def working_set_ledger(name: str) -> dict:
+    t = working_set_16k(0)
+    r, m = metrics(t, make_policy(name, **WORKING_SET_POLICIES[name]))
+    return {
+        "policy": name,
+        "params": WORKING_SET_POLICIES[name],
+        "calls": m["calls"],
+        "finish_reason": r.finish_reason,
+        "answer_completed": m["answer_completed"],
+        "refetch_calls": m["refetch_calls"],
+        "retrieve_calls": m["retrieve_calls"],
+        "totals": {k: m[k] for k in m if k.startswith(("facts_", "tokens_")) and k != "tokens_reclaimed"},
+        "final_states": r.item_state.tolist(),
+        "operations": [
+            {
+                k: e[k]
+                for k in (
+                    "recorded_call",
+                    "operation",
+                    "item",
+                    "tokens_before",
+                    "tokens_after",
+                    "facts",
+                    "facts_outcome",
+                )
+            }
+            for e in entries(t, r)
+            if e["operation"] != "add"
+        ],
+    }
+
+
+def test_every_builtin_policy_has_a_working_set_golden():
+    from sim.policies.base import registered
+
+    assert sorted(WORKING_SET_POLICIES) == sorted(registered())
+
+
+@pytest.mark.parametrize("name", sorted(WORKING_SET_POLICIES))
+def test_working_set_ledger_golden(name):
+    got = working_set_ledger(name)
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("CTXSIM_UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(got, indent=1) + "\n")
+    assert got == json.loads(path.read_text())
