@@ -592,7 +592,17 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_notice(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"ctxsim: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    import warnings
+
+    from sim.importers.common import ImportNotice
+
+    warnings.simplefilter("always", ImportNotice)
+    warnings.showwarning = _show_notice
     parser = build_parser()
     # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
     args, extra = parser.parse_known_args(argv)

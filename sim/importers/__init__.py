@@ -17,9 +17,10 @@ from sim.types import Trace
 @dataclass(frozen=True)
 class Importer:
     name: str
-    extensions: tuple[str, ...]
-    sniff: Callable[[Path], bool]  # cheap look at the file: is it ours?
+    extensions: tuple[str, ...]  # file name endings it may read ("" for folder formats)
+    sniff: Callable[[Path], bool]  # cheap look at the file (or folder): is it ours?
     load: Callable[[Path], Iterator[Trace]]
+    folder: bool = False  # the format is a directory (e.g. an OpenHands SDK v1 conversation)
 
 
 _REGISTRY: dict[str, Importer] = {}
@@ -45,12 +46,27 @@ def get_importer(name: str) -> Importer:
 
 
 def _load_builtins() -> None:
-    from sim.importers import canonical, mini_swe_agent  # noqa: F401  (registration side effect)
+    """Import every module of this package once: each registers its format (one module per format)."""
+    if _REGISTRY:
+        return
+    import importlib
+    import pkgutil
+
+    import sim.importers as pkg
+
+    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if m.name != "common":
+            importlib.import_module(f"sim.importers.{m.name}")
 
 
 def detect(path: Path) -> Importer:
-    """The importer for a file, or a TraceError naming the file and the formats tried."""
+    """The importer for a file or a folder-format directory, or a TraceError naming it and what was tried."""
     reg = registered()
+    if path.is_dir():
+        for imp in reg.values():
+            if imp.folder and imp.sniff(path):
+                return imp
+        raise TraceError(str(path), "directory is not a trace in a folder format")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffixes else ""
     candidates = [i for i in reg.values() if any(suffix.endswith(ext) for ext in i.extensions)]
     for imp in candidates:
@@ -85,14 +101,31 @@ def _raise_if_not_json(path: Path, jsonl: bool) -> None:
 
 
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
-    """Files named on the command line; a directory stands for its files with a known extension."""
-    exts = {ext for imp in registered().values() for ext in imp.extensions}
+    """Paths named on the command line. A directory that is a trace in a folder format stands for
+    itself; any other directory for the trace files and folder-format traces inside it, sorted."""
+    reg = registered()
+    exts = {ext for imp in reg.values() for ext in imp.extensions if ext}
+    folders = [imp for imp in reg.values() if imp.folder]
+
+    def is_folder_trace(d: Path) -> bool:
+        return any(imp.sniff(d) for imp in folders)
+
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = sorted(
-                f for f in p.rglob("*") if f.is_file() and any(f.name.lower().endswith(e) for e in exts)
-            )
+            if is_folder_trace(p):
+                out.append(p)
+                continue
+            found: list[Path] = []
+            claimed: list[Path] = []
+            for f in sorted(p.rglob("*")):
+                if any(c in f.parents for c in claimed):
+                    continue
+                if f.is_dir() and is_folder_trace(f):
+                    claimed.append(f)
+                    found.append(f)
+                elif f.is_file() and any(f.name.lower().endswith(e) for e in exts):
+                    found.append(f)
             if not found:
                 raise TraceError(str(p), "directory holds no trace files")
             out.extend(found)

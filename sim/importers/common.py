@@ -1,0 +1,247 @@
+"""What every conversation-shaped format shares: messages and per-call usage -> a canonical trace.
+
+An importer reads its format into ``Message`` items (in order) and a ``Usage`` for each assistant
+message that came from a model call, then calls ``build_trace``. Here, once: pairing of tool results with
+the calls that issued them (an orphan result gets a warning and no pairing), sizes derived from the
+provider's numbers (``sim.tokens.derive_sizes``) or estimated from text, and usage normalised to one
+meaning (``input_tokens`` counts every input token, cached or not: see ``anthropic_usage`` and
+``openai_usage``). Messy input warns (``ImportNotice``, shown on standard error) and imports sensibly;
+broken input raises ``TraceError`` naming file, record and field.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from sim.errors import TraceError
+from sim.tokens import (
+    calibrated_bytes_per_token,
+    derive_sizes,
+    estimate_text_tokens,
+    estimate_tokens,
+    text_coefficients,
+)
+from sim.types import EVENT_KINDS, Call, Event, Trace
+
+
+class ImportNotice(UserWarning):
+    """Something in a source file was odd but importable; the CLI prints it on standard error."""
+
+
+def warn(file: str, message: str) -> None:
+    warnings.warn(ImportNotice(f"{file}: {message}"), stacklevel=2)
+
+
+@dataclass
+class Message:
+    kind: str  # one of sim.types.EVENT_KINDS
+    content: str | None
+    tool_call_ids: tuple[str, ...] = ()  # assistant: the tool calls it issued
+    tool_call_id: str | None = None  # tool_result: the call it answers
+    timestamp: float | None = None
+    bounded: bool = False  # the recorded run already cut this content
+    provides: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+
+
+@dataclass
+class Usage:
+    """One model call's usage, normalised: ``input_tokens`` is every input token, cached or not."""
+
+    input_tokens: int | None
+    output_tokens: int | None
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cost_usd: float | None = None
+    timestamp: float | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def anthropic_usage(u: Mapping) -> Usage:
+    """Anthropic reports cache reads and writes *beside* ``input_tokens``: the total is their sum."""
+    inp, read, write = (
+        _int(u.get("input_tokens")),
+        _int(u.get("cache_read_input_tokens")),
+        _int(u.get("cache_creation_input_tokens")),
+    )
+    total = None if inp is None else inp + (read or 0) + (write or 0)
+    return Usage(total, _int(u.get("output_tokens")), read, write)
+
+
+def openai_usage(u: Mapping) -> Usage:
+    """OpenAI (and Gemini through OpenRouter) count cached tokens *inside* ``prompt_tokens``."""
+    details = u.get("prompt_tokens_details") or {}
+    cdetails = u.get("completion_tokens_details") or {}
+    return Usage(
+        _int(u.get("prompt_tokens")),
+        _int(u.get("completion_tokens")),
+        _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None,
+        None,
+        _int(cdetails.get("reasoning_tokens")) if isinstance(cdetails, Mapping) else None,
+    )
+
+
+def decode(raw: bytes, file: str) -> str:
+    """UTF-8 text; undecodable bytes become U+FFFD with a warning (sizes then follow the repaired text)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        warn(file, f"not valid UTF-8 (first bad byte at offset {exc.start}); undecodable bytes replaced")
+        return raw.decode("utf-8", errors="replace")
+
+
+def load_json(raw: bytes, file: str, record: str | None = None):
+    try:
+        return json.loads(decode(raw, file))
+    except json.JSONDecodeError as exc:
+        raise TraceError(
+            file, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", record
+        ) from None
+
+
+def read_json_file(path: Path):
+    return load_json(path.read_bytes(), path.name)
+
+
+def safe_zip(path: Path) -> zipfile.ZipFile:
+    """Open an archive to read in memory; refuse one that is not a zip or names members outside itself."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise TraceError(path.name, f"not a valid archive ({exc})") from None
+    for name in zf.namelist():
+        p = PurePosixPath(name)
+        if p.is_absolute() or ".." in p.parts or name.startswith(("/", "\\")) or ":" in p.parts[0]:
+            zf.close()
+            raise TraceError(
+                path.name, f"archive member {name!r} has an absolute or '..' path", field="members"
+            )
+    return zf
+
+
+def text_of(content) -> str | None:
+    """Plain text of a message content: a string, or a list of parts with ``text`` (others as JSON)."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+            elif isinstance(part, str):
+                parts.append(part)
+            else:
+                parts.append(json.dumps(part, sort_keys=True, ensure_ascii=False))
+        return "\n".join(parts)
+    return json.dumps(content, sort_keys=True, ensure_ascii=False)
+
+
+def build_trace(
+    *,
+    trace_id: str,
+    source_format: str,
+    file: str,
+    messages: Sequence[Message],
+    usage: Mapping[int, Usage],
+    model: str | None,
+    agent: str | None,
+    recorded_policy: dict,
+    outcome: dict,
+    context_window: int | None = None,
+) -> Trace:
+    """The canonical trace of a conversation. Every assistant message is one call; its recorded view is
+    the messages before it (append-only). ``usage`` maps an assistant message's index to its call's
+    usage; a call without usage is kept with unknown input (a warning says how many)."""
+    if not messages:
+        raise TraceError(file, "no messages to import", record=trace_id)
+    issued: set[str] = set()
+    orphans = 0
+    events_kw = []
+    for i, m in enumerate(messages):
+        if m.kind not in EVENT_KINDS:
+            raise TraceError(file, f"unknown message kind {m.kind!r}", record=f"{trace_id} message {i}")
+        tcid = m.tool_call_id
+        if m.kind == "tool_result" and tcid is not None and tcid not in issued:
+            orphans += 1
+            tcid = None
+        if m.kind == "assistant":
+            issued.update(m.tool_call_ids)
+        events_kw.append((m, tcid))
+    if orphans:
+        warn(file, f"{trace_id}: {orphans} tool results answer no earlier tool call; kept unpaired")
+    assistant = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    missing = [i for i in assistant if i not in usage or usage[i].input_tokens is None]
+    if assistant and missing and len(missing) < len(assistant):
+        warn(file, f"{trace_id}: {len(missing)} of {len(assistant)} calls have no recorded usage")
+    nbytes = [len((m.content or "").encode()) for m in messages]
+    recorded = [usage[i].input_tokens if i in usage else None for i in assistant]
+    sizes, prov, residuals, bpt = derive_sizes(nbytes, assistant, recorded, calibrated_bytes_per_token(model))
+    coef = text_coefficients(model)
+    for i, p in enumerate(prov):
+        if p == "estimate":
+            c = messages[i].content
+            sizes[i] = estimate_text_tokens(c, coef) if (coef and c) else estimate_tokens(nbytes[i], bpt)
+    prefix = [0]
+    for s in sizes:
+        prefix.append(prefix[-1] + s)
+    events = tuple(
+        Event(
+            index=i,
+            kind=m.kind,
+            content=m.content,
+            bytes=nbytes[i],
+            chars=len(m.content or ""),
+            lines=len((m.content or "").splitlines()),
+            tokens=sizes[i],
+            tokens_provenance=prov[i],
+            tool_call_ids=tuple(m.tool_call_ids),
+            tool_call_id=tcid,
+            bounded=m.bounded,
+            timestamp=m.timestamp,
+            provides=tuple(m.provides),
+            needs=tuple(m.needs),
+        )
+        for i, (m, tcid) in enumerate(events_kw)
+    )
+    calls = []
+    for k, i in enumerate(assistant):
+        u = usage.get(i) or Usage(None, None)
+        calls.append(
+            Call(
+                index=k,
+                event_index=i,
+                view_end=i,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                cache_read_tokens=u.cache_read_tokens,
+                cache_write_tokens=u.cache_write_tokens,
+                reasoning_tokens=u.reasoning_tokens,
+                residual_tokens=0 if u.input_tokens is None else u.input_tokens - prefix[i],
+                usage_provenance="provider" if u.input_tokens is not None else "none",
+                timestamp=u.timestamp if u.timestamp is not None else messages[i].timestamp,
+                recorded_cost_usd=u.cost_usd,
+            )
+        )
+    return Trace(
+        trace_id=trace_id,
+        source_format=source_format,
+        source_file=file,
+        agent=agent,
+        model=model,
+        context_window=context_window,
+        bytes_per_token=bpt,
+        recorded_policy=recorded_policy,
+        outcome=outcome,
+        events=events,
+        calls=tuple(calls),
+    )
