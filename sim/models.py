@@ -6,11 +6,14 @@ name the same model), case-insensitively. Unknown models have no known window: n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
+from typing import TypeVar
 
 from sim.paths import CONF_DIR
 
 PROVIDERS_DIR = CONF_DIR / "model" / "providers"
+T = TypeVar("T")
 
 
 @lru_cache(maxsize=1)
@@ -24,11 +27,16 @@ def windows() -> dict[str, int]:
     return out
 
 
-def resolve_window(model: str | None) -> int | None:
+def lookup(table: Mapping[str, T], model: str | None) -> T | None:
+    """A model's entry in a per-model table (lower-case keys): by exact name, then by the last segment
+    of its path (``google/x``, ``@google/x`` and ``x`` name one model)."""
     if not model:
         return None
-    table = windows()
     key = model.lower().lstrip("@")
     if key in table:
         return table[key]
     return table.get(key.rsplit("/", 1)[-1])
+
+
+def resolve_window(model: str | None) -> int | None:
+    return lookup(windows(), model)

@@ -100,11 +100,9 @@ def price_table(lifetime: str = "5m") -> dict[str, Price]:
 
 
 def find_price(model: str | None) -> Price | None:
-    if not model:
-        return None
-    table = price_table()
-    key = model.lower().lstrip("@")
-    return table.get(key) or table.get(key.rsplit("/", 1)[-1])
+    from sim.models import lookup
+
+    return lookup(price_table(), model)
 
 
 def closest_priced(model: str, n: int = 3) -> list[str]:

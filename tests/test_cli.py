@@ -232,17 +232,21 @@ def test_seed_engine_run_with_window_override(capsys, suite):
     assert rows[0]["policy.context_token_limit"] is None and rows[0]["policy.mode"] == "prune-then-summarize"
 
 
-def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
+def fact_trace(path, trace_id):
+    """Four turns; result r0 (event 3) provides f0, the last action (event 8) needs it."""
     import dataclasses
 
-    t = swe_trace([("x" * 384, 100)] * 4, trace_id="ex")
+    t = swe_trace([("x" * 384, 100)] * 4, trace_id=trace_id)
+    provides, needs = {3: ("f0",)}, {8: ("f0",)}
     ev = tuple(
-        dataclasses.replace(
-            e, provides=("f0",) if e.index == 3 else (), needs=("f0",) if e.index == 8 else ()
-        )
+        dataclasses.replace(e, provides=provides.get(e.index, ()), needs=needs.get(e.index, ()))
         for e in t.events
     )
-    write_traces([dataclasses.replace(t, events=ev)], tmp_path / "ex.jsonl")
+    write_traces([dataclasses.replace(t, events=ev)], path)
+
+
+def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
+    fact_trace(tmp_path / "ex.jsonl", "ex")
     code, out, _ = run(
         capsys,
         "explain",
@@ -264,16 +268,7 @@ def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
 
 
 def test_on_missing_override(capsys, tmp_path):
-    import dataclasses
-
-    t = swe_trace([("x" * 384, 100)] * 4, trace_id="om")
-    ev = tuple(
-        dataclasses.replace(
-            e, provides=("f0",) if e.index == 3 else (), needs=("f0",) if e.index == 8 else ()
-        )
-        for e in t.events
-    )
-    write_traces([dataclasses.replace(t, events=ev)], tmp_path / "om.jsonl")
+    fact_trace(tmp_path / "om.jsonl", "om")
     args = ["run", tmp_path / "om.jsonl", "--policy", "observation_masking", "policy.n=1", "--format", "json"]
     code, out, _ = run(capsys, *args, "model.on_missing=fail")
     row = json.loads(out)
