@@ -104,13 +104,12 @@ def iter_runs(
         sources += [(t.trace_id, lambda t=t: [t]) for t in built]
     for i, (label, load) in enumerate(sources, start=1):
         f = Path(label)
+        estimated_runs = estimated_calls = 0
         for trace in load():
             model = ReplayModel(trace, **(behaviour or {}))
             if model.estimated:
-                _warn(
-                    f"{f.name}: trace {trace.trace_id}: {model.estimated} calls have no recorded output "
-                    "tokens; estimated from the turn's text"
-                )
+                estimated_runs += 1
+                estimated_calls += model.estimated
             if pricing == "auto" and find_price(trace.model) is None and (trace.model or "") not in unpriced:
                 unpriced.add(trace.model or "")
                 close = ", ".join(closest_priced(trace.model or "")) or "none"
@@ -119,6 +118,11 @@ def iter_runs(
                     f"(closest priced: {close}; choose one with --pricing)"
                 )
             yield trace, replay(trace, policy, model, window=window, pricing=pricing)
+        if estimated_runs:
+            _warn(
+                f"{f.name}: {estimated_calls} calls in {estimated_runs} runs have no recorded output tokens; "
+                "estimated from each turn's text"
+            )
         _progress(i, len(sources), "replaying")
 
 

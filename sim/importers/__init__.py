@@ -24,6 +24,7 @@ class Importer:
 
 
 _REGISTRY: dict[str, Importer] = {}
+_LOADED = False
 
 
 def register(imp: Importer) -> Importer:
@@ -47,8 +48,10 @@ def get_importer(name: str) -> Importer:
 
 def _load_builtins() -> None:
     """Import every module of this package once: each registers its format (one module per format)."""
-    if _REGISTRY:
+    global _LOADED
+    if _LOADED:
         return
+    _LOADED = True
     import importlib
     import pkgutil
 
@@ -118,6 +121,7 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
                 continue
             found: list[Path] = []
             claimed: list[Path] = []
+            skipped: list[str] = []
             for f in sorted(p.rglob("*")):
                 if any(c in f.parents for c in claimed):
                     continue
@@ -125,7 +129,18 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
                     claimed.append(f)
                     found.append(f)
                 elif f.is_file() and any(f.name.lower().endswith(e) for e in exts):
-                    found.append(f)
+                    if _claimed(f, reg):
+                        found.append(f)
+                    else:  # a folder of runs holds configs and logs too: pass them over, say which
+                        skipped.append(f.name)
+            if skipped:
+                from sim.importers.common import warn
+
+                more = f" and {len(skipped) - 3} more" if len(skipped) > 3 else ""
+                warn(
+                    str(p),
+                    f"skipped {len(skipped)} files no format recognises: {', '.join(skipped[:3])}{more}",
+                )
             if not found:
                 raise TraceError(str(p), "directory holds no trace files")
             out.extend(found)
@@ -134,6 +149,11 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise TraceError(str(p), "no such file or directory")
     return out
+
+
+def _claimed(f: Path, reg: dict[str, Importer]) -> bool:
+    suffix = "".join(f.suffixes[-2:]).lower()
+    return any(i.sniff(f) for i in reg.values() if any(suffix.endswith(e) for e in i.extensions if e))
 
 
 def load_path(path: str | Path) -> Iterator[Trace]:

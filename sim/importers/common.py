@@ -28,6 +28,8 @@ from sim.tokens import (
 )
 from sim.types import EVENT_KINDS, Call, Event, Trace
 
+MAX_ARCHIVE_BYTES = 1 << 30  # an archive is read in memory: refuse one that would unpack past 1 GiB
+
 
 class ImportNotice(UserWarning):
     """Something in a source file was odd but importable; the CLI prints it on standard error."""
@@ -119,6 +121,14 @@ def safe_zip(path: Path) -> zipfile.ZipFile:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise TraceError(path.name, f"not a valid archive ({exc})") from None
+    total = 0
+    for info in zf.infolist():
+        total += info.file_size
+        if total > MAX_ARCHIVE_BYTES:
+            zf.close()
+            raise TraceError(
+                path.name, f"archive unpacks to more than {MAX_ARCHIVE_BYTES:,} bytes", field="members"
+            )
     for name in zf.namelist():
         p = PurePosixPath(name)
         if p.is_absolute() or ".." in p.parts or name.startswith(("/", "\\")) or ":" in p.parts[0]:

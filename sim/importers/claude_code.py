@@ -1,0 +1,337 @@
+"""Claude Code session logs (``~/.claude/projects/<project>/<session>.jsonl``): one JSON record a line.
+
+One trace per ``sessionId`` in the file, in order of first appearance, its records in file order
+(``parentUuid`` is not followed: branches left by rewinds or edits are flattened in file order).
+Usage is Anthropic's (``anthropic_usage``: cache reads and writes beside ``input_tokens``, summed);
+the model is the session's first ``message.model`` (``<synthetic>`` messages excepted).
+
+Mapping.
+- ``assistant`` records -> one assistant message per API response. Claude Code writes one record per
+  content block of a response, all with the same ``message.id``: a record whose id is the last
+  assistant message's id is merged into it (tool results written in between stay after it), and the
+  merged message keeps the last usage block written for that response (the most complete one). Its
+  content is the text blocks, then one JSON line ``{"name", "input"}`` per ``tool_use`` block, whose
+  ids become ``tool_call_ids``. ``thinking`` blocks are left out (the API drops earlier turns'
+  thinking from the input; what it counts anyway lands in the per-call residual). An assistant
+  message from ``<synthetic>`` (Claude Code's own placeholder, e.g. after an interrupted request)
+  is kept without usage: no model call produced it.
+- ``user`` records -> one ``tool_result`` message per ``tool_result`` block (``tool_call_id`` =
+  ``tool_use_id``; an id no earlier tool_use issued is kept unpaired, with a warning), then one
+  ``user`` message with the remaining text (string content, text blocks; images as ``[image]``).
+  Empty content is kept as an empty message. A compaction summary (``isCompactSummary``) is a user
+  message: it is what the model sees after a compaction.
+- ``summary`` records (``{"summary", "leafUuid"}``) are not sent to the model: Claude Code writes
+  them to describe a conversation (``claude --resume`` lists them), naming its last message. They
+  are listed in the outcome of the session holding ``leafUuid`` and change no recorded view. They
+  alone do not make a recorded compaction: nothing in the fixtures follows them.
+- Compaction shows as a ``system`` record with ``subtype: compact_boundary`` or a user record with
+  ``isCompactSummary``; a session with one is recorded as ``claude_code_auto_compact``, else ``raw``.
+  Its calls after the boundary saw the summary, not the history before it: the trace keeps the whole
+  history append-only, the provider's count falls while the view grows, and the per-call residuals
+  carry the difference, so raw replay of a compacted session stays exact but no event is marked as
+  dropped.
+- Not conversation, so skipped: ``system`` records otherwise (local notices, hooks), other record
+  types (``file-history-snapshot``, ``queue-operation``, ...; counted per file in the outcome), sidechain
+  records (``isSidechain``: a sub-agent's own conversation; a warning counts them), and records shown
+  only in Claude Code's transcript (``isVisibleInTranscriptOnly``).
+- Not recorded in the log, so not modelled: the system prompt and tool definitions Claude Code
+  sends. The first call's provider count covers them and is split over the events before it.
+
+Messy files import with warnings: lines that are not JSON, not objects, or have no ``type``;
+user/assistant records without a ``message`` object or content; records repeating an earlier
+``uuid`` (Claude Code copies history into resumed sessions): all skipped. Undecodable bytes are
+replaced (``decode``). A file with no conversation record at all is an error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sim.errors import TraceError
+from sim.importers import Importer, register
+from sim.importers.common import Message, Usage, anthropic_usage, build_trace, decode, warn
+from sim.types import Trace
+
+FORMAT = "claude-code"
+_CONVERSATION = ("user", "assistant")
+_RECORD_TYPES = ("user", "assistant", "summary", "system")
+_SYNTHETIC = "<synthetic>"
+_SNIFF_BYTES = 65536
+_SNIFF_LINES = 20
+
+
+def _sniff(path: Path) -> bool:
+    """The first JSON object lines look like Claude Code records: a ``type`` of user/assistant/summary/
+    system with a ``sessionId`` or ``uuid`` (or a summary's ``leafUuid``). ctxsim's canonical lines
+    (``schema_version``) and OpenHands evaluation lines (``instance_id``) are refused outright."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(_SNIFF_BYTES)
+        for n, line in enumerate(head.split(b"\n")):
+            if n >= _SNIFF_LINES:
+                break
+            line = line.strip()
+            if not line.startswith(b"{"):
+                continue
+            try:
+                d = json.loads(line.decode("utf-8", errors="replace"))
+            except ValueError:
+                continue
+            if not isinstance(d, dict):
+                continue
+            if "schema_version" in d or "instance_id" in d:
+                return False
+            t = d.get("type")
+            if t in _RECORD_TYPES and (
+                isinstance(d.get("sessionId"), str)
+                or isinstance(d.get("uuid"), str)
+                or (t == "summary" and "leafUuid" in d)
+            ):
+                return True
+        return False
+    except Exception:  # a sniff never raises: anything odd means "not ours"
+        return False
+
+
+@dataclass
+class _Session:
+    sid: str
+    messages: list[Message] = field(default_factory=list)
+    usage: dict[int, Usage] = field(default_factory=dict)
+    uuids: set[str] = field(default_factory=set)
+    last_assistant: int | None = None  # index of the last assistant message
+    last_message_id: str | None = None  # its API message id
+    model: str | None = None
+    version: str | None = None
+    compact_boundaries: int = 0
+    compact_summaries: int = 0
+    compact_triggers: list = field(default_factory=list)  # "auto" or "manual" (/compact), per boundary
+    summaries: list[dict] = field(default_factory=list)
+
+
+def load(path: Path) -> Iterator[Trace]:
+    file = path.name
+    text = decode(path.read_bytes(), file)
+    sessions: dict[str, _Session] = {}
+    owner: dict[str, str] = {}  # record uuid -> session id
+    summaries: list[dict] = []
+    bad: Counter[str] = Counter()
+    first_bad: dict[str, int] = {}
+    ignored: Counter[str] = Counter()
+    sidechain = 0
+
+    def skip(reason: str, lineno: int) -> None:
+        bad[reason] += 1
+        first_bad.setdefault(reason, lineno)
+
+    # split on "\n" only: JSON text may hold U+2028 and other characters str.splitlines() breaks on
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError:
+            skip("not valid JSON", lineno)
+            continue
+        if not isinstance(d, dict):
+            skip("not a JSON object", lineno)
+            continue
+        kind = d.get("type")
+        if not isinstance(kind, str):
+            skip("no record type", lineno)
+            continue
+        if kind == "summary":
+            if isinstance(d.get("summary"), str):
+                summaries.append({"summary": d["summary"], "leaf_uuid": d.get("leafUuid")})
+            else:
+                skip("summary without text", lineno)
+            continue
+        sid = d.get("sessionId") if isinstance(d.get("sessionId"), str) else path.stem
+        if kind == "system":
+            if d.get("subtype") == "compact_boundary":
+                cs = sessions.setdefault(sid, _Session(sid))
+                cs.compact_boundaries += 1
+                meta = d.get("compactMetadata") if isinstance(d.get("compactMetadata"), dict) else {}
+                cs.compact_triggers.append(meta.get("trigger"))
+            else:
+                ignored["system"] += 1
+            continue
+        if kind not in _CONVERSATION:
+            ignored[kind] += 1
+            continue
+        if d.get("isSidechain") is True:
+            sidechain += 1
+            continue
+        if d.get("isVisibleInTranscriptOnly") is True and not d.get("isCompactSummary"):
+            ignored["transcript-only"] += 1
+            continue
+        msg = d.get("message")
+        if not isinstance(msg, dict) or "content" not in msg:
+            skip(f"{kind} record without a message object holding content", lineno)
+            continue
+        s = sessions.setdefault(sid, _Session(sid))
+        uuid = d.get("uuid") if isinstance(d.get("uuid"), str) else None
+        if uuid is not None and uuid in s.uuids:
+            skip("repeats an earlier record's uuid", lineno)
+            continue
+        if uuid is not None:
+            s.uuids.add(uuid)
+            owner[uuid] = sid
+        if s.version is None and isinstance(d.get("version"), str):
+            s.version = d["version"]
+        ts = _timestamp(d.get("timestamp"))
+        if kind == "assistant":
+            _add_assistant(s, msg, ts)
+        else:
+            if d.get("isCompactSummary") is True:
+                s.compact_summaries += 1
+            _add_user(s, msg.get("content"), ts)
+
+    if bad:
+        detail = "; ".join(f"{n} {reason} (first at line {first_bad[reason]})" for reason, n in bad.items())
+        warn(file, f"skipped records: {detail}")
+    if sidechain:
+        warn(file, f"{sidechain} sidechain (sub-agent) records skipped: not the session's own conversation")
+    for sm in summaries:
+        sid = owner.get(sm["leaf_uuid"]) if isinstance(sm["leaf_uuid"], str) else None
+        target = sessions.get(sid) if sid else next(iter(sessions.values()), None)
+        if target is not None:
+            target.summaries.append(sm)
+    if not any(s.messages for s in sessions.values()):
+        raise TraceError(file, "no Claude Code user or assistant records with a message")
+    for s in sessions.values():
+        if not any(m.kind == "assistant" for m in s.messages):
+            warn(file, f"session {s.sid}: no assistant messages (no model calls); skipped")
+            continue
+        compacted = s.compact_boundaries or s.compact_summaries
+        yield build_trace(
+            trace_id=s.sid,
+            source_format=FORMAT,
+            file=file,
+            messages=s.messages,
+            usage=s.usage,
+            model=s.model,
+            agent=f"claude-code {s.version}" if s.version else "claude-code",
+            recorded_policy={"name": "claude_code_auto_compact" if compacted else "raw"},
+            outcome={
+                "compact_boundaries": s.compact_boundaries,
+                "compact_summaries": s.compact_summaries,
+                "compact_triggers": s.compact_triggers,
+                "summaries": s.summaries,
+                "ignored_records_in_file": dict(sorted(ignored.items())),
+            },
+        )
+
+
+def _add_assistant(s: _Session, msg: dict, ts: float | None) -> None:
+    mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+    model = msg.get("model") if isinstance(msg.get("model"), str) else None
+    text, ids = _assistant_content(msg.get("content"))
+    if mid is not None and mid == s.last_message_id and s.last_assistant is not None:
+        m = s.messages[s.last_assistant]  # another content block of the same response
+        m.content = "\n".join(p for p in (m.content, text) if p)
+        m.tool_call_ids = m.tool_call_ids + ids
+        i = s.last_assistant
+    else:
+        s.messages.append(Message("assistant", text, tool_call_ids=ids, timestamp=ts))
+        i = s.last_assistant = len(s.messages) - 1
+        s.last_message_id = mid
+    if model == _SYNTHETIC:
+        return
+    if s.model is None and model:
+        s.model = model
+    u = msg.get("usage")
+    if isinstance(u, Mapping):
+        usage = anthropic_usage(u)
+        usage.timestamp = s.messages[i].timestamp
+        s.usage[i] = usage
+
+
+def _assistant_content(content) -> tuple[str, tuple[str, ...]]:
+    if isinstance(content, str):
+        return content, ()
+    if not isinstance(content, list):
+        return ("" if content is None else json.dumps(content, ensure_ascii=False)), ()
+    lines: list[str] = []
+    ids: list[str] = []
+    for b in content:
+        if isinstance(b, str):
+            lines.append(b)
+        elif not isinstance(b, dict):
+            lines.append(json.dumps(b, ensure_ascii=False))
+        elif b.get("type") == "text":
+            lines.append(b.get("text") if isinstance(b.get("text"), str) else "")
+        elif b.get("type") in ("thinking", "redacted_thinking"):
+            continue
+        elif b.get("type") == "tool_use":
+            if isinstance(b.get("id"), str):
+                ids.append(b["id"])
+            lines.append(json.dumps({"name": b.get("name"), "input": b.get("input")}, ensure_ascii=False))
+        else:
+            lines.append(json.dumps(b, sort_keys=True, ensure_ascii=False))
+    return "\n".join(p for p in lines if p), tuple(ids)
+
+
+def _add_user(s: _Session, content, ts: float | None) -> None:
+    if not isinstance(content, list):
+        text = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
+        s.messages.append(Message("user", text, timestamp=ts))
+        return
+    rest: list[str] = []
+    any_result = False
+    for b in content:
+        if isinstance(b, dict) and b.get("type") == "tool_result":
+            any_result = True
+            tcid = b.get("tool_use_id")
+            s.messages.append(
+                Message(
+                    "tool_result",
+                    _block_text(b.get("content")),
+                    tool_call_id=tcid if isinstance(tcid, str) else None,
+                    timestamp=ts,
+                )
+            )
+        else:
+            rest.append(_block_text([b]))
+    if rest or not any_result:  # text beside results, or an empty content list: a user message
+        s.messages.append(Message("user", "\n".join(p for p in rest if p), timestamp=ts))
+
+
+def _block_text(content) -> str:
+    """Text of a content (string or blocks): text blocks as is, media as a placeholder, others as JSON."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, ensure_ascii=False)
+    parts = []
+    for b in content:
+        if isinstance(b, str):
+            parts.append(b)
+        elif isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str):
+            parts.append(b["text"])
+        elif isinstance(b, dict) and b.get("type") in ("image", "document"):
+            parts.append(f"[{b['type']}]")
+        else:
+            parts.append(json.dumps(b, sort_keys=True, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _timestamp(v) -> float | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
+
+
+register(Importer(FORMAT, (".jsonl",), _sniff, load))

@@ -1,0 +1,483 @@
+"""Inspect eval logs: ``.json`` (one JSON document) and ``.eval`` (a zip of JSON files, read in memory).
+
+One trace per sample and epoch, ``trace_id = "{task}/{sample id}/{epoch}"``; the model is the eval
+spec's (``eval.model``, e.g. ``openai/gpt-4o-mini``).
+
+The conversation comes from the sample's *model events*, in order, because each keeps the exact input
+messages of its request and the usage of its response. The first event's input, then whatever each
+later input adds beyond the running conversation, then each event's output message (one assistant
+message = one call, with that event's usage). Messages the sample holds but no model event saw
+(e.g. a last tool result) are appended after; a sample without model events falls back to its
+``messages`` (calls without usage). Messages are matched by Inspect's message ``id`` (by their JSON
+where there is none). Model events under a ``scorer`` span (a grader model) are not the agent's calls.
+
+Mapping. ``system``/``user`` -> the same kinds; ``assistant`` -> assistant (its text, then one JSON
+line ``{"function", "arguments"}`` per tool call; ``tool_call_ids`` from the calls' ids); ``tool`` ->
+tool_result (``tool_call_id``; a tool error's message appended). The tool definitions of the first
+model event become one ``tools`` event at the start: every request carries them, so they are input.
+``attachment://<hash>`` references (Inspect stores long strings once per sample) are resolved;
+``.eval`` logs of Inspect >= 0.3.13x also pool messages (``message_pool`` + ``input_refs``, ranges
+``[start, end)``) and are expanded the same way.
+
+Not modelled: reasoning parts (providers drop or re-encode earlier turns' reasoning; what they count
+lands in the per-call residual); images, audio and video are kept as a ``[image]``-style placeholder
+(their token cost is not a function of bytes). If a model event's input is *not* the running
+conversation extended (Inspect's truncation, compaction or message edits, or a sub-agent's own
+conversation), its new messages are still appended, nothing is removed, and the call keeps its
+recorded input: the per-call residual absorbs the difference (a warning counts such calls).
+
+Usage. Inspect's ``input_tokens`` does not mean the same thing for every provider and version: its
+OpenAI provider (as in the shared browser log, Inspect 0.3.95) copies ``prompt_tokens``, which
+*includes* cache reads (the raw response kept in the event's ``call.response.usage`` shows
+``prompt_tokens`` 1568 = ``input_tokens`` and ``cached_tokens`` 1024 = ``input_tokens_cache_read``),
+while its Anthropic provider (and later versions for OpenAI) report cache reads and writes *beside*
+``input_tokens``. ``total_tokens`` tells them apart: inside means ``total = input + output``
+(1585 = 1568 + 17 in the browser log), beside means ``total = input + cache read + cache write +
+output`` (either possibly + reasoning, as Inspect's Google provider counts thoughts only in the
+total). A cache read larger than ``input_tokens`` can only be beside it. Where neither decides (no
+total, or Inspect's default 0) and there were cache tokens, beside is assumed (a warning says so), as
+Inspect's current documentation defines the fields. ``Usage.input_tokens`` then counts every input
+token, cached or not; each call's ``Usage.extra["cache_accounting"]`` says which reading was used.
+
+Recorded policy: ``raw`` (Inspect's ``generate`` keeps the whole conversation) unless the plan's
+solver parameters name a ``truncation`` or ``compaction`` setting other than disabled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+import zlib
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sim.errors import TraceError
+from sim.importers import Importer, register
+from sim.importers.common import (
+    Message,
+    Usage,
+    build_trace,
+    load_json,
+    read_json_file,
+    safe_zip,
+    warn,
+)
+from sim.types import Trace
+
+FORMAT_JSON = "inspect-json"
+FORMAT_EVAL = "inspect-eval"
+_ATTACHMENT = "attachment://"
+_MEDIA = ("image", "audio", "video", "document")
+_NO_POLICY = (None, False, "disabled", "none", "off")
+
+
+# ------------------------------------------------------------------------------------------------ sniffs
+def _sniff_json(path: Path) -> bool:
+    """An Inspect JSON log begins ``{"version": N, "status": ..., "eval": {"eval_id"/"task"...``."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return (
+        re.search(rb'^\s*\{\s*"version"\s*:\s*\d', head) is not None
+        and re.search(rb'"eval"\s*:\s*\{', head) is not None
+        and any(k in head for k in (b'"eval_id"', b'"run_id"', b'"task"'))
+    )
+
+
+def _sniff_eval(path: Path) -> bool:
+    """A ``.eval`` file is Inspect's zip: the extension says whose, the magic says it is (meant as) a zip.
+    A damaged zip is still claimed so that loading names the damage."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"PK"
+    except OSError:
+        return False
+
+
+# ----------------------------------------------------------------------------------------------- loading
+def load_json_log(path: Path) -> Iterator[Trace]:
+    data = read_json_file(path)
+    if not isinstance(data, dict) or not isinstance(data.get("eval"), dict):
+        raise TraceError(path.name, "expected an Inspect eval log (an object with 'eval')", field="eval")
+    samples = data.get("samples")
+    if samples is None:
+        samples = []
+    if not isinstance(samples, list):
+        raise TraceError(path.name, "expected a list", field="samples")
+    yield from _convert_log(data, samples, path.name, FORMAT_JSON)
+
+
+def load_eval_log(path: Path) -> Iterator[Trace]:
+    """Read the archive's members into memory (never onto disk); ``safe_zip`` refuses a damaged archive
+    and members named outside it before anything is read."""
+    file = path.name
+    with safe_zip(path) as zf:
+        names = zf.namelist()
+
+        def member(name: str):
+            try:
+                raw = zf.read(name)
+            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError) as exc:
+                raise TraceError(file, f"archive member cannot be read ({exc})", record=name) from None
+            return load_json(raw, file, record=name)
+
+        header_name = next((n for n in ("header.json", "_journal/start.json") if n in names), None)
+        if header_name is None:
+            raise TraceError(
+                file, "archive holds neither header.json nor _journal/start.json", field="members"
+            )
+        header = member(header_name)
+        if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
+            raise TraceError(file, "expected an object with 'eval'", record=header_name, field="eval")
+        sample_names = [n for n in names if n.startswith("samples/") and n.endswith(".json")]
+        samples = []
+        for n in sample_names:
+            s = member(n)
+            if not isinstance(s, dict):
+                raise TraceError(file, "expected a sample object", record=n)
+            samples.append(s)
+    yield from _convert_log(header, samples, file, FORMAT_EVAL)
+
+
+# -------------------------------------------------------------------------------------------- conversion
+def _convert_log(header: dict, samples: list, file: str, fmt: str) -> Iterator[Trace]:
+    spec = header["eval"]
+    if not samples:
+        raise TraceError(file, "the log holds no samples (written with log_samples=False?)", field="samples")
+    task = spec.get("task") if isinstance(spec.get("task"), str) else "task"
+    model = spec.get("model") if isinstance(spec.get("model"), str) else None
+    version = (
+        (spec.get("packages") or {}).get("inspect_ai") if isinstance(spec.get("packages"), dict) else None
+    )
+    plan = header.get("plan") if isinstance(header.get("plan"), dict) else {}
+    steps = [s for s in plan.get("steps") or [] if isinstance(s, dict)]
+    solvers = [s.get("solver") for s in steps if isinstance(s.get("solver"), str)]
+    agent = f"inspect_ai {version}".strip() if version else "inspect_ai"
+    if solvers:
+        agent += f" ({', '.join(solvers)})"
+    policy = _recorded_policy(steps, spec)
+    for i, sample in enumerate(samples):
+        if not isinstance(sample, dict):
+            raise TraceError(file, "expected a sample object", record=f"samples[{i}]")
+        trace = _convert_sample(sample, task, model, agent, policy, header, file, fmt)
+        if trace is not None:
+            yield trace
+
+
+def _recorded_policy(steps: list[dict], spec: dict) -> dict:
+    """``raw`` unless a solver parameter sets truncation or compaction (the log then says otherwise)."""
+    params = [s.get("params") for s in steps] + [spec.get("solver_args")]
+    for p in params:
+        if not isinstance(p, dict):
+            continue
+        for key in ("truncation", "compaction"):
+            value = p.get(key)
+            if value not in _NO_POLICY and isinstance(value, str | int | float | bool | dict | list):
+                return {"name": f"inspect_{key}", key: value}
+    return {"name": "raw"}
+
+
+def _convert_sample(
+    sample: dict, task: str, model: str | None, agent: str, policy: dict, header: dict, file: str, fmt: str
+) -> Trace | None:
+    sid, epoch = sample.get("id"), sample.get("epoch", 1)
+    trace_id = f"{task}/{sid}/{epoch}"
+    att = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
+    missing: set[str] = set()
+
+    def resolve(value):
+        if isinstance(value, str):
+            if value.startswith(_ATTACHMENT):
+                key = value[len(_ATTACHMENT) :]
+                if isinstance(att.get(key), str):
+                    return att[key]
+                missing.add(key)
+            return value
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        if isinstance(value, dict):
+            return {k: resolve(v) for k, v in value.items()}
+        return value
+
+    pool = sample.get("message_pool") if isinstance(sample.get("message_pool"), list) else []
+    events = sample.get("events") if isinstance(sample.get("events"), list) else []
+    model_events = _agent_model_events(events)
+
+    messages: list[Message] = []
+    usage: dict[int, Usage] = {}
+    seen: set[str] = set()
+    not_prefix = skipped = 0
+    conv_keys: list[str] = []
+    tools_first = None
+    tools_changed = 0
+    accounting: set[str] = set()
+
+    def append(m: dict, rec: str) -> None:
+        k = _key(m)
+        if k in seen:
+            return
+        seen.add(k)
+        conv_keys.append(k)
+        messages.append(_message(m, file, rec))
+
+    for n, ev in model_events:
+        rec = f"{trace_id} events[{n}]"
+        out_msg = _output_message(ev)
+        if out_msg is None:  # an errored or still-pending request produced no message: not a call
+            skipped += 1
+            continue
+        raw_input = ev.get("input")
+        refs = ev.get("input_refs")
+        if not raw_input and isinstance(refs, list) and refs:
+            raw_input = _expand_refs(refs, pool, file, rec)
+        if not isinstance(raw_input, list):
+            raise TraceError(file, "expected a list of messages", record=rec, field="input")
+        inp = [resolve(m) for m in raw_input]
+        for j, m in enumerate(inp):
+            if not isinstance(m, dict):
+                raise TraceError(file, "expected a message object", record=rec, field=f"input[{j}]")
+        tools = resolve(ev.get("tools")) if isinstance(ev.get("tools"), list) else None
+        if tools_first is None and not messages:
+            tools_first = tools or []
+            if tools_first:
+                messages.append(Message("tools", json.dumps(tools_first, sort_keys=True, ensure_ascii=False)))
+        elif tools is not None and tools != tools_first:
+            tools_changed += 1
+        keys = [_key(m) for m in inp]
+        if keys[: len(conv_keys)] != conv_keys:
+            not_prefix += 1
+        for j, m in enumerate(inp):
+            append(m, f"{rec} input[{j}]")
+        out = resolve(out_msg)
+        k = _key(out)
+        if k in seen:  # the same output recorded twice (a retried event): keep the first call
+            skipped += 1
+            continue
+        append(out, f"{rec} output")
+        ts = _timestamp(ev.get("timestamp"))
+        messages[-1].timestamp = ts
+        u = (ev.get("output") or {}).get("usage")
+        if isinstance(u, Mapping):
+            usage[len(messages) - 1] = _usage(u, ts, accounting)
+
+    sample_msgs = sample.get("messages") if isinstance(sample.get("messages"), list) else []
+    for j, m in enumerate(resolve(sample_msgs)):
+        if not isinstance(m, dict):
+            raise TraceError(file, "expected a message object", record=trace_id, field=f"messages[{j}]")
+        append(m, f"{trace_id} messages[{j}]")
+
+    if missing:
+        warn(file, f"{trace_id}: {len(missing)} attachment references have no attachment; kept as is")
+    if "assumed" in accounting:
+        warn(
+            file,
+            f"{trace_id}: total_tokens does not say whether cache reads are inside input_tokens; "
+            "assumed beside (Inspect's documented meaning)",
+        )
+    if not_prefix:
+        warn(
+            file,
+            f"{trace_id}: {not_prefix} model calls' input is not the running conversation extended "
+            "(trimmed, edited or another agent's); their new messages are appended and the per-call "
+            "residual absorbs the difference",
+        )
+    if not messages:
+        warn(file, f"{trace_id}: sample has no messages and no model events; skipped")
+        return None
+    if not model_events and any(m.kind == "assistant" for m in messages):
+        warn(file, f"{trace_id}: no model events; calls rebuilt from the sample's messages, without usage")
+    err = sample.get("error")
+    outcome = {
+        "status": header.get("status"),
+        "scores": {
+            name: s.get("value") if isinstance(s, dict) else s
+            for name, s in (sample.get("scores") or {}).items()
+        }
+        if isinstance(sample.get("scores"), dict)
+        else None,
+        "error": err.get("message") if isinstance(err, dict) else err,
+        "limit": sample.get("limit"),
+        "total_time": sample.get("total_time"),
+        "working_time": sample.get("working_time"),
+        "non_prefix_inputs": not_prefix,
+        "tools_changed": tools_changed,
+        "skipped_model_events": skipped,
+    }
+    return build_trace(
+        trace_id=trace_id,
+        source_format=fmt,
+        file=file,
+        messages=messages,
+        usage=usage,
+        model=model,
+        agent=agent,
+        recorded_policy=dict(policy),
+        outcome=outcome,
+    )
+
+
+def _agent_model_events(events: list) -> list[tuple[int, dict]]:
+    """Model events of the agent: not under a ``scorer`` span (model-graded scorers call a grader)."""
+    span_type: dict[str, str] = {}
+    span_parent: dict[str, str | None] = {}
+    out = []
+    for n, ev in enumerate(events):
+        if not isinstance(ev, dict):
+            continue
+        if ev.get("event") == "span_begin" and isinstance(ev.get("id"), str):
+            span_type[ev["id"]] = str(ev.get("type") or "")
+            span_parent[ev["id"]] = ev.get("parent_id") if isinstance(ev.get("parent_id"), str) else None
+        elif ev.get("event") == "model" and not ev.get("pending"):
+            s, depth, scorer = ev.get("span_id"), 0, False
+            while isinstance(s, str) and depth < 100:
+                if span_type.get(s) == "scorer":
+                    scorer = True
+                    break
+                s, depth = span_parent.get(s), depth + 1
+            if not scorer:
+                out.append((n, ev))
+    return out
+
+
+def _expand_refs(refs: list, pool: list, file: str, rec: str) -> list:
+    out = []
+    for r in refs:
+        ok = isinstance(r, list | tuple) and len(r) == 2 and all(isinstance(x, int) for x in r)
+        if not ok or not 0 <= r[0] <= r[1] <= len(pool):
+            raise TraceError(
+                file, f"bad message pool range {r!r} (pool of {len(pool)})", record=rec, field="input_refs"
+            )
+        out.extend(pool[r[0] : r[1]])
+    return out
+
+
+def _output_message(ev: dict) -> dict | None:
+    out = ev.get("output")
+    if not isinstance(out, dict):
+        return None
+    choices = out.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    m = choices[0].get("message")
+    return m if isinstance(m, dict) else None
+
+
+def _key(m: dict) -> str:
+    mid = m.get("id")
+    return f"id:{mid}" if isinstance(mid, str) and mid else json.dumps(m, sort_keys=True, default=str)
+
+
+def _content_text(content) -> str:
+    """Text of an Inspect content: a string, or parts (text; reasoning left out; media as placeholders)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return json.dumps(content, sort_keys=True, ensure_ascii=False)
+    parts = []
+    for p in content:
+        if isinstance(p, str):
+            parts.append(p)
+        elif isinstance(p, dict):
+            t = p.get("type")
+            if t == "text" and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            elif t == "reasoning":
+                continue
+            elif t in _MEDIA:
+                parts.append(f"[{t}]")
+            else:
+                parts.append(json.dumps(p, sort_keys=True, ensure_ascii=False))
+        else:
+            parts.append(json.dumps(p, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+def _message(m: dict, file: str, rec: str) -> Message:
+    role = m.get("role")
+    text = _content_text(m.get("content"))
+    if role in ("system", "user"):
+        return Message(role, text)
+    if role == "assistant":
+        ids, lines = [], [text] if text else []
+        for c in m.get("tool_calls") or []:
+            if not isinstance(c, dict):
+                continue
+            if isinstance(c.get("id"), str):
+                ids.append(c["id"])
+            lines.append(
+                json.dumps(
+                    {"function": c.get("function"), "arguments": c.get("arguments")}, ensure_ascii=False
+                )
+            )
+        return Message("assistant", "\n".join(lines), tool_call_ids=tuple(ids))
+    if role == "tool":
+        err = m.get("error")
+        if isinstance(err, dict) and isinstance(err.get("message"), str):
+            text = f"{text}\n{err['message']}" if text else err["message"]
+        tcid = m.get("tool_call_id")
+        return Message("tool_result", text, tool_call_id=tcid if isinstance(tcid, str) else None)
+    raise TraceError(
+        file, f"expected role system, user, assistant or tool, got {role!r}", record=rec, field="role"
+    )
+
+
+def _n(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def _usage(u: Mapping, ts: float | None, accounting: set[str]) -> Usage:
+    """Normalise Inspect's usage so ``input_tokens`` counts every input token (see the module doc)."""
+    inp, out, total = _n(u.get("input_tokens")), _n(u.get("output_tokens")), _n(u.get("total_tokens"))
+    read, write, reasoning = (
+        _n(u.get("input_tokens_cache_read")),
+        _n(u.get("input_tokens_cache_write")),
+        _n(u.get("reasoning_tokens")),
+    )
+    if total == 0 and (inp or out):
+        total = None  # Inspect's default when a provider reported no total
+    cache = (read or 0) + (write or 0)
+    how = "inside"
+    if inp is not None and cache:
+        base = inp + (out or 0)
+        ends = (0, reasoning or 0)
+        if total is not None and any(total == base + r for r in ends):
+            how = "inside"
+        elif total is not None and any(total == base + cache + r for r in ends):
+            how = "beside"
+        elif read is not None and read > inp:
+            how = "beside"  # a cache read larger than the whole input cannot be inside it
+        else:
+            how = "beside"
+            accounting.add("assumed")
+    total_in = None if inp is None else inp + (cache if how == "beside" else 0)
+    cost = u.get("total_cost")
+    return Usage(
+        total_in,
+        out,
+        read,
+        write,
+        reasoning,
+        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        ts,
+        {"cache_accounting": how},
+    )
+
+
+def _timestamp(v) -> float | None:
+    if not isinstance(v, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(v)
+    except ValueError:
+        return None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
+
+
+register(Importer(FORMAT_JSON, (".json",), _sniff_json, load_json_log))
+register(Importer(FORMAT_EVAL, (".eval",), _sniff_eval, load_eval_log))
