@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.records import CALL_KINDS, COMPACTION_KINDS, RunRecord
 from sim.types import ItemState, Trace
 
@@ -45,56 +47,93 @@ class LedgerTotals:
     tokens_lost: int
 
 
-def fact_outcomes(trace: Trace, r: RunRecord) -> dict[str, str]:
-    """Each fact the admitted items provided -> its category at the end of the run (best holder wins)."""
-    if not trace.derived("has_provides", lambda t: any(e.provides for e in t.events)):
-        return {}
-    states = r.item_state.tolist()
-    kept, recovered = set(r.summary_kept), set(r.recovered)
-    rank = {c: i for i, c in enumerate(CATEGORIES)}
-    out: dict[str, str] = {}
-    for i, s in enumerate(states):
-        for f in trace.events[i].provides:
-            if s == ItemState.VERBATIM or f in recovered:
-                cat = "verbatim"
-            elif s == ItemState.BOUNDED or (s == ItemState.SUMMARIZED and f in kept):
-                cat = "derived"
-            elif s == ItemState.SPILLED:
-                cat = "spilled"
-            else:
-                cat = "lost"
-            if f not in out or rank[cat] < rank[out[f]]:
-                out[f] = cat
+def _facts_before(trace: Trace) -> list[int]:
+    """Number of distinct facts provided by events [0, i), for every i."""
+    seen: set[str] = set()
+    out = [0]
+    for e in trace.events:
+        seen.update(e.provides)
+        out.append(len(seen))
     return out
 
 
+def fact_outcomes(trace: Trace, r: RunRecord, changed: list[int] | None = None) -> dict[str, str]:
+    """Facts held by items that are no longer verbatim -> their category at the end of the run (the best
+    holder wins). A fact absent from the result is verbatim (some verbatim item still holds it)."""
+    states = r.item_state.tolist()
+    n = len(states)
+    if changed is None:
+        changed = [i for i, s in enumerate(states) if s != ItemState.VERBATIM]
+    kept, recovered = set(r.summary_kept), set(r.recovered)
+    providers = trace.derived("fact_providers", _providers)
+    rank = {c: i for i, c in enumerate(CATEGORIES)}
+    out: dict[str, str] = {}
+    for i in changed:
+        for f in trace.events[i].provides:
+            if f in out:
+                continue
+            best = "lost"
+            for j in providers[f]:
+                if j >= n:
+                    break
+                s = states[j]
+                if s == ItemState.VERBATIM or f in recovered:
+                    cat = "verbatim"
+                elif s == ItemState.BOUNDED or (s == ItemState.SUMMARIZED and f in kept):
+                    cat = "derived"
+                elif s == ItemState.SPILLED:
+                    cat = "spilled"
+                else:
+                    cat = "lost"
+                if rank[cat] < rank[best]:
+                    best = cat
+            out[f] = best
+    return out
+
+
+def _providers(trace: Trace) -> dict[str, list[int]]:
+    from sim.information import providers
+
+    return providers(trace)
+
+
 def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
-    outcomes = fact_outcomes(trace, r)
-    facts = {c: sum(1 for v in outcomes.values() if v == c) for c in CATEGORIES}
+    """End-of-run totals; work proportional to the items a policy changed, not to the run."""
+    n = len(r.item_state)
+    a = trace.arrays
+    seen_tokens = int(a.prefix[n])
+    seen_facts = trace.derived("facts_before", _facts_before)[n]
+    changed = np.flatnonzero(r.item_state).tolist()
     tok = dict.fromkeys(CATEGORIES, 0)
-    original = trace.arrays.tokens
-    final = r.item_tokens.tolist() if r.item_tokens is not None else []
-    covered = summary = 0
-    for i, s in enumerate(r.item_state.tolist()):
-        o, t = int(original[i]), final[i]
-        if s == ItemState.VERBATIM:
-            tok["verbatim"] += o
-        elif s == ItemState.SUMMARIZED:  # the summary stands for its whole span
-            covered += o
-            summary += t
-        else:
-            kept = min(t, o)
-            tok["derived"] += kept
-            tok["spilled" if s == ItemState.SPILLED else "lost"] += o - kept
-    tok["derived"] += min(summary, covered)
-    tok["lost"] += covered - min(summary, covered)
+    facts = dict.fromkeys(CATEGORIES, 0)
+    if changed:
+        outcomes = fact_outcomes(trace, r, changed)
+        for v in outcomes.values():
+            facts[v] += 1
+        original = a.tokens
+        final = r.item_tokens
+        states = r.item_state
+        covered = summary = 0
+        for i in changed:
+            s, o, t = int(states[i]), int(original[i]), int(final[i])
+            if s == ItemState.SUMMARIZED:  # the summary stands for its whole span
+                covered += o
+                summary += t
+            else:
+                kept = min(t, o)
+                tok["derived"] += kept
+                tok["spilled" if s == ItemState.SPILLED else "lost"] += o - kept
+        tok["derived"] += min(summary, covered)
+        tok["lost"] += covered - min(summary, covered)
+    tok["verbatim"] = seen_tokens - tok["derived"] - tok["spilled"] - tok["lost"]
+    facts["verbatim"] = seen_facts - facts["derived"] - facts["spilled"] - facts["lost"]
     return LedgerTotals(
-        facts_seen=len(outcomes),
+        facts_seen=seen_facts,
         facts_verbatim=facts["verbatim"],
         facts_derived=facts["derived"],
         facts_spilled=facts["spilled"],
         facts_lost=facts["lost"],
-        tokens_seen=sum(int(original[i]) for i in range(len(final))),
+        tokens_seen=seen_tokens,
         tokens_verbatim=tok["verbatim"],
         tokens_derived=tok["derived"],
         tokens_spilled=tok["spilled"],
