@@ -25,6 +25,7 @@ import numpy as np
 from sim.cache import CostModel, cache_rules
 from sim.errors import ConfigError
 from sim.information import VISIBLE, FactState, has_needs, issuer_of, last_need
+from sim.information import providers as fact_providers
 from sim.ledger import totals as ledger_totals
 from sim.model import ReplayModel
 from sim.models import resolve_window
@@ -80,12 +81,11 @@ def replay(
         observer is None
         and (policy.plans or not policy.acts_before_call)
         and not (policy.recovers or policy.checks_after_call or policy.reports_status)
-        # a policy that can take a needed fact out of view makes the mock model react: the loop
-        and not ((policy.acts_before_call or policy.spills) and trace.derived("has_needs", has_needs))
     )
     if fast:
+        # None: some action would miss a needed fact, so the mock model reacts (the loop's work)
         record = _replay_vectorised(trace, policy, model, cost)
-        if window is None or not (record.calls["input_tokens"] > window).any():
+        if record is not None and (window is None or not (record.calls["input_tokens"] > window).any()):
             return record
         cost = cost_model(trace, pricing)  # fresh cache state for the loop
     return _replay_loop(trace, policy, model, observer, window, cost)  # type: ignore[arg-type]
@@ -240,7 +240,7 @@ def _settled_sizes(trace: Trace, policy: Policy, state, stop: int):
     return tokens, states, changes
 
 
-def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: CostModel) -> RunRecord:
+def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: CostModel) -> RunRecord | None:
     a = trace.arrays
     ncalls = len(a.view_end)
     stop = int(a.view_end[-1]) if ncalls else 0
@@ -269,8 +269,11 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: C
     else:  # nothing settles: the recorded views' sizes, computed once per trace
         prefix, view_tokens = a.prefix, a.recorded_view
     stable = None
-    if policy.acts_before_call:
-        p = policy.plan(trace)
+    p = policy.plan(trace) if policy.acts_before_call else None
+    if (p is not None and p.index or policy.spills) and trace.derived("has_needs", has_needs):
+        if not _needs_met(trace, p, states):
+            return None
+    if p is not None:
         if p.index:
             if tokens is None:
                 tokens, states = a.tokens.tolist()[:stop], [0] * stop
@@ -298,6 +301,28 @@ def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: C
     _account(cols, cost, trace.derived("elapsed", _elapsed_array))
     item_tokens = a.tokens[:stop] if tokens is None else tokens
     return _record(trace, policy, model, cols, item_state, events, cost, item_tokens)
+
+
+def _needs_met(trace: Trace, p, settled: list[int] | None) -> bool:
+    """Whether every action's needed facts stay in view under settle-time states and a plan: an item
+    counts from admission until the call its plan entry hides it (bounded items stay visible)."""
+    hidden_at: dict[int, int] = {}
+    if p is not None:
+        for k, i, s in zip(p.call, p.index, p.state, strict=True):
+            if s not in VISIBLE:
+                hidden_at[i] = k
+    if settled is not None:
+        for i, s in enumerate(settled):
+            if s not in VISIBLE:
+                hidden_at[i] = -1
+    providers = trace.derived("fact_providers", fact_providers)
+    for c in trace.calls:
+        for f in trace.events[c.event_index].needs:
+            if not any(
+                j < c.view_end and hidden_at.get(j, c.index + 1) > c.index for j in providers.get(f, ())
+            ):
+                return False
+    return True
 
 
 def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end):
