@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -53,6 +52,7 @@ from sim.importers.common import (
     Usage,
     anthropic_usage,
     build_trace,
+    iso_timestamp,
     load_json,
     openai_usage,
     text_of,
@@ -222,11 +222,8 @@ def timestamp_of(m: Mapping) -> float | None:
         v = m.get(key)
         if isinstance(v, int | float) and not isinstance(v, bool):
             return float(v)
-        if isinstance(v, str):
-            try:
-                return datetime.fromisoformat(v.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
+        if isinstance(v, str) and (t := iso_timestamp(v)) is not None:
+            return t  # naive times read as UTC: never the importing machine's zone
     return None
 
 

@@ -49,12 +49,11 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, anthropic_usage, build_trace, decode, warn
+from sim.importers.common import Message, Usage, anthropic_usage, build_trace, decode, iso_timestamp, warn
 from sim.types import Trace
 
 FORMAT = "claude-code"
@@ -185,7 +184,7 @@ def load(path: Path) -> Iterator[Trace]:
             owner[uuid] = sid
         if s.version is None and isinstance(d.get("version"), str):
             s.version = d["version"]
-        ts = _timestamp(d.get("timestamp"))
+        ts = iso_timestamp(d.get("timestamp"))
         if kind == "assistant":
             _add_assistant(s, msg, ts)
         else:
@@ -322,16 +321,6 @@ def _block_text(content) -> str:
         else:
             parts.append(json.dumps(b, sort_keys=True, ensure_ascii=False))
     return "\n".join(parts)
-
-
-def _timestamp(v) -> float | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(v)
-    except ValueError:
-        return None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
 
 
 register(Importer(FORMAT, (".jsonl",), _sniff, load))

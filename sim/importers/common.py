@@ -16,6 +16,7 @@ import warnings
 import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from sim.errors import TraceError
@@ -137,6 +138,18 @@ def safe_zip(path: Path) -> zipfile.ZipFile:
                 path.name, f"archive member {name!r} has an absolute or '..' path", field="members"
             )
     return zf
+
+
+def iso_timestamp(value) -> float | None:
+    """Unix time of an ISO-8601 timestamp; a naive one is read as UTC, so an import never depends on the
+    importing machine's time zone (differences between events stay right). None if it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        dt = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        return None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def text_of(content) -> str | None:

@@ -50,7 +50,6 @@ import re
 import zipfile
 import zlib
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sim.errors import TraceError
@@ -59,6 +58,7 @@ from sim.importers.common import (
     Message,
     Usage,
     build_trace,
+    iso_timestamp,
     load_json,
     read_json_file,
     safe_zip,
@@ -258,7 +258,7 @@ def _convert_sample(
             skipped += 1
             continue
         append(out, f"{rec} output")
-        ts = _timestamp(ev.get("timestamp"))
+        ts = iso_timestamp(ev.get("timestamp"))
         messages[-1].timestamp = ts
         u = (ev.get("output") or {}).get("usage")
         if isinstance(u, Mapping):
@@ -467,16 +467,6 @@ def _usage(u: Mapping, ts: float | None, accounting: set[str]) -> Usage:
         ts,
         {"cache_accounting": how},
     )
-
-
-def _timestamp(v) -> float | None:
-    if not isinstance(v, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(v)
-    except ValueError:
-        return None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()  # naive: UTC, never local time
 
 
 register(Importer(FORMAT_JSON, (".json",), _sniff_json, load_json_log))

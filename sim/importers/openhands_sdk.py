@@ -47,14 +47,8 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, build_trace, load_json, text_of, warn
-from sim.importers.openhands_v0 import (
-    cmd_output_text,
-    cost_of,
-    iso_timestamp,
-    token_usage,
-    tool_call_line,
-)
+from sim.importers.common import Message, Usage, build_trace, iso_timestamp, load_json, text_of, warn
+from sim.importers.openhands_v0 import cmd_output_text, cost_of, token_usage, tool_call_line
 from sim.types import Trace
 
 FORMAT = "openhands-sdk-v1"

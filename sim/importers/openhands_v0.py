@@ -58,7 +58,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime
 from pathlib import Path
 
 from sim.errors import TraceError
@@ -67,6 +66,7 @@ from sim.importers.common import (
     Message,
     Usage,
     build_trace,
+    iso_timestamp,
     load_json,
     openai_usage,
     read_json_file,
@@ -87,20 +87,6 @@ _NO_TOOL_ACTIONS = {"message"}  # agent actions that are plain replies, not tool
 
 
 # ------------------------------------------------------------------------------------------ helpers
-def iso_timestamp(value) -> float | None:
-    """Unix time of an ISO timestamp. OpenHands writes naive local times: read as UTC, so imports do not
-    depend on the importing machine's zone (differences between events stay right)."""
-    if not isinstance(value, str):
-        return None
-    try:
-        dt = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=UTC)
-    return dt.timestamp()
-
-
 def truncate(text: str, max_chars: int | None) -> tuple[str, bool]:
     """OpenHands' ``truncate_content``: over ``max_chars`` characters -> first and last half + notice."""
     if max_chars is None or max_chars < 0 or len(text) <= max_chars:
