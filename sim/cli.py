@@ -85,6 +85,7 @@ def iter_runs(
     pricing: str | None = "auto",
     behaviour: dict[str, Any] | None = None,
     scenarios: list[str] | None = None,
+    dataset: tuple[str, str, bool] | None = None,
 ) -> Iterator[tuple[Any, Any]]:
     """(trace, record) for every trace in the given files, in file order."""
     from sim.engine import replay
@@ -102,6 +103,11 @@ def iter_runs(
 
         built = [scenario(name) for name in scenarios]  # unknown names fail before any run
         sources += [(t.trace_id, lambda t=t: [t]) for t in built]
+    if dataset is not None:
+        from sim.traceio import load_dataset_traces
+
+        name, split, streaming = dataset
+        sources.append((name, lambda: load_dataset_traces(name, split, streaming)))
     for i, (label, load) in enumerate(sources, start=1):
         f = Path(label)
         estimated_runs = estimated_calls = 0
@@ -133,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
 
     paths, overrides = split_args(args.items)
-    if not paths and not args.scenario:
+    if not paths and not args.scenario and not args.dataset:
         raise ConfigError("run: no PATH (a canonical trace, a source file or a directory) and no --scenario")
     for option in ("calls", "ledger"):
         if getattr(args, option):
@@ -141,8 +147,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = compose(args.policy, overrides)
     policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
     rows, frames, ledger = [], [], []
-    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario):
-        rows.append(result_row(rec, __version__))
+    dataset = (args.dataset, args.split, args.streaming) if args.dataset else None
+    # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
+    stream_out = args.streaming and args.format in ("json", "csv")
+    header: list[str] | None = None
+    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario, dataset):
+        row = result_row(rec, __version__)
+        if stream_out:
+            if args.format == "json":
+                sys.stdout.write(json_line(row) + "\n")
+            else:
+                text = csv_text([row])
+                sys.stdout.write(text if header is None else text.split("\n", 1)[1])
+                header = header or list(row)
+        else:
+            rows.append(row)
         if args.calls:
             frames.append(rec.calls_frame())
         if args.ledger:
@@ -153,6 +172,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         import pandas as pd
 
         write_frames([pd.DataFrame(ledger, columns=list(LEDGER_COLUMNS))], Path(args.ledger))
+    if stream_out:
+        return 0
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     elif args.format == "csv":
@@ -176,7 +197,12 @@ def cmd_import(args: argparse.Namespace) -> int:
     from sim.importers import load_paths
     from sim.traceio import write_traces
 
-    n = write_traces(load_paths(args.paths), Path(args.output))
+    traces = load_paths(args.paths)
+    if args.redact:
+        from sim.traceio import redact
+
+        traces = map(redact, traces)
+    n = write_traces(traces, Path(args.output))
     print(f"wrote {n} traces to {args.output}", file=sys.stderr)
     return 0
 
@@ -493,6 +519,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("items", nargs="*", metavar="PATH|policy.KEY=VALUE")
     r.add_argument(
+        "--dataset",
+        metavar="NAME_OR_PATH",
+        help="canonical traces through Hugging Face datasets: local Parquet/JSON Lines (file or folder) or a "
+        "hub dataset name",
+    )
+    r.add_argument("--split", default="train", help="dataset split (default train)")
+    r.add_argument(
+        "--streaming", action="store_true", help="read the dataset record by record, in bounded memory"
+    )
+    r.add_argument(
         "--scenario",
         action="append",
         metavar="ID",
@@ -527,6 +563,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     i.add_argument("paths", nargs="+", metavar="PATH")
     i.add_argument("-o", "--output", required=True, metavar="OUT")
+    i.add_argument(
+        "--redact",
+        action="store_true",
+        help="write text-free traces: sizes, provenance, usage and hashed fact ids only (no content)",
+    )
     i.set_defaults(func=cmd_import)
 
     v = sub.add_parser(

@@ -129,6 +129,96 @@ def problems(value, schema: dict, path: str = "") -> list[tuple[str, str]]:
     return out
 
 
+_EVENT_KEYS = frozenset(EVENT_SCHEMA["properties"])
+_EVENT_REQUIRED = tuple(EVENT_SCHEMA["required"])
+_CALL_KEYS = frozenset(CALL_SCHEMA["properties"])
+_CALL_REQUIRED = tuple(CALL_SCHEMA["required"])
+_TOP_KEYS = frozenset(TRACE_SCHEMA["properties"])
+_KINDS = frozenset(EVENT_KINDS)
+_TPROV = frozenset(TOKEN_PROVENANCES)
+_UPROV = frozenset(USAGE_PROVENANCES)
+
+
+def _nat(v) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _opt_nat(v) -> bool:
+    return v is None or (type(v) is int and v >= 0)
+
+
+def _opt_num(v) -> bool:
+    return v is None or type(v) in (int, float)
+
+
+def _str_list(v) -> bool:
+    return v is None or (type(v) is list and all(type(x) is str for x in v))
+
+
+def conforms(d) -> bool:
+    """True when ``d`` certainly satisfies TRACE_SCHEMA: the same rules as ``problems``, written out for
+    speed (a corpus has millions of events). False means: ask ``problems`` for the messages."""
+    if type(d) is not dict or not _TOP_KEYS.issuperset(d) or type(d.get("schema_version")) is not int:
+        return False
+    if d["schema_version"] != SCHEMA_VERSION:
+        return False
+    if type(d.get("trace_id")) is not str or type(d.get("source_format")) is not str:
+        return False
+    for k in ("source_file", "agent", "model"):
+        if d.get(k) is not None and type(d[k]) is not str:
+            return False
+    if not _opt_nat(d.get("context_window")) or not _opt_num(d.get("bytes_per_token")):
+        return False
+    for k in ("recorded_policy", "outcome"):
+        if k in d and type(d[k]) is not str:
+            return False
+    events, calls = d.get("events"), d.get("calls")
+    if type(events) is not list or type(calls) is not list:
+        return False
+    for e in events:
+        if type(e) is not dict or not _EVENT_KEYS.issuperset(e) or any(k not in e for k in _EVENT_REQUIRED):
+            return False
+        if not (
+            _nat(e["index"])
+            and type(e["kind"]) is str
+            and e["kind"] in _KINDS
+            and (e["content"] is None or type(e["content"]) is str)
+            and _nat(e["bytes"])
+            and _nat(e["chars"])
+            and _nat(e["lines"])
+            and _nat(e["tokens"])
+            and type(e["tokens_provenance"]) is str
+            and e["tokens_provenance"] in _TPROV
+            and ("tool_call_ids" not in e or _str_list(e["tool_call_ids"]) and e["tool_call_ids"] is not None)
+            and (e.get("tool_call_id") is None or type(e["tool_call_id"]) is str)
+            and ("bounded" not in e or type(e["bounded"]) is bool)
+            and _opt_num(e.get("timestamp"))
+            and _str_list(e.get("provides"))
+            and _str_list(e.get("needs"))
+        ):
+            return False
+    for c in calls:
+        if type(c) is not dict or not _CALL_KEYS.issuperset(c) or any(k not in c for k in _CALL_REQUIRED):
+            return False
+        if not (
+            _nat(c["index"])
+            and _nat(c["event_index"])
+            and _nat(c["view_end"])
+            and _opt_nat(c["input_tokens"])
+            and _opt_nat(c["output_tokens"])
+            and _opt_nat(c.get("cache_read_tokens"))
+            and _opt_nat(c.get("cache_write_tokens"))
+            and _opt_nat(c.get("reasoning_tokens"))
+            and type(c["residual_tokens"]) is int
+            and type(c.get("usage_provenance", "provider")) is str
+            and c.get("usage_provenance", "provider") in _UPROV
+            and _opt_num(c.get("timestamp"))
+            and _opt_num(c.get("recorded_cost_usd"))
+        ):
+            return False
+    return True
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 

@@ -157,8 +157,20 @@ def _claimed(f: Path, reg: dict[str, Importer]) -> bool:
 
 
 def load_path(path: str | Path) -> Iterator[Trace]:
+    """The traces of one file or folder. The boundary of untrusted data: an importer that meets a value of
+    a shape it does not expect (a list where a name should be, a missing key) raises a TraceError naming
+    the file, never a crash; importers give more precise errors where they validate."""
     path = Path(path)
-    yield from detect(path).load(path)
+    imp = detect(path)
+    try:
+        yield from imp.load(path)
+    except (TraceError, UnknownNameError):
+        raise
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError, RecursionError) as exc:
+        detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise TraceError(
+            path.name, f"not a valid {imp.name} file: unexpected {type(exc).__name__} ({detail})"
+        ) from None
 
 
 def load_paths(paths: Iterable[str | Path]) -> Iterator[Trace]:

@@ -1,0 +1,102 @@
+"""Benchmark (not a test): stream a generated corpus of about 1 GB through ``ctxsim run --dataset
+--streaming`` and report the wall time and the peak resident memory of that process.
+
+    .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0] [--format jsonl|parquet] [--keep DIR]
+
+The corpus is the embedded generator's SWE-like runs (text-free), written once as canonical JSON Lines or
+Parquet; distinct runs are generated up to ``--distinct`` and then repeated under new trace ids, which
+keeps generation quick without changing what the replay does per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from scenarios.swe_like import generate_run  # noqa: E402
+from sim.traceio import trace_to_dict, write_traces  # noqa: E402
+
+
+def corpus(target_bytes: int, distinct: int, out: Path) -> tuple[int, int, int]:
+    """Write runs until the file passes ``target_bytes``; returns (runs, calls, bytes)."""
+    base = [generate_run(7, i) for i in range(distinct)]
+    sizes = [len(json.dumps(trace_to_dict(t), separators=(",", ":"))) + 1 for t in base]
+    n = 0
+    total = 0
+    calls = 0
+    picks = []
+    while total < target_bytes:
+        k = n % distinct
+        picks.append((n, k))
+        total += sizes[k]
+        calls += len(base[k].calls)
+        n += 1
+
+    def traces():
+        for i, k in picks:
+            yield dataclasses.replace(base[k], trace_id=f"stream-{i:07d}")
+
+    write_traces(traces(), out)
+    return n, calls, out.stat().st_size
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--gb", type=float, default=1.0)
+    p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
+    p.add_argument("--distinct", type=int, default=200)
+    p.add_argument("--policy", default="observation_masking")
+    p.add_argument("--keep", type=Path, help="write the corpus here and keep it")
+    args = p.parse_args()
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-stream-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"corpus.{args.format}"
+    t0 = time.perf_counter()
+    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path)
+    gen_s = time.perf_counter() - t0
+    size = f"{nbytes / 2**30:.2f} GiB"
+    print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls ({gen_s:.0f} s to write)")
+    env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(folder / "hf"))
+    cmd = [
+        str(REPO / ".venv" / "bin" / "ctxsim"),
+        "run",
+        "--dataset",
+        str(path),
+        "--streaming",
+        "--policy",
+        args.policy,
+        "--format",
+        "csv",
+    ]
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, text=True, env=env, check=False)
+    wall = time.perf_counter() - t0
+    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # Linux: KiB
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return proc.returncode
+    print(
+        f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s, {calls / wall:,.0f} calls/s, "
+        f"peak RSS {peak_mib:,.0f} MiB"
+    )
+    if not args.keep:
+        import shutil
+
+        shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

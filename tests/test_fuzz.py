@@ -1,0 +1,190 @@
+"""Property-based tests of the input boundary: any input gives a result or a typed error (exit 2).
+
+Budget: ``FUZZ_EXAMPLES`` examples per target (CTXSIM_FUZZ_EXAMPLES raises it for a longer hunt).
+"""
+
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+from builders import swe_trace
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sim.errors import CtxsimError
+from sim.importers import load_path, registered
+from sim.importers.common import ImportNotice
+from sim.traceio import trace_from_dict, trace_problems, trace_to_dict
+
+FUZZ_EXAMPLES = int(os.environ.get("CTXSIM_FUZZ_EXAMPLES", "150"))
+FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**40), 2**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20),
+    lambda children: (
+        st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=12), children, max_size=5)
+    ),
+    max_leaves=30,
+)
+
+
+def valid_dict() -> dict:
+    return trace_to_dict(swe_trace([("a\nb", 30), ("c", 5)], trace_id="fz"))
+
+
+def paths_of(d, prefix=()):
+    """Every (path) into a nested dict/list, for targeted mutation."""
+    yield prefix
+    if isinstance(d, dict):
+        for k, v in d.items():
+            yield from paths_of(v, (*prefix, k))
+    elif isinstance(d, list):
+        for i, v in enumerate(d):
+            yield from paths_of(v, (*prefix, i))
+
+
+def mutate(d, path, value):
+    if not path:
+        return value
+    cur = d
+    for p in path[:-1]:
+        cur = cur[p]
+    cur[path[-1]] = value
+    return d
+
+
+@FUZZ
+@given(json_values)
+def test_canonical_loader_any_value(value):
+    try:
+        t = trace_from_dict(value)
+    except CtxsimError:
+        return
+    assert trace_problems(trace_to_dict(t)) == []
+
+
+@FUZZ
+@given(st.data())
+def test_canonical_loader_mutated_trace(data):
+    d = valid_dict()
+    path = data.draw(st.sampled_from(list(paths_of(d))))
+    d = mutate(d, path, data.draw(json_values))
+    try:
+        t = trace_from_dict(d)
+    except CtxsimError:
+        return
+    # accepted: then it is a valid trace, and nothing became a silent zero
+    assert trace_problems(trace_to_dict(t)) == []
+
+
+def _extensions() -> list[str]:
+    return sorted({e for imp in registered().values() for e in imp.extensions if e})
+
+
+def _load_or_typed_error(name: str, payload: bytes) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / name
+        f.write_bytes(payload)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ImportNotice)
+            try:
+                traces = list(load_path(f))
+            except CtxsimError:
+                return
+        for t in traces:
+            assert trace_problems(trace_to_dict(t)) == [], (name, t.trace_id)
+
+
+@FUZZ
+@given(st.sampled_from(_extensions()), st.binary(max_size=300))
+def test_every_importer_random_bytes(ext, payload):
+    _load_or_typed_error("fuzz" + ext, payload)
+
+
+@FUZZ
+@given(st.sampled_from(_extensions()), json_values)
+def test_every_importer_random_json(ext, value):
+    text = json.dumps(value)
+    payload = (text + "\n" if ext.endswith("l") else text).encode()
+    _load_or_typed_error("fuzz" + ext, payload)
+
+
+def _samples() -> list[Path]:
+    from sim.paths import traces_dir
+
+    root = traces_dir()
+    picks = [
+        "mini-swe-agent-gemini3pro/trajs/django__django-16255.traj.json",
+        "swe-agent/v0_gpt4_test-repo-i1/swe-agent__test-repo-i1.traj",
+        "inspect-ai/2025-05-12T20-27-36-04-00_browser.json",
+        "openhands-v0/runtime_test_trajs/basic.json",
+        "claude-code-fixtures/session_b.jsonl",
+    ]
+    return [root / p for p in picks if (root / p).is_file()]
+
+
+SAMPLES = _samples()
+
+
+@pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
+@FUZZ
+@given(st.data())
+def test_every_importer_mutated_real_sample(data):
+    sample = data.draw(st.sampled_from(SAMPLES))
+    raw = sample.read_text()
+    if sample.suffix == ".jsonl":
+        lines = raw.splitlines()
+        k = data.draw(st.integers(0, len(lines) - 1))
+        d = json.loads(lines[k])
+        path = data.draw(st.sampled_from(list(paths_of(d))))
+        lines[k] = json.dumps(mutate(d, path, data.draw(json_values)))
+        payload = "\n".join(lines) + "\n"
+    else:
+        d = json.loads(raw)
+        path = data.draw(st.sampled_from(list(paths_of(d))[:400]))
+        payload = json.dumps(mutate(d, path, data.draw(json_values)))
+    _load_or_typed_error(sample.name, payload.encode())
+
+
+@FUZZ
+@given(
+    st.sampled_from(["raw", "observation_masking", "seed_engine", "nonexistent"]),
+    st.lists(st.text(max_size=25), max_size=3),
+)
+def test_config_layer_any_override(policy, overrides):
+    from sim.config import build_policy, compose, model_behaviour, model_window
+
+    try:
+        cfg = compose(policy, overrides)
+        build_policy(cfg)
+        model_window(cfg)
+        model_behaviour(cfg)
+    except CtxsimError:
+        pass
+
+
+@FUZZ
+@given(
+    st.sampled_from(["observation_masking", "seed_engine", "tool_result_head_tail"]),
+    st.dictionaries(
+        st.sampled_from(
+            ["n", "polling", "context_token_limit", "keep_recent_tokens", "mode", "max_chars", "max_turns"]
+        ),
+        json_values,
+        max_size=3,
+    ),
+)
+def test_policy_knobs_any_value(policy, knobs):
+    from sim.policies.base import make_policy
+
+    try:
+        make_policy(policy, **knobs)
+    except CtxsimError:
+        pass
