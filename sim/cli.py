@@ -246,7 +246,7 @@ def _canonical_problems(path: Path) -> Iterator[str]:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from sim.importers import detect, expand_paths
+    from sim.importers import detect, expand_paths, load_path
     from sim.traceio import CANONICAL_FORMAT, trace_problems, trace_to_dict
 
     bad = 0
@@ -264,7 +264,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             count = None
         else:
             try:
-                for t in imp.load(f):
+                for t in load_path(f):
                     count += 1
                     problems.extend(
                         f"{f.name}: record {t.trace_id}: field {fld}: {msg}"

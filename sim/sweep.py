@@ -1,0 +1,526 @@
+"""Parameter sweeps: one policy over a grid of knob settings and a set of traces, resumable and parallel.
+
+A sweep is many independent (setting, trace) runs. Each run is named by a ``run_key``: a sha256 over the
+trace's content hash and everything that decides the run's numbers (policy, every knob, the mock model's
+config, the pricing choice, ctxsim's version). Results are written in chunks, each chunk one Parquet file
+under ``DIR/parts/`` that appears atomically (temporary name, then ``os.replace``), so after an
+interruption at any moment, even SIGKILL, every part on disk is whole, and a rerun of the same command
+skips every key it finds there and redoes only the unfinished chunks. ``DIR/results.parquet`` is merged
+from the parts at the end and sorted by ``run_key``: its content does not depend on the worker count,
+the chunk size or how often the sweep was interrupted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ConfigError
+from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
+
+PARTS = "parts"
+RESULTS = "results.parquet"
+DEFAULT_CHUNK = 64
+
+
+# ------------------------------------------------------------------------------------------------ grid
+def _split_override(ov: str) -> tuple[str, str]:
+    key, sep, value = ov.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"override '{ov}' is not KEY=VALUE")
+    return key, value
+
+
+def expand_grid(overrides: list[str]) -> list[list[str]]:
+    """Hydra-style multirun values: ``policy.n=1,3,10`` stands for three settings; several such keys
+    give the Cartesian product. Order is stable (keys as given, values as given; the last key varies
+    fastest) because it decides chunk membership and the order of the progress line; results do not
+    depend on it. A key given twice keeps its last value, as Hydra does."""
+    keys: dict[str, list[str]] = {}
+    for ov in overrides:
+        key, value = _split_override(ov)
+        values = value.split(",")
+        if any(v == "" for v in values) and len(values) > 1:
+            raise ConfigError(f"override '{ov}': empty value in the list")
+        keys.pop(key, None)
+        keys[key] = values
+    if not keys:
+        return [[]]
+    return [
+        [f"{k}={v}" for k, v in zip(keys, combo, strict=True)] for combo in itertools.product(*keys.values())
+    ]
+
+
+def _yaml_value(v: Any) -> str:
+    """A YAML scalar as Hydra override text (null/true/false, numbers and strings as written)."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, list | tuple | dict):
+        raise ConfigError(f"grid value {v!r}: only scalars can be swept")
+    return str(v)
+
+
+# ------------------------------------------------------------------------------------------------ spec
+@dataclass(frozen=True)
+class SweepSpec:
+    """What to sweep. ``grid`` holds overrides as given (``policy.n=1,3,10``; single values are fixed
+    overrides). ``scenario``: ``embedded`` (the repository's suite), a trace file or folder, or
+    ``dataset:NAME_OR_PATH`` (canonical traces through Hugging Face ``datasets``)."""
+
+    policy: str
+    grid: tuple[str, ...] = ()
+    scenario: str = "embedded"
+    pricing: str = "auto"
+    results: str | None = None  # default outputs/sweeps/<name or policy>
+    chunk_size: int = DEFAULT_CHUNK
+    csv: bool = False
+    name: str | None = None
+
+    @property
+    def results_dir(self) -> Path:
+        return Path(self.results) if self.results else Path("outputs") / "sweeps" / (self.name or self.policy)
+
+
+def sweep_defaults() -> dict[str, Any]:
+    """``conf/sweep/default.yaml``: workers, chunk_size, csv, for the command line to fill in."""
+    import yaml
+
+    path = CONF_DIR / "sweep" / "default.yaml"
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    out = {"workers": 1, "chunk_size": DEFAULT_CHUNK, "csv": False}
+    out.update(data or {})
+    return out
+
+
+def load_experiment(name: str) -> SweepSpec:
+    """A whole study as data: ``conf/experiment/NAME.yaml`` (or a path to such a file) with ``policy``,
+    ``grid`` (key: list of values), optional fixed ``overrides``, ``scenario``, ``pricing``, ``results``,
+    ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing."""
+    import yaml
+
+    path = Path(name)
+    if not (path.suffix in (".yaml", ".yml") and path.is_file()):
+        path = CONF_DIR / "experiment" / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
+        raise ConfigError(f"experiment '{name}': no such file; known: {', '.join(known) or 'none'}")
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    allowed = {
+        "name",
+        "description",
+        "policy",
+        "grid",
+        "overrides",
+        "scenario",
+        "pricing",
+        "results",
+        "chunk_size",
+        "csv",
+    }
+    extra = sorted(set(data) - allowed)
+    if extra:
+        raise ConfigError(
+            f"experiment {path.name}: unknown keys {', '.join(extra)}; allowed: " + ", ".join(sorted(allowed))
+        )
+    if "policy" not in data:
+        raise ConfigError(f"experiment {path.name}: no 'policy'")
+    grid = [str(o) for o in data.get("overrides") or []]
+    for key, values in (data.get("grid") or {}).items():
+        values = values if isinstance(values, list) else [values]
+        if not values:
+            raise ConfigError(f"experiment {path.name}: grid key '{key}' has no values")
+        grid.append(f"{key}=" + ",".join(_yaml_value(v) for v in values))
+    defaults = sweep_defaults()
+    return SweepSpec(
+        policy=str(data["policy"]),
+        grid=tuple(grid),
+        scenario=str(data.get("scenario", "embedded")),
+        pricing=str(data.get("pricing", "auto")),
+        results=data.get("results"),
+        chunk_size=int(data.get("chunk_size", defaults["chunk_size"])),
+        csv=bool(data.get("csv", defaults["csv"])),
+        name=str(data.get("name") or path.stem),
+    )
+
+
+SPEC_KEYS = ("scenario", "policy", "results.path", "workers", "experiment", "pricing", "chunk_size")
+
+
+def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, int]:
+    """The command line's ``KEY=VALUE`` words (``scenario=``, ``policy=``, ``results.path=``,
+    ``workers=``, ``experiment=``, ``pricing=``, ``chunk_size=``; ``policy.*``/``model.*`` are grid
+    overrides) into a spec and a worker count. Words given next to ``experiment=`` override or extend
+    the experiment file, so one study can be rerun with a different scenario or more values."""
+    defaults = sweep_defaults()
+    top: dict[str, str] = {}
+    grid: list[str] = []
+    for it in items:
+        key, value = _split_override(it)
+        if key in SPEC_KEYS:
+            top[key] = value
+        elif key.lstrip("+~").split(".", 1)[0] in ("policy", "model"):
+            grid.append(it)
+        else:
+            raise ConfigError(
+                f"sweep: '{it}' is not one of {', '.join(k + '=' for k in SPEC_KEYS)} or a "
+                "policy.KEY=V1,V2 / model.KEY=V override"
+            )
+    if "experiment" in top:
+        base = load_experiment(top["experiment"])
+    elif "policy" in top:
+        base = SweepSpec(
+            policy=top["policy"], chunk_size=int(defaults["chunk_size"]), csv=bool(defaults["csv"])
+        )
+    else:
+        raise ConfigError("sweep: give policy=NAME or experiment=NAME")
+    try:
+        workers = int(top.get("workers", defaults["workers"]))
+        chunk = int(top.get("chunk_size", base.chunk_size))
+    except ValueError as exc:
+        raise ConfigError(f"sweep: workers and chunk_size are integers ({exc})") from None
+    if workers < 1 or chunk < 1:
+        raise ConfigError("sweep: workers and chunk_size must be >= 1")
+    spec = SweepSpec(
+        policy=top.get("policy", base.policy),
+        grid=(*base.grid, *grid),
+        scenario=top.get("scenario", base.scenario),
+        pricing=top.get("pricing", base.pricing),
+        results=top.get("results.path", base.results),
+        chunk_size=chunk,
+        csv=csv or base.csv,
+        name=base.name,
+    )
+    return spec, workers
+
+
+# ------------------------------------------------------------------------------------------------- key
+def run_key(
+    trace_hash: str,
+    policy_name: str,
+    params: dict[str, Any],
+    model_cfg: dict[str, Any],
+    pricing: str | None,
+    version: str,
+) -> str:
+    """The identity of one run: sha256 over canonical JSON (sorted keys, no whitespace). Never Python's
+    ``hash()``, which is salted per process: keys must agree across workers, reruns and machines."""
+    blob = json.dumps(
+        {
+            "trace_hash": trace_hash,
+            "policy": policy_name,
+            "params": params,
+            "model": model_cfg,
+            "pricing": pricing,
+            "version": version,
+        },
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+    )
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# -------------------------------------------------------------------------------------------- scenario
+def load_scenario(scenario: str) -> Iterator[Any]:
+    """The traces a scenario names, in a fixed order (the order indices in work units refer to)."""
+    if scenario == "embedded":
+        from sim.importers import load_paths
+
+        return load_paths([EMBEDDED_SUITE])
+    if scenario.startswith("dataset:"):
+        from sim.traceio import load_dataset_traces
+
+        return load_dataset_traces(scenario.removeprefix("dataset:"))
+    path = Path(scenario)
+    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
+        path = REPO / path
+    if not path.exists():
+        raise ConfigError(
+            f"scenario '{scenario}': not 'embedded', 'dataset:NAME_OR_PATH' or an existing file or folder"
+        )
+    from sim.importers import load_paths
+
+    return load_paths([path])
+
+
+_TRACES: dict[str, list[Any]] = {}
+
+
+def _traces(scenario: str) -> list[Any]:
+    """One load per process: workers read the traces themselves instead of receiving them pickled."""
+    if scenario not in _TRACES:
+        _TRACES[scenario] = list(load_scenario(scenario))
+    return _TRACES[scenario]
+
+
+# ----------------------------------------------------------------------------------------------- units
+@dataclass(frozen=True)
+class Setting:
+    """One point of the grid: its overrides and the composed config (small and picklable)."""
+
+    overrides: tuple[str, ...]
+    cfg: dict[str, Any]
+    name: str  # the registered policy (a preset resolves to it)
+    params: dict[str, Any]  # every knob, as the result row's policy.<knob> columns hold them
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A work unit: a setting and the (trace index, run key) pairs it runs. Nothing big inside."""
+
+    scenario: str
+    pricing: str
+    setting: Setting
+    runs: tuple[tuple[int, str, str], ...]  # (trace index, run key, expected trace hash)
+
+
+def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
+    """Compose every grid point; skip (with a note) the ones the policy refuses, e.g. keep >= limit.
+    A bad key or unknown policy is an error for every point, so it stops the sweep before any run."""
+    from sim.config import build_policy, compose, model_behaviour, model_window
+
+    out = []
+    for ovs in expand_grid(list(spec.grid)):
+        cfg = compose(spec.policy, ovs)
+        try:
+            policy = build_policy(cfg)
+            model_window(cfg)
+            model_behaviour(cfg)
+        except ConfigError as exc:
+            log(f"skipping setting {' '.join(ovs) or '(defaults)'}: {exc}")
+            continue
+        out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params())))
+    if not out:
+        raise ConfigError(f"sweep: none of the {len(expand_grid(list(spec.grid)))} settings is valid")
+    return out
+
+
+def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
+    """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
+    from sim import __version__
+    from sim.config import build_policy, model_behaviour, model_window
+    from sim.engine import replay
+    from sim.model import ReplayModel
+    from sim.tables import result_row
+
+    cfg = chunk.setting.cfg
+    policy = build_policy(cfg)
+    window, behaviour = model_window(cfg), model_behaviour(cfg)
+    pricing = None if chunk.pricing in ("none", "null") else chunk.pricing
+    traces = _traces(chunk.scenario)
+    rows = []
+    for index, key, expected in chunk.runs:
+        trace = traces[index]
+        rec = replay(trace, policy, ReplayModel(trace, **behaviour), window=window, pricing=pricing)
+        row = {"run_key": key, **result_row(rec, __version__)}
+        if row["trace_hash"] != expected:
+            raise ConfigError(f"scenario {chunk.scenario}: trace {index} changed during the sweep")
+        row["scenario"] = chunk.scenario
+        row["pricing_setting"] = chunk.pricing
+        for k, v in (cfg.get("model") or {}).items():
+            row[f"model.{k}"] = v
+        row["setting"] = " ".join(chunk.setting.overrides)
+        rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------- tables
+def _table(rows: list[dict[str, Any]]):
+    """An Arrow table from row dicts with columns in first-seen order. Types are inferred from the
+    whole column, so the same rows always give the same schema (a pandas round trip would turn an int
+    column with gaps into floats, and an all-empty column into whatever the first part had)."""
+    import pyarrow as pa
+
+    cols: list[str] = []
+    seen: set[str] = set()
+    for r in rows:
+        for k in r:
+            if k not in seen:
+                seen.add(k)
+                cols.append(k)
+    return pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
+
+
+def _write_table(rows: list[dict[str, Any]], path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    from sim.traceio import atomic_path
+
+    with atomic_path(path) as tmp:
+        pq.write_table(_table(rows), tmp)
+
+
+def _read_parts(parts_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every finished run on disk, by key. Temporary files of a killed write start with '.' and are
+    removed: only whole parts (renamed into place) count."""
+    import pyarrow.parquet as pq
+
+    done: dict[str, dict[str, Any]] = {}
+    if not parts_dir.is_dir():
+        return done
+    for tmp in parts_dir.glob(".part-*.tmp"):
+        tmp.unlink(missing_ok=True)
+    for part in sorted(parts_dir.glob("part-*.parquet")):
+        for row in pq.read_table(part).to_pylist():
+            done[row["run_key"]] = row
+    return done
+
+
+# -------------------------------------------------------------------------------------------- progress
+class Progress:
+    """``done/total``, rate and ETA on stderr: one line redrawn with ``\\r`` on a terminal, otherwise a
+    line every ~10% so logs of long sweeps show progress without flooding."""
+
+    def __init__(self, total: int, done: int, enabled: bool = True, stream=None) -> None:
+        self.total, self.done, self.start_done = total, done, done
+        self.stream = stream or sys.stderr
+        self.enabled = enabled and total > 0
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.monotonic()
+        self.next_mark = done + max(1, total // 10)
+
+    def line(self) -> str:
+        elapsed = time.monotonic() - self.t0
+        ran = self.done - self.start_done
+        rate = ran / elapsed if elapsed > 0 else 0.0
+        eta = (self.total - self.done) / rate if rate > 0 else float("nan")
+        eta_s = f"{eta:,.0f}s" if eta == eta else "?"
+        return f"sweep: {self.done}/{self.total} runs, {rate:,.1f} runs/s, ETA {eta_s}"
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self.enabled:
+            return
+        if self.tty:
+            end = "\n" if self.done >= self.total else ""
+            print("\r" + self.line(), end=end, file=self.stream, flush=True)
+        elif self.done >= self.next_mark or self.done >= self.total:
+            print(self.line(), file=self.stream, flush=True)
+            self.next_mark = self.done + max(1, self.total // 10)
+
+
+def _note(msg: str) -> None:
+    print(f"ctxsim: sweep: {msg}", file=sys.stderr, flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- sweep
+def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> tuple[list[Chunk], list[str], int]:
+    """The sweep's work: (chunks still to run, every key of the sweep in order, keys already done)."""
+    from sim import __version__
+    from sim.pricing import price_named
+    from sim.traceio import trace_hash
+
+    if spec.pricing not in ("auto", "none", "null"):
+        price_named(spec.pricing)  # an unknown model name fails before any run
+    if spec.chunk_size < 1:
+        raise ConfigError("sweep: chunk_size must be >= 1")
+    settings = _settings(spec, log)
+    hashes = [trace_hash(t) for t in _traces(spec.scenario)]
+    if not hashes:
+        raise ConfigError(f"scenario '{spec.scenario}' holds no traces")
+    done = _read_parts(spec.results_dir / PARTS)
+    all_keys: list[str] = []
+    todo: list[Chunk] = []
+    n_done = 0
+    for s in settings:
+        pending: list[tuple[int, str, str]] = []
+        for i, h in enumerate(hashes):
+            key = run_key(h, s.name, s.params, s.cfg.get("model") or {}, spec.pricing, __version__)
+            all_keys.append(key)
+            if key in done:
+                n_done += 1
+            else:
+                pending.append((i, key, h))
+        for j in range(0, len(pending), spec.chunk_size):
+            runs = tuple(pending[j : j + spec.chunk_size])
+            todo.append(Chunk(spec.scenario, spec.pricing, s, runs))
+    return todo, all_keys, n_done
+
+
+def _part_path(parts_dir: Path, chunk: Chunk) -> Path:
+    # A part exists only when all its keys are done, so no later chunk can start with its first key.
+    return parts_dir / f"part-{hashlib.sha256(chunk.runs[0][1].encode()).hexdigest()[:32]}.parquet"
+
+
+def _init_worker(scenario: str) -> None:
+    """Worker start: load the scenario once (inherited for free under fork)."""
+    _traces(scenario)
+
+
+def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True) -> Path:
+    """Run every (setting, trace) pair of ``spec`` not already finished under ``spec.results_dir``;
+    returns the path of the merged ``results.parquet``. Interrupt it at any moment and run it again
+    with the same spec: finished chunks are kept, the rest is redone."""
+    out = spec.results_dir
+    parts_dir = out / PARTS
+    todo, all_keys, n_done = plan(spec)
+    unique = set(all_keys)
+    total = len(unique)
+    if len(all_keys) != total:
+        _note(f"{len(all_keys) - total} runs repeat another run exactly (same trace content and config)")
+    if todo:
+        parts_dir.mkdir(parents=True, exist_ok=True)
+    prog = Progress(total, min(n_done, total), progress)
+    if n_done:
+        _note(f"resuming: {n_done} of {total} runs already in {parts_dir}")
+
+    def save(chunk: Chunk, rows: list[dict[str, Any]]) -> None:
+        _write_table(rows, _part_path(parts_dir, chunk))
+        prog.update(len(rows))
+
+    try:
+        if workers <= 1 or len(todo) <= 1:
+            for chunk in todo:
+                save(chunk, _run_chunk(chunk))
+        else:
+            _run_parallel(todo, workers, spec.scenario, save)
+    except KeyboardInterrupt:
+        if prog.tty:
+            print(file=sys.stderr)
+        _note(
+            f"interrupted: {prog.done} of {total} runs saved in {parts_dir}; rerun the same command to resume"
+        )
+        raise
+    done = _read_parts(parts_dir)
+    missing = unique - set(done)
+    if missing:
+        raise ConfigError(f"sweep: {len(missing)} runs have no result after the sweep")
+    others = len(set(done) - unique)
+    if others:
+        _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
+    rows = [done[k] for k in sorted(unique)]
+    results = out / RESULTS
+    _write_table(rows, results)
+    if spec.csv:
+        from sim.tables import write_rows
+
+        write_rows(rows, out / "results.csv")
+    return results
+
+
+def _run_parallel(todo: list[Chunk], workers: int, scenario: str, save) -> None:
+    """Chunks over a process pool; the parent alone writes parts (one writer, no races on names)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(scenario,))
+    try:
+        pending = {pool.submit(_run_chunk, c): c for c in todo}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                chunk = pending.pop(fut)
+                save(chunk, fut.result())
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
