@@ -500,6 +500,43 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------------------- sweep
+SUMMARY_METRIC_COLUMNS = [
+    "runs",
+    "median_cost_usd",
+    "mean_cost_usd",
+    "cumulative_input_tokens",
+    "cache_hit_rate",
+    "compactions",
+    "facts_lost",
+    "answer_completed",
+]
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
+    from sim.sweep import run_sweep, spec_from_args
+
+    spec, workers = spec_from_args(args.items, csv=args.csv)
+    path = run_sweep(spec, workers=workers)
+    print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
+    print(f"summary: ctxsim results {path.parent}")
+    return 0
+
+
+def cmd_results(args: argparse.Namespace) -> int:
+    import json
+
+    from sim.results import summary, varying_columns
+
+    rows = summary(args.path)
+    if args.format == "json":
+        sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
+    else:
+        print(format_table(rows, varying_columns(rows) + SUMMARY_METRIC_COLUMNS))
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -634,6 +671,29 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--policy", action="append", help="only this policy (repeatable); default all registered")
     b.add_argument("--corpus", action="append", choices=("shared", "embedded"), help="only this corpus")
     b.set_defaults(func=cmd_bench)
+    sw = sub.add_parser(
+        "sweep",
+        help="replay a scenario under every setting of a grid; resumable, parallel",
+        description="Replay every trace of a scenario under every point of a grid of policy settings. "
+        "Words: scenario=embedded|PATH|dataset:NAME, policy=NAME, policy.KEY=V1,V2,... (Hydra-style "
+        "multirun values; several keys give the product), model.KEY=V, results.path=DIR, workers=N, "
+        "chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml). Finished chunks "
+        "are kept in DIR/parts/: an interrupted sweep resumes when the same command is run again.",
+        epilog="example: ctxsim sweep experiment=size_seed_engine workers=2",
+    )
+    sw.add_argument("items", nargs="*", metavar="KEY=VALUE")
+    sw.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
+    sw.set_defaults(func=cmd_sweep)
+    rs = sub.add_parser(
+        "results",
+        help="summarise a sweep: one row per policy setting",
+        description="Summarise a sweep's results.parquet (PATH: the file or its folder): per policy setting "
+        "the runs, median and mean cost, cumulative input tokens, cache hit rate, compactions per run, "
+        "facts lost and the share of runs that completed their answer.",
+    )
+    rs.add_argument("path", metavar="PATH")
+    rs.add_argument("--format", choices=("table", "json"), default="table")
+    rs.set_defaults(func=cmd_results)
     return p
 
 
@@ -652,7 +712,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
     args, extra = parser.parse_known_args(argv)
     if extra:
-        if args.command in ("run", "explain") and all(_OVERRIDE.match(x) for x in extra):
+        if args.command in ("run", "explain", "sweep") and all(_OVERRIDE.match(x) for x in extra):
             args.items.extend(extra)
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")

@@ -284,14 +284,45 @@ class Chunk:
     runs: tuple[tuple[int, str, str], ...]  # (trace index, run key, expected trace hash)
 
 
+def _compose_fast(policy: str, base: dict[str, Any], ovs: list[str]) -> dict[str, Any] | None:
+    """The composed config of ``base`` plus plain ``group.key=value`` overrides of existing keys, typed by
+    Hydra's own override parser, without a full Hydra compose per grid point (~0.3 s each, most of a
+    small sweep's time). None when an override is anything else: the caller then composes for real."""
+    import copy
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(ovs)
+    except Exception:
+        return None
+    cfg = copy.deepcopy(base)
+    for o in parsed:
+        group, _, knob = o.key_or_group.partition(".")
+        if o.type != OverrideType.CHANGE or o.package or o.is_sweep_override():
+            return None
+        section = cfg.get(group)
+        if not isinstance(section, dict) or not knob or knob not in section or knob == "_target_":
+            return None
+        value = o.value()
+        if not (value is None or isinstance(value, bool | int | float | str)):
+            return None
+        section[knob] = value
+    return cfg
+
+
 def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
     """Compose every grid point; skip (with a note) the ones the policy refuses, e.g. keep >= limit.
     A bad key or unknown policy is an error for every point, so it stops the sweep before any run."""
     from sim.config import build_policy, compose, model_behaviour, model_window
 
+    grid = expand_grid(list(spec.grid))
+    base = compose(spec.policy, [])
     out = []
-    for ovs in expand_grid(list(spec.grid)):
-        cfg = compose(spec.policy, ovs)
+    for i, ovs in enumerate(grid):
+        # the first point always goes through compose: it checks every key against the config
+        cfg = (None if i == 0 else _compose_fast(spec.policy, base, ovs)) or compose(spec.policy, ovs)
         try:
             policy = build_policy(cfg)
             model_window(cfg)
@@ -301,7 +332,7 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
             continue
         out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params())))
     if not out:
-        raise ConfigError(f"sweep: none of the {len(expand_grid(list(spec.grid)))} settings is valid")
+        raise ConfigError(f"sweep: none of the {len(grid)} settings is valid")
     return out
 
 

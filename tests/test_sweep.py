@@ -220,3 +220,18 @@ def test_summary_matches_pandas(corpus, tmp_path):
 def test_summary_cost_none_when_unpriced(corpus, tmp_path):
     rows = summary(run_sweep(_spec(corpus, tmp_path / "u", pricing="auto"), progress=False))
     assert all(r["median_cost_usd"] is None and r["mean_cost_usd"] is None for r in rows)
+
+
+def test_fast_compose_equals_hydra_compose():
+    from sim.config import compose
+    from sim.sweep import _compose_fast
+
+    base = compose("seed_engine", [])
+    for ovs in (
+        ["policy.context_token_limit=16000", "policy.keep_recent_tokens=2000"],
+        ["policy.mode=prune", "model.window=1000", "model.on_missing=fail"],
+        ["policy.completion_reserve_tokens=null", "policy.summary_ratio=0.2", "policy.run_status=off"],
+    ):
+        assert _compose_fast("seed_engine", base, ovs) == compose("seed_engine", ovs)
+    assert _compose_fast("seed_engine", base, ["policy.no_such_knob=1"]) is None
+    assert _compose_fast("seed_engine", base, ["+policy.extra=1"]) is None
