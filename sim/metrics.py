@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from itertools import accumulate
 from math import log
 
@@ -41,15 +42,20 @@ def growth_exponent(r: RunRecord) -> float | None:
     cum = list(accumulate(r.column("input_tokens")))[lo:]
     if cum[0] <= 0:  # cumulative sums only grow, so the first is the smallest
         return None
-    # plain floats: a run's calls are few, and numpy's per-operation cost would dominate
-    ys = [log(c) for c in cum]
-    xs = [log(k) for k in range(lo + 1, n + 1)]
-    m = n - lo
-    xm, ym = sum(xs) / m, sum(ys) / m
-    num = sum((x - xm) * (y - ym) for x, y in zip(xs, ys, strict=True))
-    den = sum((x - xm) ** 2 for x in xs)
-    slope = num / den
+    dx, sxx = _centred_log_calls(lo, n)
+    # slope = sum(dx * (y - ym)) / sum(dx^2), and sum(dx) = 0 drops ym; plain floats: a run's calls
+    # are few, and numpy's per-operation cost would dominate
+    slope = sum(d * log(c) for d, c in zip(dx, cum, strict=True)) / sxx
     return round(slope, 6) if math.isfinite(slope) else None
+
+
+@lru_cache(maxsize=4096)
+def _centred_log_calls(lo: int, n: int) -> tuple[tuple[float, ...], float]:
+    """log(call number) for calls lo+1 .. n, centred, and their sum of squares (depends on n only)."""
+    xs = [log(k) for k in range(lo + 1, n + 1)]
+    xm = sum(xs) / len(xs)
+    dx = tuple(x - xm for x in xs)
+    return dx, sum(d * d for d in dx)
 
 
 def cache_read_tokens(r: RunRecord) -> int:
