@@ -145,6 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if getattr(args, option):
             check_table_path(Path(getattr(args, option)), f"--{option}")
     cfg = compose(args.policy, overrides)
+    if args.allow_module:
+        cfg["allow_modules"] = list(args.allow_module)
     policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
     rows, frames, ledger = [], [], []
     dataset = (args.dataset, args.split, args.streaming) if args.dataset else None
@@ -515,6 +517,10 @@ SUMMARY_METRIC_COLUMNS = [
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
+    if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
+        from sim.hydra_sweep import main as hydra_main
+
+        return hydra_main(args.items + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
     spec, workers = spec_from_args(args.items, csv=args.csv)
@@ -583,6 +589,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--calls", metavar="OUT", help="also write the per-call table (.csv, .jsonl or .parquet)")
     r.add_argument(
         "--ledger", metavar="OUT", help="also write the information-loss ledger (.csv, .jsonl or .parquet)"
+    )
+    r.add_argument(
+        "--allow-module",
+        action="append",
+        metavar="MODULE",
+        help="let a policy config's _target_ name a Policy subclass from this module of yours (repeatable)",
     )
     r.add_argument(
         "--pricing",
@@ -683,6 +695,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")
     sw.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
+    sw.add_argument(
+        "-m",
+        "--multirun",
+        action="store_true",
+        help="run through Hydra's multirun: one job per grid point on any Hydra launcher "
+        "(hydra/launcher=joblib hydra.launcher.n_jobs=2; ray and submitit with their plugins)",
+    )
     sw.set_defaults(func=cmd_sweep)
     rs = sub.add_parser(
         "results",

@@ -67,17 +67,28 @@ def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
 
 
 def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Policy:
-    """Instantiate the policy of a composed config, by registry only."""
+    """Instantiate the policy of a composed config: a registered policy class, or a Policy subclass from a
+    module the user allow-listed (``--allow-module``, or ``allow_modules`` in the config). A config's
+    ``_target_`` alone never selects code to run."""
     pcfg = dict(cfg.get("policy") or {})
     target = pcfg.pop("_target_", None)
+    allowed = (*allow_modules, *(cfg.get("allow_modules") or ()))
     by_target = {_target_of(c): name for name, c in registered().items()}
     if target not in by_target:
-        if target and any(target.startswith(m + ".") for m in allow_modules):
+        if isinstance(target, str) and any(target == m or target.startswith(m + ".") for m in allowed):
             import importlib
 
             mod, _, attr = target.rpartition(".")
-            cls = getattr(importlib.import_module(mod), attr)
-            return cls(**pcfg)
+            try:
+                cls = getattr(importlib.import_module(mod), attr)
+            except (ImportError, AttributeError) as exc:
+                raise ConfigError(f"policy _target_ {target!r}: cannot import ({exc})") from None
+            if not (isinstance(cls, type) and issubclass(cls, Policy)):
+                raise ConfigError(f"policy _target_ {target!r} is not a sim.policies.base.Policy subclass")
+            try:
+                return cls(**pcfg)
+            except TypeError as exc:
+                raise ConfigError(f"policy {target}: {exc}") from None
         raise ConfigError(
             f"policy _target_ {target!r} is not a registered policy class; registered: "
             + ", ".join(sorted(by_target))

@@ -84,6 +84,8 @@ class SweepSpec:
     chunk_size: int = DEFAULT_CHUNK
     csv: bool = False
     name: str | None = None
+    composed: dict | None = None  # one setting already composed (a Hydra job): used as is, no grid
+    allow_modules: tuple[str, ...] = ()  # modules whose Policy subclasses a policy _target_ may name
 
     @property
     def results_dir(self) -> Path:
@@ -152,7 +154,16 @@ def load_experiment(name: str) -> SweepSpec:
     )
 
 
-SPEC_KEYS = ("scenario", "policy", "results.path", "workers", "experiment", "pricing", "chunk_size")
+SPEC_KEYS = (
+    "scenario",
+    "policy",
+    "results.path",
+    "workers",
+    "experiment",
+    "pricing",
+    "chunk_size",
+    "allow_modules",
+)
 
 
 def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, int]:
@@ -198,6 +209,7 @@ def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, 
         chunk_size=chunk,
         csv=csv or base.csv,
         name=base.name,
+        allow_modules=tuple(m for m in top.get("allow_modules", "").split(",") if m),
     )
     return spec, workers
 
@@ -317,12 +329,19 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
     A bad key or unknown policy is an error for every point, so it stops the sweep before any run."""
     from sim.config import build_policy, compose, model_behaviour, model_window
 
+    if spec.composed is not None:  # a Hydra job: Hydra composed this grid point already
+        policy = build_policy(spec.composed)
+        model_window(spec.composed)
+        model_behaviour(spec.composed)
+        return [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()))]
     grid = expand_grid(list(spec.grid))
     base = compose(spec.policy, [])
     out = []
     for i, ovs in enumerate(grid):
         # the first point always goes through compose: it checks every key against the config
         cfg = (None if i == 0 else _compose_fast(spec.policy, base, ovs)) or compose(spec.policy, ovs)
+        if spec.allow_modules:
+            cfg = {**cfg, "allow_modules": list(spec.allow_modules)}
         try:
             policy = build_policy(cfg)
             model_window(cfg)
@@ -488,7 +507,7 @@ def _init_worker(scenario: str) -> None:
     _traces(scenario)
 
 
-def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True) -> Path:
+def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: bool = True) -> Path:
     """Run every (setting, trace) pair of ``spec`` not already finished under ``spec.results_dir``;
     returns the path of the merged ``results.parquet``. Interrupt it at any moment and run it again
     with the same spec: finished chunks are kept, the rest is redone."""
@@ -522,6 +541,8 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True) -> Path:
             f"interrupted: {prog.done} of {total} runs saved in {parts_dir}; rerun the same command to resume"
         )
         raise
+    if not merge:  # a Hydra job: the multirun's end merges every job's parts (merge_parts)
+        return parts_dir
     done = _read_parts(parts_dir)
     missing = unique - set(done)
     if missing:
@@ -555,3 +576,19 @@ def _run_parallel(todo: list[Chunk], workers: int, scenario: str, save) -> None:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
     pool.shutdown(wait=True)
+
+
+def merge_parts(results_dir: Path, csv: bool = False) -> Path:
+    """Every finished run under ``results_dir/parts`` into ``results.parquet`` (sorted by run key): how a
+    Hydra multirun, whose jobs each write their own parts, ends."""
+    done = _read_parts(Path(results_dir) / PARTS)
+    if not done:
+        raise ConfigError(f"sweep: no finished runs under {Path(results_dir) / PARTS}")
+    rows = [done[k] for k in sorted(done)]
+    results = Path(results_dir) / RESULTS
+    _write_table(rows, results)
+    if csv:
+        from sim.tables import write_rows
+
+        write_rows(rows, Path(results_dir) / "results.csv")
+    return results

@@ -77,3 +77,24 @@ def test_models_of_the_shared_traces_have_windows():
     assert resolve_window("gpt-4o-mini-2024-07-18") == 128000
     assert resolve_window("claude-3-5-sonnet-20241022") == 200000
     assert resolve_window("synthetic") is None and resolve_window(None) is None
+
+
+def test_allow_listed_user_policy(tmp_path, monkeypatch):
+    (tmp_path / "userpol.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from sim.policies.base import Policy\n"
+        "@dataclass(frozen=True)\n"
+        "class Keep(Policy):\n"
+        "    k: int = 1\n"
+        "    name = 'user_keep'\n"
+        "def not_a_policy(**kw):\n"
+        "    return None\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = {"policy": {"_target_": "userpol.Keep", "k": 3}}
+    with pytest.raises(ConfigError, match="'userpol.Keep' is not a registered policy class"):
+        build_policy(cfg)
+    assert build_policy(cfg, allow_modules=("userpol",)).params() == {"k": 3}
+    assert build_policy({**cfg, "allow_modules": ["userpol"]}).name == "user_keep"
+    with pytest.raises(ConfigError, match="is not a sim.policies.base.Policy subclass"):
+        build_policy({"policy": {"_target_": "userpol.not_a_policy"}}, allow_modules=("userpol",))

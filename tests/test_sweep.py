@@ -235,3 +235,19 @@ def test_fast_compose_equals_hydra_compose():
         assert _compose_fast("seed_engine", base, ovs) == compose("seed_engine", ovs)
     assert _compose_fast("seed_engine", base, ["policy.no_such_knob=1"]) is None
     assert _compose_fast("seed_engine", base, ["+policy.extra=1"]) is None
+
+
+def test_hydra_multirun_equals_in_process_sweep(tmp_path):
+    """`ctxsim sweep -m` (Hydra basic launcher, one job per grid point) gives the in-process results."""
+    import pandas as pd
+
+    from sim.cli import main
+    from sim.paths import EMBEDDED_SUITE
+
+    scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
+    words = ["policy=observation_masking", "policy.n=1,3", f"scenario={scenario}", "pricing=gpt-4o"]
+    assert main(["sweep", "-m", *words, f"results.path={tmp_path / 'hydra'}"]) == 0
+    assert main(["sweep", *words, f"results.path={tmp_path / 'pool'}"]) == 0
+    a = pd.read_parquet(tmp_path / "hydra" / "results.parquet")
+    b = pd.read_parquet(tmp_path / "pool" / "results.parquet")
+    assert len(a) == 6 and a.equals(b)
