@@ -502,6 +502,94 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------------ size
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values or any(v < 1 for v in values):
+        raise ConfigError(f"{option} {text!r}: expected integers >= 1")
+    return values
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    """Recommend context_token_limit and keep_recent_tokens from the user's traces."""
+    import json
+
+    from sim.importers import load_paths
+    from sim.models import resolve_window
+    from sim.policies.base import knobs, policy_class
+    from sim.pricing import price_named
+    from sim.size import DEFAULT_KEEPS, DEFAULT_LIMITS, evaluate, recommend
+
+    cls = policy_class(args.policy)
+    names = {f.name for f in knobs(cls)}
+    if not {"context_token_limit", "keep_recent_tokens"} <= names:
+        raise ConfigError(
+            f"size: policy '{args.policy}' has no context_token_limit / keep_recent_tokens knobs"
+        )
+    if not 0 < args.target_completion <= 1:
+        raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
+    pricing = args.model or "auto"
+    if args.model:
+        price_named(args.model)
+    window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
+    limits = _int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
+    keeps = _int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
+    if isinstance(window, int):
+        limits = [v for v in limits if v <= window] or [window]
+    if args.dataset:
+        from sim.traceio import load_dataset_traces
+
+        traces = list(load_dataset_traces(args.dataset, args.split))
+    elif args.paths:
+        traces = list(load_paths(args.paths))
+    else:
+        raise ConfigError("size: give trace PATHs or --dataset")
+    if not traces:
+        raise ConfigError("size: no traces")
+    results = evaluate(
+        traces,
+        args.policy,
+        limits,
+        keeps,
+        window,
+        pricing,
+        lambda i, n: _progress(i, n, "sizing settings"),
+        args.on_missing,
+    )
+    rec = recommend(results, args.target_completion, args.policy)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(rec) + "\n")
+        return 0
+    rows = [
+        {
+            "context_token_limit": r.context_token_limit,
+            "keep_recent_tokens": r.keep_recent_tokens,
+            "mean_cost_usd": round(r.mean_cost_usd, 4),
+            "completion": round(r.completion, 3),
+            "overflow_runs": r.overflow_runs,
+        }
+        for r in results
+    ]
+    print(format_table(rows, list(rows[0])))
+    print(
+        f"\n{len(traces)} traces, {len(results)} settings of {args.policy}; target completion "
+        f"{args.target_completion:.0%}.\n{rec['advice']}"
+    )
+    if rec.get("runners_up"):
+        print(
+            "runners-up: "
+            + "; ".join(
+                f"{r['context_token_limit']}/{r['keep_recent_tokens']} ${r['mean_cost_usd']:.4f} "
+                f"({r['completion']:.0%})"
+                for r in rec["runners_up"]
+            )
+        )
+    return 0
+
+
 # ----------------------------------------------------------------------------------------------- sweep
 SUMMARY_METRIC_COLUMNS = [
     "runs",
@@ -683,6 +771,33 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--policy", action="append", help="only this policy (repeatable); default all registered")
     b.add_argument("--corpus", action="append", choices=("shared", "embedded"), help="only this corpus")
     b.set_defaults(func=cmd_bench)
+    sz = sub.add_parser(
+        "size",
+        help="recommend context_token_limit and keep_recent_tokens from your traces",
+        description="Replay the traces under a grid of context_token_limit x keep_recent_tokens and "
+        "recommend the cheapest setting whose answers complete in at least the target share of runs "
+        "without a context overflow, with bootstrap 95% intervals over traces, the runners-up and one "
+        "sentence of advice.",
+    )
+    sz.add_argument("paths", nargs="*", metavar="PATH")
+    sz.add_argument(
+        "--dataset", metavar="NAME_OR_PATH", help="canonical traces through Hugging Face datasets"
+    )
+    sz.add_argument("--split", default="train")
+    sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
+    sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
+    sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
+    sz.add_argument("--target-completion", type=float, default=0.95, help="default 0.95")
+    sz.add_argument("--limits", help="context_token_limit values, comma-separated")
+    sz.add_argument("--keeps", help="keep_recent_tokens values, comma-separated")
+    sz.add_argument(
+        "--on-missing",
+        choices=("refetch", "fail", "degrade"),
+        default="refetch",
+        help="what the agent does when a needed fact is gone (default refetch: re-read, at a cost)",
+    )
+    sz.add_argument("--format", choices=("table", "json"), default="table")
+    sz.set_defaults(func=cmd_size)
     sw = sub.add_parser(
         "sweep",
         help="replay a scenario under every setting of a grid; resumable, parallel",
