@@ -305,64 +305,68 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------------------------ demo
-DEMO_POLICIES = (
-    ("raw", []),
-    ("tool_result_head_tail", []),
-    ("observation_masking", ["policy.n=10"]),
-    ("seed_engine", ["policy.context_token_limit=32000", "policy.keep_recent_tokens=8000"]),
+DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` (the README's main job)
+    ("raw", ()),
+    ("observation_masking", ("policy.n=1,3,10",)),
+    (
+        "seed_engine",
+        (
+            "policy.context_token_limit=16000,24000,32000,48000,64000",
+            "policy.keep_recent_tokens=2000,4000,8000,16000",
+        ),
+    ),
 )
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """The README's main job until sweeps exist: the built-in policies over a suite, one comparison."""
-    import statistics
+    """The README's main job: size the seed engine on the embedded suite, compare it with full history and
+    observation masking, and write the comparison report."""
+    import shutil
 
-    from sim import __version__
-    from sim.config import build_policy, compose
     from sim.paths import EMBEDDED_SUITE
-    from sim.tables import result_row, write_frames, write_rows
+    from sim.results import summary, varying_columns
+    from sim.size import recommend, settings_from_results
+    from sim.sweep import SweepSpec, run_sweep
 
-    paths = args.paths or [str(EMBEDDED_SUITE)]
     out = Path(args.out)
-    rows, frames, summary = [], [], []
-    for name, overrides in DEMO_POLICIES:
-        policy = build_policy(compose(name, overrides))
-        prow = []
-        for _t, rec in iter_runs(paths, policy, "auto", args.pricing):
-            prow.append(result_row(rec, __version__))
-            frames.append(rec.calls_frame())
-        rows.extend(prow)
-        calls = sum(r["calls"] for r in prow)
-        ci = sum(r["cumulative_input_tokens"] for r in prow)
-        ge = [r["growth_exponent"] for r in prow if r["growth_exponent"] is not None]
-        summary.append(
-            {
-                "policy": " ".join([name, *(o.split(".", 1)[1] for o in overrides)]),
-                "runs": len(prow),
-                "calls": calls,
-                "cumulative_input_tokens": ci,
-                "vs_raw": None,
-                "mean_input_per_call": round(ci / calls) if calls else 0,
-                "peak_context_tokens": max((r["peak_context_tokens"] for r in prow), default=0),
-                "median_growth_exponent": round(statistics.median(ge), 3) if ge else None,
-                "compactions_per_run": round(sum(r["compactions"] for r in prow) / max(len(prow), 1), 2),
-                "summary_calls": sum(r["summary_calls"] for r in prow),
-                "cache_hit_rate": round(sum(r["cache_read_tokens"] for r in prow) / max(ci, 1), 4),
-                "cost_usd": (
-                    None
-                    if any(r["cost_microusd"] is None for r in prow)
-                    else round(sum(r["cost_microusd"] for r in prow) / 1e6, 2)
-                ),
-            }
+    scenario = args.paths[0] if args.paths else str(EMBEDDED_SUITE)
+    sweeps = out / "sweeps"
+    shutil.rmtree(sweeps, ignore_errors=True)  # a fresh study each time: results follow the code
+    paths = []
+    for policy, grid in DEMO_STUDY:
+        spec = SweepSpec(
+            policy=policy,
+            grid=grid,
+            scenario=scenario,
+            pricing=args.pricing,
+            results=str(sweeps / policy),
+            csv=True,
         )
-    base = summary[0]["cumulative_input_tokens"]
-    for s in summary:
-        s["vs_raw"] = round(s["cumulative_input_tokens"] / base, 4) if base else None
-    write_rows(rows, out / "runs.csv")
-    write_rows(rows, out / "runs.jsonl")
-    write_frames(frames, out / "calls.parquet")
-    print(format_table(summary, list(summary[0])))
-    print(f"\nper-run results: {out / 'runs.csv'} (and runs.jsonl); per-call table: {out / 'calls.parquet'}")
+        paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
+    rec = recommend(settings_from_results(paths[-1]), 0.95, "seed_engine")
+    best = rec.get("recommended") or {}
+    shown = []
+    for path in paths:
+        rows = summary(path)
+        knobs = [c for c in varying_columns(rows) if c.startswith("policy.")]
+        for r in rows:
+            if r["policy"] == "seed_engine" and any(r[f"policy.{k}"] != v for k, v in best.items()):
+                continue  # of the sized grid, show the recommended setting
+            label = " ".join([r["policy"], *(f"{k.split('.', 1)[1]}={r[k]}" for k in knobs)])
+            shown.append({"setting": label, **{k: v for k, v in r.items() if not k.startswith("policy")}})
+    print(format_table(shown, list(shown[0])))
+    print(
+        f"\nsized over {len(settings_from_results(paths[-1]))} seed-engine settings x the embedded suite "
+        f"(priced as {args.pricing}):\n{rec['advice']}"
+    )
+    try:
+        from sim.report import make_report
+    except ImportError:
+        make_report = None
+    if make_report is not None:
+        md, html = make_report(paths, out)
+        print(f"report: {md} and {html}")
+    print(f"results: {', '.join(str(p) for p in paths)}")
     return 0
 
 
@@ -631,6 +635,18 @@ def cmd_results(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------------------- report
+def cmd_report(args: argparse.Namespace) -> int:
+    from sim.report import make_report
+    from sim.results import results_file
+
+    paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
+    md, page = make_report(paths, Path(args.output), trace_id=args.trace)
+    print(md)
+    print(page)
+    return 0
+
+
 # ------------------------------------------------------------------------------------------------ main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -727,8 +743,11 @@ def build_parser() -> argparse.ArgumentParser:
         "observation_masking n=10 and seed_engine (context_token_limit 32000, keep_recent_tokens 8000); "
         "print a comparison and write per-run and per-call tables.",
     )
-    d.add_argument("paths", nargs="*", metavar="PATH")
+    d.add_argument(
+        "paths", nargs="*", metavar="PATH", help="a trace file or folder instead of the embedded suite"
+    )
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
+    d.add_argument("--workers", type=int, default=2, help="processes for the sweeps (default 2)")
     d.add_argument(
         "--pricing",
         default="claude-sonnet-4-5",
@@ -828,6 +847,24 @@ def build_parser() -> argparse.ArgumentParser:
     rs.add_argument("path", metavar="PATH")
     rs.add_argument("--format", choices=("table", "json"), default="table")
     rs.set_defaults(func=cmd_results)
+    rp = sub.add_parser(
+        "report",
+        help="write a Markdown and a self-contained HTML report of sweep results, with figures",
+        description="Write DIR/report.md, DIR/report.html (figures embedded, no external assets) and "
+        "DIR/figures/*.png from one or more sweeps' results.parquet (the file or its folder): per-setting "
+        "table, cost vs completion with the Pareto frontier, heatmaps over a 2-D grid, cumulative input "
+        "tokens by call for one trace under raw and the cheapest settings, and the view's composition "
+        "under the recommended setting. With two RESULTS, the second (candidate) is compared with the "
+        "first (baseline).",
+        epilog="example: ctxsim report outputs/sweeps/raw outputs/sweeps/seed_engine -o reports/seed",
+    )
+    rp.add_argument("paths", nargs="+", metavar="RESULTS")
+    rp.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
+    rp.add_argument("--trace", metavar="ID", help="trace of the per-call figures (default: most calls)")
+    rp.set_defaults(func=cmd_report)
+    from sim.gate import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
+
+    add_gate_parser(sub)
     return p
 
 

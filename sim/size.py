@@ -144,3 +144,27 @@ def recommend(results: list[SettingResult], target: float, policy_name: str) -> 
         "eligible_settings": len(eligible),
         "traces": int(len(best.cost)),
     }
+
+
+def settings_from_results(path) -> list[SettingResult]:
+    """The per-setting arrays of a sweep's results.parquet over the two knobs (rows in trace order)."""
+    import pandas as pd
+
+    df = pd.read_parquet(path)
+    keys = ["policy.context_token_limit", "policy.keep_recent_tokens"]
+    if not set(keys) <= set(df.columns):
+        raise ConfigError(f"{path}: not a sweep over context_token_limit and keep_recent_tokens")
+    if df["cost_microusd"].isna().any():
+        raise ConfigError(f"{path}: some runs have no cost (unpriced model); sweep with pricing=MODEL")
+    out = []
+    for (lim, keep), g in df.sort_values(["trace_hash", "trace_id"]).groupby(keys, sort=True):
+        out.append(
+            SettingResult(
+                int(lim),
+                int(keep),
+                g["cost_microusd"].to_numpy(dtype=np.float64),
+                g["answer_completed"].to_numpy(dtype=bool),
+                int((g["finish_reason"] == "context-overflow").sum()),
+            )
+        )
+    return out

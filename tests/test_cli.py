@@ -277,3 +277,15 @@ def test_on_missing_override(capsys, tmp_path):
     assert json.loads(out)["refetch_calls"] == 1
     code, _, err = run(capsys, *args, "model.on_missing=guess")
     assert code == 2 and "model.on_missing='guess' is not one of refetch, fail, degrade" in err
+
+
+def test_demo_sizes_compares_and_reports(capsys, tmp_path):
+    """The README's main job on a small scenario: sweeps, a recommendation, a report."""
+    from sim.paths import EMBEDDED_SUITE
+
+    out = tmp_path / "latest"
+    code, text, _ = run(capsys, "demo", EMBEDDED_SUITE / "closed_loop.jsonl", "--out", out, "--workers", "1")
+    assert code == 0
+    assert "Ship context_token_limit=" in text and "observation_masking n=1" in text
+    assert (out / "report.html").is_file() and (out / "report.md").is_file()
+    assert (out / "sweeps" / "seed_engine" / "results.parquet").is_file()

@@ -1,0 +1,863 @@
+"""``ctxsim report``: sweep results (``results.parquet``, one or more) as Markdown and self-contained HTML.
+
+The report is built once as a list of blocks (headings, paragraphs, tables, figures) and rendered twice:
+``report.md`` links the PNGs in ``figures/``; ``report.html`` embeds them as base64 data URIs, so it is one
+file with no external assets. Nothing in it depends on the clock or the machine: the same inputs give
+byte-identical Markdown (and, with matplotlib's Agg backend at a fixed DPI and no Software metadata,
+identical PNGs).
+
+Figures: cost vs completion per setting with its Pareto frontier; heatmaps of cost and completion over a
+2-D grid of one policy; cumulative input tokens by call for one trace under ``raw`` and the cheapest
+settings (replayed); the view's composition by item state under the recommended setting (replayed).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sim.errors import ConfigError
+
+DPI = 110
+MAX_CURVES = 6
+STATE_COLOURS = {  # ItemState code -> (name, colour); DROPPED holds no tokens
+    0: ("verbatim", "#4C72B0"),
+    1: ("bounded", "#DD8452"),
+    2: ("masked", "#C44E52"),
+    4: ("summarized", "#8172B3"),
+    5: ("spilled", "#55A868"),
+}
+COMPARE_METRICS = (  # (label, column or special, formatter kind)
+    ("mean cost per run (USD)", "cost_usd", "usd"),
+    ("mean cumulative input tokens", "cumulative_input_tokens", "int"),
+    ("cache hit rate (Σ reads ÷ Σ input)", "cache_hit_rate", "pct"),
+    ("compactions per run", "compactions", "float"),
+    ("facts lost per run", "facts_lost", "float"),
+    ("answer completion (share of runs)", "answer_completed", "pct"),
+)
+
+
+# ----------------------------------------------------------------------------------------------- blocks
+@dataclass
+class _Doc:
+    blocks: list[tuple] = field(default_factory=list)
+    figures: list[tuple[str, bytes]] = field(default_factory=list)  # (file name, PNG bytes)
+
+    def h(self, level: int, text: str) -> None:
+        self.blocks.append(("h", level, text))
+
+    def p(self, text: str) -> None:
+        self.blocks.append(("p", text))
+
+    def table(self, columns: list[str], rows: list[list[str]], right: list[bool]) -> None:
+        self.blocks.append(("table", columns, rows, right))
+
+    def figure(self, name: str, png: bytes, alt: str, caption: str) -> None:
+        self.figures.append((name, png))
+        self.blocks.append(("fig", name, alt, caption))
+
+
+def _md_cell(s: str) -> str:
+    return s.replace("|", "\\|")
+
+
+def _render_md(doc: _Doc) -> str:
+    out: list[str] = []
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append("#" * b[1] + " " + b[2])
+        elif b[0] == "p":
+            out.append(b[1])
+        elif b[0] == "table":
+            _, cols, rows, right = b
+            out.append("| " + " | ".join(_md_cell(c) for c in cols) + " |")
+            out.append("|" + "|".join("---:" if r else "---" for r in right) + "|")
+            out.extend("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)
+        elif b[0] == "fig":
+            _, name, alt, caption = b
+            out.append(f"![{alt}](figures/{name})\n\n*{caption}*")
+        out.append("")
+    return "\n".join(out)
+
+
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+
+
+def _inline(text: str) -> str:
+    s = html.escape(text)
+    s = _CODE.sub(r"<code>\1</code>", s)
+    return _BOLD.sub(r"<strong>\1</strong>", s)
+
+
+_CSS = (
+    "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;max-width:1100px;margin:2em auto;"
+    "padding:0 1em;color:#222;line-height:1.45}table{border-collapse:collapse;margin:1em 0;font-size:.9em}"
+    "th,td{border:1px solid #ccc;padding:.25em .6em}th{background:#f2f2f2}td.r{text-align:right}"
+    "figure{margin:1.5em 0}img{max-width:100%;height:auto}figcaption{font-style:italic;color:#444}"
+    "code{background:#f4f4f4;padding:0 .2em}"
+)
+
+
+def _render_html(doc: _Doc, title: str) -> str:
+    pngs = dict(doc.figures)
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+    ]
+    for b in doc.blocks:
+        if b[0] == "h":
+            out.append(f"<h{b[1]}>{_inline(b[2])}</h{b[1]}>")
+        elif b[0] == "p":
+            out.append(f"<p>{_inline(b[1])}</p>")
+        elif b[0] == "table":
+            _, cols, rows, right = b
+            out.append(
+                "<table><thead><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in cols) + "</tr></thead>"
+            )
+            out.append("<tbody>")
+            for row in rows:
+                cells = "".join(
+                    f'<td class="r">{_inline(c)}</td>' if r else f"<td>{_inline(c)}</td>"
+                    for c, r in zip(row, right, strict=True)
+                )
+                out.append(f"<tr>{cells}</tr>")
+            out.append("</tbody></table>")
+        elif b[0] == "fig":
+            _, name, alt, caption = b
+            data = base64.b64encode(pngs[name]).decode("ascii")
+            out.append(
+                f'<figure><img src="data:image/png;base64,{data}" alt="{html.escape(alt)}">'
+                f"<figcaption>{_inline(caption)}</figcaption></figure>"
+            )
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------- formats
+def _usd(v: float | None) -> str:
+    return "-" if v is None else f"${v:,.4f}"
+
+
+def _int(v: float | None) -> str:
+    return "-" if v is None else f"{round(v):,}"
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.1f}%"
+
+
+def _flt(v: float | None) -> str:
+    return "-" if v is None else f"{v:,.2f}"
+
+
+_FMT = {"usd": _usd, "int": _int, "pct": _pct, "float": _flt}
+
+
+def _change(before: float | None, after: float | None, kind: str = "") -> str:
+    if before is None or after is None:
+        return "-"
+    if kind == "pct":  # shares change in percentage points
+        return f"{100 * (after - before):+.1f} pp"
+    if before == 0:
+        return "0.0%" if after == 0 else "n/a (baseline 0)"
+    return f"{100 * (after - before) / abs(before):+.1f}%"
+
+
+def _n(k: int, noun: str) -> str:
+    return f"{k} {noun}" + ("" if k == 1 else "s")
+
+
+# ---------------------------------------------------------------------------------------------- loading
+@dataclass
+class _Setting:
+    sid: str  # S1, S2, ... in table order
+    source: int  # index of the results file
+    policy: str
+    overrides: str  # the row's `setting` column: the overrides as given to the sweep
+    label: str  # what figures and tables show
+    summary: dict[str, Any]
+    knobs: dict[str, Any]  # policy.<knob> -> value
+    frame: Any  # this setting's rows (pandas DataFrame)
+
+
+def _key(values) -> tuple:
+    from sim.results import _py
+
+    return tuple(repr(_py(v)) for v in values)
+
+
+def _load(paths: list[Path]) -> tuple[list[Any], list[_Setting]]:
+    """Each results file's frame, and every setting (per file, in ``summary`` order) with its rows."""
+    import pandas as pd
+
+    from sim.results import results_file, setting_columns, summary
+
+    frames, settings = [], []
+    for i, path in enumerate(paths):
+        f = results_file(path)
+        df = pd.read_parquet(f, dtype_backend="numpy_nullable")
+        if df.empty:
+            raise ConfigError(f"report: {f} holds no runs")
+        frames.append(df)
+        keys = setting_columns(df.columns)
+        groups = {_key(v if isinstance(v, tuple) else (v,)): g for v, g in df.groupby(keys, dropna=False)}
+        for row in summary(f):
+            g = groups[_key([row[k] for k in keys])]
+            ovs = sorted({str(s) for s in g["setting"].dropna()}) if "setting" in g else []
+            overrides = ovs[0] if len(ovs) == 1 else " / ".join(ovs)
+            shown = " ".join(o.removeprefix("policy.") for o in overrides.split()) or "(defaults)"
+            label = f"{row['policy']} {shown}"
+            if len(paths) > 1:
+                label = f"[{i + 1}] {label}"
+            knobs = {k: row[k] for k in keys[1:] if row.get(k) is not None}
+            settings.append(
+                _Setting("", i, str(row["policy"]), overrides, label, row, knobs, g.reset_index(drop=True))
+            )
+    for n, s in enumerate(settings, 1):
+        s.sid = f"S{n}"
+    return frames, settings
+
+
+def _pareto(settings: list[_Setting]) -> set[str]:
+    """Settings no other setting beats on both mean cost (lower) and completion (higher)."""
+    pts = [(s.sid, s.summary["mean_cost_usd"], s.summary["answer_completed"]) for s in settings]
+    pts = [p for p in pts if p[1] is not None]
+    front = set()
+    for sid, c, a in pts:
+        if not any((c2 <= c and a2 >= a) and (c2 < c or a2 > a) for _, c2, a2 in pts):
+            front.add(sid)
+    return front
+
+
+def _recommended(settings: list[_Setting]) -> _Setting:
+    """The best completion, then the lowest mean cost (or cumulative input when unpriced), then order."""
+
+    def rank(s: _Setting):
+        cost = s.summary["mean_cost_usd"]
+        return (
+            -s.summary["answer_completed"],
+            cost if cost is not None else math.inf,
+            s.summary["cumulative_input_tokens"] / max(1, s.summary["runs"]),
+            int(s.sid[1:]),
+        )
+
+    return min(settings, key=rank)
+
+
+def _cheapest(settings: list[_Setting], n: int) -> list[_Setting]:
+    def rank(s: _Setting):
+        cost = s.summary["mean_cost_usd"]
+        return (
+            cost if cost is not None else math.inf,
+            s.summary["cumulative_input_tokens"] / max(1, s.summary["runs"]),
+            int(s.sid[1:]),
+        )
+
+    return sorted(settings, key=rank)[:n]
+
+
+# -------------------------------------------------------------------------------------------- matplotlib
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    import io
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None}, bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+_RC = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "legend.fontsize": 8.5,
+    "svg.hashsalt": "0",
+}
+
+
+def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
+    import matplotlib as mpl
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    plt = _plt()
+    priced = [s for s in settings if s.summary["mean_cost_usd"] is not None]
+    with mpl.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(8, 5))
+        policies = sorted({s.policy for s in priced})
+        cmap = plt.get_cmap("tab10")
+        for j, pol in enumerate(policies):
+            pts = [s for s in priced if s.policy == pol]
+            ax.scatter(
+                [s.summary["mean_cost_usd"] for s in pts],
+                [s.summary["answer_completed"] for s in pts],
+                s=46,
+                color=cmap(j % 10),
+                label=pol,
+                zorder=3,
+                edgecolor="white",
+                linewidth=0.6,
+            )
+        # points closer than 2% of the cost range (same completion) share one label: "S1, S2"
+        span = max(s.summary["mean_cost_usd"] for s in priced) - min(
+            s.summary["mean_cost_usd"] for s in priced
+        )
+        clusters: list[list[_Setting]] = []
+        for s in sorted(priced, key=lambda s: (s.summary["answer_completed"], s.summary["mean_cost_usd"])):
+            last = clusters[-1][-1] if clusters else None
+            if (
+                last is not None
+                and abs(last.summary["answer_completed"] - s.summary["answer_completed"]) < 0.02
+                and s.summary["mean_cost_usd"] - last.summary["mean_cost_usd"] <= 0.02 * span
+            ):
+                clusters[-1].append(s)
+            else:
+                clusters.append([s])
+        for n, group in enumerate(clusters):
+            # labels of neighbours at the same completion alternate above and below their points
+            prev = clusters[n - 1][0] if n else None
+            alt = (
+                prev is not None
+                and abs(prev.summary["answer_completed"] - group[0].summary["answer_completed"]) < 0.02
+            )
+            ax.annotate(
+                ", ".join(g.sid for g in sorted(group, key=lambda g: int(g.sid[1:]))),
+                (group[0].summary["mean_cost_usd"], group[0].summary["answer_completed"]),
+                textcoords="offset points",
+                xytext=(4, -13 if alt and n % 2 else 6),
+                fontsize=8.5,
+            )
+        fr = sorted(
+            (s for s in priced if s.sid in front),
+            key=lambda s: (s.summary["mean_cost_usd"], s.summary["answer_completed"]),
+        )
+        if fr:
+            xs = [s.summary["mean_cost_usd"] for s in fr]
+            ys = [s.summary["answer_completed"] for s in fr]
+            ax.step(
+                xs,
+                ys,
+                where="post",
+                color="black",
+                linestyle="--",
+                linewidth=1.2,
+                zorder=2,
+                label="Pareto frontier",
+            )
+            ax.scatter(xs, ys, s=140, facecolor="none", edgecolor="black", linewidth=1.2, zorder=4)
+            ax.annotate(
+                "Pareto frontier",
+                (xs[0], ys[0]),
+                textcoords="offset points",
+                xytext=(0, -30),
+                ha="center",
+                fontsize=8.5,
+                fontstyle="italic",
+                arrowprops={"arrowstyle": "-", "color": "black", "linewidth": 0.6},
+            )
+        ax.set_xlabel("mean cost per run (USD)")
+        ax.set_ylabel("answer completion (share of runs)")
+        ax.set_title("Cost vs answer completion per policy setting")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"${x:,.3f}"))
+        ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_ylim(-0.05, 1.08)
+        lo = min(s.summary["mean_cost_usd"] for s in priced)
+        hi = max(s.summary["mean_cost_usd"] for s in priced)
+        pad = (hi - lo) * 0.08 or max(hi * 0.05, 1e-4)
+        ax.set_xlim(max(0.0, lo - pad), hi + pad * 1.6)
+        ax.grid(True, alpha=0.3)
+        ax.legend(loc="lower right", title="policy")
+        return _png(fig)
+
+
+def _grid_candidate(settings: list[_Setting]) -> tuple[list[_Setting], str, str] | None:
+    """The first (file, policy) group whose settings vary in exactly two knobs."""
+    seen: list[tuple[int, str]] = []
+    for s in settings:
+        if (s.source, s.policy) not in seen:
+            seen.append((s.source, s.policy))
+    for src, pol in seen:
+        group = [s for s in settings if s.source == src and s.policy == pol]
+        if len(group) < 2:
+            continue
+        keys = sorted(
+            {k for s in group for k in s.knobs},
+            key=lambda k: list(group[0].summary).index(k) if k in group[0].summary else 0,
+        )
+        varying = [k for k in keys if len({repr(s.knobs.get(k)) for s in group}) > 1]
+        if len(varying) == 2:
+            return group, varying[0], varying[1]
+    return None
+
+
+def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
+    import matplotlib as mpl
+    import numpy as np
+
+    from sim.results import _sort_key
+
+    plt = _plt()
+    xs = sorted({s.knobs.get(kx) for s in group}, key=_sort_key)
+    ys = sorted({s.knobs.get(ky) for s in group}, key=_sort_key)
+    cost = np.full((len(ys), len(xs)), np.nan)
+    done = np.full((len(ys), len(xs)), np.nan)
+    for s in group:
+        i, j = ys.index(s.knobs.get(ky)), xs.index(s.knobs.get(kx))
+        if s.summary["mean_cost_usd"] is not None:
+            cost[i, j] = s.summary["mean_cost_usd"]
+        done[i, j] = s.summary["answer_completed"]
+    with mpl.rc_context(_RC):
+        fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+        panels = (
+            (axes[0], cost, "viridis", None, None, "mean cost per run (USD)", lambda v: f"${v:.4f}"),
+            (
+                axes[1],
+                done,
+                "RdYlGn",
+                0.0,
+                1.0,
+                "answer completion (share of runs)",
+                lambda v: f"{100 * v:.0f}%",
+            ),
+        )
+        for ax, m, cmap, vmin, vmax, title, fmt in panels:
+            masked = np.ma.masked_invalid(m)
+            im = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
+            ax.set_xticks(range(len(xs)), [str(v) for v in xs])
+            ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+            ax.set_xlabel(kx.removeprefix("policy.") + " (tokens)" * ("token" in kx))
+            ax.set_ylabel(ky.removeprefix("policy.") + " (tokens)" * ("token" in ky))
+            ax.set_title(title)
+            cb = fig.colorbar(im, ax=ax, shrink=0.85)
+            cb.set_label(title)
+            lo, hi = (vmin, vmax) if vmin is not None else (np.nanmin(m), np.nanmax(m))
+            for i in range(len(ys)):
+                for j in range(len(xs)):
+                    v = m[i, j]
+                    if np.isnan(v):
+                        ax.text(j, i, "n/a", ha="center", va="center", fontsize=9, color="grey")
+                        continue
+                    frac = 0.5 if hi == lo else (v - lo) / (hi - lo)
+                    dark = frac < 0.55 if cmap == "viridis" else (frac < 0.2 or frac > 0.85)
+                    ax.text(
+                        j, i, fmt(v), ha="center", va="center", fontsize=9, color="white" if dark else "black"
+                    )
+        fig.suptitle(f"{group[0].policy}: mean cost and completion over the grid")
+        fig.tight_layout()
+        return _png(fig)
+
+
+def _fig_cumulative(curves: list[tuple[str, Any]], trace_id: str) -> bytes:
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _plt()
+    with mpl.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9, 5.2))
+        for j, (label, tokens) in enumerate(curves):
+            cum = np.cumsum(np.asarray(tokens, dtype=np.float64))
+            raw = label == "raw"
+            ax.plot(
+                np.arange(1, len(cum) + 1),
+                cum / 1e6,
+                label=f"{label} (total {cum[-1] / 1e6:,.2f}M)" if len(cum) else label,
+                color="black" if raw else plt.get_cmap("tab10")(j % 10),
+                linewidth=2.4 if raw else 1.6,
+                linestyle="--" if raw else "-",
+            )
+        ax.set_xlabel("model call number (agent, summary and other calls, in order)")
+        ax.set_ylabel("cumulative input tokens (millions of tokens)")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.2f}M"))
+        ax.set_title(f"Cumulative input tokens by call: trace {trace_id}")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(left=0)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left")
+        return _png(fig)
+
+
+def _fig_composition(calls: list[int], by_state: dict[int, list[int]], label: str, trace_id: str) -> bytes:
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _plt()
+    with mpl.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9, 5.2))
+        codes = [c for c in STATE_COLOURS if any(by_state[c])]
+        ax.stackplot(
+            np.asarray(calls) + 1,
+            *[np.asarray(by_state[c]) / 1e3 for c in codes],
+            labels=[STATE_COLOURS[c][0] for c in codes],
+            colors=[STATE_COLOURS[c][1] for c in codes],
+            alpha=0.9,
+            linewidth=0,
+        )
+        ax.set_xlabel("agent call number (recorded call)")
+        ax.set_ylabel("tokens in view (thousands)")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
+        ax.set_title(f"View composition by item state: trace {trace_id}\nunder {label}")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
+        ax.set_ylim(bottom=0)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], labels[::-1], loc="upper left", title="item state")
+        return _png(fig)
+
+
+# ------------------------------------------------------------------------------------------------ replay
+def _pricing(value: Any) -> str | None:
+    return None if value in (None, "none", "null") else str(value)
+
+
+def _find_trace(frames: list[Any], trace_id: str):
+    from sim.sweep import _traces
+    from sim.traceio import trace_hash
+
+    for df in frames:
+        rows = df[df["trace_id"] == trace_id]
+        for scenario, h in sorted({(str(r.scenario), str(r.trace_hash)) for r in rows.itertuples()}):
+            try:
+                traces = _traces(scenario)
+            except ConfigError:
+                continue
+            for t in traces:
+                if t.trace_id == trace_id and trace_hash(t) == h:
+                    return t
+    return None
+
+
+def _replay(trace, policy_name: str, overrides: str, pricing: str | None, observer=None):
+    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.engine import replay
+    from sim.model import ReplayModel
+
+    cfg = compose(policy_name, overrides.split())
+    policy = build_policy(cfg)
+    return replay(
+        trace,
+        policy,
+        ReplayModel(trace, **model_behaviour(cfg)),
+        observer=observer,
+        window=model_window(cfg),
+        pricing=pricing,
+    )
+
+
+def _choose_trace(settings: list[_Setting]) -> str | None:
+    """The trace with the most calls among those every setting ran (ties: the smallest id)."""
+    common = None
+    for s in settings:
+        ids = set(s.frame["trace_id"].astype(str))
+        common = ids if common is None else common & ids
+    if not common:
+        return None
+    calls: dict[str, int] = {}
+    for s in settings:
+        for tid, n in zip(s.frame["trace_id"].astype(str), s.frame["calls"], strict=True):
+            if tid in common:
+                calls[tid] = max(calls.get(tid, 0), int(n))
+    return min(common, key=lambda t: (-calls.get(t, 0), t))
+
+
+# ---------------------------------------------------------------------------------------------- compare
+def _means(df) -> dict[str, float | None]:
+    n = len(df)
+    if n == 0:
+        return {m: None for _, m, _ in COMPARE_METRICS}
+    cost = df["cost_microusd"]
+    ci = float(df["cumulative_input_tokens"].sum())
+    return {
+        "cost_usd": None if cost.isna().any() else float(cost.astype("float64").mean()) / 1e6,
+        "cumulative_input_tokens": ci / n,
+        "cache_hit_rate": float(df["cache_read_tokens"].sum()) / ci if ci else None,
+        "compactions": float(df["compactions"].astype("float64").mean()),
+        "facts_lost": float(df["facts_lost"].astype("float64").mean()),
+        "answer_completed": float(df["answer_completed"].astype("float64").mean()),
+    }
+
+
+def _compare(doc: _Doc, frames: list[Any], settings: list[_Setting], paths: list[Path]) -> None:
+    base_sets = [s for s in settings if s.source == 0]
+    cand_sets = [s for s in settings if s.source == 1]
+    doc.h(2, "Baseline vs candidate")
+    base_hashes = set(frames[0]["trace_hash"].astype(str))
+    cand_hashes = set(frames[1]["trace_hash"].astype(str))
+    common = base_hashes & cand_hashes
+    if common:
+        note = f"Means are over the {len(common)} traces (by content hash) both files ran" + (
+            f"; {len(base_hashes | cand_hashes) - len(common)} traces in only one file are left out."
+            if len(base_hashes | cand_hashes) > len(common)
+            else "."
+        )
+    else:
+        note = "The two files share no trace (by content hash): means are over each file's own runs."
+    doc.p(
+        f"Baseline: `{paths[0]}` ({_n(len(base_sets), 'setting')}); candidate: `{paths[1]}` "
+        f"({_n(len(cand_sets), 'setting')}). Each candidate setting is compared with the baseline "
+        f"setting of the same policy and "
+        f"overrides when there is one, else with the baseline's only setting, else with all baseline runs "
+        f"pooled. {note} Change is (candidate − baseline) ÷ baseline; "
+        f"for shares (cache hit rate, completion) it is the difference in percentage points (pp)."
+    )
+
+    def restrict(df):
+        return df[df["trace_hash"].astype(str).isin(common)] if common else df
+
+    by_label = {(s.policy, s.overrides): s for s in base_sets}
+    for c in cand_sets:
+        b = by_label.get((c.policy, c.overrides))
+        if b is not None:
+            bdf, bname = b.frame, f"{b.sid} {b.label}"
+        elif len(base_sets) == 1:
+            bdf, bname = base_sets[0].frame, f"{base_sets[0].sid} {base_sets[0].label}"
+        else:
+            bdf, bname = frames[0], "all baseline runs"
+        before, after = _means(restrict(bdf)), _means(restrict(c.frame))
+        doc.h(3, f"{c.sid} {c.label} vs {bname}")
+        rows = [
+            [label, _FMT[kind](before[m]), _FMT[kind](after[m]), _change(before[m], after[m], kind)]
+            for label, m, kind in COMPARE_METRICS
+        ]
+        doc.table(["metric", "baseline", "candidate", "change"], rows, [False, True, True, True])
+
+
+# ------------------------------------------------------------------------------------------------ report
+def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None = None) -> tuple[Path, Path]:
+    """Write ``out_dir/report.md``, ``out_dir/report.html`` (self-contained) and ``out_dir/figures/*.png``
+    from one or more sweep results (a ``results.parquet`` or its folder). With two paths the second is
+    compared with the first (baseline vs candidate). ``trace_id`` picks the trace of the per-call figures
+    (default: the trace with the most calls among those every setting ran). Returns (md, html)."""
+    paths = [Path(p) for p in results_paths]
+    if not paths:
+        raise ConfigError("report: give at least one results file or sweep folder")
+    frames, settings = _load(paths)
+    out_dir = Path(out_dir)
+    doc = _Doc()
+    doc.h(1, "ctxsim sweep report")
+    src = "; ".join(
+        f"[{i + 1}] `{p}` ({len(f)} runs)" for i, (p, f) in enumerate(zip(paths, frames, strict=True))
+    )
+    scen = (
+        sorted({str(v) for f in frames for v in f["scenario"].dropna()})
+        if all("scenario" in f for f in frames)
+        else []
+    )
+    pricing = (
+        sorted({str(v) for f in frames for v in f["pricing"].dropna()})
+        if all("pricing" in f for f in frames)
+        else []
+    )
+    doc.p(
+        f"Results: {src}. Scenario: {', '.join(f'`{s}`' for s in scen) or 'unknown'}; priced as "
+        f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
+        f"ids S1–S{len(settings)} as in the table below."
+    )
+    front = _pareto(settings)
+    rec = _recommended(settings)
+    rec_cost = rec.summary["mean_cost_usd"]
+    doc.p(
+        f"**Recommended setting: {rec.sid} {rec.label}**: the highest answer completion "
+        f"({_pct(rec.summary['answer_completed'])}) at the lowest mean cost among those "
+        f"({_usd(rec_cost)} per run, {_int(rec.summary['cumulative_input_tokens'] / rec.summary['runs'])} "
+        f"cumulative input tokens per run)."
+    )
+
+    # ---- table (figure 5)
+    doc.h(2, "Per-setting summary")
+    cols = [
+        "id",
+        "setting",
+        "runs",
+        "mean cost (USD)",
+        "median cost (USD)",
+        "cumulative input tokens",
+        "cache hit rate",
+        "compactions / run",
+        "facts lost (total)",
+        "completion",
+        "Pareto",
+    ]
+    rows = []
+    for s in settings:
+        r = s.summary
+        rows.append(
+            [
+                s.sid,
+                s.label,
+                str(r["runs"]),
+                _usd(r["mean_cost_usd"]),
+                _usd(r["median_cost_usd"]),
+                _int(r["cumulative_input_tokens"]),
+                _pct(r["cache_hit_rate"]),
+                _flt(r["compactions"]),
+                _int(r["facts_lost"]),
+                _pct(r["answer_completed"]),
+                "yes" if s.sid in front else "",
+            ]
+        )
+    doc.table(cols, rows, [False, False, True, True, True, True, True, True, True, True, False])
+    doc.p(
+        "Cumulative input tokens and facts lost are sums over the setting's runs; the cache hit rate is "
+        "Σ cache reads ÷ Σ input tokens; completion is the share of runs that reached their final answer "
+        "with every needed fact. Read it for the cheapest setting that still completes: cost and "
+        "cumulative input fall as compaction gets more aggressive, facts lost tend to rise."
+    )
+
+    # ---- figure 1
+    doc.h(2, "Cost vs answer completion")
+    if any(s.summary["mean_cost_usd"] is not None for s in settings):
+        names = ", ".join(s.sid for s in settings if s.sid in front)
+        doc.figure(
+            "cost_vs_completion.png",
+            _fig_pareto(settings, front),
+            "Mean cost per run against answer completion, one point per setting, Pareto frontier dashed",
+            f"Each point is a policy setting (ids as in the table); the dashed step line is the Pareto "
+            f"frontier ({names}): no other setting is both cheaper and completes more often, so a choice "
+            f"should come from the frontier, and settings to its right pay more for no completion gain.",
+        )
+    else:
+        doc.p("_Not drawn: no setting is priced (every `cost_microusd` is empty); rerun with `pricing=`._")
+
+    # ---- figure 2
+    doc.h(2, "Grid heatmaps")
+    grid = _grid_candidate(settings)
+    if grid is None:
+        doc.p(
+            "_Not drawn: the results hold no 2-D grid (a policy whose settings vary in exactly two knobs)._"
+        )
+    else:
+        group, kx, ky = grid
+        doc.figure(
+            "grid_heatmaps.png",
+            _fig_heatmaps(group, kx, ky),
+            f"Heatmaps of mean cost and completion over {kx} and {ky}",
+            f"Mean cost per run (left) and answer completion (right) of `{group[0].policy}` over "
+            f"`{kx}` × `{ky}`; cells marked n/a were not run (e.g. refused settings). Look for the "
+            f"cheapest cell whose completion stays green: that pair of knobs trades least information for "
+            f"cost.",
+        )
+
+    # ---- figures 3 and 4: replays of one trace
+    doc.h(2, "One trace, call by call")
+    tid = trace_id or _choose_trace(settings)
+    trace = _find_trace(frames, tid) if tid else None
+    if trace_id and trace is None:
+        raise ConfigError(
+            f"report: trace '{trace_id}' is not in the results (or its scenario cannot be read)"
+        )
+    if trace is None:
+        doc.p(
+            "_Not drawn: no trace ran under every setting, or its scenario cannot be read; choose one with "
+            "`--trace ID`._"
+        )
+    else:
+        _trace_figures(doc, trace, settings, rec)
+
+    # ---- baseline vs candidate
+    if len(paths) >= 2:
+        _compare(doc, frames, settings, paths)
+        if len(paths) > 2:
+            doc.p(
+                f"_Only the first two results files are compared; {len(paths) - 2} more are in the "
+                "table and figures only._"
+            )
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    figs = out_dir / "figures"
+    figs.mkdir(exist_ok=True)
+    for name, png in doc.figures:
+        (figs / name).write_bytes(png)
+    md = out_dir / "report.md"
+    md.write_text(_render_md(doc), encoding="utf-8")
+    page = out_dir / "report.html"
+    page.write_text(_render_html(doc, "ctxsim sweep report"), encoding="utf-8")
+    return md, page
+
+
+def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) -> None:
+    tid = trace.trace_id
+    pricing = _pricing(rec.frame["pricing_setting"].iloc[0]) if "pricing_setting" in rec.frame else "auto"
+    curves: list[tuple[str, Any]] = []
+    skipped: list[str] = []
+    chosen = _cheapest([s for s in settings if not (s.policy == "raw" and not s.overrides)], MAX_CURVES)
+    try:
+        curves.append(("raw", _replay(trace, "raw", "", pricing).calls["input_tokens"]))
+    except ConfigError as exc:
+        skipped.append(f"raw ({exc})")
+    for s in chosen:
+        try:
+            rec_s = _replay(trace, s.policy, s.overrides, pricing)
+        except ConfigError as exc:
+            skipped.append(f"{s.sid} ({exc})")
+            continue
+        curves.append((f"{s.sid} {s.label}", rec_s.calls["input_tokens"]))
+    left_out = len(settings) - len(chosen) - any(s.policy == "raw" and not s.overrides for s in settings)
+    if curves:
+        raw_total = sum(int(v) for v in curves[0][1]) if curves[0][0] == "raw" else None
+        others = [sum(int(v) for v in c) for label, c in curves if label != "raw"]
+        ratio = (
+            f" The smallest total among the settings is {min(others) / raw_total:.0%} of raw's."
+            if raw_total and others
+            else ""
+        )
+        doc.figure(
+            "cumulative_input_tokens.png",
+            _fig_cumulative(curves, tid),
+            f"Cumulative input tokens by call for trace {tid}, raw and policy settings",
+            f"Trace `{tid}` ({len(trace.calls)} recorded calls) replayed under `raw` (dashed) and "
+            f"{'the ' + str(len(chosen)) + ' cheapest settings' if left_out > 0 else 'every setting'}: raw "
+            f"resends the whole history each call, so its cumulative input bends upward (quadratic); a "
+            f"policy that bounds the view grows close to linearly, and the gap is what it saves.{ratio}",
+        )
+    if skipped:
+        doc.p("_Left out of the curves: " + "; ".join(skipped) + "._")
+
+    calls: list[int] = []
+    by_state: dict[int, list[int]] = {c: [] for c in STATE_COLOURS}
+
+    def observe(k: int, view) -> None:
+        calls.append(k)
+        sums = dict.fromkeys(STATE_COLOURS, 0)
+        for st, tok in zip(view.state[: view.n], view.tokens[: view.n], strict=True):
+            if st in sums:
+                sums[st] += tok
+        for c in STATE_COLOURS:
+            by_state[c].append(sums[c])
+
+    try:
+        _replay(trace, rec.policy, rec.overrides, pricing, observer=observe)
+    except ConfigError as exc:
+        doc.p(f"_View composition not drawn: {rec.sid} cannot be replayed ({exc})._")
+        return
+    if not calls:
+        doc.p("_View composition not drawn: the replay made no agent call._")
+        return
+    present = [STATE_COLOURS[c][0] for c in STATE_COLOURS if any(by_state[c])]
+    last = {STATE_COLOURS[c][0]: by_state[c][-1] for c in STATE_COLOURS}
+    final = sum(last.values())
+    doc.figure(
+        "view_composition.png",
+        _fig_composition(calls, by_state, f"{rec.sid} {rec.label}", tid),
+        f"Stacked tokens in view by item state per agent call, trace {tid}, setting {rec.sid}",
+        f"What each agent request of `{tid}` held under the recommended setting {rec.sid}, by item state "
+        f"({', '.join(present)}). Drops in the stack are compactions; at the last call "
+        f"{_pct(last['verbatim'] / final if final else None)} of the view's {final:,} tokens are verbatim.",
+    )

@@ -1,0 +1,131 @@
+"""``sim.report``: a tiny seed_engine sweep (2 × 2 grid, 3 closed-loop traces) rendered as Markdown + HTML."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from sim.errors import ConfigError
+from sim.importers import load_paths
+from sim.paths import EMBEDDED_SUITE
+from sim.report import make_report
+from sim.sweep import SweepSpec, run_sweep
+from sim.traceio import write_traces
+
+FIGURES = (
+    "cost_vs_completion.png",
+    "grid_heatmaps.png",
+    "cumulative_input_tokens.png",
+    "view_composition.png",
+)
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory) -> tuple[Path, Path, Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    scenario = tmp / "three.jsonl"
+    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"]))[:3]
+    assert len(traces) == 3
+    write_traces(traces, scenario)
+    grid = run_sweep(
+        SweepSpec(
+            policy="seed_engine",
+            grid=("policy.context_token_limit=16000,32000", "policy.keep_recent_tokens=4000,8000"),
+            scenario=str(scenario),
+            pricing="claude-sonnet-4-5",
+            results=str(tmp / "sw"),
+        ),
+        workers=1,
+        progress=False,
+    )
+    base = run_sweep(
+        SweepSpec(
+            policy="raw", scenario=str(scenario), pricing="claude-sonnet-4-5", results=str(tmp / "raw")
+        ),
+        workers=1,
+        progress=False,
+    )
+    return grid, base, tmp
+
+
+@pytest.fixture(scope="module")
+def report(sweeps) -> tuple[Path, Path]:
+    grid, _, tmp = sweeps
+    return make_report([grid], tmp / "out")
+
+
+def test_files_and_figures_exist(report):
+    md, page = report
+    assert md.is_file() and page.is_file()
+    for name in FIGURES:
+        png = md.parent / "figures" / name
+        assert png.is_file() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"](figures/{name})" in md.read_text(encoding="utf-8")
+
+
+def test_html_is_self_contained(report):
+    _, page = report
+    text = page.read_text(encoding="utf-8")
+    assert text.count('src="data:image/png;base64,') == len(FIGURES)
+    assert 'src="http' not in text and "file:" not in text
+    assert not re.search(r'(src|href)="(?!data:)', text)
+    assert "<table>" in text and "Pareto" in text
+
+
+def test_markdown_table_lists_every_setting(report):
+    md, _ = report
+    text = md.read_text(encoding="utf-8")
+    rows = [line for line in text.splitlines() if re.match(r"\| S\d+ \|", line)]
+    assert len(rows) == 4
+    for limit in (16000, 32000):
+        for keep in (4000, 8000):
+            label = f"seed_engine context_token_limit={limit} keep_recent_tokens={keep}"
+            assert any(label in r for r in rows), label
+    assert all(r.count("|") == 12 for r in rows)  # 11 columns
+    assert "Recommended setting: S" in text
+    assert "Baseline vs candidate" not in text  # one results file: no comparison
+
+
+def test_markdown_and_figures_are_byte_stable(sweeps, report):
+    grid, _, tmp = sweeps
+    md1, _ = report
+    md2, _ = make_report([grid], tmp / "again")
+    assert md1.read_bytes() == md2.read_bytes()
+    for name in FIGURES:
+        assert (md1.parent / "figures" / name).read_bytes() == (md2.parent / "figures" / name).read_bytes()
+
+
+def test_baseline_vs_candidate(sweeps):
+    grid, base, tmp = sweeps
+    md, page = make_report([base, grid], tmp / "cmp")
+    text = md.read_text(encoding="utf-8")
+    assert "## Baseline vs candidate" in text
+    # raw has one setting: every candidate setting is compared with it, metric by metric
+    assert text.count("vs S1 [1] raw (defaults)") == 4
+    assert "| mean cost per run (USD) |" in text and "| answer completion (share of runs) |" in text
+    assert re.search(r"\| mean cumulative input tokens \| [\d,]+ \| [\d,]+ \| -\d+\.\d% \|", text)
+    assert "[2] seed_engine context_token_limit=16000 keep_recent_tokens=4000" in text
+    assert "Baseline vs candidate" in page.read_text(encoding="utf-8")
+
+
+def test_trace_choice_and_unknown_trace(sweeps):
+    grid, _, tmp = sweeps
+    md, _ = make_report([grid], tmp / "one", trace_id="grep_and_read")
+    assert "Trace `grep_and_read`" in md.read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match="no-such-trace"):
+        make_report([grid], tmp / "bad", trace_id="no-such-trace")
+
+
+def test_missing_results_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        make_report([tmp_path / "nowhere"], tmp_path / "out")
+
+
+def test_no_grid_note(sweeps):
+    _, base, tmp = sweeps
+    md, page = make_report([base], tmp / "rawonly")
+    text = md.read_text(encoding="utf-8")
+    assert "_Not drawn: the results hold no 2-D grid" in text
+    assert page.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
