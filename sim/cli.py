@@ -595,18 +595,6 @@ def cmd_size(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------------------- sweep
-SUMMARY_METRIC_COLUMNS = [
-    "runs",
-    "median_cost_usd",
-    "mean_cost_usd",
-    "cumulative_input_tokens",
-    "cache_hit_rate",
-    "compactions",
-    "facts_lost",
-    "answer_completed",
-]
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
@@ -625,13 +613,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_results(args: argparse.Namespace) -> int:
     import json
 
-    from sim.results import summary, varying_columns
+    from sim.results import SUMMARY_METRICS, summary, varying_columns
 
     rows = summary(args.path)
     if args.format == "json":
         sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
     else:
-        print(format_table(rows, varying_columns(rows) + SUMMARY_METRIC_COLUMNS))
+        print(format_table(rows, varying_columns(rows) + list(SUMMARY_METRICS)))
     return 0
 
 

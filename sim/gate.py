@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, CtxsimError
+from sim.metrics import LEDGER_FIELDS
 
 # ------------------------------------------------------------------------------------------- metrics
 # How each metric aggregates over a suite: "sum" (counts, tokens, cost), "share" (booleans: the share of
@@ -43,16 +44,7 @@ SUM_METRICS = (
     "summary_calls",
     "summary_tokens",
     "warnings",
-    "facts_seen",
-    "facts_verbatim",
-    "facts_derived",
-    "facts_spilled",
-    "facts_lost",
-    "tokens_seen",
-    "tokens_verbatim",
-    "tokens_derived",
-    "tokens_spilled",
-    "tokens_lost",
+    *LEDGER_FIELDS,
     "refetch_calls",
     "retrieve_calls",
 )
