@@ -323,13 +323,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     observation masking, and write the comparison report."""
     import shutil
 
-    from sim.paths import EMBEDDED_SUITE
     from sim.results import summary, varying_columns
     from sim.size import recommend, settings_from_results
     from sim.sweep import SweepSpec, run_sweep
 
     out = Path(args.out)
-    scenario = args.paths[0] if args.paths else str(EMBEDDED_SUITE)
+    scenario = args.paths[0] if args.paths else "embedded"
     sweeps = out / "sweeps"
     shutil.rmtree(sweeps, ignore_errors=True)  # a fresh study each time: results follow the code
     paths = []
