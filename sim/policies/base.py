@@ -99,6 +99,8 @@ class Policy:
     settles: ClassVar[bool] = False  # has a settle-time transform
     acts_before_call: ClassVar[bool] = False  # has a pre-call transform
     plans: ClassVar[bool] = False  # offers ``plan`` (vectorised pre-call decisions)
+    # knob settings the conformance checker replays besides the defaults (tests/test_conformance.py)
+    conformance_settings: ClassVar[tuple[dict, ...]] = ()
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
@@ -169,14 +171,23 @@ def register(cls: type[Policy]) -> type[Policy]:
     return cls
 
 
+_LOADED = False
+
+
 def _load_builtins() -> None:
-    from sim.policies import (  # noqa: F401
-        observation_masking,
-        raw,
-        seed_engine,
-        spill_large_results,
-        tool_result_head_tail,
-    )
+    """Import every module of sim.policies once: each registers its policy (one module per policy)."""
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    import importlib
+    import pkgutil
+
+    import sim.policies as pkg
+
+    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if m.name != "base":
+            importlib.import_module(f"sim.policies.{m.name}")
 
 
 def registered() -> dict[str, type[Policy]]:
