@@ -15,9 +15,13 @@ def test_every_policy_has_a_config_matching_its_defaults(name):
     cls = registered()[name]
     pcfg = dict(cfg["policy"])
     assert pcfg.pop("_target_") == f"{cls.__module__}.{cls.__qualname__}"
-    defaults = {f.name: f.default for f in knobs(cls) if f.default is not dataclasses.MISSING}
+    defaults = {
+        f.name: (list(f.default_factory()) if f.default is dataclasses.MISSING else f.default)
+        for f in knobs(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
     assert pcfg == defaults
-    assert build_policy(cfg) == cls(**defaults)
+    assert build_policy(cfg).params() == cls(**defaults).params()
 
 
 def test_overrides_compose():

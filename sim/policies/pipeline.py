@@ -1,0 +1,159 @@
+"""``pipeline``: several policies applied in order, each seeing the view as the previous ones left it
+(OpenHands' server default chains ConversationWindow -> BrowserOutput -> LLMSummarizing).
+
+``steps`` is a list of ``{name: REGISTERED_POLICY, KNOB: VALUE, ...}``. Before each call every step's
+decisions are applied, in order, to a shadow of the view the next step reads; the engine then applies all
+of them. Settle-time transforms: the first step that transforms an arriving event decides it. Overflow
+recovery: the first step that recovers. Budgets and the run-status line: every step's. If two steps
+summarize before the same call, their summary calls are metered as one (inputs and outputs added).
+Trigger, kept set, recoverability and cache effects are those of the steps.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from sim.errors import ConfigError
+from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
+from sim.types import Trace
+
+
+class _Shadow(View):
+    """A copy of the view with earlier steps' changes applied (the engine's view stays untouched)."""
+
+    @classmethod
+    def of(cls, view: View) -> _Shadow:
+        s = cls()
+        s.n, s.total, s.facts = view.n, view.total, view.facts
+        s.tokens, s.nbytes, s.state = list(view.tokens), list(view.nbytes), list(view.state)
+        return s
+
+    def apply(self, ch: Change) -> None:
+        i = ch.index
+        self.total += ch.tokens - self.tokens[i]
+        self.tokens[i], self.nbytes[i], self.state[i] = ch.tokens, ch.nbytes, ch.state
+
+
+def _split(result) -> tuple[list[Change], SummaryCall | None]:
+    if isinstance(result, Decision):
+        return list(result.changes), result.summary
+    return list(result or ()), None
+
+
+@register
+@dataclass(frozen=True)
+class Pipeline(Policy):
+    """Policies chained in order (e.g. OpenHands' ConversationWindow -> BrowserOutput -> LLMSummarizing)."""
+
+    steps: tuple = field(default_factory=tuple)
+
+    name = "pipeline"
+
+    def __post_init__(self) -> None:
+        from sim.policies.base import make_policy
+
+        built = []
+        for k, step in enumerate(self.steps or ()):
+            if not isinstance(step, dict) or not isinstance(step.get("name"), str):
+                raise ConfigError(f"policy 'pipeline': steps[{k}] is not a mapping with a policy name")
+            knobs = {key: v for key, v in step.items() if key != "name"}
+            if step["name"] == "pipeline":
+                raise ConfigError("policy 'pipeline': a step may not be a pipeline")
+            built.append(make_policy(step["name"], **knobs))
+        object.__setattr__(self, "_built", tuple(built))
+
+    def params(self) -> dict[str, Any]:
+        """Flat: the steps as one JSON string (result rows hold no nested values)."""
+        return {"steps": json.dumps([dict(s) for s in self.steps or ()], sort_keys=True)}
+
+    # the engine's switches are those of the steps
+    @property
+    def settles(self) -> bool:  # type: ignore[override]
+        return any(p.settles for p in self._built)
+
+    @property
+    def acts_before_call(self) -> bool:  # type: ignore[override]
+        return any(p.acts_before_call for p in self._built)
+
+    @property
+    def recovers(self) -> bool:  # type: ignore[override]
+        return any(p.recovers for p in self._built)
+
+    @property
+    def checks_after_call(self) -> bool:  # type: ignore[override]
+        return any(p.checks_after_call for p in self._built)
+
+    @property
+    def reports_status(self) -> bool:  # type: ignore[override]
+        return any(p.reports_status for p in self._built)
+
+    @property
+    def spills(self) -> bool:  # type: ignore[override]
+        return any(p.spills for p in self._built)
+
+    def start(self, trace: Trace) -> list:
+        return [p.start(trace) for p in self._built]
+
+    def settle(self, trace: Trace, state: list, index: int, view: View) -> Change | None:
+        for p, st in zip(self._built, state, strict=True):
+            if p.settles and (ch := p.settle(trace, st, index, view)) is not None:
+                return ch
+        return None
+
+    def _chain(self, hook: str, trace: Trace, state: list, view: View, call: int, status: RunStatus):
+        shadow, changes, summary, acted = None, [], None, False
+        for p, st in zip(self._built, state, strict=True):
+            if hook == "before_call" and not p.acts_before_call:
+                continue
+            if hook == "on_overflow" and not p.recovers:
+                continue
+            shadow = shadow or _Shadow.of(view)
+            result = getattr(p, hook)(trace, st, shadow, call, status)
+            if hook == "on_overflow" and result is None:
+                continue
+            acted = True
+            step_changes, step_summary = _split(result)
+            for ch in step_changes:
+                shadow.apply(ch)
+            changes.extend(step_changes)
+            if step_summary is not None:
+                summary = (
+                    step_summary
+                    if summary is None
+                    else SummaryCall(
+                        summary.input_tokens + step_summary.input_tokens,
+                        summary.output_tokens + step_summary.output_tokens,
+                    )
+                )
+            if hook == "on_overflow":
+                break
+        if hook == "on_overflow" and not acted:
+            return None
+        return Decision(changes, summary) if summary is not None else changes
+
+    def before_call(self, trace: Trace, state: list, view: View, call: int, status: RunStatus):
+        return self._chain("before_call", trace, state, view, call, status)
+
+    def on_overflow(self, trace: Trace, state: list, view: View, call: int, status: RunStatus):
+        return self._chain("on_overflow", trace, state, view, call, status)
+
+    def status_tokens(self, trace: Trace, state: list, call: int, status: RunStatus) -> int:
+        return sum(
+            p.status_tokens(trace, st, call, status)
+            for p, st in zip(self._built, state, strict=True)
+            if p.reports_status
+        )
+
+    def after_call(
+        self, trace: Trace, state: list, view: View, call: int, status: RunStatus
+    ) -> AfterCall | None:
+        for p, st in zip(self._built, state, strict=True):
+            if p.checks_after_call and (verdict := p.after_call(trace, st, view, call, status)) is not None:
+                if verdict.stop is not None or verdict.warnings:
+                    return verdict
+        return None
+
+    def bound_violations(self, trace: Trace, view: View) -> list[str]:
+        return []

@@ -1,0 +1,48 @@
+"""pipeline: policies chained in order, each seeing what the previous left."""
+
+import json
+
+import pytest
+from builders import swe_trace
+
+from sim.conformance import check_policy
+from sim.engine import replay
+from sim.errors import ConfigError, UnknownNameError
+from sim.policies.base import make_policy
+
+
+def inputs(t, p):
+    return replay(t, p, window=None).calls["input_tokens"].tolist()
+
+
+def test_single_step_equals_the_policy():
+    t = swe_trace([("a\nb\nc", 100)] * 5)
+    assert inputs(t, make_policy("pipeline", steps=[{"name": "observation_masking", "n": 2}])) == inputs(
+        t, make_policy("observation_masking", n=2)
+    )
+
+
+def test_settle_and_pre_call_steps_compose():
+    # head/tail cuts the 1,000-character result at settle time (1000 -> 59 tokens, tests/test_policies.py);
+    # masking n=1 then replaces the older results with 15-token placeholders
+    text = "é" * 600 + "x" * 400
+    t = swe_trace([(text, 1000), ("short", 10), ("again", 10)])
+    p = make_policy(
+        "pipeline",
+        steps=[
+            {"name": "tool_result_head_tail", "max_chars": 100, "head_chars": 10, "tail_chars": 5},
+            {"name": "observation_masking", "n": 1},
+        ],
+    )
+    # call 0: 150; call 1: 150 + 10 + 59 = 219 (observations task, r0: boundary 0); call 2: r0 masked:
+    # 219 - 59 + 15 + 10 + 10 = 195
+    assert inputs(t, p) == [150, 219, 195]
+    assert check_policy(p, [t]) == []
+    assert json.loads(p.params()["steps"])[1] == {"n": 1, "name": "observation_masking"}
+
+
+def test_bad_steps_refused():
+    with pytest.raises(ConfigError, match="steps\\[0\\] is not a mapping"):
+        make_policy("pipeline", steps=["raw"])
+    with pytest.raises(UnknownNameError, match="unknown policy .mask."):
+        make_policy("pipeline", steps=[{"name": "mask"}])
