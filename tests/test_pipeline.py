@@ -46,3 +46,21 @@ def test_bad_steps_refused():
         make_policy("pipeline", steps=["raw"])
     with pytest.raises(UnknownNameError, match="unknown policy .mask."):
         make_policy("pipeline", steps=[{"name": "mask"}])
+
+
+def test_readme_user_policy_example_conforms():
+    """The README's ten-line policy runs and passes the conformance checker."""
+    import re
+
+    from sim.paths import REPO
+
+    code = re.search(
+        r"```python\n(from dataclasses import dataclass.*?)```", (REPO / "README.md").read_text(), re.S
+    )
+    namespace: dict = {}
+    exec(code.group(1), namespace)  # noqa: S102 - the project's own README
+    policy = namespace["DropOldResults"](keep=2)
+    t = swe_trace([("a\nb\nc", 100)] * 5)
+    assert check_policy(policy, [t]) == []
+    # call 3 masks r0, call 4 masks r1: 100 -> 10 each
+    assert inputs(t, policy) == [150, 260, 370, 390, 410]
