@@ -86,6 +86,19 @@ WORKING_SET_POLICIES = {
         "completion_reserve_tokens": 3400,
     },
     "spill_large_results": {"threshold_tokens": 2000},
+    # the policy library at settings that act within this 14-call, ~20k-token scenario
+    "openhands_amortized_forgetting": {"max_size": 20},
+    "openhands_llm_summarizing": {"max_size": 20},
+    "anthropic_clear_tool_uses": {"trigger_tokens": 12000},
+    "langchain_clear_tool_uses": {"trigger_tokens": 12000},
+    "codex_auto_compact": {"context_window": 20000},
+    "claude_code_auto_compact": {"context_window": 40000, "max_output_tokens": 4000, "buffer_tokens": 20000},
+    "langchain_summarization": {"trigger": 12000, "keep": 6},
+    "strands_sliding_window": {"window_size": 10},
+    "strands_summarizing": {"context_window": 20000},
+    "autogen_token_limited": {"token_limit": 14000},
+    "llm_summary": {"n": 4, "m": 3},
+    "hybrid": {"n": 6, "m": 3, "mask_n": 3},
 }
 
 

@@ -1,0 +1,39 @@
+"""``autogen_buffered``: AutoGen's ``BufferedChatCompletionContext(buffer_size)`` (POLICIES.md §4).
+
+- Messages: every event but ``system`` / ``tools`` ones (AutoGen's agent sends its system message outside
+  the model context); each tool result counts as one message (AutoGen groups one turn's results into a
+  single ``FunctionExecutionResultMessage``).
+- Trigger: every call, ``get_messages`` returns the last ``buffer_size`` messages.
+- Kept: those, minus leading tool results whose call fell out (AutoGen drops a first
+  ``FunctionExecutionResultMessage``; ctxsim drops every leading result whose call is not in view).
+- The rest: removed from the request (DROPPED); the context's own list keeps them, but the agent has no
+  handle to them, so they count as lost. View per call; as messages only get appended, the window's
+  start only moves forward.
+- Cache: the request's prefix after the system message changes on every call once the buffer is full.
+- Default chosen: AutoGen requires ``buffer_size``; ctxsim uses 20 (ten tool turns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.policies.base import check_int, register
+from sim.policies.strands_sliding_window import KeepNewest
+
+
+@register
+@dataclass(frozen=True)
+class AutogenBuffered(KeepNewest):
+    """The last buffer_size messages (AutoGen BufferedChatCompletionContext)."""
+
+    buffer_size: int = 20
+
+    name = "autogen_buffered"
+    reason = "buffer"
+    conformance_settings = ({"buffer_size": 2}, {"buffer_size": 5})
+
+    def __post_init__(self) -> None:
+        check_int(self.name, "buffer_size", self.buffer_size, 1)
+
+    def window(self) -> int:
+        return self.buffer_size

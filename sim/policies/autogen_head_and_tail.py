@@ -1,0 +1,81 @@
+"""``autogen_head_and_tail``: AutoGen's ``HeadAndTailChatCompletionContext`` (POLICIES.md §4).
+
+- Messages: every event but ``system`` / ``tools`` ones; each tool result counts as one message.
+- Trigger: every call where the messages in view exceed ``head_size + tail_size``.
+- Kept: the first ``head_size`` messages and the last ``tail_size``. As in AutoGen, the head loses its
+  last message when that is a tool call (generalised: the head ends before any call/result pair it would
+  split) and the tail loses a first tool result whose call it lacks (generalised: every such result).
+- The rest: one placeholder user message ``Skipped N messages.``, N = messages - head_size - tail_size
+  (AutoGen's count, taken before the boundary adjustments). The placeholder sits in the slot of the first
+  omitted message (MASKED, with the placeholder's size; when that message is a tool call its results
+  are MASKED at 0 tokens, so the pair stays together); every other omitted message is DROPPED.
+- View per call: the context's own list keeps everything, but the agent has no handle (lost from view).
+  The head is fixed, so the omitted span only grows toward the tail.
+- Cache: every call once over, from the placeholder on (its count changes, the tail slides).
+- Defaults chosen: AutoGen requires both sizes; ctxsim uses ``head_size`` 1 (the task message) and
+  ``tail_size`` 20 (ten tool turns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.policies.base import Change, Policy, View, check_int, register
+from sim.policies.strands_sliding_window import Frame, frame
+from sim.tokens import estimate_tokens
+from sim.types import ItemState, Trace
+
+MASKED, DROPPED = ItemState.MASKED, ItemState.DROPPED
+
+
+def placeholder(skipped: int) -> str:
+    return f"Skipped {skipped} messages."
+
+
+@register
+@dataclass(frozen=True)
+class AutogenHeadAndTail(Policy):
+    """The first head_size and last tail_size messages, a "Skipped N messages." placeholder between."""
+
+    head_size: int = 1
+    tail_size: int = 20
+
+    name = "autogen_head_and_tail"
+    acts_before_call = True
+    conformance_settings = ({"head_size": 1, "tail_size": 2}, {"head_size": 3, "tail_size": 4})
+
+    def __post_init__(self) -> None:
+        check_int(self.name, "head_size", self.head_size, 0)
+        check_int(self.name, "tail_size", self.tail_size, 0)
+
+    def start(self, trace: Trace) -> Frame:
+        return frame(trace)
+
+    def before_call(self, trace: Trace, f: Frame, view: View, call: int, status=None) -> list[Change]:
+        msgs, count = f.messages, f.in_view(view.n)
+        skipped = count - self.head_size - self.tail_size
+        if skipped <= 0:
+            return []
+        head_end = self.head_size
+        while head_end > 0 and not f.valid(msgs[head_end]):
+            head_end -= 1
+        tail_start = count - self.tail_size
+        while tail_start < count and not f.valid(msgs[tail_start]):
+            tail_start += 1
+        omitted = msgs[head_end:tail_start]
+        if not omitted:
+            return []
+        carrier = omitted[0]
+        text = len(placeholder(skipped).encode())
+        tokens = estimate_tokens(text, trace.bytes_per_token)
+        changes = []
+        if view.state[carrier] != MASKED or view.tokens[carrier] != tokens or view.nbytes[carrier] != text:
+            changes.append(Change(carrier, MASKED, tokens, text, "placeholder"))
+        beside = f.group.get(carrier, ())
+        for i in omitted[1:]:
+            if i in beside:
+                if view.state[i] != MASKED:
+                    changes.append(Change(i, MASKED, 0, 0, "skipped"))
+            elif view.state[i] != DROPPED:
+                changes.append(Change(i, DROPPED, 0, 0, "skipped"))
+        return changes

@@ -1,0 +1,88 @@
+"""``langchain_clear_tool_uses``: LangChain ``ContextEditingMiddleware`` with ``ClearToolUsesEdit``.
+
+Knobs (LangChain's names; ``trigger`` -> ``trigger_tokens``): ``trigger_tokens`` 100,000, ``keep`` 3,
+``clear_at_least`` 0, ``exclude_tools`` none, ``clear_tool_inputs`` false; placeholder ``[cleared]``.
+
+- Trigger: before each model call the middleware counts the state's messages, which are never edited,
+  so the count is the unedited request (original sizes of every item in view + the call's residual;
+  LangChain's own counter is approximate, ctxsim uses the trace's token sizes). It fires when that
+  count exceeds ``trigger_tokens`` and, since the history only grows, on every call after.
+- Kept: the newest ``keep`` tool results (counted over all tool results); results of excluded tools.
+- Transform: older tool results, oldest first, become ``[cleared]``; with ``clear_at_least`` > 0 the
+  loop stops as soon as at least that many tokens are reclaimed (LangChain's reading of the knob, unlike
+  Anthropic's all-or-nothing gate). ``clear_tool_inputs``: LangChain empties the call's arguments; the
+  canonical assistant event does not separate text from arguments, so the whole issuing assistant
+  event becomes ``[tool input cleared]`` (an over-estimate). Pairing kept (nothing DROPPED).
+- ``exclude_tools``: canonical events carry no tool names; a name matches a result whose issuing
+  assistant event's text starts with it (null or [] = nothing excluded).
+- View per call: the edit is applied to a deep copy of the messages for that one request; the state
+  keeps the originals. Every call over the trigger therefore re-clears the same items (a known
+  cache-cost issue of the middleware). ctxsim models it by re-issuing the change of every cleared item
+  on every such call, so each call's ``first_changed`` is the oldest cleared item: the cache is
+  counted as rewritten from there on every call.
+- Recoverability: originals stay in the agent state but the model has no handle: lost from view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.information import issuer_of
+from sim.policies.anthropic_clear_tool_uses import (
+    INPUT_PLACEHOLDER,
+    MASKED,
+    candidates,
+    check_clear_knobs,
+    excluded,
+    text_size,
+    unedited_tokens,
+)
+from sim.policies.base import Change, Policy, View, register
+from sim.types import Trace
+
+PLACEHOLDER = "[cleared]"
+
+
+@register
+@dataclass(frozen=True)
+class LangchainClearToolUses(Policy):
+    """LangChain ClearToolUsesEdit: a per-call copy with old tool results cleared, re-done every call."""
+
+    trigger_tokens: int = 100000
+    keep: int = 3
+    clear_at_least: int = 0
+    exclude_tools: tuple[str, ...] | None = None
+    clear_tool_inputs: bool = False
+
+    name = "langchain_clear_tool_uses"
+    acts_before_call = True
+    conformance_settings = (
+        {"trigger_tokens": 800, "keep": 2},
+        {"trigger_tokens": 800, "keep": 1, "clear_at_least": 500, "clear_tool_inputs": True},
+        {"trigger_tokens": 500, "keep": 0, "exclude_tools": ["cmd 1"]},
+    )
+
+    def __post_init__(self) -> None:
+        check_clear_knobs(self)
+
+    def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
+        if unedited_tokens(trace, view, call) <= self.trigger_tokens:
+            return []
+        ptok, pbytes = text_size(trace, PLACEHOLDER)
+        itok, ibytes = text_size(trace, INPUT_PLACEHOLDER)
+        issuers = trace.derived("issuers", issuer_of)
+        events = trace.events
+        changes: dict[int, Change] = {}
+        reclaimed = 0  # against the unedited copy, as the middleware counts
+        for i in candidates(trace, view, self.keep):
+            if self.clear_at_least > 0 and reclaimed >= self.clear_at_least:
+                break
+            if excluded(trace, self.exclude_tools, i):
+                continue
+            changes[i] = Change(i, MASKED, ptok, pbytes, "clear")
+            reclaimed += events[i].tokens - ptok
+            a = issuers.get(i)
+            if self.clear_tool_inputs and a is not None and a not in changes:
+                changes[a] = Change(a, MASKED, itok, ibytes, "clear-input")
+                reclaimed += events[a].tokens - itok
+        return [changes[i] for i in sorted(changes)]

@@ -1,0 +1,182 @@
+"""Framework policies (POLICIES.md §4) on hand-built traces whose arithmetic is written out.
+
+Trace ``six()``: events 0 system (100 tokens), 1 task (50), then six turns of assistant ``cmd k`` (10
+tokens; event 2 + 2k) and its tool result ``x * 384`` (100 tokens, one line; event 3 + 2k). Call k sees
+events [0, 2 + 2k): raw input 150 + 110 k. Messages (system excluded): the task, then a_k, r_k: 1 + 2k in
+view at call k. New text of b bytes weighs ceil((b + 16) / 4) tokens (4 bytes per token).
+"""
+
+import pytest
+from builders import swe_trace
+
+from sim.engine import replay
+from sim.errors import ConfigError
+from sim.policies.base import make_policy
+from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
+from sim.records import AGENT, SUMMARY
+from sim.types import ItemState
+
+V, M, D, S = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
+INSTRUCTION = 61  # ceil((227 + 16) / 4): the summarizer instruction's tokens
+
+
+def six():
+    return swe_trace([("x" * 384, 100)] * 6)
+
+
+def run(name, **knobs):
+    return replay(six(), make_policy(name, **knobs), window=None)
+
+
+def inputs(r):
+    return r.calls["input_tokens"].tolist()
+
+
+def states(r):
+    return [ItemState(s) for s in r.item_state.tolist()]
+
+
+def test_instruction_size():
+    assert len(SUMMARIZER_INSTRUCTION.encode()) == 227
+
+
+# ---------------------------------------------------------------------------------------- windows
+def test_strands_sliding_window_keeps_newest_at_valid_boundaries():
+    # window 3: call 2 has 5 messages, the trim point (2) is r0, whose call would be cut: moved to a1.
+    # Task, a0, r0 deleted: 370 - 160 = 210. Each later call deletes one more turn: 210 again.
+    r = run("strands_sliding_window", window_size=3)
+    assert inputs(r) == [150, 260, 210, 210, 210, 210]
+    assert states(r) == [V] + [D] * 9 + [V, V]  # the system prompt stays; a4, r4 kept
+    assert r.calls["first_changed"].tolist() == [-1, -1, 1, 4, 6, 8]
+
+
+def test_strands_default_window_leaves_short_runs_alone():
+    assert inputs(run("strands_sliding_window")) == [150, 260, 370, 480, 590, 700]
+
+
+def test_autogen_buffered_last_n_messages():
+    # buffer 4: call 2 has 5 messages, the last 4 start at a0 (a valid boundary): the task is dropped.
+    # call 3: 7 messages, the last 4 start at a1: a0, r0 dropped. 320 from then on.
+    r = run("autogen_buffered", buffer_size=4)
+    assert inputs(r) == [150, 260, 320, 320, 320, 320]
+    assert states(r) == [V] + [D] * 7 + [V] * 4
+    # buffer 3 starts on a result at call 2: it is dropped with its call, as Strands' window does
+    assert inputs(run("autogen_buffered", buffer_size=3)) == [150, 260, 210, 210, 210, 210]
+
+
+def test_autogen_head_and_tail_placeholder():
+    # head 1 (the task), tail 2. call 2: 5 messages, 2 skipped: a0 + r0 -> "Skipped 2 messages." (19 bytes,
+    # ceil(35 / 4) = 9 tokens) in a0's slot, r0 masked with it: 370 - 110 + 9 = 269. Later calls skip
+    # two more messages each (DROPPED); the placeholder's count grows, its size stays 9.
+    r = run("autogen_head_and_tail", head_size=1, tail_size=2)
+    assert inputs(r) == [150, 260, 269, 269, 269, 269]
+    assert states(r) == [V, V, M, M] + [D] * 6 + [V, V]
+    assert r.item_tokens.tolist()[:4] == [100, 50, 9, 0]
+    assert r.calls["first_changed"].tolist() == [-1, -1, 2, 4, 6, 8]
+
+
+def test_autogen_head_never_ends_on_a_tool_call():
+    # head 2 would end on a0, whose result is skipped: the head loses a0 (AutoGen's rule)
+    r = run("autogen_head_and_tail", head_size=2, tail_size=2)
+    assert inputs(r) == [150, 260, 269, 269, 269, 269]
+    assert states(r)[:4] == [V, V, M, M]
+
+
+def test_autogen_token_limited_pops_middle_pairs():
+    # limit 400: call 3 (480): 7 messages, middle = a1: popped with r1 -> 370. call 4 (480 after the new
+    # turn): messages task a0 r0 a2 r2 a3 r3, middle a2 -> 370; call 5 likewise pops a3, r3.
+    r = run("autogen_token_limited", token_limit=400)
+    assert inputs(r) == [150, 260, 370, 370, 370, 370]
+    assert states(r) == [V, V, V, V] + [D] * 6 + [V, V]
+    # limit 300: call 2 (370): task a0 r0 a1 r1, middle r0: popped with its call a0 -> 260
+    r = run("autogen_token_limited", token_limit=300)
+    assert inputs(r)[:3] == [150, 260, 260]
+    assert states(r)[2:4] == [D, D]
+
+
+def test_autogen_token_limited_default_is_the_trace_window():
+    assert inputs(run("autogen_token_limited")) == [150, 260, 370, 480, 590, 700]  # window unknown
+    import dataclasses
+
+    t = dataclasses.replace(six(), context_window=400)
+    r = replay(t, make_policy("autogen_token_limited"), window=None)
+    assert inputs(r) == [150, 260, 370, 370, 370, 370]
+
+
+# -------------------------------------------------------------------------------------- summaries
+def test_llm_summary_every_n_turns_keeping_m():
+    # n 2, m 1: fires once 3 unsummarized turns completed (before call 3): a0 r0 a1 r1 (220 tokens) are
+    # covered, a2 r2 kept. Summary clamp(0.1 x 220, 10, 2048) = 22 in a0's slot: 480 - 220 + 22 = 282.
+    # Summarizer input: 61 + 220. Next at call 5 (a2, a3, a4 completed): a2 r2 a3 r3 covered
+    # incrementally: clamp(0.1 x (22 + 220)) = 24, input 61 + 22 + 220; 700 - 440 + 24 = 284.
+    r = run("llm_summary", n=2, m=1, summary_min_tokens=10)
+    assert r.calls["kind"].tolist() == [AGENT] * 3 + [SUMMARY, AGENT, AGENT, SUMMARY, AGENT]
+    assert inputs(r) == [150, 260, 370, INSTRUCTION + 220, 282, 392, INSTRUCTION + 242, 284]
+    assert r.calls["output_tokens"].tolist() == [7, 7, 7, 22, 7, 7, 24, 7]
+    assert states(r) == [V, V] + [S] * 8 + [V, V]
+    assert r.item_tokens.tolist()[2:4] == [24, 0]
+
+
+def test_llm_summary_defaults_fire_after_turn_31():
+    r = replay(swe_trace([("y" * 40, 20)] * 40), make_policy("llm_summary"), window=None)
+    kinds = r.calls["kind"].tolist()
+    assert kinds.index(SUMMARY) == 31  # after 31 agent calls (turns 1..31 completed)
+    assert kinds.count(SUMMARY) == 1  # the next would need 21 more turns (turn 52)
+
+
+def test_hybrid_masks_between_summaries():
+    # mask_n 1: all but the newest tool result become "Old environment output: (1 lines omitted)"
+    # (41 bytes, 15 tokens): call 2 masks r0: 370 - 85 = 285. Call 3 masks r1, and 3 turns completed:
+    # a0 r0' a1 r1' (10 + 15 + 10 + 15 = 50) covered -> summary 10 (min), input 61 + 50;
+    # 480 - 220 + 10 = 270. Call 4 masks r2: 590 - 220 + 10 - 85 = 295. Call 5 masks r3 and summarizes
+    # a2 r2' a3 r3' (50) over the previous summary (10): input 61 + 60; 700 - 440 + 10 = 270.
+    r = run("hybrid", n=2, m=1, mask_n=1, summary_min_tokens=10)
+    assert r.calls["kind"].tolist() == [AGENT] * 3 + [SUMMARY, AGENT, AGENT, SUMMARY, AGENT]
+    assert inputs(r) == [150, 260, 285, INSTRUCTION + 50, 270, 295, INSTRUCTION + 60, 270]
+    assert states(r) == [V, V] + [S] * 8 + [V, V]
+
+
+def test_hybrid_default_masks_like_observation_masking_until_the_first_summary():
+    t = swe_trace([("y\n" * 30, 40)] * 30)
+    hybrid = replay(t, make_policy("hybrid"), window=None)
+    masking = replay(t, make_policy("observation_masking", n=10), window=None)
+    assert inputs(hybrid) == inputs(masking)  # 30 turns: no summary before turn 53
+    assert hybrid.item_state.tolist() == masking.item_state.tolist()
+
+
+# ------------------------------------------------------------------------------------------- knobs
+@pytest.mark.parametrize(
+    "name, knobs, message",
+    [
+        ("strands_sliding_window", {"window_size": 0}, r"window_size=0 is not an integer in >= 1"),
+        ("autogen_buffered", {"buffer_size": -1}, r"buffer_size=-1 is not an integer in >= 1"),
+        ("autogen_head_and_tail", {"tail_size": "x"}, r"tail_size='x' is not an integer in >= 0"),
+        ("autogen_token_limited", {"token_limit": 0}, r"token_limit=0 is not an integer in >= 1"),
+        ("llm_summary", {"n": 0}, r"n=0 is not an integer in >= 1"),
+        ("llm_summary", {"summary_ratio": 0}, r"summary_ratio=0 is not a number in \(0, 1\]"),
+        ("hybrid", {"mask_n": 0}, r"mask_n=0 is not an integer in >= 1"),
+        ("hybrid", {"summary_min_tokens": 50, "summary_max_tokens": 10}, r"summary_max_tokens=10"),
+    ],
+)
+def test_knob_errors(name, knobs, message):
+    with pytest.raises(ConfigError, match=message):
+        make_policy(name, **knobs)
+
+
+def test_strands_summarizing_proactive_at_threshold():
+    # window 400, proactive at 280. call 2 (370): 5 messages, int(0.3 x 5) = 1: the task (50) is summarized
+    # -> 10 (min) in its slot, input 61 + 50; 370 - 50 + 10 = 330. call 3 (440): summary + 6 messages,
+    # 2 to cover: the summary and a0; the split (r0) is moved past the result: a0 r0 (110) covered,
+    # incrementally: clamp(0.1 x 120) = 12, input 61 + 120; 480 - 160 + 12 = 332. Then one turn per call.
+    r = run("strands_summarizing", context_window=400, preserve_recent_messages=2, summary_min_tokens=10)
+    assert r.calls["kind"].tolist() == [AGENT] * 2 + [SUMMARY, AGENT] * 4
+    assert inputs(r) == [150, 260, 111, 330, 181, 332, 183, 332, 183, 332]
+    assert states(r) == [V] + [S] * 7 + [V] * 4
+
+
+def test_strands_summarizing_on_overflow_only_without_a_window():
+    p = make_policy("strands_summarizing", preserve_recent_messages=2, summary_min_tokens=10)
+    assert inputs(replay(six(), p, window=None)) == [150, 260, 370, 480, 590, 700]
+    r = replay(six(), p, window=400)
+    assert r.calls["kind"].tolist().count(SUMMARY) >= 1 and r.finish_reason == "completed"
+    assert max(inputs(r)) <= 400
