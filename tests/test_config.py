@@ -53,7 +53,13 @@ def test_presets_resolve_to_registered_policies():
     p = build_policy(compose("seed_engine_defaults", ["policy.context_token_limit=32000"]))
     assert p.name == "seed_engine"
     assert (p.max_turns, p.max_tool_calls, p.max_duration_s, p.context_token_limit) == (12, 24, 300, 32000)
-    assert policy_names() == sorted([*registered(), "seed_engine_defaults"])
+    assert policy_names() == sorted([*registered(), "openhands_server_default", "seed_engine_defaults"])
+    chain = build_policy(compose("openhands_server_default", []))
+    assert [s["name"] for s in chain.steps] == [
+        "openhands_conversation_window",
+        "openhands_browser_output_masking",
+        "openhands_llm_summarizing",
+    ]
 
 
 def test_no_outputs_folder_created(tmp_path, monkeypatch):
