@@ -64,3 +64,27 @@ def test_readme_user_policy_example_conforms():
     assert check_policy(policy, [t]) == []
     # call 3 masks r0, call 4 masks r1: 100 -> 10 each
     assert inputs(t, policy) == [150, 260, 370, 390, 410]
+
+
+def test_user_policy_through_an_entry_point(tmp_path, monkeypatch):
+    """An installed package declares `ctxsim.policies` entry points; they register like built-ins."""
+    from sim.policies.base import _REGISTRY, load_entry_points
+
+    (tmp_path / "ctxsim_user_pkg.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from sim.policies.base import Policy\n"
+        "@dataclass(frozen=True)\n"
+        "class Nothing(Policy):\n"
+        "    name = 'user_nothing'\n"
+    )
+    dist = tmp_path / "ctxsim_user_pkg-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ctxsim-user-pkg\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[ctxsim.policies]\nuser_nothing = ctxsim_user_pkg:Nothing\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert load_entry_points() == ["user_nothing"]
+        p = make_policy("user_nothing")
+        assert check_policy(p, [swe_trace([("a", 3)] * 2)]) == []
+    finally:
+        _REGISTRY.pop("user_nothing", None)

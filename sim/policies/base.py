@@ -188,6 +188,26 @@ def _load_builtins() -> None:
     for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if m.name != "base":
             importlib.import_module(f"sim.policies.{m.name}")
+    load_entry_points()
+
+
+ENTRY_POINT_GROUP = "ctxsim.policies"
+
+
+def load_entry_points() -> list[str]:
+    """Register the policies that installed packages declare under the ``ctxsim.policies`` entry-point
+    group (``name = "pkg.module:Class"``). Installed code the user chose; never named by trace data."""
+    from importlib.metadata import entry_points
+
+    added = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, Policy)):
+            raise ConfigError(f"entry point {ep.name} = {ep.value}: not a sim.policies.base.Policy subclass")
+        if cls.name and cls.name not in _REGISTRY:
+            register(cls)
+            added.append(cls.name)
+    return added
 
 
 def registered() -> dict[str, type[Policy]]:
