@@ -99,6 +99,8 @@ WORKING_SET_POLICIES = {
     "autogen_token_limited": {"token_limit": 14000},
     "llm_summary": {"n": 4, "m": 3},
     "hybrid": {"n": 6, "m": 3, "mask_n": 3},
+    "adk_events_compaction": {"compaction_interval": 4},
+    "letta_partial_evict": {"context_window": 16000},
 }
 
 
