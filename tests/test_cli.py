@@ -75,7 +75,8 @@ def test_unknown_policy(capsys, suite):
     assert code == 2 and out == ""
     line = one_error_line(err)
     assert line.startswith(
-        "ctxsim: error: unknown policy 'masking'; registered: adk_events_compaction, anthropic_clear_tool_uses, "
+        "ctxsim: error: unknown policy 'masking'; "
+        "registered: adk_events_compaction, anthropic_clear_tool_uses, "
     )
     assert ", observation_masking, " in line
 
