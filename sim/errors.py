@@ -35,6 +35,8 @@ class UnknownNameError(CtxsimError):
     def __init__(self, kind: str, name: str, choices: Iterable[str]):
         choices = sorted(choices)
         close = difflib.get_close_matches(name, choices, n=1)
+        if not close:  # a fragment of a longer name ("masking") is too short for difflib's ratio
+            close = sorted((c for c in choices if name and name.lower() in c.lower()), key=len)[:1]
         hint = f"; did you mean '{close[0]}'?" if close else ""
         super().__init__(f"unknown {kind} '{name}'; registered: {', '.join(choices)}{hint}")
         self.kind, self.name, self.choices = kind, name, choices

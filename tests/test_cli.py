@@ -79,6 +79,7 @@ def test_unknown_policy(capsys, suite):
         "registered: adk_events_compaction, anthropic_clear_tool_uses, "
     )
     assert ", observation_masking, " in line
+    assert line.endswith("; did you mean 'observation_masking'?")
 
 
 def test_unknown_override_key(capsys, suite):
@@ -92,7 +93,7 @@ def test_unknown_override_key(capsys, suite):
 
 def test_bad_override_value(capsys, suite):
     code, _, err = run(capsys, "run", suite, "--policy", "observation_masking", "policy.n=-1")
-    assert code == 2 and "n=-1 is not an integer in >= 1" in one_error_line(err)
+    assert code == 2 and "n=-1 is not an integer >= 1" in one_error_line(err)
 
 
 def test_unknown_format(capsys, tmp_path):

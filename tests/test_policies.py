@@ -80,7 +80,7 @@ def test_head_tail_text_free_event_is_cut_proportionally():
 
 
 def test_knob_errors_name_knob_value_and_range():
-    with pytest.raises(ConfigError, match=r"n=0 is not an integer in >= 1"):
+    with pytest.raises(ConfigError, match=r"n=0 is not an integer >= 1"):
         make_policy("observation_masking", n=0)
     with pytest.raises(ConfigError, match="has no knob 'm'; knobs: n, polling"):
         make_policy("observation_masking", m=3)

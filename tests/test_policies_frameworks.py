@@ -148,13 +148,13 @@ def test_hybrid_default_masks_like_observation_masking_until_the_first_summary()
 @pytest.mark.parametrize(
     "name, knobs, message",
     [
-        ("strands_sliding_window", {"window_size": 0}, r"window_size=0 is not an integer in >= 1"),
-        ("autogen_buffered", {"buffer_size": -1}, r"buffer_size=-1 is not an integer in >= 1"),
-        ("autogen_head_and_tail", {"tail_size": "x"}, r"tail_size='x' is not an integer in >= 0"),
-        ("autogen_token_limited", {"token_limit": 0}, r"token_limit=0 is not an integer in >= 1"),
-        ("llm_summary", {"n": 0}, r"n=0 is not an integer in >= 1"),
+        ("strands_sliding_window", {"window_size": 0}, r"window_size=0 is not an integer >= 1"),
+        ("autogen_buffered", {"buffer_size": -1}, r"buffer_size=-1 is not an integer >= 1"),
+        ("autogen_head_and_tail", {"tail_size": "x"}, r"tail_size='x' is not an integer >= 0"),
+        ("autogen_token_limited", {"token_limit": 0}, r"token_limit=0 is not an integer >= 1"),
+        ("llm_summary", {"n": 0}, r"n=0 is not an integer >= 1"),
         ("llm_summary", {"summary_ratio": 0}, r"summary_ratio=0 is not a number in \(0, 1\]"),
-        ("hybrid", {"mask_n": 0}, r"mask_n=0 is not an integer in >= 1"),
+        ("hybrid", {"mask_n": 0}, r"mask_n=0 is not an integer >= 1"),
         ("hybrid", {"summary_min_tokens": 50, "summary_max_tokens": 10}, r"summary_max_tokens=10"),
     ],
 )

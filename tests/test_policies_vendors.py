@@ -113,7 +113,7 @@ def test_anthropic_server_compaction_drops_everything_before_the_block():
 
 
 def test_anthropic_server_compaction_minimum_trigger():
-    with pytest.raises(ConfigError, match=r"trigger_tokens=49999 is not an integer in >= 50000"):
+    with pytest.raises(ConfigError, match=r"trigger_tokens=49999 is not an integer >= 50000"):
         make_policy("anthropic_server_compaction", trigger_tokens=49999)
 
 
@@ -178,7 +178,7 @@ def test_langchain_summarization_off_by_default():
 
 
 def test_knob_validation_names_knob_value_and_range():
-    with pytest.raises(ConfigError, match=r"keep=-1 is not an integer in >= 0"):
+    with pytest.raises(ConfigError, match=r"keep=-1 is not an integer >= 0"):
         make_policy("anthropic_clear_tool_uses", keep=-1)
     with pytest.raises(ConfigError, match=r"exclude_tools='grep' is not null or a list"):
         make_policy("langchain_clear_tool_uses", exclude_tools="grep")
@@ -186,5 +186,5 @@ def test_knob_validation_names_knob_value_and_range():
         make_policy("codex_auto_compact", summary_ratio=0)
     with pytest.raises(ConfigError, match=r"context_window=33000 leaves a threshold of 0"):
         make_policy("claude_code_auto_compact", context_window=33000)
-    with pytest.raises(ConfigError, match=r"trim_tokens_to_summarize=0 is not an integer in >= 1"):
+    with pytest.raises(ConfigError, match=r"trim_tokens_to_summarize=0 is not an integer >= 1"):
         make_policy("langchain_summarization", trim_tokens_to_summarize=0)

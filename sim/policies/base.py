@@ -247,5 +247,5 @@ def check_int(policy: str, knob: str, value: Any, lo: int, hi: int | None = None
         isinstance(value, int) and not isinstance(value, bool) and value >= lo and (hi is None or value <= hi)
     )
     if not ok:
-        rng = f"[{lo}, {hi}]" if hi is not None else f">= {lo}"
-        raise ConfigError(f"policy '{policy}': {knob}={value!r} is not an integer in {rng}")
+        rng = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+        raise ConfigError(f"policy '{policy}': {knob}={value!r} is not an integer {rng}")
