@@ -102,11 +102,10 @@ def excluded(trace: Trace, names: tuple[str, ...] | None, result: int) -> bool:
     return content is not None and content.startswith(tuple(names))
 
 
-@register
 @dataclass(frozen=True)
-class AnthropicClearToolUses(Policy):
-    """Anthropic clear_tool_uses_20250919: over trigger, tool results older than the last ``keep``
-    become a placeholder; the cleared set persists."""
+class ClearToolUsesKnobs(Policy):
+    """The knobs Anthropic's and LangChain's clear_tool_uses edits share (same names and defaults);
+    the two differ in how they count, trigger and persist, so each subclass has its own before_call."""
 
     trigger_tokens: int = 100000
     keep: int = 3
@@ -114,7 +113,6 @@ class AnthropicClearToolUses(Policy):
     exclude_tools: tuple[str, ...] | None = None
     clear_tool_inputs: bool = False
 
-    name = "anthropic_clear_tool_uses"
     acts_before_call = True
     conformance_settings = (
         {"trigger_tokens": 800, "keep": 2},
@@ -124,6 +122,15 @@ class AnthropicClearToolUses(Policy):
 
     def __post_init__(self) -> None:
         check_clear_knobs(self)
+
+
+@register
+@dataclass(frozen=True)
+class AnthropicClearToolUses(ClearToolUsesKnobs):
+    """Anthropic clear_tool_uses_20250919: over trigger, tool results older than the last ``keep``
+    become a placeholder; the cleared set persists."""
+
+    name = "anthropic_clear_tool_uses"
 
     def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
         if request_tokens(trace, view, call) <= self.trigger_tokens:

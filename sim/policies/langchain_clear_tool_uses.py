@@ -31,13 +31,13 @@ from sim.information import issuer_of
 from sim.policies.anthropic_clear_tool_uses import (
     INPUT_PLACEHOLDER,
     MASKED,
+    ClearToolUsesKnobs,
     candidates,
-    check_clear_knobs,
     excluded,
     text_size,
     unedited_tokens,
 )
-from sim.policies.base import Change, Policy, View, register
+from sim.policies.base import Change, View, register
 from sim.types import Trace
 
 PLACEHOLDER = "[cleared]"
@@ -45,25 +45,10 @@ PLACEHOLDER = "[cleared]"
 
 @register
 @dataclass(frozen=True)
-class LangchainClearToolUses(Policy):
+class LangchainClearToolUses(ClearToolUsesKnobs):
     """LangChain ClearToolUsesEdit: a per-call copy with old tool results cleared, re-done every call."""
 
-    trigger_tokens: int = 100000
-    keep: int = 3
-    clear_at_least: int = 0
-    exclude_tools: tuple[str, ...] | None = None
-    clear_tool_inputs: bool = False
-
     name = "langchain_clear_tool_uses"
-    acts_before_call = True
-    conformance_settings = (
-        {"trigger_tokens": 800, "keep": 2},
-        {"trigger_tokens": 800, "keep": 1, "clear_at_least": 500, "clear_tool_inputs": True},
-        {"trigger_tokens": 500, "keep": 0, "exclude_tools": ["cmd 1"]},
-    )
-
-    def __post_init__(self) -> None:
-        check_clear_knobs(self)
 
     def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
         if unedited_tokens(trace, view, call) <= self.trigger_tokens:
