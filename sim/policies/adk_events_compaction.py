@@ -118,7 +118,7 @@ class AdkEventsCompaction(Policy):
             cut = view.n  # every completed turn (the view ends where the next call's turn begins)
             first_overlap = max(0, state.turns_done - self.overlap_size)
             lo = turns[first_overlap] if first_overlap < state.turns_done else start
-            overlap = sum(trace.events[i].tokens for i in range(lo, start))
+            overlap = int(trace.arrays.prefix[start] - trace.arrays.prefix[lo])  # original sizes
             reason = "compaction"
         elif (
             self.token_threshold is not None
