@@ -2,7 +2,8 @@
 
 A benchmark, not a test: numbers depend on the machine. Corpora: ``shared`` (the 40 real mini-swe-agent
 runs under CTXSIM_TRACES) and ``embedded`` (the committed scenario suite). Traces are loaded once;
-each repeat replays every trace of the corpus, metrics included, as ``ctxsim run`` does.
+each repeat replays every trace of the corpus in one batch (``replay_many``), metrics included, as
+``ctxsim run`` and sweeps do.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from sim.engine import replay
+from sim.engine import replay_many
 from sim.importers import load_paths
-from sim.metrics import compute_metrics
+from sim.metrics import compute_metrics_many
 from sim.paths import EMBEDDED_SUITE, traces_dir
 from sim.policies.base import make_policy, registered
 from sim.types import Trace
@@ -42,8 +43,7 @@ def measure(traces: list[Trace], policy_name: str, repeats: int, min_seconds: fl
 
     def one_pass() -> float:
         t0 = time.perf_counter()
-        for t in traces:
-            compute_metrics(replay(t, policy))
+        compute_metrics_many(replay_many(traces, policy))
         return time.perf_counter() - t0
 
     passes = max(1, int(min_seconds / max(one_pass(), 1e-6)))  # warm-up pass also fills per-trace caches

@@ -88,29 +88,50 @@ class CostModel:
         return read, write, uncached, cost
 
     def step_all(self, t: np.ndarray, inp: np.ndarray, view: np.ndarray, stable: np.ndarray, out: np.ndarray):
-        """``step`` over a run's agent requests at once (no summary calls): the same numbers, vectorised.
-        The cache entry alive at request k is the one the last earlier request with a cacheable view
-        left; everything follows from its time and size."""
-        r = self.rules
+        """``step`` over a run's requests at once (no summary calls): the same numbers, vectorised."""
         n = len(inp)
-        cacheable = view >= r.min_prefix_tokens
-        last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
-        prev = np.concatenate(([-1], last[:-1]))  # last cacheable request before k
-        has = prev >= 0
-        src = np.where(has, prev, 0)
-        alive = has & (t <= t[src] + r.lifetime_s) & (stable >= r.min_prefix_tokens)
-        reusable = np.minimum(stable, view[src]).astype(np.float64) * r.reuse_fraction
-        read = np.where(alive, np.floor(reusable).astype(np.int64) // r.granularity * r.granularity, 0)
-        write = np.where(cacheable, view - read, 0) if r.writes else np.zeros(n, dtype=np.int64)
-        uncached = inp - read - write
-        if self.price is None:
-            cost = np.full(n, -1, dtype=np.int64)
-        else:
-            cost = self.price.cost_all(uncached, read, write, out)
-        if n and cacheable.any():
-            k = int(last[-1])
-            self.cached, self.expires = int(view[k]), float(t[k]) + r.lifetime_s
-        return read.astype(np.int64), write.astype(np.int64), uncached.astype(np.int64), cost
+        split = split_runs(self.rules, self.price, t, inp, view, stable, out, np.zeros(n, dtype=np.int64))
+        cacheable = np.flatnonzero(view >= self.rules.min_prefix_tokens)
+        if len(cacheable):
+            k = int(cacheable[-1])
+            self.cached, self.expires = int(view[k]), float(t[k]) + self.rules.lifetime_s
+        return split
+
+
+def split_runs(
+    rules: CacheRules,
+    price: Price | None,
+    t: np.ndarray,
+    inp: np.ndarray,
+    view: np.ndarray,
+    stable: np.ndarray,
+    out: np.ndarray,
+    run_start: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(cache_read, cache_write, uncached, cost_microusd) of the requests of many runs laid end to end
+    (no summary calls), each run starting with an empty cache: ``run_start[k]`` is the row where the run
+    of row k starts. The cache entry alive at request k is the one the last earlier request of its run
+    with a cacheable view left; everything follows from that request's time and size. One pass for
+    a whole corpus: per-run numpy calls would cost more than the arithmetic."""
+    n = len(inp)
+    cacheable = view >= rules.min_prefix_tokens
+    last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
+    prev = np.empty(n, dtype=np.int64)
+    prev[:1] = -1
+    prev[1:] = last[:-1]  # last cacheable request before k (of any run)
+    has = prev >= run_start  # ... and of k's own run
+    src = np.where(has, prev, 0)
+    alive = has & (t <= t[src] + rules.lifetime_s) & (stable >= rules.min_prefix_tokens)
+    reusable = np.minimum(stable, view[src])
+    if rules.reuse_fraction != 1.0:
+        reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+    if rules.granularity != 1:
+        reusable = reusable // rules.granularity * rules.granularity
+    read = np.where(alive, reusable, 0)
+    write = np.where(cacheable, view - read, 0) if rules.writes else np.zeros(n, dtype=np.int64)
+    uncached = inp - read - write
+    cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, read, write, out)
+    return read, write, uncached, cost
 
 
 def fit_implicit(

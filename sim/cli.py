@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -86,9 +87,10 @@ def iter_runs(
     behaviour: dict[str, Any] | None = None,
     scenarios: list[str] | None = None,
     dataset: tuple[str, str, bool] | None = None,
-) -> Iterator[tuple[Any, Any]]:
-    """(trace, record) for every trace in the given files, in file order."""
-    from sim.engine import replay
+) -> Iterator[list[tuple[Any, Any]]]:
+    """Batches of (trace, record) for every trace in the given files, in file order (a batch never
+    spans two files)."""
+    from sim.engine import BATCH, replay_many
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
     from sim.pricing import closest_priced, find_price, price_named
@@ -111,7 +113,15 @@ def iter_runs(
     for i, (label, load) in enumerate(sources, start=1):
         f = Path(label)
         estimated_runs = estimated_calls = 0
-        for trace in load():
+        batch: list[Any] = []
+        models: list[Any] = []
+        for trace in itertools.chain(load(), [None]):
+            if trace is None or len(batch) == BATCH:  # replay in batches: fast, and memory stays bounded
+                records = replay_many(batch, policy, models, window=window, pricing=pricing)
+                yield list(zip(batch, records, strict=True))
+                batch, models = [], []
+                if trace is None:
+                    break
             model = ReplayModel(trace, **(behaviour or {}))
             if model.estimated:
                 estimated_runs += 1
@@ -123,7 +133,8 @@ def iter_runs(
                     f"model {trace.model!r} has no price in conf/pricing/: cost is empty for its runs "
                     f"(closest priced: {close}; choose one with --pricing)"
                 )
-            yield trace, replay(trace, policy, model, window=window, pricing=pricing)
+            batch.append(trace)
+            models.append(model)
         if estimated_runs:
             _warn(
                 f"{f.name}: {estimated_calls} calls in {estimated_runs} runs have no recorded output tokens; "
@@ -136,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
     from sim.config import build_policy, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
-    from sim.tables import check_table_path, csv_text, json_line, result_row, write_frames
+    from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
 
     paths, overrides = split_args(args.items)
     if not paths and not args.scenario and not args.dataset:
@@ -153,21 +164,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
-    for trace, rec in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario, dataset):
-        row = result_row(rec, __version__)
-        if stream_out:
-            if args.format == "json":
-                sys.stdout.write(json_line(row) + "\n")
+    for batch in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario, dataset):
+        batch_rows = result_rows([rec for _, rec in batch], __version__)
+        for (trace, rec), row in zip(batch, batch_rows, strict=True):
+            if stream_out:
+                if args.format == "json":
+                    sys.stdout.write(json_line(row) + "\n")
+                else:
+                    text = csv_text([row])
+                    sys.stdout.write(text if header is None else text.split("\n", 1)[1])
+                    header = header or list(row)
             else:
-                text = csv_text([row])
-                sys.stdout.write(text if header is None else text.split("\n", 1)[1])
-                header = header or list(row)
-        else:
-            rows.append(row)
-        if args.calls:
-            frames.append(rec.calls_frame())
-        if args.ledger:
-            ledger.extend(entries(trace, rec))
+                rows.append(row)
+            if args.calls:
+                frames.append(rec.calls_frame())
+            if args.ledger:
+                ledger.extend(entries(trace, rec))
     if args.calls:
         write_frames(frames, Path(args.calls))
     if args.ledger:

@@ -10,22 +10,26 @@ budgets (a grace call with tools forbidden, or a stop).
 Two ways to run the same semantics. The per-call loop (``_replay_loop``) is the reference. When nothing
 watches and the policy's decisions are known ahead (no pre-call transform, or a ``plan``; no budgets, no
 status line, no recovery), requests are prefix sums of settled sizes plus planned changes, computed in a
-few steps (``_replay_vectorised``); a run that hits the window is handed to the loop. The conformance
-checker holds the two paths to identical records for every registered policy.
+few array steps (``_fast_columns``); the mock model's reactions to facts a plan hid (refetch, retrieval,
+degrade) are found by walking only the calls that need facts, and their rows are inserted. A run that hits
+the window, or whose model fails on a missing fact, is handed to the loop. ``replay_many`` prices the
+fast runs of a corpus in one pass (cache and cost columns of all runs laid end to end), so per-run
+numpy overhead does not dominate short runs. The conformance checker holds the two paths to identical
+records for every registered policy.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from itertools import accumulate
 
 import numpy as np
 
-from sim.cache import CostModel, cache_rules
+from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError
-from sim.information import VISIBLE, FactState, has_needs, issuer_of, last_need
-from sim.information import providers as fact_providers
+from sim.fastpath import Fenwick, Prepared, per_call, prepare, replay_columns
+from sim.information import VISIBLE, FactState, has_needs, last_need, missing_sources, reread_size
 from sim.ledger import totals as ledger_totals
 from sim.model import ReplayModel
 from sim.models import resolve_window
@@ -36,18 +40,17 @@ from sim.records import (
     CALL_COLUMNS,
     GRACE,
     KIND_OF_STATE,
-    REFETCH,
-    RETRIEVE,
     SUMMARY,
     RunRecord,
     change_table,
-    compaction_table,
+    compactions_of,
 )
 from sim.traceio import trace_hash
 from sim.types import ItemState, Trace
 
 Observer = Callable[[int, View], None]
 AUTO = "auto"
+BATCH = 256  # runs per replay_many call for streaming callers: amortises per-batch work, bounds memory
 
 
 def replay(
@@ -68,27 +71,64 @@ def replay(
     sent: the conformance checker and ``explain`` use it; replays for results leave it None.
     """
     model = model or ReplayModel(trace)
-    if window == AUTO:
-        window = resolve_window(trace.model)
-    cost = cost_model(trace, pricing)
-    if getattr(policy, "cost_budget_microusd", None) is not None and cost.price is None:
+    if observer is None:
+        return replay_many([trace], policy, [model], window, pricing)[0]
+    rules, price = _rules_and_price(trace.model, pricing)
+    _check_priced(policy, trace, price)
+    w = resolve_window(trace.model) if window == AUTO else window
+    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price))  # type: ignore[arg-type]
+
+
+def replay_many(
+    traces: Sequence[Trace],
+    policy: Policy,
+    models: Sequence[ReplayModel] | None = None,
+    window: int | str | None = AUTO,
+    pricing: str | None = AUTO,
+) -> list[RunRecord]:
+    """``[replay(t, policy, m, window=window, pricing=pricing) for t, m in zip(traces, models)]``: the
+    same records, in order, with the fast path's cache and cost columns computed for all runs at once.
+    ``models`` default to ``ReplayModel(t)`` per trace."""
+    traces = list(traces)
+    models = [ReplayModel(t) for t in traces] if models is None else list(models)
+    if len(models) != len(traces):
+        raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
+    fast = (policy.plans or not policy.acts_before_call) and not (
+        policy.recovers or policy.checks_after_call or policy.reports_status
+    )
+    records: list[RunRecord | None] = [None] * len(traces)
+    groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
+    for pos, (trace, model) in enumerate(zip(traces, models, strict=True)):
+        rules, price = _rules_and_price(trace.model, pricing)
+        _check_priced(policy, trace, price)
+        w = resolve_window(trace.model) if window == AUTO else window
+        prepared = prepare(trace, policy, model) if fast else None
+        if prepared is None:
+            records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
+        else:
+            groups.setdefault((rules, price), []).append((pos, prepared, w))
+    for (rules, price), runs in groups.items():
+        columns = replay_columns([p for _, p, _ in runs], rules, price)
+        for (pos, p, w), c in zip(runs, columns, strict=True):
+            if w is not None and c.peak > w:  # refused by the provider: the loop decides what follows
+                records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
+                continue
+            records[pos] = _record(
+                p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
+                facts=p.facts, degraded=p.degraded, rereads=tuple(r[:4] for r in p.rereads),
+                compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.providing),
+            )  # fmt: skip
+            records[pos].prime(c.sums, c.peak, c.kinds)
+    return records  # type: ignore[return-value]
+
+
+def _check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
+    if getattr(policy, "cost_budget_microusd", None) is not None and price is None:
         close = ", ".join(closest_priced(trace.model or "")) or "none"
         raise ConfigError(
             f"trace {trace.trace_id}: cost_budget_microusd needs a price, and model {trace.model!r} has none "
             f"(closest priced: {close}; choose one with --pricing)"
         )
-    fast = (
-        observer is None
-        and (policy.plans or not policy.acts_before_call)
-        and not (policy.recovers or policy.checks_after_call or policy.reports_status)
-    )
-    if fast:
-        # None: some action would miss a needed fact, so the mock model reacts (the loop's work)
-        record = _replay_vectorised(trace, policy, model, cost)
-        if record is not None and (window is None or not (record.calls["input_tokens"] > window).any()):
-            return record
-        cost = cost_model(trace, pricing)  # fresh cache state for the loop
-    return _replay_loop(trace, policy, model, observer, window, cost)  # type: ignore[arg-type]
 
 
 def guess_family(model: str | None) -> str:
@@ -100,16 +140,22 @@ def guess_family(model: str | None) -> str:
     return "none"
 
 
-def cost_model(trace: Trace, pricing: str | None) -> CostModel:
+@lru_cache(maxsize=256)
+def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules, Price | None]:
+    """Cache rules and price of a recorded model under a pricing setting (tables are read once)."""
     price: Price | None
     if pricing == AUTO:
-        price = find_price(trace.model)
+        price = find_price(model)
     elif pricing is None:
         price = None
     else:
         price = price_named(pricing)
-    family = price.family if price is not None else guess_family(trace.model)
-    return CostModel(cache_rules(family), price)
+    family = price.family if price is not None else guess_family(model)
+    return cache_rules(family), price
+
+
+def cost_model(trace: Trace, pricing: str | None) -> CostModel:
+    return CostModel(*_rules_and_price(trace.model, pricing))
 
 
 def _record(
@@ -118,7 +164,7 @@ def _record(
     model,
     cols,
     item_state,
-    events,
+    changes,
     cost,
     item_tokens,
     finish="completed",
@@ -128,7 +174,13 @@ def _record(
     degraded=False,
     summaries=(),
     rereads=(),
+    compactions=None,
+    ledger_parts=(None, None),
 ) -> RunRecord:
+    """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
+    ``compactions``: their table when already grouped; ``ledger_parts``: the ledger's (tokens,
+    providing) when a batch computed them."""
+    rules, price = cost
     answer = trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
     if facts is None:  # no fact can have left the view (see replay): every need is met
         met, kept, recovered = len(answer), (), ()
@@ -137,7 +189,7 @@ def _record(
         states = item_state.tolist()
         met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
-    record = RunRecord(
+    record = RunRecord.build(
         trace_id=trace.trace_id,
         trace_hash=trace.derived("trace_hash", trace_hash),
         policy=policy.name,
@@ -146,13 +198,13 @@ def _record(
         finish_reason=finish,
         calls=cols,
         item_state=item_state,
-        compactions=_compactions(events),
+        compactions=compactions_of(changes) if compactions is None else compactions,
         warnings=tuple(warnings),
         rejections=rejections,
-        pricing=None if cost.price is None else cost.price.model,
-        cache_family=cost.rules.family,
-        changes=change_table(events),
-        item_tokens=np.asarray(item_tokens, dtype=np.int64),
+        pricing=None if price is None else price.model,
+        cache_family=rules.family,
+        changes=changes,
+        item_tokens=item_tokens,
         summary_kept=kept,
         summaries=tuple(summaries),
         rereads=tuple(rereads),
@@ -161,226 +213,13 @@ def _record(
         answer_needs=len(answer),
         answer_needs_met=met,
     )
-    object.__setattr__(record, "ledger", ledger_totals(trace, record))  # derived once, from the record
+    object.__setattr__(
+        record, "ledger", ledger_totals(trace, record, *ledger_parts)
+    )  # derived once, from the record
     return record
 
 
-class _Fenwick:
-    """Prefix sums of per-item size changes, O(log n) per update and query."""
-
-    __slots__ = ("tree",)
-
-    def __init__(self, n: int) -> None:
-        self.tree = [0] * (n + 1)
-
-    def add(self, i: int, d: int) -> None:
-        i += 1
-        tree = self.tree
-        while i < len(tree):
-            tree[i] += d
-            i += i & -i
-
-    def query(self, i: int) -> int:
-        """Sum over items [0, i)."""
-        s, tree = 0, self.tree
-        while i > 0:
-            s += tree[i]
-            i -= i & -i
-        return s
-
-
-def _account(cols: dict, cost: CostModel, elapsed: np.ndarray) -> None:
-    """Cache and cost columns for the rows of a fast-path replay (the loop accounts as it goes)."""
-    read, write, uncached, c = cost.step_all(
-        elapsed,
-        cols["input_tokens"],
-        cols["view_tokens"],
-        cols["stable_prefix_tokens"],
-        cols["output_tokens"],
-    )
-    cols["cache_read_tokens"], cols["cache_write_tokens"] = read, write
-    cols["uncached_input_tokens"], cols["cost_microusd"] = uncached, c
-
-
-def _compactions(events: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
-    """Group change events (recorded call, kind, index, reclaimed, after) into one row per (call, kind)."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for call, kind, index, reclaimed, _ in events:
-        g = groups.get((call, kind))
-        if g is None:
-            groups[(call, kind)] = [1, reclaimed, index]
-        else:
-            g[0] += 1
-            g[1] += reclaimed
-            g[2] = min(g[2], index)
-    return compaction_table([(c, k, *v) for (c, k), v in sorted(groups.items())])
-
-
-# ------------------------------------------------------------------------------------------ fast path
-def _settled_sizes(trace: Trace, policy: Policy, state, stop: int):
-    """Sizes and states of events [0, stop) after settle-time transforms, and the changes made."""
-    tokens = trace.arrays.tokens.tolist()[:stop]
-    states = [0] * stop
-    changes = policy.settle_all(trace)
-    if changes is None:  # the policy wants to see the view as each event enters
-        view = View()
-        view.tokens, view.state, view.nbytes = tokens, states, trace.arrays.bytes.tolist()[:stop]
-        total, changes = 0, []
-        for i in range(stop):
-            view.n, view.total = i + 1, total + tokens[i]
-            ch = policy.settle(trace, state, i, view)
-            if ch is not None:
-                changes.append(ch)
-                tokens[i], states[i] = ch.tokens, ch.state
-            total += tokens[i]
-        return tokens, states, changes
-    changes = [ch for ch in changes if ch.index < stop]
-    for ch in changes:
-        tokens[ch.index], states[ch.index] = ch.tokens, ch.state
-    return tokens, states, changes
-
-
-def _replay_vectorised(trace: Trace, policy: Policy, model: ReplayModel, cost: CostModel) -> RunRecord | None:
-    a = trace.arrays
-    ncalls = len(a.view_end)
-    stop = int(a.view_end[-1]) if ncalls else 0
-    firsts, nchanged = a.no_first, a.no_changes
-    events: list[tuple[int, int, int, int]] = []
-    tokens = states = None
-    if policy.settles:
-        tokens, states, settled = _settled_sizes(trace, policy, policy.start(trace), stop)
-        if settled:
-            original = a.tokens
-            view_end = a.view_end.tolist()
-            for ch in settled:  # a settled event belongs to the first call whose view admits it
-                i = ch.index
-                events.append(
-                    (
-                        bisect_right(view_end, i),
-                        KIND_OF_STATE[ch.state],
-                        i,
-                        int(original[i]) - ch.tokens,
-                        ch.tokens,
-                    )
-                )
-        prefix = np.zeros(stop + 1, dtype=np.int64)
-        np.cumsum(tokens, out=prefix[1:])
-        view_tokens = prefix[a.view_end]
-    else:  # nothing settles: the recorded views' sizes, computed once per trace
-        prefix, view_tokens = a.prefix, a.recorded_view
-    stable = None
-    p = policy.plan(trace) if policy.acts_before_call else None
-    if (p is not None and p.index or policy.spills) and trace.derived("has_needs", has_needs):
-        if not _needs_met(trace, p, states):
-            return None
-    if p is not None:
-        if p.index:
-            if tokens is None:
-                tokens, states = a.tokens.tolist()[:stop], [0] * stop
-            view_tokens, firsts, nchanged, stable = _apply_plan(
-                p, tokens, states, view_tokens, ncalls, events, prefix, a.view_end
-            )
-    if stable is None:  # nothing changed before any call: each request reuses the whole previous view
-        stable = np.concatenate(([0], view_tokens[:-1])) if ncalls else view_tokens
-    item_state = np.zeros(stop, dtype=np.int8) if states is None else np.array(states, dtype=np.int8)
-    cols = {
-        "call": a.call_index,
-        "kind": a.no_changes,  # all agent rows (code 0)
-        "recorded_call": a.call_index,
-        "input_tokens": view_tokens + a.residual,
-        "output_tokens": model.respond_all(),
-        "view_tokens": view_tokens,
-        "residual_tokens": a.residual,
-        "status_tokens": a.no_changes,
-        "recorded_input_tokens": a.recorded_input,
-        "view_items": a.view_end,
-        "first_changed": firsts,
-        "items_changed": nchanged,
-        "stable_prefix_tokens": stable,
-    }
-    _account(cols, cost, trace.derived("elapsed", _elapsed_array))
-    item_tokens = a.tokens[:stop] if tokens is None else tokens
-    return _record(trace, policy, model, cols, item_state, events, cost, item_tokens)
-
-
-def _needs_met(trace: Trace, p, settled: list[int] | None) -> bool:
-    """Whether every action's needed facts stay in view under settle-time states and a plan: an item
-    counts from admission until the call its plan entry hides it (bounded items stay visible)."""
-    hidden_at: dict[int, int] = {}
-    if p is not None:
-        for k, i, s in zip(p.call, p.index, p.state, strict=True):
-            if s not in VISIBLE:
-                hidden_at[i] = k
-    if settled is not None:
-        for i, s in enumerate(settled):
-            if s not in VISIBLE:
-                hidden_at[i] = -1
-    providers = trace.derived("fact_providers", fact_providers)
-    for c in trace.calls:
-        for f in trace.events[c.event_index].needs:
-            if not any(
-                j < c.view_end and hidden_at.get(j, c.index + 1) > c.index for j in providers.get(f, ())
-            ):
-                return False
-    return True
-
-
-def _apply_plan(p, tokens, states, view_tokens, ncalls, events, prefix, view_end):
-    """Fold a plan into per-call columns (``tokens``/``states`` updated in place). A call that changes
-    items from position q on reuses only the prefix before q: its size is the settled prefix sum plus
-    the changes earlier calls made below q. When the plan's positions only grow (a moving boundary, as
-    in masking) those are all earlier changes; otherwise a Fenwick tree sums them."""
-    delta = [0] * ncalls  # net size change made before each call
-    firsts = [-1] * ncalls
-    nchanged = [0] * ncalls
-    seams: list[tuple[int, int]] = []  # (call, stable prefix tokens) for calls that change old items
-    index = p.index
-    ascending = all(a < b for a, b in zip(index, index[1:], strict=False))
-    fen = None if ascending else _Fenwick(len(tokens))
-    changed_so_far = 0
-    kinds = KIND_OF_STATE
-    for k, i, t, s in zip(p.call, index, p.tokens, p.state, strict=True):
-        if firsts[k] < 0:
-            firsts[k] = i  # entries ascend by index within a call: the first is the lowest
-            if k > 0 and i < view_end[k - 1]:
-                below = changed_so_far if fen is None else fen.query(i)
-                seams.append((k, int(prefix[i]) + below))
-        d = t - tokens[i]
-        delta[k] += d
-        changed_so_far += d
-        if fen is not None:
-            fen.add(i, d)
-        tokens[i], states[i] = t, s
-        events.append((k, kinds[s], i, -d, t))
-        nchanged[k] += 1
-    view_tokens = view_tokens + np.fromiter(accumulate(delta), dtype=np.int64, count=ncalls)
-    stable = np.concatenate(([0], view_tokens[:-1]))
-    for k, v in seams:
-        stable[k] = v
-    return view_tokens, np.array(firsts, dtype=np.int64), np.array(nchanged, dtype=np.int64), stable
-
-
 # ------------------------------------------------------------------------------------------ the loop
-def _elapsed_array(trace: Trace) -> np.ndarray:
-    a = np.array(trace.derived("per_call", _per_call)[1], dtype=np.float64)
-    a.setflags(write=False)
-    return a
-
-
-def _per_call(trace: Trace) -> tuple[list[int], list[float]]:
-    """Tool calls each recorded call issued, and its recorded time since the run started (seconds)."""
-    tool_calls = [len(trace.events[c.event_index].tool_call_ids) for c in trace.calls]
-    stamps = [e.timestamp for e in trace.events if e.timestamp is not None]
-    stamps += [c.timestamp for c in trace.calls if c.timestamp is not None]
-    start = min(stamps) if stamps else None
-    elapsed, last = [], 0.0
-    for c in trace.calls:
-        if c.timestamp is not None and start is not None:
-            last = c.timestamp - start
-        elapsed.append(last)
-    return tool_calls, elapsed
-
-
 def _replay_loop(
     trace: Trace,
     policy: Policy,
@@ -397,9 +236,7 @@ def _replay_loop(
     outputs = model.respond_all().tolist()
     ncalls = len(view_end)
     stop = view_end[-1] if ncalls else 0
-    tool_calls, elapsed = trace.derived("per_call", _per_call)
-    call_of_event = {c.event_index: c.index for c in trace.calls}
-    issuers = trace.derived("issuers", issuer_of)
+    tool_calls, elapsed = trace.derived("per_call", per_call)
     # Items are laid out for every event the run will admit; only [0, view.n) is in view. The running
     # total is the prefix sum of original sizes plus ``delta``, the net effect of every change so far;
     # a Fenwick tree of the changes gives any prefix of the view (the part a cache can reuse). Items the
@@ -411,7 +248,7 @@ def _replay_loop(
     view.nbytes = vb = a.bytes.tolist()[:stop]
     view.state = vs = [0] * stop
     prefix = list(accumulate(vt, initial=0))
-    fen = _Fenwick(stop)
+    fen = Fenwick(stop)
     delta = extra = 0
     prev_view = prev_items = 0  # the previous request's view: what the cache may hold
     state = policy.start(trace)
@@ -507,29 +344,20 @@ def _replay_loop(
     def reread(k: int, first: int, changed: int) -> tuple[bool, int, int]:
         """Before agent call k: bring back what its action needs. Returns (go on?, first, changed)."""
         nonlocal extra, degraded, prev_view, prev_items
-        sources: dict[int, int] = {}  # providing event -> row kind (refetch or retrieve)
-        for f in events_[trace.calls[k].event_index].needs:
-            where = facts.where(f, vs, view.n)
-            if where == "spilled":
-                sources.setdefault(facts.source(f, view.n), RETRIEVE)
-            elif where == "lost":
-                if model.on_missing == "fail":
-                    return False, first, changed
-                src = facts.source(f, view.n)
-                if model.on_missing == "degrade" or events_[src].kind != "tool_result":
-                    degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
-                    continue
-                sources.setdefault(src, REFETCH)
+        found = missing_sources(
+            facts, events_, events_[trace.calls[k].event_index].needs, vs, view.n, model.on_missing
+        )
+        if found is None:
+            return False, first, changed
+        sources, worse = found
+        degraded |= worse
         for src, kind in sorted(sources.items()):
-            # the agent re-issues the call that produced src (or reads its spill handle): one more call
-            # on the current view, whose result then stays in the conversation
-            issuer = issuers.get(src, src)
-            out = outputs[call_of_event[issuer]] if issuer in call_of_event else 0
+            # one more call on the current view, whose result then stays in the conversation
+            added, out = reread_size(trace, src, outputs)
             total = view.total + extra
             stable = stable_prefix(first)
             row(kind, k, total + residual[k], out, total, residual[k], 0, -1, first, changed, stable)
             prev_view, prev_items, first, changed = total, view.n, -1, 0
-            added = original[issuer] + original[src] if issuer != src else original[src]
             extra += added
             rereads.append((k, kind, src, added))
             facts.recovered.update(events_[src].provides)
@@ -598,9 +426,9 @@ def _replay_loop(
         model,
         arrays,
         item_state,
-        events,
-        cost,
-        vt[: view.n],
+        change_table(events),
+        (cost.rules, cost.price),
+        np.array(vt[: view.n], dtype=np.int64),
         finish,
         warnings,
         rejections,

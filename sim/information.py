@@ -9,9 +9,12 @@ provides it is spilled: the handle is in view and a retrieval call brings it bac
 
 from __future__ import annotations
 
+from sim.records import REFETCH, RETRIEVE
 from sim.types import ItemState, Trace
 
 VISIBLE = (ItemState.VERBATIM, ItemState.BOUNDED)
+_VISIBLE = frozenset(int(s) for s in VISIBLE)  # plain ints: enum member lookups are slow in hot loops
+_SPILLED = int(ItemState.SPILLED)
 
 
 def providers(trace: Trace) -> dict[str, list[int]]:
@@ -65,9 +68,9 @@ class FactState:
             if i >= n:
                 break
             s = state[i]
-            if s in VISIBLE:
+            if s in _VISIBLE:
                 return "view"
-            if s == ItemState.SPILLED:
+            if s == _SPILLED:
                 spilled = True
         if fact in self.kept:
             return "summary"
@@ -82,3 +85,39 @@ class FactState:
             if i < n:
                 best = i
         return best
+
+
+def missing_sources(facts, events, needs, states, n, on_missing) -> tuple[dict[int, int], bool] | None:
+    """For an action needing ``needs`` with items [0, n) in ``states``: the events to re-read (event ->
+    row kind, refetch or retrieve) and whether it goes ahead without some fact; None: the model fails."""
+    sources: dict[int, int] = {}
+    degraded = False
+    for f in needs:
+        where = facts.where(f, states, n)
+        if where == "spilled":
+            sources.setdefault(facts.source(f, n), RETRIEVE)
+        elif where == "lost":
+            if on_missing == "fail":
+                return None
+            src = facts.source(f, n)
+            if on_missing == "degrade" or events[src].kind != "tool_result":
+                degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
+                continue
+            sources.setdefault(src, REFETCH)
+    return sources, degraded
+
+
+def reread_size(trace: Trace, src: int, outputs: list[int]) -> tuple[int, int]:
+    """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src:
+    the agent re-issues the call that produced it (or reads its spill handle), whose result then stays."""
+    issuer = trace.derived("issuers", issuer_of).get(src, src)
+    calls = trace.derived("call_of_event", call_of_event)
+    out = outputs[calls[issuer]] if issuer in calls else 0
+    original = trace.arrays.tokens
+    added = int(original[issuer]) + int(original[src]) if issuer != src else int(original[src])
+    return added, out
+
+
+def call_of_event(trace: Trace) -> dict[int, int]:
+    """Event index of each recorded call's assistant turn -> the call."""
+    return {c.event_index: c.index for c in trace.calls}

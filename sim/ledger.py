@@ -11,7 +11,7 @@ re-read copies are extra content and are not counted in the token totals).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -33,8 +33,9 @@ LEDGER_COLUMNS = (
 )
 
 
-@dataclass(frozen=True)
-class LedgerTotals:
+class LedgerTotals(NamedTuple):
+    """End-of-run totals (immutable; a tuple, so building one per run stays cheap)."""
+
     facts_seen: int
     facts_verbatim: int
     facts_derived: int
@@ -57,19 +58,28 @@ def _facts_before(trace: Trace) -> list[int]:
     return out
 
 
+_VERBATIM, _BOUNDED, _SUMMARIZED, _SPILLED = (
+    int(ItemState.VERBATIM),
+    int(ItemState.BOUNDED),
+    int(ItemState.SUMMARIZED),
+    int(ItemState.SPILLED),
+)
+
+
 def fact_outcomes(trace: Trace, r: RunRecord, changed: list[int] | None = None) -> dict[str, str]:
     """Facts held by items that are no longer verbatim -> their category at the end of the run (the best
     holder wins). A fact absent from the result is verbatim (some verbatim item still holds it)."""
     states = r.item_state.tolist()
     n = len(states)
     if changed is None:
-        changed = [i for i, s in enumerate(states) if s != ItemState.VERBATIM]
+        changed = [i for i, s in enumerate(states) if s != _VERBATIM]
     kept, recovered = set(r.summary_kept), set(r.recovered)
     providers = trace.derived("fact_providers", _providers)
     rank = {c: i for i, c in enumerate(CATEGORIES)}
     out: dict[str, str] = {}
+    events = trace.events
     for i in changed:
-        for f in trace.events[i].provides:
+        for f in events[i].provides:
             if f in out:
                 continue
             best = "lost"
@@ -77,11 +87,11 @@ def fact_outcomes(trace: Trace, r: RunRecord, changed: list[int] | None = None) 
                 if j >= n:
                     break
                 s = states[j]
-                if s == ItemState.VERBATIM or f in recovered:
+                if s == _VERBATIM or f in recovered:
                     cat = "verbatim"
-                elif s == ItemState.BOUNDED or (s == ItemState.SUMMARIZED and f in kept):
+                elif s == _BOUNDED or (s == _SUMMARIZED and f in kept):
                     cat = "derived"
-                elif s == ItemState.SPILLED:
+                elif s == _SPILLED:
                     cat = "spilled"
                 else:
                     cat = "lost"
@@ -97,47 +107,80 @@ def _providers(trace: Trace) -> dict[str, list[int]]:
     return providers(trace)
 
 
-def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
-    """End-of-run totals; work proportional to the items a policy changed, not to the run."""
+def provides_any(trace: Trace) -> np.ndarray:
+    """Per event: does it provide any fact (read-only)."""
+    a = np.array([bool(e.provides) for e in trace.events], dtype=bool)
+    a.setflags(write=False)
+    return a
+
+
+def token_outcomes(
+    original: np.ndarray, final: np.ndarray, states: np.ndarray, bounds: np.ndarray
+) -> np.ndarray:
+    """Tokens (derived, spilled, lost) of each run, for runs whose items are laid end to end: run j holds
+    items [bounds[j], bounds[j + 1]). An item cut in place keeps what is left as derived and loses (or
+    spills) the rest; a summary stands for its whole span: derived up to its size, the rest lost."""
+    runs = len(bounds) - 1
+    changed = np.flatnonzero(states)
+    if not len(changed):
+        return np.zeros((runs, 3), dtype=np.int64)
+    original, final, states = original[changed], final[changed], states[changed]
+    run = bounds.searchsorted(changed, side="right") - 1
+
+    def per_run(values: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
+        # float weights are exact here: token counts stay far below 2**53
+        if where is None:
+            return np.bincount(run, values, minlength=runs).astype(np.int64)
+        return np.bincount(run[where], values[where], minlength=runs).astype(np.int64)
+
+    summarized = states == _SUMMARIZED
+    in_place = None if not summarized.any() else ~summarized
+    kept = np.minimum(final, original)
+    cut = original - kept
+    derived, cut_total = per_run(kept, in_place), per_run(cut, in_place)
+    spilled_items = states == _SPILLED
+    spilled = per_run(cut, spilled_items) if spilled_items.any() else np.zeros(runs, dtype=np.int64)
+    lost = cut_total - spilled
+    if in_place is not None:
+        covered, summary = per_run(original, summarized), per_run(final, summarized)
+        in_summary = np.minimum(summary, covered)
+        derived += in_summary
+        lost += covered - in_summary
+    return np.stack((derived, spilled, lost), axis=1)
+
+
+def totals(
+    trace: Trace, r: RunRecord, tokens: tuple[int, int, int] | None = None, providing: list[int] | None = None
+) -> LedgerTotals:
+    """End-of-run totals. ``tokens`` (derived, spilled, lost) and ``providing`` (changed items that
+    provide facts) may come precomputed for a batch of runs (``token_outcomes``)."""
     n = len(r.item_state)
     a = trace.arrays
+    if tokens is None:
+        tokens = tuple(
+            token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))[0].tolist()
+        )
+    if providing is None:
+        changed = np.flatnonzero(r.item_state)
+        providing = changed[trace.derived("provides_any", provides_any)[changed]].tolist()
+    facts = dict.fromkeys(CATEGORIES, 0)
+    if providing:
+        for v in fact_outcomes(trace, r, providing).values():
+            facts[v] += 1
     seen_tokens = int(a.prefix[n])
     seen_facts = trace.derived("facts_before", _facts_before)[n]
-    changed = np.flatnonzero(r.item_state).tolist()
-    tok = dict.fromkeys(CATEGORIES, 0)
-    facts = dict.fromkeys(CATEGORIES, 0)
-    if changed:
-        outcomes = fact_outcomes(trace, r, changed)
-        for v in outcomes.values():
-            facts[v] += 1
-        original = a.tokens
-        final = r.item_tokens
-        states = r.item_state
-        covered = summary = 0
-        for i in changed:
-            s, o, t = int(states[i]), int(original[i]), int(final[i])
-            if s == ItemState.SUMMARIZED:  # the summary stands for its whole span
-                covered += o
-                summary += t
-            else:
-                kept = min(t, o)
-                tok["derived"] += kept
-                tok["spilled" if s == ItemState.SPILLED else "lost"] += o - kept
-        tok["derived"] += min(summary, covered)
-        tok["lost"] += covered - min(summary, covered)
-    tok["verbatim"] = seen_tokens - tok["derived"] - tok["spilled"] - tok["lost"]
-    facts["verbatim"] = seen_facts - facts["derived"] - facts["spilled"] - facts["lost"]
+    derived, spilled, lost = tokens
     return LedgerTotals(
         facts_seen=seen_facts,
-        facts_verbatim=facts["verbatim"],
+        facts_verbatim=seen_facts - facts["derived"] - facts["spilled"] - facts["lost"],
         facts_derived=facts["derived"],
         facts_spilled=facts["spilled"],
         facts_lost=facts["lost"],
         tokens_seen=seen_tokens,
-        tokens_verbatim=tok["verbatim"],
-        tokens_derived=tok["derived"],
-        tokens_spilled=tok["spilled"],
-        tokens_lost=tok["lost"],
+        tokens_verbatim=seen_tokens - derived - spilled - lost,
+        tokens_derived=derived,
+        tokens_spilled=spilled,
+        tokens_lost=lost,
     )
 
 

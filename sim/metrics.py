@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from functools import lru_cache
-from itertools import accumulate
-from math import log
+from collections.abc import Callable, Sequence
+
+import numpy as np
 
 from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, RunRecord
 
@@ -17,16 +16,16 @@ def calls(r: RunRecord) -> int:
 
 def cumulative_input_tokens(r: RunRecord) -> int:
     """Sum of input tokens over all calls: the quadratic quantity."""
-    return sum(r.column("input_tokens"))
+    return r.total("input_tokens")
 
 
 def cumulative_output_tokens(r: RunRecord) -> int:
-    return sum(r.column("output_tokens"))
+    return r.total("output_tokens")
 
 
 def peak_context_tokens(r: RunRecord) -> int:
     """Largest request of the run, in input tokens (what a window must hold before output)."""
-    return max(r.column("input_tokens"), default=0)
+    return r.largest("input_tokens")
 
 
 def growth_exponent(r: RunRecord) -> float | None:
@@ -35,41 +34,51 @@ def growth_exponent(r: RunRecord) -> float | None:
     Raw long runs approach 2 (each call re-sends a growing history); bounded views approach 1.
     None for runs of fewer than 4 calls, where a half has too few points for a slope.
     """
-    n = r.n_calls
-    if n < 4:
-        return None
-    lo = n // 2
-    cum = list(accumulate(r.column("input_tokens")))[lo:]
-    if cum[0] <= 0:  # cumulative sums only grow, so the first is the smallest
-        return None
-    dx, sxx = _centred_log_calls(lo, n)
-    # slope = sum(dx * (y - ym)) / sum(dx^2), and sum(dx) = 0 drops ym; plain floats: a run's calls
-    # are few, and numpy's per-operation cost would dominate
-    slope = sum(d * log(c) for d, c in zip(dx, cum, strict=True)) / sxx
-    return round(slope, 6) if math.isfinite(slope) else None
+    return growth_exponents(r.calls["input_tokens"], np.array([0, r.n_calls]))[0]
 
 
-@lru_cache(maxsize=4096)
-def _centred_log_calls(lo: int, n: int) -> tuple[tuple[float, ...], float]:
-    """log(call number) for calls lo+1 .. n, centred, and their sum of squares (depends on n only)."""
-    xs = [log(k) for k in range(lo + 1, n + 1)]
-    xm = sum(xs) / len(xs)
-    dx = tuple(x - xm for x in xs)
-    return dx, sum(d * d for d in dx)
+def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | None]:
+    """``growth_exponent`` of runs laid end to end (run j: rows [bounds[j], bounds[j + 1])), in one pass.
+    Least squares with x = log(call number) centred over the half: slope = sum(dx * y) / sum(dx^2)
+    (sum(dx) = 0 drops y's mean). Sums run in row order, as a plain loop would add them."""
+    n = np.diff(bounds)
+    out: list[float | None] = [None] * len(n)
+    runs = np.flatnonzero(n >= 4)
+    if not len(runs):
+        return out
+    lo = n[runs] // 2
+    half = n[runs] - lo  # rows in each run's second half
+    seg = np.repeat(np.arange(len(runs)), half)
+    offset = np.arange(len(seg)) - np.repeat(np.cumsum(half) - half, half)
+    call_number = np.repeat(lo + 1, half) + offset
+    running = np.zeros(len(inputs) + 1, dtype=np.int64)
+    np.cumsum(inputs, out=running[1:])
+    start = np.repeat(bounds[runs], half)
+    cum = running[start + call_number] - running[start]  # cumulative input through each call
+    x = np.log(call_number)
+    dx = x - (np.bincount(seg, x) / half)[seg]
+    sxx = np.bincount(seg, dx * dx)
+    positive = cum[np.cumsum(half) - half] > 0  # cumulative sums only grow: the first is the smallest
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.bincount(seg, dx * np.log(cum)) / sxx
+    for j, v, ok in zip(runs.tolist(), slope.tolist(), positive.tolist(), strict=True):
+        if ok and math.isfinite(v):
+            out[j] = round(v, 6)
+    return out
 
 
 def cache_read_tokens(r: RunRecord) -> int:
     """Input tokens read from the prompt cache (modelled, sim.cache)."""
-    return sum(r.column("cache_read_tokens"))
+    return r.total("cache_read_tokens")
 
 
 def cache_write_tokens(r: RunRecord) -> int:
     """Input tokens written to the cache at the write price (families with explicit writes)."""
-    return sum(r.column("cache_write_tokens"))
+    return r.total("cache_write_tokens")
 
 
 def uncached_input_tokens(r: RunRecord) -> int:
-    return sum(r.column("uncached_input_tokens"))
+    return r.total("uncached_input_tokens")
 
 
 def cache_hit_rate(r: RunRecord) -> float | None:
@@ -79,9 +88,9 @@ def cache_hit_rate(r: RunRecord) -> float | None:
 
 
 def cost_microusd(r: RunRecord) -> int | None:
-    """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price."""
-    c = r.column("cost_microusd")
-    return None if r.pricing is None or min(c, default=0) < 0 else sum(c)
+    """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price
+    (the engine prices every row of a priced run, and none of an unpriced one)."""
+    return None if r.pricing is None else r.total("cost_microusd")
 
 
 def _ledger(field: str) -> Callable[[RunRecord], int]:
@@ -109,12 +118,12 @@ LEDGER_FIELDS = (
 
 def refetch_calls(r: RunRecord) -> int:
     """Extra calls re-running a tool call whose result the view had lost (trajectory elongation)."""
-    return r.column("kind").count(REFETCH)
+    return r.kind_count(REFETCH)
 
 
 def retrieve_calls(r: RunRecord) -> int:
     """Extra calls reading spilled content back through its handle."""
-    return r.column("kind").count(RETRIEVE)
+    return r.kind_count(RETRIEVE)
 
 
 def answer_fact_recall(r: RunRecord) -> float:
@@ -154,11 +163,13 @@ def tokens_reclaimed(r: RunRecord) -> int:
 
 
 def summary_calls(r: RunRecord) -> int:
-    return r.column("kind").count(SUMMARY)
+    return r.kind_count(SUMMARY)
 
 
 def summary_tokens(r: RunRecord) -> int:
     """Output tokens of the summary calls: the summaries' own size."""
+    if not r.kind_count(SUMMARY):
+        return 0
     return sum(o for k, o in zip(r.column("kind"), r.column("output_tokens"), strict=True) if k == SUMMARY)
 
 
@@ -199,5 +210,26 @@ METRICS: dict[str, Callable[[RunRecord], object]] = {
 }
 
 
+# metrics with a form computed over many records at once (name -> records -> one value per record)
+BATCHED: dict[str, Callable[[Sequence[RunRecord]], list]] = {
+    "growth_exponent": lambda rs: growth_exponents(
+        np.concatenate([r.calls["input_tokens"] for r in rs]),
+        np.cumsum([0] + [r.n_calls for r in rs]),
+    ),
+}
+
+
 def compute_metrics(r: RunRecord) -> dict[str, object]:
     return {name: fn(r) for name, fn in METRICS.items()}
+
+
+def compute_metrics_many(records: Sequence[RunRecord]) -> list[dict[str, object]]:
+    """``[compute_metrics(r) for r in records]``, with the BATCHED metrics computed for all at once."""
+    records = list(records)
+    if not records:
+        return []
+    batched = {name: f(records) for name, f in BATCHED.items()}
+    plan = [(name, None if name in batched else fn) for name, fn in METRICS.items()]
+    return [
+        {name: batched[name][j] if fn is None else fn(r) for name, fn in plan} for j, r in enumerate(records)
+    ]

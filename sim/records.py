@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +49,29 @@ KIND_OF_STATE = {
 }
 
 
+class Columns(Mapping):
+    """A table as named rows of one 2-D block (read-only views). A batch replay hands each run a slice
+    of the batch's block instead of building a dict of per-column slices for every run."""
+
+    __slots__ = ("names", "block", "_row")
+
+    def __init__(self, names: tuple[str, ...], block: np.ndarray, row: dict[str, int] | None = None) -> None:
+        self.names, self.block = names, block
+        self._row = row if row is not None else {n: i for i, n in enumerate(names)}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.block[self._row[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __reduce__(self):
+        return (Columns, (self.names, self.block))
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One (trace, policy, model) replay."""
@@ -57,14 +82,14 @@ class RunRecord:
     params: dict[str, Any]
     model: str
     finish_reason: str  # completed | context-overflow | budget-exhausted:<dimension>
-    calls: dict[str, np.ndarray] = field(repr=False)
+    calls: Mapping[str, np.ndarray] = field(repr=False)
     item_state: np.ndarray = field(repr=False)  # final state of every admitted item (ItemState codes)
-    compactions: dict[str, np.ndarray] = field(repr=False)
+    compactions: Mapping[str, np.ndarray] = field(repr=False)
     warnings: tuple[tuple[int, str], ...] = ()  # (call row, budget dimension) at 80% of a budget
     rejections: int = 0  # requests the provider refused as over the window
     pricing: str | None = None  # the priced model, None when unpriced
     cache_family: str = "none"
-    changes: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # CHANGE_COLUMNS
+    changes: Mapping[str, np.ndarray] = field(default_factory=dict, repr=False)  # CHANGE_COLUMNS
     item_tokens: np.ndarray | None = field(default=None, repr=False)  # final size of each admitted item
     summary_kept: tuple[str, ...] = ()  # facts the last summary holds
     summaries: tuple[tuple[int, tuple[str, ...]], ...] = ()  # (recorded call, facts kept) per summary
@@ -74,7 +99,22 @@ class RunRecord:
     answer_needs: int = 0  # facts the final answer needs
     answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given
     ledger: Any = field(default=None, repr=False)  # sim.ledger.LedgerTotals at the end of the run
-    _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
+
+    @classmethod
+    def build(cls, **fields: Any) -> RunRecord:
+        """The record of these fields (defaults as declared), without the frozen dataclass's
+        per-field ``object.__setattr__``: a batch replay builds one per run. Frozen all the same."""
+        missing = _REQUIRED.difference(fields)
+        if missing:
+            raise TypeError(f"RunRecord.build: missing {', '.join(sorted(missing))}")
+        r = cls.__new__(cls)
+        d = r.__dict__
+        d.update(_DEFAULTS)
+        d["changes"] = {}
+        d["_lists"] = {}
+        d.update(fields)
+        return r
 
     @property
     def n_calls(self) -> int:
@@ -88,6 +128,37 @@ class RunRecord:
             v = self._lists[name] = self.calls[name].tolist()
         return v
 
+    def total(self, name: str) -> int:
+        """Sum of a per-call column (computed once; a batch replay fills these for all its runs)."""
+        v = self._lists.get(("sum", name))
+        if v is None:
+            v = self._lists[("sum", name)] = sum(self.column(name))
+        return v
+
+    def largest(self, name: str) -> int:
+        """Largest value of a per-call column, 0 for a run without calls."""
+        v = self._lists.get(("max", name))
+        if v is None:
+            v = self._lists[("max", name)] = max(self.column(name), default=0)
+        return v
+
+    def kind_count(self, kind: int) -> int:
+        """Rows of a CALL_KINDS code."""
+        counts = self._lists.get("kinds")
+        if counts is None:
+            col = self.column("kind")
+            counts = self._lists["kinds"] = tuple(col.count(k) for k in range(len(CALL_KINDS)))
+        return counts[kind]
+
+    def prime(self, sums: dict[str, int], largest_input: int, kinds: tuple[int, ...]) -> None:
+        """Fill the caches of ``total``, ``largest('input_tokens')`` and ``kind_count`` with values a
+        batch replay computed for all its runs at once (the same numbers, without per-run work)."""
+        cache = self._lists
+        for name, v in sums.items():
+            cache[("sum", name)] = v
+        cache[("max", "input_tokens")] = largest_input
+        cache["kinds"] = kinds
+
     def calls_frame(self):
         """Per-call table as a pandas DataFrame, with the run's identity columns in front."""
         import pandas as pd
@@ -99,6 +170,11 @@ class RunRecord:
         return df
 
 
+_FIELDS = dataclasses.fields(RunRecord)
+_DEFAULTS = {f.name: f.default for f in _FIELDS if f.default is not dataclasses.MISSING}
+_REQUIRED = frozenset(f.name for f in _FIELDS if f.init and f.name not in _DEFAULTS and f.name != "changes")
+
+
 def change_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
     arr = np.array(rows, dtype=np.int64).reshape(-1, len(CHANGE_COLUMNS))
     return {c: arr[:, i].copy() for i, c in enumerate(CHANGE_COLUMNS)}
@@ -108,3 +184,27 @@ def compaction_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np
     """Columns from (call, kind, items, tokens_reclaimed, first_index) rows."""
     arr = np.array(rows, dtype=np.int64).reshape(-1, len(COMPACTION_COLUMNS))
     return {c: arr[:, i].copy() for i, c in enumerate(COMPACTION_COLUMNS)}
+
+
+def compactions_of(changes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The compaction table of a change table: one row per (call, kind), sorted by both."""
+    n = len(changes["kind"])
+    if n == 0:
+        return _NO_COMPACTIONS
+    width = len(COMPACTION_KINDS)
+    key = changes["recorded_call"] * width + changes["kind"]
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    return {
+        "call": key[starts] // width,
+        "kind": key[starts] % width,
+        "items": np.diff(np.append(starts, n)),
+        "tokens_reclaimed": np.add.reduceat(changes["tokens_reclaimed"][order], starts),
+        "first_index": np.minimum.reduceat(changes["index"][order], starts),
+    }
+
+
+_NO_COMPACTIONS = compaction_table([])
+for _col in _NO_COMPACTIONS.values():
+    _col.setflags(write=False)

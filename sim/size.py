@@ -49,8 +49,8 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
     on_missing: str = "refetch",
 ) -> list[SettingResult]:
-    from sim.engine import replay
-    from sim.metrics import compute_metrics
+    from sim.engine import replay_many
+    from sim.metrics import compute_metrics_many
     from sim.model import ReplayModel
     from sim.policies.base import make_policy
 
@@ -61,9 +61,9 @@ def evaluate(
     for n, (lim, keep) in enumerate(grid, start=1):
         policy = make_policy(policy_name, context_token_limit=lim, keep_recent_tokens=keep)
         costs, done, overflow = [], [], 0
-        for t in traces:
-            r = replay(t, policy, ReplayModel(t, on_missing=on_missing), window=window, pricing=pricing)
-            m = compute_metrics(r)
+        models = [ReplayModel(t, on_missing=on_missing) for t in traces]
+        records = replay_many(traces, policy, models, window=window, pricing=pricing)
+        for t, r, m in zip(traces, records, compute_metrics_many(records), strict=True):
             if m["cost_microusd"] is None:
                 raise ConfigError(
                     f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"

@@ -359,20 +359,21 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
     from sim import __version__
     from sim.config import build_policy, model_behaviour, model_window
-    from sim.engine import replay
+    from sim.engine import replay_many
     from sim.model import ReplayModel
-    from sim.tables import result_row
+    from sim.tables import result_rows
 
     cfg = chunk.setting.cfg
     policy = build_policy(cfg)
     window, behaviour = model_window(cfg), model_behaviour(cfg)
     pricing = None if chunk.pricing in ("none", "null") else chunk.pricing
     traces = _traces(chunk.scenario)
+    batch = [traces[index] for index, _, _ in chunk.runs]
+    models = [ReplayModel(t, **behaviour) for t in batch]
+    records = replay_many(batch, policy, models, window=window, pricing=pricing)
     rows = []
-    for index, key, expected in chunk.runs:
-        trace = traces[index]
-        rec = replay(trace, policy, ReplayModel(trace, **behaviour), window=window, pricing=pricing)
-        row = {"run_key": key, **result_row(rec, __version__)}
+    for (index, key, expected), result in zip(chunk.runs, result_rows(records, __version__), strict=True):
+        row = {"run_key": key, **result}
         if row["trace_hash"] != expected:
             raise ConfigError(f"scenario {chunk.scenario}: trace {index} changed during the sweep")
         row["scenario"] = chunk.scenario

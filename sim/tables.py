@@ -11,14 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.metrics import compute_metrics
+from sim.metrics import compute_metrics, compute_metrics_many
 from sim.records import RunRecord
 
 TABLE_SUFFIXES = (".csv", ".jsonl", ".parquet")
 
 
-def result_row(r: RunRecord, version: str) -> dict[str, Any]:
-    """Identity, full policy parameters (``policy.<knob>``), version, then every metric: all flat."""
+def result_row(r: RunRecord, version: str, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Identity, full policy parameters (``policy.<knob>``), version, then every metric: all flat.
+    ``metrics``: the record's metrics when already computed (``result_rows`` does so for a batch)."""
     row: dict[str, Any] = {"trace_id": r.trace_id, "trace_hash": r.trace_hash, "policy": r.policy}
     for k, v in r.params.items():
         row[f"policy.{k}"] = v
@@ -26,8 +27,13 @@ def result_row(r: RunRecord, version: str) -> dict[str, Any]:
     row["pricing"] = r.pricing
     row["ctxsim_version"] = version
     row["finish_reason"] = r.finish_reason
-    row.update(compute_metrics(r))
+    row.update(compute_metrics(r) if metrics is None else metrics)
     return row
+
+
+def result_rows(records: list[RunRecord], version: str) -> list[dict[str, Any]]:
+    """``result_row`` of each record, metrics computed for the batch at once."""
+    return [result_row(r, version, m) for r, m in zip(records, compute_metrics_many(records), strict=True)]
 
 
 def json_line(row: dict[str, Any]) -> str:

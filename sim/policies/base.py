@@ -31,12 +31,13 @@ class Plan(NamedTuple):
     trace's structure, not on sizes in view. Entry j: before call ``call[j]``, event ``index[j]``
     becomes ``state[j]`` weighing ``tokens[j]``. ``call`` is non-decreasing, within one call the
     entries ascend by index (the first is that call's cache seam), and each index appears once.
-    Must equal what ``before_call`` decides call by call; the conformance checker compares the two."""
+    Must equal what ``before_call`` decides call by call; the conformance checker compares the two.
+    Fields are integer sequences: lists, or numpy arrays for plans computed in array steps."""
 
-    call: list[int]
-    index: list[int]
-    tokens: list[int]
-    state: list[int]
+    call: Sequence[int]
+    index: Sequence[int]
+    tokens: Sequence[int]
+    state: Sequence[int]
 
 
 class SummaryCall(NamedTuple):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.policies.base import Change, Plan, Policy, View, check_int, register
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
@@ -42,6 +44,15 @@ def placeholder_sizes(trace: Trace) -> tuple[tuple[int, int], ...]:
         nbytes = len(placeholder(e.lines).encode())
         out.append((estimate_tokens(nbytes, trace.bytes_per_token), nbytes))
     return tuple(out)
+
+
+def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """Observation indices, and every event's placeholder tokens, as arrays."""
+    obs = np.array(trace.derived("observations", observations), dtype=np.int64)
+    tokens = np.array([t for t, _ in trace.derived("placeholder_sizes", placeholder_sizes)], dtype=np.int64)
+    obs.setflags(write=False)
+    tokens.setflags(write=False)
+    return obs, tokens
 
 
 class _RunState:
@@ -88,23 +99,26 @@ class ObservationMasking(Policy):
         return changes
 
     def plan(self, trace: Trace) -> Plan:
-        """The same decisions for the whole run in one pass (plain lists: runs are short, and numpy's
-        per-operation overhead would cost more than the loop)."""
-        obs = trace.derived("observations", observations)
-        sizes = trace.derived("placeholder_sizes", placeholder_sizes)
-        calls, index, tokens = [], [], []
-        p, masked_upto, n_obs, polling, n = 0, 1, len(obs), self.polling, self.n
-        for k, end in enumerate(trace.arrays.view_end.tolist()):
-            while p < n_obs and obs[p] < end:
-                p += 1
-            boundary = (p // polling) * polling - n
-            if boundary > masked_upto:
-                for i in obs[masked_upto:boundary]:
-                    calls.append(k)
-                    index.append(i)
-                    tokens.append(sizes[i][0])
-                masked_upto = boundary
-        return Plan(calls, index, tokens, [MASKED] * len(index))
+        """The same decisions for the whole run at once. With p_k observations in call k's view the
+        boundary is (p_k // polling) * polling - n; it only moves forward (a running maximum), and call
+        k masks the observations between the previous boundary and its own."""
+        obs, tokens = trace.derived("observation_arrays", _observation_arrays)
+        upto = obs.searchsorted(trace.arrays.view_end)  # observations in each call's view
+        if not len(upto):
+            return Plan(upto, upto, upto, upto)
+        if self.polling > 1:
+            upto = upto // self.polling * self.polling
+        upto -= self.n
+        np.maximum(upto, 1, out=upto)
+        np.maximum.accumulate(upto, out=upto)  # observations [1, upto[k]) are masked by call k
+        counts = np.empty_like(upto)
+        counts[0] = upto[0] - 1
+        np.subtract(upto[1:], upto[:-1], out=counts[1:])
+        index = obs[1 : upto[-1]]
+        call = np.arange(len(upto)).repeat(counts)
+        state = np.empty(len(index), dtype=np.int64)
+        state.fill(MASKED)
+        return Plan(call, index, tokens[index], state)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]

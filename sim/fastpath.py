@@ -1,0 +1,594 @@
+"""The engine's fast path: many runs replayed at once as columns laid end to end.
+
+For policies whose decisions are known ahead (settle-time transforms, a ``plan``; see ``sim.engine``),
+a request is the prefix sum of settled sizes up to its view's end plus the net change planned before
+it. Per run, ``prepare`` gathers what only that run can say (settled sizes, its plan, the mock model's
+reactions to facts the plan hides: a walk over the calls that need facts). ``replay_columns`` then
+computes every run's rows in a few array steps over the whole batch: item, call and plan-entry arrays
+of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens of
+calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
+ones. The per-call loop in ``sim.engine`` is the reference; the conformance checker holds the two to
+identical records.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from sim.cache import CacheRules, split_runs
+from sim.information import FactState, has_needs, missing_sources, reread_size
+from sim.ledger import provides_any, token_outcomes
+from sim.model import ReplayModel
+from sim.policies.base import Policy, View
+from sim.pricing import Price
+from sim.records import (
+    CALL_COLUMNS,
+    CALL_KINDS,
+    CHANGE_COLUMNS,
+    COMPACTION_COLUMNS,
+    COMPACTION_KINDS,
+    KIND_OF_STATE,
+    Columns,
+)
+from sim.types import ItemState, Trace
+
+# columns whose per-run totals the metrics read (filled in one pass for the batch)
+SUMMED = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "uncached_input_tokens",
+    "cost_microusd",
+)
+# compaction kind of each item state code (-1: verbatim is no compaction)
+KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
+
+
+class Prepared(NamedTuple):
+    """One run's inputs to the batch."""
+
+    trace: Trace
+    model: ReplayModel
+    tokens: np.ndarray | None  # sizes of events [0, stop) after settle-time transforms (None: recorded)
+    states: np.ndarray | None  # their states (None: all verbatim)
+    settled: tuple[np.ndarray, ...] | None  # change columns of the settle-time changes
+    plan: tuple[np.ndarray, ...] | None  # (call, index, tokens, state) arrays of a non-empty plan
+    facts: FactState | None  # fact availability, when the plan or spills could hide a needed fact
+    degraded: bool
+    rereads: tuple[tuple[int, int, int, int, int], ...]  # (call, row kind, event, tokens added, output)
+
+
+class RunColumns(NamedTuple):
+    """One run's share of the batch (views into its arrays, read-only)."""
+
+    calls: Columns
+    item_state: np.ndarray
+    item_tokens: np.ndarray
+    changes: Columns
+    compactions: Columns
+    peak: int  # largest request: the engine compares it with the window
+    ledger_tokens: tuple[int, int, int]  # (derived, spilled, lost) tokens for the ledger's totals
+    providing: list[int]  # changed items that provide facts (the ledger's fact outcomes look at these)
+    sums: dict[str, int]  # totals of the SUMMED columns (RunRecord.prime)
+    kinds: tuple[int, ...]  # rows of each CALL_KINDS code
+
+
+class Fenwick:
+    """Prefix sums of per-item size changes, O(log n) per update and query."""
+
+    __slots__ = ("tree",)
+
+    def __init__(self, n: int) -> None:
+        self.tree = [0] * (n + 1)
+
+    def add(self, i: int, d: int) -> None:
+        i += 1
+        tree = self.tree
+        while i < len(tree):
+            tree[i] += d
+            i += i & -i
+
+    def query(self, i: int) -> int:
+        """Sum over items [0, i)."""
+        s, tree = 0, self.tree
+        while i > 0:
+            s += tree[i]
+            i -= i & -i
+        return s
+
+
+# ------------------------------------------------------------------------------------------ per run
+def settled_sizes(trace: Trace, policy: Policy, stop: int):
+    """Sizes and states of events [0, stop) after settle-time transforms, and the changes made
+    (``None, None, []`` when nothing settled)."""
+    a = trace.arrays
+    changes = policy.settle_all(trace)
+    if changes is None:  # the policy wants to see the view as each event enters
+        state = policy.start(trace)
+        tokens = a.tokens.tolist()[:stop]
+        states = [0] * stop
+        view = View()
+        view.tokens, view.state, view.nbytes = tokens, states, a.bytes.tolist()[:stop]
+        total, changes = 0, []
+        for i in range(stop):
+            view.n, view.total = i + 1, total + tokens[i]
+            ch = policy.settle(trace, state, i, view)
+            if ch is not None:
+                changes.append(ch)
+                tokens[i], states[i] = ch.tokens, ch.state
+            total += tokens[i]
+    else:
+        changes = [ch for ch in changes if ch.index < stop]
+    if not changes:
+        return None, None, []
+    tokens_a = a.tokens[:stop].copy()
+    states_a = np.zeros(stop, dtype=np.int8)
+    index = np.fromiter((ch.index for ch in changes), dtype=np.int64, count=len(changes))
+    tokens_a[index] = [ch.tokens for ch in changes]
+    states_a[index] = [ch.state for ch in changes]
+    return tokens_a, states_a, changes
+
+
+def prepare(trace: Trace, policy: Policy, model: ReplayModel) -> Prepared | None:
+    """A run's inputs, or None when the mock model would end it on a missing fact (``on_missing=fail``):
+    the loop replays that run."""
+    a = trace.arrays
+    stop = int(a.view_end[-1]) if len(a.view_end) else 0
+    tokens = states = settled = None
+    if policy.settles:
+        tokens, states, changes = settled_sizes(trace, policy, stop)
+        if changes:
+            index = np.fromiter((ch.index for ch in changes), dtype=np.int64, count=len(changes))
+            after = tokens[index]
+            # a settled event belongs to the first call whose view admits it
+            call = np.searchsorted(a.view_end, index, side="right")
+            settled = (call, KIND_OF_CODE[states[index]], index, a.tokens[index] - after, after)
+    plan = None
+    if policy.acts_before_call:
+        p = policy.plan(trace)
+        if len(p.index):
+            plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
+    facts, degraded, rereads = None, False, ()
+    if (plan is not None or policy.spills) and trace.derived("has_needs", has_needs):
+        reacted = _reactions(trace, model, plan, states, a.view_end)
+        if reacted is None:
+            return None
+        facts, degraded, rereads = reacted
+    return Prepared(trace, model, tokens, states, settled, plan, facts, degraded, rereads)
+
+
+def _needs_by_call(trace: Trace) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """(call, facts its action needs) for the calls that need any, in call order."""
+    events = trace.events
+    return tuple((c.index, events[c.event_index].needs) for c in trace.calls if events[c.event_index].needs)
+
+
+def _reactions(trace, model, plan, settled, view_end):
+    """What the mock model does about facts the settled states and the plan hide, walking only the calls
+    that need facts: (fact state, degraded?, re-reads), or None when it fails the run."""
+    facts = FactState(trace)
+    stop = int(view_end[-1])
+    states = [0] * stop if settled is None else settled.tolist()
+    if plan is None:
+        pcall = pindex = pstate = []
+    else:  # only items that provide facts matter to where a fact is
+        keep = trace.derived("provides_any", provides_any)[plan[1]]
+        pcall, pindex, pstate = plan[0][keep].tolist(), plan[1][keep].tolist(), plan[3][keep].tolist()
+    j, m = 0, len(pcall)
+    ends = view_end.tolist()
+    events = trace.events
+    degraded = False
+    rereads = []
+    outputs = None
+    for k, needs in trace.derived("needs_by_call", _needs_by_call):
+        while j < m and pcall[j] <= k:  # the plan's changes up to call k, as the loop applies them
+            states[pindex[j]] = pstate[j]
+            j += 1
+        found = missing_sources(facts, events, needs, states, ends[k], model.on_missing)
+        if found is None:
+            return None
+        sources, worse = found
+        degraded |= worse
+        for src, kind in sorted(sources.items()):
+            if outputs is None:
+                outputs = model.respond_all().tolist()
+            rereads.append((k, kind, src, *reread_size(trace, src, outputs)))
+            facts.recovered.update(events[src].provides)
+    return facts, degraded, tuple(rereads)
+
+
+# ------------------------------------------------------------------------------------------ the batch
+def _cat(parts: list[np.ndarray], dtype=np.int64) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+
+
+def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
+    """Every run's rows, priced under one cache family and price, computed over the batch at once."""
+    arrays = [r.trace.arrays for r in runs]
+    ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
+    stops = np.array([int(a.view_end[-1]) if len(a.view_end) else 0 for a in arrays], dtype=np.int64)
+    call_off = np.cumsum(ncalls) - ncalls  # global call id of each run's first call
+    item_off = np.cumsum(stops) - stops  # global item id of each run's first item
+    K = int(ncalls.sum())
+    call_base = np.repeat(call_off, ncalls)  # per global call: its run's first call
+    item_base = np.repeat(item_off, ncalls)  # ... and its run's first item
+    first_call = np.zeros(K, dtype=bool)
+    first_call[call_off[ncalls > 0]] = True
+
+    tok = _cat(
+        [
+            a.tokens[:s] if r.tokens is None else r.tokens
+            for r, a, s in zip(runs, arrays, stops.tolist(), strict=True)
+        ]
+    )
+    states = np.zeros(len(tok), dtype=np.int8)
+    for r, off in zip(runs, item_off.tolist(), strict=True):
+        if r.states is not None:
+            states[off : off + len(r.states)] = r.states
+    prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
+    np.cumsum(tok, out=prefix[1:])
+    view_end = _cat([a.view_end for a in arrays])  # per run: local item ids
+    view_tokens = prefix[view_end + item_base] - prefix[item_base]
+    prev_items = np.empty(K, dtype=np.int64)
+    prev_items[:1] = 0
+    prev_items[1:] = view_end[:-1]
+    prev_items[first_call] = 0
+
+    change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
+    for r, off in zip(runs, call_off.tolist(), strict=True):
+        if r.settled is not None:
+            change_parts.append((r.settled[0] + off, *r.settled[1:]))
+    firsts = np.full(K, -1, dtype=np.int64)
+    nchanged = np.zeros(K, dtype=np.int64)
+    seam = None
+    planned = [(j, r.plan) for j, r in enumerate(runs) if r.plan is not None]
+    # the recorded sizes, for the ledger: the settled sizes before any plan when nothing settled
+    original = tok.copy() if planned and all(r.tokens is None for r in runs) else None
+    if planned:
+        view_tokens, seam, stable_at = _fold_plans(
+            planned, call_off, item_off, call_base, item_base, first_call, prev_items,
+            tok, states, prefix, view_tokens, firsts, nchanged, change_parts,
+        )  # fmt: skip
+    stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
+    stable[:1] = 0
+    stable[1:] = view_tokens[:-1]
+    stable[first_call] = 0
+    if seam is not None:
+        stable[seam] = stable_at
+        seam_mask = np.zeros(K, dtype=bool)
+        seam_mask[seam] = True
+        seam = seam_mask
+
+    local_call = np.arange(K, dtype=np.int64) - call_base
+    cols = {
+        "kind": np.zeros(K, dtype=np.int64),
+        "recorded_call": local_call,
+        "view_tokens": view_tokens,
+        "residual_tokens": _cat([a.residual for a in arrays]),
+        "output_tokens": _cat([r.model.respond_all() for r in runs]),
+        "recorded_input_tokens": _cat([a.recorded_input for a in arrays]),
+        "view_items": view_end,
+        "first_changed": firsts,
+        "items_changed": nchanged,
+        "stable_prefix_tokens": stable,
+    }
+    elapsed = _cat([r.trace.derived("elapsed", elapsed_array) for r in runs], np.float64)
+    rows_per_run = ncalls
+    if any(r.rereads for r in runs):
+        rereads = [
+            (off + k, kind, src, added, out)
+            for r, off in zip(runs, call_off.tolist(), strict=True)
+            for k, kind, src, added, out in r.rereads
+        ]
+        cols, row_call = _insert_rereads(cols, seam, rereads, call_base)
+        elapsed = elapsed[row_call]
+        rows_per_run = np.bincount(np.repeat(np.arange(len(runs)), ncalls)[row_call], minlength=len(runs))
+    else:
+        cols["input_tokens"] = cols["view_tokens"] + cols["residual_tokens"]
+    n_rows = len(cols["kind"])
+    row_off = np.cumsum(rows_per_run) - rows_per_run
+    row_base = np.repeat(row_off, rows_per_run)
+    cols["call"] = np.arange(n_rows, dtype=np.int64) - row_base
+    cols["status_tokens"] = np.zeros(n_rows, dtype=np.int64)
+    split = split_runs(
+        rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
+        cols["output_tokens"], row_base,
+    )  # fmt: skip
+    for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
+        cols[name] = col
+    tok.setflags(write=False)
+    states.setflags(write=False)
+    nonempty = np.flatnonzero(rows_per_run)
+    peaks = np.zeros(len(runs), dtype=np.int64)
+    if len(nonempty):
+        peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
+    changes_of, compactions_of = _change_tables(change_parts, call_base, call_off, ncalls)
+    bounds = np.append(item_off, len(tok))
+    ledger_tokens, providing, providing_bounds = _ledger_parts(
+        runs, arrays, stops, tok, states, bounds, original
+    )
+
+    table = np.stack([cols[c] for c in CALL_COLUMNS])  # one block per run below, split in one step
+    table.setflags(write=False)
+    row_bounds_a = np.append(row_off, n_rows)
+    row_bounds = row_bounds_a.tolist()
+    summed = np.stack([cols[c] for c in SUMMED])
+    running = np.zeros((len(SUMMED), n_rows + 1), dtype=np.int64)
+    np.cumsum(summed, axis=1, out=running[:, 1:])
+    sums = (running[:, row_bounds_a[1:]] - running[:, row_bounds_a[:-1]]).T.tolist()
+    if n_rows > K:  # re-read rows: count kinds per run
+        run_of_row = np.repeat(np.arange(len(runs)), rows_per_run)
+        width = len(CALL_KINDS)
+        kinds = np.bincount(run_of_row * width + cols["kind"], minlength=len(runs) * width)
+        kinds = [tuple(k) for k in kinds.reshape(len(runs), width).tolist()]
+    else:
+        kinds = [(n,) + (0,) * (len(CALL_KINDS) - 1) for n in rows_per_run.tolist()]
+    item_bounds = bounds.tolist()
+    peaks_l = peaks.tolist()
+    out = []
+    for j in range(len(runs)):
+        i0, i1 = item_bounds[j], item_bounds[j + 1]
+        out.append(
+            RunColumns(
+                Columns(CALL_COLUMNS, table[:, row_bounds[j] : row_bounds[j + 1]], _CALL_ROW),
+                states[i0:i1],
+                tok[i0:i1],
+                changes_of[j],
+                compactions_of[j],
+                peaks_l[j],
+                tuple(ledger_tokens[j]),
+                [i - i0 for i in providing[providing_bounds[j] : providing_bounds[j + 1]]],
+                dict(zip(SUMMED, sums[j], strict=True)),
+                kinds[j],
+            )
+        )
+    return out
+
+
+def _ledger_parts(runs, arrays, stops, tok, states, bounds, original):
+    """What the ledger's totals need from the batch: each run's (derived, spilled, lost) tokens, and
+    the changed items that provide facts (global ids, with each run's bounds)."""
+    if not states.any():
+        return [(0, 0, 0)] * len(runs), [], [0] * len(bounds)
+    stop_list = stops.tolist()
+    if original is None:
+        original = _cat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
+    tokens = token_outcomes(original, tok, states, bounds).tolist()
+    provides = _cat(
+        [r.trace.derived("provides_any", provides_any)[:s] for r, s in zip(runs, stop_list, strict=True)],
+        bool,
+    )
+    providing = np.flatnonzero(states.astype(bool) & provides)
+    return tokens, providing.tolist(), providing.searchsorted(bounds).tolist()
+
+
+def _fold_plans(
+    planned,
+    call_off,
+    item_off,
+    call_base,
+    item_base,
+    first_call,
+    prev_items,
+    tok,
+    states,
+    prefix,
+    view_tokens,
+    firsts,
+    nchanged,
+    change_parts,
+):
+    """Fold every run's plan into its calls (``tok``, ``states``, ``firsts``, ``nchanged`` in place).
+    A call that changes items from position q on reuses only the prefix before q: its size is the
+    settled prefix sum plus the changes earlier calls of its run made below q. When positions only
+    grow (a moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick
+    tree sums them. Returns (view tokens, seam calls, their stable prefix)."""
+    which = np.array([j for j, _ in planned], dtype=np.int64)
+    lengths = np.array([len(p[1]) for _, p in planned], dtype=np.int64)
+    call = _cat([p[0] for _, p in planned]) + np.repeat(call_off[which], lengths)  # global: non-decreasing
+    index = _cat([p[1] for _, p in planned]) + np.repeat(item_off[which], lengths)  # global item ids
+    new = _cat([p[2] for _, p in planned])
+    state = _cat([p[3] for _, p in planned])
+    K, m = len(call_base), len(call)
+    d = new - tok[index]
+    done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
+    np.cumsum(d, out=done[1:])
+    counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
+    ends = counts.cumsum()
+    starts = ends - counts
+    run_start = starts[call_base]  # the first entry of each call's run
+    view_tokens = view_tokens + done[ends] - done[run_start]
+    nchanged[:] = ends - starts
+    has = nchanged > 0
+    first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
+    firsts[has] = first_global[has] - item_base[has]
+    seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
+    stable_at = np.zeros(0, dtype=np.int64)
+    if len(seam):
+        if m < 2 or bool((index[1:] > index[:-1]).all()):
+            below = done[starts[seam]] - done[run_start[seam]]
+        else:
+            below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
+        stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
+    tok[index] = new
+    states[index] = state
+    change_parts.append((call, KIND_OF_CODE[state], index - item_base[call], -d, new))
+    return view_tokens, seam, stable_at
+
+
+def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
+    """For each seam: the net change its run's entries before ``start`` made to items in [base, first)."""
+    fen, out, j = Fenwick(n), [], 0
+    index, d = index.tolist(), d.tolist()
+    for start, first, base in zip(starts.tolist(), firsts.tolist(), bases.tolist(), strict=True):
+        while j < start:
+            fen.add(index[j], d[j])
+            j += 1
+        out.append(fen.query(first) - fen.query(base))
+    return np.array(out, dtype=np.int64)
+
+
+def _insert_rereads(cols, seam, rereads, call_base):
+    """Insert the re-read rows before the agent rows they precede. Re-read content stays at the end of
+    every later request of its run; a request that rewrites no old item reuses the whole previous one.
+    Returns the columns and each row's global call."""
+    K = len(call_base)
+    extra_at = np.zeros(K, dtype=np.int64)
+    count = np.zeros(K, dtype=np.int64)
+    for k, _, _, added, _ in rereads:
+        extra_at[k] += added
+        count[k] += 1
+    upto = np.zeros(K + 1, dtype=np.int64)
+    np.cumsum(extra_at, out=upto[1:])
+    extra_after = upto[1:] - upto[call_base]  # re-read tokens of the run through call k
+    extra_before = extra_after - extra_at
+    base_view = cols["view_tokens"]
+    view = base_view + extra_after
+    stable = cols["stable_prefix_tokens"]
+    stable = stable + extra_before if seam is None else np.where(seam, stable, stable + extra_before)
+    firsts, nchanged = cols["first_changed"].copy(), cols["items_changed"].copy()
+    residual, view_end, local = cols["residual_tokens"], cols["view_items"], cols["recorded_call"]
+    rows: list[tuple[int, ...]] = []  # in the column order of ``names`` below
+    prev_k, e, total = -1, 0, 0
+    for k, kind, _, added, out in rereads:
+        if k != prev_k:  # the first re-read of call k carries its plan's seam
+            e = int(extra_before[k])
+            first, changed, st = int(firsts[k]), int(nchanged[k]), int(stable[k])
+            prev_k = k
+        else:
+            first, changed, st = -1, 0, total
+        total = int(base_view[k]) + e
+        res = int(residual[k])
+        rows.append(
+            (kind, int(local[k]), total + res, out, total, res, -1, int(view_end[k]), first, changed, st, k)
+        )
+        e += added
+        firsts[k], nchanged[k], stable[k] = -1, 0, total  # the agent row follows the last re-read
+    names = (
+        "kind",
+        "recorded_call",
+        "input_tokens",
+        "output_tokens",
+        "view_tokens",
+        "residual_tokens",
+        "recorded_input_tokens",
+        "view_items",
+        "first_changed",
+        "items_changed",
+        "stable_prefix_tokens",
+        "global_call",
+    )
+    agent = (
+        cols["kind"],
+        local,
+        view + residual,
+        cols["output_tokens"],
+        view,
+        residual,
+        cols["recorded_input_tokens"],
+        view_end,
+        firsts,
+        nchanged,
+        stable,
+        np.arange(K, dtype=np.int64),
+    )
+    # agent row k lands after every re-read row of calls <= k; re-read rows fill the other places
+    n = K + len(rows)
+    agent_at = np.arange(K) + np.cumsum(count)
+    is_agent = np.zeros(n, dtype=bool)
+    is_agent[agent_at] = True
+    table = np.empty((len(names), n), dtype=np.int64)
+    table[:, agent_at] = agent
+    table[:, ~is_agent] = np.array(rows, dtype=np.int64).T
+    out_cols = dict(zip(names, table, strict=True))
+    row_call = out_cols.pop("global_call")
+    return out_cols, row_call
+
+
+def _change_tables(parts, call_base, call_off, ncalls):
+    """Each run's change and compaction tables, from the batch's (sorted by global call, settle-time
+    changes of a call before its plan's). Runs without changes share one empty table."""
+    if not parts:
+        return [_NO_CHANGES] * len(call_off), [_NO_COMPACTIONS] * len(call_off)
+    call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
+    if len(parts) > 1:
+        order = np.argsort(call, kind="stable")
+        call, kind, index, reclaimed, after = (
+            call[order],
+            kind[order],
+            index[order],
+            reclaimed[order],
+            after[order],
+        )
+    changes = np.stack((call - call_base[call], kind, index, reclaimed, after))
+    width = len(COMPACTION_KINDS)
+    key = call * width + kind
+    order = np.argsort(key, kind="stable")
+    key = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    group_call = key[starts] // width
+    compactions = np.stack(
+        (
+            group_call - call_base[group_call],
+            key[starts] % width,
+            np.diff(np.append(starts, len(key))),
+            np.add.reduceat(reclaimed[order], starts),
+            np.minimum.reduceat(index[order], starts),
+        )
+    )
+    lo, hi = call_off, call_off + ncalls
+    return (
+        _split_block(CHANGE_COLUMNS, changes, call.searchsorted(lo).tolist(), call.searchsorted(hi).tolist()),
+        _split_block(
+            COMPACTION_COLUMNS,
+            compactions,
+            group_call.searchsorted(lo).tolist(),
+            group_call.searchsorted(hi).tolist(),
+        ),
+    )
+
+
+def _split_block(names, block, starts, ends) -> list[Columns]:
+    """Each run's rows [start, end) of a batch block, as a table; runs without rows share the empty one."""
+    block.setflags(write=False)
+    row = {n: i for i, n in enumerate(names)}
+    empty = _NO_CHANGES if names == CHANGE_COLUMNS else _NO_COMPACTIONS
+    return [
+        Columns(names, block[:, lo:hi], row) if hi > lo else empty
+        for lo, hi in zip(starts, ends, strict=True)
+    ]
+
+
+def _empty_table(names: tuple[str, ...]) -> Columns:
+    block = np.zeros((len(names), 0), dtype=np.int64)
+    block.setflags(write=False)
+    return Columns(names, block)
+
+
+_NO_CHANGES = _empty_table(CHANGE_COLUMNS)
+_NO_COMPACTIONS = _empty_table(COMPACTION_COLUMNS)
+_CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
+
+
+def elapsed_array(trace: Trace) -> np.ndarray:
+    """Each call's recorded time since the run started (seconds), read-only."""
+    a = np.array(trace.derived("per_call", per_call)[1], dtype=np.float64)
+    a.setflags(write=False)
+    return a
+
+
+def per_call(trace: Trace) -> tuple[list[int], list[float]]:
+    """Tool calls each recorded call issued, and its recorded time since the run started (seconds)."""
+    tool_calls = [len(trace.events[c.event_index].tool_call_ids) for c in trace.calls]
+    stamps = [e.timestamp for e in trace.events if e.timestamp is not None]
+    stamps += [c.timestamp for c in trace.calls if c.timestamp is not None]
+    start = min(stamps) if stamps else None
+    elapsed, last = [], 0.0
+    for c in trace.calls:
+        if c.timestamp is not None and start is not None:
+            last = c.timestamp - start
+        elapsed.append(last)
+    return tool_calls, elapsed
