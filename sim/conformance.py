@@ -1,9 +1,10 @@
 """The conformance checker every registered policy must pass (after Gymnasium's env checker).
 
-Checks, on each given trace: deterministic (two replays give identical records), input untouched (the
-trace's serialised content is unchanged), tool call/result pairs never split (never one dropped while
-the other stays), sizes sane (non-negative items, running total equal to the item sum), and the
-policy's own declared bound respected in every request.
+Checks, on each given trace: the engine's fast path and its per-call loop give identical records (every
+table, final item, reaction and ledger total), deterministic (two replays give identical records), input
+untouched (the trace's serialised content is unchanged), tool call/result pairs never split (never one
+dropped while the other stays), sizes sane (non-negative items, running total equal to the item sum), and
+the policy's own declared bound respected in every request.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 
 from sim.engine import replay
 from sim.policies.base import Policy, View
+from sim.records import RunRecord
 from sim.traceio import trace_hash
 from sim.types import ItemState, Trace
 
@@ -45,17 +47,49 @@ def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
         r2 = replay(t, policy)
         # r1 ran the per-call loop (an observer forces it); r2 the engine's fast path where the policy
         # has one: they must agree exactly, and two runs of either must too
-        for col, a in r1.calls.items():
-            if not np.array_equal(a, r2.calls[col]):
-                problems.append(f"column {col} differs between the per-call loop and the fast path")
-        if not np.array_equal(r1.item_state, r2.item_state):
-            problems.append("final item states differ between the per-call loop and the fast path")
+        problems.extend(
+            f"{d} differs between the per-call loop and the fast path" for d in record_diff(r1, r2)
+        )
         r3 = replay(t, policy)
-        if any(not np.array_equal(a, r3.calls[c]) for c, a in r2.calls.items()):
+        if record_diff(r2, r3):
             problems.append("not deterministic: two replays differ")
         if trace_hash(t) != before:
             problems.append("the trace was modified")
         out.extend(f"{policy.name} on {t.trace_id}: {p}" for p in problems)
+    return out
+
+
+TABLES = ("calls", "changes", "compactions")
+FIELDS = (
+    "finish_reason",
+    "rejections",
+    "pricing",
+    "cache_family",
+    "warnings",
+    "summary_kept",
+    "summaries",
+    "recovered",
+    "rereads",
+    "degraded",
+    "answer_needs",
+    "answer_needs_met",
+    "ledger",
+)
+
+
+def record_diff(a: RunRecord, b: RunRecord) -> list[str]:
+    """What differs between two records of the same run: table columns, final items, scalar fields."""
+    out = [
+        f"{table} column {col}"
+        for table in TABLES
+        for col in getattr(a, table)
+        if not np.array_equal(getattr(a, table)[col], getattr(b, table)[col])
+    ]
+    if not np.array_equal(a.item_state, b.item_state):
+        out.append("final item states")
+    if not np.array_equal(a.item_tokens, b.item_tokens):
+        out.append("final item sizes")
+    out.extend(f"field {f}" for f in FIELDS if getattr(a, f) != getattr(b, f))
     return out
 
 

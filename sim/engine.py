@@ -118,7 +118,7 @@ def replay_many(
                 facts=p.facts, degraded=p.degraded, rereads=tuple(r[:4] for r in p.rereads),
                 compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.providing),
             )  # fmt: skip
-            records[pos].prime(c.sums, c.peak, c.kinds)
+            records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
     return records  # type: ignore[return-value]
 
 

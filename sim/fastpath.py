@@ -74,6 +74,7 @@ class RunColumns(NamedTuple):
     providing: list[int]  # changed items that provide facts (the ledger's fact outcomes look at these)
     sums: dict[str, int]  # totals of the SUMMED columns (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
+    compaction_counts: tuple[tuple[int, ...], int] | None  # (per kind, tokens reclaimed) when known
 
 
 class Fenwick:
@@ -343,6 +344,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 [i - i0 for i in providing[providing_bounds[j] : providing_bounds[j + 1]]],
                 dict(zip(SUMMED, sums[j], strict=True)),
                 kinds[j],
+                _NO_COMPACTION_COUNTS if compactions_of[j] is _NO_COMPACTIONS else None,
             )
         )
     return out
@@ -569,6 +571,7 @@ def _empty_table(names: tuple[str, ...]) -> Columns:
 
 
 _NO_CHANGES = _empty_table(CHANGE_COLUMNS)
+_NO_COMPACTION_COUNTS = ((0,) * len(COMPACTION_KINDS), 0)
 _NO_COMPACTIONS = _empty_table(COMPACTION_COLUMNS)
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 

@@ -1,4 +1,9 @@
-"""Run metrics: one definition each, pure functions of a RunRecord. Names are result column names."""
+"""Run metrics: one definition each, pure functions of RunRecords. Names are result column names.
+
+Each metric takes a sequence of records and returns one value per record, so a batch of runs is
+measured in one pass per metric (a run's few calls make per-record function calls the main cost);
+``compute_metrics(r)`` is the same definitions applied to one record.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +14,25 @@ import numpy as np
 
 from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, RunRecord
 
-
-def calls(r: RunRecord) -> int:
-    return r.n_calls
+Records = Sequence[RunRecord]
 
 
-def cumulative_input_tokens(r: RunRecord) -> int:
+def calls(rs: Records) -> list[int]:
+    return [r.n_calls for r in rs]
+
+
+def cumulative_input_tokens(rs: Records) -> list[int]:
     """Sum of input tokens over all calls: the quadratic quantity."""
-    return r.total("input_tokens")
+    return [r.total("input_tokens") for r in rs]
 
 
-def cumulative_output_tokens(r: RunRecord) -> int:
-    return r.total("output_tokens")
+def cumulative_output_tokens(rs: Records) -> list[int]:
+    return [r.total("output_tokens") for r in rs]
 
 
-def peak_context_tokens(r: RunRecord) -> int:
+def peak_context_tokens(rs: Records) -> list[int]:
     """Largest request of the run, in input tokens (what a window must hold before output)."""
-    return r.largest("input_tokens")
+    return [r.largest("input_tokens") for r in rs]
 
 
 def growth_exponent(r: RunRecord) -> float | None:
@@ -67,35 +74,43 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     return out
 
 
-def cache_read_tokens(r: RunRecord) -> int:
+def _growth_exponents(rs: Records) -> list[float | None]:
+    return growth_exponents(
+        np.concatenate([r.calls["input_tokens"] for r in rs]), np.cumsum([0] + [r.n_calls for r in rs])
+    )
+
+
+def cache_read_tokens(rs: Records) -> list[int]:
     """Input tokens read from the prompt cache (modelled, sim.cache)."""
-    return r.total("cache_read_tokens")
+    return [r.total("cache_read_tokens") for r in rs]
 
 
-def cache_write_tokens(r: RunRecord) -> int:
+def cache_write_tokens(rs: Records) -> list[int]:
     """Input tokens written to the cache at the write price (families with explicit writes)."""
-    return r.total("cache_write_tokens")
+    return [r.total("cache_write_tokens") for r in rs]
 
 
-def uncached_input_tokens(r: RunRecord) -> int:
-    return r.total("uncached_input_tokens")
+def uncached_input_tokens(rs: Records) -> list[int]:
+    return [r.total("uncached_input_tokens") for r in rs]
 
 
-def cache_hit_rate(r: RunRecord) -> float | None:
+def cache_hit_rate(rs: Records) -> list[float | None]:
     """cache_read_tokens / cumulative_input_tokens."""
-    total = cumulative_input_tokens(r)
-    return round(cache_read_tokens(r) / total, 6) if total else None
+    return [
+        round(read / total, 6) if total else None
+        for read, total in zip(cache_read_tokens(rs), cumulative_input_tokens(rs), strict=True)
+    ]
 
 
-def cost_microusd(r: RunRecord) -> int | None:
+def cost_microusd(rs: Records) -> list[int | None]:
     """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price
     (the engine prices every row of a priced run, and none of an unpriced one)."""
-    return None if r.pricing is None else r.total("cost_microusd")
+    return [None if r.pricing is None else r.total("cost_microusd") for r in rs]
 
 
-def _ledger(field: str) -> Callable[[RunRecord], int]:
-    def value(r: RunRecord) -> int:
-        return getattr(r.ledger, field)
+def _ledger(field: str) -> Callable[[Records], list[int]]:
+    def value(rs: Records) -> list[int]:
+        return [getattr(r.ledger, field) for r in rs]
 
     value.__name__ = field
     value.__doc__ = f"Ledger total {field} at the end of the run (sim.ledger)."
@@ -116,79 +131,86 @@ LEDGER_FIELDS = (
 )
 
 
-def refetch_calls(r: RunRecord) -> int:
+def refetch_calls(rs: Records) -> list[int]:
     """Extra calls re-running a tool call whose result the view had lost (trajectory elongation)."""
-    return r.kind_count(REFETCH)
+    return [r.kind_count(REFETCH) for r in rs]
 
 
-def retrieve_calls(r: RunRecord) -> int:
+def retrieve_calls(rs: Records) -> list[int]:
     """Extra calls reading spilled content back through its handle."""
-    return r.kind_count(RETRIEVE)
+    return [r.kind_count(RETRIEVE) for r in rs]
 
 
-def answer_fact_recall(r: RunRecord) -> float:
+def answer_fact_recall(rs: Records) -> list[float]:
     """Share of the final answer's needed facts available or recoverable when it was given."""
-    return round(r.answer_needs_met / r.answer_needs, 6) if r.answer_needs else 1.0
+    return [round(r.answer_needs_met / r.answer_needs, 6) if r.answer_needs else 1.0 for r in rs]
 
 
-def answer_completed(r: RunRecord) -> bool:
+def answer_completed(rs: Records) -> list[bool]:
     """Reached the final answer within budgets, no action went ahead blind, every needed fact there."""
-    return r.finish_reason == "completed" and not r.degraded and r.answer_needs_met == r.answer_needs
+    return [
+        r.finish_reason == "completed" and not r.degraded and r.answer_needs_met == r.answer_needs for r in rs
+    ]
 
 
-def compactions(r: RunRecord) -> int:
+def compactions(rs: Records) -> list[int]:
     """Compactions: one per (call, kind) in which a policy transformed items (settle-time cuts included)."""
-    return len(r.compactions["kind"])
+    return [sum(r.compaction_counts()) for r in rs]
 
 
-def _compactions_of(kind: str) -> Callable[[RunRecord], int]:
+def _compactions_of(kind: str) -> Callable[[Records], list[int]]:
     code = COMPACTION_KINDS.index(kind)
 
-    def count(r: RunRecord) -> int:
-        return r.compactions["kind"].tolist().count(code)
+    def count(rs: Records) -> list[int]:
+        return [r.compaction_counts()[code] for r in rs]
 
     count.__name__ = f"compactions_{kind}"
     count.__doc__ = f"Compactions of kind {kind}."
     return count
 
 
-def compaction_frequency(r: RunRecord) -> float:
+def compaction_frequency(rs: Records) -> list[float]:
     """Compactions per 100 calls."""
-    return round(100 * compactions(r) / r.n_calls, 4) if r.n_calls else 0.0
+    return [
+        round(100 * c / r.n_calls, 4) if r.n_calls else 0.0 for r, c in zip(rs, compactions(rs), strict=True)
+    ]
 
 
-def tokens_reclaimed(r: RunRecord) -> int:
+def tokens_reclaimed(rs: Records) -> list[int]:
     """Tokens the compactions took out of the view when they happened (summaries net of their size)."""
-    return sum(r.compactions["tokens_reclaimed"].tolist())
+    return [r.total_reclaimed() for r in rs]
 
 
-def summary_calls(r: RunRecord) -> int:
-    return r.kind_count(SUMMARY)
+def summary_calls(rs: Records) -> list[int]:
+    return [r.kind_count(SUMMARY) for r in rs]
 
 
-def summary_tokens(r: RunRecord) -> int:
+def summary_tokens(rs: Records) -> list[int]:
     """Output tokens of the summary calls: the summaries' own size."""
-    if not r.kind_count(SUMMARY):
-        return 0
-    return sum(o for k, o in zip(r.column("kind"), r.column("output_tokens"), strict=True) if k == SUMMARY)
+    return [
+        sum(o for k, o in zip(r.column("kind"), r.column("output_tokens"), strict=True) if k == SUMMARY)
+        if r.kind_count(SUMMARY)
+        else 0
+        for r in rs
+    ]
 
 
-def exhausted(r: RunRecord) -> bool:
+def exhausted(rs: Records) -> list[bool]:
     """The run stopped on a budget (turns, tool calls, tokens, cost or duration)."""
-    return r.finish_reason.startswith("budget-exhausted")
+    return [r.finish_reason.startswith("budget-exhausted") for r in rs]
 
 
-def warnings(r: RunRecord) -> int:
+def warnings(rs: Records) -> list[int]:
     """Budget warnings (one per dimension, at 80%)."""
-    return len(r.warnings)
+    return [len(r.warnings) for r in rs]
 
 
-METRICS: dict[str, Callable[[RunRecord], object]] = {
+METRICS: dict[str, Callable[[Records], list]] = {
     "calls": calls,
     "cumulative_input_tokens": cumulative_input_tokens,
     "cumulative_output_tokens": cumulative_output_tokens,
     "peak_context_tokens": peak_context_tokens,
-    "growth_exponent": growth_exponent,
+    "growth_exponent": _growth_exponents,
     "cache_read_tokens": cache_read_tokens,
     "cache_write_tokens": cache_write_tokens,
     "uncached_input_tokens": uncached_input_tokens,
@@ -210,26 +232,15 @@ METRICS: dict[str, Callable[[RunRecord], object]] = {
 }
 
 
-# metrics with a form computed over many records at once (name -> records -> one value per record)
-BATCHED: dict[str, Callable[[Sequence[RunRecord]], list]] = {
-    "growth_exponent": lambda rs: growth_exponents(
-        np.concatenate([r.calls["input_tokens"] for r in rs]),
-        np.cumsum([0] + [r.n_calls for r in rs]),
-    ),
-}
-
-
 def compute_metrics(r: RunRecord) -> dict[str, object]:
-    return {name: fn(r) for name, fn in METRICS.items()}
+    return compute_metrics_many([r])[0]
 
 
 def compute_metrics_many(records: Sequence[RunRecord]) -> list[dict[str, object]]:
-    """``[compute_metrics(r) for r in records]``, with the BATCHED metrics computed for all at once."""
+    """Every metric of each record, each metric computed for the whole batch at once."""
     records = list(records)
     if not records:
         return []
-    batched = {name: f(records) for name, f in BATCHED.items()}
-    plan = [(name, None if name in batched else fn) for name, fn in METRICS.items()]
-    return [
-        {name: batched[name][j] if fn is None else fn(r) for name, fn in plan} for j, r in enumerate(records)
-    ]
+    names = list(METRICS)
+    columns = [fn(records) for fn in METRICS.values()]
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]

@@ -100,6 +100,7 @@ class RunRecord:
     answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given
     ledger: Any = field(default=None, repr=False)  # sim.ledger.LedgerTotals at the end of the run
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
+    _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 
     @classmethod
     def build(cls, **fields: Any) -> RunRecord:
@@ -113,6 +114,7 @@ class RunRecord:
         d.update(_DEFAULTS)
         d["changes"] = {}
         d["_lists"] = {}
+        d["_totals"] = {}
         d.update(fields)
         return r
 
@@ -130,10 +132,11 @@ class RunRecord:
 
     def total(self, name: str) -> int:
         """Sum of a per-call column (computed once; a batch replay fills these for all its runs)."""
-        v = self._lists.get(("sum", name))
-        if v is None:
-            v = self._lists[("sum", name)] = sum(self.column(name))
-        return v
+        try:
+            return self._totals[name]
+        except KeyError:
+            v = self._totals[name] = sum(self.column(name))
+            return v
 
     def largest(self, name: str) -> int:
         """Largest value of a per-call column, 0 for a run without calls."""
@@ -150,14 +153,37 @@ class RunRecord:
             counts = self._lists["kinds"] = tuple(col.count(k) for k in range(len(CALL_KINDS)))
         return counts[kind]
 
-    def prime(self, sums: dict[str, int], largest_input: int, kinds: tuple[int, ...]) -> None:
-        """Fill the caches of ``total``, ``largest('input_tokens')`` and ``kind_count`` with values a
-        batch replay computed for all its runs at once (the same numbers, without per-run work)."""
+    def compaction_counts(self) -> tuple[int, ...]:
+        """Compactions of each COMPACTION_KINDS code."""
+        v = self._lists.get("compactions")
+        if v is None:
+            kinds = self.compactions["kind"].tolist()
+            v = self._lists["compactions"] = tuple(kinds.count(k) for k in range(len(COMPACTION_KINDS)))
+        return v
+
+    def total_reclaimed(self) -> int:
+        """Tokens all compactions took out of the view."""
+        v = self._lists.get("reclaimed")
+        if v is None:
+            v = self._lists["reclaimed"] = sum(self.compactions["tokens_reclaimed"].tolist())
+        return v
+
+    def prime(
+        self,
+        sums: dict[str, int],
+        largest_input: int,
+        kinds: tuple[int, ...],
+        compactions: tuple[tuple[int, ...], int] | None = None,
+    ) -> None:
+        """Fill the caches of ``total``, ``largest('input_tokens')``, ``kind_count`` and (given)
+        ``compaction_counts`` / ``total_reclaimed`` with values a batch replay computed for all its runs
+        at once: the same numbers, without per-run work."""
+        self._totals.update(sums)
         cache = self._lists
-        for name, v in sums.items():
-            cache[("sum", name)] = v
         cache[("max", "input_tokens")] = largest_input
         cache["kinds"] = kinds
+        if compactions is not None:
+            cache["compactions"], cache["reclaimed"] = compactions
 
     def calls_frame(self):
         """Per-call table as a pandas DataFrame, with the run's identity columns in front."""

@@ -1,0 +1,169 @@
+"""The batched fast path (sim.fastpath via replay_many) against the per-call loop, and its pieces."""
+
+import pickle
+
+import numpy as np
+import pytest
+from builders import swe_trace
+from test_conformance import settings_of
+from test_information import four_turns, inputs
+
+from sim.cache import CostModel, cache_rules, split_runs
+from sim.conformance import record_diff
+from sim.engine import replay, replay_many
+from sim.ledger import token_outcomes
+from sim.metrics import compute_metrics, compute_metrics_many, growth_exponent, growth_exponents
+from sim.model import ReplayModel
+from sim.policies.base import make_policy, registered
+from sim.pricing import find_price
+from sim.records import CALL_COLUMNS, REFETCH, Columns, RunRecord
+from sim.types import ItemState
+
+
+def loop(t, policy, on_missing="refetch"):
+    """The per-call loop's record (an observer forces it)."""
+    return replay(t, policy, ReplayModel(t, on_missing=on_missing), observer=lambda k, view: None)
+
+
+@pytest.fixture(scope="module")
+def embedded():
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+
+    return list(load_paths([EMBEDDED_SUITE]))[:12]
+
+
+def assert_batch_is_loop(traces, name, on_missing):
+    for params in settings_of(name):
+        policy = make_policy(name, **params)
+        models = [ReplayModel(t, on_missing=on_missing) for t in traces]
+        batch = replay_many(traces, policy, models)
+        assert [r.trace_id for r in batch] == [t.trace_id for t in traces]
+        for t, r in zip(traces, batch, strict=True):
+            assert record_diff(r, loop(t, policy, on_missing)) == [], (name, params, t.trace_id)
+
+
+@pytest.mark.parametrize("on_missing", ["refetch", "degrade", "fail"])
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_batch_equals_loop_on_embedded_suite(name, on_missing, embedded):
+    assert_batch_is_loop(embedded, name, on_missing)
+
+
+@pytest.mark.parametrize("on_missing", ["degrade", "fail"])
+@pytest.mark.parametrize(
+    "name", ["observation_masking", "openhands_observation_masking", "spill_large_results"]
+)
+def test_batch_equals_loop_on_real_runs(name, on_missing, mini_traces):
+    # real runs need facts the masks hide: the fast path's reactions (refetch runs are covered by the
+    # conformance tests) must match the loop's
+    assert_batch_is_loop(mini_traces[:12], name, on_missing)
+
+
+def test_masking_refetch_runs_on_the_fast_path_with_the_loops_numbers():
+    # tests/test_information.py's four turns: masking n=1 hides f0 before the final answer needs it.
+    # Stable prefixes: call 2 rewrites r0 (event 3): 100 + 50 + 10 = 160; the refetch row carries call
+    # 3's seam, r1 (event 5): 270 reduced by r0's earlier change (15 - 100): 185; the answer reuses the
+    # whole refetch request, 310.
+    t = four_turns()
+    policy = make_policy("observation_masking", n=1)
+    r = replay(t, policy)
+    assert inputs(r) == [150, 260, 285, 310, 420]
+    assert r.calls["kind"].tolist()[3] == REFETCH
+    assert r.calls["stable_prefix_tokens"].tolist() == [0, 150, 160, 185, 310]
+    assert r.calls["first_changed"].tolist() == [-1, -1, 3, 5, -1]
+    assert r.rereads == ((3, REFETCH, 3, 110),) and r.recovered == ("f0",)
+    assert record_diff(r, loop(t, policy)) == []
+
+
+def test_batches_of_mixed_runs_equal_single_replays(embedded):
+    # a run's record does not depend on which runs share its batch (sizes, plans, re-reads, tables)
+    policy = make_policy("observation_masking", n=2)
+    hand = [four_turns(), swe_trace([]), swe_trace([("a\n" * 5, 40)] * 3, trace_id="short")]
+    traces = hand + embedded[:5] + hand
+    batch = replay_many(traces, policy)
+    for t, r in zip(traces, batch, strict=True):
+        assert record_diff(r, replay(t, policy)) == []
+    assert batch[1].n_calls == 0 and batch[1].item_state.tolist() == []
+
+
+def test_window_overflow_in_a_batch_goes_to_the_loop():
+    # the four turns' requests reach 480 tokens: a 300-token window refuses call 2 of the raw run
+    t = four_turns()
+    records = replay_many([t, swe_trace([("a", 5)])], make_policy("raw"), window=300)
+    assert records[0].finish_reason == "context-overflow" and records[0].rejections == 1
+    assert inputs(records[0]) == [150, 260]
+    assert records[1].finish_reason == "completed"
+
+
+def test_replay_many_checks_models_match_traces():
+    with pytest.raises(ValueError, match="2 traces but 1 models"):
+        replay_many([four_turns(), four_turns()], make_policy("raw"), [ReplayModel(four_turns())])
+
+
+def test_split_runs_restarts_the_cache_at_each_run():
+    # three runs laid end to end equal three separate step_all calls, for every cache family
+    rng = np.random.default_rng(7)
+    lengths = [5, 1, 9]
+    for family in ("anthropic", "gemini", "openai", "none"):
+        rules = cache_rules(family)
+        parts = []
+        for n in lengths:
+            view = np.cumsum(rng.integers(200, 3000, n)).astype(np.int64)
+            stable = np.concatenate(([0], view[:-1])).astype(np.int64)
+            stable[n // 2] //= 3  # one seam
+            t = np.cumsum(rng.integers(1, 400, n)).astype(np.float64)
+            parts.append((t, view + 7, view, stable, np.full(n, 50, dtype=np.int64)))
+        price = find_price("claude-sonnet-4-5") if family == "anthropic" else None
+        expected = [CostModel(rules, price).step_all(*p) for p in parts]
+        cat = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+        starts = np.repeat(np.cumsum([0] + lengths[:-1]), lengths)
+        got = split_runs(rules, price, *cat, starts)
+        for i in range(4):
+            assert got[i].tolist() == np.concatenate([e[i] for e in expected]).tolist(), (family, i)
+
+
+def test_token_outcomes_per_run():
+    s = ItemState
+    # run 0: a bounded item (100 -> 30) and a spilled one (50 -> 5); run 1: nothing changed;
+    # run 2: two summarized items (80 + 40 covered by a 30-token summary) and a masked one (60 -> 10)
+    original = np.array([100, 50, 7, 9, 80, 40, 60], dtype=np.int64)
+    final = np.array([30, 5, 7, 9, 30, 0, 10], dtype=np.int64)
+    states = np.array([s.BOUNDED, s.SPILLED, 0, 0, s.SUMMARIZED, s.SUMMARIZED, s.MASKED], dtype=np.int8)
+    got = token_outcomes(original, final, states, np.array([0, 2, 4, 7]))
+    # (derived, spilled, lost): run 2 derives the masked item's 10 and the summary's 30 of 120
+    assert got.tolist() == [[35, 45, 70], [0, 0, 0], [40, 0, 140]]
+
+
+def test_metrics_of_a_batch_equal_metrics_one_by_one(embedded):
+    records = replay_many(embedded, make_policy("observation_masking", n=3))
+    fresh = replay_many(embedded, make_policy("observation_masking", n=3))
+    assert compute_metrics_many(records) == [compute_metrics(r) for r in fresh]
+    assert compute_metrics_many([]) == []
+
+
+def test_growth_exponents_of_runs_laid_end_to_end():
+    runs = [[100] * 40, [5, 6], [1000 + 250 * k for k in range(60)], [0, 0, 0, 0, 0]]
+    bounds = np.cumsum([0] + [len(r) for r in runs])
+    got = growth_exponents(np.concatenate([np.array(r, dtype=np.int64) for r in runs]), bounds)
+    assert got[0] == 1.0 and got[1] is None and got[3] is None  # too few calls; no input at all
+    x, y = np.log(np.arange(31, 61)), np.log(np.cumsum(runs[2])[30:])
+    assert got[2] == round(float(np.polyfit(x, y, 1)[0]), 6)
+
+
+def test_columns_table_reads_like_a_dict_and_pickles():
+    block = np.arange(6, dtype=np.int64).reshape(3, 2)
+    c = Columns(("a", "b", "c"), block)
+    assert list(c) == ["a", "b", "c"] and c["b"].tolist() == [2, 3] and dict(c)["c"].tolist() == [4, 5]
+    back = pickle.loads(pickle.dumps(c))
+    assert {k: v.tolist() for k, v in back.items()} == {"a": [0, 1], "b": [2, 3], "c": [4, 5]}
+
+
+def test_record_build_names_missing_fields():
+    with pytest.raises(TypeError, match="missing calls"):
+        RunRecord.build(
+            trace_id="t", trace_hash="h", policy="raw", params={}, model="replay", finish_reason="completed",
+            item_state=np.zeros(0, dtype=np.int8), compactions={},
+        )  # fmt: skip
+    r = replay(four_turns(), make_policy("raw"))
+    assert set(r.calls) == set(CALL_COLUMNS) and r.degraded is False and r.summaries == ()
+    assert growth_exponent(r) == compute_metrics(r)["growth_exponent"]
