@@ -116,7 +116,7 @@ def replay_many(
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
                 facts=p.facts, degraded=p.degraded, rereads=tuple(r[:4] for r in p.rereads),
-                compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.providing),
+                compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.ledger_facts),
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
     return records  # type: ignore[return-value]
@@ -179,7 +179,7 @@ def _record(
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger_parts``: the ledger's (tokens,
-    providing) when a batch computed them."""
+    facts) when a batch computed them."""
     rules, price = cost
     answer = trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
     if facts is None:  # no fact can have left the view (see replay): every need is met

@@ -19,7 +19,7 @@ import numpy as np
 
 from sim.cache import CacheRules, split_runs
 from sim.information import FactState, has_needs, missing_sources, reread_size
-from sim.ledger import provides_any, token_outcomes
+from sim.ledger import fact_index, fact_outcome_counts, provides_any, token_outcomes
 from sim.model import ReplayModel
 from sim.policies.base import Policy, View
 from sim.pricing import Price
@@ -71,7 +71,7 @@ class RunColumns(NamedTuple):
     compactions: Columns
     peak: int  # largest request: the engine compares it with the window
     ledger_tokens: tuple[int, int, int]  # (derived, spilled, lost) tokens for the ledger's totals
-    providing: list[int]  # changed items that provide facts (the ledger's fact outcomes look at these)
+    ledger_facts: tuple[int, int, int]  # (derived, spilled, lost) facts for the ledger's totals
     sums: dict[str, int]  # totals of the SUMMED columns (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
     compaction_counts: tuple[tuple[int, ...], int] | None  # (per kind, tokens reclaimed) when known
@@ -308,9 +308,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
     changes_of, compactions_of = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
-    ledger_tokens, providing, providing_bounds = _ledger_parts(
-        runs, arrays, stops, tok, states, bounds, original
-    )
+    ledger_tokens, ledger_facts = _ledger_parts(runs, arrays, stops, tok, states, bounds, original)
 
     table = np.stack([cols[c] for c in CALL_COLUMNS])  # one block per run below, split in one step
     table.setflags(write=False)
@@ -341,7 +339,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 compactions_of[j],
                 peaks_l[j],
                 tuple(ledger_tokens[j]),
-                [i - i0 for i in providing[providing_bounds[j] : providing_bounds[j + 1]]],
+                tuple(ledger_facts[j]),
                 dict(zip(SUMMED, sums[j], strict=True)),
                 kinds[j],
                 _NO_COMPACTION_COUNTS if compactions_of[j] is _NO_COMPACTIONS else None,
@@ -351,10 +349,11 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
 
 
 def _ledger_parts(runs, arrays, stops, tok, states, bounds, original):
-    """What the ledger's totals need from the batch: each run's (derived, spilled, lost) tokens, and
-    the changed items that provide facts (global ids, with each run's bounds)."""
+    """What the ledger's totals need from the batch: each run's (derived, spilled, lost) tokens and
+    facts."""
+    none = [(0, 0, 0)] * len(runs)
     if not states.any():
-        return [(0, 0, 0)] * len(runs), [], [0] * len(bounds)
+        return none, none
     stop_list = stops.tolist()
     if original is None:
         original = _cat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
@@ -364,7 +363,11 @@ def _ledger_parts(runs, arrays, stops, tok, states, bounds, original):
         bool,
     )
     providing = np.flatnonzero(states.astype(bool) & provides)
-    return tokens, providing.tolist(), providing.searchsorted(bounds).tolist()
+    if not len(providing):
+        return tokens, none
+    indexes = [r.trace.derived("fact_index", fact_index) for r in runs]
+    special = [((), () if r.facts is None else tuple(r.facts.recovered)) for r in runs]
+    return tokens, fact_outcome_counts(indexes, stops, states, providing, special).tolist()
 
 
 def _fold_plans(

@@ -66,45 +66,117 @@ _VERBATIM, _BOUNDED, _SUMMARIZED, _SPILLED = (
 )
 
 
-def fact_outcomes(trace: Trace, r: RunRecord, changed: list[int] | None = None) -> dict[str, str]:
-    """Facts held by items that are no longer verbatim -> their category at the end of the run (the best
-    holder wins). A fact absent from the result is verbatim (some verbatim item still holds it)."""
-    states = r.item_state.tolist()
-    n = len(states)
-    if changed is None:
-        changed = [i for i, s in enumerate(states) if s != _VERBATIM]
-    kept, recovered = set(r.summary_kept), set(r.recovered)
-    providers = trace.derived("fact_providers", _providers)
-    rank = {c: i for i, c in enumerate(CATEGORIES)}
-    out: dict[str, str] = {}
-    events = trace.events
-    for i in changed:
-        for f in events[i].provides:
-            if f in out:
-                continue
-            best = "lost"
-            for j in providers[f]:
-                if j >= n:
-                    break
-                s = states[j]
-                if s == _VERBATIM or f in recovered:
-                    cat = "verbatim"
-                elif s == _BOUNDED or (s == _SUMMARIZED and f in kept):
-                    cat = "derived"
-                elif s == _SPILLED:
-                    cat = "spilled"
-                else:
-                    cat = "lost"
-                if rank[cat] < rank[best]:
-                    best = cat
-            out[f] = best
+class FactIndex(NamedTuple):
+    """A trace's facts as integer tables: the facts each event provides and the providers of each fact."""
+
+    ids: dict[str, int]  # fact -> id, in order of first provider
+    item_ptr: np.ndarray  # facts of event i: item_facts[item_ptr[i] : item_ptr[i + 1]]
+    item_facts: np.ndarray
+    fact_ptr: np.ndarray  # providers of fact f, ascending: fact_items[fact_ptr[f] : fact_ptr[f + 1]]
+    fact_items: np.ndarray
+
+
+def fact_index(trace: Trace) -> FactIndex:
+    ids: dict[str, int] = {}
+    item_ptr, item_facts, providers = [0], [], []
+    for e in trace.events:
+        for f in e.provides:
+            fid = ids.get(f)
+            if fid is None:
+                fid = ids[f] = len(ids)
+                providers.append([])
+            item_facts.append(fid)
+            if not providers[fid] or providers[fid][-1] != e.index:
+                providers[fid].append(e.index)
+        item_ptr.append(len(item_facts))
+    fact_ptr = np.zeros(len(providers) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in providers], out=fact_ptr[1:])
+    return FactIndex(
+        ids,
+        np.array(item_ptr, dtype=np.int64),
+        np.array(item_facts, dtype=np.int64),
+        fact_ptr,
+        np.array([i for p in providers for i in p], dtype=np.int64),
+    )
+
+
+def _gather(start: np.ndarray, end: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """values[start[k]:end[k]] for every k, concatenated, and the k each element came from."""
+    counts = end - start
+    owner = np.repeat(np.arange(len(counts)), counts)
+    first = np.cumsum(counts) - counts
+    return values[start[owner] + np.arange(len(owner)) - first[owner]], owner
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    a = np.array(sizes, dtype=np.int64)
+    return np.cumsum(a) - a
+
+
+def fact_outcome_counts(
+    indexes: list[FactIndex],
+    stops: np.ndarray,
+    states: np.ndarray,
+    providing: np.ndarray,
+    special: list[tuple[tuple[str, ...], tuple[str, ...]]],
+) -> np.ndarray:
+    """Facts (derived, spilled, lost) at the end of each run, for runs whose items are laid end to end
+    (run j: ``stops[j]`` items of ``states``). ``providing``: the changed items that provide facts (ids
+    into ``states``); ``special``: each run's (facts a summary kept, facts re-read). Only facts of changed
+    items can be anything but verbatim; each takes its best holder's category: a verbatim provider (or a
+    re-read) keeps it verbatim, a bounded one (or a summary that kept it) derived, a spilled one is
+    behind a handle, anything else lost."""
+    runs = len(indexes)
+    out = np.zeros((runs, 3), dtype=np.int64)
+    if not len(providing):
+        return out
+    item_off = np.cumsum(stops) - stops
+    nfacts = [len(x.ids) for x in indexes]
+    fact_off = _offsets(nfacts)
+    run_of_item = np.repeat(np.arange(runs), stops)
+    # the facts of the providing items (global fact ids), each once; run j's slice of item_ptr has
+    # stops[j] + 1 entries, so item g of run j sits at g + j
+    item_ptr = np.concatenate([x.item_ptr[: s + 1] for x, s in zip(indexes, stops.tolist(), strict=True)])
+    item_ptr += np.repeat(_offsets([len(x.item_facts) for x in indexes]), stops + 1)
+    at = providing + run_of_item[providing]
+    local, owner = _gather(item_ptr[at], item_ptr[at + 1], np.concatenate([x.item_facts for x in indexes]))
+    seen = np.zeros(int(fact_off[-1]) + nfacts[-1], dtype=bool)
+    seen[local + fact_off[run_of_item[providing]][owner]] = True
+    facts = np.flatnonzero(seen)
+    run_of_fact = np.searchsorted(fact_off, facts, side="right") - 1
+    # their providers among each run's items (global item ids); fact f of run j sits at f + j
+    fact_ptr = np.concatenate([x.fact_ptr for x in indexes])
+    fact_ptr += np.repeat(_offsets([len(x.fact_items) for x in indexes]), np.array(nfacts) + 1)
+    at = facts + run_of_fact
+    items = np.concatenate([x.fact_items for x in indexes])
+    items += np.repeat(item_off, [len(x.fact_items) for x in indexes])
+    prov, which = _gather(fact_ptr[at], fact_ptr[at + 1], items)
+    inside = prov < (item_off + stops)[run_of_fact[which]]
+    prov, which = prov[inside], which[inside]
+    s = states[prov]
+    category = np.full(len(prov), 3, dtype=np.int64)  # codes index CATEGORIES: 3 is lost
+    category[s == _SPILLED] = 2
+    derived = s == _BOUNDED
+    verbatim = s == _VERBATIM
+    kept_ids: list[int] = []
+    recovered_ids: list[int] = []
+    for j in [j for j, (k, rec) in enumerate(special) if k or rec]:
+        kept, rec = special[j]
+        ids, off = indexes[j].ids, int(fact_off[j])
+        kept_ids.extend(off + ids[f] for f in kept if f in ids)
+        recovered_ids.extend(off + ids[f] for f in rec if f in ids)
+    for chosen, mask, summarized_only in ((kept_ids, derived, True), (recovered_ids, verbatim, False)):
+        if chosen:
+            mark = np.zeros(len(seen), dtype=bool)
+            mark[chosen] = True
+            hit = mark[facts[which]]
+            mask |= (hit & (s == _SUMMARIZED)) if summarized_only else hit
+    category[derived] = 1
+    category[verbatim] = 0
+    starts = np.flatnonzero(np.concatenate(([True], which[1:] != which[:-1])))
+    best = np.minimum.reduceat(category, starts)
+    out[:] = np.bincount(run_of_fact * 4 + best, minlength=runs * 4).reshape(runs, 4)[:, 1:]
     return out
-
-
-def _providers(trace: Trace) -> dict[str, list[int]]:
-    from sim.information import providers
-
-    return providers(trace)
 
 
 def provides_any(trace: Trace) -> np.ndarray:
@@ -150,32 +222,39 @@ def token_outcomes(
 
 
 def totals(
-    trace: Trace, r: RunRecord, tokens: tuple[int, int, int] | None = None, providing: list[int] | None = None
+    trace: Trace,
+    r: RunRecord,
+    tokens: tuple[int, int, int] | None = None,
+    facts: tuple[int, int, int] | None = None,
 ) -> LedgerTotals:
-    """End-of-run totals. ``tokens`` (derived, spilled, lost) and ``providing`` (changed items that
-    provide facts) may come precomputed for a batch of runs (``token_outcomes``)."""
+    """End-of-run totals. ``tokens`` and ``facts`` (derived, spilled, lost) may come precomputed for
+    a batch of runs (``token_outcomes``, ``fact_outcome_counts``)."""
     n = len(r.item_state)
     a = trace.arrays
     if tokens is None:
         tokens = tuple(
             token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))[0].tolist()
         )
-    if providing is None:
+    if facts is None:
         changed = np.flatnonzero(r.item_state)
-        providing = changed[trace.derived("provides_any", provides_any)[changed]].tolist()
-    facts = dict.fromkeys(CATEGORIES, 0)
-    if providing:
-        for v in fact_outcomes(trace, r, providing).values():
-            facts[v] += 1
+        providing = changed[trace.derived("provides_any", provides_any)[changed]]
+        facts = (0, 0, 0)
+        if len(providing):
+            index = [trace.derived("fact_index", fact_index)]
+            special = [(r.summary_kept, r.recovered)]
+            facts = tuple(
+                fact_outcome_counts(index, np.array([n]), r.item_state, providing, special)[0].tolist()
+            )
     seen_tokens = int(a.prefix[n])
     seen_facts = trace.derived("facts_before", _facts_before)[n]
     derived, spilled, lost = tokens
+    f_derived, f_spilled, f_lost = facts
     return LedgerTotals(
         facts_seen=seen_facts,
-        facts_verbatim=seen_facts - facts["derived"] - facts["spilled"] - facts["lost"],
-        facts_derived=facts["derived"],
-        facts_spilled=facts["spilled"],
-        facts_lost=facts["lost"],
+        facts_verbatim=seen_facts - f_derived - f_spilled - f_lost,
+        facts_derived=f_derived,
+        facts_spilled=f_spilled,
+        facts_lost=f_lost,
         tokens_seen=seen_tokens,
         tokens_verbatim=seen_tokens - derived - spilled - lost,
         tokens_derived=derived,

@@ -167,3 +167,28 @@ def test_record_build_names_missing_fields():
     r = replay(four_turns(), make_policy("raw"))
     assert set(r.calls) == set(CALL_COLUMNS) and r.degraded is False and r.summaries == ()
     assert growth_exponent(r) == compute_metrics(r)["growth_exponent"]
+
+
+def test_fact_outcome_counts_take_each_facts_best_holder():
+    from test_information import with_facts
+
+    from sim.ledger import fact_index, fact_outcome_counts
+
+    s = ItemState
+    # calls at events 2, 4, 6: a run holds items 0..5; r2 (event 7) is never admitted
+    a = with_facts(swe_trace([("x", 9)] * 3), {3: ("f0", "f1"), 5: ("f1",), 7: ("f2",)}, {})
+    b = with_facts(swe_trace([("x", 9)] * 3), {3: ("g0",), 5: ("g0",)}, {})
+    states_a = np.array([0, 0, 0, s.MASKED, 0, s.BOUNDED], dtype=np.int8)  # f0 lost, f1 derived (r1)
+    states_b = np.array([0, 0, 0, s.SPILLED, 0, s.SUMMARIZED], dtype=np.int8)
+    index = [fact_index(a), fact_index(b)]
+    states = np.concatenate([states_a, states_b])
+    providing = np.array([3, 5, 9, 11])
+    stops = np.array([6, 6])
+
+    def counts(special):
+        return fact_outcome_counts(index, stops, states, providing, special).tolist()
+
+    # (derived, spilled, lost): g0's summary did not keep it, so its spilled holder is the best
+    assert counts([((), ()), ((), ())]) == [[1, 0, 1], [0, 1, 0]]
+    # a re-read makes f0 verbatim again; a summary that kept g0 makes it derived
+    assert counts([((), ("f0",)), (("g0",), ())]) == [[1, 0, 0], [1, 0, 0]]
