@@ -9,13 +9,12 @@ budgets (a grace call with tools forbidden, or a stop).
 
 Two ways to run the same semantics. The per-call loop (``_replay_loop``) is the reference. When nothing
 watches and the policy's decisions are known ahead (no pre-call transform, or a ``plan``; no budgets, no
-status line, no recovery), requests are prefix sums of settled sizes plus planned changes, computed in a
-few array steps (``_fast_columns``); the mock model's reactions to facts a plan hid (refetch, retrieval,
-degrade) are found by walking only the calls that need facts, and their rows are inserted. A run that hits
-the window, or whose model fails on a missing fact, is handed to the loop. ``replay_many`` prices the
-fast runs of a corpus in one pass (cache and cost columns of all runs laid end to end), so per-run
-numpy overhead does not dominate short runs. The conformance checker holds the two paths to identical
-records for every registered policy.
+status line, no recovery), ``replay_many`` hands a batch of runs to ``sim.fastpath``: requests are prefix
+sums of settled sizes plus planned changes, and the mock model's reactions to facts a plan hid (refetch,
+retrieval, degrade) are rows inserted where the loop would make them, all computed over the batch's runs
+laid end to end. A run that would exceed its window, or whose model fails on a missing fact, is handed
+to the loop. The conformance checker holds the two paths to identical records for every registered
+policy.
 """
 
 from __future__ import annotations

@@ -312,12 +312,11 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
 
     table = np.stack([cols[c] for c in CALL_COLUMNS])  # one block per run below, split in one step
     table.setflags(write=False)
-    row_bounds_a = np.append(row_off, n_rows)
-    row_bounds = row_bounds_a.tolist()
-    summed = np.stack([cols[c] for c in SUMMED])
-    running = np.zeros((len(SUMMED), n_rows + 1), dtype=np.int64)
-    np.cumsum(summed, axis=1, out=running[:, 1:])
-    sums = (running[:, row_bounds_a[1:]] - running[:, row_bounds_a[:-1]]).T.tolist()
+    row_bounds = np.append(row_off, n_rows).tolist()
+    sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
+    if len(nonempty):
+        sums[nonempty] = np.add.reduceat(table, row_off[nonempty], axis=1).T
+    sums = sums[:, [_CALL_ROW[c] for c in SUMMED]].tolist()
     if n_rows > K:  # re-read rows: count kinds per run
         run_of_row = np.repeat(np.arange(len(runs)), rows_per_run)
         width = len(CALL_KINDS)
