@@ -96,12 +96,17 @@ def replay_many(
         policy.recovers or policy.checks_after_call or policy.reports_status
     )
     records: list[RunRecord | None] = [None] * len(traces)
-    groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
-    for pos, (trace, model) in enumerate(zip(traces, models, strict=True)):
+    setups = []
+    for trace in traces:
         rules, price = _rules_and_price(trace.model, pricing)
         _check_priced(policy, trace, price)
-        w = resolve_window(trace.model) if window == AUTO else window
-        prepared = prepare(trace, policy, model) if fast else None
+        setups.append((rules, price, resolve_window(trace.model) if window == AUTO else window))
+    plans = policy.plan_many(traces) if fast and policy.acts_before_call else [None] * len(traces)
+    groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
+    for pos, (trace, model, plan, (rules, price, w)) in enumerate(
+        zip(traces, models, plans, setups, strict=True)
+    ):
+        prepared = prepare(trace, policy, model, plan) if fast else None
         if prepared is None:
             records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:

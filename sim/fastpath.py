@@ -21,7 +21,7 @@ from sim.cache import CacheRules, split_runs
 from sim.information import FactState, has_needs, missing_sources, reread_size
 from sim.ledger import fact_index, fact_outcome_counts, provides_any, token_outcomes
 from sim.model import ReplayModel
-from sim.policies.base import Policy, View
+from sim.policies.base import Plan, Policy, View
 from sim.pricing import Price
 from sim.records import (
     CALL_COLUMNS,
@@ -133,9 +133,9 @@ def settled_sizes(trace: Trace, policy: Policy, stop: int):
     return tokens_a, states_a, changes
 
 
-def prepare(trace: Trace, policy: Policy, model: ReplayModel) -> Prepared | None:
+def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = None) -> Prepared | None:
     """A run's inputs, or None when the mock model would end it on a missing fact (``on_missing=fail``):
-    the loop replays that run."""
+    the loop replays that run. ``p``: the run's plan when the caller asked for a batch's at once."""
     a = trace.arrays
     stop = int(a.view_end[-1]) if len(a.view_end) else 0
     tokens = states = settled = None
@@ -149,7 +149,8 @@ def prepare(trace: Trace, policy: Policy, model: ReplayModel) -> Prepared | None
             settled = (call, KIND_OF_CODE[states[index]], index, a.tokens[index] - after, after)
     plan = None
     if policy.acts_before_call:
-        p = policy.plan(trace)
+        if p is None:
+            p = policy.plan(trace)
         if len(p.index):
             plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
     facts, degraded, rereads = None, False, ()

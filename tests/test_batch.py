@@ -192,3 +192,17 @@ def test_fact_outcome_counts_take_each_facts_best_holder():
     assert counts([((), ()), ((), ())]) == [[1, 0, 1], [0, 1, 0]]
     # a re-read makes f0 verbatim again; a summary that kept g0 makes it derived
     assert counts([((), ("f0",)), (("g0",), ())]) == [[1, 0, 0], [1, 0, 0]]
+
+
+@pytest.mark.parametrize("params", [{}, {"n": 1}, {"n": 3, "polling": 4}, {"n": 40}])
+def test_masking_plans_for_a_batch_equal_plans_run_by_run(params, embedded):
+    # the batch form restarts its running boundary at each run, runs without calls included
+    policy = make_policy("observation_masking", **params)
+    traces = [swe_trace([]), *embedded[:6], four_turns(), swe_trace([("a", 5)])]
+    for t, p in zip(traces, policy.plan_many(traces), strict=True):
+        one = policy.plan(t)
+        assert [np.asarray(c).tolist() for c in p] == [np.asarray(c).tolist() for c in one]
+    # and the per-call decisions of the loop are the same masks (tests/test_conformance.py checks the
+    # records; here the entries themselves)
+    t = four_turns()
+    assert [c.tolist() for c in make_policy("observation_masking", n=1).plan(t)[:2]] == [[2, 3], [3, 5]]

@@ -146,6 +146,11 @@ class Policy:
         """Only where ``plans`` is true: every pre-call decision of the run (see ``Plan``)."""
         raise NotImplementedError
 
+    def plan_many(self, traces: Sequence[Trace]) -> list[Plan]:
+        """``[self.plan(t) for t in traces]``; a policy may compute many runs' plans in one pass (the
+        engine's fast path asks once per batch)."""
+        return [self.plan(t) for t in traces]
+
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         """What the policy declares about every view it builds, checked by the conformance checker."""
         return []

@@ -13,6 +13,7 @@ breaks prompt caching; polling > 1 keeps the prefix stable longer). Not modelled
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,26 +100,55 @@ class ObservationMasking(Policy):
         return changes
 
     def plan(self, trace: Trace) -> Plan:
-        """The same decisions for the whole run at once. With p_k observations in call k's view the
-        boundary is (p_k // polling) * polling - n; it only moves forward (a running maximum), and call
-        k masks the observations between the previous boundary and its own."""
-        obs, tokens = trace.derived("observation_arrays", _observation_arrays)
-        upto = obs.searchsorted(trace.arrays.view_end)  # observations in each call's view
-        if not len(upto):
-            return Plan(upto, upto, upto, upto)
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> list[Plan]:
+        """The same decisions for whole runs at once, many runs laid end to end. With p_k observations in
+        call k's view the boundary is (p_k // polling) * polling - n; it only moves forward (a running
+        maximum within the run), and call k masks the observations between the previous boundary and
+        its own."""
+        if not traces:
+            return []
+        pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
+        runs = len(traces)
+        n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
+        n_events = np.array([len(t.events) for t in traces], dtype=np.int64)
+        ends = [t.arrays.view_end for t in traces]
+        n_calls = np.array([len(v) for v in ends], dtype=np.int64)
+        obs_off, event_off = np.cumsum(n_obs) - n_obs, np.cumsum(n_events) - n_events
+        run = np.repeat(np.arange(runs), n_calls)
+        obs = np.concatenate([o for o, _ in pairs])
+        # observations in each call's view: global positions keep runs apart
+        in_view = (obs + np.repeat(event_off, n_obs)).searchsorted(np.concatenate(ends) + event_off[run])
+        upto = in_view - obs_off[run]
         if self.polling > 1:
             upto = upto // self.polling * self.polling
         upto -= self.n
         np.maximum(upto, 1, out=upto)
-        np.maximum.accumulate(upto, out=upto)  # observations [1, upto[k]) are masked by call k
-        counts = np.empty_like(upto)
-        counts[0] = upto[0] - 1
-        np.subtract(upto[1:], upto[:-1], out=counts[1:])
-        index = obs[1 : upto[-1]]
-        call = np.arange(len(upto)).repeat(counts)
+        lift = run * (int(n_obs.max(initial=0)) + 2)  # a running maximum that restarts with each run
+        upto += lift
+        np.maximum.accumulate(upto, out=upto)
+        upto -= lift  # call k's run has observations [1, upto[k]) masked
+        first = np.cumsum(n_calls) - n_calls
+        prev = np.empty_like(upto)
+        prev[1:] = upto[:-1]
+        prev[first[n_calls > 0]] = 1
+        counts = upto - prev  # observations call k masks: [prev[k], upto[k])
+        entry_call = np.repeat(np.arange(len(upto)), counts)
+        position = np.arange(len(entry_call)) - np.repeat(np.cumsum(counts) - counts, counts)
+        index = obs[obs_off[run[entry_call]] + prev[entry_call] + position]
+        tokens = (
+            np.concatenate([tok for _, tok in pairs])[index + event_off[run[entry_call]]] if runs else index
+        )
+        call = entry_call - first[run[entry_call]]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        return Plan(call, index, tokens[index], state)
+        per_run = np.bincount(run[entry_call], minlength=runs)
+        bounds = np.concatenate(([0], np.cumsum(per_run))).tolist()
+        return [
+            Plan(call[lo:hi], index[lo:hi], tokens[lo:hi], state[lo:hi])
+            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+        ]
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]
