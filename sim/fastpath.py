@@ -13,13 +13,15 @@ identical records.
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
 
 from sim.cache import CacheRules, split_runs
 from sim.information import FactState, has_needs, missing_sources, reread_size
-from sim.ledger import fact_index, fact_outcome_counts, provides_any, token_outcomes
+from sim.ledger import BatchFacts, batch_facts, fact_index, fact_outcome_counts, provides_any, token_outcomes
 from sim.model import ReplayModel
 from sim.policies.base import Plan, Policy, View
 from sim.pricing import Price
@@ -207,37 +209,119 @@ def _cat(parts: list[np.ndarray], dtype=np.int64) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
 
 
-def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
-    """Every run's rows, priced under one cache family and price, computed over the batch at once."""
-    arrays = [r.trace.arrays for r in runs]
+class _Static(NamedTuple):
+    """What a batch's columns hold before any policy acts: the same for every replay of the same traces
+    in the same order (a sweep replays each chunk of runs under every setting)."""
+
+    traces: tuple[weakref.ref, ...]  # the traces, not kept alive: a hit checks they are the same objects
+    ncalls: np.ndarray
+    stops: np.ndarray  # items each run admits
+    call_off: np.ndarray  # global call id of each run's first call
+    item_off: np.ndarray  # global item id of each run's first item
+    call_base: np.ndarray  # per global call: its run's first call
+    item_base: np.ndarray  # ... and its run's first item
+    first_call: np.ndarray  # per global call: is it its run's first
+    original: np.ndarray  # recorded sizes of every run's items
+    prefix: np.ndarray  # their prefix sums over the batch
+    view_end: np.ndarray  # per call: its view's end (local item id)
+    recorded_view: np.ndarray  # per call: its recorded view's size
+    prev_items: np.ndarray  # per call: items the previous request of its run held
+    local_call: np.ndarray
+    residual: np.ndarray
+    recorded_input: np.ndarray
+    elapsed: np.ndarray
+    provides: np.ndarray  # per item: does it provide a fact
+    facts: BatchFacts | None  # the runs' fact tables (None: no fact anywhere)
+
+
+_STATIC: OrderedDict[tuple[int, ...], _Static] = OrderedDict()
+_STATIC_KEEP = 8  # batches remembered (a sweep's chunks of runs come back under every setting); entries
+# hold arrays only, never the traces, so streaming a corpus keeps its memory bound
+
+
+def _static(runs: list[Prepared]) -> _Static:
+    key = tuple(id(r.trace) for r in runs)
+    hit = _STATIC.get(key)
+    if hit is not None and all(ref() is r.trace for ref, r in zip(hit.traces, runs, strict=True)):
+        _STATIC.move_to_end(key)
+        return hit
+    traces = tuple(r.trace for r in runs)
+    arrays = [t.arrays for t in traces]
     ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
     stops = np.array([int(a.view_end[-1]) if len(a.view_end) else 0 for a in arrays], dtype=np.int64)
-    call_off = np.cumsum(ncalls) - ncalls  # global call id of each run's first call
-    item_off = np.cumsum(stops) - stops  # global item id of each run's first item
+    stop_list = stops.tolist()
+    call_off = np.cumsum(ncalls) - ncalls
+    item_off = np.cumsum(stops) - stops
     K = int(ncalls.sum())
-    call_base = np.repeat(call_off, ncalls)  # per global call: its run's first call
-    item_base = np.repeat(item_off, ncalls)  # ... and its run's first item
+    call_base = np.repeat(call_off, ncalls)
+    item_base = np.repeat(item_off, ncalls)
     first_call = np.zeros(K, dtype=bool)
     first_call[call_off[ncalls > 0]] = True
-
-    tok = _cat(
-        [
-            a.tokens[:s] if r.tokens is None else r.tokens
-            for r, a, s in zip(runs, arrays, stops.tolist(), strict=True)
-        ]
-    )
-    states = np.zeros(len(tok), dtype=np.int8)
-    for r, off in zip(runs, item_off.tolist(), strict=True):
-        if r.states is not None:
-            states[off : off + len(r.states)] = r.states
-    prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
-    np.cumsum(tok, out=prefix[1:])
-    view_end = _cat([a.view_end for a in arrays])  # per run: local item ids
-    view_tokens = prefix[view_end + item_base] - prefix[item_base]
+    original = _cat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
+    prefix = np.zeros(len(original) + 1, dtype=np.int64)
+    np.cumsum(original, out=prefix[1:])
+    view_end = _cat([a.view_end for a in arrays])
     prev_items = np.empty(K, dtype=np.int64)
     prev_items[:1] = 0
     prev_items[1:] = view_end[:-1]
     prev_items[first_call] = 0
+    provides = _cat(
+        [t.derived("provides_any", provides_any)[:s] for t, s in zip(traces, stop_list, strict=True)], bool
+    )
+    facts = None
+    if provides.any():
+        facts = batch_facts([t.derived("fact_index", fact_index) for t in traces], stops)
+    static = _Static(
+        tuple(weakref.ref(t) for t in traces),
+        ncalls,
+        stops,
+        call_off,
+        item_off,
+        call_base,
+        item_base,
+        first_call,
+        original,
+        prefix,
+        view_end,
+        prefix[view_end + item_base] - prefix[item_base],
+        prev_items,
+        np.arange(K, dtype=np.int64) - call_base,
+        _cat([a.residual for a in arrays]),
+        _cat([a.recorded_input for a in arrays]),
+        _cat([t.derived("elapsed", elapsed_array) for t in traces], np.float64),
+        provides,
+        facts,
+    )
+    for v in static[1:-1]:
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    _STATIC[key] = static
+    while len(_STATIC) > _STATIC_KEEP:
+        _STATIC.popitem(last=False)
+    return static
+
+
+def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
+    """Every run's rows, priced under one cache family and price, computed over the batch at once."""
+    st = _static(runs)
+    ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
+    call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
+    view_end = st.view_end
+    K = len(call_base)
+    tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
+    states = np.zeros(len(tok), dtype=np.int8)
+    settled = False
+    for r, off in zip(runs, item_off.tolist(), strict=True):
+        if r.tokens is not None:
+            tok[off : off + len(r.tokens)] = r.tokens
+            states[off : off + len(r.states)] = r.states
+            settled = True
+    if settled:
+        prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
+        np.cumsum(tok, out=prefix[1:])
+        view_tokens = prefix[view_end + item_base] - prefix[item_base]
+    else:
+        prefix, view_tokens = st.prefix, st.recorded_view
 
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
     for r, off in zip(runs, call_off.tolist(), strict=True):
@@ -247,8 +331,6 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None
     planned = [(j, r.plan) for j, r in enumerate(runs) if r.plan is not None]
-    # the recorded sizes, for the ledger: the settled sizes before any plan when nothing settled
-    original = tok.copy() if planned and all(r.tokens is None for r in runs) else None
     if planned:
         view_tokens, seam, stable_at = _fold_plans(
             planned, call_off, item_off, call_base, item_base, first_call, prev_items,
@@ -264,20 +346,19 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         seam_mask[seam] = True
         seam = seam_mask
 
-    local_call = np.arange(K, dtype=np.int64) - call_base
     cols = {
         "kind": np.zeros(K, dtype=np.int64),
-        "recorded_call": local_call,
+        "recorded_call": st.local_call,
         "view_tokens": view_tokens,
-        "residual_tokens": _cat([a.residual for a in arrays]),
+        "residual_tokens": st.residual,
         "output_tokens": _cat([r.model.respond_all() for r in runs]),
-        "recorded_input_tokens": _cat([a.recorded_input for a in arrays]),
+        "recorded_input_tokens": st.recorded_input,
         "view_items": view_end,
         "first_changed": firsts,
         "items_changed": nchanged,
         "stable_prefix_tokens": stable,
     }
-    elapsed = _cat([r.trace.derived("elapsed", elapsed_array) for r in runs], np.float64)
+    elapsed = st.elapsed
     rows_per_run = ncalls
     if any(r.rereads for r in runs):
         rereads = [
@@ -309,7 +390,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
     changes_of, compactions_of = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
-    ledger_tokens, ledger_facts = _ledger_parts(runs, arrays, stops, tok, states, bounds, original)
+    ledger_tokens, ledger_facts = _ledger_parts(runs, st, tok, states, bounds)
 
     table = np.stack([cols[c] for c in CALL_COLUMNS])  # one block per run below, split in one step
     table.setflags(write=False)
@@ -348,26 +429,18 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     return out
 
 
-def _ledger_parts(runs, arrays, stops, tok, states, bounds, original):
+def _ledger_parts(runs, st: _Static, tok, states, bounds):
     """What the ledger's totals need from the batch: each run's (derived, spilled, lost) tokens and
     facts."""
     none = [(0, 0, 0)] * len(runs)
     if not states.any():
         return none, none
-    stop_list = stops.tolist()
-    if original is None:
-        original = _cat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
-    tokens = token_outcomes(original, tok, states, bounds).tolist()
-    provides = _cat(
-        [r.trace.derived("provides_any", provides_any)[:s] for r, s in zip(runs, stop_list, strict=True)],
-        bool,
-    )
-    providing = np.flatnonzero(states.astype(bool) & provides)
+    tokens = token_outcomes(st.original, tok, states, bounds).tolist()
+    providing = np.flatnonzero(states.astype(bool) & st.provides)
     if not len(providing):
         return tokens, none
-    indexes = [r.trace.derived("fact_index", fact_index) for r in runs]
     special = [((), () if r.facts is None else tuple(r.facts.recovered)) for r in runs]
-    return tokens, fact_outcome_counts(indexes, stops, states, providing, special).tolist()
+    return tokens, fact_outcome_counts(st.facts, states, providing, special).tolist()
 
 
 def _fold_plans(

@@ -113,45 +113,76 @@ def _offsets(sizes: list[int]) -> np.ndarray:
     return np.cumsum(a) - a
 
 
+class BatchFacts(NamedTuple):
+    """The fact tables of runs laid end to end (``batch_facts``): what ``fact_outcome_counts`` needs
+    besides the runs' final states, the same for every replay of the same traces."""
+
+    indexes: tuple[FactIndex, ...]
+    stops: np.ndarray  # items per run
+    item_off: np.ndarray
+    fact_off: np.ndarray
+    run_of_item: np.ndarray
+    item_ptr: np.ndarray  # run j's facts-of-item pointers (stops[j] + 1 of them), into item_facts
+    item_facts: np.ndarray  # local fact ids
+    fact_ptr: np.ndarray  # run j's providers-of-fact pointers (its facts + 1), into fact_items
+    fact_items: np.ndarray  # global item ids
+    n_facts: int
+
+
+def batch_facts(indexes: list[FactIndex], stops: np.ndarray) -> BatchFacts:
+    item_off = np.cumsum(stops) - stops
+    nfacts = [len(x.ids) for x in indexes]
+    item_ptr = np.concatenate([x.item_ptr[: s + 1] for x, s in zip(indexes, stops.tolist(), strict=True)])
+    item_ptr += np.repeat(_offsets([len(x.item_facts) for x in indexes]), stops + 1)
+    fact_ptr = np.concatenate([x.fact_ptr for x in indexes])
+    fact_ptr += np.repeat(
+        _offsets([len(x.fact_items) for x in indexes]), np.array(nfacts, dtype=np.int64) + 1
+    )
+    items = np.concatenate([x.fact_items for x in indexes])
+    items += np.repeat(item_off, [len(x.fact_items) for x in indexes])
+    return BatchFacts(
+        tuple(indexes),
+        stops,
+        item_off,
+        _offsets(nfacts),
+        np.repeat(np.arange(len(indexes)), stops),
+        item_ptr,
+        np.concatenate([x.item_facts for x in indexes]),
+        fact_ptr,
+        items,
+        sum(nfacts),
+    )
+
+
 def fact_outcome_counts(
-    indexes: list[FactIndex],
-    stops: np.ndarray,
+    b: BatchFacts,
     states: np.ndarray,
     providing: np.ndarray,
     special: list[tuple[tuple[str, ...], tuple[str, ...]]],
 ) -> np.ndarray:
-    """Facts (derived, spilled, lost) at the end of each run, for runs whose items are laid end to end
-    (run j: ``stops[j]`` items of ``states``). ``providing``: the changed items that provide facts (ids
-    into ``states``); ``special``: each run's (facts a summary kept, facts re-read). Only facts of changed
-    items can be anything but verbatim; each takes its best holder's category: a verbatim provider (or a
-    re-read) keeps it verbatim, a bounded one (or a summary that kept it) derived, a spilled one is
-    behind a handle, anything else lost."""
-    runs = len(indexes)
+    """Facts (derived, spilled, lost) at the end of each run of ``b`` (``states``: the runs' final item
+    states laid end to end). ``providing``: the changed items that provide facts (ids into ``states``);
+    ``special``: each run's (facts a summary kept, facts re-read). Only facts of changed items can be
+    anything but verbatim; each takes its best holder's category: a verbatim provider (or a re-read)
+    keeps it verbatim, a bounded one (or a summary that kept it) derived, a spilled one is behind a
+    handle, anything else lost."""
+    runs = len(b.indexes)
     out = np.zeros((runs, 3), dtype=np.int64)
     if not len(providing):
         return out
-    item_off = np.cumsum(stops) - stops
-    nfacts = [len(x.ids) for x in indexes]
-    fact_off = _offsets(nfacts)
-    run_of_item = np.repeat(np.arange(runs), stops)
+    fact_off, run_of_item, item_ptr = b.fact_off, b.run_of_item, b.item_ptr
     # the facts of the providing items (global fact ids), each once; run j's slice of item_ptr has
     # stops[j] + 1 entries, so item g of run j sits at g + j
-    item_ptr = np.concatenate([x.item_ptr[: s + 1] for x, s in zip(indexes, stops.tolist(), strict=True)])
-    item_ptr += np.repeat(_offsets([len(x.item_facts) for x in indexes]), stops + 1)
     at = providing + run_of_item[providing]
-    local, owner = _gather(item_ptr[at], item_ptr[at + 1], np.concatenate([x.item_facts for x in indexes]))
-    seen = np.zeros(int(fact_off[-1]) + nfacts[-1], dtype=bool)
+    local, owner = _gather(item_ptr[at], item_ptr[at + 1], b.item_facts)
+    seen = np.zeros(b.n_facts, dtype=bool)
     seen[local + fact_off[run_of_item[providing]][owner]] = True
     facts = np.flatnonzero(seen)
     run_of_fact = np.searchsorted(fact_off, facts, side="right") - 1
     # their providers among each run's items (global item ids); fact f of run j sits at f + j
-    fact_ptr = np.concatenate([x.fact_ptr for x in indexes])
-    fact_ptr += np.repeat(_offsets([len(x.fact_items) for x in indexes]), np.array(nfacts) + 1)
     at = facts + run_of_fact
-    items = np.concatenate([x.fact_items for x in indexes])
-    items += np.repeat(item_off, [len(x.fact_items) for x in indexes])
-    prov, which = _gather(fact_ptr[at], fact_ptr[at + 1], items)
-    inside = prov < (item_off + stops)[run_of_fact[which]]
+    prov, which = _gather(b.fact_ptr[at], b.fact_ptr[at + 1], b.fact_items)
+    inside = prov < (b.item_off + b.stops)[run_of_fact[which]]
     prov, which = prov[inside], which[inside]
     s = states[prov]
     category = np.full(len(prov), 3, dtype=np.int64)  # codes index CATEGORIES: 3 is lost
@@ -162,7 +193,7 @@ def fact_outcome_counts(
     recovered_ids: list[int] = []
     for j in [j for j, (k, rec) in enumerate(special) if k or rec]:
         kept, rec = special[j]
-        ids, off = indexes[j].ids, int(fact_off[j])
+        ids, off = b.indexes[j].ids, int(fact_off[j])
         kept_ids.extend(off + ids[f] for f in kept if f in ids)
         recovered_ids.extend(off + ids[f] for f in rec if f in ids)
     for chosen, mask, summarized_only in ((kept_ids, derived, True), (recovered_ids, verbatim, False)):
@@ -240,11 +271,9 @@ def totals(
         providing = changed[trace.derived("provides_any", provides_any)[changed]]
         facts = (0, 0, 0)
         if len(providing):
-            index = [trace.derived("fact_index", fact_index)]
+            one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
             special = [(r.summary_kept, r.recovered)]
-            facts = tuple(
-                fact_outcome_counts(index, np.array([n]), r.item_state, providing, special)[0].tolist()
-            )
+            facts = tuple(fact_outcome_counts(one, r.item_state, providing, special)[0].tolist())
     seen_tokens = int(a.prefix[n])
     seen_facts = trace.derived("facts_before", _facts_before)[n]
     derived, spilled, lost = tokens

@@ -172,7 +172,7 @@ def test_record_build_names_missing_fields():
 def test_fact_outcome_counts_take_each_facts_best_holder():
     from test_information import with_facts
 
-    from sim.ledger import fact_index, fact_outcome_counts
+    from sim.ledger import batch_facts, fact_index, fact_outcome_counts
 
     s = ItemState
     # calls at events 2, 4, 6: a run holds items 0..5; r2 (event 7) is never admitted
@@ -180,13 +180,12 @@ def test_fact_outcome_counts_take_each_facts_best_holder():
     b = with_facts(swe_trace([("x", 9)] * 3), {3: ("g0",), 5: ("g0",)}, {})
     states_a = np.array([0, 0, 0, s.MASKED, 0, s.BOUNDED], dtype=np.int8)  # f0 lost, f1 derived (r1)
     states_b = np.array([0, 0, 0, s.SPILLED, 0, s.SUMMARIZED], dtype=np.int8)
-    index = [fact_index(a), fact_index(b)]
+    facts = batch_facts([fact_index(a), fact_index(b)], np.array([6, 6]))
     states = np.concatenate([states_a, states_b])
     providing = np.array([3, 5, 9, 11])
-    stops = np.array([6, 6])
 
     def counts(special):
-        return fact_outcome_counts(index, stops, states, providing, special).tolist()
+        return fact_outcome_counts(facts, states, providing, special).tolist()
 
     # (derived, spilled, lost): g0's summary did not keep it, so its spilled holder is the best
     assert counts([((), ()), ((), ())]) == [[1, 0, 1], [0, 1, 0]]
@@ -206,3 +205,22 @@ def test_masking_plans_for_a_batch_equal_plans_run_by_run(params, embedded):
     # records; here the entries themselves)
     t = four_turns()
     assert [c.tolist() for c in make_policy("observation_masking", n=1).plan(t)[:2]] == [[2, 3], [3, 5]]
+
+
+def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
+    import gc
+    import weakref
+
+    from sim.fastpath import _STATIC
+
+    traces = [four_turns(), swe_trace([("a", 5)] * 2, trace_id="two")]
+    first = replay_many(traces, make_policy("raw"))
+    dead = weakref.ref(traces[0])
+    del traces, first
+    gc.collect()
+    assert dead() is None  # the remembered batch holds arrays, not traces
+    # new traces (whatever their ids) get their own columns
+    again = [swe_trace([("b", 9)] * 3, trace_id="three"), four_turns()]
+    got = replay_many(again, make_policy("raw"))
+    assert [inputs(r) for r in got] == [inputs(replay(t, make_policy("raw"))) for t in again]
+    assert len(_STATIC) <= 8
