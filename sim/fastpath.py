@@ -54,9 +54,7 @@ class Prepared(NamedTuple):
 
     trace: Trace
     model: ReplayModel
-    tokens: np.ndarray | None  # sizes of events [0, stop) after settle-time transforms (None: recorded)
-    states: np.ndarray | None  # their states (None: all verbatim)
-    settled: tuple[np.ndarray, ...] | None  # change columns of the settle-time changes
+    settled: list  # settle-time changes (sim.policies.base.Change), in index order
     plan: tuple[np.ndarray, ...] | None  # (call, index, tokens, state) arrays of a non-empty plan
     facts: FactState | None  # fact availability, when the plan or spills could hide a needed fact
     degraded: bool
@@ -104,35 +102,27 @@ class Fenwick:
 
 
 # ------------------------------------------------------------------------------------------ per run
-def settled_sizes(trace: Trace, policy: Policy, stop: int):
-    """Sizes and states of events [0, stop) after settle-time transforms, and the changes made
-    (``None, None, []`` when nothing settled)."""
-    a = trace.arrays
+def settled_changes(trace: Trace, policy: Policy, stop: int) -> list:
+    """The settle-time changes of events [0, stop), in index order (the batch applies them)."""
     changes = policy.settle_all(trace)
-    if changes is None:  # the policy wants to see the view as each event enters
-        state = policy.start(trace)
-        tokens = a.tokens.tolist()[:stop]
-        states = [0] * stop
-        view = View()
-        view.tokens, view.state, view.nbytes = tokens, states, a.bytes.tolist()[:stop]
-        total, changes = 0, []
-        for i in range(stop):
-            view.n, view.total = i + 1, total + tokens[i]
-            ch = policy.settle(trace, state, i, view)
-            if ch is not None:
-                changes.append(ch)
-                tokens[i], states[i] = ch.tokens, ch.state
-            total += tokens[i]
-    else:
-        changes = [ch for ch in changes if ch.index < stop]
-    if not changes:
-        return None, None, []
-    tokens_a = a.tokens[:stop].copy()
-    states_a = np.zeros(stop, dtype=np.int8)
-    index = np.fromiter((ch.index for ch in changes), dtype=np.int64, count=len(changes))
-    tokens_a[index] = [ch.tokens for ch in changes]
-    states_a[index] = [ch.state for ch in changes]
-    return tokens_a, states_a, changes
+    if changes is not None:
+        return [ch for ch in changes if ch.index < stop]
+    # the policy wants to see the view as each event enters
+    a = trace.arrays
+    state = policy.start(trace)
+    tokens = a.tokens.tolist()[:stop]
+    states = [0] * stop
+    view = View()
+    view.tokens, view.state, view.nbytes = tokens, states, a.bytes.tolist()[:stop]
+    total, changes = 0, []
+    for i in range(stop):
+        view.n, view.total = i + 1, total + tokens[i]
+        ch = policy.settle(trace, state, i, view)
+        if ch is not None:
+            changes.append(ch)
+            tokens[i], states[i] = ch.tokens, ch.state
+        total += tokens[i]
+    return changes
 
 
 def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = None) -> Prepared | None:
@@ -140,15 +130,7 @@ def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = N
     the loop replays that run. ``p``: the run's plan when the caller asked for a batch's at once."""
     a = trace.arrays
     stop = int(a.view_end[-1]) if len(a.view_end) else 0
-    tokens = states = settled = None
-    if policy.settles:
-        tokens, states, changes = settled_sizes(trace, policy, stop)
-        if changes:
-            index = np.fromiter((ch.index for ch in changes), dtype=np.int64, count=len(changes))
-            after = tokens[index]
-            # a settled event belongs to the first call whose view admits it
-            call = np.searchsorted(a.view_end, index, side="right")
-            settled = (call, KIND_OF_CODE[states[index]], index, a.tokens[index] - after, after)
+    settled = settled_changes(trace, policy, stop) if policy.settles else []
     plan = None
     if policy.acts_before_call:
         if p is None:
@@ -157,11 +139,16 @@ def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = N
             plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
     facts, degraded, rereads = None, False, ()
     if (plan is not None or policy.spills) and trace.derived("has_needs", has_needs):
+        states = None
+        if settled:
+            states = [0] * stop
+            for ch in settled:
+                states[ch.index] = ch.state
         reacted = _reactions(trace, model, plan, states, a.view_end)
         if reacted is None:
             return None
         facts, degraded, rereads = reacted
-    return Prepared(trace, model, tokens, states, settled, plan, facts, degraded, rereads)
+    return Prepared(trace, model, settled, plan, facts, degraded, rereads)
 
 
 def _needs_by_call(trace: Trace) -> tuple[tuple[int, tuple[str, ...]], ...]:
@@ -175,7 +162,7 @@ def _reactions(trace, model, plan, settled, view_end):
     that need facts: (fact state, degraded?, re-reads), or None when it fails the run."""
     facts = FactState(trace)
     stop = int(view_end[-1])
-    states = [0] * stop if settled is None else settled.tolist()
+    states = [0] * stop if settled is None else settled
     if plan is None:
         pcall = pindex = pstate = []
     else:  # only items that provide facts matter to where a fact is
@@ -224,6 +211,7 @@ class _Static(NamedTuple):
     original: np.ndarray  # recorded sizes of every run's items
     prefix: np.ndarray  # their prefix sums over the batch
     view_end: np.ndarray  # per call: its view's end (local item id)
+    view_end_global: np.ndarray  # ... as a global item id (non-decreasing over the batch)
     recorded_view: np.ndarray  # per call: its recorded view's size
     prev_items: np.ndarray  # per call: items the previous request of its run held
     local_call: np.ndarray
@@ -283,6 +271,7 @@ def _static(runs: list[Prepared]) -> _Static:
         original,
         prefix,
         view_end,
+        view_end + item_base,
         prefix[view_end + item_base] - prefix[item_base],
         prev_items,
         np.arange(K, dtype=np.int64) - call_base,
@@ -310,23 +299,25 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     K = len(call_base)
     tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
     states = np.zeros(len(tok), dtype=np.int8)
-    settled = False
-    for r, off in zip(runs, item_off.tolist(), strict=True):
-        if r.tokens is not None:
-            tok[off : off + len(r.tokens)] = r.tokens
-            states[off : off + len(r.states)] = r.states
-            settled = True
+    change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
+    settled = [
+        (off + ch.index, ch.tokens, ch.state)
+        for r, off in zip(runs, item_off.tolist(), strict=True)
+        for ch in r.settled
+    ]
     if settled:
+        g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
+        tok[g] = new
+        states[g] = code
         prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
         np.cumsum(tok, out=prefix[1:])
         view_tokens = prefix[view_end + item_base] - prefix[item_base]
+        # a settled event belongs to the first call whose view admits it
+        call = np.searchsorted(st.view_end_global, g, side="right")
+        change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
     else:
         prefix, view_tokens = st.prefix, st.recorded_view
 
-    change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    for r, off in zip(runs, call_off.tolist(), strict=True):
-        if r.settled is not None:
-            change_parts.append((r.settled[0] + off, *r.settled[1:]))
     firsts = np.full(K, -1, dtype=np.int64)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None

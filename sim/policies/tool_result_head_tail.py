@@ -8,6 +8,7 @@ result enters history; the cut text is gone for good (no handle). Results the re
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,15 @@ import numpy as np
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.tokens import scale_tokens
 from sim.types import KIND_CODE, ItemState, Trace
+
+
+def long_results(trace: Trace) -> tuple[list[int], list[int]]:
+    """Tool results the recorded run did not cut, longest first: (minus their lengths, ascending; their
+    indices), so the ones of at least N characters are a prefix found by bisection."""
+    a = trace.arrays
+    candidates = np.flatnonzero((a.kind == KIND_CODE["tool_result"]) & ~a.bounded)
+    order = np.argsort(-a.chars[candidates], kind="stable")
+    return (-a.chars[candidates][order]).tolist(), candidates[order].tolist()
 
 
 def notice(elided: int) -> str:
@@ -64,9 +74,9 @@ class ToolResultHeadTail(Policy):
         return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "head-tail")
 
     def settle_all(self, trace: Trace) -> list[Change]:
-        a = trace.arrays
-        candidates = (a.kind == KIND_CODE["tool_result"]) & ~a.bounded & (a.chars >= self.max_chars)
-        return [self.settle(trace, None, i, None) for i in np.flatnonzero(candidates).tolist()]
+        lengths, indices = trace.derived("long_results", long_results)
+        cut = indices[: bisect_right(lengths, -self.max_chars)]  # results of max_chars or more
+        return [self.settle(trace, None, i, None) for i in sorted(cut)]
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         return [
