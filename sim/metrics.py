@@ -171,9 +171,7 @@ def _compactions_of(kind: str) -> Callable[[Records], list[int]]:
 
 def compaction_frequency(rs: Records) -> list[float]:
     """Compactions per 100 calls."""
-    return [
-        round(100 * c / r.n_calls, 4) if r.n_calls else 0.0 for r, c in zip(rs, compactions(rs), strict=True)
-    ]
+    return [round(100 * c / n, 4) if n else 0.0 for n, c in zip(calls(rs), compactions(rs), strict=True)]
 
 
 def tokens_reclaimed(rs: Records) -> list[int]:

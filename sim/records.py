@@ -120,7 +120,10 @@ class RunRecord:
 
     @property
     def n_calls(self) -> int:
-        return len(self.calls["call"])
+        n = self._lists.get("n_calls")
+        if n is None:
+            n = self._lists["n_calls"] = len(self.calls["call"])
+        return n
 
     def column(self, name: str) -> list[int]:
         """A per-call column as a Python list, converted once: metrics over a run's few calls are
