@@ -2,13 +2,13 @@
 
 For policies whose decisions are known ahead (settle-time transforms, a ``plan``; see ``sim.engine``),
 a request is the prefix sum of settled sizes up to its view's end plus the net change planned before
-it. Per run, ``prepare`` gathers what only that run can say (settled sizes, its plan, the mock model's
-reactions to facts the plan hides: a walk over the calls that need facts). ``replay_columns`` then
-computes every run's rows in a few array steps over the whole batch: item, call and plan-entry arrays
-of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens of
-calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
-ones. The per-call loop in ``sim.engine`` is the reference; the conformance checker holds the two to
-identical records.
+it. Per run, ``prepare`` gathers what only that run can say (its settle-time changes, its plan, the mock
+model's reactions to facts the plan hides: a walk over the calls that need facts). ``replay_columns``
+then computes every run's rows in a few array steps over the whole batch: item, call and plan-entry
+arrays of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens
+of calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
+ones; what depends only on the traces is kept for the next replay of the same batch. The per-call loop
+in ``sim.engine`` is the reference; the conformance checker holds the two to identical records.
 """
 
 from __future__ import annotations
@@ -223,8 +223,9 @@ class _Static(NamedTuple):
 
 
 _STATIC: OrderedDict[tuple[int, ...], _Static] = OrderedDict()
-_STATIC_KEEP = 8  # batches remembered (a sweep's chunks of runs come back under every setting); entries
-# hold arrays only, never the traces, so streaming a corpus keeps its memory bound
+# Batches remembered: a sweep's chunks of runs come back under every setting. Entries hold arrays only,
+# never the traces, so streaming a corpus keeps its memory bound.
+_STATIC_KEEP = 8
 
 
 def _static(runs: list[Prepared]) -> _Static:

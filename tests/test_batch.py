@@ -224,3 +224,13 @@ def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
     got = replay_many(again, make_policy("raw"))
     assert [inputs(r) for r in got] == [inputs(replay(t, make_policy("raw"))) for t in again]
     assert len(_STATIC) <= 8
+
+
+@pytest.mark.parametrize(
+    "name", ["raw", "observation_masking", "tool_result_head_tail", "spill_large_results"]
+)
+def test_batches_without_any_call(name):
+    records = replay_many([swe_trace([]), swe_trace([])], make_policy(name))
+    assert [r.n_calls for r in records] == [0, 0]
+    assert [m["cumulative_input_tokens"] for m in compute_metrics_many(records)] == [0, 0]
+    assert replay_many([], make_policy(name)) == []
