@@ -352,28 +352,33 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     }
     elapsed = st.elapsed
     rows_per_run = ncalls
-    if any(r.rereads for r in runs):
-        rereads = [
-            (off + k, kind, src, added, out)
-            for r, off in zip(runs, call_off.tolist(), strict=True)
-            for k, kind, src, added, out in r.rereads
-        ]
-        cols, row_call = _insert_rereads(cols, seam, rereads, call_base)
+    rereads = [
+        (off + k, kind, src, added, out)
+        for r, off in zip(runs, call_off.tolist(), strict=True)
+        for k, kind, src, added, out in r.rereads
+    ]
+    n_rows = K + len(rereads)
+    table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
+    out = dict(zip(CALL_COLUMNS, table, strict=True))
+    if rereads:
+        row_call = _insert_rereads(cols, seam, rereads, call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = np.bincount(np.repeat(np.arange(len(runs)), ncalls)[row_call], minlength=len(runs))
     else:
-        cols["input_tokens"] = cols["view_tokens"] + cols["residual_tokens"]
-    n_rows = len(cols["kind"])
+        for name, col in cols.items():
+            out[name][:] = col
+        np.add(cols["view_tokens"], cols["residual_tokens"], out=out["input_tokens"])
+    cols = out
     row_off = np.cumsum(rows_per_run) - rows_per_run
     row_base = np.repeat(row_off, rows_per_run)
-    cols["call"] = np.arange(n_rows, dtype=np.int64) - row_base
-    cols["status_tokens"] = np.zeros(n_rows, dtype=np.int64)
+    np.subtract(np.arange(n_rows, dtype=np.int64), row_base, out=cols["call"])
+    cols["status_tokens"][:] = 0
     split = split_runs(
         rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
         cols["output_tokens"], row_base,
     )  # fmt: skip
     for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
-        cols[name] = col
+        cols[name][:] = col
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = np.flatnonzero(rows_per_run)
@@ -384,7 +389,6 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     bounds = np.append(item_off, len(tok))
     ledger_tokens, ledger_facts = _ledger_parts(runs, st, tok, states, bounds)
 
-    table = np.stack([cols[c] for c in CALL_COLUMNS])  # one block per run below, split in one step
     table.setflags(write=False)
     row_bounds = np.append(row_off, n_rows).tolist()
     sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
@@ -501,10 +505,10 @@ def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def _insert_rereads(cols, seam, rereads, call_base):
-    """Insert the re-read rows before the agent rows they precede. Re-read content stays at the end of
-    every later request of its run; a request that rewrites no old item reuses the whole previous one.
-    Returns the columns and each row's global call."""
+def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray]) -> np.ndarray:
+    """Write the agent rows and, before the agent rows they precede, the re-read rows into ``dest`` (the
+    call table's rows). Re-read content stays at the end of every later request of its run; a request
+    that rewrites no old item reuses the whole previous one. Returns each row's global call."""
     K = len(call_base)
     extra_at = np.zeros(K, dtype=np.int64)
     count = np.zeros(K, dtype=np.int64)
@@ -570,12 +574,13 @@ def _insert_rereads(cols, seam, rereads, call_base):
     agent_at = np.arange(K) + np.cumsum(count)
     is_agent = np.zeros(n, dtype=bool)
     is_agent[agent_at] = True
-    table = np.empty((len(names), n), dtype=np.int64)
-    table[:, agent_at] = agent
-    table[:, ~is_agent] = np.array(rows, dtype=np.int64).T
-    out_cols = dict(zip(names, table, strict=True))
-    row_call = out_cols.pop("global_call")
-    return out_cols, row_call
+    is_reread = ~is_agent
+    row_call = np.empty(n, dtype=np.int64)
+    for name, col, extra in zip(names, agent, np.array(rows, dtype=np.int64).T, strict=True):
+        row = row_call if name == "global_call" else dest[name]
+        row[is_agent] = col  # row by row, by mask: a 2-D scatter across columns is far slower
+        row[is_reread] = extra
+    return row_call
 
 
 def _change_tables(parts, call_base, call_off, ncalls):
