@@ -74,7 +74,7 @@ class RunColumns(NamedTuple):
     ledger_facts: tuple[int, int, int]  # (derived, spilled, lost) facts for the ledger's totals
     sums: dict[str, int]  # totals of the SUMMED columns (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
-    compaction_counts: tuple[tuple[int, ...], int] | None  # (per kind, tokens reclaimed) when known
+    compaction_counts: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
 
 
 class Fenwick:
@@ -385,7 +385,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
-    changes_of, compactions_of = _change_tables(change_parts, call_base, call_off, ncalls)
+    changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
     ledger_tokens, ledger_facts = _ledger_parts(runs, st, tok, states, bounds)
 
@@ -419,7 +419,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 tuple(ledger_facts[j]),
                 dict(zip(SUMMED, sums[j], strict=True)),
                 kinds[j],
-                _NO_COMPACTION_COUNTS if compactions_of[j] is _NO_COMPACTIONS else None,
+                compaction_counts[j],
             )
         )
     return out
@@ -585,9 +585,11 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
 
 def _change_tables(parts, call_base, call_off, ncalls):
     """Each run's change and compaction tables, from the batch's (sorted by global call, settle-time
-    changes of a call before its plan's). Runs without changes share one empty table."""
+    changes of a call before its plan's), and its compaction counts (per kind, tokens reclaimed). Runs
+    without changes share one empty table."""
+    runs = len(call_off)
     if not parts:
-        return [_NO_CHANGES] * len(call_off), [_NO_COMPACTIONS] * len(call_off)
+        return [_NO_CHANGES] * runs, [_NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
     call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
     if len(parts) > 1:
         order = np.argsort(call, kind="stable")
@@ -615,6 +617,12 @@ def _change_tables(parts, call_base, call_off, ncalls):
         )
     )
     lo, hi = call_off, call_off + ncalls
+    # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
+    run = np.searchsorted(call_off, group_call, side="right") - 1
+    by_kind = np.bincount(run * width + compactions[1], minlength=runs * width).reshape(runs, width).tolist()
+    reclaimed_by_run = np.zeros(runs, dtype=np.int64)
+    np.add.at(reclaimed_by_run, run, compactions[3])
+    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run.tolist(), strict=True)]
     return (
         _split_block(CHANGE_COLUMNS, changes, call.searchsorted(lo).tolist(), call.searchsorted(hi).tolist()),
         _split_block(
@@ -623,6 +631,7 @@ def _change_tables(parts, call_base, call_off, ncalls):
             group_call.searchsorted(lo).tolist(),
             group_call.searchsorted(hi).tolist(),
         ),
+        counts,
     )
 
 

@@ -84,6 +84,8 @@ def test_batches_of_mixed_runs_equal_single_replays(embedded):
     for t, r in zip(traces, batch, strict=True):
         assert record_diff(r, replay(t, policy)) == []
     assert batch[1].n_calls == 0 and batch[1].item_state.tolist() == []
+    # the totals and counts the batch primes (compactions per kind among them) are the records' own
+    assert compute_metrics_many(batch) == [compute_metrics(replay(t, policy)) for t in traces]
 
 
 def test_window_overflow_in_a_batch_goes_to_the_loop():
