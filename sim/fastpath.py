@@ -151,6 +151,10 @@ def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = N
     return Prepared(trace, model, settled, plan, facts, degraded, rereads)
 
 
+def _view_end_list(trace: Trace) -> list[int]:
+    return trace.arrays.view_end.tolist()
+
+
 def _needs_by_call(trace: Trace) -> tuple[tuple[int, tuple[str, ...]], ...]:
     """(call, facts its action needs) for the calls that need any, in call order."""
     events = trace.events
@@ -165,11 +169,10 @@ def _reactions(trace, model, plan, settled, view_end):
     states = [0] * stop if settled is None else settled
     if plan is None:
         pcall = pindex = pstate = []
-    else:  # only items that provide facts matter to where a fact is
-        keep = trace.derived("provides_any", provides_any)[plan[1]]
-        pcall, pindex, pstate = plan[0][keep].tolist(), plan[1][keep].tolist(), plan[3][keep].tolist()
+    else:
+        pcall, pindex, pstate = plan[0].tolist(), plan[1].tolist(), plan[3].tolist()
     j, m = 0, len(pcall)
-    ends = view_end.tolist()
+    ends = trace.derived("view_end_list", _view_end_list)
     events = trace.events
     degraded = False
     rereads = []
