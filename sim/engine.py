@@ -117,9 +117,10 @@ def replay_many(
             if w is not None and c.peak > w:  # refused by the provider: the loop decides what follows
                 records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
                 continue
+            rereads = tuple(r[:4] for r in p.rereads) if p.rereads else ()
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                facts=p.facts, degraded=p.degraded, rereads=tuple(r[:4] for r in p.rereads),
+                facts=p.facts, degraded=p.degraded, rereads=rereads,
                 compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.ledger_facts),
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
@@ -158,6 +159,11 @@ def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules
     return cache_rules(family), price
 
 
+def _answer_needs(trace: Trace) -> tuple[str, ...]:
+    """Facts the final answer (the last call's action) needs."""
+    return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+
+
 def cost_model(trace: Trace, pricing: str | None) -> CostModel:
     return CostModel(*_rules_and_price(trace.model, pricing))
 
@@ -185,13 +191,14 @@ def _record(
     ``compactions``: their table when already grouped; ``ledger_parts``: the ledger's (tokens,
     facts) when a batch computed them."""
     rules, price = cost
-    answer = trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+    answer = trace.derived("answer_needs", _answer_needs)
     if facts is None:  # no fact can have left the view (see replay): every need is met
         met, kept, recovered = len(answer), (), ()
     else:
-        n = len(item_state)
-        states = item_state.tolist()
-        met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
+        met = 0
+        if answer:
+            n, states = len(item_state), item_state.tolist()
+            met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
     record = RunRecord.build(
         trace_id=trace.trace_id,

@@ -274,22 +274,26 @@ def totals(
             one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
             special = [(r.summary_kept, r.recovered)]
             facts = tuple(fact_outcome_counts(one, r.item_state, providing, special)[0].tolist())
-    seen_tokens = int(a.prefix[n])
+    seen_tokens = trace.derived("prefix_list", _prefix_list)[n]
     seen_facts = trace.derived("facts_before", _facts_before)[n]
     derived, spilled, lost = tokens
     f_derived, f_spilled, f_lost = facts
-    return LedgerTotals(
-        facts_seen=seen_facts,
-        facts_verbatim=seen_facts - f_derived - f_spilled - f_lost,
-        facts_derived=f_derived,
-        facts_spilled=f_spilled,
-        facts_lost=f_lost,
-        tokens_seen=seen_tokens,
-        tokens_verbatim=seen_tokens - derived - spilled - lost,
-        tokens_derived=derived,
-        tokens_spilled=spilled,
-        tokens_lost=lost,
+    return LedgerTotals(  # positional, in field order: one per run in a batch
+        seen_facts,
+        seen_facts - f_derived - f_spilled - f_lost,
+        f_derived,
+        f_spilled,
+        f_lost,
+        seen_tokens,
+        seen_tokens - derived - spilled - lost,
+        derived,
+        spilled,
+        lost,
     )
+
+
+def _prefix_list(trace: Trace) -> list[int]:
+    return trace.arrays.prefix.tolist()
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -109,8 +110,10 @@ def cost_microusd(rs: Records) -> list[int | None]:
 
 
 def _ledger(field: str) -> Callable[[Records], list[int]]:
+    get = attrgetter(f"ledger.{field}")
+
     def value(rs: Records) -> list[int]:
-        return [getattr(r.ledger, field) for r in rs]
+        return list(map(get, rs))
 
     value.__name__ = field
     value.__doc__ = f"Ledger total {field} at the end of the run (sim.ledger)."
