@@ -32,7 +32,10 @@ from sim.records import (
     COMPACTION_COLUMNS,
     COMPACTION_KINDS,
     KIND_OF_STATE,
+    NO_CHANGES,
+    NO_COMPACTIONS,
     Columns,
+    compaction_rows,
 )
 from sim.types import ItemState, Trace
 
@@ -592,7 +595,7 @@ def _change_tables(parts, call_base, call_off, ncalls):
     without changes share one empty table."""
     runs = len(call_off)
     if not parts:
-        return [_NO_CHANGES] * runs, [_NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
+        return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
     call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
     if len(parts) > 1:
         order = np.argsort(call, kind="stable")
@@ -605,20 +608,9 @@ def _change_tables(parts, call_base, call_off, ncalls):
         )
     changes = np.stack((call - call_base[call], kind, index, reclaimed, after))
     width = len(COMPACTION_KINDS)
-    key = call * width + kind
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    group_call = key[starts] // width
-    compactions = np.stack(
-        (
-            group_call - call_base[group_call],
-            key[starts] % width,
-            np.diff(np.append(starts, len(key))),
-            np.add.reduceat(reclaimed[order], starts),
-            np.minimum.reduceat(index[order], starts),
-        )
-    )
+    compactions = compaction_rows(call, kind, index, reclaimed)  # numbered by global call
+    group_call = compactions[0].copy()
+    compactions[0] -= call_base[group_call]
     lo, hi = call_off, call_off + ncalls
     # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
     run = np.searchsorted(call_off, group_call, side="right") - 1
@@ -642,22 +634,14 @@ def _split_block(names, block, starts, ends) -> list[Columns]:
     """Each run's rows [start, end) of a batch block, as a table; runs without rows share the empty one."""
     block.setflags(write=False)
     row = {n: i for i, n in enumerate(names)}
-    empty = _NO_CHANGES if names == CHANGE_COLUMNS else _NO_COMPACTIONS
+    empty = NO_CHANGES if names == CHANGE_COLUMNS else NO_COMPACTIONS
     return [
         Columns(names, block[:, lo:hi], row) if hi > lo else empty
         for lo, hi in zip(starts, ends, strict=True)
     ]
 
 
-def _empty_table(names: tuple[str, ...]) -> Columns:
-    block = np.zeros((len(names), 0), dtype=np.int64)
-    block.setflags(write=False)
-    return Columns(names, block)
-
-
-_NO_CHANGES = _empty_table(CHANGE_COLUMNS)
 _NO_COMPACTION_COUNTS = ((0,) * len(COMPACTION_KINDS), 0)
-_NO_COMPACTIONS = _empty_table(COMPACTION_COLUMNS)
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 
 

@@ -215,25 +215,42 @@ def compaction_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np
     return {c: arr[:, i].copy() for i, c in enumerate(COMPACTION_COLUMNS)}
 
 
-def compactions_of(changes: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The compaction table of a change table: one row per (call, kind), sorted by both."""
-    n = len(changes["kind"])
-    if n == 0:
-        return _NO_COMPACTIONS
+def compaction_rows(
+    call: np.ndarray, kind: np.ndarray, index: np.ndarray, reclaimed: np.ndarray
+) -> np.ndarray:
+    """Group changes into compactions, one per (call, kind), sorted by both: a (COMPACTION_COLUMNS, n)
+    block. ``call`` may be any call numbering that keeps runs apart (a batch passes global ids)."""
     width = len(COMPACTION_KINDS)
-    key = changes["recorded_call"] * width + changes["kind"]
+    key = call * width + kind
     order = np.argsort(key, kind="stable")
     key = key[order]
     starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-    return {
-        "call": key[starts] // width,
-        "kind": key[starts] % width,
-        "items": np.diff(np.append(starts, n)),
-        "tokens_reclaimed": np.add.reduceat(changes["tokens_reclaimed"][order], starts),
-        "first_index": np.minimum.reduceat(changes["index"][order], starts),
-    }
+    return np.stack(
+        (
+            key[starts] // width,
+            key[starts] % width,
+            np.diff(np.append(starts, len(key))),
+            np.add.reduceat(reclaimed[order], starts),
+            np.minimum.reduceat(index[order], starts),
+        )
+    )
 
 
-_NO_COMPACTIONS = compaction_table([])
-for _col in _NO_COMPACTIONS.values():
-    _col.setflags(write=False)
+def _empty(names: tuple[str, ...]) -> Columns:
+    block = np.zeros((len(names), 0), dtype=np.int64)
+    block.setflags(write=False)
+    return Columns(names, block)
+
+
+NO_CHANGES = _empty(CHANGE_COLUMNS)  # shared by every run without changes (read-only)
+NO_COMPACTIONS = _empty(COMPACTION_COLUMNS)
+
+
+def compactions_of(changes: Mapping[str, np.ndarray]) -> Columns:
+    """The compaction table of a change table."""
+    if not len(changes["kind"]):
+        return NO_COMPACTIONS
+    c = changes
+    block = compaction_rows(c["recorded_call"], c["kind"], c["index"], c["tokens_reclaimed"])
+    block.setflags(write=False)
+    return Columns(COMPACTION_COLUMNS, block)

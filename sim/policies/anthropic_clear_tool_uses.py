@@ -33,6 +33,7 @@ Knobs (Anthropic's names): ``trigger`` -> ``trigger_tokens`` 100,000 input token
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
@@ -70,8 +71,9 @@ def text_size(trace: Trace, text: str) -> tuple[int, int]:
 
 def candidates(trace: Trace, view: View, keep: int) -> list[int]:
     """Tool results in view older than the newest ``keep``, oldest first."""
-    results = [i for i in trace.derived("tool_results", tool_results) if i < view.n]
-    return results[: len(results) - keep] if keep < len(results) else []
+    results = trace.derived("tool_results", tool_results)
+    in_view = bisect_left(results, view.n)  # results ascend: no scan of the whole history per call
+    return list(results[: in_view - keep]) if keep < in_view else []
 
 
 def check_clear_knobs(policy: Policy) -> None:
