@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, CtxsimError, TraceError
+from sim.jsonl import json_lines
 
 _OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
 
@@ -224,7 +225,6 @@ def cmd_import(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------------------- validate
 def _canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
-    import json
 
     from sim.traceio import _record_name, trace_problems
 
@@ -247,15 +247,10 @@ def _canonical_problems(path: Path) -> Iterator[str]:
                 yield from report(f"row {row}", d)
                 row += 1
         return
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield f"{path.name}: record line {lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
-                continue
+    for lineno, d, problem in json_lines(path):
+        if problem is not None:
+            yield f"{path.name}: record line {lineno}: {problem}"
+        else:
             yield from report(f"line {lineno}", d)
 
 

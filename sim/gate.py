@@ -12,7 +12,6 @@ stable ordering, so two runs on the same inputs give byte-identical files.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, CtxsimError
+from sim.jsonl import json_lines
 from sim.metrics import LEDGER_FIELDS
 
 # ------------------------------------------------------------------------------------------- metrics
@@ -423,17 +423,12 @@ def read_baseline(gate: Gate, traces: list[Any]) -> list[dict[str, Any]]:
             f"purpose with `ctxsim gate {gate.display} --update-baseline`"
         )
     by_id: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ConfigError(f"{path.name}: line {lineno}: invalid JSON: {exc.msg}") from None
-            if not isinstance(row, dict) or "trace_id" not in row:
-                raise ConfigError(f"{path.name}: line {lineno}: not a result row (no trace_id)")
-            by_id[row["trace_id"]] = row
+    for lineno, row, problem in json_lines(path):
+        if problem is not None:
+            raise ConfigError(f"{path.name}: line {lineno}: {problem}")
+        if not isinstance(row, dict) or "trace_id" not in row:
+            raise ConfigError(f"{path.name}: line {lineno}: not a result row (no trace_id)")
+        by_id[row["trace_id"]] = row
     rows = []
     hint = f"; if the suite changed on purpose, run `ctxsim gate {gate.display} --update-baseline`"
     for t in traces:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from sim import schema
 from sim.errors import TraceError
+from sim.jsonl import json_lines
 from sim.types import SCHEMA_VERSION, Call, Event, Trace
 
 CANONICAL_FORMAT = "ctxsim-canonical"
@@ -235,17 +236,10 @@ def is_canonical_jsonl(path: Path) -> bool:
 
 def iter_jsonl(path: Path) -> Iterator[Trace]:
     name = path.name
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(
-                    name, f"invalid JSON: {exc.msg} (column {exc.colno})", record=f"line {lineno}"
-                ) from None
-            yield trace_from_dict(d, name, f"line {lineno}")
+    for lineno, d, problem in json_lines(path):
+        if problem is not None:
+            raise TraceError(name, problem, record=f"line {lineno}")
+        yield trace_from_dict(d, name, f"line {lineno}")
 
 
 def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:

@@ -101,6 +101,17 @@ def test_truncated_json_line(tmp_path):
         list(iter_jsonl(path))
 
 
+def test_truncated_json_line_points_at_its_end(tmp_path):
+    # 45 characters, cut before the closing brace: the decoder stops just past the last one, on line 1
+    # (the newline is not part of the record, so the position is not "line 2, column 1")
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"schema": "ctxsim.trace/v1", "trace_id": "x"\n')
+    with pytest.raises(
+        TraceError, match=r"record line 1: invalid JSON: Expecting ',' delimiter \(column 46\)$"
+    ):
+        list(iter_jsonl(path))
+
+
 def test_trace_from_dict_rejects_non_object():
     with pytest.raises(TraceError, match="expected object, got array"):
         trace_from_dict([1, 2])

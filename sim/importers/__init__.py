@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.errors import TraceError, UnknownNameError
+from sim.jsonl import json_lines
 from sim.types import Trace
 
 
@@ -87,18 +88,10 @@ def detect(path: Path) -> Importer:
 def _raise_if_not_json(path: Path, jsonl: bool) -> None:
     """A file no importer recognises is most often damaged JSON: say so, with the position."""
     if jsonl:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for lineno, line in enumerate(f, start=1):
-                if line.strip():
-                    try:
-                        json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise TraceError(
-                            path.name,
-                            f"invalid JSON: {exc.msg} (column {exc.colno})",
-                            record=f"line {lineno}",
-                        ) from None
-                    return
+        for lineno, _, problem in json_lines(path, errors="replace"):  # the first record tells
+            if problem is not None:
+                raise TraceError(path.name, problem, record=f"line {lineno}")
+            return
         return
     read_json(path)
 
