@@ -53,14 +53,9 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    import importlib
-    import pkgutil
+    from sim.plugins import import_modules
 
-    import sim.importers as pkg
-
-    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if m.name != "common":
-            importlib.import_module(f"sim.importers.{m.name}")
+    import_modules("sim.importers", skip="common")
 
 
 def detect(path: Path) -> Importer:

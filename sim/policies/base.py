@@ -186,14 +186,9 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    import importlib
-    import pkgutil
+    from sim.plugins import import_modules
 
-    import sim.policies as pkg
-
-    for m in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
-        if m.name != "base":
-            importlib.import_module(f"sim.policies.{m.name}")
+    import_modules("sim.policies", skip="base")
     load_entry_points()
 
 
