@@ -39,15 +39,6 @@ from sim.records import (
 )
 from sim.types import ItemState, Trace
 
-# columns whose per-run totals the metrics read (filled in one pass for the batch)
-SUMMED = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "uncached_input_tokens",
-    "cost_microusd",
-)
 # compaction kind of each item state code (-1: verbatim is no compaction)
 KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
 
@@ -75,7 +66,7 @@ class RunColumns(NamedTuple):
     peak: int  # largest request: the engine compares it with the window
     ledger_tokens: tuple[int, int, int]  # (derived, spilled, lost) tokens for the ledger's totals
     ledger_facts: tuple[int, int, int]  # (derived, spilled, lost) facts for the ledger's totals
-    sums: dict[str, int]  # totals of the SUMMED columns (RunRecord.prime)
+    sums: dict[str, int]  # total of every call column (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
     compaction_counts: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
 
@@ -400,7 +391,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
     if len(nonempty):
         sums[nonempty] = np.add.reduceat(table, row_off[nonempty], axis=1).T
-    sums = sums[:, [_CALL_ROW[c] for c in SUMMED]].tolist()
+    sums = sums.tolist()
     if n_rows > K:  # re-read rows: count kinds per run
         run_of_row = np.repeat(np.arange(len(runs)), rows_per_run)
         width = len(CALL_KINDS)
@@ -423,7 +414,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 peaks_l[j],
                 tuple(ledger_tokens[j]),
                 tuple(ledger_facts[j]),
-                dict(zip(SUMMED, sums[j], strict=True)),
+                dict(zip(CALL_COLUMNS, sums[j], strict=True)),
                 kinds[j],
                 compaction_counts[j],
             )
