@@ -27,7 +27,7 @@ import numpy as np
 
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError
-from sim.fastpath import Fenwick, Prepared, per_call, prepare, replay_columns
+from sim.fastpath import Fenwick, Prepared, per_call, prepare_many, replay_columns
 from sim.information import VISIBLE, FactState, has_needs, last_need, missing_sources, reread_size
 from sim.ledger import totals as ledger_totals
 from sim.model import ReplayModel
@@ -102,11 +102,11 @@ def replay_many(
         _check_priced(policy, trace, price)
         setups.append((rules, price, resolve_window(trace.model) if window == AUTO else window))
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else [None] * len(traces)
+    prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
     groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
-    for pos, (trace, model, plan, (rules, price, w)) in enumerate(
-        zip(traces, models, plans, setups, strict=True)
+    for pos, (trace, model, prepared, (rules, price, w)) in enumerate(
+        zip(traces, models, prepared_runs, setups, strict=True)
     ):
-        prepared = prepare(trace, policy, model, plan) if fast else None
         if prepared is None:
             records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:
@@ -120,7 +120,7 @@ def replay_many(
             rereads = tuple(r[:4] for r in p.rereads) if p.rereads else ()
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                facts=p.facts, degraded=p.degraded, rereads=rereads,
+                facts=p.facts, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
                 compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.ledger_facts),
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
@@ -186,17 +186,18 @@ def _record(
     rereads=(),
     compactions=None,
     ledger_parts=(None, None),
+    answer_met=None,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger_parts``: the ledger's (tokens,
-    facts) when a batch computed them."""
+    facts) and ``answer_met`` the final answer's needs met, when a batch computed them."""
     rules, price = cost
     answer = trace.derived("answer_needs", _answer_needs)
     if facts is None:  # no fact can have left the view (see replay): every need is met
         met, kept, recovered = len(answer), (), ()
     else:
-        met = 0
-        if answer:
+        met = answer_met or 0
+        if answer and answer_met is None:
             n, states = len(item_state), item_state.tolist()
             met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))

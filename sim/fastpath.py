@@ -2,8 +2,9 @@
 
 For policies whose decisions are known ahead (settle-time transforms, a ``plan``; see ``sim.engine``),
 a request is the prefix sum of settled sizes up to its view's end plus the net change planned before
-it. Per run, ``prepare`` gathers what only that run can say (its settle-time changes, its plan, the mock
-model's reactions to facts the plan hides: a walk over the calls that need facts). ``replay_columns``
+it. ``prepare_many`` gathers what each run says (its settle-time changes, its plan) and the mock
+model's reactions to facts the plans hide: which needs are unmet is found for all runs' (call, fact)
+pairs at once, and only the unmet ones are walked. ``replay_columns``
 then computes every run's rows in a few array steps over the whole batch: item, call and plan-entry
 arrays of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens
 of calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
@@ -20,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.cache import CacheRules, split_runs
-from sim.information import FactState, has_needs, missing_sources, reread_size
+from sim.information import FactState, choose_rereads, has_needs, need_pairs, reread_size
 from sim.ledger import BatchFacts, batch_facts, fact_index, fact_outcome_counts, provides_any, token_outcomes
 from sim.model import ReplayModel
 from sim.policies.base import Plan, Policy, View
@@ -40,6 +41,7 @@ from sim.records import (
 from sim.types import ItemState, Trace
 
 # compaction kind of each item state code (-1: verbatim is no compaction)
+_VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
 KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
 
 
@@ -53,6 +55,7 @@ class Prepared(NamedTuple):
     facts: FactState | None  # fact availability, when the plan or spills could hide a needed fact
     degraded: bool
     rereads: tuple[tuple[int, int, int, int, int], ...]  # (call, row kind, event, tokens added, output)
+    answer_met: int | None  # needs of the final answer met at the end (None: all, no fact can be hidden)
 
 
 class RunColumns(NamedTuple):
@@ -119,63 +122,118 @@ def settled_changes(trace: Trace, policy: Policy, stop: int) -> list:
     return changes
 
 
-def prepare(trace: Trace, policy: Policy, model: ReplayModel, p: Plan | None = None) -> Prepared | None:
-    """A run's inputs, or None when the mock model would end it on a missing fact (``on_missing=fail``):
-    the loop replays that run. ``p``: the run's plan when the caller asked for a batch's at once."""
-    a = trace.arrays
-    stop = int(a.view_end[-1]) if len(a.view_end) else 0
-    settled = settled_changes(trace, policy, stop) if policy.settles else []
-    plan = None
-    if policy.acts_before_call:
-        if p is None:
-            p = policy.plan(trace)
-        if len(p.index):
-            plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
-    facts, degraded, rereads = None, False, ()
-    if (plan is not None or policy.spills) and trace.derived("has_needs", has_needs):
-        states = None
-        if settled:
-            states = [0] * stop
-            for ch in settled:
-                states[ch.index] = ch.state
-        reacted = _reactions(trace, model, plan, states, a.view_end)
-        if reacted is None:
-            return None
-        facts, degraded, rereads = reacted
-    return Prepared(trace, model, settled, plan, facts, degraded, rereads)
+def prepare_many(
+    traces: list[Trace], policy: Policy, models: list[ReplayModel], plans: list[Plan | None]
+) -> list[Prepared | None]:
+    """Each run's inputs, or None for a run whose mock model would end it on a missing fact
+    (``on_missing=fail``): the loop replays that run. ``plans``: the runs' plans (None: ask the policy,
+    when it acts before calls)."""
+    runs = []  # (trace, model, settled, plan, reacts?)
+    for trace, model, p in zip(traces, models, plans, strict=True):
+        a = trace.arrays
+        stop = int(a.view_end[-1]) if len(a.view_end) else 0
+        settled = settled_changes(trace, policy, stop) if policy.settles else []
+        plan = None
+        if policy.acts_before_call:
+            if p is None:
+                p = policy.plan(trace)
+            if len(p.index):
+                plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
+        reacts = (plan is not None or policy.spills) and trace.derived("has_needs", has_needs)
+        runs.append((trace, model, settled, plan, reacts))
+    reacting = [r for r in runs if r[4]]
+    reactions = iter(_reactions_many(reacting) if reacting else ())
+    out: list[Prepared | None] = []
+    for trace, model, settled, plan, reacts in runs:
+        if not reacts:
+            out.append(Prepared(trace, model, settled, plan, None, False, (), None))
+            continue
+        reacted = next(reactions)
+        out.append(None if reacted is None else Prepared(trace, model, settled, plan, *reacted))
+    return out
 
 
-def _view_end_list(trace: Trace) -> list[int]:
-    return trace.arrays.view_end.tolist()
+def _reactions_many(runs: list) -> list:
+    """What the mock model does about needed facts the settled states and plans hide, for runs laid end
+    to end: per run (fact state, degraded?, re-reads, needs of the final answer met), or None when it
+    fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
+    a pair is met when one of the fact's providers in its call's view is visible at that call, i.e. in
+    the state of the last plan entry for that item at or before the call (or its settled state). Only
+    the unmet pairs are walked, in call order, since a re-read makes its facts available from then on."""
+    pairs = [r[0].derived("need_pairs", need_pairs) for r in runs]
+    stops = [int(r[0].arrays.view_end[-1]) if len(r[0].arrays.view_end) else 0 for r in runs]
+    ncalls = [len(r[0].calls) for r in runs]
+    item_off, call_off, pair_off = (_offsets(v) for v in (stops, ncalls, [len(p.facts) for p in pairs]))
+    n_prov = [len(p.provider) for p in pairs]
+    provider = _cat([p.provider for p in pairs]) + np.repeat(item_off, n_prov)
+    owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
+    n_pairs = int(pair_off[-1]) + len(pairs[-1].facts)
+    pair_call = _cat([p.call for p in pairs]) + np.repeat(call_off, [len(p.facts) for p in pairs])
+    at_call = pair_call[owner]  # the call at which each provider is looked at
+    state = np.zeros(sum(stops), dtype=np.int64)  # settled states, then the plans' at each call
+    settled = [
+        (off + ch.index, int(ch.state)) for r, off in zip(runs, item_off.tolist(), strict=True) for ch in r[2]
+    ]
+    if settled:
+        g, code = zip(*settled, strict=True)
+        state[list(g)] = code
+    s = state[provider]
+    planned = [(j, r[3]) for j, r in enumerate(runs) if r[3] is not None]
+    if planned:
+        lengths = [len(p[1]) for _, p in planned]
+        which = [j for j, _ in planned]
+        e_call = _cat([p[0] for _, p in planned]) + np.repeat(call_off[which], lengths)
+        e_item = _cat([p[1] for _, p in planned]) + np.repeat(item_off[which], lengths)
+        e_state = _cat([p[3] for _, p in planned])
+        width = int(call_off[-1]) + ncalls[-1] + 1
+        key = e_item * width + e_call
+        order = np.argsort(key, kind="stable")  # entries of one (item, call) keep their order: the last wins
+        key = key[order]
+        last = key.searchsorted(provider * width + at_call, side="right") - 1
+        hit = last >= 0
+        hit[hit] = e_item[order[last[hit]]] == provider[hit]
+        s[hit] = e_state[order[last[hit]]]
+    visible = (s == _VERBATIM) | (s == _BOUNDED)
+    met = np.bincount(owner[visible], minlength=n_pairs) > 0
+    spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs) > 0
+    unmet = np.flatnonzero(~met)
+    cut = unmet.searchsorted(np.append(pair_off, n_pairs)).tolist()
+    spilled_l = spilled.tolist()
+    out = []
+    for j, ((trace, model, *_), p) in enumerate(zip(runs, pairs, strict=True)):
+        facts = FactState(trace)
+        answer = len(p.facts) - p.answer_from
+        if cut[j] == cut[j + 1]:
+            out.append((facts, False, (), answer))
+            continue
+        off = int(pair_off[j])
+        local = (unmet[cut[j] : cut[j + 1]] - off).tolist()
+        walked = _walk(trace, model, p, local, spilled_l[off : off + len(p.facts)], facts.recovered)
+        if walked is None:
+            out.append(None)
+            continue
+        degraded, rereads = walked
+        recovered = facts.recovered
+        lost = sum(
+            1 for q in local if q >= p.answer_from and not spilled_l[off + q] and p.facts[q] not in recovered
+        )
+        out.append((facts, degraded, rereads, answer - lost))
+    return out
 
 
-def _needs_by_call(trace: Trace) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """(call, facts its action needs) for the calls that need any, in call order."""
-    events = trace.events
-    return tuple((c.index, events[c.event_index].needs) for c in trace.calls if events[c.event_index].needs)
-
-
-def _reactions(trace, model, plan, settled, view_end):
-    """What the mock model does about facts the settled states and the plan hide, walking only the calls
-    that need facts: (fact state, degraded?, re-reads), or None when it fails the run."""
-    facts = FactState(trace)
-    stop = int(view_end[-1])
-    states = [0] * stop if settled is None else settled
-    if plan is None:
-        pcall = pindex = pstate = []
-    else:
-        pcall, pindex, pstate = plan[0].tolist(), plan[1].tolist(), plan[3].tolist()
-    j, m = 0, len(pcall)
-    ends = trace.derived("view_end_list", _view_end_list)
-    events = trace.events
-    degraded = False
-    rereads = []
-    outputs = None
-    for k, needs in trace.derived("needs_by_call", _needs_by_call):
-        while j < m and pcall[j] <= k:  # the plan's changes up to call k, as the loop applies them
-            states[pindex[j]] = pstate[j]
+def _walk(trace: Trace, model: ReplayModel, p, unmet: list[int], spilled: list[bool], recovered: set[str]):
+    """The re-reads for a run's pairs left unmet by its states (local pair ids, ascending): (degraded?,
+    re-reads), or None when the model fails; ``recovered`` collects the facts re-read."""
+    events, calls, facts, source = trace.events, p.call.tolist(), p.facts, p.source
+    degraded, rereads, outputs = False, [], None
+    i, n = 0, len(unmet)
+    while i < n:
+        k = calls[unmet[i]]
+        j = i
+        while j < n and calls[unmet[j]] == k:
             j += 1
-        found = missing_sources(facts, events, needs, states, ends[k], model.on_missing)
+        missing = ((spilled[q], source[q]) for q in unmet[i:j] if facts[q] not in recovered)
+        found = choose_rereads(missing, events, model.on_missing)
         if found is None:
             return None
         sources, worse = found
@@ -184,8 +242,14 @@ def _reactions(trace, model, plan, settled, view_end):
             if outputs is None:
                 outputs = model.respond_all().tolist()
             rereads.append((k, kind, src, *reread_size(trace, src, outputs)))
-            facts.recovered.update(events[src].provides)
-    return facts, degraded, tuple(rereads)
+            recovered.update(events[src].provides)
+        i = j
+    return degraded, tuple(rereads)
+
+
+def _offsets(sizes: list[int]) -> np.ndarray:
+    a = np.array(sizes, dtype=np.int64)
+    return np.cumsum(a) - a
 
 
 # ------------------------------------------------------------------------------------------ the batch

@@ -9,6 +9,11 @@ provides it is spilled: the handle is in view and a retrieval call brings it bac
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+import numpy as np
+
 from sim.records import REFETCH, RETRIEVE
 from sim.types import ItemState, Trace
 
@@ -90,21 +95,88 @@ class FactState:
 def missing_sources(facts, events, needs, states, n, on_missing) -> tuple[dict[int, int], bool] | None:
     """For an action needing ``needs`` with items [0, n) in ``states``: the events to re-read (event ->
     row kind, refetch or retrieve) and whether it goes ahead without some fact; None: the model fails."""
-    sources: dict[int, int] = {}
-    degraded = False
+    return choose_rereads(_missing(facts, needs, states, n), events, on_missing)
+
+
+def _missing(facts: FactState, needs, states, n) -> Iterator[tuple[bool, int | None]]:
     for f in needs:
         where = facts.where(f, states, n)
-        if where == "spilled":
-            sources.setdefault(facts.source(f, n), RETRIEVE)
-        elif where == "lost":
-            if on_missing == "fail":
-                return None
-            src = facts.source(f, n)
-            if on_missing == "degrade" or events[src].kind != "tool_result":
-                degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
-                continue
-            sources.setdefault(src, REFETCH)
+        if where == "spilled" or where == "lost":
+            yield where == "spilled", facts.source(f, n)
+
+
+def choose_rereads(
+    missing: Iterable[tuple[bool, int | None]], events, on_missing: str
+) -> tuple[dict[int, int], bool] | None:
+    """What the mock model does about an action's needed facts that are neither in view, in the summary
+    nor re-read before: ``missing`` gives (spilled?, newest provider in view) of each, in need order.
+    Returns (event to re-read -> row kind, went ahead without a fact?), or None: the model fails."""
+    sources: dict[int, int] = {}
+    degraded = False
+    for spilled, src in missing:
+        if spilled:
+            sources.setdefault(src, RETRIEVE)  # type: ignore[arg-type]
+            continue
+        if on_missing == "fail":
+            return None
+        if on_missing == "degrade" or events[src].kind != "tool_result":
+            degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
+            continue
+        sources.setdefault(src, REFETCH)  # type: ignore[arg-type]
     return sources, degraded
+
+
+class NeedPairs(NamedTuple):
+    """A trace's (call, needed fact) pairs in call order, each with the fact's providers in that call's
+    view: what a batch needs to find, for all calls at once, the needs a policy's states leave unmet."""
+
+    call: np.ndarray  # per pair: the call whose action needs the fact
+    facts: tuple[str, ...]  # per pair: the fact
+    source: tuple[int | None, ...]  # per pair: its newest provider in view (what a refetch re-runs)
+    provider: np.ndarray  # the pairs' providers in view, pair after pair, ascending within a pair
+    pair_of_provider: np.ndarray  # the pair each of those belongs to
+    answer_from: int  # the first pair of the last call: the final answer's needs
+
+
+def need_pairs(trace: Trace) -> NeedPairs:
+    provs = trace.derived("fact_providers", providers)
+    ends = trace.arrays.view_end.tolist()
+    events = trace.events
+    call: list[int] = []
+    facts: list[str] = []
+    source: list[int | None] = []
+    provider: list[int] = []
+    owner: list[int] = []
+    last_call = len(trace.calls) - 1
+    answer_from = None
+    for c in trace.calls:
+        needs = events[c.event_index].needs
+        if c.index == last_call:
+            answer_from = len(call)
+        n = ends[c.index]
+        for f in needs:
+            q = len(call)
+            newest = None
+            for i in provs.get(f, ()):
+                if i >= n:
+                    break
+                provider.append(i)
+                owner.append(q)
+                newest = i
+            call.append(c.index)
+            facts.append(f)
+            source.append(newest)
+    arrays = [np.array(v, dtype=np.int64) for v in (call, provider, owner)]
+    for v in arrays:
+        v.setflags(write=False)
+    return NeedPairs(
+        arrays[0],
+        tuple(facts),
+        tuple(source),
+        arrays[1],
+        arrays[2],
+        len(call) if answer_from is None else answer_from,
+    )
 
 
 def reread_size(trace: Trace, src: int, outputs: list[int]) -> tuple[int, int]:
