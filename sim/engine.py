@@ -96,11 +96,13 @@ def replay_many(
         policy.recovers or policy.checks_after_call or policy.reports_status
     )
     records: list[RunRecord | None] = [None] * len(traces)
-    setups = []
+    by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
     for trace in traces:
-        rules, price = _rules_and_price(trace.model, pricing)
-        _check_priced(policy, trace, price)
-        setups.append((rules, price, resolve_window(trace.model) if window == AUTO else window))
+        if trace.model not in by_model:
+            rules, price = _rules_and_price(trace.model, pricing)
+            by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
+        _check_priced(policy, trace, by_model[trace.model][1])
+    setups = [by_model[t.model] for t in traces]
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else [None] * len(traces)
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
     groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
@@ -111,6 +113,7 @@ def replay_many(
             records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:
             groups.setdefault((rules, price), []).append((pos, prepared, w))
+    params = policy.params()
     for (rules, price), runs in groups.items():
         columns = replay_columns([p for _, p, _ in runs], rules, price)
         for (pos, p, w), c in zip(runs, columns, strict=True):
@@ -121,7 +124,7 @@ def replay_many(
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
                 facts=p.facts, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
-                compactions=c.compactions, ledger_parts=(c.ledger_tokens, c.ledger_facts),
+                compactions=c.compactions, ledger=c.ledger, params=params,
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
     return records  # type: ignore[return-value]
@@ -185,12 +188,13 @@ def _record(
     summaries=(),
     rereads=(),
     compactions=None,
-    ledger_parts=(None, None),
+    ledger=None,
     answer_met=None,
+    params=None,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
-    ``compactions``: their table when already grouped; ``ledger_parts``: the ledger's (tokens,
-    facts) and ``answer_met`` the final answer's needs met, when a batch computed them."""
+    ``compactions``: their table when already grouped; ``ledger``: its totals and ``answer_met`` the
+    final answer's needs met, when a batch computed them; ``params``: the policy's, read once a batch."""
     rules, price = cost
     answer = trace.derived("answer_needs", _answer_needs)
     if facts is None:  # no fact can have left the view (see replay): every need is met
@@ -205,7 +209,7 @@ def _record(
         trace_id=trace.trace_id,
         trace_hash=trace.derived("trace_hash", trace_hash),
         policy=policy.name,
-        params=policy.params(),
+        params=policy.params() if params is None else dict(params),
         model=model.name,
         finish_reason=finish,
         calls=cols,
@@ -226,7 +230,7 @@ def _record(
         answer_needs_met=met,
     )
     object.__setattr__(
-        record, "ledger", ledger_totals(trace, record, *ledger_parts)
+        record, "ledger", ledger_totals(trace, record) if ledger is None else ledger
     )  # derived once, from the record
     return record
 

@@ -21,8 +21,18 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.cache import CacheRules, split_runs
-from sim.information import FactState, choose_rereads, has_needs, need_pairs, reread_size
-from sim.ledger import BatchFacts, batch_facts, fact_index, fact_outcome_counts, provides_any, token_outcomes
+from sim.information import FactState, NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
+from sim.ledger import (
+    BatchFacts,
+    LedgerTotals,
+    batch_facts,
+    fact_index,
+    fact_outcome_counts,
+    provides_any,
+    seen_facts,
+    token_outcomes,
+    totals_many,
+)
 from sim.model import ReplayModel
 from sim.policies.base import Plan, Policy, View
 from sim.pricing import Price
@@ -67,8 +77,7 @@ class RunColumns(NamedTuple):
     changes: Columns
     compactions: Columns
     peak: int  # largest request: the engine compares it with the window
-    ledger_tokens: tuple[int, int, int]  # (derived, spilled, lost) tokens for the ledger's totals
-    ledger_facts: tuple[int, int, int]  # (derived, spilled, lost) facts for the ledger's totals
+    ledger: LedgerTotals
     sums: dict[str, int]  # total of every call column (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
     compaction_counts: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
@@ -141,106 +150,133 @@ def prepare_many(
                 plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
         reacts = (plan is not None or policy.spills) and trace.derived("has_needs", has_needs)
         runs.append((trace, model, settled, plan, reacts))
-    reacting = [r for r in runs if r[4]]
-    reactions = iter(_reactions_many(reacting) if reacting else ())
+    reactions = _reactions_many(_static(traces), runs) if any(r[4] for r in runs) else None
     out: list[Prepared | None] = []
-    for trace, model, settled, plan, reacts in runs:
+    for j, (trace, model, settled, plan, reacts) in enumerate(runs):
         if not reacts:
             out.append(Prepared(trace, model, settled, plan, None, False, (), None))
             continue
-        reacted = next(reactions)
+        reacted = reactions[j]  # type: ignore[index]
         out.append(None if reacted is None else Prepared(trace, model, settled, plan, *reacted))
     return out
 
 
-def _reactions_many(runs: list) -> list:
+class _NeedTables(NamedTuple):
+    """The (call, fact) need pairs of a batch's runs laid end to end (``need_pairs`` of each run)."""
+
+    pairs: tuple[NeedPairs, ...]
+    pair_off: list[int]  # run j's pairs: [pair_off[j], pair_off[j + 1])
+    provider: np.ndarray  # global item id of each pair's providers in view
+    owner: np.ndarray  # global pair id of each of those
+    at_call: np.ndarray  # global call at which each is looked at
+
+
+def _need_tables(st: _Static) -> _NeedTables:
+    hit = st.lazy.get("needs")
+    if hit is not None:
+        return hit
+    pairs = tuple(ref().derived("need_pairs", need_pairs) for ref in st.traces)  # type: ignore[union-attr]
+    n_pairs = [len(p.facts) for p in pairs]
+    pair_off = _offsets(n_pairs)
+    n_prov = [len(p.provider) for p in pairs]
+    owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
+    pair_call = _cat([p.call for p in pairs]) + np.repeat(st.call_off, n_pairs)
+    tables = _NeedTables(
+        pairs,
+        pair_off.tolist() + [int(sum(n_pairs))],
+        _cat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
+        owner,
+        pair_call[owner],
+    )
+    st.lazy["needs"] = tables
+    return tables
+
+
+def _reactions_many(st: _Static, runs: list) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
     to end: per run (fact state, degraded?, re-reads, needs of the final answer met), or None when it
     fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
     a pair is met when one of the fact's providers in its call's view is visible at that call, i.e. in
     the state of the last plan entry for that item at or before the call (or its settled state). Only
-    the unmet pairs are walked, in call order, since a re-read makes its facts available from then on."""
-    pairs = [r[0].derived("need_pairs", need_pairs) for r in runs]
-    stops = [int(r[0].arrays.view_end[-1]) if len(r[0].arrays.view_end) else 0 for r in runs]
-    ncalls = [len(r[0].calls) for r in runs]
-    item_off, call_off, pair_off = (_offsets(v) for v in (stops, ncalls, [len(p.facts) for p in pairs]))
-    n_prov = [len(p.provider) for p in pairs]
-    provider = _cat([p.provider for p in pairs]) + np.repeat(item_off, n_prov)
-    owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
-    n_pairs = int(pair_off[-1]) + len(pairs[-1].facts)
-    pair_call = _cat([p.call for p in pairs]) + np.repeat(call_off, [len(p.facts) for p in pairs])
-    at_call = pair_call[owner]  # the call at which each provider is looked at
-    state = np.zeros(sum(stops), dtype=np.int64)  # settled states, then the plans' at each call
+    the unmet pairs of the runs that react are walked, in call order, since a re-read makes its facts
+    available from then on."""
+    nt = _need_tables(st)
+    provider, owner, pair_off = nt.provider, nt.owner, nt.pair_off
+    item_off, call_off = st.item_off, st.call_off
     settled = [
         (off + ch.index, int(ch.state)) for r, off in zip(runs, item_off.tolist(), strict=True) for ch in r[2]
     ]
     if settled:
+        state = np.zeros(len(st.original), dtype=np.int64)  # settled states of every item
         g, code = zip(*settled, strict=True)
         state[list(g)] = code
-    s = state[provider]
+        s = state[provider]
+    else:
+        s = np.zeros(len(provider), dtype=np.int64)
     planned = [(j, r[3]) for j, r in enumerate(runs) if r[3] is not None]
-    if planned:
+    if planned:  # each provider's state at its call: that of the last plan entry for it up to the call
         lengths = [len(p[1]) for _, p in planned]
         which = [j for j, _ in planned]
         e_call = _cat([p[0] for _, p in planned]) + np.repeat(call_off[which], lengths)
         e_item = _cat([p[1] for _, p in planned]) + np.repeat(item_off[which], lengths)
         e_state = _cat([p[3] for _, p in planned])
-        width = int(call_off[-1]) + ncalls[-1] + 1
+        width = len(st.call_base) + 1
         key = e_item * width + e_call
         order = np.argsort(key, kind="stable")  # entries of one (item, call) keep their order: the last wins
-        key = key[order]
-        last = key.searchsorted(provider * width + at_call, side="right") - 1
+        last = key[order].searchsorted(provider * width + nt.at_call, side="right") - 1
         hit = last >= 0
-        hit[hit] = e_item[order[last[hit]]] == provider[hit]
+        entry = order[last[hit]]
+        hit[hit] = e_item[entry] == provider[hit]
         s[hit] = e_state[order[last[hit]]]
-    visible = (s == _VERBATIM) | (s == _BOUNDED)
-    met = np.bincount(owner[visible], minlength=n_pairs) > 0
-    spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs) > 0
+    n_pairs = pair_off[-1]
+    met = np.bincount(owner[(s == _VERBATIM) | (s == _BOUNDED)], minlength=n_pairs) > 0
     unmet = np.flatnonzero(~met)
-    cut = unmet.searchsorted(np.append(pair_off, n_pairs)).tolist()
-    spilled_l = spilled.tolist()
-    out = []
-    for j, ((trace, model, *_), p) in enumerate(zip(runs, pairs, strict=True)):
-        facts = FactState(trace)
+    cut = unmet.searchsorted(pair_off).tolist()
+    spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs).tolist()
+    out: list = [None] * len(runs)
+    for j, (trace, model, _, _, reacts) in enumerate(runs):
+        if not reacts:
+            continue
+        p = nt.pairs[j]
         answer = len(p.facts) - p.answer_from
+        facts = FactState(trace)
         if cut[j] == cut[j + 1]:
-            out.append((facts, False, (), answer))
+            out[j] = (facts, False, (), answer)
             continue
-        off = int(pair_off[j])
+        off = pair_off[j]
         local = (unmet[cut[j] : cut[j + 1]] - off).tolist()
-        walked = _walk(trace, model, p, local, spilled_l[off : off + len(p.facts)], facts.recovered)
-        if walked is None:
-            out.append(None)
-            continue
-        degraded, rereads = walked
-        recovered = facts.recovered
-        lost = sum(
-            1 for q in local if q >= p.answer_from and not spilled_l[off + q] and p.facts[q] not in recovered
-        )
-        out.append((facts, degraded, rereads, answer - lost))
+        walked = _walk(trace, model, p, local, spilled[off : pair_off[j + 1]], facts.recovered)
+        if walked is not None:
+            recovered = facts.recovered
+            lost = sum(
+                1
+                for q in local
+                if q >= p.answer_from and not spilled[off + q] and p.facts[q] not in recovered
+            )
+            out[j] = (facts, *walked, answer - lost)
     return out
 
 
-def _walk(trace: Trace, model: ReplayModel, p, unmet: list[int], spilled: list[bool], recovered: set[str]):
+def _walk(
+    trace: Trace, model: ReplayModel, p: NeedPairs, unmet: list[int], spilled: list, recovered: set[str]
+):
     """The re-reads for a run's pairs left unmet by its states (local pair ids, ascending): (degraded?,
     re-reads), or None when the model fails; ``recovered`` collects the facts re-read."""
-    events, calls, facts, source = trace.events, p.call.tolist(), p.facts, p.source
-    degraded, rereads, outputs = False, [], None
+    events, calls, facts, source = trace.events, p.calls, p.facts, p.source
+    degraded, rereads, outputs = False, [], model.respond_all()
     i, n = 0, len(unmet)
     while i < n:
         k = calls[unmet[i]]
         j = i
         while j < n and calls[unmet[j]] == k:
             j += 1
-        missing = ((spilled[q], source[q]) for q in unmet[i:j] if facts[q] not in recovered)
+        missing = ((spilled[q] > 0, source[q]) for q in unmet[i:j] if facts[q] not in recovered)
         found = choose_rereads(missing, events, model.on_missing)
         if found is None:
             return None
         sources, worse = found
         degraded |= worse
         for src, kind in sorted(sources.items()):
-            if outputs is None:
-                outputs = model.respond_all().tolist()
             rereads.append((k, kind, src, *reread_size(trace, src, outputs)))
             recovered.update(events[src].provides)
         i = j
@@ -281,6 +317,9 @@ class _Static(NamedTuple):
     elapsed: np.ndarray
     provides: np.ndarray  # per item: does it provide a fact
     facts: BatchFacts | None  # the runs' fact tables (None: no fact anywhere)
+    facts_seen: list[int]  # per run: distinct facts its admitted items provide
+    tokens_seen: list[int]  # ... and their recorded tokens
+    lazy: dict  # tables only some policies need, made on first use (``_need_tables``)
 
 
 _STATIC: OrderedDict[tuple[int, ...], _Static] = OrderedDict()
@@ -289,13 +328,13 @@ _STATIC: OrderedDict[tuple[int, ...], _Static] = OrderedDict()
 _STATIC_KEEP = 8
 
 
-def _static(runs: list[Prepared]) -> _Static:
-    key = tuple(id(r.trace) for r in runs)
+def _static(traces: list[Trace]) -> _Static:
+    key = tuple(map(id, traces))
     hit = _STATIC.get(key)
-    if hit is not None and all(ref() is r.trace for ref, r in zip(hit.traces, runs, strict=True)):
+    if hit is not None and all(ref() is t for ref, t in zip(hit.traces, traces, strict=True)):
         _STATIC.move_to_end(key)
         return hit
-    traces = tuple(r.trace for r in runs)
+    traces = tuple(traces)
     arrays = [t.arrays for t in traces]
     ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
     stops = np.array([int(a.view_end[-1]) if len(a.view_end) else 0 for a in arrays], dtype=np.int64)
@@ -342,8 +381,11 @@ def _static(runs: list[Prepared]) -> _Static:
         _cat([t.derived("elapsed", elapsed_array) for t in traces], np.float64),
         provides,
         facts,
+        [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
+        (prefix[item_off + stops] - prefix[item_off]).tolist(),
+        {},
     )
-    for v in static[1:-1]:
+    for v in static[1:-4]:
         if isinstance(v, np.ndarray):
             v.setflags(write=False)
     _STATIC[key] = static
@@ -354,7 +396,7 @@ def _static(runs: list[Prepared]) -> _Static:
 
 def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
     """Every run's rows, priced under one cache family and price, computed over the batch at once."""
-    st = _static(runs)
+    st = _static([r.trace for r in runs])
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
     call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
     view_end = st.view_end
@@ -448,7 +490,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
     changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
-    ledger_tokens, ledger_facts = _ledger_parts(runs, st, tok, states, bounds)
+    ledger = _ledger(runs, st, tok, states, bounds)
 
     table.setflags(write=False)
     row_bounds = np.append(row_off, n_rows).tolist()
@@ -476,8 +518,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 changes_of[j],
                 compactions_of[j],
                 peaks_l[j],
-                tuple(ledger_tokens[j]),
-                tuple(ledger_facts[j]),
+                ledger[j],
                 dict(zip(CALL_COLUMNS, sums[j], strict=True)),
                 kinds[j],
                 compaction_counts[j],
@@ -486,18 +527,16 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     return out
 
 
-def _ledger_parts(runs, st: _Static, tok, states, bounds):
-    """What the ledger's totals need from the batch: each run's (derived, spilled, lost) tokens and
-    facts."""
-    none = [(0, 0, 0)] * len(runs)
-    if not states.any():
-        return none, none
-    tokens = token_outcomes(st.original, tok, states, bounds).tolist()
-    providing = np.flatnonzero(states.astype(bool) & st.provides)
-    if not len(providing):
-        return tokens, none
-    special = [((), () if r.facts is None else tuple(r.facts.recovered)) for r in runs]
-    return tokens, fact_outcome_counts(st.facts, states, providing, special).tolist()
+def _ledger(runs, st: _Static, tok, states, bounds) -> list:
+    """Each run's ledger totals: its (derived, spilled, lost) tokens and facts over what it saw."""
+    tokens = facts = np.zeros((len(runs), 3), dtype=np.int64)
+    if states.any():
+        tokens = token_outcomes(st.original, tok, states, bounds)
+        providing = np.flatnonzero(states.astype(bool) & st.provides)
+        if len(providing):
+            special = [((), () if r.facts is None else tuple(r.facts.recovered)) for r in runs]
+            facts = fact_outcome_counts(st.facts, states, providing, special)
+    return totals_many(st.facts_seen, st.tokens_seen, tokens, facts)
 
 
 def _fold_plans(

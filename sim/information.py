@@ -9,7 +9,7 @@ provides it is spilled: the handle is in view and a retrieval call brings it bac
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -130,9 +130,10 @@ class NeedPairs(NamedTuple):
     """A trace's (call, needed fact) pairs in call order, each with the fact's providers in that call's
     view: what a batch needs to find, for all calls at once, the needs a policy's states leave unmet."""
 
-    call: np.ndarray  # per pair: the call whose action needs the fact
+    calls: tuple[int, ...]  # per pair: the call whose action needs the fact
     facts: tuple[str, ...]  # per pair: the fact
     source: tuple[int | None, ...]  # per pair: its newest provider in view (what a refetch re-runs)
+    call: np.ndarray  # ``calls`` as an array
     provider: np.ndarray  # the pairs' providers in view, pair after pair, ascending within a pair
     pair_of_provider: np.ndarray  # the pair each of those belongs to
     answer_from: int  # the first pair of the last call: the final answer's needs
@@ -147,21 +148,17 @@ def need_pairs(trace: Trace) -> NeedPairs:
     source: list[int | None] = []
     provider: list[int] = []
     owner: list[int] = []
-    last_call = len(trace.calls) - 1
-    answer_from = None
+    answer_from = 0
     for c in trace.calls:
-        needs = events[c.event_index].needs
-        if c.index == last_call:
-            answer_from = len(call)
+        answer_from = len(call)  # ends as the last call's first pair
         n = ends[c.index]
-        for f in needs:
-            q = len(call)
+        for f in events[c.event_index].needs:
             newest = None
             for i in provs.get(f, ()):
                 if i >= n:
                     break
                 provider.append(i)
-                owner.append(q)
+                owner.append(len(call))
                 newest = i
             call.append(c.index)
             facts.append(f)
@@ -169,25 +166,25 @@ def need_pairs(trace: Trace) -> NeedPairs:
     arrays = [np.array(v, dtype=np.int64) for v in (call, provider, owner)]
     for v in arrays:
         v.setflags(write=False)
-    return NeedPairs(
-        arrays[0],
-        tuple(facts),
-        tuple(source),
-        arrays[1],
-        arrays[2],
-        len(call) if answer_from is None else answer_from,
-    )
+    return NeedPairs(tuple(call), tuple(facts), tuple(source), *arrays, answer_from)
 
 
-def reread_size(trace: Trace, src: int, outputs: list[int]) -> tuple[int, int]:
+def reread_size(trace: Trace, src: int, outputs: Sequence[int] | np.ndarray) -> tuple[int, int]:
     """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src:
     the agent re-issues the call that produced it (or reads its spill handle), whose result then stays."""
-    issuer = trace.derived("issuers", issuer_of).get(src, src)
-    calls = trace.derived("call_of_event", call_of_event)
-    out = outputs[calls[issuer]] if issuer in calls else 0
-    original = trace.arrays.tokens
-    added = int(original[issuer]) + int(original[src]) if issuer != src else int(original[src])
-    return added, out
+    known = trace.derived("reread_sizes", _no_sizes)  # filled as re-reads of this trace's events come up
+    hit = known.get(src)
+    if hit is None:
+        issuer = trace.derived("issuers", issuer_of).get(src, src)
+        original = trace.arrays.tokens
+        added = int(original[issuer]) + int(original[src]) if issuer != src else int(original[src])
+        hit = known[src] = (added, trace.derived("call_of_event", call_of_event).get(issuer, -1))
+    added, call = hit
+    return added, (int(outputs[call]) if call >= 0 else 0)
+
+
+def _no_sizes(trace: Trace) -> dict[int, tuple[int, int]]:
+    return {}
 
 
 def call_of_event(trace: Trace) -> dict[int, int]:

@@ -155,7 +155,7 @@ def batch_facts(indexes: list[FactIndex], stops: np.ndarray) -> BatchFacts:
 
 
 def fact_outcome_counts(
-    b: BatchFacts,
+    b: BatchFacts | None,
     states: np.ndarray,
     providing: np.ndarray,
     special: list[tuple[tuple[str, ...], tuple[str, ...]]],
@@ -166,9 +166,9 @@ def fact_outcome_counts(
     anything but verbatim; each takes its best holder's category: a verbatim provider (or a re-read)
     keeps it verbatim, a bounded one (or a summary that kept it) derived, a spilled one is behind a
     handle, anything else lost."""
-    runs = len(b.indexes)
+    runs = len(special)
     out = np.zeros((runs, 3), dtype=np.int64)
-    if not len(providing):
+    if b is None or not len(providing):
         return out
     fact_off, run_of_item, item_ptr = b.fact_off, b.run_of_item, b.item_ptr
     # the facts of the providing items (global fact ids), each once; run j's slice of item_ptr has
@@ -252,44 +252,37 @@ def token_outcomes(
     return np.stack((derived, spilled, lost), axis=1)
 
 
-def totals(
-    trace: Trace,
-    r: RunRecord,
-    tokens: tuple[int, int, int] | None = None,
-    facts: tuple[int, int, int] | None = None,
-) -> LedgerTotals:
-    """End-of-run totals. ``tokens`` and ``facts`` (derived, spilled, lost) may come precomputed for
-    a batch of runs (``token_outcomes``, ``fact_outcome_counts``)."""
+def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
+    """End-of-run totals of one replayed run (a batch replay computes them with ``totals_many``)."""
     n = len(r.item_state)
     a = trace.arrays
-    if tokens is None:
-        tokens = tuple(
-            token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))[0].tolist()
-        )
-    if facts is None:
-        changed = np.flatnonzero(r.item_state)
-        providing = changed[trace.derived("provides_any", provides_any)[changed]]
-        facts = (0, 0, 0)
-        if len(providing):
-            one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
-            special = [(r.summary_kept, r.recovered)]
-            facts = tuple(fact_outcome_counts(one, r.item_state, providing, special)[0].tolist())
-    seen_tokens = trace.derived("prefix_list", _prefix_list)[n]
-    seen_facts = trace.derived("facts_before", _facts_before)[n]
-    derived, spilled, lost = tokens
-    f_derived, f_spilled, f_lost = facts
-    return LedgerTotals(  # positional, in field order: one per run in a batch
-        seen_facts,
-        seen_facts - f_derived - f_spilled - f_lost,
-        f_derived,
-        f_spilled,
-        f_lost,
-        seen_tokens,
-        seen_tokens - derived - spilled - lost,
-        derived,
-        spilled,
-        lost,
-    )
+    tokens = token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))
+    changed = np.flatnonzero(r.item_state)
+    providing = changed[trace.derived("provides_any", provides_any)[changed]]
+    one = None
+    if len(providing):
+        one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
+    facts = fact_outcome_counts(one, r.item_state, providing, [(r.summary_kept, r.recovered)])
+    return totals_many([seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts)[0]
+
+
+def seen_facts(trace: Trace, n: int) -> int:
+    """Distinct facts events [0, n) provide."""
+    return trace.derived("facts_before", _facts_before)[n]
+
+
+def seen_tokens(trace: Trace, n: int) -> int:
+    """Recorded tokens of events [0, n)."""
+    return trace.derived("prefix_list", _prefix_list)[n]
+
+
+def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarray, facts: np.ndarray) -> list:
+    """End-of-run totals of runs from what each saw and its (derived, spilled, lost) tokens and facts
+    (``token_outcomes``, ``fact_outcome_counts``): the rest of what was seen stayed verbatim."""
+    fs = np.array(facts_seen, dtype=np.int64)
+    ts = np.array(tokens_seen, dtype=np.int64)
+    rows = np.column_stack((fs, fs - facts.sum(axis=1), facts, ts, ts - tokens.sum(axis=1), tokens))
+    return [LedgerTotals(*row) for row in rows.tolist()]
 
 
 def _prefix_list(trace: Trace) -> list[int]:
