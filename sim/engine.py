@@ -103,7 +103,7 @@ def replay_many(
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
         _check_priced(policy, trace, by_model[trace.model][1])
     setups = [by_model[t.model] for t in traces]
-    plans = policy.plan_many(traces) if fast and policy.acts_before_call else [None] * len(traces)
+    plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
     groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
     for pos, (trace, model, prepared, (rules, price, w)) in enumerate(

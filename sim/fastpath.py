@@ -34,7 +34,7 @@ from sim.ledger import (
     totals_many,
 )
 from sim.model import ReplayModel
-from sim.policies.base import Plan, Policy, View
+from sim.policies.base import Plans, Policy, View
 from sim.pricing import Price
 from sim.records import (
     CALL_COLUMNS,
@@ -61,7 +61,8 @@ class Prepared(NamedTuple):
     trace: Trace
     model: ReplayModel
     settled: list  # settle-time changes (sim.policies.base.Change), in index order
-    plan: tuple[np.ndarray, ...] | None  # (call, index, tokens, state) arrays of a non-empty plan
+    plans: Plans | None  # the batch's plans (None: the policy plans nothing)
+    pos: int  # this run's place in them
     facts: FactState | None  # fact availability, when the plan or spills could hide a needed fact
     degraded: bool
     rereads: tuple[tuple[int, int, int, int, int], ...]  # (call, row kind, event, tokens added, output)
@@ -132,33 +133,44 @@ def settled_changes(trace: Trace, policy: Policy, stop: int) -> list:
 
 
 def prepare_many(
-    traces: list[Trace], policy: Policy, models: list[ReplayModel], plans: list[Plan | None]
+    traces: list[Trace], policy: Policy, models: list[ReplayModel], plans: Plans | None
 ) -> list[Prepared | None]:
     """Each run's inputs, or None for a run whose mock model would end it on a missing fact
-    (``on_missing=fail``): the loop replays that run. ``plans``: the runs' plans (None: ask the policy,
-    when it acts before calls)."""
-    runs = []  # (trace, model, settled, plan, reacts?)
-    for trace, model, p in zip(traces, models, plans, strict=True):
-        a = trace.arrays
-        stop = int(a.view_end[-1]) if len(a.view_end) else 0
-        settled = settled_changes(trace, policy, stop) if policy.settles else []
-        plan = None
-        if policy.acts_before_call:
-            if p is None:
-                p = policy.plan(trace)
-            if len(p.index):
-                plan = tuple(np.asarray(c, dtype=np.int64) for c in p)
-        reacts = (plan is not None or policy.spills) and trace.derived("has_needs", has_needs)
-        runs.append((trace, model, settled, plan, reacts))
-    reactions = _reactions_many(_static(traces), runs) if any(r[4] for r in runs) else None
+    (``on_missing=fail``): the loop replays that run. ``plans``: the runs' plans, when the policy acts
+    before calls."""
+    counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
+    runs = []  # (trace, model, settled, reacts?)
+    for trace, model, n in zip(traces, models, counts, strict=True):
+        settled = []
+        if policy.settles:
+            a = trace.arrays
+            settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
+        reacts = (n > 0 or policy.spills) and trace.derived("has_needs", has_needs)
+        runs.append((trace, model, settled, reacts))
+    reactions = _reactions_many(_static(traces), runs, plans) if any(r[3] for r in runs) else None
     out: list[Prepared | None] = []
-    for j, (trace, model, settled, plan, reacts) in enumerate(runs):
+    for j, (trace, model, settled, reacts) in enumerate(runs):
         if not reacts:
-            out.append(Prepared(trace, model, settled, plan, None, False, (), None))
+            out.append(Prepared(trace, model, settled, plans, j, None, False, (), None))
             continue
         reacted = reactions[j]  # type: ignore[index]
-        out.append(None if reacted is None else Prepared(trace, model, settled, plan, *reacted))
+        out.append(None if reacted is None else Prepared(trace, model, settled, plans, j, *reacted))
     return out
+
+
+def _plan_entries(plans: Plans, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
+    """The entries of runs ``pos`` of ``plans``, those runs laid end to end in that order: (global call,
+    global item, tokens, state), or None when they plan nothing."""
+    counts = plans.counts[pos]
+    if not counts.any():
+        return None
+    arrays = (plans.call, plans.index, plans.tokens, plans.state)
+    if len(pos) != len(plans) or pos != list(range(len(pos))):  # a subset of the batch's runs
+        first = np.cumsum(plans.counts) - plans.counts
+        take = np.repeat(first[pos] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        arrays = tuple(a[take] for a in arrays)
+    run = np.repeat(np.arange(len(pos)), counts)
+    return arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3]
 
 
 class _NeedTables(NamedTuple):
@@ -192,7 +204,7 @@ def _need_tables(st: _Static) -> _NeedTables:
     return tables
 
 
-def _reactions_many(st: _Static, runs: list) -> list:
+def _reactions_many(st: _Static, runs: list, plans: Plans | None) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
     to end: per run (fact state, degraded?, re-reads, needs of the final answer met), or None when it
     fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
@@ -213,28 +225,24 @@ def _reactions_many(st: _Static, runs: list) -> list:
         s = state[provider]
     else:
         s = np.zeros(len(provider), dtype=np.int64)
-    planned = [(j, r[3]) for j, r in enumerate(runs) if r[3] is not None]
-    if planned:  # each provider's state at its call: that of the last plan entry for it up to the call
-        lengths = [len(p[1]) for _, p in planned]
-        which = [j for j, _ in planned]
-        e_call = _cat([p[0] for _, p in planned]) + np.repeat(call_off[which], lengths)
-        e_item = _cat([p[1] for _, p in planned]) + np.repeat(item_off[which], lengths)
-        e_state = _cat([p[3] for _, p in planned])
+    entries = None if plans is None else _plan_entries(plans, list(range(len(runs))), call_off, item_off)
+    if entries is not None:  # each provider's state at its call: that of the last plan entry for it up to it
+        e_call, e_item, _, e_state = entries
         width = len(st.call_base) + 1
         key = e_item * width + e_call
         order = np.argsort(key, kind="stable")  # entries of one (item, call) keep their order: the last wins
         last = key[order].searchsorted(provider * width + nt.at_call, side="right") - 1
-        hit = last >= 0
+        hit = np.flatnonzero(last >= 0)
         entry = order[last[hit]]
-        hit[hit] = e_item[entry] == provider[hit]
-        s[hit] = e_state[order[last[hit]]]
+        same = e_item[entry] == provider[hit]
+        s[hit[same]] = e_state[entry[same]]
     n_pairs = pair_off[-1]
     met = np.bincount(owner[(s == _VERBATIM) | (s == _BOUNDED)], minlength=n_pairs) > 0
     unmet = np.flatnonzero(~met)
     cut = unmet.searchsorted(pair_off).tolist()
     spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs).tolist()
     out: list = [None] * len(runs)
-    for j, (trace, model, _, _, reacts) in enumerate(runs):
+    for j, (trace, model, _, reacts) in enumerate(runs):
         if not reacts:
             continue
         p = nt.pairs[j]
@@ -425,10 +433,11 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     firsts = np.full(K, -1, dtype=np.int64)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None
-    planned = [(j, r.plan) for j, r in enumerate(runs) if r.plan is not None]
-    if planned:
+    plans = runs[0].plans if runs else None
+    entries = None if plans is None else _plan_entries(plans, [r.pos for r in runs], call_off, item_off)
+    if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
-            planned, call_off, item_off, call_base, item_base, first_call, prev_items,
+            entries, call_base, item_base, first_call, prev_items,
             tok, states, prefix, view_tokens, firsts, nchanged, change_parts,
         )  # fmt: skip
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
@@ -540,9 +549,7 @@ def _ledger(runs, st: _Static, tok, states, bounds) -> list:
 
 
 def _fold_plans(
-    planned,
-    call_off,
-    item_off,
+    entries,
     call_base,
     item_base,
     first_call,
@@ -555,17 +562,12 @@ def _fold_plans(
     nchanged,
     change_parts,
 ):
-    """Fold every run's plan into its calls (``tok``, ``states``, ``firsts``, ``nchanged`` in place).
-    A call that changes items from position q on reuses only the prefix before q: its size is the
-    settled prefix sum plus the changes earlier calls of its run made below q. When positions only
-    grow (a moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick
-    tree sums them. Returns (view tokens, seam calls, their stable prefix)."""
-    which = np.array([j for j, _ in planned], dtype=np.int64)
-    lengths = np.array([len(p[1]) for _, p in planned], dtype=np.int64)
-    call = _cat([p[0] for _, p in planned]) + np.repeat(call_off[which], lengths)  # global: non-decreasing
-    index = _cat([p[1] for _, p in planned]) + np.repeat(item_off[which], lengths)  # global item ids
-    new = _cat([p[2] for _, p in planned])
-    state = _cat([p[3] for _, p in planned])
+    """Fold the runs' plan entries (``_plan_entries``) into their calls (``tok``, ``states``, ``firsts``,
+    ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
+    its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
+    positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
+    otherwise a Fenwick tree sums them. Returns (view tokens, seam calls, their stable prefix)."""
+    call, index, new, state = entries  # global calls (non-decreasing) and item ids
     K, m = len(call_base), len(call)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.policies.base import Change, Plan, Policy, View, check_int, register
+from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
@@ -102,13 +102,13 @@ class ObservationMasking(Policy):
     def plan(self, trace: Trace) -> Plan:
         return self.plan_many([trace])[0]
 
-    def plan_many(self, traces: Sequence[Trace]) -> list[Plan]:
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
         """The same decisions for whole runs at once, many runs laid end to end. With p_k observations in
         call k's view the boundary is (p_k // polling) * polling - n; it only moves forward (a running
         maximum within the run), and call k masks the observations between the previous boundary and
         its own."""
         if not traces:
-            return []
+            return Plans.of([])
         pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
         runs = len(traces)
         n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
@@ -143,12 +143,7 @@ class ObservationMasking(Policy):
         call = entry_call - first[run[entry_call]]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        per_run = np.bincount(run[entry_call], minlength=runs)
-        bounds = np.concatenate(([0], np.cumsum(per_run))).tolist()
-        return [
-            Plan(call[lo:hi], index[lo:hi], tokens[lo:hi], state[lo:hi])
-            for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
-        ]
+        return Plans(call, index, tokens, state, np.bincount(run[entry_call], minlength=runs))
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]
