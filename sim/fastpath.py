@@ -499,7 +499,10 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
     changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
-    ledger = _ledger(runs, st, tok, states, bounds)
+    reread = np.array(
+        [off + r[2] for j, off in enumerate(item_off.tolist()) for r in runs[j].rereads], np.int64
+    )
+    ledger = _ledger(st, tok, states, bounds, reread)
 
     table.setflags(write=False)
     row_bounds = np.append(row_off, n_rows).tolist()
@@ -536,15 +539,16 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     return out
 
 
-def _ledger(runs, st: _Static, tok, states, bounds) -> list:
-    """Each run's ledger totals: its (derived, spilled, lost) tokens and facts over what it saw."""
-    tokens = facts = np.zeros((len(runs), 3), dtype=np.int64)
+def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray) -> list:
+    """Each run's ledger totals: its (derived, spilled, lost) tokens and facts over what it saw
+    (``reread``: the items re-read, global ids)."""
+    runs = len(st.ncalls)
+    tokens = facts = np.zeros((runs, 3), dtype=np.int64)
     if states.any():
         tokens = token_outcomes(st.original, tok, states, bounds)
         providing = np.flatnonzero(states.astype(bool) & st.provides)
-        if len(providing):
-            special = [((), () if r.facts is None else tuple(r.facts.recovered)) for r in runs]
-            facts = fact_outcome_counts(st.facts, states, providing, special)
+        if len(providing):  # no summaries on this path: nothing kept
+            facts = fact_outcome_counts(st.facts, states, providing, [()] * runs, reread)
     return totals_many(st.facts_seen, st.tokens_seen, tokens, facts)
 
 

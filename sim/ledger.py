@@ -11,6 +11,7 @@ re-read copies are extra content and are not counted in the token totals).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -158,15 +159,16 @@ def fact_outcome_counts(
     b: BatchFacts | None,
     states: np.ndarray,
     providing: np.ndarray,
-    special: list[tuple[tuple[str, ...], tuple[str, ...]]],
+    kept: Sequence[tuple[str, ...]],
+    reread: np.ndarray,
 ) -> np.ndarray:
     """Facts (derived, spilled, lost) at the end of each run of ``b`` (``states``: the runs' final item
     states laid end to end). ``providing``: the changed items that provide facts (ids into ``states``);
-    ``special``: each run's (facts a summary kept, facts re-read). Only facts of changed items can be
-    anything but verbatim; each takes its best holder's category: a verbatim provider (or a re-read)
-    keeps it verbatim, a bounded one (or a summary that kept it) derived, a spilled one is behind a
-    handle, anything else lost."""
-    runs = len(special)
+    ``kept``: each run's facts its last summary kept; ``reread``: the items the agent re-read (their
+    facts are back in view). Only facts of changed items can be anything but verbatim; each takes its
+    best holder's category: a verbatim provider (or a re-read) keeps it verbatim, a bounded one (or a
+    summary that kept it) derived, a spilled one is behind a handle, anything else lost."""
+    runs = len(kept)
     out = np.zeros((runs, 3), dtype=np.int64)
     if b is None or not len(providing):
         return out
@@ -189,15 +191,21 @@ def fact_outcome_counts(
     category[s == _SPILLED] = 2
     derived = s == _BOUNDED
     verbatim = s == _VERBATIM
-    kept_ids: list[int] = []
-    recovered_ids: list[int] = []
-    for j in [j for j, (k, rec) in enumerate(special) if k or rec]:
-        kept, rec = special[j]
-        ids, off = b.indexes[j].ids, int(fact_off[j])
-        kept_ids.extend(off + ids[f] for f in kept if f in ids)
-        recovered_ids.extend(off + ids[f] for f in rec if f in ids)
+    kept_ids = [
+        int(fact_off[j]) + b.indexes[j].ids[f]
+        for j, k in enumerate(kept)
+        if k
+        for f in k
+        if f in b.indexes[j].ids
+    ]
+    recovered_ids: list[int] | np.ndarray = []
+    if len(reread):
+        local, owner = _gather(
+            item_ptr[reread + run_of_item[reread]], item_ptr[reread + run_of_item[reread] + 1], b.item_facts
+        )
+        recovered_ids = local + fact_off[run_of_item[reread]][owner]
     for chosen, mask, summarized_only in ((kept_ids, derived, True), (recovered_ids, verbatim, False)):
-        if chosen:
+        if len(chosen):
             mark = np.zeros(len(seen), dtype=bool)
             mark[chosen] = True
             hit = mark[facts[which]]
@@ -262,7 +270,8 @@ def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
     one = None
     if len(providing):
         one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
-    facts = fact_outcome_counts(one, r.item_state, providing, [(r.summary_kept, r.recovered)])
+    reread = np.array([src for _, _, src, _ in r.rereads], dtype=np.int64)
+    facts = fact_outcome_counts(one, r.item_state, providing, [r.summary_kept], reread)
     return totals_many([seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts)[0]
 
 

@@ -186,13 +186,16 @@ def test_fact_outcome_counts_take_each_facts_best_holder():
     states = np.concatenate([states_a, states_b])
     providing = np.array([3, 5, 9, 11])
 
-    def counts(special):
-        return fact_outcome_counts(facts, states, providing, special).tolist()
+    def counts(kept, reread=()):
+        return fact_outcome_counts(facts, states, providing, kept, np.array(reread, dtype=np.int64)).tolist()
 
     # (derived, spilled, lost): g0's summary did not keep it, so its spilled holder is the best
-    assert counts([((), ()), ((), ())]) == [[1, 0, 1], [0, 1, 0]]
-    # a re-read makes f0 verbatim again; a summary that kept g0 makes it derived
-    assert counts([((), ("f0",)), (("g0",), ())]) == [[1, 0, 0], [1, 0, 0]]
+    assert counts([(), ()]) == [[1, 0, 1], [0, 1, 0]]
+    # a summary that kept g0 makes it derived
+    assert counts([(), ("g0",)]) == [[1, 0, 1], [1, 0, 0]]
+    # re-reading item 3 brings back both its facts (f0, f1) verbatim; item 9 is run b's 3 (g0)
+    assert counts([(), ()], [3]) == [[0, 0, 0], [0, 1, 0]]
+    assert counts([(), ()], [3, 9]) == [[0, 0, 0], [0, 0, 0]]
 
 
 @pytest.mark.parametrize("params", [{}, {"n": 1}, {"n": 3, "polling": 4}, {"n": 40}])
