@@ -126,7 +126,7 @@ def replay_many(
                 facts=p.facts, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
                 compactions=c.compactions, ledger=c.ledger, params=params,
             )  # fmt: skip
-            records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts)
+            records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts, c.growth)
     return records  # type: ignore[return-value]
 
 

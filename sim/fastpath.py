@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.cache import CacheRules, split_runs
+from sim.growth import growth_exponents
 from sim.information import FactState, NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
 from sim.ledger import (
     BatchFacts,
@@ -82,6 +83,7 @@ class RunColumns(NamedTuple):
     sums: dict[str, int]  # total of every call column (RunRecord.prime)
     kinds: tuple[int, ...]  # rows of each CALL_KINDS code
     compaction_counts: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
+    growth: float | None  # the run's growth exponent (sim.growth)
 
 
 class Fenwick:
@@ -518,6 +520,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     else:
         kinds = [(n,) + (0,) * (len(CALL_KINDS) - 1) for n in rows_per_run.tolist()]
     item_bounds = bounds.tolist()
+    growth = growth_exponents(cols["input_tokens"], np.append(row_off, n_rows))
     peaks_l = peaks.tolist()
     out = []
     for j in range(len(runs)):
@@ -534,6 +537,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                 dict(zip(CALL_COLUMNS, sums[j], strict=True)),
                 kinds[j],
                 compaction_counts[j],
+                growth[j],
             )
         )
     return out

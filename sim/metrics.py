@@ -7,13 +7,13 @@ measured in one pass per metric (a run's few calls make per-record function call
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 
 import numpy as np
 
-from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, RunRecord
+from sim.growth import growth_exponents
+from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, UNKNOWN, RunRecord
 
 Records = Sequence[RunRecord]
 
@@ -45,40 +45,19 @@ def growth_exponent(r: RunRecord) -> float | None:
     return growth_exponents(r.calls["input_tokens"], np.array([0, r.n_calls]))[0]
 
 
-def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | None]:
-    """``growth_exponent`` of runs laid end to end (run j: rows [bounds[j], bounds[j + 1])), in one pass.
-    Least squares with x = log(call number) centred over the half: slope = sum(dx * y) / sum(dx^2)
-    (sum(dx) = 0 drops y's mean). Sums run in row order, as a plain loop would add them."""
-    n = np.diff(bounds)
-    out: list[float | None] = [None] * len(n)
-    runs = np.flatnonzero(n >= 4)
-    if not len(runs):
-        return out
-    lo = n[runs] // 2
-    half = n[runs] - lo  # rows in each run's second half
-    seg = np.repeat(np.arange(len(runs)), half)
-    offset = np.arange(len(seg)) - np.repeat(np.cumsum(half) - half, half)
-    call_number = np.repeat(lo + 1, half) + offset
-    running = np.zeros(len(inputs) + 1, dtype=np.int64)
-    np.cumsum(inputs, out=running[1:])
-    start = np.repeat(bounds[runs], half)
-    cum = running[start + call_number] - running[start]  # cumulative input through each call
-    x = np.log(call_number)
-    dx = x - (np.bincount(seg, x) / half)[seg]
-    sxx = np.bincount(seg, dx * dx)
-    positive = cum[np.cumsum(half) - half] > 0  # cumulative sums only grow: the first is the smallest
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = np.bincount(seg, dx * np.log(cum)) / sxx
-    for j, v, ok in zip(runs.tolist(), slope.tolist(), positive.tolist(), strict=True):
-        if ok and math.isfinite(v):
-            out[j] = round(v, 6)
-    return out
-
-
 def _growth_exponents(rs: Records) -> list[float | None]:
-    return growth_exponents(
-        np.concatenate([r.calls["input_tokens"] for r in rs]), np.cumsum([0] + [r.n_calls for r in rs])
-    )
+    """``growth_exponent`` of each record: primed by a batch replay, else computed for the rest at once."""
+    out = [r.primed_growth() for r in rs]
+    todo = [j for j, v in enumerate(out) if v is UNKNOWN]
+    if todo:
+        rest = [rs[j] for j in todo]
+        values = growth_exponents(
+            np.concatenate([r.calls["input_tokens"] for r in rest]),
+            np.cumsum([0] + [r.n_calls for r in rest]),
+        )
+        for j, v in zip(todo, values, strict=True):
+            out[j] = v
+    return out
 
 
 def cache_read_tokens(rs: Records) -> list[int]:
@@ -98,8 +77,8 @@ def uncached_input_tokens(rs: Records) -> list[int]:
 def cache_hit_rate(rs: Records) -> list[float | None]:
     """cache_read_tokens / cumulative_input_tokens."""
     return [
-        round(read / total, 6) if total else None
-        for read, total in zip(cache_read_tokens(rs), cumulative_input_tokens(rs), strict=True)
+        round(r.total("cache_read_tokens") / total, 6) if (total := r.total("input_tokens")) else None
+        for r in rs
     ]
 
 
@@ -174,7 +153,7 @@ def _compactions_of(kind: str) -> Callable[[Records], list[int]]:
 
 def compaction_frequency(rs: Records) -> list[float]:
     """Compactions per 100 calls."""
-    return [round(100 * c / n, 4) if n else 0.0 for n, c in zip(calls(rs), compactions(rs), strict=True)]
+    return [round(100 * sum(r.compaction_counts()) / n, 4) if (n := r.n_calls) else 0.0 for r in rs]
 
 
 def tokens_reclaimed(rs: Records) -> list[int]:

@@ -49,6 +49,9 @@ KIND_OF_STATE = {
 }
 
 
+UNKNOWN = object()  # a value not computed yet (None is a value: e.g. no growth exponent)
+
+
 class Columns(Mapping):
     """A table as named rows of one 2-D block (read-only views). A batch replay hands each run a slice
     of the batch's block instead of building a dict of per-column slices for every run."""
@@ -171,22 +174,29 @@ class RunRecord:
             v = self._lists["reclaimed"] = sum(self.compactions["tokens_reclaimed"].tolist())
         return v
 
+    def primed_growth(self) -> float | None | object:
+        """The growth exponent a batch replay computed for this run, or ``UNKNOWN``."""
+        return self._lists.get("growth", UNKNOWN)
+
     def prime(
         self,
         sums: dict[str, int],
         largest_input: int,
         kinds: tuple[int, ...],
         compactions: tuple[tuple[int, ...], int] | None = None,
+        growth: float | None | object = UNKNOWN,
     ) -> None:
         """Fill the caches of ``total``, ``largest('input_tokens')``, ``kind_count`` and (given)
-        ``compaction_counts`` / ``total_reclaimed`` with values a batch replay computed for all its runs
-        at once: the same numbers, without per-run work."""
+        ``compaction_counts`` / ``total_reclaimed`` and ``primed_growth`` with values a batch replay
+        computed for all its runs at once: the same numbers, without per-run work."""
         self._totals.update(sums)
         cache = self._lists
         cache[("max", "input_tokens")] = largest_input
         cache["kinds"] = kinds
         if compactions is not None:
             cache["compactions"], cache["reclaimed"] = compactions
+        if growth is not UNKNOWN:
+            cache["growth"] = growth
 
     def calls_frame(self):
         """Per-call table as a pandas DataFrame, with the run's identity columns in front."""

@@ -11,8 +11,9 @@ from test_information import four_turns, inputs
 from sim.cache import CostModel, cache_rules, split_runs
 from sim.conformance import record_diff
 from sim.engine import replay, replay_many
+from sim.growth import growth_exponents
 from sim.ledger import token_outcomes
-from sim.metrics import compute_metrics, compute_metrics_many, growth_exponent, growth_exponents
+from sim.metrics import compute_metrics, compute_metrics_many, growth_exponent
 from sim.model import ReplayModel
 from sim.policies.base import make_policy, registered
 from sim.pricing import find_price
@@ -144,10 +145,19 @@ def test_metrics_of_a_batch_equal_metrics_one_by_one(embedded):
 
 
 def test_growth_exponents_of_runs_laid_end_to_end():
-    runs = [[100] * 40, [5, 6], [1000 + 250 * k for k in range(60)], [0, 0, 0, 0, 0]]
+    # a negative residual can make a request's input negative: a cumulative sum that is not positive
+    # anywhere in the second half has no logarithm, so the run has no exponent (the others keep theirs)
+    runs = [
+        [100] * 40,
+        [5, 6],
+        [1000 + 250 * k for k in range(60)],
+        [0, 0, 0, 0, 0],
+        [10, 10, -15, -20, 5, 5],
+    ]
     bounds = np.cumsum([0] + [len(r) for r in runs])
     got = growth_exponents(np.concatenate([np.array(r, dtype=np.int64) for r in runs]), bounds)
     assert got[0] == 1.0 and got[1] is None and got[3] is None  # too few calls; no input at all
+    assert got[4] is None  # cumulative 5, -15, -10 over its second half
     x, y = np.log(np.arange(31, 61)), np.log(np.cumsum(runs[2])[30:])
     assert got[2] == round(float(np.polyfit(x, y, 1)[0]), 6)
 
