@@ -700,8 +700,10 @@ def _change_tables(parts, call_base, call_off, ncalls):
     runs = len(call_off)
     if not parts:
         return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
-    call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
-    if len(parts) > 1:
+    if len(parts) == 1:
+        call, kind, index, reclaimed, after = parts[0]
+    else:
+        call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
         order = np.argsort(call, kind="stable")
         call, kind, index, reclaimed, after = (
             call[order],
@@ -719,9 +721,9 @@ def _change_tables(parts, call_base, call_off, ncalls):
     # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
     run = np.searchsorted(call_off, group_call, side="right") - 1
     by_kind = np.bincount(run * width + compactions[1], minlength=runs * width).reshape(runs, width).tolist()
-    reclaimed_by_run = np.zeros(runs, dtype=np.int64)
-    np.add.at(reclaimed_by_run, run, compactions[3])
-    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run.tolist(), strict=True)]
+    # float weights are exact here: token counts stay far below 2**53
+    reclaimed_by_run = np.bincount(run, compactions[3], minlength=runs).astype(np.int64).tolist()
+    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run, strict=True)]
     return (
         _split_block(CHANGE_COLUMNS, changes, call.searchsorted(lo).tolist(), call.searchsorted(hi).tolist()),
         _split_block(
@@ -737,8 +739,8 @@ def _change_tables(parts, call_base, call_off, ncalls):
 def _split_block(names, block, starts, ends) -> list[Columns]:
     """Each run's rows [start, end) of a batch block, as a table; runs without rows share the empty one."""
     block.setflags(write=False)
-    row = {n: i for i, n in enumerate(names)}
     empty = NO_CHANGES if names == CHANGE_COLUMNS else NO_COMPACTIONS
+    row = empty._row
     return [
         Columns(names, block[:, lo:hi], row) if hi > lo else empty
         for lo, hi in zip(starts, ends, strict=True)

@@ -232,16 +232,20 @@ def compaction_rows(
     block. ``call`` may be any call numbering that keeps runs apart (a batch passes global ids)."""
     width = len(COMPACTION_KINDS)
     key = call * width + kind
-    order = np.argsort(key, kind="stable")
-    key = key[order]
-    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
+        order = np.argsort(key, kind="stable")
+        key, reclaimed, index = key[order], reclaimed[order], index[order]
+    new_group = np.empty(len(key), dtype=bool)
+    new_group[:1] = True
+    np.not_equal(key[1:], key[:-1], out=new_group[1:])
+    starts = np.flatnonzero(new_group)
     return np.stack(
         (
             key[starts] // width,
             key[starts] % width,
-            np.diff(np.append(starts, len(key))),
-            np.add.reduceat(reclaimed[order], starts),
-            np.minimum.reduceat(index[order], starts),
+            np.diff(starts, append=len(key)),
+            np.add.reduceat(reclaimed, starts),
+            np.minimum.reduceat(index, starts),
         )
     )
 
