@@ -14,12 +14,12 @@ in ``sim.engine`` is the reference; the conformance checker holds the two to ide
 
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from sim.batchmemo import batch_derived
 from sim.cache import CacheRules, split_runs
 from sim.growth import growth_exponents
 from sim.information import FactState, NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
@@ -149,7 +149,7 @@ def prepare_many(
             settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
         reacts = (n > 0 or policy.spills) and trace.derived("has_needs", has_needs)
         runs.append((trace, model, settled, reacts))
-    reactions = _reactions_many(_static(traces), runs, plans) if any(r[3] for r in runs) else None
+    reactions = _reactions_many(traces, runs, plans) if any(r[3] for r in runs) else None
     out: list[Prepared | None] = []
     for j, (trace, model, settled, reacts) in enumerate(runs):
         if not reacts:
@@ -185,28 +185,24 @@ class _NeedTables(NamedTuple):
     at_call: np.ndarray  # global call at which each is looked at
 
 
-def _need_tables(st: _Static) -> _NeedTables:
-    hit = st.lazy.get("needs")
-    if hit is not None:
-        return hit
-    pairs = tuple(ref().derived("need_pairs", need_pairs) for ref in st.traces)  # type: ignore[union-attr]
+def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
+    st = _static(traces)
+    pairs = tuple(t.derived("need_pairs", need_pairs) for t in traces)
     n_pairs = [len(p.facts) for p in pairs]
     pair_off = _offsets(n_pairs)
     n_prov = [len(p.provider) for p in pairs]
     owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
     pair_call = _cat([p.call for p in pairs]) + np.repeat(st.call_off, n_pairs)
-    tables = _NeedTables(
+    return _NeedTables(
         pairs,
         pair_off.tolist() + [int(sum(n_pairs))],
         _cat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
         owner,
         pair_call[owner],
     )
-    st.lazy["needs"] = tables
-    return tables
 
 
-def _reactions_many(st: _Static, runs: list, plans: Plans | None) -> list:
+def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
     to end: per run (fact state, degraded?, re-reads, needs of the final answer met), or None when it
     fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
@@ -214,7 +210,7 @@ def _reactions_many(st: _Static, runs: list, plans: Plans | None) -> list:
     the state of the last plan entry for that item at or before the call (or its settled state). Only
     the unmet pairs of the runs that react are walked, in call order, since a re-read makes its facts
     available from then on."""
-    nt = _need_tables(st)
+    st, nt = _static(traces), batch_derived(traces, "needs", _need_tables)
     provider, owner, pair_off = nt.provider, nt.owner, nt.pair_off
     item_off, call_off = st.item_off, st.call_off
     settled = [
@@ -307,7 +303,6 @@ class _Static(NamedTuple):
     """What a batch's columns hold before any policy acts: the same for every replay of the same traces
     in the same order (a sweep replays each chunk of runs under every setting)."""
 
-    traces: tuple[weakref.ref, ...]  # the traces, not kept alive: a hit checks they are the same objects
     ncalls: np.ndarray
     stops: np.ndarray  # items each run admits
     call_off: np.ndarray  # global call id of each run's first call
@@ -329,21 +324,13 @@ class _Static(NamedTuple):
     facts: BatchFacts | None  # the runs' fact tables (None: no fact anywhere)
     facts_seen: list[int]  # per run: distinct facts its admitted items provide
     tokens_seen: list[int]  # ... and their recorded tokens
-    lazy: dict  # tables only some policies need, made on first use (``_need_tables``)
 
 
-_STATIC: OrderedDict[tuple[int, ...], _Static] = OrderedDict()
-# Batches remembered: a sweep's chunks of runs come back under every setting. Entries hold arrays only,
-# never the traces, so streaming a corpus keeps its memory bound.
-_STATIC_KEEP = 8
+def _static(traces: Sequence[Trace]) -> _Static:
+    return batch_derived(traces, "fastpath", _build_static)
 
 
-def _static(traces: list[Trace]) -> _Static:
-    key = tuple(map(id, traces))
-    hit = _STATIC.get(key)
-    if hit is not None and all(ref() is t for ref, t in zip(hit.traces, traces, strict=True)):
-        _STATIC.move_to_end(key)
-        return hit
+def _build_static(traces: Sequence[Trace]) -> _Static:
     traces = tuple(traces)
     arrays = [t.arrays for t in traces]
     ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
@@ -371,7 +358,6 @@ def _static(traces: list[Trace]) -> _Static:
     if provides.any():
         facts = batch_facts([t.derived("fact_index", fact_index) for t in traces], stops)
     static = _Static(
-        tuple(weakref.ref(t) for t in traces),
         ncalls,
         stops,
         call_off,
@@ -393,14 +379,10 @@ def _static(traces: list[Trace]) -> _Static:
         facts,
         [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
-        {},
     )
-    for v in static[1:-4]:
+    for v in static:
         if isinstance(v, np.ndarray):
             v.setflags(write=False)
-    _STATIC[key] = static
-    while len(_STATIC) > _STATIC_KEEP:
-        _STATIC.popitem(last=False)
     return static
 
 

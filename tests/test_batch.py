@@ -226,7 +226,7 @@ def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
     import gc
     import weakref
 
-    from sim.fastpath import _STATIC
+    from sim.batchmemo import KEEP, remembered
 
     traces = [four_turns(), swe_trace([("a", 5)] * 2, trace_id="two")]
     first = replay_many(traces, make_policy("raw"))
@@ -238,7 +238,7 @@ def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
     again = [swe_trace([("b", 9)] * 3, trace_id="three"), four_turns()]
     got = replay_many(again, make_policy("raw"))
     assert [inputs(r) for r in got] == [inputs(replay(t, make_policy("raw"))) for t in again]
-    assert len(_STATIC) <= 8
+    assert remembered() <= KEEP
 
 
 @pytest.mark.parametrize(

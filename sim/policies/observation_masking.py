@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
+from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
@@ -54,6 +56,48 @@ def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     obs.setflags(write=False)
     tokens.setflags(write=False)
     return obs, tokens
+
+
+class _Observations(NamedTuple):
+    """The observations of runs laid end to end (the same for every setting of n and polling)."""
+
+    obs: np.ndarray  # every run's observation indices (local event ids), run after run
+    placeholder_tokens: np.ndarray  # every run's events' placeholder tokens, run after run
+    run: np.ndarray  # per call (calls of all runs, in order): its run
+    call_base: np.ndarray  # per call: its run's first call
+    obs_base: np.ndarray  # per call: where its run's observations start in ``obs``
+    event_base: np.ndarray  # per call: where its run's events start in ``placeholder_tokens``
+    in_view: np.ndarray  # per call: observations in its view
+    lift: np.ndarray  # per call: an offset that keeps each run's running maximum apart
+    first_calls: np.ndarray  # the first call of each run that has calls
+
+
+def _batch_observations(traces: Sequence[Trace]) -> _Observations:
+    pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
+    n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
+    n_events = np.array([len(t.events) for t in traces], dtype=np.int64)
+    ends = [t.arrays.view_end for t in traces]
+    n_calls = np.array([len(v) for v in ends], dtype=np.int64)
+    obs_off, event_off = np.cumsum(n_obs) - n_obs, np.cumsum(n_events) - n_events
+    first = np.cumsum(n_calls) - n_calls
+    run = np.repeat(np.arange(len(traces)), n_calls)
+    obs = np.concatenate([o for o, _ in pairs])
+    # observations in each call's view: global positions keep runs apart
+    in_view = (obs + np.repeat(event_off, n_obs)).searchsorted(np.concatenate(ends) + event_off[run])
+    out = _Observations(
+        obs,
+        np.concatenate([tok for _, tok in pairs]),
+        run,
+        first[run],
+        obs_off[run],
+        event_off[run],
+        in_view - obs_off[run],
+        run * (int(n_obs.max(initial=0)) + 2),
+        first[n_calls > 0],
+    )
+    for v in out:
+        v.setflags(write=False)
+    return out
 
 
 class _RunState:
@@ -109,41 +153,25 @@ class ObservationMasking(Policy):
         its own."""
         if not traces:
             return Plans.of([])
-        pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
-        runs = len(traces)
-        n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
-        n_events = np.array([len(t.events) for t in traces], dtype=np.int64)
-        ends = [t.arrays.view_end for t in traces]
-        n_calls = np.array([len(v) for v in ends], dtype=np.int64)
-        obs_off, event_off = np.cumsum(n_obs) - n_obs, np.cumsum(n_events) - n_events
-        run = np.repeat(np.arange(runs), n_calls)
-        obs = np.concatenate([o for o, _ in pairs])
-        # observations in each call's view: global positions keep runs apart
-        in_view = (obs + np.repeat(event_off, n_obs)).searchsorted(np.concatenate(ends) + event_off[run])
-        upto = in_view - obs_off[run]
-        if self.polling > 1:
-            upto = upto // self.polling * self.polling
+        b = batch_derived(traces, "observation_masking", _batch_observations)
+        upto = b.in_view // self.polling * self.polling if self.polling > 1 else b.in_view.copy()
         upto -= self.n
         np.maximum(upto, 1, out=upto)
-        lift = run * (int(n_obs.max(initial=0)) + 2)  # a running maximum that restarts with each run
-        upto += lift
+        upto += b.lift  # a running maximum that restarts with each run
         np.maximum.accumulate(upto, out=upto)
-        upto -= lift  # call k's run has observations [1, upto[k]) masked
-        first = np.cumsum(n_calls) - n_calls
+        upto -= b.lift  # call k's run has observations [1, upto[k]) masked
         prev = np.empty_like(upto)
         prev[1:] = upto[:-1]
-        prev[first[n_calls > 0]] = 1
+        prev[b.first_calls] = 1
         counts = upto - prev  # observations call k masks: [prev[k], upto[k])
         entry_call = np.repeat(np.arange(len(upto)), counts)
         position = np.arange(len(entry_call)) - np.repeat(np.cumsum(counts) - counts, counts)
-        index = obs[obs_off[run[entry_call]] + prev[entry_call] + position]
-        tokens = (
-            np.concatenate([tok for _, tok in pairs])[index + event_off[run[entry_call]]] if runs else index
-        )
-        call = entry_call - first[run[entry_call]]
+        index = b.obs[b.obs_base[entry_call] + prev[entry_call] + position]
+        tokens = b.placeholder_tokens[index + b.event_base[entry_call]]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        return Plans(call, index, tokens, state, np.bincount(run[entry_call], minlength=runs))
+        runs = np.bincount(b.run[entry_call], minlength=len(traces))
+        return Plans(entry_call - b.call_base[entry_call], index, tokens, state, runs)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]

@@ -1,0 +1,43 @@
+"""Data derived from a batch of traces, remembered for the next replay of the same batch.
+
+``Trace.derived`` keeps what one trace determines; this keeps what a batch of traces in a given order
+determines (offsets of runs laid end to end, their arrays concatenated), so a sweep, which replays each
+chunk of runs under every setting, builds it once per chunk. Entries hold what the builders return
+(arrays, never the traces): the traces are referenced weakly, and a hit checks they are still the same
+objects, so ids reused by new traces never match and streaming a corpus keeps memory bound.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sim.types import Trace
+
+KEEP = 8  # batches remembered, least recently used dropped first
+
+_BATCHES: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
+
+
+def batch_derived(traces: Sequence[Trace], key: str, build: Callable[[Sequence[Trace]], Any]) -> Any:
+    """``build(traces)``, computed once per batch (the same trace objects in the same order) and key."""
+    ids = tuple(map(id, traces))
+    hit = _BATCHES.get(ids)
+    if hit is None or not all(ref() is t for ref, t in zip(hit[0], traces, strict=True)):
+        hit = _BATCHES[ids] = (tuple(weakref.ref(t) for t in traces), {})
+        while len(_BATCHES) > KEEP:
+            _BATCHES.popitem(last=False)
+    else:
+        _BATCHES.move_to_end(ids)
+    store = hit[1]
+    value = store.get(key)
+    if value is None:
+        value = store[key] = build(traces)
+    return value
+
+
+def remembered() -> int:
+    """Batches currently remembered."""
+    return len(_BATCHES)
