@@ -602,11 +602,11 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     call table's rows). Re-read content stays at the end of every later request of its run; a request
     that rewrites no old item reuses the whole previous one. Returns each row's global call."""
     K = len(call_base)
-    extra_at = np.zeros(K, dtype=np.int64)
-    count = np.zeros(K, dtype=np.int64)
-    for k, _, _, added, _ in rereads:
-        extra_at[k] += added
-        count[k] += 1
+    rk, rkind, _, radded, rout = np.array(rereads, dtype=np.int64).T  # by global call, in the walk's order
+    m = len(rk)
+    count = np.bincount(rk, minlength=K)
+    # float weights are exact here: token counts stay far below 2**53
+    extra_at = np.bincount(rk, radded, minlength=K).astype(np.int64)
     upto = np.zeros(K + 1, dtype=np.int64)
     np.cumsum(extra_at, out=upto[1:])
     extra_after = upto[1:] - upto[call_base]  # re-read tokens of the run through call k
@@ -617,22 +617,34 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     stable = stable + extra_before if seam is None else np.where(seam, stable, stable + extra_before)
     firsts, nchanged = cols["first_changed"].copy(), cols["items_changed"].copy()
     residual, view_end, local = cols["residual_tokens"], cols["view_items"], cols["recorded_call"]
-    rows: list[tuple[int, ...]] = []  # in the column order of ``names`` below
-    prev_k, e, total = -1, 0, 0
-    for k, kind, _, added, out in rereads:
-        if k != prev_k:  # the first re-read of call k carries its plan's seam
-            e = int(extra_before[k])
-            first, changed, st = int(firsts[k]), int(nchanged[k]), int(stable[k])
-            prev_k = k
-        else:
-            first, changed, st = -1, 0, total
-        total = int(base_view[k]) + e
-        res = int(residual[k])
-        rows.append(
-            (kind, int(local[k]), total + res, out, total, res, -1, int(view_end[k]), first, changed, st, k)
-        )
-        e += added
-        firsts[k], nchanged[k], stable[k] = -1, 0, total  # the agent row follows the last re-read
+    # a call's re-reads follow one another: each sees the view plus what the earlier ones added; the
+    # first carries the call's seam, the others reuse the whole previous request
+    is_first = np.ones(m, dtype=bool)
+    np.not_equal(rk[1:], rk[:-1], out=is_first[1:])
+    before = np.cumsum(radded) - radded
+    group_start = np.maximum.accumulate(np.where(is_first, np.arange(m), 0))
+    total = base_view[rk] + extra_before[rk] + before - before[group_start]
+    previous = np.empty(m, dtype=np.int64)
+    previous[1:] = total[:-1]
+    res = residual[rk]
+    extra = (
+        rkind,
+        local[rk],
+        total + res,
+        rout,
+        total,
+        res,
+        np.full(m, -1, dtype=np.int64),
+        view_end[rk],
+        np.where(is_first, firsts[rk], -1),
+        np.where(is_first, nchanged[rk], 0),
+        np.where(is_first, stable[rk], previous),
+        rk,
+    )
+    is_last = np.ones(m, dtype=bool)  # the agent row follows the last re-read of its call
+    np.not_equal(rk[:-1], rk[1:], out=is_last[:-1])
+    last_k = rk[is_last]
+    firsts[last_k], nchanged[last_k], stable[last_k] = -1, 0, total[is_last]
     names = (
         "kind",
         "recorded_call",
@@ -662,16 +674,15 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
         np.arange(K, dtype=np.int64),
     )
     # agent row k lands after every re-read row of calls <= k; re-read rows fill the other places
-    n = K + len(rows)
-    agent_at = np.arange(K) + np.cumsum(count)
+    n = K + m
     is_agent = np.zeros(n, dtype=bool)
-    is_agent[agent_at] = True
+    is_agent[np.arange(K) + np.cumsum(count)] = True
     is_reread = ~is_agent
     row_call = np.empty(n, dtype=np.int64)
-    for name, col, extra in zip(names, agent, np.array(rows, dtype=np.int64).T, strict=True):
+    for name, col, more in zip(names, agent, extra, strict=True):
         row = row_call if name == "global_call" else dest[name]
         row[is_agent] = col  # row by row, by mask: a 2-D scatter across columns is far slower
-        row[is_reread] = extra
+        row[is_reread] = more
     return row_call
 
 
