@@ -41,13 +41,12 @@ from sim.records import (
     CALL_COLUMNS,
     CALL_KINDS,
     CHANGE_COLUMNS,
-    COMPACTION_COLUMNS,
     COMPACTION_KINDS,
     KIND_OF_STATE,
     NO_CHANGES,
     NO_COMPACTIONS,
     Columns,
-    compaction_rows,
+    GroupedCompactions,
 )
 from sim.types import ItemState, Trace
 
@@ -706,36 +705,40 @@ def _change_tables(parts, call_base, call_off, ncalls):
             after[order],
         )
     changes = np.stack((call - call_base[call], kind, index, reclaimed, after))
+    # compaction counts without the compaction tables (each run groups its own when one is read): one
+    # compaction per distinct (call, kind)
     width = len(COMPACTION_KINDS)
-    compactions = compaction_rows(call, kind, index, reclaimed)  # numbered by global call
-    group_call = compactions[0].copy()
-    compactions[0] -= call_base[group_call]
-    lo, hi = call_off, call_off + ncalls
+    key = call * width + kind
+    if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
+        key = np.sort(key)
+    new_group = np.empty(len(key), dtype=bool)
+    new_group[:1] = True
+    np.not_equal(key[1:], key[:-1], out=new_group[1:])
+    group = key[new_group]
     # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
-    run = np.searchsorted(call_off, group_call, side="right") - 1
-    by_kind = np.bincount(run * width + compactions[1], minlength=runs * width).reshape(runs, width).tolist()
-    # float weights are exact here: token counts stay far below 2**53
-    reclaimed_by_run = np.bincount(run, compactions[3], minlength=runs).astype(np.int64).tolist()
-    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run, strict=True)]
-    return (
-        _split_block(CHANGE_COLUMNS, changes, call.searchsorted(lo).tolist(), call.searchsorted(hi).tolist()),
-        _split_block(
-            COMPACTION_COLUMNS,
-            compactions,
-            group_call.searchsorted(lo).tolist(),
-            group_call.searchsorted(hi).tolist(),
-        ),
-        counts,
+    group_run = np.searchsorted(call_off, group // width, side="right") - 1
+    by_kind = (
+        np.bincount(group_run * width + group % width, minlength=runs * width).reshape(runs, width).tolist()
     )
+    change_run = np.searchsorted(call_off, call, side="right") - 1
+    # float weights are exact here: token counts stay far below 2**53
+    reclaimed_by_run = np.bincount(change_run, reclaimed, minlength=runs).astype(np.int64).tolist()
+    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run, strict=True)]
+    changes_of = _split_changes(
+        changes,
+        call.searchsorted(call_off).tolist(),
+        call.searchsorted(call_off + ncalls).tolist(),
+    )
+    compactions_of = [NO_COMPACTIONS if c is NO_CHANGES else GroupedCompactions(c) for c in changes_of]
+    return changes_of, compactions_of, counts
 
 
-def _split_block(names, block, starts, ends) -> list[Columns]:
-    """Each run's rows [start, end) of a batch block, as a table; runs without rows share the empty one."""
+def _split_changes(block, starts, ends) -> list[Columns]:
+    """Each run's rows [start, end) of the batch's change block; runs without rows share the empty one."""
     block.setflags(write=False)
-    empty = NO_CHANGES if names == CHANGE_COLUMNS else NO_COMPACTIONS
-    row = empty._row
+    row = NO_CHANGES._row
     return [
-        Columns(names, block[:, lo:hi], row) if hi > lo else empty
+        Columns(CHANGE_COLUMNS, block[:, lo:hi], row) if hi > lo else NO_CHANGES
         for lo, hi in zip(starts, ends, strict=True)
     ]
 

@@ -260,6 +260,34 @@ NO_CHANGES = _empty(CHANGE_COLUMNS)  # shared by every run without changes (read
 NO_COMPACTIONS = _empty(COMPACTION_COLUMNS)
 
 
+class GroupedCompactions(Mapping):
+    """A run's compaction table, grouped from its change table when first read: a batch replay counts
+    compactions for the metrics without building every run's table."""
+
+    __slots__ = ("changes", "_table")
+
+    def __init__(self, changes: Mapping[str, np.ndarray]) -> None:
+        self.changes = changes
+        self._table: Columns | None = None
+
+    def table(self) -> Columns:
+        if self._table is None:
+            self._table = compactions_of(self.changes)
+        return self._table
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMPACTION_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(COMPACTION_COLUMNS)
+
+    def __reduce__(self):
+        return self.table().__reduce__()
+
+
 def compactions_of(changes: Mapping[str, np.ndarray]) -> Columns:
     """The compaction table of a change table."""
     if not len(changes["kind"]):

@@ -170,6 +170,19 @@ def test_columns_table_reads_like_a_dict_and_pickles():
     assert {k: v.tolist() for k, v in back.items()} == {"a": [0, 1], "b": [2, 3], "c": [4, 5]}
 
 
+def test_batch_groups_a_runs_compactions_when_read(embedded):
+    from sim.records import GroupedCompactions, compactions_of
+
+    r = replay_many(embedded[:3], make_policy("observation_masking", n=2))[2]
+    assert isinstance(r.compactions, GroupedCompactions)
+    expected = compactions_of(r.changes)
+    assert {k: v.tolist() for k, v in r.compactions.items()} == {k: v.tolist() for k, v in expected.items()}
+    assert r.compaction_counts()[1] == len(expected["kind"]) > 0  # one prune per masking call
+    back = pickle.loads(pickle.dumps(r.compactions))
+    assert isinstance(back, Columns)
+    assert back["tokens_reclaimed"].tolist() == expected["tokens_reclaimed"].tolist()
+
+
 def test_record_build_names_missing_fields():
     with pytest.raises(TypeError, match="missing calls"):
         RunRecord.build(
