@@ -123,7 +123,7 @@ def replay_many(
             rereads = tuple(r[:4] for r in p.rereads) if p.rereads else ()
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                facts=p.facts, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
+                recovered=p.recovered, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
                 compactions=c.compactions, ledger=c.ledger, params=params,
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts, c.growth)
@@ -187,23 +187,25 @@ def _record(
     degraded=False,
     summaries=(),
     rereads=(),
+    recovered=(),
     compactions=None,
     ledger=None,
     answer_met=None,
     params=None,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
-    ``compactions``: their table when already grouped; ``ledger``: its totals and ``answer_met`` the
-    final answer's needs met, when a batch computed them; ``params``: the policy's, read once a batch."""
+    ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
+    final answer's needs met and ``recovered`` the facts re-read, when a batch computed them (``facts``:
+    the loop's fact state otherwise); ``params``: the policy's, read once a batch."""
     rules, price = cost
     answer = trace.derived("answer_needs", _answer_needs)
-    if facts is None:  # no fact can have left the view (see replay): every need is met
+    if answer_met is not None:  # a batch found the needs met and the facts re-read
+        met, kept = answer_met, ()
+    elif facts is None:  # no fact can have left the view (see replay): every need is met
         met, kept, recovered = len(answer), (), ()
     else:
-        met = answer_met or 0
-        if answer and answer_met is None:
-            n, states = len(item_state), item_state.tolist()
-            met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
+        n, states = len(item_state), item_state.tolist()
+        met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
     record = RunRecord.build(
         trace_id=trace.trace_id,

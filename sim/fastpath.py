@@ -22,7 +22,7 @@ import numpy as np
 from sim.batchmemo import batch_derived
 from sim.cache import CacheRules, split_runs
 from sim.growth import growth_exponents
-from sim.information import FactState, NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
+from sim.information import NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
 from sim.ledger import (
     BatchFacts,
     LedgerTotals,
@@ -63,7 +63,7 @@ class Prepared(NamedTuple):
     settled: list  # settle-time changes (sim.policies.base.Change), in index order
     plans: Plans | None  # the batch's plans (None: the policy plans nothing)
     pos: int  # this run's place in them
-    facts: FactState | None  # fact availability, when the plan or spills could hide a needed fact
+    recovered: tuple[str, ...] | None  # facts re-read (None: no needed fact can leave the view)
     degraded: bool
     rereads: tuple[tuple[int, int, int, int, int], ...]  # (call, row kind, event, tokens added, output)
     answer_met: int | None  # needs of the final answer met at the end (None: all, no fact can be hidden)
@@ -203,7 +203,7 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
 
 def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
-    to end: per run (fact state, degraded?, re-reads, needs of the final answer met), or None when it
+    to end: per run (facts re-read, degraded?, re-reads, needs of the final answer met), or None when it
     fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
     a pair is met when one of the fact's providers in its call's view is visible at that call, i.e. in
     the state of the last plan entry for that item at or before the call (or its settled state). Only
@@ -238,27 +238,31 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
     unmet = np.flatnonzero(~met)
     cut = unmet.searchsorted(pair_off).tolist()
     spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs).tolist()
+    unmet_l = unmet.tolist()
     out: list = [None] * len(runs)
     for j, (trace, model, _, reacts) in enumerate(runs):
         if not reacts:
             continue
         p = nt.pairs[j]
         answer = len(p.facts) - p.answer_from
-        facts = FactState(trace)
-        if cut[j] == cut[j + 1]:
-            out[j] = (facts, False, (), answer)
+        lo, hi = cut[j], cut[j + 1]
+        if lo == hi:
+            out[j] = ((), False, (), answer)
             continue
         off = pair_off[j]
-        local = (unmet[cut[j] : cut[j + 1]] - off).tolist()
-        walked = _walk(trace, model, p, local, spilled[off : pair_off[j + 1]], facts.recovered)
-        if walked is not None:
-            recovered = facts.recovered
+        local = [q - off for q in unmet_l[lo:hi]]
+        recovered: set[str] = set()
+        walked = _walk(trace, model, p, local, spilled[off : pair_off[j + 1]], recovered)
+        if walked is None:
+            continue
+        lost = 0
+        if local[-1] >= p.answer_from:  # some of the final answer's needs were unmet
             lost = sum(
                 1
                 for q in local
                 if q >= p.answer_from and not spilled[off + q] and p.facts[q] not in recovered
             )
-            out[j] = (facts, *walked, answer - lost)
+        out[j] = (tuple(sorted(recovered)), *walked, answer - lost)
     return out
 
 
