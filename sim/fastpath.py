@@ -323,7 +323,6 @@ class _Static(NamedTuple):
     residual: np.ndarray
     recorded_input: np.ndarray
     elapsed: np.ndarray
-    provides: np.ndarray  # per item: does it provide a fact
     facts: BatchFacts | None  # the runs' fact tables (None: no fact anywhere)
     facts_seen: list[int]  # per run: distinct facts its admitted items provide
     tokens_seen: list[int]  # ... and their recorded tokens
@@ -354,11 +353,8 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
     prev_items[:1] = 0
     prev_items[1:] = view_end[:-1]
     prev_items[first_call] = 0
-    provides = _cat(
-        [t.derived("provides_any", provides_any)[:s] for t, s in zip(traces, stop_list, strict=True)], bool
-    )
     facts = None
-    if provides.any():
+    if any(t.derived("provides_any", provides_any)[:s].any() for t, s in zip(traces, stop_list, strict=True)):
         facts = batch_facts([t.derived("fact_index", fact_index) for t in traces], stops)
     static = _Static(
         ncalls,
@@ -378,7 +374,6 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         _cat([a.residual for a in arrays]),
         _cat([a.recorded_input for a in arrays]),
         _cat([t.derived("elapsed", elapsed_array) for t in traces], np.float64),
-        provides,
         facts,
         [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
@@ -535,9 +530,7 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray) -> list:
     tokens = facts = np.zeros((runs, 3), dtype=np.int64)
     if states.any():
         tokens = token_outcomes(st.original, tok, states, bounds)
-        providing = np.flatnonzero(states.astype(bool) & st.provides)
-        if len(providing):  # no summaries on this path: nothing kept
-            facts = fact_outcome_counts(st.facts, states, providing, [()] * runs, reread)
+        facts = fact_outcome_counts(st.facts, states, [()] * runs, reread)  # no summaries: nothing kept
     return totals_many(st.facts_seen, st.tokens_seen, tokens, facts)
 
 

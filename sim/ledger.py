@@ -101,98 +101,81 @@ def fact_index(trace: Trace) -> FactIndex:
     )
 
 
-def _gather(start: np.ndarray, end: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """values[start[k]:end[k]] for every k, concatenated, and the k each element came from."""
-    counts = end - start
-    owner = np.repeat(np.arange(len(counts)), counts)
-    first = np.cumsum(counts) - counts
-    return values[start[owner] + np.arange(len(owner)) - first[owner]], owner
-
-
 def _offsets(sizes: list[int]) -> np.ndarray:
     a = np.array(sizes, dtype=np.int64)
     return np.cumsum(a) - a
 
 
 class BatchFacts(NamedTuple):
-    """The fact tables of runs laid end to end (``batch_facts``): what ``fact_outcome_counts`` needs
-    besides the runs' final states, the same for every replay of the same traces."""
+    """The fact tables of runs laid end to end (``batch_facts``), as (item, fact) pairs over the runs'
+    admitted items: what ``fact_outcome_counts`` needs besides the runs' final states, the same for
+    every replay of the same traces. Item and fact ids are global (run j's start at its offsets)."""
 
     indexes: tuple[FactIndex, ...]
-    stops: np.ndarray  # items per run
-    item_off: np.ndarray
-    fact_off: np.ndarray
-    run_of_item: np.ndarray
-    item_ptr: np.ndarray  # run j's facts-of-item pointers (stops[j] + 1 of them), into item_facts
-    item_facts: np.ndarray  # local fact ids
-    fact_ptr: np.ndarray  # run j's providers-of-fact pointers (its facts + 1), into fact_items
-    fact_items: np.ndarray  # global item ids
+    fact_off: np.ndarray  # run j's facts: [fact_off[j], fact_off[j] + its facts)
     n_facts: int
+    fact_run: np.ndarray  # per fact: its run
+    item_of_pair: np.ndarray  # every (item, fact it provides) pair, by item
+    fact_of_pair: np.ndarray
+    provider_fact: np.ndarray  # every (fact, admitted item providing it) pair, by fact then item
+    provider_item: np.ndarray
 
 
 def batch_facts(indexes: list[FactIndex], stops: np.ndarray) -> BatchFacts:
     item_off = np.cumsum(stops) - stops
     nfacts = [len(x.ids) for x in indexes]
-    item_ptr = np.concatenate([x.item_ptr[: s + 1] for x, s in zip(indexes, stops.tolist(), strict=True)])
-    item_ptr += np.repeat(_offsets([len(x.item_facts) for x in indexes]), stops + 1)
-    fact_ptr = np.concatenate([x.fact_ptr for x in indexes])
-    fact_ptr += np.repeat(
-        _offsets([len(x.fact_items) for x in indexes]), np.array(nfacts, dtype=np.int64) + 1
-    )
-    items = np.concatenate([x.fact_items for x in indexes])
-    items += np.repeat(item_off, [len(x.fact_items) for x in indexes])
+    fact_off = _offsets(nfacts)
+    item_parts, fact_parts, pf_parts, pi_parts = [], [], [], []
+    for x, s, i0, f0 in zip(indexes, stops.tolist(), item_off.tolist(), fact_off.tolist(), strict=True):
+        end = int(x.item_ptr[s])  # facts of the admitted items [0, s)
+        item_parts.append(np.repeat(np.arange(s), np.diff(x.item_ptr[: s + 1])) + i0)
+        fact_parts.append(x.item_facts[:end] + f0)
+        inside = x.fact_items < s
+        pf_parts.append(np.repeat(np.arange(len(x.ids)), np.diff(x.fact_ptr))[inside] + f0)
+        pi_parts.append(x.fact_items[inside] + i0)
+    cat = [
+        np.concatenate(p) if p else np.zeros(0, dtype=np.int64)
+        for p in (item_parts, fact_parts, pf_parts, pi_parts)
+    ]
     return BatchFacts(
         tuple(indexes),
-        stops,
-        item_off,
-        _offsets(nfacts),
-        np.repeat(np.arange(len(indexes)), stops),
-        item_ptr,
-        np.concatenate([x.item_facts for x in indexes]),
-        fact_ptr,
-        items,
+        fact_off,
         sum(nfacts),
+        np.repeat(np.arange(len(indexes)), nfacts),
+        *cat,
     )
 
 
 def fact_outcome_counts(
     b: BatchFacts | None,
     states: np.ndarray,
-    providing: np.ndarray,
     kept: Sequence[tuple[str, ...]],
     reread: np.ndarray,
 ) -> np.ndarray:
     """Facts (derived, spilled, lost) at the end of each run of ``b`` (``states``: the runs' final item
-    states laid end to end). ``providing``: the changed items that provide facts (ids into ``states``);
-    ``kept``: each run's facts its last summary kept; ``reread``: the items the agent re-read (their
-    facts are back in view). Only facts of changed items can be anything but verbatim; each takes its
-    best holder's category: a verbatim provider (or a re-read) keeps it verbatim, a bounded one (or a
-    summary that kept it) derived, a spilled one is behind a handle, anything else lost."""
+    states laid end to end). ``kept``: each run's facts its last summary kept; ``reread``: the items
+    the agent re-read (their facts are back in view). Only facts of changed items can be anything but
+    verbatim; each takes its best holder's category: a verbatim provider (or a re-read) keeps it
+    verbatim, a bounded one (or a summary that kept it) derived, a spilled one is behind a handle,
+    anything else lost."""
     runs = len(kept)
     out = np.zeros((runs, 3), dtype=np.int64)
-    if b is None or not len(providing):
+    if b is None:
         return out
-    fact_off, run_of_item, item_ptr = b.fact_off, b.run_of_item, b.item_ptr
-    # the facts of the providing items (global fact ids), each once; run j's slice of item_ptr has
-    # stops[j] + 1 entries, so item g of run j sits at g + j
-    at = providing + run_of_item[providing]
-    local, owner = _gather(item_ptr[at], item_ptr[at + 1], b.item_facts)
+    touched = b.fact_of_pair[(states != 0)[b.item_of_pair]]  # facts of changed items
+    if not len(touched):
+        return out
     seen = np.zeros(b.n_facts, dtype=bool)
-    seen[local + fact_off[run_of_item[providing]][owner]] = True
-    facts = np.flatnonzero(seen)
-    run_of_fact = np.searchsorted(fact_off, facts, side="right") - 1
-    # their providers among each run's items (global item ids); fact f of run j sits at f + j
-    at = facts + run_of_fact
-    prov, which = _gather(b.fact_ptr[at], b.fact_ptr[at + 1], b.fact_items)
-    inside = prov < (b.item_off + b.stops)[run_of_fact[which]]
-    prov, which = prov[inside], which[inside]
+    seen[touched] = True
+    rows = seen[b.provider_fact]  # every provider of those facts
+    prov, fact = b.provider_item[rows], b.provider_fact[rows]
     s = states[prov]
     category = np.full(len(prov), 3, dtype=np.int64)  # codes index CATEGORIES: 3 is lost
     category[s == _SPILLED] = 2
     derived = s == _BOUNDED
     verbatim = s == _VERBATIM
     kept_ids = [
-        int(fact_off[j]) + b.indexes[j].ids[f]
+        int(b.fact_off[j]) + b.indexes[j].ids[f]
         for j, k in enumerate(kept)
         if k
         for f in k
@@ -200,21 +183,23 @@ def fact_outcome_counts(
     ]
     recovered_ids: list[int] | np.ndarray = []
     if len(reread):
-        local, owner = _gather(
-            item_ptr[reread + run_of_item[reread]], item_ptr[reread + run_of_item[reread] + 1], b.item_facts
-        )
-        recovered_ids = local + fact_off[run_of_item[reread]][owner]
+        is_reread = np.zeros(len(states), dtype=bool)
+        is_reread[reread] = True
+        recovered_ids = b.fact_of_pair[is_reread[b.item_of_pair]]
     for chosen, mask, summarized_only in ((kept_ids, derived, True), (recovered_ids, verbatim, False)):
         if len(chosen):
             mark = np.zeros(len(seen), dtype=bool)
             mark[chosen] = True
-            hit = mark[facts[which]]
+            hit = mark[fact]
             mask |= (hit & (s == _SUMMARIZED)) if summarized_only else hit
     category[derived] = 1
     category[verbatim] = 0
-    starts = np.flatnonzero(np.concatenate(([True], which[1:] != which[:-1])))
+    first = np.empty(len(fact), dtype=bool)  # each fact's providers are consecutive
+    first[:1] = True
+    np.not_equal(fact[1:], fact[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
     best = np.minimum.reduceat(category, starts)
-    out[:] = np.bincount(run_of_fact * 4 + best, minlength=runs * 4).reshape(runs, 4)[:, 1:]
+    out[:] = np.bincount(b.fact_run[fact[starts]] * 4 + best, minlength=runs * 4).reshape(runs, 4)[:, 1:]
     return out
 
 
@@ -265,13 +250,11 @@ def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
     n = len(r.item_state)
     a = trace.arrays
     tokens = token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))
-    changed = np.flatnonzero(r.item_state)
-    providing = changed[trace.derived("provides_any", provides_any)[changed]]
     one = None
-    if len(providing):
+    if r.item_state.any():
         one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
     reread = np.array([src for _, _, src, _ in r.rereads], dtype=np.int64)
-    facts = fact_outcome_counts(one, r.item_state, providing, [r.summary_kept], reread)
+    facts = fact_outcome_counts(one, r.item_state, [r.summary_kept], reread)
     return totals_many([seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts)[0]
 
 

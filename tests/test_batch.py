@@ -207,10 +207,9 @@ def test_fact_outcome_counts_take_each_facts_best_holder():
     states_b = np.array([0, 0, 0, s.SPILLED, 0, s.SUMMARIZED], dtype=np.int8)
     facts = batch_facts([fact_index(a), fact_index(b)], np.array([6, 6]))
     states = np.concatenate([states_a, states_b])
-    providing = np.array([3, 5, 9, 11])
 
     def counts(kept, reread=()):
-        return fact_outcome_counts(facts, states, providing, kept, np.array(reread, dtype=np.int64)).tolist()
+        return fact_outcome_counts(facts, states, kept, np.array(reread, dtype=np.int64)).tolist()
 
     # (derived, spilled, lost): g0's summary did not keep it, so its spilled holder is the best
     assert counts([(), ()]) == [[1, 0, 1], [0, 1, 0]]
