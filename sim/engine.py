@@ -69,7 +69,7 @@ def replay(
     ``observer(call, view)``, if given, sees each agent request's view (read-only) just before it is
     sent: the conformance checker and ``explain`` use it; replays for results leave it None.
     """
-    model = model or ReplayModel(trace)
+    model = model or trace.derived("replay_model", ReplayModel)
     if observer is None:
         return replay_many([trace], policy, [model], window, pricing)[0]
     rules, price = _rules_and_price(trace.model, pricing)
@@ -87,9 +87,9 @@ def replay_many(
 ) -> list[RunRecord]:
     """``[replay(t, policy, m, window=window, pricing=pricing) for t, m in zip(traces, models)]``: the
     same records, in order, with the fast path's cache and cost columns computed for all runs at once.
-    ``models`` default to ``ReplayModel(t)`` per trace."""
+    ``models`` default to ``ReplayModel(t)`` per trace (one per trace, reused: it holds no run state)."""
     traces = list(traces)
-    models = [ReplayModel(t) for t in traces] if models is None else list(models)
+    models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = (policy.plans or not policy.acts_before_call) and not (

@@ -162,16 +162,24 @@ def prepare_many(
 def _plan_entries(plans: Plans, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
     """The entries of runs ``pos`` of ``plans``, those runs laid end to end in that order: (global call,
     global item, tokens, state), or None when they plan nothing."""
+    whole = len(pos) == len(plans) and pos == list(range(len(pos)))
+    if whole:  # the reactions and the columns ask for the same: compute once per batch
+        hit = plans.memo.get("entries")
+        if hit is not None and hit[0] is call_off:
+            return hit[1]
     counts = plans.counts[pos]
-    if not counts.any():
-        return None
-    arrays = (plans.call, plans.index, plans.tokens, plans.state)
-    if len(pos) != len(plans) or pos != list(range(len(pos))):  # a subset of the batch's runs
-        first = np.cumsum(plans.counts) - plans.counts
-        take = np.repeat(first[pos] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
-        arrays = tuple(a[take] for a in arrays)
-    run = np.repeat(np.arange(len(pos)), counts)
-    return arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3]
+    entries = None
+    if counts.any():
+        arrays = (plans.call, plans.index, plans.tokens, plans.state)
+        if not whole:  # a subset of the batch's runs
+            first = np.cumsum(plans.counts) - plans.counts
+            take = np.repeat(first[pos] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+            arrays = tuple(a[take] for a in arrays)
+        run = np.repeat(np.arange(len(pos)), counts)
+        entries = (arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3])
+    if whole:
+        plans.memo["entries"] = (call_off, entries)
+    return entries
 
 
 class _NeedTables(NamedTuple):

@@ -47,7 +47,7 @@ class Plans:
     index numbered within each entry's run) and each run's number of entries. ``plans[j]`` is run j's
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
-    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds")
+    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds", "memo")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
@@ -55,6 +55,7 @@ class Plans:
         self.call, self.index, self.tokens, self.state = call, index, tokens, state
         self.counts = counts
         self._bounds: list[int] | None = None
+        self.memo: dict = {}  # what the engine derives from these plans during one replay of the batch
 
     @classmethod
     def of(cls, plans: Sequence[Plan]) -> Plans:
