@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from sim.engine import replay_many
 from sim.importers import load_paths
-from sim.metrics import compute_metrics_many
+from sim.metrics import compute_metric_columns
 from sim.paths import EMBEDDED_SUITE, traces_dir
 from sim.policies.base import make_policy, registered
 from sim.types import Trace
@@ -43,7 +43,7 @@ def measure(traces: list[Trace], policy_name: str, repeats: int, min_seconds: fl
 
     def one_pass() -> float:
         t0 = time.perf_counter()
-        compute_metrics_many(replay_many(traces, policy))
+        compute_metric_columns(replay_many(traces, policy))
         return time.perf_counter() - t0
 
     passes = max(1, int(min_seconds / max(one_pass(), 1e-6)))  # warm-up pass also fills per-trace caches

@@ -216,11 +216,14 @@ def compute_metrics(r: RunRecord) -> dict[str, object]:
     return compute_metrics_many([r])[0]
 
 
+def compute_metric_columns(records: Sequence[RunRecord]) -> dict[str, list]:
+    """Every metric over a batch of records: metric name -> one value per record, in ``METRICS`` order."""
+    records = list(records)
+    return {name: fn(records) for name, fn in METRICS.items()}
+
+
 def compute_metrics_many(records: Sequence[RunRecord]) -> list[dict[str, object]]:
     """Every metric of each record, each metric computed for the whole batch at once."""
-    records = list(records)
-    if not records:
-        return []
-    names = list(METRICS)
-    columns = [fn(records) for fn in METRICS.values()]
-    return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)]
+    columns = compute_metric_columns(records)
+    names = list(columns)
+    return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]

@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.metrics import compute_metrics, compute_metrics_many
+from sim.metrics import compute_metric_columns, compute_metrics
 from sim.records import RunRecord
 
 TABLE_SUFFIXES = (".csv", ".jsonl", ".parquet")
 
 
-def result_row(r: RunRecord, version: str, metrics: dict[str, Any] | None = None) -> dict[str, Any]:
+def result_row(
+    r: RunRecord, version: str, metrics: dict[str, Any] | Iterable[tuple[str, Any]] | None = None
+) -> dict[str, Any]:
     """Identity, full policy parameters (``policy.<knob>``), version, then every metric: all flat.
-    ``metrics``: the record's metrics when already computed (``result_rows`` does so for a batch)."""
+    ``metrics``: the record's metrics (or their (name, value) pairs) when already computed
+    (``result_rows`` does so for a batch)."""
     row: dict[str, Any] = {"trace_id": r.trace_id, "trace_hash": r.trace_hash, "policy": r.policy}
     for k, v in r.params.items():
         row[f"policy.{k}"] = v
@@ -33,7 +36,12 @@ def result_row(r: RunRecord, version: str, metrics: dict[str, Any] | None = None
 
 def result_rows(records: list[RunRecord], version: str) -> list[dict[str, Any]]:
     """``result_row`` of each record, metrics computed for the batch at once."""
-    return [result_row(r, version, m) for r, m in zip(records, compute_metrics_many(records), strict=True)]
+    columns = compute_metric_columns(records)
+    names = list(columns)
+    return [
+        result_row(r, version, zip(names, values, strict=True))
+        for r, values in zip(records, zip(*columns.values(), strict=True), strict=True)
+    ]
 
 
 def json_line(row: dict[str, Any]) -> str:
