@@ -105,16 +105,19 @@ def replay_many(
     setups = [by_model[t.model] for t in traces]
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
-    groups: dict[tuple[CacheRules, Price | None], list[tuple[int, Prepared, int | None]]] = {}
-    for pos, (trace, model, prepared, (rules, price, w)) in enumerate(
+    # runs priced alike are replayed together: one group per model setup (by identity: hashing the
+    # price tables per run would cost more than the grouping saves)
+    groups: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
+    for pos, (trace, model, prepared, setup) in enumerate(
         zip(traces, models, prepared_runs, setups, strict=True)
     ):
+        rules, price, w = setup
         if prepared is None:
             records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:
-            groups.setdefault((rules, price), []).append((pos, prepared, w))
+            groups.setdefault(id(setup), (rules, price, []))[2].append((pos, prepared, w))
     params = policy.params()
-    for (rules, price), runs in groups.items():
+    for rules, price, runs in groups.values():
         columns = replay_columns([p for _, p, _ in runs], rules, price)
         for (pos, p, w), c in zip(runs, columns, strict=True):
             if w is not None and c.peak > w:  # refused by the provider: the loop decides what follows
