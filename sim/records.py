@@ -109,16 +109,12 @@ class RunRecord:
     def build(cls, **fields: Any) -> RunRecord:
         """The record of these fields (defaults as declared), without the frozen dataclass's
         per-field ``object.__setattr__``: a batch replay builds one per run. Frozen all the same."""
-        missing = _REQUIRED.difference(fields)
-        if missing:
+        if not _REQUIRED <= fields.keys():
+            missing = _REQUIRED.difference(fields)
             raise TypeError(f"RunRecord.build: missing {', '.join(sorted(missing))}")
         r = cls.__new__(cls)
-        d = r.__dict__
-        d.update(_DEFAULTS)
-        d["changes"] = {}
-        d["_lists"] = {}
-        d["_totals"] = {}
-        d.update(fields)
+        # one dict made whole and set as the instance's: cheaper than filling the instance's own
+        object.__setattr__(r, "__dict__", {**_DEFAULTS, "changes": {}, "_lists": {}, "_totals": {}, **fields})
         return r
 
     @property
