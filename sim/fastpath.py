@@ -85,6 +85,11 @@ class RunColumns(NamedTuple):
     growth: float | None  # the run's growth exponent (sim.growth)
 
 
+# NamedTuple._make skips the generated __new__'s argument handling: one of each per run
+_prepared = Prepared._make
+_run_columns = RunColumns._make
+
+
 class Fenwick:
     """Prefix sums of per-item size changes, O(log n) per update and query."""
 
@@ -152,10 +157,10 @@ def prepare_many(
     out: list[Prepared | None] = []
     for j, (trace, model, settled, reacts) in enumerate(runs):
         if not reacts:
-            out.append(Prepared(trace, model, settled, plans, j, None, False, (), None))
+            out.append(_prepared((trace, model, settled, plans, j, None, False, (), None)))
             continue
         reacted = reactions[j]  # type: ignore[index]
-        out.append(None if reacted is None else Prepared(trace, model, settled, plans, j, *reacted))
+        out.append(None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted)))
     return out
 
 
@@ -514,18 +519,20 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     for j in range(len(runs)):
         i0, i1 = item_bounds[j], item_bounds[j + 1]
         out.append(
-            RunColumns(
-                Columns(CALL_COLUMNS, table[:, row_bounds[j] : row_bounds[j + 1]], _CALL_ROW),
-                states[i0:i1],
-                tok[i0:i1],
-                changes_of[j],
-                compactions_of[j],
-                peaks_l[j],
-                ledger[j],
-                dict(zip(CALL_COLUMNS, sums[j], strict=True)),
-                kinds[j],
-                compaction_counts[j],
-                growth[j],
+            _run_columns(
+                (
+                    Columns(CALL_COLUMNS, table[:, row_bounds[j] : row_bounds[j + 1]], _CALL_ROW),
+                    states[i0:i1],
+                    tok[i0:i1],
+                    changes_of[j],
+                    compactions_of[j],
+                    peaks_l[j],
+                    ledger[j],
+                    dict(zip(CALL_COLUMNS, sums[j], strict=True)),
+                    kinds[j],
+                    compaction_counts[j],
+                    growth[j],
+                )
             )
         )
     return out
@@ -709,7 +716,16 @@ def _change_tables(parts, call_base, call_off, ncalls):
             reclaimed[order],
             after[order],
         )
-    changes = np.stack((call - call_base[call], kind, index, reclaimed, after))
+    changes = np.empty(
+        (len(CHANGE_COLUMNS), len(call)), dtype=np.int64
+    )  # filled row by row: np.stack is slow
+    changes[0], changes[1], changes[2], changes[3], changes[4] = (
+        call - call_base[call],
+        kind,
+        index,
+        reclaimed,
+        after,
+    )
     # compaction counts without the compaction tables (each run groups its own when one is read): one
     # compaction per distinct (call, kind)
     width = len(COMPACTION_KINDS)

@@ -174,13 +174,15 @@ def fact_outcome_counts(
     category[s == _SPILLED] = 2
     derived = s == _BOUNDED
     verbatim = s == _VERBATIM
-    kept_ids = [
-        int(b.fact_off[j]) + b.indexes[j].ids[f]
-        for j, k in enumerate(kept)
-        if k
-        for f in k
-        if f in b.indexes[j].ids
-    ]
+    kept_ids = []
+    if any(kept):
+        kept_ids = [
+            int(b.fact_off[j]) + b.indexes[j].ids[f]
+            for j, k in enumerate(kept)
+            if k
+            for f in k
+            if f in b.indexes[j].ids
+        ]
     recovered_ids: list[int] | np.ndarray = []
     if len(reread):
         is_reread = np.zeros(len(states), dtype=bool)
@@ -242,7 +244,9 @@ def token_outcomes(
         in_summary = np.minimum(summary, covered)
         derived += in_summary
         lost += covered - in_summary
-    return np.stack((derived, spilled, lost), axis=1)
+    out = np.empty((runs, 3), dtype=np.int64)
+    out[:, 0], out[:, 1], out[:, 2] = derived, spilled, lost
+    return out
 
 
 def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
@@ -271,10 +275,14 @@ def seen_tokens(trace: Trace, n: int) -> int:
 def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarray, facts: np.ndarray) -> list:
     """End-of-run totals of runs from what each saw and its (derived, spilled, lost) tokens and facts
     (``token_outcomes``, ``fact_outcome_counts``): the rest of what was seen stayed verbatim."""
-    fs = np.array(facts_seen, dtype=np.int64)
-    ts = np.array(tokens_seen, dtype=np.int64)
-    rows = np.column_stack((fs, fs - facts.sum(axis=1), facts, ts, ts - tokens.sum(axis=1), tokens))
-    return [LedgerTotals(*row) for row in rows.tolist()]
+    rows = np.empty((len(facts_seen), 10), dtype=np.int64)
+    rows[:, 0] = facts_seen
+    rows[:, 2:5] = facts
+    rows[:, 1] = rows[:, 0] - facts.sum(axis=1)
+    rows[:, 5] = tokens_seen
+    rows[:, 7:10] = tokens
+    rows[:, 6] = rows[:, 5] - tokens.sum(axis=1)
+    return list(map(LedgerTotals._make, rows.tolist()))
 
 
 def _prefix_list(trace: Trace) -> list[int]:

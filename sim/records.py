@@ -235,15 +235,12 @@ def compaction_rows(
     new_group[:1] = True
     np.not_equal(key[1:], key[:-1], out=new_group[1:])
     starts = np.flatnonzero(new_group)
-    return np.stack(
-        (
-            key[starts] // width,
-            key[starts] % width,
-            np.diff(starts, append=len(key)),
-            np.add.reduceat(reclaimed, starts),
-            np.minimum.reduceat(index, starts),
-        )
-    )
+    out = np.empty((len(COMPACTION_COLUMNS), len(starts)), dtype=np.int64)
+    out[0], out[1] = np.divmod(key[starts], width)
+    out[2] = np.diff(starts, append=len(key))
+    out[3] = np.add.reduceat(reclaimed, starts)
+    out[4] = np.minimum.reduceat(index, starts)
+    return out
 
 
 def _empty(names: tuple[str, ...]) -> Columns:
