@@ -686,14 +686,15 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     )
     # agent row k lands after every re-read row of calls <= k; re-read rows fill the other places
     n = K + m
-    is_agent = np.zeros(n, dtype=bool)
-    is_agent[np.arange(K) + np.cumsum(count)] = True
-    is_reread = ~is_agent
+    agent_at = np.arange(K) + np.cumsum(count)
+    is_reread = np.ones(n, dtype=bool)
+    is_reread[agent_at] = False
+    reread_at = np.flatnonzero(is_reread)
     row_call = np.empty(n, dtype=np.int64)
     for name, col, more in zip(names, agent, extra, strict=True):
         row = row_call if name == "global_call" else dest[name]
-        row[is_agent] = col  # row by row, by mask: a 2-D scatter across columns is far slower
-        row[is_reread] = more
+        row[agent_at] = col  # row by row, by position: a 2-D scatter across columns is far slower
+        row[reread_at] = more
     return row_call
 
 
