@@ -326,6 +326,7 @@ class _Static(NamedTuple):
     call_base: np.ndarray  # per global call: its run's first call
     item_base: np.ndarray  # ... and its run's first item
     first_call: np.ndarray  # per global call: is it its run's first
+    first_calls: np.ndarray  # the global ids of those calls
     original: np.ndarray  # recorded sizes of every run's items
     prefix: np.ndarray  # their prefix sums over the batch
     view_end: np.ndarray  # per call: its view's end (local item id)
@@ -377,6 +378,7 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         call_base,
         item_base,
         first_call,
+        call_off[ncalls > 0],
         original,
         prefix,
         view_end,
@@ -438,7 +440,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
     stable[1:] = view_tokens[:-1]
-    stable[first_call] = 0
+    stable[st.first_calls] = 0
     if seam is not None:
         stable[seam] = stable_at
         seam_mask = np.zeros(K, dtype=bool)
@@ -581,7 +583,7 @@ def _fold_plans(
     nchanged[:] = ends - starts
     has = nchanged > 0
     first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
-    firsts[has] = first_global[has] - item_base[has]
+    np.copyto(firsts, first_global - item_base, where=has)
     seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
     if len(seam):
