@@ -3,9 +3,9 @@ the metric; a batch replay computes it for all its runs from its call table)."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from sim.rounding import round_all
 
 
 def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | None]:
@@ -34,7 +34,7 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     log_cum = np.full(len(cum), np.nan)
     np.log(cum, out=log_cum, where=cum > 0)
     slope = np.bincount(seg, dx * log_cum) / sxx
-    for j, v in zip(runs.tolist(), slope.tolist(), strict=True):
-        if math.isfinite(v):
-            out[j] = round(v, 6)
+    finite = np.isfinite(slope)
+    for j, v in zip(runs[finite].tolist(), round_all(slope[finite], 6), strict=True):
+        out[j] = v
     return out
