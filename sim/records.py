@@ -184,9 +184,15 @@ class RunRecord:
     ) -> None:
         """Fill the caches of ``total``, ``largest('input_tokens')``, ``kind_count`` and (given)
         ``compaction_counts`` / ``total_reclaimed`` and ``primed_growth`` with values a batch replay
-        computed for all its runs at once: the same numbers, without per-run work."""
-        self._totals.update(sums)
+        computed for all its runs at once: the same numbers, without per-run work. ``sums`` (every call
+        column's total) is kept as given."""
+        d = self.__dict__
+        if d["_totals"]:
+            d["_totals"].update(sums)
+        else:
+            d["_totals"] = sums
         cache = self._lists
+        cache["n_calls"] = len(self.calls["call"])
         cache[("max", "input_tokens")] = largest_input
         cache["kinds"] = kinds
         if compactions is not None:
