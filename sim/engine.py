@@ -98,10 +98,10 @@ def replay_many(
     records: list[RunRecord | None] = [None] * len(traces)
     by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
     for trace in traces:
-        if trace.model not in by_model:
+        if trace.model not in by_model:  # the first run of each model: its setup, checked once
             rules, price = _rules_and_price(trace.model, pricing)
+            _check_priced(policy, trace, price)
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
-        _check_priced(policy, trace, by_model[trace.model][1])
     setups = [by_model[t.model] for t in traces]
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
@@ -233,10 +233,10 @@ def _record(
         degraded=degraded,
         answer_needs=len(answer),
         answer_needs_met=met,
+        ledger=ledger,
     )
-    object.__setattr__(
-        record, "ledger", ledger_totals(trace, record) if ledger is None else ledger
-    )  # derived once, from the record
+    if ledger is None:  # derived once, from the record
+        object.__setattr__(record, "ledger", ledger_totals(trace, record))
     return record
 
 
