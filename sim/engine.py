@@ -123,10 +123,9 @@ def replay_many(
             if w is not None and c.peak > w:  # refused by the provider: the loop decides what follows
                 records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
                 continue
-            rereads = tuple(r[:4] for r in p.rereads) if p.rereads else ()
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                recovered=p.recovered, degraded=p.degraded, rereads=rereads, answer_met=p.answer_met,
+                recovered=p.recovered, degraded=p.degraded, rereads=p.rereads, answer_met=p.answer_met,
                 compactions=c.compactions, ledger=c.ledger, params=params,
             )  # fmt: skip
             records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts, c.growth)

@@ -65,7 +65,8 @@ class Prepared(NamedTuple):
     pos: int  # this run's place in them
     recovered: tuple[str, ...] | None  # facts re-read (None: no needed fact can leave the view)
     degraded: bool
-    rereads: tuple[tuple[int, int, int, int, int], ...]  # (call, row kind, event, tokens added, output)
+    rereads: tuple[tuple[int, int, int, int], ...]  # (call, row kind, event, tokens added): the record's
+    reread_outputs: tuple[int, ...]  # output tokens of each re-read call
     answer_met: int | None  # needs of the final answer met at the end (None: all, no fact can be hidden)
 
 
@@ -157,7 +158,7 @@ def prepare_many(
     out: list[Prepared | None] = []
     for j, (trace, model, settled, reacts) in enumerate(runs):
         if not reacts:
-            out.append(_prepared((trace, model, settled, plans, j, None, False, (), None)))
+            out.append(_prepared((trace, model, settled, plans, j, None, False, (), (), None)))
             continue
         reacted = reactions[j]  # type: ignore[index]
         out.append(None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted)))
@@ -260,7 +261,7 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
         answer = len(p.facts) - p.answer_from
         lo, hi = cut[j], cut[j + 1]
         if lo == hi:
-            out[j] = ((), False, (), answer)
+            out[j] = ((), False, (), (), answer)
             continue
         off = pair_off[j]
         local = [q - off for q in unmet_l[lo:hi]]
@@ -283,9 +284,10 @@ def _walk(
     trace: Trace, model: ReplayModel, p: NeedPairs, unmet: list[int], spilled: list, recovered: set[str]
 ):
     """The re-reads for a run's pairs left unmet by its states (local pair ids, ascending): (degraded?,
-    re-reads), or None when the model fails; ``recovered`` collects the facts re-read."""
+    re-reads, their calls' output tokens), or None when the model fails; ``recovered`` collects the
+    facts re-read."""
     events, calls, facts, source = trace.events, p.calls, p.facts, p.source
-    degraded, rereads, outputs = False, [], model.respond_all()
+    degraded, rereads, outs, outputs = False, [], [], model.respond_all()
     i, n = 0, len(unmet)
     while i < n:
         k = calls[unmet[i]]
@@ -299,10 +301,12 @@ def _walk(
         sources, worse = found
         degraded |= worse
         for src, kind in sorted(sources.items()):
-            rereads.append((k, kind, src, *reread_size(trace, src, outputs)))
+            added, out = reread_size(trace, src, outputs)
+            rereads.append((k, kind, src, added))
+            outs.append(out)
             recovered.update(events[src].provides)
         i = j
-    return degraded, tuple(rereads)
+    return degraded, tuple(rereads), tuple(outs)
 
 
 def _offsets(sizes: list[int]) -> np.ndarray:
@@ -461,15 +465,11 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     }
     elapsed = st.elapsed
     rows_per_run = ncalls
-    rereads = [
-        (off + k, kind, src, added, out)
-        for r, off in zip(runs, call_off.tolist(), strict=True)
-        for k, kind, src, added, out in r.rereads
-    ]
-    n_rows = K + len(rereads)
+    rereads = _batch_rereads(runs, call_off, item_off)
+    n_rows = K + (0 if rereads is None else len(rereads[0]))
     table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
     out = dict(zip(CALL_COLUMNS, table, strict=True))
-    if rereads:
+    if rereads is not None:
         row_call = _insert_rereads(cols, seam, rereads, call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = np.bincount(np.repeat(np.arange(len(runs)), ncalls)[row_call], minlength=len(runs))
@@ -496,10 +496,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
     changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
-    reread = np.array(
-        [off + r[2] for j, off in enumerate(item_off.tolist()) for r in runs[j].rereads], np.int64
-    )
-    ledger = _ledger(st, tok, states, bounds, reread)
+    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2])
 
     table.setflags(write=False)
     row_bounds = np.append(row_off, n_rows).tolist()
@@ -610,12 +607,28 @@ def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.setflags(write=False)
+
+
+def _batch_rereads(runs: list[Prepared], call_off: np.ndarray, item_off: np.ndarray):
+    """The runs' re-reads laid end to end: (global call, row kind, global item, tokens added, output
+    tokens) arrays, by call; None when there are none."""
+    counts = [len(r.rereads) for r in runs]
+    if not any(counts):
+        return None
+    rows = np.array([x for r in runs for x in r.rereads], dtype=np.int64).reshape(-1, 4).T
+    run = np.repeat(np.arange(len(runs)), counts)
+    outputs = np.array([o for r in runs for o in r.reread_outputs], dtype=np.int64)
+    return rows[0] + call_off[run], rows[1], rows[2] + item_off[run], rows[3], outputs
+
+
 def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray]) -> np.ndarray:
     """Write the agent rows and, before the agent rows they precede, the re-read rows into ``dest`` (the
     call table's rows). Re-read content stays at the end of every later request of its run; a request
     that rewrites no old item reuses the whole previous one. Returns each row's global call."""
     K = len(call_base)
-    rk, rkind, _, radded, rout = np.array(rereads, dtype=np.int64).T  # by global call, in the walk's order
+    rk, rkind, _, radded, rout = rereads  # by global call, in the walk's order
     m = len(rk)
     count = np.bincount(rk, minlength=K)
     # float weights are exact here: token counts stay far below 2**53
