@@ -12,23 +12,14 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     """``growth_exponent`` of runs laid end to end (run j: rows [bounds[j], bounds[j + 1])), in one pass.
     Least squares with x = log(call number) centred over the half: slope = sum(dx * y) / sum(dx^2)
     (sum(dx) = 0 drops y's mean). Sums run in row order, as a plain loop would add them."""
-    n = np.diff(bounds)
-    out: list[float | None] = [None] * len(n)
-    runs = np.flatnonzero(n >= 4)
-    if not len(runs):
+    out: list[float | None] = [None] * (len(bounds) - 1)
+    x = _x_side(bounds)
+    if x is None:
         return out
-    lo = n[runs] // 2
-    half = n[runs] - lo  # rows in each run's second half
-    seg = np.repeat(np.arange(len(runs)), half)
-    offset = np.arange(len(seg)) - np.repeat(np.cumsum(half) - half, half)
-    call_number = np.repeat(lo + 1, half) + offset
+    runs, seg, start, through, dx, sxx = x
     running = np.zeros(len(inputs) + 1, dtype=np.int64)
     np.cumsum(inputs, out=running[1:])
-    start = np.repeat(bounds[runs], half)
-    cum = running[start + call_number] - running[start]  # cumulative input through each call
-    x = np.log(call_number)
-    dx = x - (np.bincount(seg, x) / half)[seg]
-    sxx = np.bincount(seg, dx * dx)
+    cum = running[through] - running[start]  # cumulative input through each call
     # log of a non-positive cumulative sum is NaN, and so is that run's slope: no exponent (sxx > 0, as
     # half >= 2 gives distinct x)
     log_cum = np.full(len(cum), np.nan)
@@ -38,3 +29,36 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     for j, v in zip(runs[finite].tolist(), round_all(slope[finite], 6), strict=True):
         out[j] = v
     return out
+
+
+_X_SIDES: dict[bytes, tuple | None] = {}  # by run bounds: a sweep's settings often share them
+_X_KEEP = 64
+
+
+def _x_side(bounds: np.ndarray) -> tuple | None:
+    """What the slopes need besides the inputs, a function of the run bounds only (so kept for the next
+    batch with the same bounds): the runs with a slope, each second-half row's run (its segment), the
+    rows its cumulative sum starts before and runs through, and the centred log call numbers with
+    their sum of squares per run."""
+    key = bounds.tobytes()
+    if key in _X_SIDES:
+        return _X_SIDES[key]
+    n = np.diff(bounds)
+    runs = np.flatnonzero(n >= 4)
+    x_side = None
+    if len(runs):
+        lo = n[runs] // 2
+        half = n[runs] - lo  # rows in each run's second half
+        seg = np.repeat(np.arange(len(runs)), half)
+        offset = np.arange(len(seg)) - np.repeat(np.cumsum(half) - half, half)
+        call_number = np.repeat(lo + 1, half) + offset
+        start = np.repeat(bounds[runs], half)
+        x = np.log(call_number)
+        dx = x - (np.bincount(seg, x) / half)[seg]
+        x_side = (runs, seg, start, start + call_number, dx, np.bincount(seg, dx * dx))
+        for a in x_side:
+            a.setflags(write=False)
+    if len(_X_SIDES) >= _X_KEEP:
+        del _X_SIDES[next(iter(_X_SIDES))]
+    _X_SIDES[key] = x_side
+    return x_side

@@ -158,6 +158,13 @@ def test_growth_exponents_of_runs_laid_end_to_end():
     got = growth_exponents(np.concatenate([np.array(r, dtype=np.int64) for r in runs]), bounds)
     assert got[0] == 1.0 and got[1] is None and got[3] is None  # too few calls; no input at all
     assert got[4] is None  # cumulative 5, -15, -10 over its second half
+    # the same bounds again (what depends on them alone is kept), other inputs: their own slopes
+    doubled = growth_exponents(2 * np.concatenate([np.array(r, dtype=np.int64) for r in runs]), bounds)
+    assert doubled[0] == 1.0 and doubled[2] == got[2] and doubled[4] is None  # scale-free slopes
+    steep = [[10 * k * k + 1 for k in range(40)], *runs[1:]]
+    steep_got = growth_exponents(np.concatenate([np.array(r, dtype=np.int64) for r in steep]), bounds)
+    x, y = np.log(np.arange(21, 41)), np.log(np.cumsum(steep[0])[20:])
+    assert steep_got[0] == round(float(np.polyfit(x, y, 1)[0]), 6) > 2
     x, y = np.log(np.arange(31, 61)), np.log(np.cumsum(runs[2])[30:])
     assert got[2] == round(float(np.polyfit(x, y, 1)[0]), 6)
 
