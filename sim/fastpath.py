@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.batchmemo import batch_derived
+from sim.batchmemo import batch_derived, shape_derived
 from sim.cache import CacheRules, split_runs
 from sim.growth import growth_exponents
 from sim.information import NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
@@ -464,23 +464,23 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         "stable_prefix_tokens": stable,
     }
     elapsed = st.elapsed
-    rows_per_run = ncalls
     rereads = _batch_rereads(runs, call_off, item_off)
     n_rows = K + (0 if rereads is None else len(rereads[0]))
     table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
     out = dict(zip(CALL_COLUMNS, table, strict=True))
+    rows_per_run = ncalls
     if rereads is not None:
-        row_call = _insert_rereads(cols, seam, rereads, call_base, out)
+        row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
-        rows_per_run = np.bincount(np.repeat(np.arange(len(runs)), ncalls)[row_call], minlength=len(runs))
+        rows_per_run = ncalls + rereads[5]
     else:
         for name, col in cols.items():
             out[name][:] = col
         np.add(cols["view_tokens"], cols["residual_tokens"], out=out["input_tokens"])
     cols = out
-    row_off = np.cumsum(rows_per_run) - rows_per_run
-    row_base = np.repeat(row_off, rows_per_run)
-    np.subtract(np.arange(n_rows, dtype=np.int64), row_base, out=cols["call"])
+    rows = shape_derived("rows", rows_per_run, _rows)
+    row_base = rows.base
+    cols["call"][:] = rows.local
     cols["status_tokens"][:] = 0
     split = split_runs(
         rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
@@ -490,29 +490,28 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         cols[name][:] = col
     tok.setflags(write=False)
     states.setflags(write=False)
-    nonempty = np.flatnonzero(rows_per_run)
+    nonempty = rows.nonempty
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
-        peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], row_off[nonempty])
+        peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
     changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
     bounds = np.append(item_off, len(tok))
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2])
 
     table.setflags(write=False)
-    row_bounds = np.append(row_off, n_rows).tolist()
+    row_bounds = rows.bound_list
     sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
     if len(nonempty):
-        sums[nonempty] = np.add.reduceat(table, row_off[nonempty], axis=1).T
+        sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
     sums = sums.tolist()
     if n_rows > K:  # re-read rows: count kinds per run
-        run_of_row = np.repeat(np.arange(len(runs)), rows_per_run)
         width = len(CALL_KINDS)
-        kinds = np.bincount(run_of_row * width + cols["kind"], minlength=len(runs) * width)
+        kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width)
         kinds = [tuple(k) for k in kinds.reshape(len(runs), width).tolist()]
     else:
         kinds = [(n,) + (0,) * (len(CALL_KINDS) - 1) for n in rows_per_run.tolist()]
     item_bounds = bounds.tolist()
-    growth = growth_exponents(cols["input_tokens"], np.append(row_off, n_rows))
+    growth = growth_exponents(cols["input_tokens"], rows.bounds)
     peaks_l = peaks.tolist()
     out = []
     for j in range(len(runs)):
@@ -535,6 +534,38 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
             )
         )
     return out
+
+
+class _Rows(NamedTuple):
+    """A batch's row layout: a function of its rows per run alone (``batchmemo.shape_derived``)."""
+
+    base: np.ndarray  # per row: its run's first row
+    local: np.ndarray  # per row: its number within its run
+    run: np.ndarray  # per row: its run
+    bounds: np.ndarray  # each run's first row, then the number of rows
+    bound_list: list[int]
+    nonempty: np.ndarray  # the runs with rows
+    nonempty_off: np.ndarray  # their first rows
+
+
+def _rows(rows_per_run: np.ndarray) -> _Rows:
+    off = np.cumsum(rows_per_run) - rows_per_run
+    base = np.repeat(off, rows_per_run)
+    bounds = np.append(off, int(rows_per_run.sum()))
+    nonempty = np.flatnonzero(rows_per_run)
+    rows = _Rows(
+        base,
+        np.arange(len(base), dtype=np.int64) - base,
+        np.repeat(np.arange(len(rows_per_run)), rows_per_run),
+        bounds,
+        bounds.tolist(),
+        nonempty,
+        off[nonempty],
+    )
+    for a in rows:
+        if isinstance(a, np.ndarray):
+            a.setflags(write=False)
+    return rows
 
 
 def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray) -> list:
@@ -613,14 +644,14 @@ _NONE.setflags(write=False)
 
 def _batch_rereads(runs: list[Prepared], call_off: np.ndarray, item_off: np.ndarray):
     """The runs' re-reads laid end to end: (global call, row kind, global item, tokens added, output
-    tokens) arrays, by call; None when there are none."""
+    tokens) arrays, by call, and each run's number of them; None when there are none."""
     counts = [len(r.rereads) for r in runs]
     if not any(counts):
         return None
     rows = np.array([x for r in runs for x in r.rereads], dtype=np.int64).reshape(-1, 4).T
     run = np.repeat(np.arange(len(runs)), counts)
     outputs = np.array([o for r in runs for o in r.reread_outputs], dtype=np.int64)
-    return rows[0] + call_off[run], rows[1], rows[2] + item_off[run], rows[3], outputs
+    return rows[0] + call_off[run], rows[1], rows[2] + item_off[run], rows[3], outputs, np.array(counts)
 
 
 def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray]) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from sim.batchmemo import shape_derived
 from sim.rounding import round_all
 
 
@@ -13,7 +14,7 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     Least squares with x = log(call number) centred over the half: slope = sum(dx * y) / sum(dx^2)
     (sum(dx) = 0 drops y's mean). Sums run in row order, as a plain loop would add them."""
     out: list[float | None] = [None] * (len(bounds) - 1)
-    x = _x_side(bounds)
+    x = shape_derived("growth", bounds, _x_side)
     if x is None:
         return out
     runs, seg, start, through, dx, sxx = x
@@ -31,18 +32,11 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     return out
 
 
-_X_SIDES: dict[bytes, tuple | None] = {}  # by run bounds: a sweep's settings often share them
-_X_KEEP = 64
-
-
 def _x_side(bounds: np.ndarray) -> tuple | None:
     """What the slopes need besides the inputs, a function of the run bounds only (so kept for the next
     batch with the same bounds): the runs with a slope, each second-half row's run (its segment), the
     rows its cumulative sum starts before and runs through, and the centred log call numbers with
     their sum of squares per run."""
-    key = bounds.tobytes()
-    if key in _X_SIDES:
-        return _X_SIDES[key]
     n = np.diff(bounds)
     runs = np.flatnonzero(n >= 4)
     x_side = None
@@ -58,7 +52,4 @@ def _x_side(bounds: np.ndarray) -> tuple | None:
         x_side = (runs, seg, start, start + call_number, dx, np.bincount(seg, dx * dx))
         for a in x_side:
             a.setflags(write=False)
-    if len(_X_SIDES) >= _X_KEEP:
-        del _X_SIDES[next(iter(_X_SIDES))]
-    _X_SIDES[key] = x_side
     return x_side
