@@ -209,30 +209,32 @@ def _record(
         n, states = len(item_state), item_state.tolist()
         met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
-    record = RunRecord.build(
-        trace_id=trace.trace_id,
-        trace_hash=trace.derived("trace_hash", trace_hash),
-        policy=policy.name,
-        params=policy.params() if params is None else dict(params),
-        model=model.name,
-        finish_reason=finish,
-        calls=cols,
-        item_state=item_state,
-        compactions=compactions_of(changes) if compactions is None else compactions,
-        warnings=tuple(warnings),
-        rejections=rejections,
-        pricing=None if price is None else price.model,
-        cache_family=rules.family,
-        changes=changes,
-        item_tokens=item_tokens,
-        summary_kept=kept,
-        summaries=tuple(summaries),
-        rereads=tuple(rereads),
-        recovered=recovered,
-        degraded=degraded,
-        answer_needs=len(answer),
-        answer_needs_met=met,
-        ledger=ledger,
+    record = RunRecord.of_fields(
+        {
+            "trace_id": trace.trace_id,
+            "trace_hash": trace.derived("trace_hash", trace_hash),
+            "policy": policy.name,
+            "params": policy.params() if params is None else dict(params),
+            "model": model.name,
+            "finish_reason": finish,
+            "calls": cols,
+            "item_state": item_state,
+            "compactions": compactions_of(changes) if compactions is None else compactions,
+            "warnings": tuple(warnings),
+            "rejections": rejections,
+            "pricing": None if price is None else price.model,
+            "cache_family": rules.family,
+            "changes": changes,
+            "item_tokens": item_tokens,
+            "summary_kept": kept,
+            "summaries": tuple(summaries),
+            "rereads": tuple(rereads),
+            "recovered": recovered,
+            "degraded": degraded,
+            "answer_needs": len(answer),
+            "answer_needs_met": met,
+            "ledger": ledger,
+        }
     )
     if ledger is None:  # derived once, from the record
         object.__setattr__(record, "ledger", ledger_totals(trace, record))

@@ -106,15 +106,14 @@ class RunRecord:
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 
     @classmethod
-    def build(cls, **fields: Any) -> RunRecord:
-        """The record of these fields (defaults as declared), without the frozen dataclass's
-        per-field ``object.__setattr__``: a batch replay builds one per run. Frozen all the same."""
-        if not _REQUIRED <= fields.keys():
-            missing = _REQUIRED.difference(fields)
-            raise TypeError(f"RunRecord.build: missing {', '.join(sorted(missing))}")
+    def of_fields(cls, fields: dict[str, Any]) -> RunRecord:
+        """The record whose fields are exactly ``fields`` (every field, each given once; the dict becomes
+        the record's own): the engine's constructor for records it fills completely."""
+        if len(fields) != len(_ALL_FIELDS) or not _ALL_FIELDS <= fields.keys():
+            raise TypeError(f"RunRecord.of_fields: fields differ by {sorted(_ALL_FIELDS ^ fields.keys())}")
+        fields["_lists"], fields["_totals"] = {}, {}
         r = cls.__new__(cls)
-        # one dict made whole and set as the instance's: cheaper than filling the instance's own
-        object.__setattr__(r, "__dict__", {**_DEFAULTS, "changes": {}, "_lists": {}, "_totals": {}, **fields})
+        object.__setattr__(r, "__dict__", fields)
         return r
 
     @property
@@ -212,8 +211,7 @@ class RunRecord:
 
 
 _FIELDS = dataclasses.fields(RunRecord)
-_DEFAULTS = {f.name: f.default for f in _FIELDS if f.default is not dataclasses.MISSING}
-_REQUIRED = frozenset(f.name for f in _FIELDS if f.init and f.name not in _DEFAULTS and f.name != "changes")
+_ALL_FIELDS = frozenset(f.name for f in _FIELDS if f.init)
 
 
 def change_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:

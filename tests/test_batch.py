@@ -190,13 +190,20 @@ def test_batch_groups_a_runs_compactions_when_read(embedded):
     assert back["tokens_reclaimed"].tolist() == expected["tokens_reclaimed"].tolist()
 
 
-def test_record_build_names_missing_fields():
-    with pytest.raises(TypeError, match="missing calls"):
-        RunRecord.build(
-            trace_id="t", trace_hash="h", policy="raw", params={}, model="replay", finish_reason="completed",
-            item_state=np.zeros(0, dtype=np.int8), compactions={},
-        )  # fmt: skip
+def test_record_of_fields_names_missing_and_unknown_fields():
     r = replay(four_turns(), make_policy("raw"))
+    fields = {k: v for k, v in r.__dict__.items() if not k.startswith("_")}
+    again = RunRecord.of_fields(dict(fields))
+    assert (
+        again.calls is r.calls
+        and again.ledger == r.ledger
+        and again.total("input_tokens") == r.total("input_tokens")
+    )
+    del fields["calls"]
+    with pytest.raises(TypeError, match=r"differ by \['calls'\]"):
+        RunRecord.of_fields(dict(fields))
+    with pytest.raises(TypeError, match=r"differ by \['calls', 'extra'\]"):
+        RunRecord.of_fields(dict(fields, extra=1))
     assert set(r.calls) == set(CALL_COLUMNS) and r.degraded is False and r.summaries == ()
     assert growth_exponent(r) == compute_metrics(r)["growth_exponent"]
 
