@@ -22,7 +22,16 @@ import numpy as np
 from sim.batchmemo import batch_derived, shape_derived
 from sim.cache import CacheRules, split_runs
 from sim.growth import growth_exponents
-from sim.information import NeedPairs, choose_rereads, has_needs, need_pairs, reread_size
+from sim.information import (
+    DEGRADE,
+    FAIL,
+    NeedPairs,
+    choose_rereads,
+    has_needs,
+    need_pairs,
+    reactions,
+    reread_size,
+)
 from sim.ledger import (
     BatchFacts,
     LedgerTotals,
@@ -189,13 +198,23 @@ def _plan_entries(plans: Plans, pos: list[int], call_off: np.ndarray, item_off: 
 
 
 class _NeedTables(NamedTuple):
-    """The (call, fact) need pairs of a batch's runs laid end to end (``need_pairs`` of each run)."""
+    """The (call, fact) need pairs of a batch's runs laid end to end (``need_pairs`` of each run), with
+    global ids (items, calls, facts) where runs' ids would clash."""
 
     pairs: tuple[NeedPairs, ...]
     pair_off: list[int]  # run j's pairs: [pair_off[j], pair_off[j + 1])
     provider: np.ndarray  # global item id of each pair's providers in view
     owner: np.ndarray  # global pair id of each of those
     at_call: np.ndarray  # global call at which each is looked at
+    run: np.ndarray  # per pair: its run
+    call: np.ndarray  # per pair: its global call
+    source: np.ndarray  # per pair: its source's global item id (-1: none)
+    source_tool: np.ndarray
+    source_added: np.ndarray
+    source_call: np.ndarray  # per pair: the global call its re-read re-issues (-1: none)
+    answer: np.ndarray  # per pair: a need of its run's final answer
+    answers: list[int]  # per run: needs of its final answer
+    fact: np.ndarray  # per pair: its fact's global id in the batch's fact tables (-1: provided by none)
 
 
 def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
@@ -206,23 +225,49 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
     n_prov = [len(p.provider) for p in pairs]
     owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
     pair_call = _cat([p.call for p in pairs]) + np.repeat(st.call_off, n_pairs)
-    return _NeedTables(
+    run = np.repeat(np.arange(len(traces)), n_pairs)
+
+    def shift(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:  # -1 stays -1
+        return np.where(values >= 0, values + offsets[run], -1)
+
+    fact = np.full(len(run), -1, dtype=np.int64)
+    if st.facts is not None:
+        ids = [t.derived("fact_index", fact_index).ids for t in traces]
+        fact = shift(
+            np.array([i.get(f, -1) for i, p in zip(ids, pairs, strict=True) for f in p.facts], np.int64),
+            st.facts.fact_off,
+        )
+    tables = _NeedTables(
         pairs,
         pair_off.tolist() + [int(sum(n_pairs))],
         _cat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
         owner,
         pair_call[owner],
+        run,
+        pair_call,
+        shift(_cat([p.source_item for p in pairs]), st.item_off),
+        _cat([p.source_tool for p in pairs], bool),
+        _cat([p.source_added for p in pairs]),
+        shift(_cat([p.source_call for p in pairs]), st.call_off),
+        np.arange(len(run)) - pair_off[run] >= np.array([p.answer_from for p in pairs], np.int64)[run],
+        [len(p.facts) - p.answer_from for p in pairs],
+        fact,
     )
+    for v in tables:
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return tables
 
 
 def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
-    to end: per run (facts re-read, degraded?, re-reads, needs of the final answer met), or None when it
-    fails the run. Which needs are unmet ignoring re-reads is found for every (call, fact) pair at once:
-    a pair is met when one of the fact's providers in its call's view is visible at that call, i.e. in
-    the state of the last plan entry for that item at or before the call (or its settled state). Only
-    the unmet pairs of the runs that react are walked, in call order, since a re-read makes its facts
-    available from then on."""
+    to end: per run (facts re-read, degraded?, re-reads, their output tokens, needs of the final answer
+    met), or None when it fails the run. Which needs are unmet ignoring re-reads is found for every
+    (call, fact) pair at once: a pair is met when one of the fact's providers in its call's view is
+    visible at that call, i.e. in the state of the last plan entry for that item at or before the call
+    (or its settled state). A re-read makes its facts available from then on, so runs whose unmet
+    needs span several calls are walked call by call (``_walk``); where they all fall on one call, no
+    re-read can come before them, and the runs are answered together (``_one_call_reactions``)."""
     st, nt = _static(traces), batch_derived(traces, "needs", _need_tables)
     provider, owner, pair_off = nt.provider, nt.owner, nt.pair_off
     item_off, call_off = st.item_off, st.call_off
@@ -249,35 +294,106 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
         s[hit[same]] = e_state[entry[same]]
     n_pairs = pair_off[-1]
     met = np.bincount(owner[(s == _VERBATIM) | (s == _BOUNDED)], minlength=n_pairs) > 0
+    spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs) > 0
+    reacts = np.array([r[3] for r in runs], dtype=bool)
     unmet = np.flatnonzero(~met)
-    cut = unmet.searchsorted(pair_off).tolist()
-    spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs).tolist()
-    unmet_l = unmet.tolist()
-    out: list = [None] * len(runs)
-    for j, (trace, model, _, reacts) in enumerate(runs):
-        if not reacts:
-            continue
-        p = nt.pairs[j]
-        answer = len(p.facts) - p.answer_from
-        lo, hi = cut[j], cut[j + 1]
-        if lo == hi:
-            out[j] = ((), False, (), (), answer)
-            continue
-        off = pair_off[j]
-        local = [q - off for q in unmet_l[lo:hi]]
+    unmet = unmet[reacts[nt.run[unmet]]]  # runs that cannot react keep their needs unmet
+    out: list = [
+        ((), False, (), (), nt.answers[j]) if r[3] else None for j, r in enumerate(runs)
+    ]  # no unmet need: nothing to do
+    if not len(unmet):
+        return out
+    ur = nt.run[unmet]
+    first = np.empty(len(ur), dtype=bool)
+    first[:1] = True
+    np.not_equal(ur[1:], ur[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    ends = np.append(starts[1:], len(ur))
+    calls = nt.call[unmet]
+    one_call = (calls[starts] == calls[ends - 1]) & (  # every unmet need of the run at one call ...
+        np.minimum.reduceat(nt.source[unmet], starts) >= 0  # ... and with a source to re-read
+    )
+    simple = np.zeros(len(runs), dtype=bool)
+    simple[ur[starts[one_call]]] = True
+    at = simple[ur]
+    if at.any():
+        _one_call_reactions(traces, runs, st, nt, unmet[at], spilled, out)
+    spilled_l = spilled.tolist()
+    for lo, hi in zip(starts[~one_call].tolist(), ends[~one_call].tolist(), strict=True):
+        j = int(ur[lo])
+        trace, model = runs[j][0], runs[j][1]
+        p, off = nt.pairs[j], pair_off[j]
+        local = (unmet[lo:hi] - off).tolist()
         recovered: set[str] = set()
-        walked = _walk(trace, model, p, local, spilled[off : pair_off[j + 1]], recovered)
+        walked = _walk(trace, model, p, local, spilled_l[off : pair_off[j + 1]], recovered)
         if walked is None:
+            out[j] = None
             continue
         lost = 0
         if local[-1] >= p.answer_from:  # some of the final answer's needs were unmet
             lost = sum(
                 1
                 for q in local
-                if q >= p.answer_from and not spilled[off + q] and p.facts[q] not in recovered
+                if q >= p.answer_from and not spilled_l[off + q] and p.facts[q] not in recovered
             )
-        out[j] = (tuple(sorted(recovered)), *walked, answer - lost)
+        out[j] = (tuple(sorted(recovered)), *walked, nt.answers[j] - lost)
     return out
+
+
+def _one_call_reactions(traces, runs, st: _Static, nt: _NeedTables, unmet: np.ndarray, spilled, out) -> None:
+    """``_reactions_many`` for runs whose unmet needs (``unmet``: global pair ids, by run) all fall on one
+    call: each need's ``reactions``, then each run's re-reads, one per source (the first need of a
+    source decides its kind), by source, as ``choose_rereads`` makes them. Fills ``out``."""
+    ur = nt.run[unmet]
+    on_missing = [m.on_missing for _, m, *_ in runs]
+    fail = np.array([om == "fail" for om in on_missing], dtype=bool)
+    degrade = np.array([om == "degrade" for om in on_missing], dtype=bool)
+    sp = spilled[unmet]
+    kind = reactions(sp, nt.source_tool[unmet], fail[ur], degrade[ur])
+    runs_n = len(runs)
+    failed = np.bincount(ur[kind == FAIL], minlength=runs_n) > 0
+    degraded = (np.bincount(ur[kind == DEGRADE], minlength=runs_n) > 0).tolist()
+    take = kind >= 0  # a re-read row kind
+    src = nt.source[unmet][take]
+    src, first = np.unique(src, return_index=True)  # global items: in run order, then by source
+    picked = np.flatnonzero(take)[first]
+    rr = ur[picked]
+    outputs = _cat([m.respond_all() for _, m, *_ in runs])
+    call = nt.source_call[unmet[picked]]
+    rows = (
+        (nt.call[unmet[picked]] - st.call_off[rr]).tolist(),
+        kind[picked].tolist(),
+        (src - st.item_off[rr]).tolist(),
+        nt.source_added[unmet[picked]].tolist(),
+        np.where(call >= 0, outputs[np.maximum(call, 0)], 0).tolist(),
+    )
+    # the final answer's needs that stay lost: not spilled, and no re-read of the run brought them back
+    lost = nt.answer[unmet] & ~sp
+    if lost.any() and len(src) and st.facts is not None:
+        b = st.facts
+        is_src = np.zeros(len(st.original), dtype=bool)
+        is_src[src] = True
+        back = np.zeros(b.n_facts + 1, dtype=bool)  # the last entry stands for "provided by none"
+        back[b.fact_of_pair[is_src[b.item_of_pair]]] = True
+        lost &= ~back[nt.fact[unmet]]
+    lost_n = np.bincount(ur[lost], minlength=runs_n).tolist()
+    bounds = rr.searchsorted(np.arange(runs_n + 1)).tolist()
+    rereads = list(zip(*rows[:4], strict=True))
+    outs = rows[4]
+    for j in np.unique(ur).tolist():
+        if failed[j]:
+            out[j] = None
+            continue
+        lo, hi = bounds[j], bounds[j + 1]
+        events = runs[j][0].events
+        recovered = {f for i in rows[2][lo:hi] for f in events[i].provides}
+        out[j] = (
+            tuple(sorted(recovered)),
+            degraded[j],
+            tuple(rereads[lo:hi]),
+            tuple(outs[lo:hi]),
+            nt.answers[j] - lost_n[j],
+        )
 
 
 def _walk(

@@ -105,24 +105,49 @@ def _missing(facts: FactState, needs, states, n) -> Iterator[tuple[bool, int | N
             yield where == "spilled", facts.source(f, n)
 
 
+FAIL, DEGRADE = -1, -2  # reactions besides the re-read row kinds REFETCH and RETRIEVE
+
+
+def reaction(spilled: bool, tool_source: bool, on_missing: str) -> int:
+    """The mock model's answer to one needed fact missing from view: RETRIEVE it through its spill
+    handle; or, lost, FAIL the run (``on_missing=fail``), DEGRADE (go on without it: told to, or
+    nothing to re-run, e.g. a user's words or a summary's input), or REFETCH (re-run the tool call)."""
+    if spilled:
+        return RETRIEVE
+    if on_missing == "fail":
+        return FAIL
+    if on_missing == "degrade" or not tool_source:
+        return DEGRADE
+    return REFETCH
+
+
+def reactions(
+    spilled: np.ndarray, tool_source: np.ndarray, fail: np.ndarray, degrade: np.ndarray
+) -> np.ndarray:
+    """``reaction`` of many needs at once (``fail`` / ``degrade``: whether each need's model has
+    on_missing fail / degrade)."""
+    return np.where(
+        spilled, RETRIEVE, np.where(fail, FAIL, np.where(degrade | ~tool_source, DEGRADE, REFETCH))
+    )
+
+
 def choose_rereads(
     missing: Iterable[tuple[bool, int | None]], events, on_missing: str
 ) -> tuple[dict[int, int], bool] | None:
     """What the mock model does about an action's needed facts that are neither in view, in the summary
     nor re-read before: ``missing`` gives (spilled?, newest provider in view) of each, in need order.
-    Returns (event to re-read -> row kind, went ahead without a fact?), or None: the model fails."""
+    Returns (event to re-read -> row kind, went ahead without a fact?), or None: the model fails. A
+    source needed twice is re-read once, as the first need asked."""
     sources: dict[int, int] = {}
     degraded = False
     for spilled, src in missing:
-        if spilled:
-            sources.setdefault(src, RETRIEVE)  # type: ignore[arg-type]
-            continue
-        if on_missing == "fail":
+        r = reaction(spilled, src is not None and events[src].kind == "tool_result", on_missing)
+        if r == FAIL:
             return None
-        if on_missing == "degrade" or events[src].kind != "tool_result":
-            degraded = True  # nothing to re-run (a user's words, a summary's input): go on without
-            continue
-        sources.setdefault(src, REFETCH)  # type: ignore[arg-type]
+        if r == DEGRADE:
+            degraded = True
+        else:
+            sources.setdefault(src, r)  # type: ignore[arg-type]
     return sources, degraded
 
 
@@ -137,6 +162,10 @@ class NeedPairs(NamedTuple):
     provider: np.ndarray  # the pairs' providers in view, pair after pair, ascending within a pair
     pair_of_provider: np.ndarray  # the pair each of those belongs to
     answer_from: int  # the first pair of the last call: the final answer's needs
+    source_item: np.ndarray  # ``source`` as an array (-1: none)
+    source_tool: np.ndarray  # per pair: its source is a tool result (something to re-run)
+    source_added: np.ndarray  # per pair: tokens a re-read of its source adds (``reread_cost``)
+    source_call: np.ndarray  # ... and the call it re-issues (-1: none)
 
 
 def need_pairs(trace: Trace) -> NeedPairs:
@@ -163,15 +192,28 @@ def need_pairs(trace: Trace) -> NeedPairs:
             call.append(c.index)
             facts.append(f)
             source.append(newest)
-    arrays = [np.array(v, dtype=np.int64) for v in (call, provider, owner)]
+    costs = [(0, -1) if i is None else reread_cost(trace, i) for i in source]
+    arrays = [
+        np.array(v, dtype=dtype)
+        for v, dtype in (
+            (call, np.int64),
+            (provider, np.int64),
+            (owner, np.int64),
+            ([-1 if i is None else i for i in source], np.int64),
+            ([i is not None and events[i].kind == "tool_result" for i in source], bool),
+            ([a for a, _ in costs], np.int64),
+            ([k for _, k in costs], np.int64),
+        )
+    ]
     for v in arrays:
         v.setflags(write=False)
-    return NeedPairs(tuple(call), tuple(facts), tuple(source), *arrays, answer_from)
+    return NeedPairs(tuple(call), tuple(facts), tuple(source), *arrays[:3], answer_from, *arrays[3:])
 
 
-def reread_size(trace: Trace, src: int, outputs: Sequence[int] | np.ndarray) -> tuple[int, int]:
-    """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src:
-    the agent re-issues the call that produced it (or reads its spill handle), whose result then stays."""
+def reread_cost(trace: Trace, src: int) -> tuple[int, int]:
+    """(tokens a re-read of event src adds to the conversation, the recorded call it re-issues, -1:
+    none): the agent re-issues the call that produced it (or reads its spill handle), whose result then
+    stays."""
     known = trace.derived("reread_sizes", _no_sizes)  # filled as re-reads of this trace's events come up
     hit = known.get(src)
     if hit is None:
@@ -179,7 +221,12 @@ def reread_size(trace: Trace, src: int, outputs: Sequence[int] | np.ndarray) -> 
         original = trace.arrays.tokens
         added = int(original[issuer]) + int(original[src]) if issuer != src else int(original[src])
         hit = known[src] = (added, trace.derived("call_of_event", call_of_event).get(issuer, -1))
-    added, call = hit
+    return hit
+
+
+def reread_size(trace: Trace, src: int, outputs: Sequence[int] | np.ndarray) -> tuple[int, int]:
+    """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src."""
+    added, call = reread_cost(trace, src)
     return added, (int(outputs[call]) if call >= 0 else 0)
 
 

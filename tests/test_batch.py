@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from builders import swe_trace
 from test_conformance import settings_of
-from test_information import four_turns, inputs
+from test_information import four_turns, inputs, with_facts
 
 from sim.cache import CostModel, cache_rules, split_runs
 from sim.conformance import record_diff
@@ -74,6 +74,48 @@ def test_masking_refetch_runs_on_the_fast_path_with_the_loops_numbers():
     assert r.calls["first_changed"].tolist() == [-1, -1, 3, 5, -1]
     assert r.rereads == ((3, REFETCH, 3, 110),) and r.recovered == ("f0",)
     assert record_diff(r, loop(t, policy)) == []
+
+
+def needs_at_several_calls():
+    # r0 (event 3) provides f0, r1 (event 5) g0; call 3 needs f0, call 4 g0, the final answer both.
+    # Masking n=1 hides r0 and r1 from call 3 on: re-reads at calls 3 and 4, then the answer has both.
+    t = swe_trace([("x" * 384, 100)] * 6, trace_id="several")
+    return with_facts(t, {3: ("f0",), 5: ("g0",)}, {8: ("f0",), 10: ("g0",), 12: ("f0", "g0")})
+
+
+def test_reactions_of_many_needs_are_each_needs_reaction():
+    from itertools import product
+
+    from sim.information import DEGRADE, FAIL, RETRIEVE, reaction, reactions
+
+    cases = list(product([False, True], [False, True], ["refetch", "degrade", "fail"]))
+    spilled, tool, om = (np.array(c) for c in zip(*cases, strict=True))
+    got = reactions(spilled, tool, om == "fail", om == "degrade").tolist()
+    assert got == [reaction(*c) for c in cases]
+    assert set(got) == {REFETCH, RETRIEVE, FAIL, DEGRADE}
+
+
+@pytest.mark.parametrize("on_missing", ["refetch", "degrade", "fail"])
+def test_needs_unmet_at_several_calls_are_walked_in_order(on_missing):
+    # a re-read brings its facts back for later calls, so such runs are walked call by call; runs whose
+    # unmet needs fall on one call (four turns) are answered together: one batch holds both kinds
+    policy = make_policy("observation_masking", n=1)
+    traces = [needs_at_several_calls(), four_turns(), needs_at_several_calls()]
+    batch = replay_many(traces, policy, [ReplayModel(t, on_missing=on_missing) for t in traces])
+    for t, r in zip(traces, batch, strict=True):
+        assert record_diff(r, loop(t, policy, on_missing)) == []
+    r = batch[0]
+    if on_missing == "refetch":
+        assert r.calls["kind"].tolist() == [0, 0, 0, REFETCH, 0, REFETCH, 0, 0]
+        assert [x[:3] for x in r.rereads] == [(3, REFETCH, 3), (4, REFETCH, 5)] and r.recovered == (
+            "f0",
+            "g0",
+        )
+        assert (r.answer_needs, r.answer_needs_met, r.degraded) == (2, 2, False)
+    elif on_missing == "degrade":
+        assert r.rereads == () and r.degraded and (r.answer_needs, r.answer_needs_met) == (2, 0)
+    else:
+        assert r.finish_reason == "missing-information"
 
 
 def test_batches_of_mixed_runs_equal_single_replays(embedded):
