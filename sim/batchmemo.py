@@ -3,8 +3,8 @@
 ``Trace.derived`` keeps what one trace determines; this keeps what a batch of traces in a given order
 determines (offsets of runs laid end to end, their arrays concatenated), so a sweep, which replays each
 chunk of runs under every setting, builds it once per chunk. Entries hold what the builders return
-(arrays, never the traces): the traces are referenced weakly, and a hit checks they are still the same
-objects, so ids reused by new traces never match and streaming a corpus keeps memory bound.
+(arrays, never the traces): the traces are referenced weakly and an entry is dropped as soon as one of
+its traces is, so ids reused by new traces never match and streaming a corpus keeps memory bound.
 
 ``shape_derived`` keeps what a batch's shape alone determines (e.g. its rows per run): replays of the
 same runs under settings that add no rows, or under the same setting again, share it.
@@ -15,23 +15,26 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
-
-from sim.types import Trace
 
 KEEP = 8  # batches remembered, least recently used dropped first
 
 _BATCHES: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
 
 
-def batch_derived(traces: Sequence[Trace], key: str, build: Callable[[Sequence[Trace]], Any]) -> Any:
-    """``build(traces)``, computed once per batch (the same trace objects in the same order) and key."""
+def batch_derived(traces: Sequence[Any], key: str, build: Callable[[Sequence[Any]], Any]) -> Any:
+    """``build(traces)``, computed once per batch (the same objects in the same order: traces, or other
+    immutable per-run objects such as default replay models) and key."""
     ids = tuple(map(id, traces))
     hit = _BATCHES.get(ids)
-    if hit is None or not all(ref() is t for ref, t in zip(hit[0], traces, strict=True)):
-        hit = _BATCHES[ids] = (tuple(weakref.ref(t) for t in traces), {})
+    if hit is None:
+        # when any of the objects goes, its batch goes with it: an id is never reused while the entry
+        # holding it lives, so a hit needs no identity check
+        drop = partial(_drop, ids)
+        hit = _BATCHES[ids] = (tuple(weakref.ref(t, drop) for t in traces), {})
         while len(_BATCHES) > KEEP:
             _BATCHES.popitem(last=False)
     else:
@@ -41,6 +44,10 @@ def batch_derived(traces: Sequence[Trace], key: str, build: Callable[[Sequence[T
     if value is None:
         value = store[key] = build(traces)
     return value
+
+
+def _drop(ids: tuple[int, ...], _ref: weakref.ref, batches: OrderedDict = _BATCHES) -> None:
+    batches.pop(ids, None)  # the dict bound here: callbacks may run while the module is torn down
 
 
 def remembered() -> int:

@@ -340,6 +340,18 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
     return out
 
 
+def _outputs(models: list[ReplayModel]) -> np.ndarray:
+    """The models' output tokens for every call, runs laid end to end (kept for the same models: a
+    model's script does not change)."""
+    return batch_derived(models, "outputs", _read_only_outputs)
+
+
+def _read_only_outputs(models: list[ReplayModel]) -> np.ndarray:
+    out = _cat([m.respond_all() for m in models])
+    out.setflags(write=False)
+    return out
+
+
 def _one_call_reactions(traces, runs, st: _Static, nt: _NeedTables, unmet: np.ndarray, spilled, out) -> None:
     """``_reactions_many`` for runs whose unmet needs (``unmet``: global pair ids, by run) all fall on one
     call: each need's ``reactions``, then each run's re-reads, one per source (the first need of a
@@ -358,7 +370,7 @@ def _one_call_reactions(traces, runs, st: _Static, nt: _NeedTables, unmet: np.nd
     src, first = np.unique(src, return_index=True)  # global items: in run order, then by source
     picked = np.flatnonzero(take)[first]
     rr = ur[picked]
-    outputs = _cat([m.respond_all() for _, m, *_ in runs])
+    outputs = _outputs([m for _, m, *_ in runs])
     call = nt.source_call[unmet[picked]]
     rows = (
         (nt.call[unmet[picked]] - st.call_off[rr]).tolist(),
@@ -572,7 +584,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         "recorded_call": st.local_call,
         "view_tokens": view_tokens,
         "residual_tokens": st.residual,
-        "output_tokens": _cat([r.model.respond_all() for r in runs]),
+        "output_tokens": _outputs([r.model for r in runs]),
         "recorded_input_tokens": st.recorded_input,
         "view_items": view_end,
         "first_changed": firsts,

@@ -290,6 +290,26 @@ def test_masking_plans_for_a_batch_equal_plans_run_by_run(params, embedded):
     assert [c.tolist() for c in make_policy("observation_masking", n=1).plan(t)[:2]] == [[2, 3], [3, 5]]
 
 
+def test_batch_memory_forgets_a_batch_when_one_of_its_objects_goes():
+    import gc
+
+    from sim.batchmemo import KEEP, batch_derived, remembered
+
+    class Run:  # any weakly referable per-run object
+        pass
+
+    runs = [Run(), Run()]
+    before = remembered()
+    built = []
+    assert batch_derived(runs, "n", lambda rs: built.append(1) or len(rs)) == 2
+    assert batch_derived(runs, "n", lambda rs: built.append(1) or -1) == 2 and built == [1]  # kept
+    held = remembered()
+    assert held == min(before + 1, KEEP)
+    del runs[1]
+    gc.collect()
+    assert remembered() == held - 1  # its entry went with the object: a new object with that id misses
+
+
 def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
     import gc
     import weakref
