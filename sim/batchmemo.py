@@ -55,7 +55,7 @@ def remembered() -> int:
     return len(_BATCHES)
 
 
-SHAPES_KEEP = 64
+SHAPES_KEEP = 16
 _SHAPES: OrderedDict[tuple[str, bytes], Any] = OrderedDict()
 
 
