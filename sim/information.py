@@ -95,6 +95,8 @@ class FactState:
 def missing_sources(facts, events, needs, states, n, on_missing) -> tuple[dict[int, int], bool] | None:
     """For an action needing ``needs`` with items [0, n) in ``states``: the events to re-read (event ->
     row kind, refetch or retrieve) and whether it goes ahead without some fact; None: the model fails."""
+    if not needs:  # most actions need no fact
+        return {}, False
     return choose_rereads(_missing(facts, needs, states, n), events, on_missing)
 
 

@@ -256,10 +256,17 @@ def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
     tokens = token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))
     one = None
     if r.item_state.any():
-        one = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
+        tables = trace.derived("batch_facts_by_stop", _no_tables)  # a run's items: usually all it admits
+        one = tables.get(n)
+        if one is None:
+            one = tables[n] = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
     reread = np.array([src for _, _, src, _ in r.rereads], dtype=np.int64)
     facts = fact_outcome_counts(one, r.item_state, [r.summary_kept], reread)
     return totals_many([seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts)[0]
+
+
+def _no_tables(trace: Trace) -> dict[int, BatchFacts]:
+    return {}
 
 
 def seen_facts(trace: Trace, n: int) -> int:
@@ -275,14 +282,12 @@ def seen_tokens(trace: Trace, n: int) -> int:
 def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarray, facts: np.ndarray) -> list:
     """End-of-run totals of runs from what each saw and its (derived, spilled, lost) tokens and facts
     (``token_outcomes``, ``fact_outcome_counts``): the rest of what was seen stayed verbatim."""
-    rows = np.empty((len(facts_seen), 10), dtype=np.int64)
-    rows[:, 0] = facts_seen
-    rows[:, 2:5] = facts
-    rows[:, 1] = rows[:, 0] - facts.sum(axis=1)
-    rows[:, 5] = tokens_seen
-    rows[:, 7:10] = tokens
-    rows[:, 6] = rows[:, 5] - tokens.sum(axis=1)
-    return list(map(LedgerTotals._make, rows.tolist()))
+    return [
+        LedgerTotals(fs, fs - fd - fsp - fl, fd, fsp, fl, ts, ts - td - tsp - tl, td, tsp, tl)
+        for fs, ts, (fd, fsp, fl), (td, tsp, tl) in zip(
+            facts_seen, tokens_seen, facts.tolist(), tokens.tolist(), strict=True
+        )
+    ]
 
 
 def _prefix_list(trace: Trace) -> list[int]:
