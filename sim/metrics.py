@@ -125,7 +125,9 @@ def retrieve_calls(rs: Records) -> list[int]:
 
 def answer_fact_recall(rs: Records) -> list[float]:
     """Share of the final answer's needed facts available or recoverable when it was given."""
-    return [round(r.answer_needs_met / r.answer_needs, 6) if r.answer_needs else 1.0 for r in rs]
+    return [
+        round(met / needs, 6) if (met := r.answer_needs_met) != (needs := r.answer_needs) else 1.0 for r in rs
+    ]  # all needs met (none included): exactly 1.0
 
 
 def answer_completed(rs: Records) -> list[bool]:
