@@ -32,7 +32,7 @@ from sim.information import VISIBLE, FactState, has_needs, last_need, missing_so
 from sim.ledger import totals as ledger_totals
 from sim.model import ReplayModel
 from sim.models import resolve_window
-from sim.policies.base import Decision, Policy, RunStatus, View
+from sim.policies.base import Decision, Plans, Policy, RunStatus, View
 from sim.pricing import Price, closest_priced, find_price, price_named
 from sim.records import (
     AGENT,
@@ -104,6 +104,8 @@ def replay_many(
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
     setups = [by_model[t.model] for t in traces]
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
+    if plans is not None and not isinstance(plans, Plans):  # a plugin's plan_many may give one Plan per run
+        plans = Plans.of(list(plans))
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
     # runs priced alike are replayed together: one group per model setup (by identity: hashing the
     # price tables per run would cost more than the grouping saves)

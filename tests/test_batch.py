@@ -118,6 +118,20 @@ def test_needs_unmet_at_several_calls_are_walked_in_order(on_missing):
         assert r.finish_reason == "missing-information"
 
 
+def test_a_plugins_plan_many_may_give_one_plan_per_run(embedded):
+    # the interface returned a list of plans before Plans; a policy written then still replays the same
+    base = make_policy("observation_masking", n=2)
+
+    class ListPlans(type(base)):
+        def plan_many(self, traces):  # one Plan per run (as a list)
+            return [super(ListPlans, self).plan_many([t])[0] for t in traces]
+
+    legacy = ListPlans(n=2)
+    traces = [four_turns(), *embedded[:4]]
+    for a, b in zip(replay_many(traces, legacy), replay_many(traces, base), strict=True):
+        assert record_diff(a, b) == []
+
+
 def test_batches_of_mixed_runs_equal_single_replays(embedded):
     # a run's record does not depend on which runs share its batch (sizes, plans, re-reads, tables)
     policy = make_policy("observation_masking", n=2)
