@@ -128,9 +128,8 @@ def replay_many(
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
                 recovered=p.recovered, degraded=p.degraded, rereads=p.rereads, answer_met=p.answer_met,
-                compactions=c.compactions, ledger=c.ledger, params=params,
+                compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed,
             )  # fmt: skip
-            records[pos].prime(c.sums, c.peak, c.kinds, c.compaction_counts, c.growth)
     return records  # type: ignore[return-value]
 
 
@@ -196,11 +195,13 @@ def _record(
     ledger=None,
     answer_met=None,
     params=None,
+    primed=None,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
     final answer's needs met and ``recovered`` the facts re-read, when a batch computed them (``facts``:
-    the loop's fact state otherwise); ``params``: the policy's, read once a batch."""
+    the loop's fact state otherwise); ``params``: the policy's, read once a batch; ``primed``: the
+    record's cached sums and counts (``records.Primed``)."""
     rules, price = cost
     answer = trace.derived("answer_needs", _answer_needs)
     if answer_met is not None:  # a batch found the needs met and the facts re-read
@@ -236,7 +237,8 @@ def _record(
             "answer_needs": len(answer),
             "answer_needs_met": met,
             "ledger": ledger,
-        }
+        },
+        primed,
     )
     if ledger is None:  # derived once, from the record
         object.__setattr__(record, "ledger", ledger_totals(trace, record))

@@ -56,6 +56,7 @@ from sim.records import (
     NO_COMPACTIONS,
     Columns,
     GroupedCompactions,
+    Primed,
 )
 from sim.types import ItemState, Trace
 
@@ -89,15 +90,13 @@ class RunColumns(NamedTuple):
     compactions: Columns
     peak: int  # largest request: the engine compares it with the window
     ledger: LedgerTotals
-    sums: dict[str, int]  # total of every call column (RunRecord.prime)
-    kinds: tuple[int, ...]  # rows of each CALL_KINDS code
-    compaction_counts: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
-    growth: float | None  # the run's growth exponent (sim.growth)
+    primed: Primed  # what the record's caches start with
 
 
 # NamedTuple._make skips the generated __new__'s argument handling: one of each per run
 _prepared = Prepared._make
 _run_columns = RunColumns._make
+_primed = Primed._make
 
 
 class Fenwick:
@@ -641,6 +640,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     item_bounds = bounds.tolist()
     growth = growth_exponents(cols["input_tokens"], rows.bounds)
     peaks_l = peaks.tolist()
+    rows_l = rows_per_run.tolist()
     out = []
     for j in range(len(runs)):
         i0, i1 = item_bounds[j], item_bounds[j + 1]
@@ -654,10 +654,16 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                     compactions_of[j],
                     peaks_l[j],
                     ledger[j],
-                    dict(zip(CALL_COLUMNS, sums[j], strict=True)),
-                    kinds[j],
-                    compaction_counts[j],
-                    growth[j],
+                    _primed(
+                        (
+                            dict(zip(CALL_COLUMNS, sums[j], strict=True)),
+                            rows_l[j],
+                            peaks_l[j],
+                            kinds[j],
+                            compaction_counts[j],
+                            growth[j],
+                        )
+                    ),
                 )
             )
         )

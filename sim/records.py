@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -75,6 +75,17 @@ class Columns(Mapping):
         return (Columns, (self.names, self.block))
 
 
+class Primed(NamedTuple):
+    """What a batch replay computes for each of its runs at once (``RunRecord.of_fields``)."""
+
+    sums: dict[str, int]  # total of every call column
+    rows: int
+    largest_input: int
+    kinds: tuple[int, ...]  # rows of each CALL_KINDS code
+    compactions: tuple[tuple[int, ...], int]  # (compactions per kind, tokens they reclaimed)
+    growth: float | None
+
+
 @dataclass(frozen=True)
 class RunRecord:
     """One (trace, policy, model) replay."""
@@ -106,12 +117,26 @@ class RunRecord:
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 
     @classmethod
-    def of_fields(cls, fields: dict[str, Any]) -> RunRecord:
+    def of_fields(cls, fields: dict[str, Any], primed: Primed | None = None) -> RunRecord:
         """The record whose fields are exactly ``fields`` (every field, each given once; the dict becomes
-        the record's own): the engine's constructor for records it fills completely."""
+        the record's own): the engine's constructor for records it fills completely. ``primed``: values
+        a batch replay computed for all its runs at once, which fill the caches of ``total``, ``n_calls``,
+        ``largest('input_tokens')``, ``kind_count``, ``compaction_counts``, ``total_reclaimed`` and
+        ``primed_growth``: the same numbers, without per-run work (``sums`` is kept as given)."""
         if len(fields) != len(_ALL_FIELDS) or not _ALL_FIELDS <= fields.keys():
             raise TypeError(f"RunRecord.of_fields: fields differ by {sorted(_ALL_FIELDS ^ fields.keys())}")
-        fields["_lists"], fields["_totals"] = {}, {}
+        if primed is None:
+            fields["_lists"], fields["_totals"] = {}, {}
+        else:
+            fields["_totals"] = primed.sums
+            fields["_lists"] = {
+                "n_calls": primed.rows,
+                ("max", "input_tokens"): primed.largest_input,
+                "kinds": primed.kinds,
+                "compactions": primed.compactions[0],
+                "reclaimed": primed.compactions[1],
+                "growth": primed.growth,
+            }
         r = cls.__new__(cls)
         object.__setattr__(r, "__dict__", fields)
         return r
@@ -172,32 +197,6 @@ class RunRecord:
     def primed_growth(self) -> float | None | object:
         """The growth exponent a batch replay computed for this run, or ``UNKNOWN``."""
         return self._lists.get("growth", UNKNOWN)
-
-    def prime(
-        self,
-        sums: dict[str, int],
-        largest_input: int,
-        kinds: tuple[int, ...],
-        compactions: tuple[tuple[int, ...], int] | None = None,
-        growth: float | None | object = UNKNOWN,
-    ) -> None:
-        """Fill the caches of ``total``, ``largest('input_tokens')``, ``kind_count`` and (given)
-        ``compaction_counts`` / ``total_reclaimed`` and ``primed_growth`` with values a batch replay
-        computed for all its runs at once: the same numbers, without per-run work. ``sums`` (every call
-        column's total) is kept as given."""
-        d = self.__dict__
-        if d["_totals"]:
-            d["_totals"].update(sums)
-        else:
-            d["_totals"] = sums
-        cache = self._lists
-        cache["n_calls"] = len(self.calls["call"])
-        cache[("max", "input_tokens")] = largest_input
-        cache["kinds"] = kinds
-        if compactions is not None:
-            cache["compactions"], cache["reclaimed"] = compactions
-        if growth is not UNKNOWN:
-            cache["growth"] = growth
 
     def calls_frame(self):
         """Per-call table as a pandas DataFrame, with the run's identity columns in front."""
