@@ -58,6 +58,7 @@ from sim.records import (
     GroupedCompactions,
     Primed,
 )
+from sim.segments import concat, offsets, owners, positions, value_ends, value_starts
 from sim.types import ItemState, Trace
 
 # compaction kind of each item state code (-1: verbatim is no compaction)
@@ -186,10 +187,9 @@ def _plan_entries(plans: Plans, pos: list[int], call_off: np.ndarray, item_off: 
     if counts.any():
         arrays = (plans.call, plans.index, plans.tokens, plans.state)
         if not whole:  # a subset of the batch's runs
-            first = np.cumsum(plans.counts) - plans.counts
-            take = np.repeat(first[pos] - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+            take = np.repeat(offsets(plans.counts)[pos], counts) + positions(counts)
             arrays = tuple(a[take] for a in arrays)
-        run = np.repeat(np.arange(len(pos)), counts)
+        run = owners(counts)
         entries = (arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3])
     if whole:
         plans.memo["entries"] = (call_off, entries)
@@ -220,11 +220,11 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
     st = _static(traces)
     pairs = tuple(t.derived("need_pairs", need_pairs) for t in traces)
     n_pairs = [len(p.facts) for p in pairs]
-    pair_off = _offsets(n_pairs)
+    pair_off = offsets(n_pairs)
     n_prov = [len(p.provider) for p in pairs]
-    owner = _cat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
-    pair_call = _cat([p.call for p in pairs]) + np.repeat(st.call_off, n_pairs)
-    run = np.repeat(np.arange(len(traces)), n_pairs)
+    owner = concat([p.pair_of_provider for p in pairs]) + np.repeat(pair_off, n_prov)
+    pair_call = concat([p.call for p in pairs]) + np.repeat(st.call_off, n_pairs)
+    run = owners(n_pairs)
 
     def shift(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:  # -1 stays -1
         return np.where(values >= 0, values + offsets[run], -1)
@@ -239,15 +239,15 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
     tables = _NeedTables(
         pairs,
         pair_off.tolist() + [int(sum(n_pairs))],
-        _cat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
+        concat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
         owner,
         pair_call[owner],
         run,
         pair_call,
-        shift(_cat([p.source_item for p in pairs]), st.item_off),
-        _cat([p.source_tool for p in pairs], bool),
-        _cat([p.source_added for p in pairs]),
-        shift(_cat([p.source_call for p in pairs]), st.call_off),
+        shift(concat([p.source_item for p in pairs]), st.item_off),
+        concat([p.source_tool for p in pairs], bool),
+        concat([p.source_added for p in pairs]),
+        shift(concat([p.source_call for p in pairs]), st.call_off),
         np.arange(len(run)) - pair_off[run] >= np.array([p.answer_from for p in pairs], np.int64)[run],
         [len(p.facts) - p.answer_from for p in pairs],
         fact,
@@ -303,10 +303,7 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
     if not len(unmet):
         return out
     ur = nt.run[unmet]
-    first = np.empty(len(ur), dtype=bool)
-    first[:1] = True
-    np.not_equal(ur[1:], ur[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
+    starts = np.flatnonzero(value_starts(ur))
     ends = np.append(starts[1:], len(ur))
     calls = nt.call[unmet]
     one_call = (calls[starts] == calls[ends - 1]) & (  # every unmet need of the run at one call ...
@@ -346,7 +343,7 @@ def _outputs(models: list[ReplayModel]) -> np.ndarray:
 
 
 def _read_only_outputs(models: list[ReplayModel]) -> np.ndarray:
-    out = _cat([m.respond_all() for m in models])
+    out = concat([m.respond_all() for m in models])
     out.setflags(write=False)
     return out
 
@@ -436,16 +433,7 @@ def _walk(
     return degraded, tuple(rereads), tuple(outs)
 
 
-def _offsets(sizes: list[int]) -> np.ndarray:
-    a = np.array(sizes, dtype=np.int64)
-    return np.cumsum(a) - a
-
-
 # ------------------------------------------------------------------------------------------ the batch
-def _cat(parts: list[np.ndarray], dtype=np.int64) -> np.ndarray:
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
-
-
 class _Static(NamedTuple):
     """What a batch's columns hold before any policy acts: the same for every replay of the same traces
     in the same order (a sweep replays each chunk of runs under every setting)."""
@@ -483,17 +471,16 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
     ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
     stops = np.array([int(a.view_end[-1]) if len(a.view_end) else 0 for a in arrays], dtype=np.int64)
     stop_list = stops.tolist()
-    call_off = np.cumsum(ncalls) - ncalls
-    item_off = np.cumsum(stops) - stops
+    call_off, item_off = offsets(ncalls), offsets(stops)
     K = int(ncalls.sum())
     call_base = np.repeat(call_off, ncalls)
     item_base = np.repeat(item_off, ncalls)
     first_call = np.zeros(K, dtype=bool)
     first_call[call_off[ncalls > 0]] = True
-    original = _cat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
+    original = concat([a.tokens[:s] for a, s in zip(arrays, stop_list, strict=True)])
     prefix = np.zeros(len(original) + 1, dtype=np.int64)
     np.cumsum(original, out=prefix[1:])
-    view_end = _cat([a.view_end for a in arrays])
+    view_end = concat([a.view_end for a in arrays])
     prev_items = np.empty(K, dtype=np.int64)
     prev_items[:1] = 0
     prev_items[1:] = view_end[:-1]
@@ -517,9 +504,9 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         prefix[view_end + item_base] - prefix[item_base],
         prev_items,
         np.arange(K, dtype=np.int64) - call_base,
-        _cat([a.residual for a in arrays]),
-        _cat([a.recorded_input for a in arrays]),
-        _cat([t.derived("elapsed", elapsed_array) for t in traces], np.float64),
+        concat([a.residual for a in arrays]),
+        concat([a.recorded_input for a in arrays]),
+        concat([t.derived("elapsed", elapsed_array) for t in traces], np.float64),
         facts,
         [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
@@ -683,14 +670,14 @@ class _Rows(NamedTuple):
 
 
 def _rows(rows_per_run: np.ndarray) -> _Rows:
-    off = np.cumsum(rows_per_run) - rows_per_run
+    off = offsets(rows_per_run)
     base = np.repeat(off, rows_per_run)
     bounds = np.append(off, int(rows_per_run.sum()))
     nonempty = np.flatnonzero(rows_per_run)
     rows = _Rows(
         base,
         np.arange(len(base), dtype=np.int64) - base,
-        np.repeat(np.arange(len(rows_per_run)), rows_per_run),
+        owners(rows_per_run),
         bounds,
         bounds.tolist(),
         nonempty,
@@ -783,7 +770,7 @@ def _batch_rereads(runs: list[Prepared], call_off: np.ndarray, item_off: np.ndar
     if not any(counts):
         return None
     rows = np.array([x for r in runs for x in r.rereads], dtype=np.int64).reshape(-1, 4).T
-    run = np.repeat(np.arange(len(runs)), counts)
+    run = owners(counts)
     outputs = np.array([o for r in runs for o in r.reread_outputs], dtype=np.int64)
     return rows[0] + call_off[run], rows[1], rows[2] + item_off[run], rows[3], outputs, np.array(counts)
 
@@ -810,9 +797,8 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     residual, view_end, local = cols["residual_tokens"], cols["view_items"], cols["recorded_call"]
     # a call's re-reads follow one another: each sees the view plus what the earlier ones added; the
     # first carries the call's seam, the others reuse the whole previous request
-    is_first = np.ones(m, dtype=bool)
-    np.not_equal(rk[1:], rk[:-1], out=is_first[1:])
-    before = np.cumsum(radded) - radded
+    is_first = value_starts(rk)
+    before = offsets(radded)
     group_start = np.maximum.accumulate(np.where(is_first, np.arange(m), 0))
     total = base_view[rk] + extra_before[rk] + before - before[group_start]
     previous = np.empty(m, dtype=np.int64)
@@ -832,8 +818,7 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
         np.where(is_first, stable[rk], previous),
         rk,
     )
-    is_last = np.ones(m, dtype=bool)  # the agent row follows the last re-read of its call
-    np.not_equal(rk[:-1], rk[1:], out=is_last[:-1])
+    is_last = value_ends(rk)  # the agent row follows the last re-read of its call
     last_k = rk[is_last]
     firsts[last_k], nchanged[last_k], stable[last_k] = -1, 0, total[is_last]
     names = (
@@ -888,7 +873,7 @@ def _change_tables(parts, call_base, call_off, ncalls):
     if len(parts) == 1:
         call, kind, index, reclaimed, after = parts[0]
     else:
-        call, kind, index, reclaimed, after = (_cat(list(c)) for c in zip(*parts, strict=True))
+        call, kind, index, reclaimed, after = (concat(list(c)) for c in zip(*parts, strict=True))
         order = np.argsort(call, kind="stable")
         call, kind, index, reclaimed, after = (
             call[order],
@@ -913,10 +898,7 @@ def _change_tables(parts, call_base, call_off, ncalls):
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
         key = np.sort(key)
-    new_group = np.empty(len(key), dtype=bool)
-    new_group[:1] = True
-    np.not_equal(key[1:], key[:-1], out=new_group[1:])
-    group = key[new_group]
+    group = key[value_starts(key)]
     # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
     group_run = np.searchsorted(call_off, group // width, side="right") - 1
     by_kind = (

@@ -7,6 +7,7 @@ import numpy as np
 
 from sim.batchmemo import shape_derived
 from sim.rounding import round_all
+from sim.segments import owners, positions
 
 
 def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | None]:
@@ -43,9 +44,8 @@ def _x_side(bounds: np.ndarray) -> tuple | None:
     if len(runs):
         lo = n[runs] // 2
         half = n[runs] - lo  # rows in each run's second half
-        seg = np.repeat(np.arange(len(runs)), half)
-        offset = np.arange(len(seg)) - np.repeat(np.cumsum(half) - half, half)
-        call_number = np.repeat(lo + 1, half) + offset
+        seg = owners(half)
+        call_number = np.repeat(lo + 1, half) + positions(half)
         start = np.repeat(bounds[runs], half)
         x = np.log(call_number)
         dx = x - (np.bincount(seg, x) / half)[seg]

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.records import CALL_KINDS, COMPACTION_KINDS, RunRecord
+from sim.segments import concat, offsets, owners, value_starts
 from sim.types import ItemState, Trace
 
 CATEGORIES = ("verbatim", "derived", "spilled", "lost")
@@ -101,11 +102,6 @@ def fact_index(trace: Trace) -> FactIndex:
     )
 
 
-def _offsets(sizes: list[int]) -> np.ndarray:
-    a = np.array(sizes, dtype=np.int64)
-    return np.cumsum(a) - a
-
-
 class BatchFacts(NamedTuple):
     """The fact tables of runs laid end to end (``batch_facts``), as (item, fact) pairs over the runs'
     admitted items: what ``fact_outcome_counts`` needs besides the runs' final states, the same for
@@ -122,26 +118,23 @@ class BatchFacts(NamedTuple):
 
 
 def batch_facts(indexes: list[FactIndex], stops: np.ndarray) -> BatchFacts:
-    item_off = np.cumsum(stops) - stops
+    item_off = offsets(stops)
     nfacts = [len(x.ids) for x in indexes]
-    fact_off = _offsets(nfacts)
+    fact_off = offsets(nfacts)
     item_parts, fact_parts, pf_parts, pi_parts = [], [], [], []
     for x, s, i0, f0 in zip(indexes, stops.tolist(), item_off.tolist(), fact_off.tolist(), strict=True):
         end = int(x.item_ptr[s])  # facts of the admitted items [0, s)
-        item_parts.append(np.repeat(np.arange(s), np.diff(x.item_ptr[: s + 1])) + i0)
+        item_parts.append(owners(np.diff(x.item_ptr[: s + 1])) + i0)
         fact_parts.append(x.item_facts[:end] + f0)
         inside = x.fact_items < s
-        pf_parts.append(np.repeat(np.arange(len(x.ids)), np.diff(x.fact_ptr))[inside] + f0)
+        pf_parts.append(owners(np.diff(x.fact_ptr))[inside] + f0)
         pi_parts.append(x.fact_items[inside] + i0)
-    cat = [
-        np.concatenate(p) if p else np.zeros(0, dtype=np.int64)
-        for p in (item_parts, fact_parts, pf_parts, pi_parts)
-    ]
+    cat = [concat(p) for p in (item_parts, fact_parts, pf_parts, pi_parts)]
     return BatchFacts(
         tuple(indexes),
         fact_off,
         sum(nfacts),
-        np.repeat(np.arange(len(indexes)), nfacts),
+        owners(nfacts),
         *cat,
     )
 
@@ -196,10 +189,7 @@ def fact_outcome_counts(
             mask |= (hit & (s == _SUMMARIZED)) if summarized_only else hit
     category[derived] = 1
     category[verbatim] = 0
-    first = np.empty(len(fact), dtype=bool)  # each fact's providers are consecutive
-    first[:1] = True
-    np.not_equal(fact[1:], fact[:-1], out=first[1:])
-    starts = np.flatnonzero(first)
+    starts = np.flatnonzero(value_starts(fact))  # each fact's providers are consecutive
     best = np.minimum.reduceat(category, starts)
     out[:] = np.bincount(b.fact_run[fact[starts]] * 4 + best, minlength=runs * 4).reshape(runs, 4)[:, 1:]
     return out

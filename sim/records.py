@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from sim.segments import value_starts
 from sim.types import ItemState
 
 # Per-call columns, in order. One array each (never one object per call).
@@ -234,10 +235,7 @@ def compaction_rows(
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
         order = np.argsort(key, kind="stable")
         key, reclaimed, index = key[order], reclaimed[order], index[order]
-    new_group = np.empty(len(key), dtype=bool)
-    new_group[:1] = True
-    np.not_equal(key[1:], key[:-1], out=new_group[1:])
-    starts = np.flatnonzero(new_group)
+    starts = np.flatnonzero(value_starts(key))
     out = np.empty((len(COMPACTION_COLUMNS), len(starts)), dtype=np.int64)
     out[0], out[1] = np.divmod(key[starts], width)
     out[2] = np.diff(starts, append=len(key))

@@ -21,6 +21,7 @@ import numpy as np
 
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
+from sim.segments import offsets, owners, positions
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
@@ -78,9 +79,8 @@ def _batch_observations(traces: Sequence[Trace]) -> _Observations:
     n_events = np.array([len(t.events) for t in traces], dtype=np.int64)
     ends = [t.arrays.view_end for t in traces]
     n_calls = np.array([len(v) for v in ends], dtype=np.int64)
-    obs_off, event_off = np.cumsum(n_obs) - n_obs, np.cumsum(n_events) - n_events
-    first = np.cumsum(n_calls) - n_calls
-    run = np.repeat(np.arange(len(traces)), n_calls)
+    obs_off, event_off, first = offsets(n_obs), offsets(n_events), offsets(n_calls)
+    run = owners(n_calls)
     obs = np.concatenate([o for o, _ in pairs])
     # observations in each call's view: global positions keep runs apart
     in_view = (obs + np.repeat(event_off, n_obs)).searchsorted(np.concatenate(ends) + event_off[run])
@@ -164,9 +164,8 @@ class ObservationMasking(Policy):
         prev[1:] = upto[:-1]
         prev[b.first_calls] = 1
         counts = upto - prev  # observations call k masks: [prev[k], upto[k])
-        entry_call = np.repeat(np.arange(len(upto)), counts)
-        position = np.arange(len(entry_call)) - np.repeat(np.cumsum(counts) - counts, counts)
-        index = b.obs[b.obs_base[entry_call] + prev[entry_call] + position]
+        entry_call = owners(counts)
+        index = b.obs[b.obs_base[entry_call] + prev[entry_call] + positions(counts)]
         tokens = b.placeholder_tokens[index + b.event_base[entry_call]]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
