@@ -87,16 +87,6 @@ class CostModel:
         cost = -1 if self.price is None else self.price.cost_microusd(uncached, read, write, out)
         return read, write, uncached, cost
 
-    def step_all(self, t: np.ndarray, inp: np.ndarray, view: np.ndarray, stable: np.ndarray, out: np.ndarray):
-        """``step`` over a run's requests at once (no summary calls): the same numbers, vectorised."""
-        n = len(inp)
-        split = split_runs(self.rules, self.price, t, inp, view, stable, out, np.zeros(n, dtype=np.int64))
-        cacheable = np.flatnonzero(view >= self.rules.min_prefix_tokens)
-        if len(cacheable):
-            k = int(cacheable[-1])
-            self.cached, self.expires = int(view[k]), float(t[k]) + self.rules.lifetime_s
-        return split
-
 
 def split_runs(
     rules: CacheRules,
@@ -108,11 +98,12 @@ def split_runs(
     out: np.ndarray,
     run_start: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(cache_read, cache_write, uncached, cost_microusd) of the requests of many runs laid end to end
-    (no summary calls), each run starting with an empty cache: ``run_start[k]`` is the row where the run
-    of row k starts. The cache entry alive at request k is the one the last earlier request of its run
-    with a cacheable view left; everything follows from that request's time and size. One pass for
-    a whole corpus: per-run numpy calls would cost more than the arithmetic."""
+    """``CostModel.step`` over the requests of many runs laid end to end (no summary calls), each run
+    starting with an empty cache: (cache_read, cache_write, uncached, cost_microusd) arrays.
+    ``run_start[k]`` is the row where the run of row k starts. The cache entry alive at request k is
+    the one the last earlier request of its run with a cacheable view left; everything follows from
+    that request's time and size. One pass for a whole corpus: per-run numpy calls would cost more
+    than the arithmetic."""
     n = len(inp)
     cacheable = view >= rules.min_prefix_tokens
     last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))

@@ -122,7 +122,9 @@ def replay_many(
     for rules, price, runs in groups.values():
         columns = replay_columns([p for _, p, _ in runs], rules, price)
         for (pos, p, w), c in zip(runs, columns, strict=True):
-            if w is not None and c.peak > w:  # refused by the provider: the loop decides what follows
+            if (
+                w is not None and c.primed.largest_input > w
+            ):  # refused by the provider: the loop decides what follows
                 records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
                 continue
             records[pos] = _record(

@@ -61,8 +61,8 @@ from sim.records import (
 from sim.segments import concat, offsets, owners, positions, value_ends, value_starts
 from sim.types import ItemState, Trace
 
-# compaction kind of each item state code (-1: verbatim is no compaction)
 _VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
+# compaction kind of each item state code (-1: verbatim is no compaction)
 KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
 
 
@@ -89,9 +89,8 @@ class RunColumns(NamedTuple):
     item_tokens: np.ndarray
     changes: Columns
     compactions: Columns
-    peak: int  # largest request: the engine compares it with the window
     ledger: LedgerTotals
-    primed: Primed  # what the record's caches start with
+    primed: Primed  # what the record's caches start with (its largest request among them)
 
 
 # NamedTuple._make skips the generated __new__'s argument handling: one of each per run
@@ -313,7 +312,7 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
     simple[ur[starts[one_call]]] = True
     at = simple[ur]
     if at.any():
-        _one_call_reactions(traces, runs, st, nt, unmet[at], spilled, out)
+        _one_call_reactions(runs, st, nt, unmet[at], spilled, out)
     spilled_l = spilled.tolist()
     for lo, hi in zip(starts[~one_call].tolist(), ends[~one_call].tolist(), strict=True):
         j = int(ur[lo])
@@ -348,7 +347,7 @@ def _read_only_outputs(models: list[ReplayModel]) -> np.ndarray:
     return out
 
 
-def _one_call_reactions(traces, runs, st: _Static, nt: _NeedTables, unmet: np.ndarray, spilled, out) -> None:
+def _one_call_reactions(runs, st: _Static, nt: _NeedTables, unmet: np.ndarray, spilled, out) -> None:
     """``_reactions_many`` for runs whose unmet needs (``unmet``: global pair ids, by run) all fall on one
     call: each need's ``reactions``, then each run's re-reads, one per source (the first need of a
     source decides its kind), by source, as ``choose_rereads`` makes them. Fills ``out``."""
@@ -405,7 +404,7 @@ def _one_call_reactions(traces, runs, st: _Static, nt: _NeedTables, unmet: np.nd
 
 
 def _walk(
-    trace: Trace, model: ReplayModel, p: NeedPairs, unmet: list[int], spilled: list, recovered: set[str]
+    trace: Trace, model: ReplayModel, p: NeedPairs, unmet: list[int], spilled: list[bool], recovered: set[str]
 ):
     """The re-reads for a run's pairs left unmet by its states (local pair ids, ascending): (degraded?,
     re-reads, their calls' output tokens), or None when the model fails; ``recovered`` collects the
@@ -418,7 +417,7 @@ def _walk(
         j = i
         while j < n and calls[unmet[j]] == k:
             j += 1
-        missing = ((spilled[q] > 0, source[q]) for q in unmet[i:j] if facts[q] not in recovered)
+        missing = ((spilled[q], source[q]) for q in unmet[i:j] if facts[q] not in recovered)
         found = choose_rereads(missing, events, model.on_missing)
         if found is None:
             return None
@@ -639,7 +638,6 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                     tok[i0:i1],
                     changes_of[j],
                     compactions_of[j],
-                    peaks_l[j],
                     ledger[j],
                     _primed(
                         (
@@ -870,28 +868,15 @@ def _change_tables(parts, call_base, call_off, ncalls):
     runs = len(call_off)
     if not parts:
         return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
-    if len(parts) == 1:
-        call, kind, index, reclaimed, after = parts[0]
-    else:
-        call, kind, index, reclaimed, after = (concat(list(c)) for c in zip(*parts, strict=True))
-        order = np.argsort(call, kind="stable")
-        call, kind, index, reclaimed, after = (
-            call[order],
-            kind[order],
-            index[order],
-            reclaimed[order],
-            after[order],
-        )
-    changes = np.empty(
-        (len(CHANGE_COLUMNS), len(call)), dtype=np.int64
-    )  # filled row by row: np.stack is slow
-    changes[0], changes[1], changes[2], changes[3], changes[4] = (
-        call - call_base[call],
-        kind,
-        index,
-        reclaimed,
-        after,
-    )
+    cols = parts[0]
+    if len(parts) > 1:
+        cols = [concat(list(c)) for c in zip(*parts, strict=True)]
+        order = np.argsort(cols[0], kind="stable")
+        cols = [c[order] for c in cols]
+    call, kind, index, reclaimed, after = cols
+    changes = np.empty((len(CHANGE_COLUMNS), len(call)), dtype=np.int64)  # row by row: np.stack is slow
+    for row, col in zip(changes, (call - call_base[call], kind, index, reclaimed, after), strict=True):
+        row[:] = col
     # compaction counts without the compaction tables (each run groups its own when one is read): one
     # compaction per distinct (call, kind)
     width = len(COMPACTION_KINDS)

@@ -266,7 +266,7 @@ def seen_facts(trace: Trace, n: int) -> int:
 
 def seen_tokens(trace: Trace, n: int) -> int:
     """Recorded tokens of events [0, n)."""
-    return trace.derived("prefix_list", _prefix_list)[n]
+    return int(trace.arrays.prefix[n])
 
 
 def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarray, facts: np.ndarray) -> list:
@@ -278,10 +278,6 @@ def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarra
             facts_seen, tokens_seen, facts.tolist(), tokens.tolist(), strict=True
         )
     ]
-
-
-def _prefix_list(trace: Trace) -> list[int]:
-    return trace.arrays.prefix.tolist()
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:

@@ -219,17 +219,11 @@ def change_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.nda
     return {c: arr[:, i].copy() for i, c in enumerate(CHANGE_COLUMNS)}
 
 
-def compaction_table(rows: list[tuple[int, int, int, int, int]]) -> dict[str, np.ndarray]:
-    """Columns from (call, kind, items, tokens_reclaimed, first_index) rows."""
-    arr = np.array(rows, dtype=np.int64).reshape(-1, len(COMPACTION_COLUMNS))
-    return {c: arr[:, i].copy() for i, c in enumerate(COMPACTION_COLUMNS)}
-
-
 def compaction_rows(
     call: np.ndarray, kind: np.ndarray, index: np.ndarray, reclaimed: np.ndarray
 ) -> np.ndarray:
-    """Group changes into compactions, one per (call, kind), sorted by both: a (COMPACTION_COLUMNS, n)
-    block. ``call`` may be any call numbering that keeps runs apart (a batch passes global ids)."""
+    """Group a run's changes into compactions, one per (call, kind), sorted by both: a
+    (COMPACTION_COLUMNS, n) block."""
     width = len(COMPACTION_KINDS)
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call

@@ -160,7 +160,8 @@ def test_replay_many_checks_models_match_traces():
 
 
 def test_split_runs_restarts_the_cache_at_each_run():
-    # three runs laid end to end equal three separate step_all calls, for every cache family
+    # three runs laid end to end equal each run's requests stepped one by one (CostModel.step, the
+    # loop's accounting), for every cache family
     rng = np.random.default_rng(7)
     lengths = [5, 1, 9]
     for family in ("anthropic", "gemini", "openai", "none"):
@@ -173,7 +174,16 @@ def test_split_runs_restarts_the_cache_at_each_run():
             t = np.cumsum(rng.integers(1, 400, n)).astype(np.float64)
             parts.append((t, view + 7, view, stable, np.full(n, 50, dtype=np.int64)))
         price = find_price("claude-sonnet-4-5") if family == "anthropic" else None
-        expected = [CostModel(rules, price).step_all(*p) for p in parts]
+        expected = []
+        for t, inp, view, stable, out in parts:
+            model = CostModel(rules, price)
+            rows = [
+                model.step(False, *row)
+                for row in zip(
+                    t.tolist(), inp.tolist(), view.tolist(), stable.tolist(), out.tolist(), strict=True
+                )
+            ]
+            expected.append([np.array(c) for c in zip(*rows, strict=True)])
         cat = [np.concatenate([p[i] for p in parts]) for i in range(5)]
         starts = np.repeat(np.cumsum([0] + lengths[:-1]), lengths)
         got = split_runs(rules, price, *cat, starts)

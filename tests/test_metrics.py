@@ -7,7 +7,7 @@ from sim.engine import replay
 from sim.ledger import LedgerTotals
 from sim.metrics import METRICS, compute_metrics, growth_exponent
 from sim.policies.base import make_policy
-from sim.records import CALL_COLUMNS, RunRecord, compaction_table
+from sim.records import CALL_COLUMNS, NO_COMPACTIONS, RunRecord
 
 
 def record(inputs):
@@ -15,7 +15,7 @@ def record(inputs):
     cols = {c: np.zeros(n, dtype=np.int64) for c in CALL_COLUMNS}
     cols["input_tokens"] = np.asarray(inputs, dtype=np.int64)
     cols["output_tokens"] = np.full(n, 5, dtype=np.int64)
-    empty = compaction_table([])
+    empty = NO_COMPACTIONS
     r = RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8), empty)
     object.__setattr__(r, "ledger", LedgerTotals(*[0] * 10))
     return r
