@@ -58,7 +58,7 @@ from sim.records import (
     GroupedCompactions,
     Primed,
 )
-from sim.segments import concat, offsets, owners, positions, value_ends, value_starts
+from sim.segments import concat, offsets, owners, value_ends, value_starts
 from sim.types import ItemState, Trace
 
 _VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
@@ -173,28 +173,6 @@ def prepare_many(
     return out
 
 
-def _plan_entries(plans: Plans, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
-    """The entries of runs ``pos`` of ``plans``, those runs laid end to end in that order: (global call,
-    global item, tokens, state), or None when they plan nothing."""
-    whole = len(pos) == len(plans) and pos == list(range(len(pos)))
-    if whole:  # the reactions and the columns ask for the same: compute once per batch
-        hit = plans.memo.get("entries")
-        if hit is not None and hit[0] is call_off:
-            return hit[1]
-    counts = plans.counts[pos]
-    entries = None
-    if counts.any():
-        arrays = (plans.call, plans.index, plans.tokens, plans.state)
-        if not whole:  # a subset of the batch's runs
-            take = np.repeat(offsets(plans.counts)[pos], counts) + positions(counts)
-            arrays = tuple(a[take] for a in arrays)
-        run = owners(counts)
-        entries = (arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3])
-    if whole:
-        plans.memo["entries"] = (call_off, entries)
-    return entries
-
-
 class _NeedTables(NamedTuple):
     """The (call, fact) need pairs of a batch's runs laid end to end (``need_pairs`` of each run), with
     global ids (items, calls, facts) where runs' ids would clash."""
@@ -279,7 +257,7 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
         s = state[provider]
     else:
         s = np.zeros(len(provider), dtype=np.int64)
-    entries = None if plans is None else _plan_entries(plans, list(range(len(runs))), call_off, item_off)
+    entries = None if plans is None else plans.laid_out(list(range(len(runs))), call_off, item_off)
     if entries is not None:  # each provider's state at its call: that of the last plan entry for it up to it
         e_call, e_item, _, e_state = entries
         width = len(st.call_base) + 1
@@ -548,7 +526,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None
     plans = runs[0].plans if runs else None
-    entries = None if plans is None else _plan_entries(plans, [r.pos for r in runs], call_off, item_off)
+    entries = None if plans is None else plans.laid_out([r.pos for r in runs], call_off, item_off)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
             entries, call_base, item_base, first_call, prev_items,
@@ -712,7 +690,7 @@ def _fold_plans(
     nchanged,
     change_parts,
 ):
-    """Fold the runs' plan entries (``_plan_entries``) into their calls (``tok``, ``states``, ``firsts``,
+    """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
     ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
     its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
     positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;

@@ -15,6 +15,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from sim.errors import ConfigError, UnknownNameError
+from sim.segments import offsets, owners, positions
 from sim.types import ItemState, Trace
 
 
@@ -47,7 +48,7 @@ class Plans:
     index numbered within each entry's run) and each run's number of entries. ``plans[j]`` is run j's
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
-    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds", "memo")
+    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds", "_whole")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
@@ -55,7 +56,7 @@ class Plans:
         self.call, self.index, self.tokens, self.state = call, index, tokens, state
         self.counts = counts
         self._bounds: list[int] | None = None
-        self.memo: dict = {}  # what the engine derives from these plans during one replay of the batch
+        self._whole: tuple | None = None  # laid_out of every run: (offsets it was given, entries)
 
     @classmethod
     def of(cls, plans: Sequence[Plan]) -> Plans:
@@ -70,6 +71,26 @@ class Plans:
 
     def __len__(self) -> int:
         return len(self.counts)
+
+    def laid_out(self, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
+        """The entries of runs ``pos``, those runs laid end to end in that order, with each run's calls
+        and indices moved by its offsets: (call, index, tokens, state) arrays, or None when they plan
+        nothing. The result for every run in order is kept: the engine asks for it twice a batch."""
+        whole = len(pos) == len(self) and pos == list(range(len(pos)))
+        if whole and self._whole is not None and self._whole[0] is call_off:
+            return self._whole[1]
+        counts = self.counts[pos]
+        entries = None
+        if counts.any():
+            arrays = (self.call, self.index, self.tokens, self.state)
+            if not whole:  # a subset of the runs
+                take = np.repeat(offsets(self.counts)[pos], counts) + positions(counts)
+                arrays = tuple(a[take] for a in arrays)
+            run = owners(counts)
+            entries = (arrays[0] + call_off[run], arrays[1] + item_off[run], arrays[2], arrays[3])
+        if whole:
+            self._whole = (call_off, entries)
+        return entries
 
     def __iter__(self) -> Iterator[Plan]:
         return (self[j] for j in range(len(self)))
