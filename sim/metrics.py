@@ -22,13 +22,31 @@ def calls(rs: Records) -> list[int]:
     return [r.n_calls for r in rs]
 
 
-def cumulative_input_tokens(rs: Records) -> list[int]:
-    """Sum of input tokens over all calls: the quadratic quantity."""
-    return [r.total("input_tokens") for r in rs]
+def _total(column: str, name: str, doc: str) -> Callable[[Records], list[int]]:
+    """The metric ``name``: each run's total of a call column."""
+
+    def value(rs: Records) -> list[int]:
+        return [r.total(column) for r in rs]
+
+    value.__name__, value.__doc__ = name, doc
+    return value
 
 
-def cumulative_output_tokens(rs: Records) -> list[int]:
-    return [r.total("output_tokens") for r in rs]
+cumulative_input_tokens = _total(
+    "input_tokens", "cumulative_input_tokens", "Sum of input tokens over all calls: the quadratic quantity."
+)
+cumulative_output_tokens = _total("output_tokens", "cumulative_output_tokens", "Sum of output tokens.")
+cache_read_tokens = _total(
+    "cache_read_tokens", "cache_read_tokens", "Input tokens read from the prompt cache (modelled, sim.cache)."
+)
+cache_write_tokens = _total(
+    "cache_write_tokens",
+    "cache_write_tokens",
+    "Input tokens written to the cache at the write price (families with explicit writes).",
+)
+uncached_input_tokens = _total(
+    "uncached_input_tokens", "uncached_input_tokens", "Input tokens at the full price."
+)
 
 
 def peak_context_tokens(rs: Records) -> list[int]:
@@ -42,7 +60,7 @@ def growth_exponent(r: RunRecord) -> float | None:
     Raw long runs approach 2 (each call re-sends a growing history); bounded views approach 1.
     None for runs of fewer than 4 calls, where a half has too few points for a slope.
     """
-    return growth_exponents(r.calls["input_tokens"], np.array([0, r.n_calls]))[0]
+    return _growth_exponents([r])[0]
 
 
 def _growth_exponents(rs: Records) -> list[float | None]:
@@ -58,20 +76,6 @@ def _growth_exponents(rs: Records) -> list[float | None]:
         for j, v in zip(todo, values, strict=True):
             out[j] = v
     return out
-
-
-def cache_read_tokens(rs: Records) -> list[int]:
-    """Input tokens read from the prompt cache (modelled, sim.cache)."""
-    return [r.total("cache_read_tokens") for r in rs]
-
-
-def cache_write_tokens(rs: Records) -> list[int]:
-    """Input tokens written to the cache at the write price (families with explicit writes)."""
-    return [r.total("cache_write_tokens") for r in rs]
-
-
-def uncached_input_tokens(rs: Records) -> list[int]:
-    return [r.total("uncached_input_tokens") for r in rs]
 
 
 def cache_hit_rate(rs: Records) -> list[float | None]:
