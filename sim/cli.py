@@ -10,14 +10,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError, CtxsimError, TraceError
+from sim.errors import ConfigError, TraceError
+from sim.exitcodes import run_command
 from sim.jsonl import json_lines
 
 _OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
-
-
-def _err(msg: str) -> None:
-    print(f"ctxsim: error: {msg}", file=sys.stderr)
 
 
 def _warn(msg: str) -> None:
@@ -648,6 +645,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay recorded LLM-agent traces against context-management policies; "
         "measure what each policy costs.",
     )
+    p.add_argument(
+        "--debug", action="store_true", help="on an internal error (exit 3), print the traceback too"
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(
@@ -874,6 +874,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.simplefilter("always", ImportNotice)
     warnings.showwarning = _show_notice
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere on the line, not only before the command
+    argv = [a for a in argv if a != "--debug"]
     # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -881,15 +884,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.items.extend(extra)
         else:
             parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    try:
-        return args.func(args)
-    except CtxsimError as exc:
-        _err(str(exc))
-        return exc.exit_code
-    except BrokenPipeError:  # `ctxsim run ... | head`
-        return 0
-    except KeyboardInterrupt:
-        return 130
+    return run_command(args.func, args, debug=debug)
 
 
 if __name__ == "__main__":

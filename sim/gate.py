@@ -830,12 +830,11 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="ctxsim")
     add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
-    args = parser.parse_args(["gate", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except CtxsimError as exc:
-        print(f"ctxsim: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(["gate", *(w for w in words if w != "--debug")])
+    from sim.exitcodes import run_command
+
+    return run_command(args.func, args, debug="--debug" in words)
 
 
 if __name__ == "__main__":

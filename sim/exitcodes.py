@@ -1,0 +1,43 @@
+"""The exit-code contract CI systems read (pytest's convention), in one place for every entry point."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1  # `ctxsim gate` only: a threshold did not hold
+EXIT_BAD_INPUT = 2  # bad input or config: a CtxsimError, one line naming the file, record and field
+EXIT_INTERNAL = 3  # anything else: a bug of ctxsim's
+
+
+def run_command(func: Callable[[Any], int], args: Any, debug: bool = False) -> int:
+    """Run a command under the contract: a ``CtxsimError`` is one line and its exit code (2); any other
+    exception is one line asking for a report and exit 3, with the traceback only when ``debug``; so a
+    crash never looks like a regression (1) or like bad input (2)."""
+    from sim.errors import CtxsimError
+
+    try:
+        return func(args)
+    except CtxsimError as exc:
+        print(f"ctxsim: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except BrokenPipeError:  # `ctxsim run ... | head`
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the contract: any unexpected exception is exit 3
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        print(
+            f"ctxsim: internal error: {type(exc).__name__}"
+            + (f": {first}" if first else "")
+            + ", please report it"
+            + ("" if debug else " (rerun with --debug for the traceback)"),
+            file=sys.stderr,
+        )
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        return EXIT_INTERNAL
