@@ -143,7 +143,7 @@ def iter_runs(
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
-    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
     from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
 
@@ -153,10 +153,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     for option in ("calls", "ledger"):
         if getattr(args, option):
             check_table_path(Path(getattr(args, option)), f"--{option}")
-    cfg = compose(args.policy, overrides)
-    if args.allow_module:
-        cfg["allow_modules"] = list(args.allow_module)
-    policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
+    allow = check_allow_modules(args.allow_module or ())  # the command line's, never the config's
+    cfg = compose(args.policy, overrides, allow)
+    policy, window, behaviour = build_policy(cfg, allow), model_window(cfg), model_behaviour(cfg)
     rows, frames, ledger = [], [], []
     dataset = (args.dataset, args.split, args.streaming) if args.dataset else None
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
@@ -379,7 +378,7 @@ STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spille
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """What one agent call sent: its items, their sizes and states, the facts it needed, the cache split."""
-    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.engine import replay
     from sim.importers import load_path
     from sim.model import ReplayModel
@@ -388,8 +387,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     paths, overrides = split_args(args.items)
     if len(paths) != 1:
         raise ConfigError("explain: give exactly one trace file")
-    cfg = compose(args.policy, overrides)
-    policy, window, behaviour = build_policy(cfg), model_window(cfg), model_behaviour(cfg)
+    allow = check_allow_modules(args.allow_module or ())
+    cfg = compose(args.policy, overrides, allow)
+    policy, window, behaviour = build_policy(cfg, allow), model_window(cfg), model_behaviour(cfg)
     traces = list(load_path(Path(paths[0])))
     if args.trace:
         traces = [t for t in traces if t.trace_id == args.trace]
@@ -760,6 +760,12 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--call", type=int, required=True, help="recorded call index (0-based)")
     e.add_argument("--trace", help="trace_id, when the file holds several traces")
     e.add_argument("--pricing", default="auto", metavar="MODEL")
+    e.add_argument(
+        "--allow-module",
+        action="append",
+        metavar="MODULE",
+        help="let a policy config's _target_ name a Policy subclass from this module of yours (repeatable)",
+    )
     e.set_defaults(func=cmd_explain)
     f = sub.add_parser(
         "fidelity",

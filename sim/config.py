@@ -1,40 +1,232 @@
 """Config composition with Hydra's Compose API: our own argument parsing and exit codes, no outputs/.
 
-Policies are built from a config's ``_target_`` only when it names a registered policy class (or a
-module the user allow-lists): a config file never selects arbitrary code to run.
+This is the trust boundary of configuration: a configuration never selects code to run.
+
+- A policy is named by a plain name (``^[A-Za-z0-9_]+$``): a registered policy (built in, or declared by
+  an installed package under the ``ctxsim.policies`` entry-point group) or a preset file directly in
+  ``conf/policy/``. A name with a path separator or ``..`` is refused, so no YAML elsewhere on disk can be
+  composed.
+- Every policy file, and each file of its ``defaults`` chain, is checked before Hydra reads it
+  (``check_policy_file``): Hydra would otherwise honour a ``# @package _global_`` directive or a
+  ``hydra:`` key in it and instantiate whatever ``_target_`` it puts under ``hydra.callbacks``.
+- ``build_policy`` builds a registered policy class, or a ``Policy`` subclass of a module allow-listed
+  *on the command line*; the composed config has no say in what may be imported.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, UnknownNameError
 from sim.paths import CONF_DIR
-from sim.policies.base import Policy, make_policy, registered
+from sim.policies.base import Policy, knobs, make_policy, registered
+
+POLICY_NAME = re.compile(r"[A-Za-z0-9_]+")  # fullmatch: no path separator, no '..', no '@package'
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+_PACKAGE_DIRECTIVE = re.compile(r"\s*#\s*@package\b")
+INTERPOLATION = "${"
+_FILE_KEYS_HELP = (
+    "allowed: _target_ (a registered policy class, or a class of a module allowed on the command line "
+    "with --allow-module / allow_modules=), defaults (names of files in conf/policy/, _self_) and the "
+    "policy's knobs"
+)
 
 
 def _target_of(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
+def policy_dir() -> Path:
+    return CONF_DIR / "policy"
+
+
 def policy_names() -> list[str]:
-    """Selectable with ``--policy``: registered policies and presets (any ``conf/policy/*.yaml``)."""
-    return sorted({*registered(), *(p.stem for p in (CONF_DIR / "policy").glob("*.yaml"))})
+    """Selectable with ``--policy``: registered policies and presets (``conf/policy/NAME.yaml``)."""
+    presets = (p.stem for p in policy_dir().glob("*.yaml") if POLICY_NAME.fullmatch(p.stem))
+    return sorted({*registered(), *presets})
 
 
-def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
+def check_policy_name(name: Any) -> str:
+    """``name`` if it is a plain name of a registered policy or a preset; otherwise UnknownNameError
+    listing the choices (a path, ``..`` or anything but ``[A-Za-z0-9_]`` is never a policy name)."""
+    names = policy_names()
+    if not isinstance(name, str) or not POLICY_NAME.fullmatch(name) or name not in names:
+        raise UnknownNameError("policy", str(name), names)
+    return name
+
+
+def check_allow_modules(modules: Iterable[str], option: str = "--allow-module") -> tuple[str, ...]:
+    """Module names given on the command line: dotted Python identifiers only."""
+    out = tuple(modules)
+    for m in out:
+        if not isinstance(m, str) or not MODULE_NAME.fullmatch(m):
+            raise ConfigError(f"{option} {m!r}: not a module name (dotted Python identifiers)")
+    return out
+
+
+def _allowed(target: str, allow_modules: Sequence[str]) -> bool:
+    return any(target == m or target.startswith(m + ".") for m in allow_modules)
+
+
+def check_value(text: str, where: str) -> None:
+    """An override value or a config string may not interpolate (``${hydra:runtime.cwd}``,
+    ``${oc.env:HOME}``, ``${policy.n}``): OmegaConf would resolve it while composing."""
+    if INTERPOLATION in text:
+        raise ConfigError(f"{where}: '${{...}}' interpolation is not allowed; give the value itself")
+
+
+def read_config_text(path: Path, source: str) -> str:
+    """A config file's text, refused (ConfigError naming ``source``) above the YAML size cap or when it
+    is not UTF-8, before it is read whole."""
+    from sim.safeyaml import MAX_YAML_BYTES
+
+    try:
+        if path.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"{source}: larger than {MAX_YAML_BYTES:,} bytes; not read")
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{source}: not UTF-8 text") from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read ({exc.strerror or exc})") from None
+
+
+def _walk(value: Any, path: str, source: str) -> None:
+    """Below the top level: no ``_target_`` key, no interpolation in any key or string (explicit stack)."""
+    stack = [(value, path)]
+    while stack:
+        v, p = stack.pop()
+        if isinstance(v, dict):
+            for k, sub in v.items():
+                kp = f"{p}.{k}" if p else str(k)
+                if k == "_target_":
+                    raise ConfigError(
+                        f"{source}: key '{kp}': a nested _target_ is not allowed; only the policy's own "
+                        "_target_, at the top level"
+                    )
+                if isinstance(k, str) and INTERPOLATION in k:
+                    raise ConfigError(f"{source}: key '{kp}': '${{...}}' interpolation is not allowed")
+                stack.append((sub, kp))
+        elif isinstance(v, list):
+            stack.extend((sub, f"{p}[{i}]") for i, sub in enumerate(v))
+        elif isinstance(v, str) and INTERPOLATION in v:
+            raise ConfigError(f"{source}: key '{p}': '${{...}}' interpolation is not allowed; give the value")
+
+
+def check_policy_file(name: str, allow_modules: Sequence[str] = ()) -> None:
+    """Check ``conf/policy/NAME.yaml`` and every file of its ``defaults`` chain before Hydra reads them:
+    a mapping; no ``# @package`` directive; no ``hydra`` or ``allow_modules`` key; ``defaults`` entries
+    only ``_self_`` or names of other files in conf/policy/; a top-level ``_target_`` that is a registered
+    policy class or in a module of ``allow_modules`` (the command line's); no nested ``_target_``; no
+    ``${...}`` interpolation. ConfigError naming the file, the key and what is allowed."""
+    from sim.safeyaml import load_yaml
+
+    targets = {_target_of(c) for c in registered().values()}
+    todo, seen = [name], set()
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        source = f"conf/policy/{n}.yaml"
+        text = read_config_text(policy_dir() / f"{n}.yaml", source)
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if _PACKAGE_DIRECTIVE.match(line):
+                raise ConfigError(
+                    f"{source}: line {lineno}: a '# @package' directive is not allowed: a policy file "
+                    "configures its policy only"
+                )
+        data = load_yaml(text, source)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise ConfigError(
+                f"{source}: expected a mapping of knobs, got {type(data).__name__}; {_FILE_KEYS_HELP}"
+            )
+        for key in data:
+            if not isinstance(key, str) or key in ("hydra", "allow_modules"):
+                raise ConfigError(f"{source}: key '{key}' is not allowed in a policy file; {_FILE_KEYS_HELP}")
+        defaults = data.get("defaults", [])
+        if not isinstance(defaults, list):
+            raise ConfigError(
+                f"{source}: key 'defaults': expected a list of conf/policy file names and _self_"
+            )
+        for entry in defaults:
+            if entry == "_self_":
+                continue
+            if not (
+                isinstance(entry, str)
+                and POLICY_NAME.fullmatch(entry)
+                and (policy_dir() / f"{entry}.yaml").is_file()
+            ):
+                raise ConfigError(
+                    f"{source}: key 'defaults': entry {entry!r} is not allowed; allowed: _self_ and names of "
+                    "files in conf/policy/ (no paths, packages, groups or overrides)"
+                )
+            todo.append(entry)
+        if "_target_" in data:
+            target = data["_target_"]
+            if not isinstance(target, str) or not (target in targets or _allowed(target, allow_modules)):
+                raise ConfigError(
+                    f"{source}: key '_target_': {target!r} is not a registered policy class; a policy of "
+                    "your own needs its module allowed on the command line (--allow-module MODULE, or "
+                    "sweep allow_modules=MODULE)"
+                )
+        _walk({k: v for k, v in data.items() if k != "_target_"}, "", source)
+
+
+def _store_registered(name: str) -> None:
+    """A registered policy without a file of its own (an entry point of an installed package): its
+    defaults as a node of Hydra's ConfigStore, so ``policy=NAME`` composes like a file would."""
+    from hydra.core.config_store import ConfigStore
+
+    cls = registered()[name]
+    node: dict[str, Any] = {"_target_": _target_of(cls)}
+    for f in knobs(cls):
+        if f.default is not dataclasses.MISSING:
+            node[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            node[f.name] = f.default_factory()
+    try:
+        ConfigStore.instance().store(group="policy", name=name, node=node)
+    except Exception as exc:  # noqa: BLE001 - OmegaConf refuses a default it cannot hold
+        raise ConfigError(f"policy '{name}': its knob defaults cannot be composed ({exc})") from None
+
+
+def prepare_policy(name: str, allow_modules: Sequence[str] = ()) -> None:
+    """Everything a policy name must pass before Hydra composes it (``compose`` and ``sweep -m``)."""
+    check_policy_name(name)
+    if (policy_dir() / f"{name}.yaml").is_file():
+        check_policy_file(name, allow_modules)
+    else:
+        _store_registered(name)
+
+
+def compose(policy: str, overrides: list[str], allow_modules: Sequence[str] = ()) -> dict[str, Any]:
     """Compose the root config with ``policy=<policy>`` and ``policy.KEY=VALUE`` / ``model.KEY=VALUE``
-    overrides. ``policy`` names a registered policy or a preset file in ``conf/policy/``."""
+    overrides. ``policy`` names a registered policy or a preset file in ``conf/policy/`` (checked with
+    ``check_policy_file``; ``allow_modules``, the command line's, lets its ``_target_`` name your class)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    if not (CONF_DIR / "policy" / f"{policy}.yaml").is_file():
-        if policy in registered():
-            raise ConfigError(f"policy '{policy}' is registered but has no conf/policy/{policy}.yaml")
-        raise UnknownNameError("policy", policy, policy_names())
+    check_policy_name(policy)
+    parsed = []
+    for ov in overrides:
+        key, sep, value = ov.partition("=")
+        if not sep:
+            raise ConfigError(f"override '{ov}' is not KEY=VALUE")
+        group, _, knob = key.lstrip("+~").partition(".")
+        if group not in ("policy", "model") or not knob:
+            raise ConfigError(f"override '{ov}': only policy.KEY=VALUE and model.KEY=VALUE overrides")
+        check_value(value, f"override '{ov}'")
+        parsed.append((ov, group, knob))
+    prepare_policy(policy, allow_modules)
 
     def run(ovs: list[str]) -> dict[str, Any]:
         try:
@@ -48,15 +240,8 @@ def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
     base = run([])
     knob_names = [k for k in base["policy"] if k != "_target_"]
     model_keys = list(base.get("model") or {})
-    for ov in overrides:
-        key, sep, _ = ov.partition("=")
-        key = key.lstrip("+~")
-        if not sep:
-            raise ConfigError(f"override '{ov}' is not KEY=VALUE")
-        group, _, knob = key.partition(".")
-        known = {"policy": knob_names, "model": model_keys}.get(group)
-        if known is None or not knob:
-            raise ConfigError(f"override '{ov}': only policy.KEY=VALUE and model.KEY=VALUE overrides")
+    for ov, group, knob in parsed:
+        known = knob_names if group == "policy" else model_keys
         if knob not in known:
             raise ConfigError(
                 f"override '{ov}': {group} '{policy if group == 'policy' else base['model'].get('name')}' "
@@ -66,16 +251,17 @@ def compose(policy: str, overrides: list[str]) -> dict[str, Any]:
     return run(overrides) if overrides else base
 
 
-def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Policy:
+def build_policy(cfg: dict[str, Any], allow_modules: Sequence[str] = ()) -> Policy:
     """Instantiate the policy of a composed config: a registered policy class, or a Policy subclass from a
-    module the user allow-listed (``--allow-module``, or ``allow_modules`` in the config). A config's
-    ``_target_`` alone never selects code to run."""
+    module the user allow-listed on the command line (``--allow-module``, ``sweep allow_modules=``). The
+    config itself never widens that list (an ``allow_modules`` key in it is ignored), and a ``_target_``
+    nested in a knob's value is refused: a config's ``_target_`` alone never selects code to run."""
     pcfg = dict(cfg.get("policy") or {})
     target = pcfg.pop("_target_", None)
-    allowed = (*allow_modules, *(cfg.get("allow_modules") or ()))
+    _walk(pcfg, "policy", "config")
     by_target = {_target_of(c): name for name, c in registered().items()}
     if target not in by_target:
-        if isinstance(target, str) and any(target == m or target.startswith(m + ".") for m in allowed):
+        if isinstance(target, str) and _allowed(target, tuple(allow_modules)):
             import importlib
 
             mod, _, attr = target.rpartition(".")
@@ -92,6 +278,7 @@ def build_policy(cfg: dict[str, Any], allow_modules: tuple[str, ...] = ()) -> Po
         raise ConfigError(
             f"policy _target_ {target!r} is not a registered policy class; registered: "
             + ", ".join(sorted(by_target))
+            + " (a class of your own: allow its module with --allow-module MODULE)"
         )
     return make_policy(by_target[target], **pcfg)
 

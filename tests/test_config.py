@@ -105,6 +105,8 @@ def test_allow_listed_user_policy(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match="'userpol.Keep' is not a registered policy class"):
         build_policy(cfg)
     assert build_policy(cfg, allow_modules=("userpol",)).params() == {"k": 3}
-    assert build_policy({**cfg, "allow_modules": ["userpol"]}).name == "user_keep"
+    # a config cannot allow-list its own module: only the command line's allow_modules count
+    with pytest.raises(ConfigError, match="'userpol.Keep' is not a registered policy class"):
+        build_policy({**cfg, "allow_modules": ["userpol"]})
     with pytest.raises(ConfigError, match="is not a sim.policies.base.Policy subclass"):
         build_policy({"policy": {"_target_": "userpol.not_a_policy"}}, allow_modules=("userpol",))
