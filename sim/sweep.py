@@ -94,20 +94,48 @@ class SweepSpec:
 
 def sweep_defaults() -> dict[str, Any]:
     """``conf/sweep/default.yaml``: workers, chunk_size, csv, for the command line to fill in."""
-    import yaml
+    from sim.safeyaml import load_yaml_file
 
     path = CONF_DIR / "sweep" / "default.yaml"
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
-    out = {"workers": 1, "chunk_size": DEFAULT_CHUNK, "csv": False}
-    out.update(data or {})
+    data = load_yaml_file(path, "conf/sweep/default.yaml") if path.is_file() else None
+    out: dict[str, Any] = {"workers": 1, "chunk_size": DEFAULT_CHUNK, "csv": False}
+    if data is None:
+        return out
+    if not isinstance(data, dict) or sorted(set(data) - set(out)):
+        raise ConfigError(f"conf/sweep/default.yaml: expected a mapping with keys {', '.join(out)}")
+    for key in ("workers", "chunk_size"):
+        v = data.get(key, out[key])
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"conf/sweep/default.yaml: key '{key}': {v!r} is not an integer >= 1")
+        out[key] = v
+    if not isinstance(data.get("csv", False), bool):
+        raise ConfigError(f"conf/sweep/default.yaml: key 'csv': {data['csv']!r} is not true or false")
+    out["csv"] = data.get("csv", False)
     return out
+
+
+EXPERIMENT_KEYS = (
+    "name",
+    "description",
+    "policy",
+    "grid",
+    "overrides",
+    "scenario",
+    "pricing",
+    "results",
+    "chunk_size",
+    "csv",
+)
 
 
 def load_experiment(name: str) -> SweepSpec:
     """A whole study as data: ``conf/experiment/NAME.yaml`` (or a path to such a file) with ``policy``,
     ``grid`` (key: list of values), optional fixed ``overrides``, ``scenario``, ``pricing``, ``results``,
-    ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing."""
-    import yaml
+    ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing;
+    every value is type-checked, the policy is a plain name (``sim.config.check_policy_name``) and no value
+    interpolates (``${...}``). An experiment file cannot allow modules: that is the command line's."""
+    from sim.config import check_policy_name, check_value
+    from sim.safeyaml import load_yaml_file
 
     path = Path(name)
     if not (path.suffix in (".yaml", ".yml") and path.is_file()):
@@ -115,42 +143,71 @@ def load_experiment(name: str) -> SweepSpec:
     if not path.is_file():
         known = sorted(p.stem for p in (CONF_DIR / "experiment").glob("*.yaml"))
         raise ConfigError(f"experiment '{name}': no such file; known: {', '.join(known) or 'none'}")
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    allowed = {
-        "name",
-        "description",
-        "policy",
-        "grid",
-        "overrides",
-        "scenario",
-        "pricing",
-        "results",
-        "chunk_size",
-        "csv",
-    }
-    extra = sorted(set(data) - allowed)
+    src = f"experiment {path.name}"
+    data = load_yaml_file(path, src)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{src}: expected a mapping with keys {', '.join(EXPERIMENT_KEYS)}")
+    extra = sorted(str(k) for k in set(data) - set(EXPERIMENT_KEYS))
     if extra:
         raise ConfigError(
-            f"experiment {path.name}: unknown keys {', '.join(extra)}; allowed: " + ", ".join(sorted(allowed))
+            f"{src}: unknown keys {', '.join(extra)}; allowed: " + ", ".join(sorted(EXPERIMENT_KEYS))
         )
     if "policy" not in data:
-        raise ConfigError(f"experiment {path.name}: no 'policy'")
-    grid = [str(o) for o in data.get("overrides") or []]
-    for key, values in (data.get("grid") or {}).items():
+        raise ConfigError(f"{src}: no 'policy'")
+
+    def text(key: str, default: str | None = None, nullable: bool = False) -> str | None:
+        v = data.get(key, default)
+        if v is None and nullable:
+            return None
+        if not isinstance(v, str) or not v:
+            raise ConfigError(f"{src}: key '{key}': expected a non-empty string, got {v!r}")
+        check_value(v, f"{src}: key '{key}'")
+        return v
+
+    policy = text("policy")
+    try:
+        check_policy_name(policy)
+    except ConfigError as exc:
+        raise ConfigError(f"{src}: key 'policy': {exc}") from None
+    overrides = data.get("overrides") or []
+    if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"{src}: key 'overrides': expected a list of KEY=VALUE strings")
+    grid = []
+    for o in overrides:
+        check_value(o, f"{src}: key 'overrides': '{o}'")
+        grid.append(o)
+    grid_map = data.get("grid") or {}
+    if not isinstance(grid_map, dict):
+        raise ConfigError(f"{src}: key 'grid': expected a mapping of KEY: [VALUES]")
+    for key, values in grid_map.items():
         values = values if isinstance(values, list) else [values]
         if not values:
-            raise ConfigError(f"experiment {path.name}: grid key '{key}' has no values")
-        grid.append(f"{key}=" + ",".join(_yaml_value(v) for v in values))
+            raise ConfigError(f"{src}: grid key '{key}' has no values")
+        if not isinstance(key, str) or any(isinstance(v, str) and "${" in v for v in values):
+            raise ConfigError(f"{src}: grid key '{key}': '${{...}}' interpolation is not allowed")
+        try:
+            grid.append(f"{key}=" + ",".join(_yaml_value(v) for v in values))
+        except ConfigError as exc:
+            raise ConfigError(f"{src}: grid key '{key}': {exc}") from None
     defaults = sweep_defaults()
+    chunk = data.get("chunk_size", defaults["chunk_size"])
+    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
+        raise ConfigError(f"{src}: key 'chunk_size': {chunk!r} is not an integer >= 1")
+    csv = data.get("csv", defaults["csv"])
+    if not isinstance(csv, bool):
+        raise ConfigError(f"{src}: key 'csv': {csv!r} is not true or false")
+    if not isinstance(data.get("description", ""), str):
+        raise ConfigError(f"{src}: key 'description': expected a string")
     return SweepSpec(
-        policy=str(data["policy"]),
+        policy=policy,
         grid=tuple(grid),
-        scenario=str(data.get("scenario", "embedded")),
-        pricing=str(data.get("pricing", "auto")),
-        results=data.get("results"),
-        chunk_size=int(data.get("chunk_size", defaults["chunk_size"])),
-        csv=bool(data.get("csv", defaults["csv"])),
-        name=str(data.get("name") or path.stem),
+        scenario=text("scenario", "embedded"),
+        pricing=text("pricing", "auto"),
+        results=text("results", None, nullable=True),
+        chunk_size=chunk,
+        csv=csv,
+        name=text("name", None, nullable=True) or path.stem,
     )
 
 
@@ -170,12 +227,16 @@ def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, 
     """The command line's ``KEY=VALUE`` words (``scenario=``, ``policy=``, ``results.path=``,
     ``workers=``, ``experiment=``, ``pricing=``, ``chunk_size=``; ``policy.*``/``model.*`` are grid
     overrides) into a spec and a worker count. Words given next to ``experiment=`` override or extend
-    the experiment file, so one study can be rerun with a different scenario or more values."""
+    the experiment file, so one study can be rerun with a different scenario or more values.
+    ``allow_modules=MOD,...`` is the only way a sweep lets a policy ``_target_`` name code of yours."""
+    from sim.config import check_allow_modules, check_policy_name, check_value
+
     defaults = sweep_defaults()
     top: dict[str, str] = {}
     grid: list[str] = []
     for it in items:
         key, value = _split_override(it)
+        check_value(value, f"sweep: '{it}'")
         if key in SPEC_KEYS:
             top[key] = value
         elif key.lstrip("+~").split(".", 1)[0] in ("policy", "model"):
@@ -200,6 +261,11 @@ def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, 
         raise ConfigError(f"sweep: workers and chunk_size are integers ({exc})") from None
     if workers < 1 or chunk < 1:
         raise ConfigError("sweep: workers and chunk_size must be >= 1")
+    if "policy" in top:
+        check_policy_name(top["policy"])
+    allow = check_allow_modules(
+        (m for m in top.get("allow_modules", "").split(",") if m), "sweep: allow_modules="
+    )
     spec = SweepSpec(
         policy=top.get("policy", base.policy),
         grid=(*base.grid, *grid),
@@ -209,7 +275,7 @@ def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, 
         chunk_size=chunk,
         csv=csv or base.csv,
         name=base.name,
-        allow_modules=tuple(m for m in top.get("allow_modules", "").split(",") if m),
+        allow_modules=allow,
     )
     return spec, workers
 
@@ -284,6 +350,7 @@ class Setting:
     cfg: dict[str, Any]
     name: str  # the registered policy (a preset resolves to it)
     params: dict[str, Any]  # every knob, as the result row's policy.<knob> columns hold them
+    allow_modules: tuple[str, ...] = ()  # from the command line: modules a _target_ may name
 
 
 @dataclass(frozen=True)
@@ -329,27 +396,26 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
     A bad key or unknown policy is an error for every point, so it stops the sweep before any run."""
     from sim.config import build_policy, compose, model_behaviour, model_window
 
+    allow = spec.allow_modules
     if spec.composed is not None:  # a Hydra job: Hydra composed this grid point already
-        policy = build_policy(spec.composed)
+        policy = build_policy(spec.composed, allow)
         model_window(spec.composed)
         model_behaviour(spec.composed)
-        return [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()))]
+        return [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()), allow)]
     grid = expand_grid(list(spec.grid))
-    base = compose(spec.policy, [])
+    base = compose(spec.policy, [], allow)
     out = []
     for i, ovs in enumerate(grid):
         # the first point always goes through compose: it checks every key against the config
-        cfg = (None if i == 0 else _compose_fast(spec.policy, base, ovs)) or compose(spec.policy, ovs)
-        if spec.allow_modules:
-            cfg = {**cfg, "allow_modules": list(spec.allow_modules)}
+        cfg = (None if i == 0 else _compose_fast(spec.policy, base, ovs)) or compose(spec.policy, ovs, allow)
         try:
-            policy = build_policy(cfg)
+            policy = build_policy(cfg, allow)
             model_window(cfg)
             model_behaviour(cfg)
         except ConfigError as exc:
             log(f"skipping setting {' '.join(ovs) or '(defaults)'}: {exc}")
             continue
-        out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params())))
+        out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params()), allow))
     if not out:
         raise ConfigError(f"sweep: none of the {len(grid)} settings is valid")
     return out
@@ -364,7 +430,7 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     from sim.tables import result_rows
 
     cfg = chunk.setting.cfg
-    policy = build_policy(cfg)
+    policy = build_policy(cfg, chunk.setting.allow_modules)
     window, behaviour = model_window(cfg), model_behaviour(cfg)
     pricing = None if chunk.pricing in ("none", "null") else chunk.pricing
     traces = _traces(chunk.scenario)
