@@ -4,7 +4,12 @@ A gate file (YAML, see ``docs/gate.md``) names the suite, the pricing, the basel
 Lines file of per-run rows, or a policy to run), the candidate policy and per-metric thresholds. The
 suite's runs are aggregated per metric (sums for counts, tokens and cost; the share of runs for
 booleans; the count of ``context-overflow`` runs for ``context_overflow_runs``) and every threshold is
-checked. ``ctxsim gate`` exits 0 when all hold, 1 on a regression, 2 on a usage or config error.
+checked. ``ctxsim gate`` exits 0 when all hold, 1 on a regression, 2 on a usage or config error, 3 on
+an internal error (``sim.exitcodes``), so CI can tell a broken gate from a regression.
+
+A gate file never selects code to run: it is read with the bounded safe loader (``sim.safeyaml``), a YAML
+tag is refused at its line, a policy is a plain name (never a path to a policy file), and a ``_target_``
+of one's own needs its module allowed on the command line (``--allow-module``).
 
 The Markdown summary and the JUnit XML depend only on the inputs: no timestamps, no absolute paths,
 stable ordering, so two runs on the same inputs give byte-identical files.
@@ -140,10 +145,32 @@ def _scalar(v: Any) -> str:
     return str(v)
 
 
-def _py(node) -> Any:
+# The only tags a gate file may carry (what plain YAML resolves to): anything else, `!!python/object:…`,
+# `!!binary`, `!!set` or a tag of one's own, is refused at its line before any value is built.
+_PLAIN_TAGS = frozenset(
+    f"tag:yaml.org,2002:{t}"
+    for t in ("null", "bool", "int", "float", "str", "seq", "map", "timestamp", "merge")
+)
+
+
+def _check_tags(root, display: str) -> None:
     import yaml
 
-    return yaml.safe_load(yaml.serialize(node))
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:  # an alias: its node was checked already
+            continue
+        seen.add(id(node))
+        if node.tag not in _PLAIN_TAGS:
+            raise GateError(
+                display, _line(node), None, f"YAML tag {node.tag!r} is not allowed (plain values only)"
+            )
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(x for kv in node.value for x in kv)
 
 
 class _Reader:
@@ -152,6 +179,16 @@ class _Reader:
 
     def fail(self, node, key: str | None, msg: str) -> GateError:
         return GateError(self.display, _line(node) if node is not None else None, key, msg)
+
+    def py(self, node, key: str | None) -> Any:
+        """The plain value of a node (its tags were checked): one line at the node, never a traceback."""
+        import yaml
+
+        try:
+            return yaml.constructor.SafeConstructor().construct_document(node)
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError) as exc:
+            problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise self.fail(node, key, f"cannot read the value: {problem}") from None
 
     def mapping(self, node, key: str | None, allowed: tuple[str, ...]) -> dict[str, tuple[Any, Any]]:
         """{key: (key node, value node)} of a mapping node; unknown or repeated keys are refused."""
@@ -173,13 +210,13 @@ class _Reader:
         return out
 
     def string(self, node, key: str) -> str:
-        value = _py(node)
+        value = self.py(node, key)
         if not isinstance(value, str) or not value:
             raise self.fail(node, key, f"expected a non-empty string, got {_kind(node, value)}")
         return value
 
     def number(self, node, key: str) -> float:
-        value = _py(node)
+        value = self.py(node, key)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise self.fail(node, key, f"expected a number, got {_kind(node, value)}")
         if value < 0:
@@ -201,6 +238,13 @@ def _kind(node, value: Any = None) -> str:
 
 def _policy_spec(r: _Reader, node, key: str, fields: dict[str, tuple[Any, Any]]) -> PolicySpec:
     name = r.string(fields["policy"][1], f"{key}.policy") if "policy" in fields else None
+    if name is not None:
+        from sim.config import check_policy_name
+
+        try:
+            check_policy_name(name)  # a plain name: a gate file cannot name a policy file by path
+        except CtxsimError as exc:
+            raise r.fail(fields["policy"][1], f"{key}.policy", str(exc)) from None
     target = r.string(fields["_target_"][1], f"{key}._target_") if "_target_" in fields else None
     if name and target:
         raise r.fail(fields["_target_"][0], f"{key}._target_", "give either 'policy' or '_target_', not both")
@@ -210,9 +254,9 @@ def _policy_spec(r: _Reader, node, key: str, fields: dict[str, tuple[Any, Any]])
     lines = {k: _line(v) for k, (_kn, v) in fields.items()}
     if "params" in fields:
         pnode = fields["params"][1]
-        if _py(pnode) is not None:
+        if r.py(pnode, f"{key}.params") is not None:
             for pname, (knode, vnode) in r.mapping(pnode, f"{key}.params", ()).items():
-                value = _py(vnode)
+                value = r.py(vnode, f"{key}.params.{pname}")
                 if isinstance(value, dict | list):
                     raise r.fail(vnode, f"{key}.params.{pname}", "a knob's value must be a scalar")
                 if pname == "_target_":
@@ -224,23 +268,19 @@ def _policy_spec(r: _Reader, node, key: str, fields: dict[str, tuple[Any, Any]])
 
 def load_gate(path: str | Path) -> Gate:
     """Parse and check a gate file (no run): every error names the file, the line and the key."""
-    import yaml
+    from sim.config import read_config_text
+    from sim.safeyaml import compose_yaml
 
     path = Path(path)
     display = str(path)
     if not path.is_file():
         raise ConfigError(f"gate file {display}: no such file")
-    text = path.read_text(encoding="utf-8")
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise GateError(display, line, None, f"not valid YAML: {problem}") from None
+    # the bounded safe loader: a size cap, an alias-expansion budget, "FILE: line N: ..." on bad YAML
+    root = compose_yaml(read_config_text(path, display), display)
     r = _Reader(display)
     if root is None:
         raise GateError(display, 1, None, "empty gate file")
+    _check_tags(root, display)
     top = r.mapping(root, None, GATE_KEYS)
     for required in ("suite", "baseline", "candidate", "thresholds"):
         if required not in top:
@@ -252,13 +292,13 @@ def load_gate(path: str | Path) -> Gate:
     model: dict[str, Any] = {}
     if "model" in top:
         for k, (_kn, vn) in r.mapping(top["model"][1], "model", ()).items():
-            v = _py(vn)
+            v = r.py(vn, f"model.{k}")
             if isinstance(v, dict | list):
                 raise r.fail(vn, f"model.{k}", "must be a scalar")
             model[k] = v
     top_traces = 5
     if "top_traces" in top:
-        v = _py(top["top_traces"][1])
+        v = r.py(top["top_traces"][1], "top_traces")
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise r.fail(top["top_traces"][1], "top_traces", f"expected an integer >= 0, got {v!r}")
         top_traces = v
@@ -351,10 +391,10 @@ def _build(gate: Gate, spec: PolicySpec, allow_modules: tuple[str, ...]):
                     f"_target_ {spec.target!r} names code outside ctxsim's registry: allow its module "
                     "with --allow-module MODULE"
                 )
-            cfg = compose("raw", [])
+            cfg = compose("raw", [], allow_modules)
             cfg["policy"] = {"_target_": spec.target, **spec.params}
         else:
-            cfg = compose(spec.name, [])
+            cfg = compose(spec.name, [], allow_modules)
             where = (spec.lines.get("params", spec.line), f"{spec.key}.params" if spec.params else spec.key)
             knobs = [k for k in cfg["policy"] if k != "_target_"]
             for k, v in spec.params.items():
@@ -411,6 +451,35 @@ def _load_traces(gate: Gate) -> list[Any]:
     return traces
 
 
+# Metrics a result row may leave empty (None): unpriced cost, growth below 4 calls, a 0/0 hit rate.
+NULLABLE_METRICS = ("cost_microusd", "growth_exponent", "cache_hit_rate", "answer_fact_recall")
+_COUNT_FIELDS = (*SUM_METRICS, *MAX_METRICS)  # never negative
+_NUMBER_FIELDS = (*_COUNT_FIELDS, *MEAN_METRICS, *RATIO_METRICS)
+
+
+def check_baseline_row(row: dict[str, Any], where: str) -> None:
+    """A committed baseline row holds what ``ctxsim run --format json`` writes: numbers where the gate
+    aggregates numbers (finite; counts >= 0; empty only where a metric may be undefined), true/false for
+    the share metrics, strings for the ids. ConfigError naming ``where`` (file and line) and the field."""
+    for key in ("trace_id", "trace_hash", "finish_reason", "pricing"):
+        v = row.get(key)
+        if (v is not None and not isinstance(v, str)) or (key == "trace_id" and not v):
+            raise ConfigError(f"{where}: field {key}: expected a string, got {v!r}")
+    for key in _NUMBER_FIELDS:
+        if key not in row:
+            continue
+        v = row[key]
+        if v is None and key in NULLABLE_METRICS:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+            raise ConfigError(f"{where}: field {key}: expected a number, got {v!r}")
+        if key in _COUNT_FIELDS and v < 0:
+            raise ConfigError(f"{where}: field {key}: expected a number >= 0, got {v!r}")
+    for key in SHARE_METRICS:
+        if key in row and not isinstance(row[key], bool):
+            raise ConfigError(f"{where}: field {key}: expected true or false, got {row[key]!r}")
+
+
 def read_baseline(gate: Gate, traces: list[Any]) -> list[dict[str, Any]]:
     """The committed baseline rows, matched to the suite's traces by id and content hash."""
     from sim.traceio import trace_hash
@@ -428,6 +497,7 @@ def read_baseline(gate: Gate, traces: list[Any]) -> list[dict[str, Any]]:
             raise ConfigError(f"{path.name}: line {lineno}: {problem}")
         if not isinstance(row, dict) or "trace_id" not in row:
             raise ConfigError(f"{path.name}: line {lineno}: not a result row (no trace_id)")
+        check_baseline_row(row, f"{path.name}: line {lineno}")
         by_id[row["trace_id"]] = row
     rows = []
     hint = f"; if the suite changed on purpose, run `ctxsim gate {gate.display} --update-baseline`"
@@ -778,12 +848,16 @@ def _write_text(path: Path, text: str) -> None:
 
 def cmd_gate(args) -> int:
     """``ctxsim gate GATE_FILE [--update-baseline] [--summary OUT.md] [--junit OUT.xml] [--allow-module M]``.
-    Exit 0 pass, 1 regression, 2 usage or config error (raised as ConfigError for the CLI)."""
+    Exit 0 pass, 1 regression, 2 usage or config error (raised as ConfigError for the CLI); any other
+    exception is exit 3 (``sim.exitcodes.run_command``), never 1."""
 
     def note(msg: str) -> None:
         print(f"ctxsim: gate: {msg}", file=sys.stderr)
 
-    res = evaluate(args.gate_file, tuple(args.allow_module or ()), args.update_baseline, log=note)
+    from sim.config import check_allow_modules
+
+    allow = check_allow_modules(args.allow_module or ())
+    res = evaluate(args.gate_file, allow, args.update_baseline, log=note)
     text = res.summary()
     if args.summary:
         _write_text(Path(args.summary), text)
@@ -803,7 +877,8 @@ def add_parser(sub) -> None:
         help="regression gate: candidate policy vs baseline on a suite, per-metric thresholds",
         description="Replay a gate file's suite under its candidate policy, compare each metric with the "
         "baseline (a committed results file or a policy run) and check the thresholds. Exit 0 pass, "
-        "1 regression (each failing metric named on stderr), 2 usage or config error. See docs/gate.md.",
+        "1 regression (each failing metric named on stderr), 2 usage or config error, 3 internal error. "
+        "See docs/gate.md.",
         epilog="example: ctxsim gate gates/ci.yaml --summary gate.md --junit gate.xml",
     )
     g.add_argument("gate_file", metavar="GATE_FILE")
