@@ -194,22 +194,36 @@ def _key(values) -> tuple:
     return tuple(repr(_py(v)) for v in values)
 
 
+def _report_columns() -> dict[str, str]:
+    from sim.results import SUMMARY_COLUMNS
+
+    # beyond a summary's: which trace each row ran (figures replay one) and how many calls it made
+    return {
+        **SUMMARY_COLUMNS,
+        "trace_id": "text",
+        "trace_hash": "text",
+        "scenario": "text",
+        "calls": "number",
+    }
+
+
+REPORT_COLUMNS = _report_columns()
+
+
 def _load(paths: list[Path]) -> tuple[list[Any], list[_Setting]]:
     """Each results file's frame, and every setting (per file, in ``summary`` order) with its rows."""
-    import pandas as pd
-
-    from sim.results import results_file, setting_columns, summary
+    from sim.results import read_results, results_file, setting_columns, summarize
 
     frames, settings = [], []
     for i, path in enumerate(paths):
         f = results_file(path)
-        df = pd.read_parquet(f, dtype_backend="numpy_nullable")
+        df = read_results(f, REPORT_COLUMNS)  # a non-results file or a missing column: exit 2, one line
         if df.empty:
             raise ConfigError(f"report: {f} holds no runs")
         frames.append(df)
         keys = setting_columns(df.columns)
         groups = {_key(v if isinstance(v, tuple) else (v,)): g for v, g in df.groupby(keys, dropna=False)}
-        for row in summary(f):
+        for row in summarize(df):
             g = groups[_key([row[k] for k in keys])]
             ovs = sorted({str(s) for s in g["setting"].dropna()}) if "setting" in g else []
             overrides = ovs[0] if len(ovs) == 1 else " / ".join(ovs)

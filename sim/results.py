@@ -57,6 +57,51 @@ def results_file(path: str | Path) -> Path:
     return p
 
 
+# What a sweep's results.parquet holds that a summary reads: column -> "number" | "bool" | "text".
+SUMMARY_COLUMNS = {
+    "policy": "text",
+    "cost_microusd": "number",
+    "cumulative_input_tokens": "number",
+    "cache_read_tokens": "number",
+    "compactions": "number",
+    "facts_lost": "number",
+    "answer_completed": "bool",
+}
+
+
+def read_results(path: str | Path, required: dict[str, str] = SUMMARY_COLUMNS):
+    """A sweep's results as a DataFrame, or ConfigError (exit 2) naming the file and what is wrong: not a
+    Parquet file, a column missing, or a column of the wrong type (a summary would otherwise crash)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    f = results_file(path)
+    try:
+        # nullable dtypes keep int knobs with gaps as ints (a float 16000.0 would print and sort oddly)
+        df = pd.read_parquet(f, dtype_backend="numpy_nullable")
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        raise ConfigError(f"results: {f}: not a readable Parquet file of sweep results ({first})") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ConfigError(
+            f"results: {f}: not sweep results (a results.parquet of `ctxsim sweep`): no column "
+            + ", ".join(missing)
+        )
+    for col, kind in required.items():
+        series = df[col]
+        if kind == "text" or series.isna().all():
+            continue
+        ok = (
+            pd.api.types.is_bool_dtype(series)
+            if kind == "bool"
+            else pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+        )
+        if not ok:
+            raise ConfigError(f"results: {f}: column {col}: expected {kind}s, got {series.dtype}")
+    return df
+
+
 def setting_columns(columns) -> list[str]:
     """What names a policy setting: the policy and every knob, in the file's order."""
     return ["policy", *(c for c in columns if c.startswith("policy."))]
@@ -67,10 +112,11 @@ def summary(path: str | Path) -> list[dict[str, Any]]:
     ``mean_cost_usd`` (None when any run of the setting is unpriced: a partial sum would mislead),
     ``cumulative_input_tokens`` (sum), ``cache_hit_rate`` (Σ reads ÷ Σ input), ``compactions`` (mean per
     run), ``facts_lost`` (sum), ``answer_completed`` (share of runs). Sorted by the setting's values."""
-    import pandas as pd
+    return summarize(read_results(path))
 
-    # nullable dtypes keep int knobs with gaps as ints (a float 16000.0 would print and sort oddly)
-    df = pd.read_parquet(results_file(path), dtype_backend="numpy_nullable")
+
+def summarize(df) -> list[dict[str, Any]]:
+    """``summary`` of results already read (``read_results``)."""
     keys = setting_columns(df.columns)
     out: list[dict[str, Any]] = []
     for values, g in df.groupby(keys, dropna=False, sort=False):
