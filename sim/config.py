@@ -248,7 +248,12 @@ def compose(policy: str, overrides: list[str], allow_modules: Sequence[str] = ()
                 f"has no {'knob' if group == 'policy' else 'key'} '{knob}'; "
                 f"{'knobs' if group == 'policy' else 'keys'}: {', '.join(known) or 'none'}"
             )
-    return run(overrides) if overrides else base
+    if not overrides:
+        return base
+    cfg = run(overrides)
+    # an override's value may be a mapping (policy.steps=[{...}]): no _target_ may hide in it
+    _walk({k: v for k, v in (cfg.get("policy") or {}).items() if k != "_target_"}, "policy", "config")
+    return cfg
 
 
 def build_policy(cfg: dict[str, Any], allow_modules: Sequence[str] = ()) -> Policy:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, CtxsimError
 from sim.paths import CONF_DIR
 
 # ctxsim sweep words -> keys of conf/sweep_app.yaml (``pricing`` is a folder of price tables in conf/)
@@ -88,6 +88,9 @@ def _job(cfg) -> None:
         run_sweep(spec, workers=1, progress=False, merge=False)
     except ConfigError as exc:  # e.g. keep_recent_tokens >= context_token_limit: skip this grid point
         print(f"ctxsim: sweep: skipping setting {' '.join(task)}: {exc}", file=sys.stderr)
+    except CtxsimError as exc:  # bad input (a damaged trace): exit 2 for the whole multirun
+        # as a ConfigError of one argument: a launcher pickles it back from another process
+        raise ConfigError(str(exc)) from None
 
 
 # ------------------------------------------------------------------------------------------ the words

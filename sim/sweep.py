@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, CtxsimError
 from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
 
 PARTS = "parts"
@@ -168,7 +168,7 @@ def load_experiment(name: str) -> SweepSpec:
     policy = text("policy")
     try:
         check_policy_name(policy)
-    except ConfigError as exc:
+    except CtxsimError as exc:
         raise ConfigError(f"{src}: key 'policy': {exc}") from None
     overrides = data.get("overrides") or []
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
