@@ -27,7 +27,7 @@ from sim.policies.base import Policy, knobs, make_policy, registered
 
 POLICY_NAME = re.compile(r"[A-Za-z0-9_]+")  # fullmatch: no path separator, no '..', no '@package'
 MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_PACKAGE_DIRECTIVE = re.compile(r"\s*#\s*@package\b")
+_HEADER_DIRECTIVE = re.compile(r"\s*#\s*@")  # Hydra reads '# @package X' (any '# @KEY VALUE') headers
 INTERPOLATION = "${"
 _FILE_KEYS_HELP = (
     "allowed: _target_ (a registered policy class, or a class of a module allowed on the command line "
@@ -134,7 +134,7 @@ def check_policy_file(name: str, allow_modules: Sequence[str] = ()) -> None:
         source = f"conf/policy/{n}.yaml"
         text = read_config_text(policy_dir() / f"{n}.yaml", source)
         for lineno, line in enumerate(text.splitlines(), 1):
-            if _PACKAGE_DIRECTIVE.match(line):
+            if _HEADER_DIRECTIVE.match(line.lstrip("\ufeff")):
                 raise ConfigError(
                     f"{source}: line {lineno}: a '# @package' directive is not allowed: a policy file "
                     "configures its policy only"
