@@ -566,7 +566,9 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     others = len(store.done_keys(parts) - wanted)
     if others:
         _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
-    out_rows = [{**rows[k], "scenario": labels[k][0], "setting": labels[k][1]} for k in unique]
+    out_rows = [rows[k] for k in unique]
+    for key, row in zip(unique, out_rows, strict=True):  # in place: the rows are this merge's own copies
+        row["scenario"], row["setting"] = labels[key]
     store.write_table(out_rows, results)
     if spec.csv:
         from sim.tables import write_rows
