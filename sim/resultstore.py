@@ -88,6 +88,10 @@ def write_part(parts_dir: Path, rows: list[dict[str, Any]]) -> Part:
 
 
 # ------------------------------------------------------------------------------------------------ scan
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
     """The ``run_key`` column of a part (nothing else is read) and its mtime; DamagedPart when the file
     is not a results part."""
@@ -111,7 +115,7 @@ def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
                 raise DamagedPart("no rows")
             keys = pf.read(columns=[KEY], use_threads=False).column(0).to_pylist()
     except pa.ArrowException as exc:
-        raise DamagedPart(f"unreadable Parquet ({str(exc).splitlines()[0]})") from None
+        raise DamagedPart(f"unreadable Parquet ({_first_line(exc)})") from None
     mtime_ns = os.stat(path).st_mtime_ns  # after the read: a part replaced meanwhile counts as the newer
     for i, k in enumerate(keys):
         if not (isinstance(k, str) and _KEY_TEXT.match(k)):
@@ -123,7 +127,9 @@ def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
 
 def quarantine(path: Path, reason: str, warn: Warn, consequence: str) -> Path | None:
     """Move a damaged part to ``parts/quarantine/`` (never over an earlier one) and say so. None when
-    another process moved or replaced it first (then it is that process's to report)."""
+    another process moved it first (then it is that one's to report). Should another writer have put a
+    whole part under the same name in between, that part is set aside too: its runs are redone, no
+    result is lost or wrong."""
     path = Path(path)
     qdir = path.parent / QUARANTINE
     make_dirs(qdir)
@@ -164,7 +170,9 @@ def scan(
             moved.append(quarantine(path, str(exc), warn, consequence))
             continue
         except OSError as exc:  # a folder under a part's name, a failed page checksum, ...
-            moved.append(quarantine(path, f"unreadable ({exc.strerror or exc})", warn, consequence))
+            moved.append(
+                quarantine(path, f"unreadable ({exc.strerror or _first_line(exc)})", warn, consequence)
+            )
             continue
         out.append(Part(path, keys, mtime_ns))
     return out, [m for m in moved if m is not None]
@@ -199,7 +207,7 @@ def collect(
         except FileNotFoundError:
             continue
         except (pa.ArrowException, OSError) as exc:
-            quarantine(part.path, f"unreadable Parquet ({str(exc).splitlines()[0]})", warn, consequence)
+            quarantine(part.path, f"unreadable Parquet ({_first_line(exc)})", warn, consequence)
             continue
         for row in read:
             key = row.get(KEY)
