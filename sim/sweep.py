@@ -7,7 +7,8 @@ under ``DIR/parts/`` that appears atomically (temporary name, then ``os.replace`
 interruption at any moment, even SIGKILL, every part on disk is whole, and a rerun of the same command
 skips every key it finds there and redoes only the unfinished chunks. ``DIR/results.parquet`` is merged
 from the parts at the end and sorted by ``run_key``: its content does not depend on the worker count,
-the chunk size or how often the sweep was interrupted.
+the chunk size or how often the sweep was interrupted. Several sweeps may share ``DIR`` at once, and a
+damaged part is set aside and its runs redone (``sim.resultstore``).
 """
 
 from __future__ import annotations
@@ -24,9 +25,8 @@ from typing import Any
 
 from sim.errors import ConfigError, CtxsimError
 from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
+from sim.resultstore import PARTS, RESULTS
 
-PARTS = "parts"
-RESULTS = "results.parquet"
 DEFAULT_CHUNK = 64
 
 
@@ -451,48 +451,6 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     return rows
 
 
-# ---------------------------------------------------------------------------------------------- tables
-def _table(rows: list[dict[str, Any]]):
-    """An Arrow table from row dicts with columns in first-seen order. Types are inferred from the
-    whole column, so the same rows always give the same schema (a pandas round trip would turn an int
-    column with gaps into floats, and an all-empty column into whatever the first part had)."""
-    import pyarrow as pa
-
-    cols: list[str] = []
-    seen: set[str] = set()
-    for r in rows:
-        for k in r:
-            if k not in seen:
-                seen.add(k)
-                cols.append(k)
-    return pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
-
-
-def _write_table(rows: list[dict[str, Any]], path: Path) -> None:
-    import pyarrow.parquet as pq
-
-    from sim.traceio import atomic_path
-
-    with atomic_path(path) as tmp:
-        pq.write_table(_table(rows), tmp)
-
-
-def _read_parts(parts_dir: Path) -> dict[str, dict[str, Any]]:
-    """Every finished run on disk, by key. Temporary files of a killed write start with '.' and are
-    removed: only whole parts (renamed into place) count."""
-    import pyarrow.parquet as pq
-
-    done: dict[str, dict[str, Any]] = {}
-    if not parts_dir.is_dir():
-        return done
-    for tmp in parts_dir.glob(".part-*.tmp"):
-        tmp.unlink(missing_ok=True)
-    for part in sorted(parts_dir.glob("part-*.parquet")):
-        for row in pq.read_table(part).to_pylist():
-            done[row["run_key"]] = row
-    return done
-
-
 # -------------------------------------------------------------------------------------------- progress
 class Progress:
     """``done/total``, rate and ETA on stderr: one line redrawn with ``\\r`` on a terminal, otherwise a
@@ -531,8 +489,50 @@ def _note(msg: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------- sweep
-def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> tuple[list[Chunk], list[str], int]:
-    """The sweep's work: (chunks still to run, every key of the sweep in order, keys already done)."""
+@dataclass(frozen=True)
+class SweepRuns:
+    """Every run of a sweep in grid order: per valid setting, its (trace index, run key, trace hash)."""
+
+    spec: SweepSpec
+    settings: tuple[tuple[Setting, tuple[tuple[int, str, str], ...]], ...]
+
+    def keys(self) -> list[str]:
+        """Every run key in grid order; a key repeats when trace content and config are identical."""
+        return [key for _, runs in self.settings for _, key, _ in runs]
+
+    def labels(self) -> dict[str, tuple[str, str]]:
+        """(scenario, setting) of each key, from the first setting that names it: what this sweep writes
+        into results.parquet, whichever writer's part the row's numbers come from."""
+        out: dict[str, tuple[str, str]] = {}
+        for s, runs in self.settings:
+            label = (self.spec.scenario, " ".join(s.overrides))
+            for _, key, _ in runs:
+                out.setdefault(key, label)
+        return out
+
+    def chunks(self, done: Iterable[str]) -> list[Chunk]:
+        """The runs whose keys are not in ``done``, ``chunk_size`` at a time within a setting; a key that
+        repeats is run once."""
+        seen = set(done)
+        todo: list[Chunk] = []
+        for s, runs in self.settings:
+            pending = []
+            for run in runs:
+                if run[1] not in seen:
+                    seen.add(run[1])
+                    pending.append(run)
+            for j in range(0, len(pending), self.spec.chunk_size):
+                todo.append(
+                    Chunk(
+                        self.spec.scenario, self.spec.pricing, s, tuple(pending[j : j + self.spec.chunk_size])
+                    )
+                )
+        return todo
+
+
+def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> SweepRuns:
+    """The sweep's runs: settings composed (invalid ones skipped with a note), run keys computed. Every
+    check that can fail for the whole sweep fails here, before any run."""
     from sim import __version__
     from sim.pricing import price_named
     from sim.traceio import trace_hash
@@ -545,28 +545,15 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> tuple[list[Chun
     hashes = [trace_hash(t) for t in _traces(spec.scenario)]
     if not hashes:
         raise ConfigError(f"scenario '{spec.scenario}' holds no traces")
-    done = _read_parts(spec.results_dir / PARTS)
-    all_keys: list[str] = []
-    todo: list[Chunk] = []
-    n_done = 0
+    out = []
     for s in settings:
-        pending: list[tuple[int, str, str]] = []
-        for i, h in enumerate(hashes):
-            key = run_key(h, s.name, s.params, s.cfg.get("model") or {}, spec.pricing, __version__)
-            all_keys.append(key)
-            if key in done:
-                n_done += 1
-            else:
-                pending.append((i, key, h))
-        for j in range(0, len(pending), spec.chunk_size):
-            runs = tuple(pending[j : j + spec.chunk_size])
-            todo.append(Chunk(spec.scenario, spec.pricing, s, runs))
-    return todo, all_keys, n_done
-
-
-def _part_path(parts_dir: Path, chunk: Chunk) -> Path:
-    # A part exists only when all its keys are done, so no later chunk can start with its first key.
-    return parts_dir / f"part-{hashlib.sha256(chunk.runs[0][1].encode()).hexdigest()[:32]}.parquet"
+        model = s.cfg.get("model") or {}
+        runs = tuple(
+            (i, run_key(h, s.name, s.params, model, spec.pricing, __version__), h)
+            for i, h in enumerate(hashes)
+        )
+        out.append((s, runs))
+    return SweepRuns(spec, tuple(out))
 
 
 def _init_worker(scenario: str) -> None:
@@ -574,61 +561,90 @@ def _init_worker(scenario: str) -> None:
     _traces(scenario)
 
 
+_MERGE_ROUNDS = 3  # a part found damaged only at the merge's full read: its runs are redone, then merged
+
+
 def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: bool = True) -> Path:
     """Run every (setting, trace) pair of ``spec`` not already finished under ``spec.results_dir``;
     returns the path of the merged ``results.parquet``. Interrupt it at any moment and run it again
-    with the same spec: finished chunks are kept, the rest is redone."""
+    with the same spec: finished chunks are kept, the rest is redone. Other sweeps may write the same
+    folder at the same time; a rerun of a finished sweep whose results.parquet is current only checks."""
+    from sim import resultstore as store
+
     out = spec.results_dir
     parts_dir = out / PARTS
-    todo, all_keys, n_done = plan(spec)
-    unique = set(all_keys)
+    runs = plan(spec)
+    all_keys = runs.keys()
+    unique = sorted(set(all_keys))
+    wanted = set(unique)
     total = len(unique)
     if len(all_keys) != total:
         _note(f"{len(all_keys) - total} runs repeat another run exactly (same trace content and config)")
-    if todo:
-        parts_dir.mkdir(parents=True, exist_ok=True)
-    prog = Progress(total, min(n_done, total), progress)
+    parts, _ = store.scan(out, _note)
+    todo = runs.chunks(store.done_keys(parts))
+    n_done = total - sum(len(c.runs) for c in todo)
     if n_done:
         _note(f"resuming: {n_done} of {total} runs already in {parts_dir}")
+    results = out / RESULTS
+    labels = runs.labels()
+    if (
+        merge
+        and not todo
+        and store.results_current(results, unique, [labels[k] for k in unique], store.holders(parts, wanted))
+    ):
+        if spec.csv:
+            from sim.tables import write_rows
+
+            write_rows(store.read_rows(results), out / "results.csv")
+        return results
+    prog = Progress(total, n_done, progress)
 
     def save(chunk: Chunk, rows: list[dict[str, Any]]) -> None:
-        _write_table(rows, _part_path(parts_dir, chunk))
+        parts.append(store.write_part(parts_dir, rows))
         prog.update(len(rows))
 
-    try:
-        if workers <= 1 or len(todo) <= 1:
-            for chunk in todo:
-                save(chunk, _run_chunk(chunk))
-        else:
-            _run_parallel(todo, workers, spec.scenario, save)
-    except KeyboardInterrupt:
-        if prog.tty:
-            print(file=sys.stderr)
-        _note(
-            f"interrupted: {prog.done} of {total} runs saved in {parts_dir}; rerun the same command to resume"
-        )
-        raise
-    if not merge:  # a Hydra job: the multirun's end merges every job's parts (merge_parts)
-        return parts_dir
-    done = _read_parts(parts_dir)
-    missing = unique - set(done)
-    if missing:
+    for _ in range(_MERGE_ROUNDS):
+        try:
+            if workers <= 1 or len(todo) <= 1:
+                for chunk in todo:
+                    save(chunk, _run_chunk(chunk))
+            else:
+                _run_parallel(todo, workers, spec.scenario, save)
+        except KeyboardInterrupt:
+            if prog.tty:
+                print(file=sys.stderr)
+            _note(
+                f"interrupted: {prog.done} of {total} runs saved in {parts_dir}; "
+                "rerun the same command to resume"
+            )
+            raise
+        if not merge:  # a Hydra job: the multirun's end merges every job's parts (merge_parts)
+            return parts_dir
+        rows, missing = store.collect(parts, wanted, _note)
+        if not missing:
+            break
+        # parts that vanished or failed a full read since the scan: run their runs again
+        parts = [p for p in parts if p.path.exists()]
+        prog.done -= len(missing)
+        todo = runs.chunks(wanted - missing)
+    else:
         raise ConfigError(f"sweep: {len(missing)} runs have no result after the sweep")
-    others = len(set(done) - unique)
+    others = len(store.done_keys(parts) - wanted)
     if others:
         _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
-    rows = [done[k] for k in sorted(unique)]
-    results = out / RESULTS
-    _write_table(rows, results)
+    out_rows = [rows[k] for k in unique]
+    for key, row in zip(unique, out_rows, strict=True):  # in place: the rows are this merge's own copies
+        row["scenario"], row["setting"] = labels[key]
+    store.write_table(out_rows, results)
     if spec.csv:
         from sim.tables import write_rows
 
-        write_rows(rows, out / "results.csv")
+        write_rows(out_rows, out / "results.csv")
     return results
 
 
 def _run_parallel(todo: list[Chunk], workers: int, scenario: str, save) -> None:
-    """Chunks over a process pool; the parent alone writes parts (one writer, no races on names)."""
+    """Chunks over a process pool; the parent alone writes this sweep's parts."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(scenario,))
@@ -646,16 +662,14 @@ def _run_parallel(todo: list[Chunk], workers: int, scenario: str, save) -> None:
 
 
 def merge_parts(results_dir: Path, csv: bool = False) -> Path:
-    """Every finished run under ``results_dir/parts`` into ``results.parquet`` (sorted by run key): how a
-    Hydra multirun, whose jobs each write their own parts, ends."""
-    done = _read_parts(Path(results_dir) / PARTS)
-    if not done:
-        raise ConfigError(f"sweep: no finished runs under {Path(results_dir) / PARTS}")
-    rows = [done[k] for k in sorted(done)]
-    results = Path(results_dir) / RESULTS
-    _write_table(rows, results)
+    """Every finished run under ``results_dir/parts`` into ``results.parquet`` (sorted by run key, one
+    row per key): how a Hydra multirun, whose jobs each write their own parts, ends. Skipped when
+    results.parquet is current."""
+    from sim import resultstore as store
+
+    results, rows = store.merge_all(Path(results_dir), _note)
     if csv:
         from sim.tables import write_rows
 
-        write_rows(rows, Path(results_dir) / "results.csv")
+        write_rows(rows if rows is not None else store.read_rows(results), Path(results_dir) / "results.csv")
     return results

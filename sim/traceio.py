@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 from sim import schema
+from sim.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
 from sim.errors import TraceError
 from sim.jsonl import json_lines
 from sim.types import SCHEMA_VERSION, Call, Event, Trace
@@ -262,25 +260,6 @@ _NULLABLE_TOP = {"source_file", "agent", "model", "context_window", "bytes_per_t
 
 
 # ----------------------------------------------------------------------------------------------- writing
-@contextmanager
-def atomic_path(path: Path):
-    """Yield a temporary path beside ``path``; it replaces ``path`` only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; results are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def arrow_schema():
     import pyarrow as pa
 

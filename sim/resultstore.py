@@ -1,0 +1,297 @@
+"""A sweep's results store: ``DIR/parts/part-*.parquet`` (finished runs, one file per chunk, keyed by
+``run_key``) and ``DIR/results.parquet`` merged from them.
+
+Several writers may share one store at once (two sweeps on one path, the jobs of a Hydra multirun):
+parts appear whole by rename (``sim.atomicfile``), each writer's temporary files carry its id and only
+provably stale ones of vanished writers are removed, and a part's name is a hash of every key it holds,
+so two writers that write the same chunk write the same file. Rows for one key are the same whoever wrote
+them (a run's numbers follow from its key), so a key held by several parts gives one row.
+
+A part that cannot be read as a results part (truncated, not Parquet, no ``run_key``, wrong schema) is
+moved to ``DIR/parts/quarantine/`` with a warning naming it, and its runs count as not done.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sim.atomicfile import atomic_path, durable_replace, make_dirs, remove_stale_temps
+from sim.errors import ConfigError
+
+PARTS = "parts"
+RESULTS = "results.parquet"
+QUARANTINE = "quarantine"
+KEY = "run_key"
+LABELS = ("scenario", "setting")  # what a run was asked under; not part of its key
+REQUIRED = (KEY, "trace_hash", "policy")  # columns every results part has held
+_KEY_TEXT = re.compile(r"[0-9a-f]{64}\Z")
+
+Warn = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part file as scanned: its keys (file order) and modification time."""
+
+    path: Path
+    keys: tuple[str, ...]
+    mtime_ns: int
+
+
+class DamagedPart(Exception):
+    """A file in the parts folder that is not a readable results part; the message says why."""
+
+
+# ---------------------------------------------------------------------------------------------- tables
+def table(rows: list[dict[str, Any]]):
+    """An Arrow table from row dicts with columns in first-seen order. Types are inferred from the
+    whole column, so the same rows always give the same schema (a pandas round trip would turn an int
+    column with gaps into floats, and an all-empty column into whatever the first part had)."""
+    import pyarrow as pa
+
+    cols: list[str] = []
+    seen: set[str] = set()
+    for r in rows:
+        for k in r:
+            if k not in seen:
+                seen.add(k)
+                cols.append(k)
+    return pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
+
+
+def write_table(rows: list[dict[str, Any]], path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:  # page checksums: a flipped bit is an error on reading, not a number
+        pq.write_table(table(rows), tmp, write_page_checksum=True)
+
+
+def part_name(keys: Iterable[str]) -> str:
+    """``part-<hash of every key, in order>.parquet``: two writers that run the same chunk write the same
+    name (and the same bytes), while chunks that differ in any key never share a name, so a rename over
+    an existing part can never drop a run."""
+    digest = hashlib.sha256("\n".join(keys).encode("ascii")).hexdigest()
+    return f"part-{digest[:32]}.parquet"
+
+
+def write_part(parts_dir: Path, rows: list[dict[str, Any]]) -> Part:
+    keys = tuple(r[KEY] for r in rows)
+    path = Path(parts_dir) / part_name(keys)
+    write_table(rows, path)
+    return Part(path, keys, path.stat().st_mtime_ns)
+
+
+# ------------------------------------------------------------------------------------------------ scan
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
+def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
+    """The ``run_key`` column of a part (nothing else is read) and its mtime; DamagedPart when the file
+    is not a results part."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # A path, read by Arrow's own file and without its thread pool: reading through a Python file object
+    # made 2 of 15 resumes abort at exit ("terminate called without an active exception"); 0 of 40 so.
+    try:
+        with pq.ParquetFile(str(path), page_checksum_verification=True) as pf:
+            names = pf.schema_arrow.names
+            missing = [c for c in REQUIRED if c not in names]
+            if missing:
+                raise DamagedPart(f"not a results part: no column {', '.join(missing)}")
+            if names.count(KEY) > 1:
+                raise DamagedPart(f"not a results part: {names.count(KEY)} columns named {KEY}")
+            kind = pf.schema_arrow.field(KEY).type
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+                raise DamagedPart(f"not a results part: column {KEY} holds {kind}, not text")
+            if pf.metadata.num_rows == 0:
+                raise DamagedPart("no rows")
+            keys = pf.read(columns=[KEY], use_threads=False).column(0).to_pylist()
+    except pa.ArrowException as exc:
+        raise DamagedPart(f"unreadable Parquet ({_first_line(exc)})") from None
+    mtime_ns = os.stat(path).st_mtime_ns  # after the read: a part replaced meanwhile counts as the newer
+    for i, k in enumerate(keys):
+        if not (isinstance(k, str) and _KEY_TEXT.match(k)):
+            raise DamagedPart(f"row {i}: {KEY} {k!r} is not a run key (64 hex digits)")
+    if len(set(keys)) != len(keys):
+        raise DamagedPart(f"a {KEY} repeats")
+    return tuple(keys), mtime_ns
+
+
+def quarantine(path: Path, reason: str, warn: Warn, consequence: str) -> Path | None:
+    """Move a damaged part to ``parts/quarantine/`` (never over an earlier one) and say so. None when
+    another process moved it first (then it is that one's to report). Should another writer have put a
+    whole part under the same name in between, that part is set aside too: its runs are redone, no
+    result is lost or wrong."""
+    path = Path(path)
+    qdir = path.parent / QUARANTINE
+    make_dirs(qdir)
+    dest = qdir / path.name
+    n = 0
+    while dest.exists():
+        n += 1
+        dest = qdir / f"{path.stem}.{n}{path.suffix}"
+    try:
+        durable_replace(path, dest)
+    except FileNotFoundError:
+        return None
+    warn(f"warning: {path}: {reason}; moved to {dest}; {consequence}")
+    return dest
+
+
+def scan(
+    results_dir: Path, warn: Warn, consequence: str = "its runs will be run again"
+) -> tuple[list[Part], list[Path]]:
+    """(every whole part under ``results_dir/parts`` sorted by name, the files this scan quarantined).
+    Reads each file's ``run_key`` column alone. Removes provably stale temporaries of vanished writers
+    there and beside results.parquet (never a live writer's), and moves damaged or foreign parts to
+    quarantine."""
+    results_dir = Path(results_dir)
+    parts_dir = results_dir / PARTS
+    if results_dir.is_dir():
+        remove_stale_temps(results_dir, ".results.*.tmp")
+    if not parts_dir.is_dir():
+        return [], []
+    remove_stale_temps(parts_dir, ".part-*.tmp")
+    out, moved = [], []
+    for path in sorted(parts_dir.glob("part-*.parquet")):
+        try:
+            keys, mtime_ns = _read_keys(path)
+        except FileNotFoundError:  # moved away (quarantined) by another process since the listing
+            continue
+        except DamagedPart as exc:
+            moved.append(quarantine(path, str(exc), warn, consequence))
+            continue
+        except OSError as exc:  # a folder under a part's name, a failed page checksum, ...
+            moved.append(
+                quarantine(path, f"unreadable ({exc.strerror or _first_line(exc)})", warn, consequence)
+            )
+            continue
+        out.append(Part(path, keys, mtime_ns))
+    return out, [m for m in moved if m is not None]
+
+
+def done_keys(parts: Iterable[Part]) -> set[str]:
+    return {k for p in parts for k in p.keys}
+
+
+def holders(parts: Iterable[Part], wanted: Collection[str]) -> list[Part]:
+    """The parts that hold at least one wanted key (what a merge of those keys reads)."""
+    return [p for p in parts if any(k in wanted for k in p.keys)]
+
+
+# ----------------------------------------------------------------------------------------------- merge
+def collect(
+    parts: list[Part], wanted: Collection[str], warn: Warn, consequence: str = "its runs will be run again"
+) -> tuple[dict[str, dict[str, Any]], set[str]]:
+    """(row by key, wanted keys without a row). Each key's row comes from the first part by name that
+    holds it and reads whole; a part that fails a full read is quarantined and the next holder is used.
+    Only parts holding a wanted key not yet found are read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    wanted = set(wanted)
+    rows: dict[str, dict[str, Any]] = {}
+    for part in sorted(parts, key=lambda p: p.path.name):
+        if not any(k in wanted and k not in rows for k in part.keys):
+            continue
+        try:
+            read = pq.read_table(str(part.path), page_checksum_verification=True).to_pylist()
+        except FileNotFoundError:
+            continue
+        except (pa.ArrowException, OSError) as exc:
+            quarantine(part.path, f"unreadable Parquet ({_first_line(exc)})", warn, consequence)
+            continue
+        for row in read:
+            key = row.get(KEY)
+            if key in wanted and key not in rows:
+                rows[key] = row
+    return rows, wanted - set(rows)
+
+
+def results_current(
+    results: Path, keys: list[str], labels: list[tuple[str, str]] | None, sources: Iterable[Part]
+) -> bool:
+    """Whether ``results.parquet`` is what a merge would write now, so the merge can be skipped: it
+    holds exactly ``keys`` (sorted, each once), with these (scenario, setting) labels when given, and it
+    was written after every part it is merged from (a part replaced or added later is newer; a part
+    removed since leaves a key without a part, so the sweep has work to do and merges anyway).
+    Any doubt (unreadable file, equal timestamps) answers False: a needless merge costs time, a
+    wrong skip would return stale results."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        before = os.stat(results)
+        if any(p.mtime_ns >= before.st_mtime_ns for p in sources):
+            return False
+        with pq.ParquetFile(str(results), page_checksum_verification=True) as pf:
+            names = pf.schema_arrow.names
+            if pf.metadata.num_rows != len(keys) or KEY not in names:
+                return False
+            cols = [KEY] + (list(LABELS) if labels is not None else [])
+            if any(c not in names for c in cols):
+                return False
+            got = pf.read(columns=cols, use_threads=False)
+        after = os.stat(results)
+    except (OSError, pa.ArrowException):
+        return False
+    if (before.st_ino, before.st_mtime_ns) != (after.st_ino, after.st_mtime_ns):
+        return False  # replaced while read
+    if got.column(KEY).to_pylist() != keys:
+        return False
+    if labels is None:
+        return True
+    pairs = zip(got.column(LABELS[0]).to_pylist(), got.column(LABELS[1]).to_pylist(), strict=True)
+    return list(pairs) == labels
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, page_checksum_verification=True).to_pylist()
+
+
+def merge_all(results_dir: Path, warn: Warn) -> tuple[Path, list[dict[str, Any]] | None]:
+    """Every finished run under ``results_dir/parts`` into ``results.parquet``, one row per key (sorted),
+    labels as the parts hold them. Returns (path, rows written, or None when the file was current).
+    A damaged part found here stops the merge (ConfigError): which runs it held is unknown, and a
+    results.parquet without them would look complete; rerunning the sweep recomputes them."""
+    results_dir = Path(results_dir)
+    consequence = "run the same sweep again to recompute its runs"
+    parts, moved = scan(results_dir, warn, consequence)
+    if moved:
+        raise ConfigError(
+            f"sweep: {len(moved)} damaged parts under {results_dir / PARTS} moved to quarantine; "
+            "results.parquet not written: run the same sweep again to recompute their runs"
+        )
+    if not parts:
+        raise ConfigError(f"sweep: no finished runs under {results_dir / PARTS}")
+    results = results_dir / RESULTS
+    keys = sorted(done_keys(parts))
+    # with a key held by two parts, which one a merge reads depends on the parts present: merge again
+    unique_holders = sum(len(p.keys) for p in parts) == len(keys)
+    if unique_holders and results_current(results, keys, None, parts):
+        return results, None
+    rows, missing = collect(parts, keys, warn, consequence)
+    if missing:
+        raise ConfigError(
+            f"sweep: {len(missing)} runs under {results_dir / PARTS} were in damaged parts (moved to "
+            "quarantine); results.parquet not written: run the same sweep again to recompute them"
+        )
+    out = [rows[k] for k in keys]
+    try:
+        write_table(out, results)
+    except (TypeError, ValueError) as exc:  # pyarrow's ArrowInvalid/ArrowTypeError derive from these
+        raise ConfigError(
+            f"sweep: the parts under {results_dir / PARTS} do not share one schema ({exc}); "
+            "parts of another ctxsim version or another tool?"
+        ) from None
+    return results, out
