@@ -4,8 +4,8 @@ plugins installed, ``ray`` or ``submitit_slurm`` for clusters (docs/launchers.md
 
 Each Hydra job is one grid point: it rebuilds the sweep spec from its own overrides and runs it with the
 engine of ``sim.sweep`` (same run keys, same part files, so results do not depend on the launcher, and an
-interrupted multirun resumes by running the same command). The ``MergeResults`` callback merges every
-part into ``results.parquet`` when the multirun ends. Policies are built from ctxsim's registry only.
+interrupted multirun resumes by running the same command). When the multirun ends, ``main`` merges every
+part into ``results.parquet`` (``merge_results``). Policies are built from ctxsim's registry only.
 
 The command line is an allow-list (``check_words``): Hydra would otherwise accept ``hydra/callbacks=...``,
 ``hydra.callbacks.x._target_=...``, ``+hydra...``, a logging config or a run directory, and instantiate
@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra.experimental.callback import Callback
-
 from sim.errors import ConfigError, CtxsimError
 from sim.paths import CONF_DIR
 
@@ -32,20 +30,15 @@ from sim.paths import CONF_DIR
 _RENAME = {"pricing": "price_as"}
 
 
-class MergeResults(Callback):
-    """At the end of a multirun (or a single run): merge the jobs' parts into results.parquet."""
+def merge_results(results_dir: Path, csv: bool) -> Path:
+    """The multirun's end: merge every job's parts into results.parquet. Done by ``main`` after Hydra
+    returns, not by a Hydra callback: Hydra catches a callback's exception and only warns, so a failed
+    merge would still exit 0."""
+    from sim.sweep import merge_parts
 
-    def _merge(self, config) -> None:
-        from sim.sweep import merge_parts
-
-        path = merge_parts(Path(config.results.path), csv=bool(config.get("csv", False)))
-        print(f"results: {path}", file=sys.stderr)
-
-    def on_multirun_end(self, config, **kwargs) -> None:
-        self._merge(config)
-
-    def on_run_end(self, config, **kwargs) -> None:
-        self._merge(config)
+    path = merge_parts(Path(results_dir), csv=csv)
+    print(f"results: {path}", file=sys.stderr)
+    return path
 
 
 def _task_allow_modules(task: Sequence[str]) -> tuple[str, ...]:
@@ -216,12 +209,12 @@ def launcher_targets() -> set[str]:
     return {f"{c.__module__}.{c.__qualname__}" for c in Plugins.instance().discover(Launcher)}
 
 
-def verify_hydra_config(words: Words) -> dict[str, list[str]]:
+def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], dict]:
     """Compose the multirun's config once per policy choice with the Compose API (with its Hydra part)
-    and compare it with ctxsim's own: the callbacks must be exactly MergeResults, logging the ``none``
-    configs, and everything else under ``hydra`` as ctxsim sets it, but the launcher, whose
-    ``_target_`` must be a discovered Launcher plugin with no nested ``_target_``. Returns each
-    choice's knob names (``policy`` and ``model``) so the words can be checked against them."""
+    and compare it with ctxsim's own: no callbacks, logging the ``none`` configs, and everything else
+    under ``hydra`` as ctxsim sets it, but the launcher, whose ``_target_`` must be a discovered
+    Launcher plugin with no nested ``_target_``. Returns each choice's knob names (``policy`` and
+    ``model``) so the words can be checked against them, and the app's own top-level defaults."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
     from omegaconf import OmegaConf
@@ -236,10 +229,9 @@ def verify_hydra_config(words: Words) -> dict[str, list[str]]:
     except (HydraException, OmegaConfBaseException) as exc:
         raise ConfigError(f"sweep -m: {str(exc).strip().splitlines()[0]}") from None
     want = OmegaConf.to_container(ref, resolve=False)
-    merge = {"merge": {"_target_": f"{MergeResults.__module__}.{MergeResults.__qualname__}"}}
     none_logging = {"version": 1, "root": None, "disable_existing_loggers": False}
     if (
-        want["hydra"]["callbacks"] != merge
+        want["hydra"]["callbacks"]
         or want["hydra"]["job_logging"] != none_logging
         or want["hydra"]["hydra_logging"] != none_logging
     ):
@@ -275,7 +267,7 @@ def verify_hydra_config(words: Words) -> dict[str, list[str]]:
             "policy": [k for k in got["policy"] if k != "_target_"],
             "model": list(got.get("model") or {}),
         }
-    return knob_names
+    return knob_names, {k: v for k, v in want.items() if k != "hydra"}
 
 
 def _check_knobs(words: Words, knob_names: dict[str, dict[str, list[str]]]) -> None:
@@ -320,7 +312,8 @@ def main(items: Sequence[str]) -> int:
     words = check_words(items)
     for p in words.policies:
         prepare_policy(p, words.allow_modules)  # each policy file and its defaults chain, before Hydra
-    _check_knobs(words, verify_hydra_config(words))
+    knob_names, defaults = verify_hydra_config(words)
+    _check_knobs(words, knob_names)
     _check_top(words)
     app = hydra.main(config_path=str(CONF_DIR), config_name="sweep_app", version_base=None)(_job)
     argv, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
@@ -339,4 +332,7 @@ def main(items: Sequence[str]) -> int:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = full_error
+    results_dir = words.top.get("results.path") or defaults["results"]["path"]
+    csv = words.top.get("csv", str(defaults.get("csv", False))).lower() == "true"
+    merge_results(Path(results_dir), csv)
     return 0

@@ -595,7 +595,7 @@ def test_multirun_compares_the_whole_hydra_config(conf, tmp_path, monkeypatch, c
     )
     (conf / "sweep_app.yaml").write_text(
         (conf / "sweep_app.yaml").read_text()
-        + f"    x:\n      _target_: shutil.copyfile\n      src: {SUITE}\n      dst: {dst}\n"
+        + f"  callbacks:\n    x:\n      _target_: shutil.copyfile\n      src: {SUITE}\n      dst: {dst}\n"
     )
     refused(
         capsys,
