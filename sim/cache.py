@@ -22,6 +22,7 @@ from functools import cache
 import numpy as np
 
 from sim.errors import ConfigError
+from sim.limits import TIME_MAX, TIME_MIN, count_problem, number_problem
 from sim.paths import CONF_DIR
 from sim.pricing import Price
 
@@ -41,24 +42,51 @@ class CacheRules:
 
 @cache
 def cache_rules(family: str) -> CacheRules:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
     f = CACHE_DIR / f"{family}.yaml"
     if not f.is_file():
         raise ConfigError(f"no cache rules for family '{family}' (conf/cache/{family}.yaml)")
-    d = yaml.safe_load(f.read_text()) or {}
-    try:
-        return CacheRules(
-            family=family,
-            min_prefix_tokens=int(d["min_prefix_tokens"]),
-            granularity=max(1, int(d.get("granularity", 1))),
-            lifetime_s=float(d["lifetime_s"]),
-            writes=bool(d.get("writes", False)),
-            reuse_fraction=float(d.get("reuse_fraction", 1.0)),
-            fitted_on=tuple(d.get("fitted_on") or ()),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"conf/cache/{family}.yaml: bad or missing field ({exc})") from None
+    return read_cache_rules(f, family)
+
+
+def read_cache_rules(f, family: str) -> CacheRules:
+    """One family's rules (bounded YAML), every field checked: ConfigError naming the file and key."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/cache/{f.name}"
+    d = load_yaml_file(f, source)
+    d = {} if d is None else d
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source}: expected a mapping, got {type(d).__name__}")
+    for key in ("min_prefix_tokens", "lifetime_s"):
+        if key not in d:
+            raise ConfigError(f"{source}: {key}: missing")
+    checks = (
+        ("min_prefix_tokens", count_problem(d["min_prefix_tokens"])),
+        ("granularity", count_problem(d.get("granularity", 1)) or _at_least_one(d.get("granularity", 1))),
+        ("lifetime_s", number_problem(d["lifetime_s"], 0.0, TIME_MAX - TIME_MIN)),
+        ("reuse_fraction", number_problem(d.get("reuse_fraction", 1.0), 0.0, 1.0)),
+    )
+    for key, p in checks:
+        if p is not None:
+            raise ConfigError(f"{source}: {key}: {p}")
+    writes, fitted = d.get("writes", False), d.get("fitted_on") or ()
+    if not isinstance(writes, bool):
+        raise ConfigError(f"{source}: writes: expected true or false, got {writes!r}")
+    if not isinstance(fitted, list | tuple) or not all(isinstance(x, str) for x in fitted):
+        raise ConfigError(f"{source}: fitted_on: expected a list of trace ids")
+    return CacheRules(
+        family=family,
+        min_prefix_tokens=d["min_prefix_tokens"],
+        granularity=d.get("granularity", 1),
+        lifetime_s=float(d["lifetime_s"]),
+        writes=writes,
+        reuse_fraction=float(d.get("reuse_fraction", 1.0)),
+        fitted_on=tuple(fitted),
+    )
+
+
+def _at_least_one(v) -> str | None:
+    return None if v >= 1 else f"expected an integer >= 1, got {v!r}"
 
 
 class CostModel:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sim.errors import ConfigError
+from sim.limits import MAX_USD_PER_MTOK, count_problem, number_problem
 from sim.paths import CONF_DIR
 
 PRICING_DIR = CONF_DIR / "pricing"
@@ -43,6 +44,21 @@ class Rates:
             cache_read=_pusd(d["cache_read"]) if "cache_read" in d else inp,
             cache_write=_pusd(d[f"cache_write_{lifetime}"]) if f"cache_write_{lifetime}" in d else inp,
         )
+
+
+RATE_KEYS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+
+
+def _check_rates(d, where: str, required=("input", "output")) -> None:
+    """Every price of a table entry: a finite number of USD per million tokens in [0, MAX_USD_PER_MTOK]."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: expected a mapping of prices, got {type(d).__name__}")
+    for key in required:
+        if key not in d:
+            raise ConfigError(f"{where}: missing price '{key}'")
+    for key in RATE_KEYS:
+        if key in d and (p := number_problem(d[key], 0.0, MAX_USD_PER_MTOK)) is not None:
+            raise ConfigError(f"{where}.{key}: {p} (USD per million tokens)")
 
 
 @dataclass(frozen=True)
@@ -75,27 +91,45 @@ class Price:
 
 @lru_cache(maxsize=4)
 def price_table(lifetime: str = "5m") -> dict[str, Price]:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
     out: dict[str, Price] = {}
     for f in sorted(PRICING_DIR.glob("*.yaml")):
-        data = yaml.safe_load(f.read_text()) or {}
-        family, as_of = data.get("family", "none"), str(data.get("as_of", ""))
-        for name, d in (data.get("models") or {}).items():
-            try:
-                lc = d.get("long_context")
-                out[name.lower()] = Price(
-                    model=name,
-                    family=family,
-                    as_of=as_of,
-                    base=Rates.parse(d, lifetime),
-                    tier_above=int(lc["above_tokens"]) if lc else None,
-                    tier=Rates.parse(lc, lifetime) if lc else None,
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ConfigError(
-                    f"conf/pricing/{f.name}: model {name}: bad or missing price ({exc})"
-                ) from None
+        out.update(read_price_file(f, lifetime))
+    return out
+
+
+def read_price_file(f, lifetime: str = "5m") -> dict[str, Price]:
+    """One pricing table (bounded YAML), every number checked: ConfigError naming the file and key."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/pricing/{f.name}"
+    data = load_yaml_file(f, source)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
+    family, as_of = data.get("family", "none"), str(data.get("as_of", ""))
+    if not isinstance(family, str):
+        raise ConfigError(f"{source}: family: expected a name, got {family!r}")
+    models = data.get("models") or {}
+    if not isinstance(models, dict):
+        raise ConfigError(f"{source}: models: expected a mapping of model names, got {type(models).__name__}")
+    out: dict[str, Price] = {}
+    for name, d in models.items():
+        where = f"{source}: models.{name}"
+        _check_rates(d, where)
+        lc = d.get("long_context")
+        if lc is not None:
+            _check_rates(lc, f"{where}.long_context")
+            above = lc.get("above_tokens")
+            if (p := count_problem(above)) is not None:
+                raise ConfigError(f"{where}.long_context.above_tokens: {p}")
+        out[str(name).lower()] = Price(
+            model=str(name),
+            family=family,
+            as_of=as_of,
+            base=Rates.parse(d, lifetime),
+            tier_above=int(lc["above_tokens"]) if lc else None,
+            tier=Rates.parse(lc, lifetime) if lc else None,
+        )
     return out
 
 
