@@ -9,6 +9,12 @@ best-effort implicit caching). Families with explicit writes (Anthropic) write t
 the write premium. The residual and the run-status line are never cached: they change every call.
 A summary call is a different prompt: nothing is read or written for it.
 
+No modelled count or cost is negative. A request's input is ``max(view + residual + status, 0)`` (the
+engine clamps it: a recorded input below the view's event sizes gives a negative residual, and a policy
+may shrink the view below it); a read is at most that input, and a write at most the input left after
+the read (``min(view, input) - read``), so ``cache_read + cache_write <= input_tokens`` and the uncached
+rest is >= 0. The cache still holds the view as sent: only what is billed is cut.
+
 Every figure is modelled, never copied from the recording: the recording's cached tokens serve only to
 fit the Gemini parameters (``fit_implicit``) and to score the model (``ctxsim fidelity``).
 """
@@ -106,10 +112,10 @@ class CostModel:
         if not summary:
             if t <= self.expires and stable >= r.min_prefix_tokens:
                 reusable = min(stable, self.cached)
-                read = int(reusable * r.reuse_fraction) // r.granularity * r.granularity
+                read = min(int(reusable * r.reuse_fraction) // r.granularity * r.granularity, inp)
             if view >= r.min_prefix_tokens:  # the request's view is cached (a read implies this too)
                 if r.writes:
-                    write = view - read
+                    write = max(min(view, inp) - read, 0)
                 self.cached, self.expires = view, t + r.lifetime_s
         uncached = inp - read - write
         cost = -1 if self.price is None else self.price.cost_microusd(uncached, read, write, out)
@@ -146,8 +152,11 @@ def split_runs(
         reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
     if rules.granularity != 1:
         reusable = reusable // rules.granularity * rules.granularity
-    read = np.where(alive, reusable, 0)
-    write = np.where(cacheable, view - read, 0) if rules.writes else np.zeros(n, dtype=np.int64)
+    read = np.where(alive, np.minimum(reusable, inp), 0)
+    if rules.writes:
+        write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
+    else:
+        write = np.zeros(n, dtype=np.int64)
     uncached = inp - read - write
     cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, read, write, out)
     return read, write, uncached, cost
