@@ -18,6 +18,7 @@ import math
 
 MAX_COUNT = 2**53 - 1  # counts are integers in [0, 2^53)
 MAX_TRACE_TOKENS = 2**40  # a trace's worst case must stay below this (see trace_token_bound)
+MAX_RUN_TOKENS = 2**51  # a replayed run's rows x its largest count must stay below this (run_sum_problem)
 MIN_BYTES_PER_TOKEN = 0.01
 MAX_USD_PER_MTOK = 1000.0  # prices above $1,000 per million tokens are refused (the dearest list ~$600)
 TIME_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
@@ -81,6 +82,19 @@ def bound_problem(bound: int) -> str | None:
         return (
             f"worst case of {bound:,} tokens ((calls + 1) x (events' tokens + largest |residual| + "
             f"largest output)) reaches the limit of 2^40 = {MAX_TRACE_TOKENS:,}: run sums could overflow"
+        )
+    return None
+
+
+def run_sum_problem(top: int, rows: int) -> str | None:
+    """Why a replayed run whose largest per-call count (any column but cost, in absolute value) is
+    ``top`` over ``rows`` calls could wrap a sum, or None. Below the bound, every column sum of the run
+    is below 2^51 and its cost in micro-USD below 2^63 at any price the tables allow; every count is
+    below 2^51, so the batch cost arithmetic stays exact (``sim.pricing.Price.cost_all``)."""
+    if top * max(rows, 1) >= MAX_RUN_TOKENS:
+        return (
+            f"its replay has a call count of {top:,} over {rows} calls: sums could pass 2^51 "
+            "(int64 holds 2^63); refused rather than wrapped"
         )
     return None
 

@@ -77,16 +77,39 @@ class Price:
         return (pusd + PICO // 2) // PICO
 
     def cost_all(self, uncached, read, write, output):
-        """``cost_microusd`` over arrays of calls (int64 throughout: exact)."""
+        """``cost_microusd`` over arrays of calls, exact in int64. The pico-USD of a call (tokens x rate)
+        passes 2^63 from about 10^10 tokens at the dearest rate, so above that each rate is split into
+        whole micro-USD and the pico-USD left over (and each count into millions and the rest): every
+        partial product stays below 2^63 for counts below 2^52 (``sim.limits.run_sum_problem``)."""
         import numpy as np
 
-        def pusd(r: Rates):
-            return uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+        counts = (uncached, read, write, output)
+        top = max((int(c.max()) for c in counts if len(c)), default=0)
+        rates = (self.base,) if self.tier is None else (self.base, self.tier)
+        dearest = max(max(r.input, r.output, r.cache_read, r.cache_write) for r in rates)
+        if top * dearest < 1 << 60:
 
-        total = pusd(self.base)
+            def micro(r: Rates):
+                pusd = uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+                return (pusd + PICO // 2) // PICO
+
+        else:
+            split = [np.divmod(c, PICO) for c in counts]  # count = millions * PICO + rest
+
+            def micro(r: Rates):
+                whole = left = 0
+                for c, (millions, rest), rate in zip(
+                    counts, split, (r.input, r.cache_read, r.cache_write, r.output), strict=True
+                ):
+                    a, b = divmod(rate, PICO)  # rate = a * PICO + b
+                    whole = whole + c * a + millions * b
+                    left = left + rest * b
+                return whole + (left + PICO // 2) // PICO
+
+        total = micro(self.base)
         if self.tier is not None:
-            total = np.where(uncached + read + write > self.tier_above, pusd(self.tier), total)
-        return (total + PICO // 2) // PICO
+            total = np.where(uncached + read + write > self.tier_above, micro(self.tier), total)
+        return total
 
 
 @lru_cache(maxsize=4)
