@@ -49,7 +49,11 @@ def assert_sane(r, priced: bool) -> None:
         lo = MARKED.get(name, 0)
         assert all(v >= lo for v in values), (name, values)
     for inp, read, write, unc in zip(
-        c["input_tokens"], c["cache_read_tokens"], c["cache_write_tokens"], c["uncached_input_tokens"], strict=True
+        c["input_tokens"],
+        c["cache_read_tokens"],
+        c["cache_write_tokens"],
+        c["uncached_input_tokens"],
+        strict=True,
     ):
         assert read + write <= inp and unc == inp - read - write, (inp, read, write, unc)
     assert all(v >= 0 for v in c["cost_microusd"]) if priced else all(v == -1 for v in c["cost_microusd"])
@@ -77,7 +81,10 @@ def traces(draw) -> Trace:
     inputs: equal to the view, above it, below it, or 0 (the view's whole size as a negative residual)."""
     n = draw(st.integers(1, 10))
     sizes = st.one_of(st.integers(0, 400), st.integers(400, 6000), st.integers(20_000, 90_000))
-    events = [ev(0, "system", "sys", draw(st.integers(0, 3000))), ev(1, "user", "task", draw(st.integers(0, 900)))]
+    events = [
+        ev(0, "system", "sys", draw(st.integers(0, 3000))),
+        ev(1, "user", "task", draw(st.integers(0, 900))),
+    ]
     calls_at = []
     for k in range(n):
         a = len(events)
