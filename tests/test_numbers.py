@@ -458,3 +458,88 @@ def test_counts_of_2_62_are_refused_not_wrapped(tmp_path):
         assert e.value.record == "huge" and "refused rather than wrapped" in e.value.message
     ok = dataclasses.replace(t, calls=tuple(dataclasses.replace(c, output_tokens=2**46) for c in t.calls))
     assert replay(ok, policy).total("output_tokens") == 4 * 2**46
+
+
+# --------------------------------------------------------------------------------- JSON and CSV output
+def undefined_traces(tmp_path):
+    """A priced run of 2 calls with no input at all (hit rate 0/0, no growth exponent) and one of 5."""
+    zero = swe_trace([("a", 0)] * 2, trace_id="zero", system=0, task=0, assistant_tokens=0, model="gpt-4o")
+    zero = dataclasses.replace(zero, calls=tuple(dataclasses.replace(c, output_tokens=0) for c in zero.calls))
+    f = tmp_path / "undefined.jsonl"
+    write_traces([zero, swe_trace([("b", 10)] * 5, trace_id="five", model="gpt-4o")], f)
+    return f
+
+
+def strict_json_lines(text: str) -> list:
+    from sim.jsonl import parse_json
+
+    lines = text.splitlines()
+    assert lines
+    return [parse_json(line) for line in lines]  # refuses NaN and Infinity
+
+
+def assert_csv_finite(text: str) -> None:
+    import csv
+    import io
+
+    for row in csv.reader(io.StringIO(text)):
+        assert not {c.strip().lower() for c in row} & {"nan", "inf", "-inf", "infinity", "-infinity"}, row
+
+
+def test_no_nan_or_infinity_in_run_outputs(capsys, tmp_path):
+    f = undefined_traces(tmp_path)
+    assert main(["run", str(f), "--format", "json"]) == 0
+    rows = strict_json_lines(capsys.readouterr().out)
+    zero = next(r for r in rows if r["trace_id"] == "zero")
+    assert (zero["cache_hit_rate"], zero["growth_exponent"], zero["cost_microusd"]) == (None, None, 0)
+    assert main(["run", str(f), "--format", "csv"]) == 0
+    text = capsys.readouterr().out
+    assert_csv_finite(text)
+    head, first = text.splitlines()[:2]
+    cells = dict(zip(head.split(","), first.split(","), strict=True))
+    assert (cells["cache_hit_rate"], cells["growth_exponent"]) == ("", "")
+    for out in ("calls.csv", "calls.jsonl", "ledger.csv", "ledger.jsonl"):
+        kind = "--calls" if out.startswith("calls") else "--ledger"
+        assert main(["run", str(f), kind, str(tmp_path / out)]) == 0
+        text = (tmp_path / out).read_text()
+        assert_csv_finite(text) if out.endswith(".csv") else strict_json_lines(text)
+    capsys.readouterr()
+
+
+def test_table_writers_write_undefined_as_null_or_empty(tmp_path):
+    import pandas as pd
+
+    from sim.tables import csv_text, json_line, write_frames, write_rows
+
+    row = {"a": 1, "b": float("nan"), "c": float("inf"), "d": None}
+    assert csv_text([row]) == "a,b,c,d\n1,,,\n"
+    with pytest.raises(ValueError):  # a NaN that reaches a JSON writer is a bug: it fails loudly
+        json_line(row)
+    assert json_line({**row, "b": None, "c": None}) == '{"a": 1, "b": null, "c": null, "d": null}'
+    write_rows([row], tmp_path / "rows.csv")
+    assert (tmp_path / "rows.csv").read_text() == "a,b,c,d\n1,,,\n"
+    frame = pd.DataFrame({"x": [1.0, float("nan"), float("inf"), -float("inf")], "n": [1, 2, 3, 4]})
+    write_frames([frame], tmp_path / "f.csv")
+    assert (tmp_path / "f.csv").read_text() == "x,n\n1.0,1\n,2\n,3\n,4\n"
+    write_frames([frame], tmp_path / "f.jsonl")
+    assert [r["x"] for r in strict_json_lines((tmp_path / "f.jsonl").read_text())] == [1.0, None, None, None]
+
+
+def test_no_nan_or_infinity_in_results_size_fidelity_bench_policies(capsys, tmp_path, mini_dir):
+    from sim.tables import result_rows, write_rows
+
+    f = undefined_traces(tmp_path)
+    records = replay_many(list(iter_jsonl(f)), make_policy("raw"))
+    write_rows(result_rows(records, "test"), tmp_path / "results.parquet")  # None floats: NaN in Parquet
+    assert main(["results", str(tmp_path / "results.parquet"), "--format", "json"]) == 0
+    strict_json_lines(capsys.readouterr().out)
+    assert main(["size", str(f), "--format", "json", "--limits", "60,200", "--keeps", "20"]) == 0
+    strict_json_lines(capsys.readouterr().out)
+    assert main(["fidelity", str(mini_dir / "django__django-13513.traj.json"), "--format", "json"]) == 0
+    strict_json_lines(capsys.readouterr().out)
+    assert (
+        main(["bench", "--policy", "raw", "--corpus", "embedded", "--repeats", "1", "--format", "json"]) == 0
+    )
+    strict_json_lines(capsys.readouterr().out)
+    assert main(["policies", "--format", "json"]) == 0
+    strict_json_lines(capsys.readouterr().out)
