@@ -543,3 +543,23 @@ def test_no_nan_or_infinity_in_results_size_fidelity_bench_policies(capsys, tmp_
     strict_json_lines(capsys.readouterr().out)
     assert main(["policies", "--format", "json"]) == 0
     strict_json_lines(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    "name, knob, value, why",
+    [
+        ("observation_masking", "n", 10**20, "integers must lie within ±(2^53 - 1)"),  # was OverflowError
+        ("observation_masking", "n", 2**63, "integers must lie within ±(2^53 - 1)"),
+        (
+            "seed_engine",
+            "max_duration_s",
+            float("inf"),
+            "numbers must be finite",
+        ),  # was a NaN-less JSON crash
+        ("llm_summary", "summary_ratio", float("nan"), "numbers must be finite"),
+    ],
+)
+def test_knob_numbers_out_of_range_are_refused(name, knob, value, why):
+    with pytest.raises(ConfigError) as e:
+        make_policy(name, **{knob: value})
+    assert str(e.value) == f"policy '{name}': {knob}={value!r:.60} is out of range ({why})"
