@@ -563,3 +563,13 @@ def test_knob_numbers_out_of_range_are_refused(name, knob, value, why):
     with pytest.raises(ConfigError) as e:
         make_policy(name, **{knob: value})
     assert str(e.value) == f"policy '{name}': {knob}={value!r:.60} is out of range ({why})"
+
+
+def test_sweep_summaries_sum_exactly_past_int64():
+    import pandas as pd
+
+    from sim.results import exact_sum
+
+    col = pd.Series([2**61] * 8 + [None], dtype="Int64")
+    assert int(col.sum()) == 0  # pandas' int64 sum wraps silently
+    assert exact_sum(col) == 2**64 and exact_sum(pd.Series([], dtype="Int64")) == 0
