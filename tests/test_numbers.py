@@ -573,3 +573,20 @@ def test_sweep_summaries_sum_exactly_past_int64():
     col = pd.Series([2**61] * 8 + [None], dtype="Int64")
     assert int(col.sum()) == 0  # pandas' int64 sum wraps silently
     assert exact_sum(col) == 2**64 and exact_sum(pd.Series([], dtype="Int64")) == 0
+
+
+def test_openhands_response_created_of_10_400_is_refused(tmp_path):
+    from sim.paths import traces_dir
+
+    src = traces_dir() / "openhands-v0" / "runtime_test_trajs" / "basic.json"
+    if not src.is_file():
+        pytest.skip("real traces not found (set CTXSIM_TRACES)")
+    events = json.loads(src.read_text())
+    pos = next(i for i, e in enumerate(events) if (e.get("tool_call_metadata") or {}).get("model_response"))
+    events[pos]["tool_call_metadata"]["model_response"]["created"] = 10**400  # OverflowError before
+    f = tmp_path / "basic.json"
+    f.write_text(json.dumps(events))
+    with pytest.raises(TraceError) as e:
+        list(load_path(f))
+    assert e.value.field == "tool_call_metadata.model_response.created"
+    assert "between years 1 and 9999" in e.value.message

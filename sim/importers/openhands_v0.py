@@ -71,6 +71,7 @@ from sim.importers.common import (
     openai_usage,
     read_json_file,
     text_of,
+    unix_time,
     usage_cost,
     usage_count,
     warn,
@@ -253,9 +254,9 @@ class _History:
         u = None
         if resp and resp.get("usage") is not None:
             u = litellm_usage(resp["usage"], self.file, rec, "tool_call_metadata.model_response.usage")
-            created = resp.get("created")
-            if isinstance(created, int | float) and not isinstance(created, bool):
-                u.timestamp = float(created)
+            u.timestamp = unix_time(
+                resp.get("created"), self.file, rec, "tool_call_metadata.model_response.created"
+            )
         elif rid is not None and rid in self.usages_by_id:
             u = self.usages_by_id[rid]
         if u is not None:
