@@ -86,7 +86,7 @@ def estimate_tokens(nbytes: int, bytes_per_token: float | None) -> int:
     """Calibrated estimate of one message's size as input, framing included (None: the seed's ratio).
     Every ratio is checked where it is read (trace, calibration); one out of range here is a bug."""
     bpt = SEED_BYTES_PER_TOKEN if bytes_per_token is None else bytes_per_token
-    if ratio_problem(bpt) is not None:
+    if not (type(bpt) is float and MIN_BYTES_PER_TOKEN <= bpt < math.inf) and ratio_problem(bpt) is not None:
         raise ValueError(f"estimate_tokens: bytes_per_token {bpt!r}: {ratio_problem(bpt)}")
     return math.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt)
 
