@@ -555,7 +555,7 @@ def test_no_nan_or_infinity_in_results_size_fidelity_bench_policies(capsys, tmp_
             "max_duration_s",
             float("inf"),
             "numbers must be finite",
-        ),  # was a NaN-less JSON crash
+        ),  # crashed the JSON writer
         ("llm_summary", "summary_ratio", float("nan"), "numbers must be finite"),
     ],
 )
