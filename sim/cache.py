@@ -9,6 +9,12 @@ best-effort implicit caching). Families with explicit writes (Anthropic) write t
 the write premium. The residual and the run-status line are never cached: they change every call.
 A summary call is a different prompt: nothing is read or written for it.
 
+No modelled count or cost is negative. A request's input is ``max(view + residual + status, 0)`` (the
+engine clamps it: a recorded input below the view's event sizes gives a negative residual, and a policy
+may shrink the view below it); a read is at most that input, and a write at most the input left after
+the read (``min(view, input) - read``), so ``cache_read + cache_write <= input_tokens`` and the uncached
+rest is >= 0. The cache still holds the view as sent: only what is billed is cut.
+
 Every figure is modelled, never copied from the recording: the recording's cached tokens serve only to
 fit the Gemini parameters (``fit_implicit``) and to score the model (``ctxsim fidelity``).
 """
@@ -22,6 +28,7 @@ from functools import cache
 import numpy as np
 
 from sim.errors import ConfigError
+from sim.limits import TIME_MAX, TIME_MIN, count_problem, number_problem
 from sim.paths import CONF_DIR
 from sim.pricing import Price
 
@@ -41,24 +48,51 @@ class CacheRules:
 
 @cache
 def cache_rules(family: str) -> CacheRules:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
     f = CACHE_DIR / f"{family}.yaml"
     if not f.is_file():
         raise ConfigError(f"no cache rules for family '{family}' (conf/cache/{family}.yaml)")
-    d = yaml.safe_load(f.read_text()) or {}
-    try:
-        return CacheRules(
-            family=family,
-            min_prefix_tokens=int(d["min_prefix_tokens"]),
-            granularity=max(1, int(d.get("granularity", 1))),
-            lifetime_s=float(d["lifetime_s"]),
-            writes=bool(d.get("writes", False)),
-            reuse_fraction=float(d.get("reuse_fraction", 1.0)),
-            fitted_on=tuple(d.get("fitted_on") or ()),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ConfigError(f"conf/cache/{family}.yaml: bad or missing field ({exc})") from None
+    return read_cache_rules(f, family)
+
+
+def read_cache_rules(f, family: str) -> CacheRules:
+    """One family's rules (bounded YAML), every field checked: ConfigError naming the file and key."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/cache/{f.name}"
+    d = load_yaml_file(f, source)
+    d = {} if d is None else d
+    if not isinstance(d, dict):
+        raise ConfigError(f"{source}: expected a mapping, got {type(d).__name__}")
+    for key in ("min_prefix_tokens", "lifetime_s"):
+        if key not in d:
+            raise ConfigError(f"{source}: {key}: missing")
+    checks = (
+        ("min_prefix_tokens", count_problem(d["min_prefix_tokens"])),
+        ("granularity", count_problem(d.get("granularity", 1)) or _at_least_one(d.get("granularity", 1))),
+        ("lifetime_s", number_problem(d["lifetime_s"], 0.0, TIME_MAX - TIME_MIN)),
+        ("reuse_fraction", number_problem(d.get("reuse_fraction", 1.0), 0.0, 1.0)),
+    )
+    for key, p in checks:
+        if p is not None:
+            raise ConfigError(f"{source}: {key}: {p}")
+    writes, fitted = d.get("writes", False), d.get("fitted_on") or ()
+    if not isinstance(writes, bool):
+        raise ConfigError(f"{source}: writes: expected true or false, got {writes!r}")
+    if not isinstance(fitted, list | tuple) or not all(isinstance(x, str) for x in fitted):
+        raise ConfigError(f"{source}: fitted_on: expected a list of trace ids")
+    return CacheRules(
+        family=family,
+        min_prefix_tokens=d["min_prefix_tokens"],
+        granularity=d.get("granularity", 1),
+        lifetime_s=float(d["lifetime_s"]),
+        writes=writes,
+        reuse_fraction=float(d.get("reuse_fraction", 1.0)),
+        fitted_on=tuple(fitted),
+    )
+
+
+def _at_least_one(v) -> str | None:
+    return None if v >= 1 else f"expected an integer >= 1, got {v!r}"
 
 
 class CostModel:
@@ -78,10 +112,10 @@ class CostModel:
         if not summary:
             if t <= self.expires and stable >= r.min_prefix_tokens:
                 reusable = min(stable, self.cached)
-                read = int(reusable * r.reuse_fraction) // r.granularity * r.granularity
+                read = min(int(reusable * r.reuse_fraction) // r.granularity * r.granularity, inp)
             if view >= r.min_prefix_tokens:  # the request's view is cached (a read implies this too)
                 if r.writes:
-                    write = view - read
+                    write = max(min(view, inp) - read, 0)
                 self.cached, self.expires = view, t + r.lifetime_s
         uncached = inp - read - write
         cost = -1 if self.price is None else self.price.cost_microusd(uncached, read, write, out)
@@ -118,8 +152,11 @@ def split_runs(
         reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
     if rules.granularity != 1:
         reusable = reusable // rules.granularity * rules.granularity
-    read = np.where(alive, reusable, 0)
-    write = np.where(cacheable, view - read, 0) if rules.writes else np.zeros(n, dtype=np.int64)
+    read = np.where(alive, np.minimum(reusable, inp), 0)
+    if rules.writes:
+        write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
+    else:
+        write = np.zeros(n, dtype=np.int64)
     uncached = inp - read - write
     cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, read, write, out)
     return read, write, uncached, cost

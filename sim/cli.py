@@ -289,9 +289,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------------------- policies
 def cmd_policies(args: argparse.Namespace) -> int:
     import dataclasses
-    import json
 
     from sim.policies.base import knobs, registered
+    from sim.tables import json_line
 
     out = []
     for name, cls in registered().items():
@@ -299,7 +299,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
         doc = (cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else ""
         out.append({"policy": name, "knobs": ks, "description": doc})
     if args.format == "json":
-        sys.stdout.write("".join(json.dumps(o) + "\n" for o in out))
+        sys.stdout.write("".join(json_line(o) + "\n" for o in out))
     else:
         for o in out:
             ks = " ".join(f"{k}={v}" for k, v in o["knobs"].items()) or "(no knobs)"
@@ -467,16 +467,15 @@ FIDELITY_COLUMNS = [
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    import json
-
     from sim.fidelity import evaluate
     from sim.importers import load_paths
+    from sim.tables import json_line
 
     report = evaluate(list(load_paths(args.paths)))
     if not report["per_trace"]:
         raise ConfigError("fidelity: none of the given traces has provider-reported usage")
     if args.format == "json":
-        sys.stdout.write(json.dumps(report) + "\n")
+        sys.stdout.write(json_line(report) + "\n")
     else:
         print(format_table(report["per_trace"], FIDELITY_COLUMNS))
         o = report["overall"]
@@ -491,9 +490,8 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------------------- bench
 def cmd_bench(args: argparse.Namespace) -> int:
-    import json
-
     from sim.bench import run_bench
+    from sim.tables import json_line
 
     for name in args.policy or []:
         from sim.policies.base import policy_class
@@ -501,7 +499,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         policy_class(name)
     rows = run_bench(args.policy, args.corpus, args.repeats, log=lambda m: _warn(m))
     if args.format == "json":
-        sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
+        sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
         print(format_table(rows, ["policy", "corpus", "calls", "calls_per_s", "repeats"]))
         if rows:
@@ -522,13 +520,12 @@ def _int_list(text: str, option: str) -> list[int]:
 
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces."""
-    import json
-
     from sim.importers import load_paths
     from sim.models import resolve_window
     from sim.policies.base import knobs, policy_class
     from sim.pricing import price_named
     from sim.size import DEFAULT_KEEPS, DEFAULT_LIMITS, evaluate, recommend
+    from sim.tables import json_line
 
     cls = policy_class(args.policy)
     names = {f.name for f in knobs(cls)}
@@ -568,7 +565,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     )
     rec = recommend(results, args.target_completion, args.policy)
     if args.format == "json":
-        sys.stdout.write(json.dumps(rec) + "\n")
+        sys.stdout.write(json_line(rec) + "\n")
         return 0
     rows = [
         {
@@ -614,13 +611,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    import json
-
     from sim.results import SUMMARY_METRICS, summary, varying_columns
+    from sim.tables import json_line
 
     rows = summary(args.path)
     if args.format == "json":
-        sys.stdout.write("".join(json.dumps(r) + "\n" for r in rows))
+        sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
         print(format_table(rows, varying_columns(rows) + list(SUMMARY_METRICS)))
     return 0

@@ -26,10 +26,11 @@ from itertools import accumulate
 import numpy as np
 
 from sim.cache import CacheRules, CostModel, cache_rules
-from sim.errors import ConfigError
+from sim.errors import ConfigError, TraceError
 from sim.fastpath import Fenwick, Prepared, per_call, prepare_many, replay_columns
 from sim.information import VISIBLE, FactState, has_needs, last_need, missing_sources, reread_size
 from sim.ledger import totals as ledger_totals
+from sim.limits import run_sum_problem
 from sim.model import ReplayModel
 from sim.models import resolve_window
 from sim.policies.base import Decision, Plans, Policy, RunStatus, View
@@ -133,6 +134,15 @@ def replay_many(
                 compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed,
             )  # fmt: skip
     return records  # type: ignore[return-value]
+
+
+def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
+    """Refuse a run whose column sums could wrap int64 (``sim.limits.run_sum_problem``); the batch path
+    checks the same bound on its columns (``sim.fastpath._check_sums``)."""
+    rows = len(cols["kind"])
+    top = max((max(max(v), -min(v)) for c, v in cols.items() if c != "cost_microusd" and v), default=0)
+    if (p := run_sum_problem(top, rows)) is not None:
+        raise TraceError(trace.source_file or "<trace>", p, record=trace.trace_id)
 
 
 def _check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
@@ -384,7 +394,7 @@ def _replay_loop(
             added, out = reread_size(trace, src, outputs)
             total = view.total + extra
             stable = stable_prefix(first)
-            row(kind, k, total + residual[k], out, total, residual[k], 0, -1, first, changed, stable)
+            row(kind, k, max(total + residual[k], 0), out, total, residual[k], 0, -1, first, changed, stable)
             prev_view, prev_items, first, changed = total, view.n, -1, 0
             extra += added
             rereads.append((k, kind, src, added))
@@ -403,7 +413,7 @@ def _replay_loop(
                 finish = "missing-information"
                 break
         st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
-        request = view.total + extra + residual[k] + st
+        request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
         if window is not None and request > window:
             rejections += 1
             retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
@@ -412,7 +422,7 @@ def _replay_loop(
                 if f2 >= 0 and (first < 0 or f2 < first):
                     first = f2
                 changed += c2
-                request = view.total + extra + residual[k] + st
+                request = max(view.total + extra + residual[k] + st, 0)
             if retry is None or request > window:
                 finish = "context-overflow"
                 break
@@ -436,7 +446,7 @@ def _replay_loop(
                         admit(g, view_end[g])
                         st = policy.status_tokens(trace, state, g, status) if policy.reports_status else 0
                         total = view.total + extra
-                        request = total + residual[g] + st
+                        request = max(total + residual[g] + st, 0)
                         if window is not None and request > window:
                             rejections += 1
                             finish = "context-overflow"
@@ -446,6 +456,7 @@ def _replay_loop(
                     break
 
     cols["call"] = list(range(len(cols["kind"])))
+    check_sums(trace, cols)
     arrays = {c: np.array(v, dtype=np.int64) for c, v in cols.items()}
     item_state = np.array(vs[: view.n], dtype=np.int8)
     return _record(

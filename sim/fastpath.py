@@ -21,6 +21,7 @@ import numpy as np
 
 from sim.batchmemo import batch_derived, shape_derived
 from sim.cache import CacheRules, split_runs
+from sim.errors import TraceError
 from sim.growth import growth_exponents
 from sim.information import (
     DEGRADE,
@@ -43,6 +44,7 @@ from sim.ledger import (
     token_outcomes,
     totals_many,
 )
+from sim.limits import run_sum_problem
 from sim.model import ReplayModel
 from sim.policies.base import Plans, Policy, View
 from sim.pricing import Price
@@ -569,6 +571,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
             out[name][:] = col
         np.add(cols["view_tokens"], cols["residual_tokens"], out=out["input_tokens"])
     cols = out
+    np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0 (sim.cache)
     rows = shape_derived("rows", rows_per_run, _rows)
     row_base = rows.base
     cols["call"][:] = rows.local
@@ -579,6 +582,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     )  # fmt: skip
     for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
         cols[name][:] = col
+    _check_sums(table, rows, rows_per_run, [r.trace for r in runs])
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = rows.nonempty
@@ -631,6 +635,26 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
             )
         )
     return out
+
+
+def _check_sums(table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace]) -> None:
+    """Refuse, as the loop does (``sim.engine.check_sums``), a run whose column sums could wrap int64:
+    one bound on the whole batch, and the runs only when it fails."""
+    counts = table[:-1]  # every column but cost (sim.limits.run_sum_problem)
+    if not counts.size:
+        return
+    top = max(int(counts.max()), -int(counts.min()))
+    if run_sum_problem(top, int(rows_per_run.max())) is None:
+        return
+    nonempty = rows.nonempty
+    tops = np.maximum(
+        np.maximum.reduceat(counts, rows.nonempty_off, axis=1),
+        -np.minimum.reduceat(counts, rows.nonempty_off, axis=1),
+    ).max(axis=0)
+    for j, t in zip(nonempty.tolist(), tops.tolist(), strict=True):
+        if (p := run_sum_problem(t, int(rows_per_run[j]))) is not None:
+            trace = traces[j]
+            raise TraceError(trace.source_file or "<trace>", p, record=trace.trace_id)
 
 
 class _Rows(NamedTuple):

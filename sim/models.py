@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TypeVar
 
+from sim.errors import ConfigError
+from sim.limits import count_problem
 from sim.paths import CONF_DIR
 
 PROVIDERS_DIR = CONF_DIR / "model" / "providers"
@@ -18,12 +20,30 @@ T = TypeVar("T")
 
 @lru_cache(maxsize=1)
 def windows() -> dict[str, int]:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
     out: dict[str, int] = {}
     for f in sorted(PROVIDERS_DIR.glob("*.yaml")):
-        for name, spec in (yaml.safe_load(f.read_text()) or {}).get("models", {}).items():
-            out[name.lower()] = int(spec["window"])
+        out.update(read_windows_file(f))
+    return out
+
+
+def read_windows_file(f) -> dict[str, int]:
+    """One provider table (bounded YAML): model -> window, each a count >= 1, else ConfigError naming
+    the file and key."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/model/providers/{f.name}"
+    data = load_yaml_file(f, source)
+    data = {} if data is None else data
+    models = (data.get("models") or {}) if isinstance(data, dict) else None
+    if not isinstance(models, dict):
+        raise ConfigError(f"{source}: models: expected a mapping of model names")
+    out: dict[str, int] = {}
+    for name, spec in models.items():
+        window = spec.get("window") if isinstance(spec, dict) else None
+        p = count_problem(window) or (None if window >= 1 else "expected a window of at least 1 token")
+        if p is not None:
+            raise ConfigError(f"{source}: models.{name}.window: {p}")
+        out[str(name).lower()] = window
     return out
 
 

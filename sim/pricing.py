@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from sim.errors import ConfigError
+from sim.limits import MAX_USD_PER_MTOK, count_problem, number_problem
 from sim.paths import CONF_DIR
 
 PRICING_DIR = CONF_DIR / "pricing"
@@ -45,6 +46,21 @@ class Rates:
         )
 
 
+RATE_KEYS = ("input", "output", "cache_read", "cache_write_5m", "cache_write_1h")
+
+
+def _check_rates(d, where: str, required=("input", "output")) -> None:
+    """Every price of a table entry: a finite number of USD per million tokens in [0, MAX_USD_PER_MTOK]."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: expected a mapping of prices, got {type(d).__name__}")
+    for key in required:
+        if key not in d:
+            raise ConfigError(f"{where}: missing price '{key}'")
+    for key in RATE_KEYS:
+        if key in d and (p := number_problem(d[key], 0.0, MAX_USD_PER_MTOK)) is not None:
+            raise ConfigError(f"{where}.{key}: {p} (USD per million tokens)")
+
+
 @dataclass(frozen=True)
 class Price:
     model: str  # the table's name for it
@@ -61,41 +77,82 @@ class Price:
         return (pusd + PICO // 2) // PICO
 
     def cost_all(self, uncached, read, write, output):
-        """``cost_microusd`` over arrays of calls (int64 throughout: exact)."""
+        """``cost_microusd`` over arrays of calls, exact in int64. The pico-USD of a call (tokens x rate)
+        passes 2^63 from about 10^10 tokens at the dearest rate, so above that each rate is split into
+        whole micro-USD and the pico-USD left over (and each count into millions and the rest): every
+        partial product stays below 2^63 for counts below 2^52 (``sim.limits.run_sum_problem``)."""
         import numpy as np
 
-        def pusd(r: Rates):
-            return uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+        counts = (uncached, read, write, output)
+        top = max((int(c.max()) for c in counts if len(c)), default=0)
+        rates = (self.base,) if self.tier is None else (self.base, self.tier)
+        dearest = max(max(r.input, r.output, r.cache_read, r.cache_write) for r in rates)
+        if top * dearest < 1 << 60:
 
-        total = pusd(self.base)
+            def micro(r: Rates):
+                pusd = uncached * r.input + read * r.cache_read + write * r.cache_write + output * r.output
+                return (pusd + PICO // 2) // PICO
+
+        else:
+            split = [np.divmod(c, PICO) for c in counts]  # count = millions * PICO + rest
+
+            def micro(r: Rates):
+                whole = left = 0
+                for c, (millions, rest), rate in zip(
+                    counts, split, (r.input, r.cache_read, r.cache_write, r.output), strict=True
+                ):
+                    a, b = divmod(rate, PICO)  # rate = a * PICO + b
+                    whole = whole + c * a + millions * b
+                    left = left + rest * b
+                return whole + (left + PICO // 2) // PICO
+
+        total = micro(self.base)
         if self.tier is not None:
-            total = np.where(uncached + read + write > self.tier_above, pusd(self.tier), total)
-        return (total + PICO // 2) // PICO
+            total = np.where(uncached + read + write > self.tier_above, micro(self.tier), total)
+        return total
 
 
 @lru_cache(maxsize=4)
 def price_table(lifetime: str = "5m") -> dict[str, Price]:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
     out: dict[str, Price] = {}
     for f in sorted(PRICING_DIR.glob("*.yaml")):
-        data = yaml.safe_load(f.read_text()) or {}
-        family, as_of = data.get("family", "none"), str(data.get("as_of", ""))
-        for name, d in (data.get("models") or {}).items():
-            try:
-                lc = d.get("long_context")
-                out[name.lower()] = Price(
-                    model=name,
-                    family=family,
-                    as_of=as_of,
-                    base=Rates.parse(d, lifetime),
-                    tier_above=int(lc["above_tokens"]) if lc else None,
-                    tier=Rates.parse(lc, lifetime) if lc else None,
-                )
-            except (KeyError, TypeError, ValueError) as exc:
-                raise ConfigError(
-                    f"conf/pricing/{f.name}: model {name}: bad or missing price ({exc})"
-                ) from None
+        out.update(read_price_file(f, lifetime))
+    return out
+
+
+def read_price_file(f, lifetime: str = "5m") -> dict[str, Price]:
+    """One pricing table (bounded YAML), every number checked: ConfigError naming the file and key."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/pricing/{f.name}"
+    data = load_yaml_file(f, source)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
+    family, as_of = data.get("family", "none"), str(data.get("as_of", ""))
+    if not isinstance(family, str):
+        raise ConfigError(f"{source}: family: expected a name, got {family!r}")
+    models = data.get("models") or {}
+    if not isinstance(models, dict):
+        raise ConfigError(f"{source}: models: expected a mapping of model names, got {type(models).__name__}")
+    out: dict[str, Price] = {}
+    for name, d in models.items():
+        where = f"{source}: models.{name}"
+        _check_rates(d, where)
+        lc = d.get("long_context")
+        if lc is not None:
+            _check_rates(lc, f"{where}.long_context")
+            above = lc.get("above_tokens")
+            if (p := count_problem(above)) is not None:
+                raise ConfigError(f"{where}.long_context.above_tokens: {p}")
+        out[str(name).lower()] = Price(
+            model=str(name),
+            family=family,
+            as_of=as_of,
+            base=Rates.parse(d, lifetime),
+            tier_above=int(lc["above_tokens"]) if lc else None,
+            tier=Rates.parse(lc, lifetime) if lc else None,
+        )
     return out
 
 

@@ -597,11 +597,13 @@ def _means(df) -> dict[str, float | None]:
     if n == 0:
         return {m: None for _, m, _ in COMPARE_METRICS}
     cost = df["cost_microusd"]
-    ci = float(df["cumulative_input_tokens"].sum())
+    from sim.results import exact_sum
+
+    ci = float(exact_sum(df["cumulative_input_tokens"]))
     return {
         "cost_usd": None if cost.isna().any() else float(cost.astype("float64").mean()) / 1e6,
         "cumulative_input_tokens": ci / n,
-        "cache_hit_rate": float(df["cache_read_tokens"].sum()) / ci if ci else None,
+        "cache_hit_rate": exact_sum(df["cache_read_tokens"]) / ci if ci else None,
         "compactions": float(df["compactions"].astype("float64").mean()),
         "facts_lost": float(df["facts_lost"].astype("float64").mean()),
         "answer_completed": float(df["answer_completed"].astype("float64").mean()),

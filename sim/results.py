@@ -38,6 +38,18 @@ def _py(v: Any) -> Any:
     return v
 
 
+def exact_sum(col) -> int:
+    """Σ of an integer column as a Python int: pandas sums int64 and wraps silently past 2^63 (a sweep
+    of many long runs can get there); missing cells count 0."""
+    values = col.dropna()
+    if not len(values):
+        return 0
+    top = max(int(values.max()), -int(values.min()))
+    if top * len(values) < 1 << 62:
+        return int(values.sum())
+    return sum(int(v) for v in values)
+
+
 def _sort_key(v: Any) -> tuple:
     """Numbers numerically, then strings, missing last: 16000 before 96000, never '16000' < '9000'."""
     if v is None:
@@ -124,16 +136,16 @@ def summarize(df) -> list[dict[str, Any]]:
         row: dict[str, Any] = {k: _py(v) for k, v in zip(keys, values, strict=True)}
         cost = g["cost_microusd"]
         priced = len(g) > 0 and not cost.isna().any()
-        ci = int(g["cumulative_input_tokens"].sum())
+        ci = exact_sum(g["cumulative_input_tokens"])
         row.update(
             {
                 "runs": len(g),
                 "median_cost_usd": float(cost.median()) / 1e6 if priced else None,
                 "mean_cost_usd": float(cost.mean()) / 1e6 if priced else None,
                 "cumulative_input_tokens": ci,
-                "cache_hit_rate": int(g["cache_read_tokens"].sum()) / ci if ci else None,
+                "cache_hit_rate": exact_sum(g["cache_read_tokens"]) / ci if ci else None,
                 "compactions": float(g["compactions"].mean()),
-                "facts_lost": int(g["facts_lost"].sum()),
+                "facts_lost": exact_sum(g["facts_lost"]),
                 "answer_completed": float(g["answer_completed"].astype("float64").mean()),
             }
         )

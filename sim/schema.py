@@ -2,19 +2,36 @@
 
 The dict below is the source of truth; ``scenarios/trace.schema.json`` is written from it
 (``python -m sim.schema``) and a test keeps the two equal. The validator supports exactly the
-JSON Schema keywords used here, so any JSON Schema tool reads the file the same way.
+JSON Schema keywords used here, so any JSON Schema tool reads the file the same way. Numbers are finite
+besides: JSON cannot hold NaN or infinity, but a Parquet row can, and the validator refuses them.
+Ranges (``sim.limits``): counts in [0, 2^53), residuals in (-2^53, 2^53), times in years 1 to 9999,
+bytes per token >= 0.01, costs >= 0.
 """
 
 from __future__ import annotations
 
 import json
+import math
 
+from sim.limits import (
+    MAX_COUNT,
+    MIN_BYTES_PER_TOKEN,
+    TIME_MAX,
+    TIME_MIN,
+    bound_problem,
+    count_problem,
+    number_problem,
+    ratio_problem,
+    time_problem,
+    trace_token_bound,
+)
 from sim.paths import REPO
+from sim.tokens import estimate_tokens
 from sim.types import EVENT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
 
-_INT = {"type": "integer", "minimum": 0}
-_OPT_INT = {"type": ["integer", "null"], "minimum": 0}
-_OPT_NUM = {"type": ["number", "null"]}
+_INT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
+_OPT_INT = {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT}
+_TIME = {"type": ["number", "null"], "minimum": TIME_MIN, "maximum": TIME_MAX, "description": "unix seconds"}
 
 EVENT_SCHEMA = {
     "type": "object",
@@ -32,7 +49,7 @@ EVENT_SCHEMA = {
         "tool_call_ids": {"type": "array", "items": {"type": "string"}},
         "tool_call_id": {"type": ["string", "null"]},
         "bounded": {"type": "boolean"},
-        "timestamp": _OPT_NUM,
+        "timestamp": _TIME,
         "provides": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
         "needs": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
     },
@@ -51,10 +68,15 @@ CALL_SCHEMA = {
         "cache_read_tokens": _OPT_INT,
         "cache_write_tokens": _OPT_INT,
         "reasoning_tokens": _OPT_INT,
-        "residual_tokens": {"type": "integer", "description": "provider-residual; may be negative"},
+        "residual_tokens": {
+            "type": "integer",
+            "minimum": -MAX_COUNT,
+            "maximum": MAX_COUNT,
+            "description": "provider-residual; may be negative",
+        },
         "usage_provenance": {"type": "string", "enum": list(USAGE_PROVENANCES)},
-        "timestamp": _OPT_NUM,
-        "recorded_cost_usd": _OPT_NUM,
+        "timestamp": _TIME,
+        "recorded_cost_usd": {"type": ["number", "null"], "minimum": 0},
     },
 }
 
@@ -72,7 +94,7 @@ TRACE_SCHEMA = {
         "agent": {"type": ["string", "null"]},
         "model": {"type": ["string", "null"]},
         "context_window": _OPT_INT,
-        "bytes_per_token": _OPT_NUM,
+        "bytes_per_token": {"type": ["number", "null"], "minimum": MIN_BYTES_PER_TOKEN},
         "recorded_policy": {"type": "string", "description": "JSON object as a string"},
         "outcome": {"type": "string", "description": "JSON object as a string"},
         "events": {"type": "array", "items": EVENT_SCHEMA},
@@ -108,9 +130,13 @@ def problems(value, schema: dict, path: str = "") -> list[tuple[str, str]]:
             return out
     if "enum" in schema and value not in schema["enum"]:
         out.append((path, f"expected one of {schema['enum']}, got {value!r}"))
-    if "minimum" in schema and isinstance(value, int | float) and not isinstance(value, bool):
-        if value < schema["minimum"]:
-            out.append((path, f"must be >= {schema['minimum']}, got {value}"))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, float) and not math.isfinite(value):
+            out.append((path, f"expected a finite number, got {value}"))
+        elif "minimum" in schema and value < schema["minimum"]:
+            out.append((path, f"must be >= {_num(schema['minimum'])}, got {_num(value)}"))
+        elif "maximum" in schema and value > schema["maximum"]:
+            out.append((path, f"must be <= {_num(schema['maximum'])}, got {_num(value)}"))
     if isinstance(value, dict) and "properties" in schema:
         props = schema["properties"]
         for key in schema.get("required", []):
@@ -140,15 +166,23 @@ _UPROV = frozenset(USAGE_PROVENANCES)
 
 
 def _nat(v) -> bool:
-    return type(v) is int and v >= 0
+    return type(v) is int and 0 <= v <= MAX_COUNT
 
 
 def _opt_nat(v) -> bool:
-    return v is None or (type(v) is int and v >= 0)
+    return v is None or (type(v) is int and 0 <= v <= MAX_COUNT)
 
 
-def _opt_num(v) -> bool:
-    return v is None or type(v) in (int, float)
+def _opt_time(v) -> bool:  # NaN fails both comparisons
+    return v is None or (type(v) in (int, float) and TIME_MIN <= v <= TIME_MAX)
+
+
+def _opt_ratio(v) -> bool:
+    return v is None or (type(v) in (int, float) and MIN_BYTES_PER_TOKEN <= v < math.inf)
+
+
+def _opt_cost(v) -> bool:
+    return v is None or (type(v) in (int, float) and 0 <= v < math.inf)
 
 
 def _str_list(v) -> bool:
@@ -167,7 +201,7 @@ def conforms(d) -> bool:
     for k in ("source_file", "agent", "model"):
         if d.get(k) is not None and type(d[k]) is not str:
             return False
-    if not _opt_nat(d.get("context_window")) or not _opt_num(d.get("bytes_per_token")):
+    if not _opt_nat(d.get("context_window")) or not _opt_ratio(d.get("bytes_per_token")):
         return False
     for k in ("recorded_policy", "outcome"):
         if k in d and type(d[k]) is not str:
@@ -192,7 +226,7 @@ def conforms(d) -> bool:
             and ("tool_call_ids" not in e or _str_list(e["tool_call_ids"]) and e["tool_call_ids"] is not None)
             and (e.get("tool_call_id") is None or type(e["tool_call_id"]) is str)
             and ("bounded" not in e or type(e["bounded"]) is bool)
-            and _opt_num(e.get("timestamp"))
+            and _opt_time(e.get("timestamp"))
             and _str_list(e.get("provides"))
             and _str_list(e.get("needs"))
         ):
@@ -210,13 +244,91 @@ def conforms(d) -> bool:
             and _opt_nat(c.get("cache_write_tokens"))
             and _opt_nat(c.get("reasoning_tokens"))
             and type(c["residual_tokens"]) is int
+            and -MAX_COUNT <= c["residual_tokens"] <= MAX_COUNT
             and type(c.get("usage_provenance", "provider")) is str
             and c.get("usage_provenance", "provider") in _UPROV
-            and _opt_num(c.get("timestamp"))
-            and _opt_num(c.get("recorded_cost_usd"))
+            and _opt_time(c.get("timestamp"))
+            and _opt_cost(c.get("recorded_cost_usd"))
         ):
             return False
     return True
+
+
+def outputs_bound(calls, events, bytes_per_token) -> list[int]:
+    """Per call: its output tokens, or for a call without them the mock model's estimate (``sim.model``)."""
+    return [
+        o
+        if (o := c["output_tokens"]) is not None
+        else estimate_tokens(events[c["event_index"]]["bytes"], bytes_per_token)
+        for c in calls
+        if c["output_tokens"] is not None or c["event_index"] < len(events)
+    ]
+
+
+def bound_problems(d: dict) -> list[tuple[str, str]]:
+    """The sum bound (``sim.limits.trace_token_bound``) of a record that passed the schema."""
+    events, calls = d["events"], d["calls"]
+    bound = trace_token_bound(
+        sum(e["tokens"] for e in events),
+        [c["residual_tokens"] for c in calls],
+        outputs_bound(calls, events, d.get("bytes_per_token")),
+        len(calls),
+    )
+    p = bound_problem(bound)
+    return [] if p is None else [("<record>", p)]
+
+
+def number_problems(t) -> list[tuple[str, str]]:
+    """The schema's numeric rules and the sum bound, on a built ``sim.types.Trace`` (an importer's
+    result): (field path, message) of each value out of range."""
+    out: list[tuple[str, str]] = []
+    for i, e in enumerate(t.events):
+        for name in ("bytes", "chars", "lines", "tokens"):
+            if (p := count_problem(getattr(e, name))) is not None:
+                out.append((f"events[{i}].{name}", p))
+        if e.timestamp is not None and (p := time_problem(e.timestamp)) is not None:
+            out.append((f"events[{i}].timestamp", p))
+    for j, c in enumerate(t.calls):
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+        ):
+            v = getattr(c, name)
+            if v is not None and (p := count_problem(v)) is not None:
+                out.append((f"calls[{j}].{name}", p))
+        if (p := count_problem(c.residual_tokens, allow_negative=True)) is not None:
+            out.append((f"calls[{j}].residual_tokens", p))
+        if c.timestamp is not None and (p := time_problem(c.timestamp)) is not None:
+            out.append((f"calls[{j}].timestamp", p))
+        if c.recorded_cost_usd is not None and (p := number_problem(c.recorded_cost_usd, 0.0)) is not None:
+            out.append((f"calls[{j}].recorded_cost_usd", p))
+    if t.context_window is not None and (p := count_problem(t.context_window)) is not None:
+        out.append(("context_window", p))
+    if t.bytes_per_token is not None and (p := ratio_problem(t.bytes_per_token)) is not None:
+        out.append(("bytes_per_token", p))
+    if not out:
+        events = [{"bytes": e.bytes} for e in t.events]
+        calls = [{"output_tokens": c.output_tokens, "event_index": c.event_index} for c in t.calls]
+        bound = trace_token_bound(
+            sum(e.tokens for e in t.events),
+            [c.residual_tokens for c in t.calls],
+            outputs_bound(calls, events, t.bytes_per_token),
+            len(t.calls),
+        )
+        if (p := bound_problem(bound)) is not None:
+            out.append(("<record>", p))
+    return out
+
+
+def _num(v) -> str:
+    """A bound or value in a message: 2^53 - 1 as such, long integers shortened."""
+    if isinstance(v, int) and abs(v) == MAX_COUNT:
+        return "-(2^53 - 1)" if v < 0 else "2^53 - 1"
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
 
 
 def _join(path: str, key: str) -> str:

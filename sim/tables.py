@@ -1,4 +1,9 @@
-"""Result rows and table files: one flat row per run, written atomically in CSV, JSON Lines or Parquet."""
+"""Result rows and table files: one flat row per run, written atomically in CSV, JSON Lines or Parquet.
+
+No JSON or CSV ctxsim writes holds NaN or Infinity: an undefined value (a hit rate of 0/0, a growth
+exponent of a run under 4 calls) is None at its source, written as JSON null and as an empty CSV cell.
+JSON goes through ``json_line`` (``allow_nan=False``: a NaN that reaches a writer is a bug, and fails
+loudly); CSV writes a non-finite float as an empty cell, as it writes None."""
 
 from __future__ import annotations
 
@@ -44,7 +49,8 @@ def result_rows(records: list[RunRecord], version: str) -> list[dict[str, Any]]:
     ]
 
 
-def json_line(row: dict[str, Any]) -> str:
+def json_line(row: Any) -> str:
+    """One JSON document on one line; NaN or infinity anywhere in it raises ValueError."""
     return json.dumps(row, ensure_ascii=False, allow_nan=False)
 
 
@@ -87,12 +93,24 @@ def write_frames(frames: Iterable, path: Path) -> int:
     with atomic_path(path) as tmp:
         suffix = path.suffix.lower()
         if suffix == ".csv":
-            df.to_csv(tmp, index=False, lineterminator="\n")
+            _finite_floats(df).to_csv(tmp, index=False, lineterminator="\n")
         elif suffix == ".jsonl":
             df.to_json(tmp, orient="records", lines=True)
         else:
             df.to_parquet(tmp, index=False)
     return len(df)
+
+
+def _finite_floats(df):
+    """``df`` with infinite floats as missing: pandas writes NaN as an empty CSV cell, but infinity as
+    "inf" (copied only when a float column holds one)."""
+    import numpy as np
+
+    floats = df.select_dtypes("floating")
+    if floats.size and np.isinf(floats.to_numpy()).any():
+        df = df.copy()
+        df[floats.columns] = floats.where(np.isfinite(floats))
+    return df
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> None:

@@ -12,6 +12,8 @@ import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
+from sim.errors import ConfigError
+from sim.limits import MIN_BYTES_PER_TOKEN, number_problem, ratio_problem
 from sim.paths import CONF_DIR
 
 # Per-message framing (role markers, separators) as bytes, so an empty message still weighs something
@@ -23,12 +25,38 @@ SEED_BYTES_PER_TOKEN = 4.0  # effect-agent: ceil(UTF-8 bytes / 4)
 CALIBRATION_FILE = CONF_DIR / "calibration" / "bytes_per_token.yaml"
 
 
+def _conf_mapping(path, key: str | None = None) -> dict:
+    """A calibration file's top-level mapping (or its ``key`` mapping), read with the bounded loader."""
+    from sim.safeyaml import load_yaml_file
+
+    source = f"conf/calibration/{path.name}"
+    data = load_yaml_file(path, source) if path.is_file() else {}
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
+    if key is None:
+        return data
+    inner = data.get(key) or {}
+    if not isinstance(inner, dict):
+        raise ConfigError(f"{source}: {key}: expected a mapping of model names, got {type(inner).__name__}")
+    return inner
+
+
 @lru_cache(maxsize=1)
 def _calibration() -> tuple[float, dict[str, float]]:
-    import yaml  # PyYAML comes with Hydra/OmegaConf
-
-    data = yaml.safe_load(CALIBRATION_FILE.read_text()) if CALIBRATION_FILE.is_file() else {}
-    return float(data.get("default", SEED_BYTES_PER_TOKEN)), dict(data.get("models") or {})
+    """(default, per-model) bytes per token; each a finite ratio >= MIN_BYTES_PER_TOKEN, else ConfigError
+    naming the file and key."""
+    source = f"conf/calibration/{CALIBRATION_FILE.name}"
+    default = _conf_mapping(CALIBRATION_FILE).get("default", SEED_BYTES_PER_TOKEN)
+    values = {
+        "default": default,
+        **{f"models.{m}": v for m, v in _conf_mapping(CALIBRATION_FILE, "models").items()},
+    }
+    for key, v in values.items():
+        if (p := ratio_problem(v)) is not None:
+            raise ConfigError(f"{source}: {key}: {p}")
+    models = {m: float(v) for m, v in _conf_mapping(CALIBRATION_FILE, "models").items()}
+    return float(default), models
 
 
 def calibrated_bytes_per_token(model: str | None) -> float:
@@ -55,8 +83,11 @@ def seed_estimate(nbytes: int) -> int:
 
 
 def estimate_tokens(nbytes: int, bytes_per_token: float | None) -> int:
-    """Calibrated estimate of one message's size as input, framing included."""
-    bpt = bytes_per_token or SEED_BYTES_PER_TOKEN
+    """Calibrated estimate of one message's size as input, framing included (None: the seed's ratio).
+    Every ratio is checked where it is read (trace, calibration); one out of range here is a bug."""
+    bpt = SEED_BYTES_PER_TOKEN if bytes_per_token is None else bytes_per_token
+    if not (type(bpt) is float and MIN_BYTES_PER_TOKEN <= bpt < math.inf) and ratio_problem(bpt) is not None:
+        raise ValueError(f"estimate_tokens: bytes_per_token {bpt!r}: {ratio_problem(bpt)}")
     return math.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt)
 
 
@@ -139,8 +170,10 @@ def derive_sizes(
         j += 1
     derived_bytes = sum(event_bytes[i] + MESSAGE_OVERHEAD_BYTES for i in range(start))
     bpt = bytes_per_token
-    if prev_cum > 0:
-        bpt = round(derived_bytes / prev_cum, 4)
+    # a ratio below MIN_BYTES_PER_TOKEN means counts no text explains (image tokens, a broken count):
+    # it would make estimates of ordinary text absurd, so the calibration given stays in use
+    if prev_cum > 0 and (own := round(derived_bytes / prev_cum, 4)) >= MIN_BYTES_PER_TOKEN:
+        bpt = own
     for i in range(start, n):
         sizes[i] = estimate_tokens(event_bytes[i], bpt)
     prefix = [0]
@@ -183,12 +216,19 @@ def text_features(text: str) -> tuple[int, ...]:
 
 @lru_cache(maxsize=1)
 def _text_calibration() -> dict[str, tuple[float, ...]]:
-    import yaml
-
-    if not TEXT_CALIBRATION_FILE.is_file():
-        return {}
-    data = yaml.safe_load(TEXT_CALIBRATION_FILE.read_text()) or {}
-    return {m: tuple(float(x) for x in c) for m, c in (data.get("models") or {}).items()}
+    """Per model: one finite coefficient per TEXT_FEATURES entry, else ConfigError naming file and key."""
+    source = f"conf/calibration/{TEXT_CALIBRATION_FILE.name}"
+    out = {}
+    for m, c in _conf_mapping(TEXT_CALIBRATION_FILE, "models").items():
+        if not isinstance(c, list) or len(c) != len(TEXT_FEATURES):
+            raise ConfigError(
+                f"{source}: models.{m}: expected a list of {len(TEXT_FEATURES)} numbers, got {c!r}"
+            )
+        for i, x in enumerate(c):
+            if (p := number_problem(x, -1000.0, 1000.0)) is not None:
+                raise ConfigError(f"{source}: models.{m}[{i}] ({TEXT_FEATURES[i]}): {p}")
+        out[m] = tuple(float(x) for x in c)
+    return out
 
 
 def text_coefficients(model: str | None) -> tuple[float, ...] | None:

@@ -150,7 +150,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
                 ok = False
             if not ok:
                 out.append((key, "expected a JSON object encoded as a string"))
-    return out
+    return out or schema.bound_problems(d)  # sums of a replay must fit int64 (sim.limits)
 
 
 def trace_problems(d) -> list[tuple[str, str]]:

@@ -120,7 +120,7 @@ def test_wrong_type_in_source_file(capsys, tmp_path, mini_dir):
     assert code == 2
     assert one_error_line(err) == (
         "ctxsim: error: typed.traj.json: record messages[2]: field extra.response.usage.prompt_tokens: "
-        "expected a non-negative integer, got '1650'"
+        "expected an integer, got string '1650'"
     )
 
 

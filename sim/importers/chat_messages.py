@@ -56,6 +56,8 @@ from sim.importers.common import (
     load_json,
     openai_usage,
     text_of,
+    unix_time,
+    usage_cost,
     warn,
 )
 from sim.types import Trace
@@ -216,14 +218,17 @@ def content_text(content) -> str:
     return text_of(content) or ""
 
 
-def timestamp_of(m: Mapping) -> float | None:
-    """A message's time: a unix number, or an ISO 8601 string (``Z`` accepted)."""
+def timestamp_of(m: Mapping, file: str = "<messages>", record: str | None = None) -> float | None:
+    """A message's time: unix seconds, or an ISO 8601 string (``Z`` accepted; naive times read as UTC,
+    never in the importing machine's zone). The first of the keys present decides; one present that is
+    not a time (out of years 1 to 9999, a boolean, a list, ...) is refused naming it."""
     for key in ("timestamp", "created_at", "created"):
         v = m.get(key)
-        if isinstance(v, int | float) and not isinstance(v, bool):
-            return float(v)
-        if isinstance(v, str) and (t := iso_timestamp(v)) is not None:
-            return t  # naive times read as UTC: never the importing machine's zone
+        if v is None:
+            continue
+        if isinstance(v, str):
+            return iso_timestamp(v, file, record, key)
+        return unix_time(v, file, record, key)
     return None
 
 
@@ -236,15 +241,13 @@ def usage_of(u, file: str, record: str) -> Usage | None:
         warn(file, f"{record}: usage is not an object; ignored")
         return None
     if "prompt_tokens" in u or "completion_tokens" in u:
-        out = openai_usage(u)
+        out = openai_usage(u, file, record)
     elif "input_tokens" in u or "output_tokens" in u:
-        out = anthropic_usage(u)
+        out = anthropic_usage(u, file, record)
     else:
         warn(file, f"{record}: usage has neither prompt_tokens nor input_tokens; ignored")
         return None
-    cost = u.get("cost")
-    if isinstance(cost, int | float) and not isinstance(cost, bool):
-        out.cost_usd = float(cost)
+    out.cost_usd = usage_cost(u.get("cost"), file, record, "usage.cost")
     return out
 
 
@@ -270,7 +273,7 @@ def openai_messages(msgs, file: str, record: str = "") -> tuple[list[Message], d
     for i, raw in enumerate(msgs):
         rec = f"{record}messages[{i}]"
         m = _check_message(raw, file, rec)
-        role, ts = m["role"], timestamp_of(m)
+        role, ts = m["role"], timestamp_of(m, file, rec)
         text = content_text(m.get("content"))
         if role in ("system", "developer"):
             out.append(Message("system", text, timestamp=ts))
@@ -333,7 +336,7 @@ def anthropic_messages(
     for i, raw in enumerate(msgs):
         rec = f"{record}messages[{i}]"
         m = _check_message(raw, file, rec)
-        role, ts, content = m["role"], timestamp_of(m), m.get("content")
+        role, ts, content = m["role"], timestamp_of(m, file, rec), m.get("content")
         blocks = content if isinstance(content, list) else None
         if role == "assistant":
             parts: list[str] = []

@@ -184,9 +184,9 @@ def load(path: Path) -> Iterator[Trace]:
             owner[uuid] = sid
         if s.version is None and isinstance(d.get("version"), str):
             s.version = d["version"]
-        ts = iso_timestamp(d.get("timestamp"))
+        ts = iso_timestamp(d.get("timestamp"), file, f"line {lineno}", "timestamp")
         if kind == "assistant":
-            _add_assistant(s, msg, ts)
+            _add_assistant(s, msg, ts, file, f"line {lineno}")
         else:
             if d.get("isCompactSummary") is True:
                 s.compact_summaries += 1
@@ -228,7 +228,7 @@ def load(path: Path) -> Iterator[Trace]:
         )
 
 
-def _add_assistant(s: _Session, msg: dict, ts: float | None) -> None:
+def _add_assistant(s: _Session, msg: dict, ts: float | None, file: str, record: str) -> None:
     mid = msg.get("id") if isinstance(msg.get("id"), str) else None
     model = msg.get("model") if isinstance(msg.get("model"), str) else None
     text, ids = _assistant_content(msg.get("content"))
@@ -247,7 +247,7 @@ def _add_assistant(s: _Session, msg: dict, ts: float | None) -> None:
         s.model = model
     u = msg.get("usage")
     if isinstance(u, Mapping):
-        usage = anthropic_usage(u)
+        usage = anthropic_usage(u, file, record, "message.usage")
         usage.timestamp = s.messages[i].timestamp
         s.usage[i] = usage
 

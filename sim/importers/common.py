@@ -7,6 +7,15 @@ provider's numbers (``sim.tokens.derive_sizes``) or estimated from text, and usa
 meaning (``input_tokens`` counts every input token, cached or not: see ``anthropic_usage`` and
 ``openai_usage``). Messy input warns (``ImportNotice``, shown on standard error) and imports sensibly;
 broken input raises ``TraceError`` naming file, record and field.
+
+Numbers (``usage_count``, ``usage_cost``, ``unix_time``, ``iso_timestamp``): a value that is absent or
+null is missing (a call without usage is kept with unknown input, and a warning counts such calls); a
+value that is present but impossible is refused: a count that is not an integer in [0, 2^53) (negative,
+too large, a fraction, NaN, infinity, a boolean, a string), a cost that is not a finite number >= 0, a
+time that is not unix seconds (or an ISO-8601 string) between years 1 and 9999. An integral float
+(``12.0``, as some exporters write counts) is that integer. ``build_trace`` checks every ``Usage`` again
+and the finished trace against the sum bound (``sim.limits``), so no importer hands the engine a number
+it cannot add up.
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from sim.errors import TraceError
+from sim.limits import MAX_COUNT, TIME_MAX, count_problem, number_problem, time_problem
 from sim.tokens import (
     calibrated_bytes_per_token,
     derive_sizes,
@@ -65,32 +75,104 @@ class Usage:
     timestamp: float | None = None
     extra: dict = field(default_factory=dict)
 
+    def check(self, file: str, record: str | None, field: str = "usage") -> Usage:
+        """This usage, every number checked (a reader that built it by hand may have missed one)."""
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+        ):
+            usage_count(getattr(self, name), file, record, f"{field}.{name}")
+        usage_cost(self.cost_usd, file, record, f"{field}.cost_usd")
+        unix_time(self.timestamp, file, record, f"{field}.timestamp")
+        return self
 
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+def usage_count(v, file: str, record: str | None, field: str) -> int | None:
+    """A token count as read: None when absent; an integer in [0, 2^53) (an integral float is one);
+    anything else is refused, naming file, record and field."""
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer() and 0 <= v <= MAX_COUNT:
+        return int(v)
+    if (p := count_problem(v)) is not None:
+        raise TraceError(file, p, record=record, field=field)
+    return v
 
 
-def anthropic_usage(u: Mapping) -> Usage:
+def usage_cost(v, file: str, record: str | None, field: str) -> float | None:
+    """A recorded cost in USD: None when absent; a finite number >= 0, else refused."""
+    if v is None:
+        return None
+    if (p := number_problem(v, 0.0)) is not None:
+        raise TraceError(file, p, record=record, field=field)
+    return float(v)
+
+
+def unix_time(v, file: str, record: str | None, field: str) -> float | None:
+    """A unix time in seconds: None when absent; a number between years 1 and 9999, else refused."""
+    if v is None:
+        return None
+    if (p := time_problem(v)) is not None:
+        hint = (
+            " (milliseconds? expected seconds)" if isinstance(v, int | float) and TIME_MAX < v < 1e15 else ""
+        )
+        raise TraceError(file, p + hint, record=record, field=field)
+    return float(v)
+
+
+def _int(v, file: str, record: str | None, field: str) -> int | None:
+    return usage_count(v, file, record, field)
+
+
+def usage_details(u: Mapping, key: str, file: str, record: str | None, field: str) -> Mapping:
+    d = u.get(key)
+    if d is None:
+        return {}
+    if not isinstance(d, Mapping):
+        raise TraceError(
+            file, f"expected an object, got {type(d).__name__}", record=record, field=f"{field}.{key}"
+        )
+    return d
+
+
+def anthropic_usage(
+    u: Mapping, file: str = "<usage>", record: str | None = None, field: str = "usage"
+) -> Usage:
     """Anthropic reports cache reads and writes *beside* ``input_tokens``: the total is their sum."""
     inp, read, write = (
-        _int(u.get("input_tokens")),
-        _int(u.get("cache_read_input_tokens")),
-        _int(u.get("cache_creation_input_tokens")),
+        _int(u.get("input_tokens"), file, record, f"{field}.input_tokens"),
+        _int(u.get("cache_read_input_tokens"), file, record, f"{field}.cache_read_input_tokens"),
+        _int(u.get("cache_creation_input_tokens"), file, record, f"{field}.cache_creation_input_tokens"),
     )
     total = None if inp is None else inp + (read or 0) + (write or 0)
-    return Usage(total, _int(u.get("output_tokens")), read, write)
+    if total is not None and total > MAX_COUNT:
+        raise TraceError(
+            file,
+            f"input + cache read + cache write = {total:,} is not below 2^53",
+            record=record,
+            field=field,
+        )
+    return Usage(total, _int(u.get("output_tokens"), file, record, f"{field}.output_tokens"), read, write)
 
 
-def openai_usage(u: Mapping) -> Usage:
+def openai_usage(u: Mapping, file: str = "<usage>", record: str | None = None, field: str = "usage") -> Usage:
     """OpenAI (and Gemini through OpenRouter) count cached tokens *inside* ``prompt_tokens``."""
-    details = u.get("prompt_tokens_details") or {}
-    cdetails = u.get("completion_tokens_details") or {}
+    details = usage_details(u, "prompt_tokens_details", file, record, field)
+    cdetails = usage_details(u, "completion_tokens_details", file, record, field)
     return Usage(
-        _int(u.get("prompt_tokens")),
-        _int(u.get("completion_tokens")),
-        _int(details.get("cached_tokens")) if isinstance(details, Mapping) else None,
+        _int(u.get("prompt_tokens"), file, record, f"{field}.prompt_tokens"),
+        _int(u.get("completion_tokens"), file, record, f"{field}.completion_tokens"),
+        _int(details.get("cached_tokens"), file, record, f"{field}.prompt_tokens_details.cached_tokens"),
         None,
-        _int(cdetails.get("reasoning_tokens")) if isinstance(cdetails, Mapping) else None,
+        _int(
+            cdetails.get("reasoning_tokens"),
+            file,
+            record,
+            f"{field}.completion_tokens_details.reasoning_tokens",
+        ),
     )
 
 
@@ -140,16 +222,32 @@ def safe_zip(path: Path) -> zipfile.ZipFile:
     return zf
 
 
-def iso_timestamp(value) -> float | None:
+def iso_timestamp(
+    value, file: str | None = None, record: str | None = None, field: str = "timestamp"
+) -> float | None:
     """Unix time of an ISO-8601 timestamp; a naive one is read as UTC, so an import never depends on the
-    importing machine's time zone (differences between events stay right). None if it is not one."""
-    if not isinstance(value, str):
+    importing machine's time zone (differences between events stay right). None when absent. Given the
+    ``file``, a present value that is not such a time (between years 1 and 9999) is refused naming file,
+    record and field; without it (a probe), None."""
+    if value is None:
         return None
-    try:
-        dt = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    except ValueError:
+    t = None
+    if isinstance(value, str):
+        try:
+            dt = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+            t = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+        except (ValueError, OverflowError):
+            t = None
+    if t is not None and time_problem(t) is None:
+        return t
+    if file is None:
         return None
-    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    raise TraceError(
+        file,
+        f"expected an ISO-8601 time between years 1 and 9999, got {value!r:.60}",
+        record=record,
+        field=field,
+    )
 
 
 def text_of(content) -> str | None:
@@ -202,6 +300,10 @@ def build_trace(
         events_kw.append((m, tcid))
     if orphans:
         warn(file, f"{trace_id}: {orphans} tool results answer no earlier tool call; kept unpaired")
+    for i, m in enumerate(messages):
+        unix_time(m.timestamp, file, f"{trace_id} message {i}", "timestamp")
+    for i, u in usage.items():
+        u.check(file, f"{trace_id} message {i}")
     assistant = [i for i, m in enumerate(messages) if m.kind == "assistant"]
     missing = [i for i in assistant if i not in usage or usage[i].input_tokens is None]
     if assistant and missing and len(missing) < len(assistant):
@@ -255,16 +357,37 @@ def build_trace(
                 recorded_cost_usd=u.cost_usd,
             )
         )
-    return Trace(
-        trace_id=trace_id,
-        source_format=source_format,
-        source_file=file,
-        agent=agent,
-        model=model,
-        context_window=context_window,
-        bytes_per_token=bpt,
-        recorded_policy=recorded_policy,
-        outcome=outcome,
-        events=events,
-        calls=tuple(calls),
+    return checked(
+        Trace(
+            trace_id=trace_id,
+            source_format=source_format,
+            source_file=file,
+            agent=agent,
+            model=model,
+            context_window=context_window,
+            bytes_per_token=bpt,
+            recorded_policy=recorded_policy,
+            outcome=outcome,
+            events=events,
+            calls=tuple(calls),
+        ),
+        file,
     )
+
+
+def checked(t: Trace, file: str) -> Trace:
+    """``t``, once its numbers are in the canonical ranges and its sums fit (``sim.schema.number_problems``);
+    else the first problem, naming file, trace and field."""
+    from sim.schema import number_problems
+
+    found = number_problems(t)
+    for key in ("recorded_policy", "outcome"):  # written as JSON text: JSON has no NaN or infinity
+        try:
+            json.dumps(getattr(t, key), allow_nan=False)
+        except (ValueError, TypeError) as exc:
+            found.append((key, f"not JSON-writable ({exc})"))
+    if found:
+        fld, msg = found[0]
+        more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
+        raise TraceError(file, msg + more, record=t.trace_id, field=fld)
+    return t

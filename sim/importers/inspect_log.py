@@ -62,6 +62,8 @@ from sim.importers.common import (
     load_json,
     read_json_file,
     safe_zip,
+    usage_cost,
+    usage_count,
     warn,
 )
 from sim.types import Trace
@@ -258,11 +260,11 @@ def _convert_sample(
             skipped += 1
             continue
         append(out, f"{rec} output")
-        ts = iso_timestamp(ev.get("timestamp"))
+        ts = iso_timestamp(ev.get("timestamp"), file, rec, "timestamp")
         messages[-1].timestamp = ts
         u = (ev.get("output") or {}).get("usage")
         if isinstance(u, Mapping):
-            usage[len(messages) - 1] = _usage(u, ts, accounting)
+            usage[len(messages) - 1] = _usage(u, ts, accounting, file, rec)
 
     sample_msgs = sample.get("messages") if isinstance(sample.get("messages"), list) else []
     for j, m in enumerate(resolve(sample_msgs)):
@@ -427,17 +429,17 @@ def _message(m: dict, file: str, rec: str) -> Message:
     )
 
 
-def _n(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-
-def _usage(u: Mapping, ts: float | None, accounting: set[str]) -> Usage:
+def _usage(u: Mapping, ts: float | None, accounting: set[str], file: str, rec: str) -> Usage:
     """Normalise Inspect's usage so ``input_tokens`` counts every input token (see the module doc)."""
-    inp, out, total = _n(u.get("input_tokens")), _n(u.get("output_tokens")), _n(u.get("total_tokens"))
+
+    def _n(key: str) -> int | None:
+        return usage_count(u.get(key), file, rec, f"output.usage.{key}")
+
+    inp, out, total = _n("input_tokens"), _n("output_tokens"), _n("total_tokens")
     read, write, reasoning = (
-        _n(u.get("input_tokens_cache_read")),
-        _n(u.get("input_tokens_cache_write")),
-        _n(u.get("reasoning_tokens")),
+        _n("input_tokens_cache_read"),
+        _n("input_tokens_cache_write"),
+        _n("reasoning_tokens"),
     )
     if total == 0 and (inp or out):
         total = None  # Inspect's default when a provider reported no total
@@ -456,14 +458,13 @@ def _usage(u: Mapping, ts: float | None, accounting: set[str]) -> Usage:
             how = "beside"
             accounting.add("assumed")
     total_in = None if inp is None else inp + (cache if how == "beside" else 0)
-    cost = u.get("total_cost")
     return Usage(
         total_in,
         out,
         read,
         write,
         reasoning,
-        float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None,
+        usage_cost(u.get("total_cost"), file, rec, "output.usage.total_cost"),
         ts,
         {"cache_accounting": how},
     )

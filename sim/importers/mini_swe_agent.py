@@ -15,6 +15,7 @@ from pathlib import Path
 from sim.errors import TraceError
 from sim.facts import swe_facts
 from sim.importers import Importer, read_json, register
+from sim.importers.common import checked, unix_time, usage_cost, usage_count, usage_details
 from sim.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
 from sim.types import Call, Event, Trace
 
@@ -48,12 +49,8 @@ def _sniff(path: Path) -> bool:
     )
 
 
-def _int_field(value, file: str, record: str, field: str, optional: bool = True) -> int | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise TraceError(file, f"expected a non-negative integer, got {value!r}", record=record, field=field)
-    return value
+def _int_field(value, file: str, record: str, field: str) -> int | None:
+    return usage_count(value, file, record, field)
 
 
 def load(path: Path) -> Iterator[Trace]:
@@ -112,17 +109,12 @@ def convert(data, file: str) -> Trace:
             if not isinstance(response, dict):
                 raise TraceError(file, "expected an object", record=rec, field="extra.response")
             usage = response.get("usage")
-            created = response.get("created")
-            if created is not None and (isinstance(created, bool) or not isinstance(created, int | float)):
-                raise TraceError(
-                    file, f"expected a unix time, got {created!r}", record=rec, field="extra.response.created"
-                )
-            ev["timestamp"] = None if created is None else float(created)
+            ev["timestamp"] = unix_time(response.get("created"), file, rec, "extra.response.created")
             call = {"event_index": i, "view_end": i, "timestamp": ev["timestamp"]}
             if isinstance(usage, dict):
                 f = "extra.response.usage"
-                details = usage.get("prompt_tokens_details") or {}
-                cdetails = usage.get("completion_tokens_details") or {}
+                details = usage_details(usage, "prompt_tokens_details", file, rec, f)
+                cdetails = usage_details(usage, "completion_tokens_details", file, rec, f)
                 call["input_tokens"] = _int_field(usage.get("prompt_tokens"), file, rec, f + ".prompt_tokens")
                 call["output_tokens"] = _int_field(
                     usage.get("completion_tokens"), file, rec, f + ".completion_tokens"
@@ -136,10 +128,7 @@ def convert(data, file: str) -> Trace:
                     rec,
                     f + ".completion_tokens_details.reasoning_tokens",
                 )
-                cost = usage.get("cost")
-                call["recorded_cost_usd"] = (
-                    float(cost) if isinstance(cost, int | float) and not isinstance(cost, bool) else None
-                )
+                call["recorded_cost_usd"] = usage_cost(usage.get("cost"), file, rec, f + ".cost")
                 call["usage_provenance"] = "provider" if call["input_tokens"] is not None else "none"
             elif usage is not None:
                 raise TraceError(file, "expected an object", record=rec, field="extra.response.usage")
@@ -174,7 +163,7 @@ def convert(data, file: str) -> Trace:
     trace_id = data.get("instance_id")
     if not isinstance(trace_id, str) or not trace_id:
         trace_id = Path(file).name.removesuffix(".json").removesuffix(".traj")
-    return Trace(
+    trace = Trace(
         trace_id=trace_id,
         source_format=FORMAT,
         source_file=file,
@@ -225,6 +214,7 @@ def convert(data, file: str) -> Trace:
             for j, c in enumerate(calls)
         ),
     )
+    return checked(trace, file)
 
 
 register(Importer(FORMAT, (".json",), _sniff, load))

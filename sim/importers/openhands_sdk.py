@@ -110,7 +110,9 @@ def _usages(state: Mapping, file: str) -> dict[str, Usage]:
         for k, tu in enumerate(tus):
             u = token_usage(tu, file, f"usage {uid}", f"stats.usage_to_metrics.{uid}.token_usages[{k}]")
             if len(costs) == len(tus):
-                u.cost_usd = cost_of(costs[k])
+                u.cost_usd = cost_of(
+                    costs[k], file, f"usage {uid}", f"stats.usage_to_metrics.{uid}.costs[{k}]"
+                )
             if isinstance(tu.get("response_id"), str) and tu["response_id"]:
                 out[tu["response_id"]] = u
     return out
@@ -149,7 +151,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     usage: dict[int, Usage] = {}
     last_action: tuple[str, int] | None = None  # (response id, message index) of the latest ActionEvent
     for name, e in events:
-        kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"))
+        kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
         if kind != "ActionEvent":
             last_action = None
         if kind == "SystemPromptEvent":

@@ -71,6 +71,9 @@ from sim.importers.common import (
     openai_usage,
     read_json_file,
     text_of,
+    unix_time,
+    usage_cost,
+    usage_count,
     warn,
 )
 from sim.types import Trace
@@ -95,12 +98,8 @@ def truncate(text: str, max_chars: int | None) -> tuple[str, bool]:
     return text[:half] + TRUNCATION_NOTICE + text[len(text) - half :], True
 
 
-def _check_count(u: Mapping, key: str, file: str, record: str, field: str) -> None:
-    v = u.get(key)
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-        raise TraceError(
-            file, f"expected a non-negative integer, got {v!r}", record=record, field=f"{field}.{key}"
-        )
+def _check_count(u: Mapping, key: str, file: str, record: str, field: str) -> int | None:
+    return usage_count(u.get(key), file, record, f"{field}.{key}")
 
 
 def _inside(usage: Usage) -> Usage:
@@ -116,18 +115,13 @@ def litellm_usage(u, file: str, record: str, field: str) -> Usage:
     """A provider response's ``usage`` as LiteLLM records it (OpenAI fields, Anthropic cache fields)."""
     if not isinstance(u, Mapping):
         raise TraceError(file, f"expected an object, got {type(u).__name__}", record=record, field=field)
-    for key in (
-        "prompt_tokens",
-        "completion_tokens",
-        "cache_read_input_tokens",
-        "cache_creation_input_tokens",
-    ):
-        _check_count(u, key, file, record, field)
-    usage = openai_usage(u)
-    if u.get("cache_read_input_tokens") is not None:
-        usage.cache_read_tokens = u["cache_read_input_tokens"]
-    if u.get("cache_creation_input_tokens") is not None:
-        usage.cache_write_tokens = u["cache_creation_input_tokens"]
+    usage = openai_usage(u, file, record, field)
+    read = _check_count(u, "cache_read_input_tokens", file, record, field)
+    write = _check_count(u, "cache_creation_input_tokens", file, record, field)
+    if read is not None:
+        usage.cache_read_tokens = read
+    if write is not None:
+        usage.cache_write_tokens = write
     return _inside(usage)
 
 
@@ -135,18 +129,17 @@ def token_usage(u, file: str, record: str, field: str) -> Usage:
     """One entry of OpenHands' ``metrics.token_usages`` (its own copy of the LiteLLM numbers)."""
     if not isinstance(u, Mapping):
         raise TraceError(file, f"expected an object, got {type(u).__name__}", record=record, field=field)
-    for key in ("prompt_tokens", "completion_tokens", "cache_read_tokens", "cache_write_tokens"):
+    inp, out, read, write, reasoning = (
         _check_count(u, key, file, record, field)
-    reasoning = u.get("reasoning_tokens")
-    return _inside(
-        Usage(
-            u.get("prompt_tokens"),
-            u.get("completion_tokens"),
-            u.get("cache_read_tokens"),
-            u.get("cache_write_tokens"),
-            reasoning if isinstance(reasoning, int) and not isinstance(reasoning, bool) else None,
+        for key in (
+            "prompt_tokens",
+            "completion_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
         )
     )
+    return _inside(Usage(inp, out, read, write, reasoning))
 
 
 def tool_call_line(name, arguments) -> str:
@@ -156,10 +149,12 @@ def tool_call_line(name, arguments) -> str:
     return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
 
 
-def cost_of(entry) -> float | None:
+def cost_of(entry, file: str, record: str | None, field: str) -> float | None:
+    """A recorded cost in USD (a number, or an object with ``cost``): None when absent, else a finite
+    number >= 0 or refused naming the field."""
     if isinstance(entry, Mapping):
-        entry = entry.get("cost")
-    return float(entry) if isinstance(entry, int | float) and not isinstance(entry, bool) else None
+        entry, field = entry.get("cost"), f"{field}.cost"
+    return usage_cost(entry, file, record, field)
 
 
 # ------------------------------------------------------------------------------------- conversion
@@ -195,7 +190,7 @@ class _History:
     def _action(self, e: Mapping, rec: str) -> None:
         a, src, eid = e.get("action"), e.get("source"), e.get("id")
         args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-        ts = iso_timestamp(e.get("timestamp"))
+        ts = iso_timestamp(e.get("timestamp"), self.file, rec, "timestamp")
         if a == "system":
             self.messages.append(Message("system", _str(args.get("content"), e.get("message")), timestamp=ts))
             tools = args.get("tools")
@@ -259,9 +254,9 @@ class _History:
         u = None
         if resp and resp.get("usage") is not None:
             u = litellm_usage(resp["usage"], self.file, rec, "tool_call_metadata.model_response.usage")
-            created = resp.get("created")
-            if isinstance(created, int | float) and not isinstance(created, bool):
-                u.timestamp = float(created)
+            u.timestamp = unix_time(
+                resp.get("created"), self.file, rec, "tool_call_metadata.model_response.created"
+            )
         elif rid is not None and rid in self.usages_by_id:
             u = self.usages_by_id[rid]
         if u is not None:
@@ -270,7 +265,7 @@ class _History:
     # -- observations
     def _observation(self, e: Mapping, rec: str) -> None:
         o, cause = e.get("observation"), e.get("cause")
-        ts = iso_timestamp(e.get("timestamp"))
+        ts = iso_timestamp(e.get("timestamp"), self.file, rec, "timestamp")
         if o == "recall":
             text = recall_text(e.get("extras") if isinstance(e.get("extras"), Mapping) else {})
             if text:
@@ -505,8 +500,9 @@ def convert_history(
     calls = [i for i, m in enumerate(conv.messages) if m.kind == "assistant"]
     if costs:
         if len(costs) == len(calls):
-            for i, c in zip(calls, costs, strict=True):
-                conv.usage.setdefault(i, Usage(None, None)).cost_usd = cost_of(c)
+            for k, (i, c) in enumerate(zip(calls, costs, strict=True)):
+                cost = cost_of(c, file, record, f"metrics.costs[{k}]")
+                conv.usage.setdefault(i, Usage(None, None)).cost_usd = cost
         else:
             warn(file, f"{record}: {len(costs)} recorded costs for {len(calls)} calls; costs not matched")
     if agent and conv.agent_version:
@@ -584,7 +580,9 @@ def convert_output(d, file: str, record: str) -> Trace | None:
     patch = test_result.get("git_patch", d.get("git_patch"))
     outcome = {
         "error": d.get("error"),
-        "accumulated_cost_usd": cost_of(metrics.get("accumulated_cost")),
+        "accumulated_cost_usd": cost_of(
+            metrics.get("accumulated_cost"), file, record, "metrics.accumulated_cost"
+        ),
         "patch_chars": len(patch) if isinstance(patch, str) else None,
     }
     if issue:

@@ -28,6 +28,7 @@ from sim.errors import TraceError
 from sim.importers import Importer, register
 from sim.importers.chat_messages import openai_messages
 from sim.importers.common import build_trace, load_json
+from sim.limits import number_problem
 from sim.types import Trace
 
 FORMAT = "tau-bench"
@@ -74,8 +75,8 @@ def load(path: Path) -> Iterator[Trace]:
         trace_id = f"{task_id}-{trial}"
         messages, usage, named = openai_messages(run["traj"], file, record=f"{trace_id} ")
         reward = run.get("reward")
-        if reward is not None and (isinstance(reward, bool) or not isinstance(reward, int | float)):
-            raise TraceError(file, f"expected a number, got {reward!r}", record=trace_id, field="reward")
+        if reward is not None and (problem := number_problem(reward)) is not None:
+            raise TraceError(file, problem, record=trace_id, field="reward")
         yield build_trace(
             trace_id=trace_id,
             source_format=FORMAT,

@@ -9,6 +9,7 @@ owned by that run; the policy object itself is an immutable bundle of knobs.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar, NamedTuple
 
@@ -300,10 +301,32 @@ def make_policy(name: str, **params: Any) -> Policy:
             raise ConfigError(
                 f"policy '{name}' has no knob '{key}'; knobs: {', '.join(sorted(known)) or 'none'}"
             )
+    for key, value in params.items():
+        if (problem := _knob_number_problem(value)) is not None:
+            raise ConfigError(f"policy '{name}': {key}={value!r:.60} is out of range ({problem})")
     try:
         return cls(**params)
     except TypeError as exc:  # a required knob missing
         raise ConfigError(f"policy '{name}': {exc}") from None
+
+
+def _knob_number_problem(value: Any) -> str | None:
+    """Numbers in a knob (also inside a list) must be finite and their integers below 2^53 in magnitude,
+    like every count ctxsim keeps: a larger one would overflow the int64 columns a replay computes."""
+    from sim.limits import MAX_COUNT
+
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list | tuple):
+            stack.extend(v)
+        elif isinstance(v, bool):
+            continue
+        elif isinstance(v, int) and abs(v) > MAX_COUNT:
+            return "integers must lie within ±(2^53 - 1)"
+        elif isinstance(v, float) and not math.isfinite(v):
+            return "numbers must be finite"
+    return None
 
 
 def check_int(policy: str, knob: str, value: Any, lo: int, hi: int | None = None) -> None:
