@@ -24,6 +24,9 @@ class TraceError(CtxsimError):
             where += f": field {field}"
         super().__init__(f"{where}: {message}")
 
+    def __reduce__(self):  # picklable with its fields: a worker process (pool, launcher) sends it back
+        return (type(self), (self.file, self.message, self.record, self.field))
+
 
 class ConfigError(CtxsimError):
     """A knob, override or option has a bad value."""
@@ -40,3 +43,6 @@ class UnknownNameError(CtxsimError):
         hint = f"; did you mean '{close[0]}'?" if close else ""
         super().__init__(f"unknown {kind} '{name}'; registered: {', '.join(choices)}{hint}")
         self.kind, self.name, self.choices = kind, name, choices
+
+    def __reduce__(self):
+        return (type(self), (self.kind, self.name, self.choices))

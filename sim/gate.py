@@ -89,6 +89,10 @@ class GateError(ConfigError):
         where = file + (f": line {line}" if line is not None else "") + (f": key '{key}'" if key else "")
         super().__init__(f"{where}: {message}")
         self.file, self.line, self.key = file, line, key
+        self.message = message
+
+    def __reduce__(self):  # picklable with its fields (sim.errors.TraceError does the same)
+        return (type(self), (self.file, self.line, self.key, self.message))
 
 
 # ----------------------------------------------------------------------------------------- gate file

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.errors import ConfigError, CtxsimError
 
 DPI = 110
 MAX_CURVES = 6
@@ -548,9 +548,11 @@ def _find_trace(frames: list[Any], trace_id: str):
     for df in frames:
         rows = df[df["trace_id"] == trace_id]
         for scenario, h in sorted({(str(r.scenario), str(r.trace_hash)) for r in rows.itertuples()}):
+            if scenario.startswith("dataset:") and not Path(scenario.removeprefix("dataset:")).exists():
+                continue  # a results file never makes the report fetch a hub dataset over the network
             try:
                 traces = _traces(scenario)
-            except ConfigError:
+            except CtxsimError:  # gone, moved or damaged since the sweep: the figure says it is not drawn
                 continue
             for t in traces:
                 if t.trace_id == trace_id and trace_hash(t) == h:

@@ -673,3 +673,22 @@ def test_run_and_sweep_overrides_cannot_select_code(tmp_path, capsys, word):
         written=dst,
         match=match + "|none of the 1 settings",
     )
+
+
+def test_typed_errors_survive_pickling():
+    """A worker process (the sweep's pool, a Hydra launcher) sends errors back pickled: each typed error
+    must come back as itself with the same message, or the parent sees a crash (exit 3) instead of 2."""
+    import pickle
+
+    from sim.errors import ConfigError, TraceError, UnknownNameError
+    from sim.gate import GateError
+
+    for exc in (
+        TraceError("a.jsonl", "bad", record="line 3", field="calls[0].input_tokens"),
+        TraceError("a.jsonl", "bad"),
+        UnknownNameError("policy", "rw", ["raw", "seed_engine"]),
+        GateError("g.yaml", 4, "thresholds.calls", "unknown metric"),
+        ConfigError("plain"),
+    ):
+        back = pickle.loads(pickle.dumps(exc))
+        assert type(back) is type(exc) and str(back) == str(exc)
