@@ -35,6 +35,16 @@ EVENT_SCHEMA = {
         "timestamp": _OPT_NUM,
         "provides": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
         "needs": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
+        "json_bytes": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "UTF-8 bytes of content as a JSON string; kept when content is null",
+        },
+        "json2_bytes": {
+            "type": ["integer", "null"],
+            "minimum": 0,
+            "description": "the same, JSON-encoded twice; kept when content is null",
+        },
     },
 }
 
@@ -195,6 +205,8 @@ def conforms(d) -> bool:
             and _opt_num(e.get("timestamp"))
             and _str_list(e.get("provides"))
             and _str_list(e.get("needs"))
+            and _opt_nat(e.get("json_bytes"))
+            and _opt_nat(e.get("json2_bytes"))
         ):
             return False
     for c in calls:
