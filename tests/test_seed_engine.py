@@ -310,3 +310,32 @@ def test_bad_config_refused(knobs, message):
 def test_no_output_reserve_knob():
     with pytest.raises(ConfigError, match="has no knob 'completion_reserve_tokens'"):
         make_policy("seed_engine", completion_reserve_tokens=0)
+
+
+# -------------------------------------------------------------------------------------------- explain
+def test_explain_shows_seed_estimates_trigger_terms_and_original_bytes(tmp_path, capsys):
+    from sim.cli import main
+    from sim.traceio import write_traces
+
+    t = swe_trace([("x" * 384, 100)] * 3 + [("é" * 250, 1000), ("ok", 5)])
+    write_traces([t], tmp_path / "t.jsonl")
+    args = ["explain", str(tmp_path / "t.jsonl"), "--policy", "seed_engine", "policy.run_status=off"]
+    knobs = [
+        "policy.context_token_limit=700",
+        "policy.keep_recent_tokens=300",
+        "policy.tool_result_max_bytes=400",
+    ]
+    assert main([*args, *knobs, "--call", "3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[-2:] == ["seed_estimate", "original_bytes"]
+    assert lines[2].split()[-2:] == ["26", "-"]  # the system message
+    # call 3 (709 > 700): r0, r1 cleared (74 each as sent), r2 kept (162)
+    assert [lines[2 + i].split()[-2] for i in (3, 5, 7)] == ["74", "74", "162"]
+    assert "seed estimate 624 = last input 370 + its output 7 + appended 247; + output contract 85" in out
+    assert "= 709 > context_token_limit 700: compaction (view estimate 818)" in out
+    assert "prune: bound 0 -> 6, 2 results cleared, full view 642" in out
+    assert main([*args, *knobs, "--call", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2 + 9].split()[-1] == "502"  # the bounded result's originalBytes
+    assert "vs context_token_limit 700: within, no compaction" in out

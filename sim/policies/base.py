@@ -208,6 +208,11 @@ class Policy:
         """After call ``call`` is accounted: warnings and exhaustion."""
         return None
 
+    def explain(self, trace: Trace, state: Any, view: View, call: int) -> tuple[dict[str, list], list[str]]:
+        """For ``explain``, at request ``call``: extra per-item columns (one value per item in view) and
+        lines saying why the policy decided as it did."""
+        return {}, []
+
     def plan(self, trace: Trace) -> Plan:
         """Only where ``plans`` is true: every pre-call decision of the run (see ``Plan``)."""
         raise NotImplementedError

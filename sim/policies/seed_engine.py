@@ -728,6 +728,30 @@ class SeedEngine(Policy):
         state.exhausted, state.grace_next = dim, True
         return AfterCall(tuple(warnings), f"budget-exhausted:{dim}", True)
 
+    # ------------------------------------------------------------------------------------------ explain
+    def explain(
+        self, trace: Trace, state: _State, view: View, call: int
+    ) -> tuple[dict[str, list], list[str]]:
+        """Each item's message estimate as sent (on the message's first item; "+" on the rest of a batch;
+        "-" when covered by the summary, whose estimate sits on its slot), a bounded result's
+        originalBytes, and the trigger's terms."""
+        est: list = [None] * view.n
+        of = {i: m for m in range(len(state.role)) for i in range(state.first[m], state.end[m])}
+        for i in range(view.n):
+            m = of.get(i)
+            if m is None:
+                continue
+            covered = m < state.summarized_through and m >= state.protected_end
+            if i == state.carrier and state.summary is not None:
+                est[i] = state.summary_est
+            elif covered:
+                est[i] = "-"
+            else:
+                est[i] = self._rendered(state, m) if i == state.first[m] else "+"
+        original = [state.envelopes[i][0] if i in state.envelopes else None for i in range(view.n)]
+        rec = next((r for r in reversed(state.log) if r["call"] == call), None)
+        return {"seed_estimate": est, "original_bytes": original}, [] if rec is None else _why(rec)
+
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         return [
             f"tool result {i} weighs {view.nbytes[i]} bytes in view, over tool_result_max_bytes"
@@ -736,3 +760,43 @@ class SeedEngine(Policy):
             and view.state[i] in (ItemState.VERBATIM, ItemState.BOUNDED)
             and view.nbytes[i] > self.tool_result_max_bytes
         ]
+
+
+def _why(rec: dict) -> list[str]:
+    """The trigger's terms and what compaction did, in words (explain)."""
+    terms = (
+        f"last input {rec['last_input']:,} + its output {rec['last_output']:,} + appended {rec['appended']:,}"
+        if rec["anchored"]
+        else "the whole view (no call reported yet, or the view was just compacted)"
+    )
+    lines = [f"seed estimate {rec['estimate']:,} = {terms}; + output contract {rec['contract']}"]
+    limit = rec["limit"]
+    total = rec["estimate"] + rec["contract"]
+    if limit is None:
+        lines.append(f"= {total:,}: no context_token_limit, never compacts")
+    elif not rec["triggered"]:
+        over = total > limit
+        why = "already compacted this turn" if over else "within"
+        lines.append(f"= {total:,} vs context_token_limit {limit:,}: {why}, no compaction")
+    else:
+        lines.append(
+            f"= {total:,} > context_token_limit {limit:,}: compaction (view estimate {rec['before']:,})"
+        )
+    for label, r in (("", rec), ("overflow retry: ", rec.get("overflow") or {})):
+        p, s = r.get("prune"), r.get("summarize")
+        if p:
+            lines.append(
+                f"{label}prune: bound {p['from']} -> {p['to']}, {len(p['cleared'])} results cleared, "
+                f"full view {p['after']:,}"
+            )
+        if s:
+            lines.append(
+                f"{label}summarize: cut at {s['cut']}, covers items {s['covered'][0]}-{s['covered'][1] - 1}; "
+                f"transcript {s['prompt_bytes']:,} bytes ({s['elided']} messages elided), summarizer "
+                f"{s['input_tokens']:,} in / {s['output_tokens']:,} out; full view {s['after']:,}"
+            )
+        if r is not rec and r and not s:
+            lines.append(f"{label}nothing to summarize")
+    if rec.get("status"):
+        lines.append(f"run status: {rec['status']}")
+    return lines
