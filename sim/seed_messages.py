@@ -176,13 +176,13 @@ class Piece:
 
 
 def _units(text: str) -> int:
-    return len(text) + sum(1 for c in text if ord(c) > 0xFFFF)
+    return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _prefix16_bytes(text: str, n: int) -> int:
     head = text[:n]  # n code points hold at least n units
-    if _units(head) == len(head):
-        return len(head.encode())
+    if head.isascii():
+        return len(head)
     u16 = head.encode("utf-16-le", "surrogatepass")[: 2 * n]
     return len(u16.decode("utf-16-le", "surrogatepass").encode("utf-8", "surrogatepass"))
 

@@ -230,8 +230,8 @@ class _State:
         self.role: list[str] = []
         self.first: list[int] = []
         self.end: list[int] = []
-        self.parts: list[list[int]] = []  # a tool message's part sizes (source and cleared)
-        self.cleared_parts: list[list[int]] = []
+        self.parts: list[list[int] | None] = []  # a tool message's part sizes (source and cleared)
+        self.cleared_parts: list[list[int] | None] = []
         self.est: list[int] = []  # estimate of the source message
         self.est_cleared: list[int] = []  # ... rendered with its results cleared (tool messages)
         self.tool_msgs: list[int] = []  # unprotected tool messages, ascending
@@ -410,7 +410,9 @@ class SeedEngine(Policy):
                     state.view_est += state.est[m] - old
                     state.appended_est += state.est[m] - old
                     continue
-                self._new_message(state, "tool", i, [part], [cleared])
+                tool = MESSAGE["tool"] + 2  # a content array of one part
+                self._new_message(state, "tool", i, estimate(tool + part), estimate(tool + cleared))
+                state.parts[-1], state.cleared_parts[-1] = [part], [cleared]
                 continue
             if kind == "system":
                 size = MESSAGE["system"] + info.jb[i]
@@ -426,28 +428,26 @@ class SeedEngine(Policy):
                     continue  # a response of no parts adds no message
                 size = MESSAGE["assistant"] + parts_bytes(parts)
                 role = "assistant"
-            self._new_message(state, role, i, [size], None)
+            est = estimate(size)
+            self._new_message(state, role, i, est, est)
         state.built = view.n
 
-    def _new_message(self, state: _State, role: str, i: int, parts: list[int], cleared) -> None:
+    @staticmethod
+    def _new_message(state: _State, role: str, i: int, est: int, est_cleared: int) -> None:
         m = len(state.role)
         state.role.append(role)
         state.first.append(i)
         state.end.append(i + 1)
-        if role == "tool":
-            size, cleared_size = MESSAGE["tool"] + parts_bytes(parts), MESSAGE["tool"] + parts_bytes(cleared)
-        else:
-            size = cleared_size = parts[0]
-        state.parts.append(parts)
-        state.cleared_parts.append(cleared or [])
-        state.est.append(estimate(size))
-        state.est_cleared.append(estimate(cleared_size))
+        state.parts.append(None)
+        state.cleared_parts.append(None)
+        state.est.append(est)
+        state.est_cleared.append(est_cleared)
         if i < state.info.block_end:
             state.protected_end = m + 1
         elif role == "tool":
             state.tool_msgs.append(m)
-        state.view_est += state.est[m]
-        state.appended_est += state.est[m]
+        state.view_est += est
+        state.appended_est += est
 
     def _rendered(self, state: _State, m: int) -> int:
         return state.est_cleared[m] if m < state.cleared_through and state.role[m] == "tool" else state.est[m]
@@ -455,13 +455,16 @@ class SeedEngine(Policy):
     # ------------------------------------------------------------------------------------ compaction
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus):
         state.summary_input = None
+        limit = self.context_token_limit
+        if limit is None:  # never compacts: no messages to size
+            state.log.append({"call": call, "grace": state.grace_next, "limit": None, "status": None})
+            return ()
         self._admit(trace, state, view)
         turn = call + 1
         last_input, last_output = status.last_input or 0, status.last_output or 0
         anchored = last_input > 0 and state.last_msgs >= 0
         # nextContextEstimate: anchored on the last reported call while the view only grew
         estimate_now = last_input + last_output + state.appended_est if anchored else state.view_est
-        limit = self.context_token_limit
         rec: dict = {
             "call": call,
             "grace": state.grace_next,
@@ -480,11 +483,7 @@ class SeedEngine(Policy):
         }
         state.log.append(rec)
         result: list[Change] | Decision = []
-        if (
-            limit is not None
-            and estimate_now + OUTPUT_CONTRACT_TOKENS > limit
-            and state.last_compaction_turn != turn
-        ):
+        if estimate_now + OUTPUT_CONTRACT_TOKENS > limit and state.last_compaction_turn != turn:
             rec["triggered"] = True
             state.last_compaction_turn = turn
             result = self._compact(trace, state, view, rec, force=False)
@@ -735,6 +734,8 @@ class SeedEngine(Policy):
         """Each item's message estimate as sent (on the message's first item; "+" on the rest of a batch;
         "-" when covered by the summary, whose estimate sits on its slot), a bounded result's
         originalBytes, and the trigger's terms."""
+        if self.context_token_limit is None:
+            self._admit(trace, state, view)  # sized for the display only: without a limit nothing acts
         est: list = [None] * view.n
         of = {i: m for m in range(len(state.role)) for i in range(state.first[m], state.end[m])}
         for i in range(view.n):
@@ -764,6 +765,9 @@ class SeedEngine(Policy):
 
 def _why(rec: dict) -> list[str]:
     """The trigger's terms and what compaction did, in words (explain)."""
+    if rec["limit"] is None:
+        lines = ["no context_token_limit: the seed engine never compacts"]
+        return lines + ([f"run status: {rec['status']}"] if rec.get("status") else [])
     terms = (
         f"last input {rec['last_input']:,} + its output {rec['last_output']:,} + appended {rec['appended']:,}"
         if rec["anchored"]
@@ -772,9 +776,7 @@ def _why(rec: dict) -> list[str]:
     lines = [f"seed estimate {rec['estimate']:,} = {terms}; + output contract {rec['contract']}"]
     limit = rec["limit"]
     total = rec["estimate"] + rec["contract"]
-    if limit is None:
-        lines.append(f"= {total:,}: no context_token_limit, never compacts")
-    elif not rec["triggered"]:
+    if not rec["triggered"]:
         over = total > limit
         why = "already compacted this turn" if over else "within"
         lines.append(f"= {total:,} vs context_token_limit {limit:,}: {why}, no compaction")
