@@ -6,9 +6,9 @@ Here each message's serialized size is the fixed framing of its role and parts (
 same object shapes) plus the JSON-escaped sizes of what varies: texts, tool call ids, tool results.
 
 Also here: the tool-result envelope (``applyToolResultBounds``: head/tail of the encoded result's JSON
-text, shrunk until the envelope fits), and the size of the summarizer's one user message
-(``renderForSummary``: per-message clip, whole-transcript budget with middle elision), both on the
-real text when the trace has it and on a stand-in of the recorded sizes when it does not.
+text, shrunk until the envelope fits; on the real text, or on a stand-in of the recorded sizes when the
+trace has none), and the length of the summarizer's one user message (``renderForSummary``: per-message
+clip, whole-transcript budget with middle elision), which the event counts give exactly.
 """
 
 from __future__ import annotations
@@ -154,119 +154,68 @@ def bound_result(encoded: str, max_bytes: int) -> str | None:
 
 
 # ----------------------------------------------------------------------------------- summarizer input
-class Piece:
-    """A text the transcript renders, known either as a string or, without text, by its UTF-16 length
-    and UTF-8 bytes (a prefix's bytes are then taken in proportion: exact for ASCII)."""
-
-    __slots__ = ("text", "units", "nbytes")
-
-    def __init__(self, text: str | None = None, units: int = 0, nbytes: int = 0) -> None:
-        self.text = text
-        if text is not None:
-            units, nbytes = _units(text), len(text.encode())
-        self.units, self.nbytes = units, nbytes
-
-    def prefix(self, n: int) -> tuple[int, int]:
-        """(UTF-16 units, UTF-8 bytes) of the first ``n`` units, as JavaScript's ``slice`` cuts them
-        (a surrogate pair cut in half leaves a lone surrogate: 3 bytes once encoded)."""
-        n = min(n, self.units)
-        if self.text is None:
-            return n, (self.nbytes * n // self.units if self.units else 0)
-        return n, _prefix16_bytes(self.text, n)
-
-
-def _units(text: str) -> int:
+# The transcript's limits are in characters (JavaScript string lengths: UTF-16 code units), and so is
+# its size here: a text's length is known from the text, or from an event's counts without it (its
+# characters, and for its JSON text its JSON bytes less the bytes its multi-byte characters add; exact
+# unless the text holds characters outside the Basic Multilingual Plane, which count twice in UTF-16).
+def units(text: str) -> int:
+    """UTF-16 length of a string (JavaScript's ``length``)."""
     return len(text) if text.isascii() else len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _prefix16_bytes(text: str, n: int) -> int:
-    head = text[:n]  # n code points hold at least n units
-    if head.isascii():
-        return len(head)
-    u16 = head.encode("utf-16-le", "surrogatepass")[: 2 * n]
-    return len(u16.decode("utf-16-le", "surrogatepass").encode("utf-8", "surrogatepass"))
+def text_units(text: str | None, chars: int) -> int:
+    """Length of a message text as the transcript may show it (beyond MESSAGE_CLIP + 1 it never shows)."""
+    return chars if text is None else units(text[: MESSAGE_CLIP + 1])
 
 
-def ascii_piece(n: int) -> Piece:
-    return Piece(None, n, n)
-
-
-def text_piece(text: str | None, units: int, nbytes: int) -> Piece:
-    """A text as the transcript may show it: only its first MESSAGE_CLIP + 1 characters matter."""
-    return Piece(None, units, nbytes) if text is None else Piece(text[: MESSAGE_CLIP + 1])
-
-
-def json_piece(text: str | None, units: int, nbytes: int) -> Piece:
-    """The JSON text of a string (a tool result as the transcript shows it): escaped from the text when
-    known, its first RESULT_CLIP + 1 characters being all that can show; else sized."""
+def json_units(text: str | None, chars: int, nbytes: int, json_size: int) -> int:
+    """Length of a string's JSON text (a tool result's, as the transcript shows it)."""
     if text is None:
-        return Piece(None, units, nbytes)
-    return Piece(json.dumps(text[: RESULT_CLIP + 1], ensure_ascii=False))
+        return json_size - (nbytes - chars)
+    return units(json.dumps(text[: RESULT_CLIP + 1], ensure_ascii=False))
 
 
-Segment = tuple[str, Piece | None, int | None, str]  # prefix, piece, the piece's own clip, suffix
+Segment = tuple[str, int, int | None, str]  # prefix, a piece's length, the piece's own clip, suffix
 
 
-def block(role: str, segments: Sequence[Segment]) -> tuple[int, int] | None:
-    """One transcript block: ``[role]\\n`` + the message's part texts joined by newlines, clipped at
-    MESSAGE_CLIP UTF-16 units (+ "…"). Returns (units, bytes), None when the text is empty."""
-    runs: list[tuple[int, int, Piece | None]] = []  # (units, bytes, piece a cut takes a prefix of)
-    for j, (pre, piece, clip, post) in enumerate(segments):
-        if j:
-            runs.append((1, 1, None))
-        runs.append((len(pre), len(pre.encode()), None))
-        if piece is not None:
-            u, b = (
-                piece.prefix(clip) if clip is not None and piece.units > clip else (piece.units, piece.nbytes)
-            )
-            runs.append((u, b, piece))
-        runs.append((len(post), len(post.encode()), None))
-    total = sum(r[0] for r in runs)
+def block(role: str, segments: Sequence[Segment]) -> int | None:
+    """Length of one transcript block: ``[role]`` and a newline, then the message's part texts joined by
+    newlines, clipped at MESSAGE_CLIP (+ "…"). None when the message's text is empty."""
+    total = sum(
+        len(pre) + (min(n, clip) if clip is not None else n) + len(post) for pre, n, clip, post in segments
+    )
+    total += max(len(segments) - 1, 0)
     if total == 0:
         return None
     if total > MESSAGE_CLIP:
-        units = nbytes = 0
-        left = MESSAGE_CLIP
-        for u, b, piece in runs:
-            if left <= 0:
-                break
-            if u <= left:
-                units, nbytes, left = units + u, nbytes + b, left - u
-            else:  # framing strings are ASCII: a cut in them keeps as many bytes as units
-                cu, cb = piece.prefix(left) if piece is not None else (left, left)
-                units, nbytes, left = units + cu, nbytes + cb, 0
-        units, nbytes = units + 1, nbytes + 3  # "…"
-    else:
-        units, nbytes = total, sum(r[1] for r in runs)
-    head = len(role) + 3  # "[" role "]" and a newline
-    return units + head, nbytes + head
+        total = MESSAGE_CLIP + 1
+    return total + len(role) + 3
 
 
-def prompt_bytes(blocks: Sequence[tuple[int, int]], previous_summary: int | None) -> tuple[int, int]:
-    """UTF-8 bytes of the summarizer's user message (instruction, ``<transcript>``, the previous summary
-    block and the covered blocks, middle-elided to the input budget), and how many blocks were elided."""
+def prompt_units(blocks: Sequence[int], previous_summary: int | None) -> tuple[int, int]:
+    """Length of the summarizer's user message (instruction, ``<transcript>``, the previous summary block
+    and the covered blocks, middle-elided to the input budget), and how many blocks were elided."""
     joiner = 2
     prev = None if previous_summary is None else 19 + previous_summary  # "[Previous summary]\n" + text
     fixed = (0 if prev is None else prev + joiner) + INSTRUCTION_CHARS
     budget = INPUT_BUDGET - fixed - ELISION_RESERVE
     selected = list(blocks)
     omitted = 0
-    if sum(u + joiner for u, _ in blocks) > budget:
-        head_n = tail_n = head_len = tail_len = 0
+    if sum(u + joiner for u in blocks) > budget:
+        head_len = tail_len = 0
         start, end = 0, len(blocks) - 1
         half = budget // 2
-        while start <= end and head_len + blocks[start][0] + joiner <= half:
-            head_len += blocks[start][0] + joiner
-            start, head_n = start + 1, head_n + 1
-        while end >= start and head_len + tail_len + blocks[end][0] + joiner <= budget:
-            tail_len += blocks[end][0] + joiner
-            end, tail_n = end - 1, tail_n + 1
+        while start <= end and head_len + blocks[start] + joiner <= half:
+            head_len += blocks[start] + joiner
+            start += 1
+        while end >= start and head_len + tail_len + blocks[end] + joiner <= budget:
+            tail_len += blocks[end] + joiner
+            end -= 1
         omitted = end - start + 1
-        selected = list(blocks[:head_n])
+        selected = list(blocks[:start])
         if omitted > 0:
-            marker = f"[… {omitted} messages omitted from summary input …]"
-            selected.append((len(marker), len(marker.encode())))
-        selected += list(blocks[len(blocks) - tail_n :]) if tail_n else []
-    lines = ([] if prev is None else [prev]) + [b for _, b in selected]
+            selected.append(len(f"[… {omitted} messages omitted from summary input …]"))
+        selected += list(blocks[end + 1 :])
+    lines = ([] if prev is None else [prev]) + selected
     transcript = sum(lines) + joiner * max(len(lines) - 1, 0)
     return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>"), omitted

@@ -131,8 +131,8 @@ def test_with_one_candidate_nothing_is_cleared():
 def test_summarize_cut_transcript_and_metered_call():
     # limit 700, keep 300, mode summarize. Call 3 (709): from the end r2 162, a2 85, r1 162 = 409 >= 300:
     # cut at r1, stepped back to its call a1. Covered: a0, r0. Transcript blocks "[assistant]\ncmd 0\n[tool
-    # call bash {}]" (37) and "[tool]\n[tool result bash: " + 386 bytes of JSON + "]" (413); the prompt:
-    # instruction 442 + 15 + 37 + 2 + 413 + 14 = 923 bytes -> ceil((923 + 16) / 4) = 235 tokens in.
+    # call bash {}]" (37) and "[tool]\n[tool result bash: " + 386 characters of JSON + "]" (413); the prompt:
+    # instruction 442 + 15 + 37 + 2 + 413 + 14 = 923 characters -> ceil((923 + 16) / 4) = 235 tokens in.
     # Out: clamp(0.1 x 110, 20, 2048) = 20, 80 bytes of text; the summary message weighs 20 + 19 = 39
     # (view 480 - 110 + 39 = 409) and estimates (244 + 80) / 4 = 81.
     # Call 4 (409 + 7 + 247 + 85 = 748): cut at a2; covers a1, r1 after "[Previous summary]\n" + 80 bytes:
@@ -142,8 +142,8 @@ def test_summarize_cut_transcript_and_metered_call():
     assert inputs(r) == [150, 260, 370, 235, 409, 260, 409, 260, 409]
     assert r.calls["output_tokens"].tolist() == [7, 7, 7, 20, 7, 20, 7, 20, 7]
     s3, s4 = log[3]["summarize"], log[4]["summarize"]
-    assert (s3["cut"], s3["covered"], s3["prompt_bytes"], s3["after"]) == (4, [2, 4], 923, 77 + 81 + 494)
-    assert (s4["cut"], s4["covered"], s4["prompt_bytes"]) == (6, [4, 6], 1024)
+    assert (s3["cut"], s3["covered"], s3["prompt_chars"], s3["after"]) == (4, [2, 4], 923, 77 + 81 + 494)
+    assert (s4["cut"], s4["covered"], s4["prompt_chars"]) == (6, [4, 6], 1024)
     assert len(SUMMARY_PREFIX.encode()) == 57 and estimate(244 + 80) == 81
     assert r.item_state.tolist()[:8] == [0, 0, 4, 4, 4, 4, 4, 4]  # block kept; pairs covered together
     m = compute_metrics(r)
@@ -154,26 +154,26 @@ def test_prune_then_summarize_summarizes_when_the_full_view_stays_over():
     # limit 600, keep 300: call 2 is within (514 + 85 = 599). Call 3 (709): prune r0, r1 -> the full
     # view 642 is still over 600: summarize. The cut walk counts cleared results at their placeholder
     # size: r2 162 + a2 85 + r1' 74 = 321 >= 300, cut at r1 -> a1: covers a0 and r0, whose transcript
-    # block shows its original text (413 bytes), not the placeholder.
+    # block shows its original text (413 characters), not the placeholder.
     r, log = run_log(six(), seed(context_token_limit=600, keep_recent_tokens=300, summary_min_tokens=20))
     assert not log[2]["triggered"]
     assert log[3]["prune"]["cleared"] == [3, 5] and log[3]["prune"]["after"] == 642
-    assert log[3]["summarize"]["covered"] == [2, 4] and log[3]["summarize"]["prompt_bytes"] == 923
+    assert log[3]["summarize"]["covered"] == [2, 4] and log[3]["summarize"]["prompt_chars"] == 923
 
 
 def test_summarizer_input_clips_messages_and_elides_the_middle():
     t = swe_trace([("z" * 5000, 1000), ("a", 5), ("b", 5), ("c", 5)])
     # call 2: the cut steps back to a1 (keep 5): a0 and r0 are covered; r0's block is clipped: "[tool]\n" +
-    # 2,000 characters ("[tool result bash: " + 1,981 of its JSON text) + "…" (3 bytes) = 2,010 bytes
+    # 2,000 characters ("[tool result bash: " + 1,981 of its JSON text) + "…" = 2,008 characters
     p = seed(context_token_limit=1100, keep_recent_tokens=5, mode="summarize", summary_min_tokens=10)
     _, log = run_log(t, p)
     s = next(x["summarize"] for x in log if x["summarize"])
-    assert s["prompt_bytes"] == 442 + 15 + 37 + 2 + 2010 + 14 and s["elided"] == 0
+    assert s["prompt_chars"] == 442 + 15 + 37 + 2 + 2008 + 14 and s["elided"] == 0
     many = swe_trace([("w" * 2500, 500)] * 60 + [("end", 5)])
     _, log = run_log(many, seed(context_token_limit=30000, keep_recent_tokens=10, mode="summarize"))
     s = next(x["summarize"] for x in log if x["summarize"])
-    # 2 x (covered turns) blocks of 37 and 2,010 characters exceed 80,000 - 442 - 128: the middle goes
-    assert s["elided"] > 0 and s["prompt_bytes"] < 80000
+    # 2 x (covered turns) blocks of 37 and 2,008 characters exceed 80,000 - 442 - 128: the middle goes
+    assert s["elided"] > 0 and s["prompt_chars"] < 80000
 
 
 # -------------------------------------------------------------------------------------------- overflow

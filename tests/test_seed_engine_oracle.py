@@ -79,17 +79,6 @@ def test_status_lines_are_format_run_status():
         assert make_policy("seed_engine", **row["knobs"]).status_line(st) == row["line"]
 
 
-def without_prompt_sizes(d: dict) -> dict:
-    """Decisions without the summarizer's prompt size, the one figure a text-free trace sizes from counts
-    (the clipped start of a non-ASCII message is taken in proportion to its bytes)."""
-    out = dict(d, compactions=[dict(c) for c in d["compactions"]])
-    for c in out["compactions"]:
-        if c.get("summarize"):
-            s = c["summarize"]
-            c["summarize"] = {k: v for k, v in s.items() if k not in ("prompt_bytes", "input_tokens")}
-    return out
-
-
 def test_redacted_traces_give_the_same_decisions(mini_dir, tmp_path, capsys):
     from sim.cli import main
 
@@ -98,16 +87,6 @@ def test_redacted_traces_give_the_same_decisions(mini_dir, tmp_path, capsys):
     redacted = {t.trace_id: t for t in load_paths([str(tmp_path / "r.jsonl")])}
     assert all(e.content is None and e.json_bytes is not None for t in redacted.values() for e in t.events)
     full = corpus("mini")
-    differing = 0
     for knobs, window in so.SETTINGS.values():
         for tid, t in full.items():
-            a, b = so.decisions(t, knobs, window), so.decisions(redacted[tid], knobs, window)
-            assert without_prompt_sizes(a) == without_prompt_sizes(b), tid
-            for x, y in zip(a["compactions"], b["compactions"], strict=True):
-                if x.get("summarize"):
-                    p, q = x["summarize"]["prompt_bytes"], y["summarize"]["prompt_bytes"]
-                    assert abs(p - q) <= p / 1000, tid
-                    differing += p != q
-            if a != b:  # only where covered text has multi-byte characters
-                assert any(not e.content.isascii() for e in t.events), tid
-    assert differing < 20
+            assert so.decisions(redacted[tid], knobs, window) == so.decisions(t, knobs, window), tid

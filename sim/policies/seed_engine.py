@@ -43,7 +43,8 @@ Rules, in the order a turn meets them:
   instruction and a ``<transcript>`` of the covered messages as recorded (cleared results show their
   original content), each clipped at 2,000 characters (a result's JSON at 2,000 within that), the whole
   within 80,000 characters with whole messages kept from both ends around an elision marker. Its
-  metered input is that message's calibrated size; its output follows ctxsim's size rule
+  metered input is the calibrated size of that message's length (in characters, as its limits count
+  them: the event counts give it exactly, text or not); its output follows ctxsim's size rule
   clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``), and the
   summary enters the view after the protected block as "The prior conversation was compacted into this
   summary:" + the text.
@@ -80,8 +81,9 @@ What a replay cannot know, and how it is approximated:
 - Reasoning parts and provider metadata in messages: not recorded; not estimated.
 - Text-free events (redacted or synthetic traces): JSON sizes come from the event's ``json_bytes`` /
   ``json2_bytes`` when carried (exact estimates), else from a stand-in of the recorded sizes (ASCII, the
-  newlines spread evenly); the envelope and the summarizer input are computed on that stand-in (exact
-  for ASCII without escapes near a cut).
+  newlines spread evenly); the transcript's length follows from the counts (exact but for characters
+  outside the Basic Multilingual Plane, which UTF-16 counts twice); the envelope of a result over the
+  bound is cut from the stand-in (exact for ASCII without escapes near the cuts).
 - The output contract: its estimate (85 tokens, a string output) joins the trigger as in the engine;
   the request carries no contract message (a recorded run's residual holds its own framing).
 - Time: a turn starts at its recorded call's time; the duration check looks at the next call's time.
@@ -110,18 +112,18 @@ from sim.seed_messages import (
     RESULT_CLIP,
     SUMMARY_PREFIX,
     TEXT_PART,
-    Piece,
     block,
     bound_result,
     estimate,
-    json_piece,
+    json_units,
     parts_bytes,
-    prompt_bytes,
+    prompt_units,
     rejection_bytes,
     result_part,
     stand_in,
     summary_message,
-    text_piece,
+    text_units,
+    units,
 )
 from sim.tokens import estimate_tokens, json2_bytes, json_bytes, scale_tokens
 from sim.types import ItemState, Trace
@@ -205,13 +207,13 @@ class _Events:
         return e.content if e.content is not None else self.stand_in(trace, i)
 
 
-def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, str]:
-    """(bytes, first characters) of the envelope of result i: computed once per trace and bound."""
+def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, int]:
+    """(bytes, length as the transcript shows it) of result i's envelope: once per trace and bound."""
     memo = trace.derived(f"seed_engine_envelopes_{max_bytes}", lambda t: {})
     if i not in memo:
         text = bound_result(json_text(info.encoded(trace, i)), max_bytes)
         assert text is not None  # the caller checked the result is over the bound
-        memo[i] = (len(text.encode()), text[: RESULT_CLIP + 1])
+        memo[i] = (len(text.encode()), units(text[: RESULT_CLIP + 1]))
     return memo[i]
 
 
@@ -251,7 +253,7 @@ class _State:
         self.carrier = -1  # the event slot holding the summary message
         self.summary_tokens = 0
         # bounds, budgets, status
-        self.envelopes: dict[int, tuple[int, int, str]] = {}  # result -> (originalBytes, bytes, head)
+        self.envelopes: dict[int, tuple[int, int, int]] = {}  # result -> (originalBytes, bytes, shown)
         self.rejected: dict[int, int] = {}  # rejected result -> its JSON bytes
         self.rejecting: tuple[str, int, frozenset[str]] | None = None
         self.warned: set[str] = set()
@@ -366,8 +368,8 @@ class SeedEngine(Policy):
         original = state.info.jb[index]
         if original <= self.tool_result_max_bytes:
             return None
-        nbytes, head = _envelope(trace, state.info, index, self.tool_result_max_bytes)
-        state.envelopes[index] = (original, nbytes, head)
+        nbytes, shown = _envelope(trace, state.info, index, self.tool_result_max_bytes)
+        state.envelopes[index] = (original, nbytes, shown)
         return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "envelope")
 
     # ---------------------------------------------------------------------------------- the messages
@@ -582,8 +584,8 @@ class SeedEngine(Policy):
             b = self._block(trace, state, m)
             if b is not None:
                 blocks.append(b)
-        nbytes, elided = prompt_bytes(blocks, state.summary)
-        summary_in = estimate_tokens(nbytes, bpt)
+        chars, elided = prompt_units(blocks, state.summary)
+        summary_in = estimate_tokens(chars, bpt)
         out = min(
             max(round(self.summary_ratio * covered_tokens), self.summary_min_tokens), self.summary_max_tokens
         )
@@ -607,7 +609,7 @@ class SeedEngine(Policy):
         rec["summarize"] = {
             "cut": state.event_at(cut, view.n),
             "covered": [first, state.end[covered[-1]]],
-            "prompt_bytes": nbytes,
+            "prompt_chars": chars,
             "elided": elided,
             "input_tokens": summary_in,
             "output_tokens": out,
@@ -624,26 +626,20 @@ class SeedEngine(Policy):
             e = events[i]
             if e.kind == "tool_result":
                 if i in state.rejected:
-                    n = state.rejected[i]
-                    piece = Piece(None, n, n)
+                    n = state.rejected[i]  # an ASCII JSON text
                 elif i in state.envelopes:
-                    piece = Piece(state.envelopes[i][2])
+                    n = state.envelopes[i][2]
                 else:
-                    piece = self._json_piece(info, e, i)
-                segments.append(("[tool result bash: ", piece, RESULT_CLIP, "]"))
+                    n = json_units(e.content, e.chars, e.bytes, info.jb[i])
+                segments.append(("[tool result bash: ", n, RESULT_CLIP, "]"))
             elif e.kind == "user" and i == info.input:
-                segments.append(("", self._json_piece(info, e, i), None, ""))
+                segments.append(("", json_units(e.content, e.chars, e.bytes, info.jb[i]), None, ""))
             else:
                 if e.bytes > 0 or e.kind != "assistant":
-                    segments.append(("", text_piece(e.content, e.chars, e.bytes), None, ""))
+                    segments.append(("", text_units(e.content, e.chars), None, ""))
                 if e.kind == "assistant":
-                    segments += [("[tool call bash {}]", None, None, "")] * len(e.tool_call_ids)
+                    segments += [("[tool call bash {}]", 0, None, "")] * len(e.tool_call_ids)
         return block(role, segments)
-
-    @staticmethod
-    def _json_piece(info: _Events, e, i: int) -> Piece:
-        jb = info.jb[i]
-        return json_piece(e.content, jb - e.bytes + e.chars, jb)
 
     # --------------------------------------------------------------------------- status and budgets
     def _status_text(self, status: RunStatus, last_context: int) -> str:
@@ -794,7 +790,7 @@ def _why(rec: dict) -> list[str]:
         if s:
             lines.append(
                 f"{label}summarize: cut at {s['cut']}, covers items {s['covered'][0]}-{s['covered'][1] - 1}; "
-                f"transcript {s['prompt_bytes']:,} bytes ({s['elided']} messages elided), summarizer "
+                f"transcript {s['prompt_chars']:,} characters ({s['elided']} messages elided), summarizer "
                 f"{s['input_tokens']:,} in / {s['output_tokens']:,} out; full view {s['after']:,}"
             )
         if r is not rec and r and not s:

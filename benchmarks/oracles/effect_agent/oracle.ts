@@ -224,8 +224,8 @@ function replay(t: TraceIn, c: Case) {
       coveredMsgs.push(m);
       for (let i = msgFirst[m]!; i < msgEnd[m]!; i += 1) coveredTokens += itemSize(i);
     }
-    const promptBytes = utf8(prompt);
-    const input = estimateTokens(promptBytes);
+    const promptChars = prompt.length; // the summarizer's metered input: the calibrated size of its length
+    const input = estimateTokens(promptChars);
     const out = Math.min(Math.max(pyRound(k.summary_ratio * coveredTokens), k.summary_min_tokens), k.summary_max_tokens);
     context.finalizing = true; // consumeUsage of the summarizer: counted, never a breach
     consume(input, out);
@@ -239,7 +239,7 @@ function replay(t: TraceIn, c: Case) {
     rec.summarize = {
       cut: eventAt(cut, n),
       covered: [msgFirst[coveredMsgs[0]!], msgEnd[coveredMsgs[coveredMsgs.length - 1]!]],
-      prompt_bytes: promptBytes,
+      prompt_chars: promptChars,
       elided: Number(transcript.match(/\[… (\d+) messages omitted from summary input …\]/)?.[1] ?? 0),
       input_tokens: input,
       output_tokens: out,
