@@ -645,24 +645,18 @@ class SeedEngine(Policy):
     def _status_text(self, status: RunStatus, last_context: int) -> str:
         turn, tools, tokens = status.turns + 1, status.tool_calls, status.tokens
         elapsed = max(0, math.floor(status.elapsed_s))
+        max_turns, max_tools, budget = self.max_turns, self.max_tool_calls, self.token_budget
         limit_s = None if self.max_duration_s is None else math.floor(self.max_duration_s)
-        warn = any(
-            limit is not None and nearing(used, limit)
-            for used, limit in (
-                (turn, self.max_turns),
-                (tools, self.max_tool_calls),
-                (tokens, self.token_budget),
-                (elapsed, limit_s),
-            )
+        warn = (
+            (max_turns is not None and nearing(turn, max_turns))
+            or (max_tools is not None and nearing(tools, max_tools))
+            or (budget is not None and nearing(tokens, budget))
+            or (limit_s is not None and nearing(elapsed, limit_s))
         )
-
-        def of(limit) -> str:
-            return "" if limit is None else f"/{limit}"
-
-        budget = "unbounded" if self.token_budget is None else self.token_budget
         return (
-            f"<run-status>turn {turn}{of(self.max_turns)} · tool-calls {tools}{of(self.max_tool_calls)} · "
-            f"tokens {tokens}/{budget} · last-context {last_context} · "
+            f"<run-status>turn {turn}{'' if max_turns is None else f'/{max_turns}'} · "
+            f"tool-calls {tools}{'' if max_tools is None else f'/{max_tools}'} · "
+            f"tokens {tokens}/{'unbounded' if budget is None else budget} · last-context {last_context} · "
             f"elapsed {elapsed}s{'' if limit_s is None else f'/{limit_s}s'}"
             f"{RUN_STATUS_WARNING if warn else ''}</run-status>"
         )
