@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean
+.PHONY: demo test bench lint clean oracle-seed
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -14,6 +14,16 @@ test: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(BIN)/ctxsim bench
+
+# The seed engine's differential oracle: effect-agent's own code (Node, `effect` pinned by the lock file)
+# replays the goldens' corpora and settings; rewrites tests/golden/seed_engine_oracle/.
+ORACLE := benchmarks/oracles/effect_agent
+oracle-seed: $(VENV)/.installed $(ORACLE)/node_modules/.installed
+	$(BIN)/python $(ORACLE)/feed.py --write
+
+$(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
+	cd $(ORACLE) && npm ci --no-audit --no-fund
+	touch $@
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -412,6 +412,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             seen.update(
                 n=view.n, tokens=list(view.tokens[: view.n]), state=list(view.state[: view.n]), where=where
             )
+            seen["columns"], seen["why"] = policy.explain(trace, view.policy_state, view, k)
 
     rec = replay(
         trace, policy, ReplayModel(trace, **behaviour), observer=observe, window=window, pricing=args.pricing
@@ -427,6 +428,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             "tokens": t,
             "original_tokens": trace.events[i].tokens,
             "facts": ",".join(trace.events[i].provides) or None,
+            **{col: values[i] for col, values in seen["columns"].items()},
         }
         for i, (t, s) in enumerate(zip(seen["tokens"], seen["state"], strict=True))
     ]
@@ -448,6 +450,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     )
     if seen["where"]:
         print("facts this action needs: " + ", ".join(f"{f} ({w})" for f, w in seen["where"].items()))
+    for line in seen["why"]:
+        print(line)
     return 0
 
 

@@ -290,6 +290,7 @@ def _replay_loop(
     delta = extra = 0
     prev_view = prev_items = 0  # the previous request's view: what the cache may hold
     state = policy.start(trace)
+    view.policy_state = state
     status = RunStatus()
     settle, settles = policy.settle, policy.settles
     facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
@@ -401,6 +402,27 @@ def _replay_loop(
             facts.recovered.update(events_[src].provides)
         return True, first, changed
 
+    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | None:
+        """Request k's status line and size; over the window the policy may compact once and retry.
+        Returns (request, status tokens, first changed, changed), or None when the provider refuses."""
+        nonlocal rejections
+        st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
+        request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
+        if window is not None and request > window:
+            rejections += 1
+            retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
+            if retry is None:
+                return None
+            f2, c2 = apply(k, retry)
+            if f2 >= 0 and (first < 0 or f2 < first):
+                first = f2
+            changed += c2
+            st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
+            request = max(view.total + extra + residual[k] + st, 0)
+            if request > window:
+                return None
+        return request, st, first, changed
+
     for k in range(ncalls):
         status.elapsed_s = elapsed[k]
         admit(k, view_end[k])
@@ -412,26 +434,17 @@ def _replay_loop(
             if not go_on:
                 finish = "missing-information"
                 break
-        st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
-        request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
-        if window is not None and request > window:
-            rejections += 1
-            retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
-            if retry is not None:
-                f2, c2 = apply(k, retry)
-                if f2 >= 0 and (first < 0 or f2 < first):
-                    first = f2
-                changed += c2
-                request = max(view.total + extra + residual[k] + st, 0)
-            if retry is None or request > window:
-                finish = "context-overflow"
-                break
+        sent = send(k, first, changed)
+        if sent is None:
+            finish = "context-overflow"
+            break
+        request, st, first, changed = sent
         out = model.respond(k)
         total = view.total + extra
         stable = stable_prefix(first)
         row(AGENT, k, request, out, total, residual[k], st, recorded_input[k], first, changed, stable)
         prev_view, prev_items = total, view.n
-        status.turns, status.last_input = k + 1, request
+        status.turns, status.last_input, status.last_output = k + 1, request, out
         status.tool_calls += tool_calls[k]
         if observer is not None:
             observer(k, view)
@@ -439,20 +452,24 @@ def _replay_loop(
             verdict = policy.after_call(trace, state, view, k, status)
             if verdict is not None:
                 warnings.extend((len(cols["kind"]) - 1, w) for w in verdict.warnings)
-                if verdict.stop is not None and k + 1 < ncalls:
+                if verdict.stop is not None:
                     finish = verdict.stop
-                    if verdict.grace:  # one final answer, tools forbidden, from what the view holds
+                    if verdict.grace and k + 1 < ncalls:  # one final answer, tools forbidden
                         g = k + 1
+                        status.elapsed_s = elapsed[g]
                         admit(g, view_end[g])
-                        st = policy.status_tokens(trace, state, g, status) if policy.reports_status else 0
-                        total = view.total + extra
-                        request = max(total + residual[g] + st, 0)
-                        if window is not None and request > window:
-                            rejections += 1
+                        first, changed = -1, 0
+                        if policy.acts_before_call:
+                            first, changed = apply(g, policy.before_call(trace, state, view, g, status))
+                        sent = send(g, first, changed)
+                        if sent is None:
                             finish = "context-overflow"
                         else:
+                            request, st, first, changed = sent
+                            total = view.total + extra
                             out = model.grace(g)
-                            row(GRACE, g, request, out, total, residual[g], st, -1, -1, 0, prev_view)
+                            row(GRACE, g, request, out, total, residual[g], st, -1, first, changed,
+                                stable_prefix(first))  # fmt: skip
                     break
 
     cols["call"] = list(range(len(cols["kind"])))

@@ -52,6 +52,14 @@ EVENT_SCHEMA = {
         "timestamp": _TIME,
         "provides": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
         "needs": {"type": ["array", "null"], "items": {"type": "string"}, "description": "fact ids"},
+        "json_bytes": {
+            **_OPT_INT,
+            "description": "UTF-8 bytes of content as a JSON string; kept when content is null",
+        },
+        "json2_bytes": {
+            **_OPT_INT,
+            "description": "the same, JSON-encoded twice; kept when content is null",
+        },
     },
 }
 
@@ -229,6 +237,8 @@ def conforms(d) -> bool:
             and _opt_time(e.get("timestamp"))
             and _str_list(e.get("provides"))
             and _str_list(e.get("needs"))
+            and _opt_nat(e.get("json_bytes"))
+            and _opt_nat(e.get("json2_bytes"))
         ):
             return False
     for c in calls:

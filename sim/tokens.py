@@ -8,6 +8,7 @@ non-negative, so what the visible events cannot explain is kept per call and rep
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -80,6 +81,18 @@ def fit_bytes_per_token(traces: Iterable) -> dict[str, float]:
 def seed_estimate(nbytes: int) -> int:
     """The seed engine's estimate: ceil(UTF-8 bytes of the serialized message / 4)."""
     return -(-nbytes // 4)
+
+
+def json_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` as a JSON string, quotes and escapes included (JavaScript's
+    ``JSON.stringify``, whose escapes Python's ``json.dumps`` shares): what a text weighs inside a
+    serialized message."""
+    return len(json.dumps(text, ensure_ascii=False).encode())
+
+
+def json2_bytes(text: str) -> int:
+    """UTF-8 bytes of ``text`` JSON-encoded twice: a JSON string holding the text's JSON text."""
+    return json_bytes(json.dumps(text, ensure_ascii=False))
 
 
 def estimate_tokens(nbytes: int, bytes_per_token: float | None) -> int:

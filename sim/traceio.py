@@ -15,6 +15,7 @@ from sim import schema
 from sim.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
 from sim.errors import TraceError
 from sim.jsonl import json_lines
+from sim.tokens import json2_bytes, json_bytes
 from sim.types import SCHEMA_VERSION, Call, Event, Trace
 
 CANONICAL_FORMAT = "ctxsim-canonical"
@@ -37,6 +38,9 @@ def event_to_dict(e: Event) -> dict:
         "timestamp": e.timestamp,
         **({"provides": list(e.provides)} if e.provides else {}),  # written only when present: traces
         **({"needs": list(e.needs)} if e.needs else {}),  # without facts keep their bytes and hashes
+        # JSON sizes are written only beside a missing content (a text's own are derived from it)
+        **({"json_bytes": e.json_bytes} if e.content is None and e.json_bytes is not None else {}),
+        **({"json2_bytes": e.json2_bytes} if e.content is None and e.json2_bytes is not None else {}),
     }
 
 
@@ -109,6 +113,9 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             ):
                 if e[key] != actual:
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {actual}"))
+            for key, size in (("json_bytes", json_bytes), ("json2_bytes", json2_bytes)):
+                if e.get(key) is not None and e[key] != size(c):
+                    out.append((f"{p}.{key}", f"is {e[key]} but the content has {size(c)}"))
         if e["kind"] == "assistant":
             issued.update(e.get("tool_call_ids") or ())
         tcid = e.get("tool_call_id")
@@ -181,6 +188,8 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             timestamp=e.get("timestamp"),
             provides=tuple(e.get("provides") or ()),
             needs=tuple(e.get("needs") or ()),
+            json_bytes=e.get("json_bytes"),
+            json2_bytes=e.get("json2_bytes"),
         )
         for e in d["events"]
     )
@@ -279,6 +288,8 @@ def arrow_schema():
             ("timestamp", pa.float64()),
             ("provides", pa.list_(pa.string())),
             ("needs", pa.list_(pa.string())),
+            ("json_bytes", pa.int64()),
+            ("json2_bytes", pa.int64()),
         ]
     )
     call = pa.struct(
@@ -381,17 +392,28 @@ def load_dataset_traces(
 
 # ------------------------------------------------------------------------------------------- redaction
 def redact(t: Trace) -> Trace:
-    """A text-free copy: no content, fact ids replaced by hashes, outcome dropped; sizes, provenance,
-    usage and structure kept, so every metric computes as before. Exception: a head/tail cut of text with
-    multi-byte characters is sized proportionally without the text (exact for ASCII)."""
+    """A text-free copy: no content, fact ids replaced by hashes, outcome dropped; sizes (the content's
+    JSON sizes too, which the seed engine's estimate needs), provenance, usage and structure kept, so
+    every metric computes as before. Exception: a head/tail cut of text with multi-byte characters (or,
+    for the seed engine's envelope and summarizer input, with JSON escapes) is sized from the counts
+    without the text (exact for ASCII)."""
     import dataclasses
 
     def h(fact: str) -> str:
         return "fact:" + hashlib.sha256(fact.encode()).hexdigest()[:16]
 
+    def sizes(e) -> dict:
+        if e.content is None:
+            return {}
+        return {"json_bytes": json_bytes(e.content), "json2_bytes": json2_bytes(e.content)}
+
     events = tuple(
         dataclasses.replace(
-            e, content=None, provides=tuple(h(f) for f in e.provides), needs=tuple(h(f) for f in e.needs)
+            e,
+            content=None,
+            provides=tuple(h(f) for f in e.provides),
+            needs=tuple(h(f) for f in e.needs),
+            **sizes(e),
         )
         for e in t.events
     )

@@ -45,6 +45,11 @@ class Event:
     timestamp: float | None = None
     provides: tuple[str, ...] = ()  # facts this event brings into the context
     needs: tuple[str, ...] = ()  # facts this action (or the final answer) depends on
+    # Kept beside content for text-free traces (None: derive from content, or unknown): UTF-8 bytes of
+    # the content as a JSON string, and as a JSON string holding that JSON text (how a run's input is
+    # sent). The seed engine's estimate is over serialized messages, so it needs them.
+    json_bytes: int | None = None
+    json2_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

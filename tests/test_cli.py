@@ -224,7 +224,7 @@ def test_keep_recent_at_or_over_limit_refused(capsys, suite):
         "policy.keep_recent_tokens=9000",
     )
     assert code == 2
-    assert "keep_recent_tokens=9000 is not below context_token_limit: an integer in [0, 7999]" in err
+    assert "keep_recent_tokens=9000 is not below context_token_limit: an integer in [1, 7999]" in err
 
 
 def test_seed_engine_run_with_window_override(capsys, suite):

@@ -54,7 +54,7 @@ def test_needle_passes_16k_again_and_again():
     t = needle(0)
     assert max(c.input_tokens for c in t.calls) > 2 * 16000
     r, m = metrics(t, seed_at_16k(), on_missing="degrade")
-    assert m["summary_calls"] == 4
+    assert m["summary_calls"] == 2  # each summary takes the view back below 16k for a while
 
 
 def test_small_summary_loses_the_needle_large_keeps_it():
@@ -62,7 +62,7 @@ def test_small_summary_loses_the_needle_large_keeps_it():
     # 64-token summaries keep one fact (40 tokens a fact): the newest milestone still needed wins
     r, small = metrics(t, seed_at_16k(summary_min_tokens=64, summary_max_tokens=64), on_missing="degrade")
     assert "needle:codename" not in r.summary_kept
-    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.4)
+    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.5)
     r, large = metrics(t, seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
     assert "needle:codename" in r.summary_kept
     assert (large["answer_completed"], large["answer_fact_recall"]) == (True, 1.0)
@@ -80,11 +80,7 @@ WORKING_SET_POLICIES = {
     "raw": {},
     "tool_result_head_tail": {},
     "observation_masking": {"n": 3},
-    "seed_engine": {
-        "context_token_limit": 16000,
-        "keep_recent_tokens": 4000,
-        "completion_reserve_tokens": 3400,
-    },
+    "seed_engine": {"context_token_limit": 16000, "keep_recent_tokens": 4000},
     "spill_large_results": {"threshold_tokens": 2000},
     # the policy library at settings that act within this 14-call, ~20k-token scenario
     "openhands_amortized_forgetting": {"max_size": 20},

@@ -112,7 +112,7 @@ def test_worse_policy_fails_naming_the_metric(tmp_path, baseline_file, run_gate,
     assert "regression: facts_lost" in out.err
     assert "cost_microusd" not in out.err  # cheaper, within its threshold
     assert summary.read_text(encoding="utf-8") == out.out
-    assert "| facts_lost | 41 | 45 | +4 (+9.76%) | max_increase 0 | **FAIL** |" in out.out
+    assert "| facts_lost | 35 | 42 | +7 (+20.00%) | max_increase 0 | **FAIL** |" in out.out
     assert "## Traces that changed most by cost" in out.out
 
     root = ET.parse(junit).getroot()

@@ -122,12 +122,11 @@ def test_summary_keeps_facts_later_actions_need():
     t = with_facts(swe_trace([("x" * 384, 100)] * 6), {3: ("f0",), 5: ("f1",)}, {12: ("f0",)})
     p = make_policy(
         "seed_engine",
-        context_token_limit=500,
-        keep_recent_tokens=150,
+        context_token_limit=700,
+        keep_recent_tokens=300,
         mode="summarize",
         summary_min_tokens=20,
         run_status="off",
-        completion_reserve_tokens=100,
     )
     r = replay(t, p, ReplayModel(t, summary_fact_tokens=10), window=None)
     assert r.calls["kind"].tolist() == [AGENT] * 3 + [SUMMARY, AGENT] * 3

@@ -1,10 +1,12 @@
 """seed_engine, rule by rule, on hand-built traces whose arithmetic is written out.
 
-Trace ``six()``: events 0 system (3 bytes, 100 tokens), 1 task (10 bytes, 50 tokens), then six turns of
-assistant ``cmd k`` (5 bytes, 10 tokens) + tool result ``x * 384`` (384 bytes, 100 tokens). Raw input of
-call k = 150 + 110 k. Seed estimates (ceil((bytes + 16) / 4)): system 5, task 7, assistant 6, result 100,
-the prune placeholder (35 bytes) 13. Calibrated bytes per token 4.0, so new text of b bytes weighs
-ceil((b + 16) / 4) tokens too.
+Trace ``six()``: events 0 system ``sys`` (100 tokens), 1 task ``task\\nline2`` (50 tokens), then six turns
+of assistant ``cmd k`` with call id ``ck`` (10 tokens) + tool result ``x * 384`` (100 tokens); output 7
+tokens a call. Raw input of call k = 150 + 110 k. As effect-agent messages (ceil(JSON bytes / 4)): system
+26 (102 bytes), the task 51 (its text escaped twice: 201 bytes), an assistant 85 (340), a result 162
+(645), a cleared result 74 (296); a turn appends 85 + 162 = 247. The output contract adds 85 to every
+trigger. ctxsim's sizes of new text at 4 bytes a token: the prune placeholder (35 bytes) 13 tokens, the
+summary message prefix (57 bytes) 19.
 """
 
 import dataclasses
@@ -16,8 +18,9 @@ from sim.engine import replay
 from sim.errors import ConfigError
 from sim.metrics import compute_metrics
 from sim.policies.base import RunStatus, make_policy
-from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SUMMARY_PREFIX, envelope_overhead, split_head_tail
+from sim.policies.seed_engine import PRUNE_PLACEHOLDER, RUN_STATUS_WARNING, SUMMARY_PREFIX
 from sim.records import AGENT, GRACE, SUMMARY
+from sim.seed_messages import bound_result, estimate, stand_in
 from sim.types import ItemState
 
 
@@ -26,12 +29,21 @@ def six(**kw):
 
 
 def seed(**knobs):
-    base = {"run_status": "off", "completion_reserve_tokens": 100}
-    return make_policy("seed_engine", **{**base, **knobs})
+    return make_policy("seed_engine", **{"run_status": "off", **knobs})
+
+
+SUMMARIZE = dict(context_token_limit=700, keep_recent_tokens=300, mode="summarize", summary_min_tokens=20)
 
 
 def inputs(r):
     return r.calls["input_tokens"].tolist()
+
+
+def run_log(trace, policy, window=None):
+    """The replay and the policy's per-turn decision log."""
+    seen = {}
+    r = replay(trace, policy, observer=lambda k, v: seen.setdefault("state", v.policy_state), window=window)
+    return r, seen["state"].log
 
 
 def test_without_limit_or_budgets_it_is_raw():
@@ -41,120 +53,127 @@ def test_without_limit_or_budgets_it_is_raw():
 
 
 # ------------------------------------------------------------------------------------ tool-result bound
-def test_envelope_exact_byte_split_never_cuts_a_character():
-    # '{"truncatedToolResult":true,"originalBytes":400,"head":"","tail":""}' is 68 bytes
-    assert envelope_overhead(400) == 68
-    text = "é" * 200  # 400 bytes; 'é' = C3 A9, so odd byte offsets are inside a character
-    # max 301: budget 233 -> head 116 (even: a boundary), tail 117 -> starts at 283, inside 'é' -> 284
-    assert split_head_tail(text.encode(), 116, 117) == (116, 116)
+def test_envelope_is_the_bound_on_the_json_text_with_its_shrink_loop():
+    text = "é" * 200  # 400 bytes; its JSON text '"é…é"' is 402 (the quotes count)
+    envelope = bound_result('"' + text + '"', 301)
+    # minimal envelope '{"truncatedToolResult":true,"originalBytes":402,"head":"","tail":""}' = 68 bytes;
+    # budget 233: head 116 -> 115 (not inside an 'é'), tail 117: both hold a quote, escaped in the envelope:
+    # 68 + 116 + 118 = 302 > 301, so both shrink by ceil(1 / 2) = 1: head 115, tail 116 -> 115 + 1 = 300
+    assert len(envelope.encode()) == 68 + 116 + 116
+    assert envelope.startswith('{"truncatedToolResult":true,"originalBytes":402,"head":"\\"éé')
     t = swe_trace([(text, 1000), ("ok", 5)])
-    p = seed(tool_result_max_bytes=301)
-    assert p.envelope_bytes(t, 3) == 68 + 116 + 116
-    r = replay(t, p, window=None)
-    # envelope tokens keep the content's own ratio: 1000 * (300 + 16) / (400 + 16) = 759.6 -> 760
+    r, log = run_log(t, seed(tool_result_max_bytes=301))
+    # tokens keep the content's own ratio: 1000 * (300 + 16) / (400 + 16) = 759.6 -> 760
     assert inputs(r) == [150, 150 + 10 + 760]
     assert r.item_state[3] == ItemState.BOUNDED
     assert r.compactions["kind"].tolist() == [0] and r.compactions["tokens_reclaimed"].tolist() == [240]
 
 
-def test_results_within_the_bound_untouched_and_floor_enforced():
-    r = replay(swe_trace([("y" * 300, 80)] * 2), seed(tool_result_max_bytes=300), window=None)
-    assert (r.item_state == 0).all()
+def test_the_bound_counts_json_escapes():
+    # 300 raw bytes, but every '"' and newline escapes: the JSON text is 402 bytes, over a 301 bound
+    text = '"\n' * 100 + "y" * 100
+    r = replay(swe_trace([(text, 80), ("ok", 5)]), seed(tool_result_max_bytes=301), window=None)
+    assert r.item_state[3] == ItemState.BOUNDED
+    r = replay(swe_trace([("y" * 299, 80)] * 2), seed(tool_result_max_bytes=301), window=None)
+    assert (r.item_state == 0).all()  # 301 bytes of JSON text: within
     with pytest.raises(ConfigError, match=r"tool_result_max_bytes=255 is not an integer >= 256"):
         seed(tool_result_max_bytes=255)
 
 
+def test_text_free_results_are_bounded_on_a_stand_in():
+    assert stand_in(10, 3) == "ab\nde\ng\nij"  # ASCII, the newlines spread evenly
+    t = swe_trace([("a\n" * 30000, 15000), ("ok", 5)])
+    free = dataclasses.replace(t, events=tuple(dataclasses.replace(e, content=None) for e in t.events))
+    # 60,000 bytes in 30,000 lines: the stand-in's 29,999 newlines make a 90,001-byte JSON text: bounded
+    seen = {}
+    replay(free, seed(), observer=lambda k, v: seen.update(n=list(v.nbytes), s=list(v.state)), window=None)
+    assert seen["s"][3] == ItemState.BOUNDED and 40000 < seen["n"][3] <= 51200  # escapes escaped again
+
+
 # -------------------------------------------------------------------------------------- trigger, prune
-def test_prune_trigger_protected_tail_and_monotone_boundary():
-    # limit 500, keep 250, reserve 100, mode prune.
-    # call 0: 12 + 100 = 112; call 1: 150 + 106 + 100 = 356; call 2: 260 + 206 = 466 (no trigger)
-    # call 3: 370 + 206 = 576 > 500 -> prune: r2, r1 protected (200 <= 250), r0 cleared (saves 100 - 13)
-    #         -> 489, within the limit. View 480 - 100 + 13 = 393.
-    # call 4: 393 + 206 = 599 -> clear r1 -> 512, still over but mode prune stops. View 416.
-    # call 5: 416 + 206 = 622 -> clear r2. View 439.
-    r = replay(six(), seed(context_token_limit=500, keep_recent_tokens=250, mode="prune"), window=None)
-    assert inputs(r) == [150, 260, 370, 393, 416, 439]
-    assert r.calls["first_changed"].tolist() == [-1, -1, -1, 3, 5, 7]
+def test_trigger_is_anchored_on_the_last_call_plus_its_output_and_has_no_reserve():
+    # call 0 estimates its whole view: 26 + 51 = 77; call k then 150 + 110 (k - 1) + 7 + 247
+    _, log = run_log(six(), seed(context_token_limit=100000))
+    assert [r["estimate"] for r in log] == [77, 404, 514, 624, 734, 844]
+    assert [r["anchored"] for r in log] == [False] + [True] * 5
+    assert log[1]["appended"] == 247 and log[1]["last_output"] == 7
+    # 624 + 85 = 709: over 708, within 709
+    assert run_log(six(), seed(context_token_limit=708, keep_recent_tokens=300))[1][3]["triggered"]
+    quiet = seed(context_token_limit=844 + 85, keep_recent_tokens=300)
+    assert not any(r["triggered"] for r in run_log(six(), quiet)[1])
+
+
+def test_prune_keeps_the_newest_within_keep_and_stops_on_the_full_view():
+    # limit 700, keep 300, mode prune. Call 3: 624 + 85 > 700 -> the newest result r2 spends 162 of the
+    # 300, r1 (162) does not fit: bound after r1, r0 and r1 cleared (saves 2 x 87 tokens: view 306).
+    # The full view, 77 + 3 x 85 + 3 x 162 = 818 before, is now 77 + 3 x 85 + 2 x 74 + 162 = 642 <= 700.
+    # Call 4: 306 + 7 + 247 = 560 (+85 <= 700). Call 5: 416 + 7 + 247 + 85 = 755: r4 kept, r3 not:
+    # r2 and r3 cleared (352); the full view 77 + 5 x 85 + 4 x 74 + 162 = 960 stays over: mode prune stops.
+    r, log = run_log(six(), seed(context_token_limit=700, keep_recent_tokens=300, mode="prune"))
+    assert inputs(r) == [150, 260, 370, 306, 416, 352]
+    p3, p5 = log[3]["prune"], log[5]["prune"]
+    assert (p3["from"], p3["to"], p3["cleared"], p3["after"], log[3]["before"]) == (0, 6, [3, 5], 642, 818)
+    assert (p5["from"], p5["to"], p5["cleared"], p5["after"]) == (6, 10, [7, 9], 960)
+    assert [r.item_state[i] for i in (3, 5, 7, 9, 11)] == [2, 2, 2, 2, 0]
     m = compute_metrics(r)
-    assert (m["compactions_prune"], m["tokens_reclaimed"], m["summary_calls"]) == (3, 3 * 87, 0)
-    assert [r.item_state[i] for i in (3, 5, 7, 9)] == [2, 2, 2, 0]  # cleared stay cleared
+    assert (m["compactions_prune"], m["tokens_reclaimed"], m["summary_calls"]) == (2, 4 * 87, 0)
     assert len(PRUNE_PLACEHOLDER.encode()) == 35
 
 
-def test_newest_result_always_protected():
-    # keep 50 < one result's estimate (100): the newest stays, every older result is cleared at once
-    r = replay(six(), seed(context_token_limit=400, keep_recent_tokens=50, mode="prune"), window=None)
-    # call 2: 260 + 206 = 466 > 400 -> r1 newest (kept), r0 cleared: 370 - 87 = 283
-    # call 3: 283 + 206 = 489 -> r1 cleared: 393 - 87 = 306; and so on, one result per call
-    assert inputs(r) == [150, 260, 283, 306, 329, 352]
+def test_with_one_candidate_nothing_is_cleared():
+    # keep 1: the newest alone spends it; but at call 1 r0 is the only result: nothing to clear
+    _, log = run_log(six(), seed(context_token_limit=400, keep_recent_tokens=1, mode="prune"))
+    assert log[1]["triggered"] and log[1]["prune"] is None
+    assert log[2]["prune"]["cleared"] == [3]  # two candidates: the older is cleared
 
 
 # ------------------------------------------------------------------------------------------- summarize
-def test_summarize_metered_call_incremental_and_pairs_kept():
-    # limit 500, keep 150, mode summarize, summary size clamp(0.1 x covered, 20, 2048).
-    # call 3 (576 > 500): walking back from r2: r2 100, a2 6, r1 100 -> 206 >= 150: cut at r1, moved to
-    #   its call a1 (4). Covered: a0 + r0 = 110 tokens -> summary 20 tokens; the summary message weighs
-    #   20 + ceil((56 + 16) / 4) = 38 in the slot of a0. Summarizer input: instruction 53 + 110 = 163.
-    #   View 480 - 110 + 38 = 408.
-    # call 4 (408 + 206 = 614): cut at a2 (6); covers a1 + r1 incrementally: 38 + 110 = 148 -> 20 again;
-    #   input 53 + 38 (previous summary) + 110 = 201. View 518 - 110 = 408.
-    r = replay(
-        six(),
-        seed(context_token_limit=500, keep_recent_tokens=150, mode="summarize", summary_min_tokens=20),
-        window=None,
-    )
+def test_summarize_cut_transcript_and_metered_call():
+    # limit 700, keep 300, mode summarize. Call 3 (709): from the end r2 162, a2 85, r1 162 = 409 >= 300:
+    # cut at r1, stepped back to its call a1. Covered: a0, r0. Transcript blocks "[assistant]\ncmd 0\n[tool
+    # call bash {}]" (37) and "[tool]\n[tool result bash: " + 386 characters of JSON + "]" (413); the prompt:
+    # instruction 442 + 15 + 37 + 2 + 413 + 14 = 923 characters -> ceil((923 + 16) / 4) = 235 tokens in.
+    # Out: clamp(0.1 x 110, 20, 2048) = 20, 80 bytes of text; the summary message weighs 20 + 19 = 39
+    # (view 480 - 110 + 39 = 409) and estimates (244 + 80) / 4 = 81.
+    # Call 4 (409 + 7 + 247 + 85 = 748): cut at a2; covers a1, r1 after "[Previous summary]\n" + 80 bytes:
+    # 442 + 15 + 99 + 2 + 37 + 2 + 413 + 14 = 1024 -> 260 in; covered 39 + 110 -> 20 out again.
+    r, log = run_log(six(), seed(**SUMMARIZE))
     assert r.calls["kind"].tolist() == [AGENT] * 3 + [SUMMARY, AGENT] * 3
-    assert inputs(r) == [150, 260, 370, 163, 408, 201, 408, 201, 408]
+    assert inputs(r) == [150, 260, 370, 235, 409, 260, 409, 260, 409]
     assert r.calls["output_tokens"].tolist() == [7, 7, 7, 20, 7, 20, 7, 20, 7]
-    assert len(SUMMARY_PREFIX.encode()) == 56
-    assert r.compactions["tokens_reclaimed"].tolist() == [110 - 38, 110, 110]
+    s3, s4 = log[3]["summarize"], log[4]["summarize"]
+    assert (s3["cut"], s3["covered"], s3["prompt_chars"], s3["after"]) == (4, [2, 4], 923, 77 + 81 + 494)
+    assert (s4["cut"], s4["covered"], s4["prompt_chars"]) == (6, [4, 6], 1024)
+    assert len(SUMMARY_PREFIX.encode()) == 57 and estimate(244 + 80) == 81
     assert r.item_state.tolist()[:8] == [0, 0, 4, 4, 4, 4, 4, 4]  # block kept; pairs covered together
     m = compute_metrics(r)
     assert (m["summary_calls"], m["summary_tokens"], m["calls"]) == (3, 60, 9)
-    assert m["cumulative_input_tokens"] == sum(inputs(r))  # summary calls are counted
 
 
-def test_prune_then_summarize_summarizes_only_when_prune_is_not_enough():
-    p = seed(context_token_limit=500, keep_recent_tokens=150, summary_min_tokens=20)
-    r = replay(six(), p, window=None)
-    # call 3: prune keeps r2 (100; r1 would make 200 > 150), clears r0, r1: 576 - 174 = 402 <= 500: stop.
-    #   View 480 - 174 = 306.
-    # call 4: 306 + 206 = 512 > 500: prune clears r2 -> 425, within: no summary. View 329.
-    assert inputs(r)[:5] == [150, 260, 370, 306, 329]
-    assert compute_metrics(r)["summary_calls"] == 0
-    tight = replay(
-        six(), seed(context_token_limit=300, keep_recent_tokens=150, summary_min_tokens=20), window=None
-    )
-    # limit 300: calls 1-4 are over, but after each prune the whole conversation after the block is still
-    # under keep (e.g. call 2: r1 100 + a1 6 + r0' 13 + a0 6 = 125 < 150): nothing to summarize.
-    # call 5: 535 -> prune r3 -> 448 -> the cut walks r4, a4, r3', a3, r2', a2, r1' = 157 >= 150, moves
-    #   from r1 to a1: covers a0 (10) + r0' (13 tokens, 35 chars) -> summary 20, message 38;
-    #   summarizer input 53 + 10 + 13 = 76; view 329 + 110 - 87 - 23 + 38 = 367.
-    assert tight.calls["kind"].tolist() == [AGENT] * 5 + [SUMMARY, AGENT]
-    assert inputs(tight) == [150, 260, 283, 306, 329, 76, 367]
+def test_prune_then_summarize_summarizes_when_the_full_view_stays_over():
+    # limit 600, keep 300: call 2 is within (514 + 85 = 599). Call 3 (709): prune r0, r1 -> the full
+    # view 642 is still over 600: summarize. The cut walk counts cleared results at their placeholder
+    # size: r2 162 + a2 85 + r1' 74 = 321 >= 300, cut at r1 -> a1: covers a0 and r0, whose transcript
+    # block shows its original text (413 characters), not the placeholder.
+    r, log = run_log(six(), seed(context_token_limit=600, keep_recent_tokens=300, summary_min_tokens=20))
+    assert not log[2]["triggered"]
+    assert log[3]["prune"]["cleared"] == [3, 5] and log[3]["prune"]["after"] == 642
+    assert log[3]["summarize"]["covered"] == [2, 4] and log[3]["summarize"]["prompt_chars"] == 923
 
 
-def test_summarizer_input_clips_messages_and_caps_the_whole():
-    big = "z" * 5000
-    t = swe_trace([(big, 1000), ("a", 5), ("b", 5), ("c", 5)])
-    # call 2: 1160 + 6 + 5 + 100 = 1271 > 1200; the tail r1 (estimate 5) meets keep 5, the cut moves to
-    # its call a1, so a0 and r0 are covered
-    p = seed(context_token_limit=1200, keep_recent_tokens=5, mode="summarize", summary_min_tokens=10)
-    r = replay(t, p, window=None)
-    k = r.calls["kind"].tolist().index(SUMMARY)
-    # covered: a0 (10 tokens, 5 chars) and r0 (1000 tokens, 5000 chars -> clipped to 2000: 400 tokens)
-    assert r.calls["input_tokens"][k] == 53 + 10 + 400
-    assert r.calls["output_tokens"][k] == 101  # clamp(0.1 x 1010)
-    many = swe_trace([("w" * 2500, 500)] * 50 + [("end", 5)])
-    r = replay(many, seed(context_token_limit=24000, keep_recent_tokens=10, mode="summarize"), window=None)
-    k = r.calls["kind"].tolist().index(SUMMARY)
-    # first trigger at call 47 (input 150 + 510 k); the newest pair stays, the 46 turns before it are
-    # covered, each result clipped to 2,000 characters (400 tokens)
-    assert r.calls["recorded_call"][k] == 47
-    chars = sum(len(f"cmd {k}") for k in range(46)) + 46 * 2000  # 92,266
-    tokens = 46 * (10 + 400)
-    assert chars > 80000  # so the whole is scaled to 80,000 characters
-    assert r.calls["input_tokens"][k] == 53 + round(tokens * 80000 / chars)
+def test_summarizer_input_clips_messages_and_elides_the_middle():
+    t = swe_trace([("z" * 5000, 1000), ("a", 5), ("b", 5), ("c", 5)])
+    # call 2: the cut steps back to a1 (keep 5): a0 and r0 are covered; r0's block is clipped: "[tool]\n" +
+    # 2,000 characters ("[tool result bash: " + 1,981 of its JSON text) + "…" = 2,008 characters
+    p = seed(context_token_limit=1100, keep_recent_tokens=5, mode="summarize", summary_min_tokens=10)
+    _, log = run_log(t, p)
+    s = next(x["summarize"] for x in log if x["summarize"])
+    assert s["prompt_chars"] == 442 + 15 + 37 + 2 + 2008 + 14 and s["elided"] == 0
+    many = swe_trace([("w" * 2500, 500)] * 60 + [("end", 5)])
+    _, log = run_log(many, seed(context_token_limit=30000, keep_recent_tokens=10, mode="summarize"))
+    s = next(x["summarize"] for x in log if x["summarize"])
+    # 2 x (covered turns) blocks of 37 and 2,008 characters exceed 80,000 - 442 - 128: the middle goes
+    assert s["elided"] > 0 and s["prompt_chars"] < 80000
 
 
 # -------------------------------------------------------------------------------------------- overflow
@@ -165,51 +184,68 @@ def test_overflow_without_recovery_ends_the_run():
     assert r.finish_reason == "context-overflow" and r.n_calls == 3
 
 
-def test_overflow_recovery_forces_a_summary_and_retries_once():
-    # limit 10000 never triggers; window 400: call 3 (480) is rejected, a forced summary covers
-    # a0 + r0 (cut at a1 with keep 150) and the retry sends 408.
-    p = seed(context_token_limit=10000, keep_recent_tokens=150, summary_min_tokens=20)
-    r = replay(six(), p, window=420)
-    assert inputs(r)[:5] == [150, 260, 370, 163, 408]
+def test_overflow_recovery_summarizes_without_pruning_and_retries_once():
+    # limit 10000 never triggers; window 420: call 3 (480) is rejected, a forced summary (no prune) covers
+    # a0 + r0 and the retry sends 409
+    p = seed(context_token_limit=10000, keep_recent_tokens=300, summary_min_tokens=20)
+    r, log = run_log(six(), p, window=420)
+    assert inputs(r)[:5] == [150, 260, 370, 235, 409]
+    assert log[3]["overflow"]["summarize"]["covered"] == [2, 4] and log[3]["overflow"]["prune"] is None
     assert r.rejections >= 1
-    # a window the retry cannot meet: the second rejection ends the run
-    r = replay(six(), p, window=300)
+    r = replay(six(), p, window=300)  # a window the retry cannot meet: the second rejection ends the run
     assert r.finish_reason == "context-overflow"
 
 
 # --------------------------------------------------------------------------------------------- budgets
-def test_turn_budget_grace_call_and_warning():
-    r = replay(six(), seed(max_turns=3), window=None)
-    # turns 3 >= 3 after call 2 (warning at 2.4 fires at the same call): one grace call with the view
-    # of call 3 (480) answering with the recording's final output (7 tokens)
+def test_turn_budget_grace_turn_and_warning():
+    r, log = run_log(six(), seed(max_turns=3))
+    # turn 3 is the last allowed: turn 4 is the grace turn, tools forbidden, with the view of call 3
+    # (480) and the recording's final output (7 tokens); the batch of turn 3 ran. Warning at 5 x 3 >= 4 x 3.
     assert r.calls["kind"].tolist() == [AGENT, AGENT, AGENT, GRACE]
     assert inputs(r) == [150, 260, 370, 480]
     assert r.finish_reason == "budget-exhausted:turns" and r.warnings == ((2, "turns"),)
+    assert log[3]["grace"] and (r.item_state[7] == ItemState.VERBATIM)
     m = compute_metrics(r)
     assert m["exhausted"] is True and m["warnings"] == 1
     r = replay(six(), seed(max_turns=3, on_exhaustion="fail"), window=None)
     assert inputs(r) == [150, 260, 370] and r.finish_reason == "budget-exhausted:turns"
 
 
-def test_tool_call_and_token_budgets():
+def test_tool_call_budget_is_strict_and_rejects_the_batch_over_it():
+    # 2 tool calls are allowed: the third (turn 3) goes over; its batch never runs: result r2 is the
+    # engine's rejection ({"_tag", "limit": "tool-calls", "message"}: 271 bytes -> 72 tokens at 4 a token)
+    r = replay(six(), seed(max_tool_calls=2), window=None)
+    assert r.calls["kind"].tolist() == [AGENT, AGENT, AGENT, GRACE]
+    assert inputs(r) == [150, 260, 370, 370 + 10 + 72]
+    assert r.item_state[7] == ItemState.MASKED and r.finish_reason == "budget-exhausted:tool_calls"
+    assert r.warnings == ((1, "tool_calls"),)  # 5 x 2 >= 4 x 2 after the second call
     r = replay(six(), seed(max_tool_calls=2, on_exhaustion="fail"), window=None)
-    assert r.n_calls == 2 and r.finish_reason == "budget-exhausted:tool_calls"
-    # cumulative input + output: 157, 424, 801 -> call 2 crosses 80% (480) and 600 at once
+    assert r.n_calls == 3 and r.finish_reason == "budget-exhausted:tool_calls"
+
+
+def test_token_budget_breach_rejects_the_batch_and_a_final_answer_completes():
+    # cumulative input + output: 157, 424, 801: 801 > 600 (strict) at call 2 -> the grace turn
     r = replay(six(), seed(token_budget=600), window=None)
-    assert inputs(r) == [150, 260, 370, 480] and r.finish_reason == "budget-exhausted:tokens"
-    assert r.warnings == ((2, "tokens"),)
+    assert r.calls["kind"].tolist() == [AGENT, AGENT, AGENT, GRACE]
+    assert r.finish_reason == "budget-exhausted:tokens" and r.warnings == ((2, "tokens"),)
+    assert r.item_state[7] == ItemState.MASKED  # the batch of the breaching call was rejected
+    # 2,592 tokens in all (2,550 in, 42 out): a budget of 2,591 is breached by the final answer, which
+    # completes the run exhausted; 2,592 is not breached (strict)
+    r = replay(six(), seed(token_budget=2591), window=None)
+    assert r.n_calls == 6 and r.finish_reason == "budget-exhausted:tokens" and r.warnings == ((5, "tokens"),)
+    assert replay(six(), seed(token_budget=2592), window=None).finish_reason == "completed"
 
 
-def test_duration_always_fails():
+def test_duration_stops_before_the_turn_that_would_start_late():
     t = six()
     stamps = [100.0, 104.0, 109.0, 115.0, 120.0, 130.0]
     t = dataclasses.replace(
         t, calls=tuple(dataclasses.replace(c, timestamp=s) for c, s in zip(t.calls, stamps, strict=True))
     )
     r = replay(t, seed(max_duration_s=10), window=None)  # final-answer, but duration never gets a grace turn
-    # elapsed 0, 4, 9 (>= 8: warning), 15 (>= 10: stop)
-    assert r.calls["kind"].tolist() == [AGENT] * 4
-    assert r.finish_reason == "budget-exhausted:duration" and r.warnings == ((2, "duration"),)
+    # turns start at 0, 4, 9, 15 s: the fourth would start at 15 >= 10, so three calls
+    assert r.calls["kind"].tolist() == [AGENT] * 3
+    assert r.finish_reason == "budget-exhausted:duration" and r.warnings == ()
 
 
 def test_budget_reached_on_the_last_recorded_call_completes():
@@ -217,34 +253,35 @@ def test_budget_reached_on_the_last_recorded_call_completes():
     assert r.finish_reason == "completed" and r.n_calls == 6 and r.warnings == ((4, "turns"),)
 
 
-# ----------------------------------------------------------------------------------- run status, reserve
-def test_run_status_line_counts_in_every_call():
+# ----------------------------------------------------------------------------------------- run status
+def test_run_status_line():
     p = seed(run_status="appended")
     s = RunStatus()
-    assert (
-        p.status_line(s)
-        == "<run-status>turn 1 · tool-calls 0 · tokens 0 · last-context 0 · elapsed 0s</run-status>"
+    assert p.status_line(s) == (
+        "<run-status>turn 1 · tool-calls 0 · tokens 0/unbounded · last-context 0 · elapsed 0s</run-status>"
     )
     r = replay(six(), p, window=None)
     st = r.calls["status_tokens"].tolist()
-    # 91 bytes (each ' · ' is 4) -> ceil(107 / 4) = 27 tokens at call 0; later lines carry longer numbers
-    assert len(p.status_line(s).encode()) == 91 and st[0] == 27
+    # 101 bytes (each ' · ' is 4) -> ceil(117 / 4) = 30 tokens at call 0; later lines carry longer numbers
+    assert len(p.status_line(s).encode()) == 101 and st[0] == 30
     assert inputs(r) == [v + s for v, s in zip([150, 260, 370, 480, 590, 700], st, strict=True)]
     s.turns, s.tool_calls, s.tokens, s.last_input, s.elapsed_s = 2, 11, 84210, 23480, 74.9
-    budgets = seed(
-        run_status="appended", max_turns=12, max_tool_calls=24, max_duration_s=300, token_budget=200000
-    )
-    assert budgets.status_line(s) == (
+    budgets = {"max_turns": 12, "max_tool_calls": 24, "max_duration_s": 300}
+    assert seed(run_status="appended", token_budget=200000, **budgets).status_line(s) == (
         "<run-status>turn 3/12 · tool-calls 11/24 · tokens 84210/200000 · last-context 23480 · "
         "elapsed 74s/300s</run-status>"
     )
+    s.turns = 9  # turn 10 of 12: 50 >= 48
+    assert seed(run_status="appended", **budgets).status_line(s) == (
+        "<run-status>turn 10/12 · tool-calls 11/24 · tokens 84210/unbounded · last-context 23480 · "
+        f"elapsed 74s/300s{RUN_STATUS_WARNING}</run-status>"
+    )
 
 
-def test_completion_reserve():
-    assert make_policy("seed_engine").output_reserve == 4096
-    assert make_policy("seed_engine", token_budget=10000).output_reserve == 2000
-    assert make_policy("seed_engine", token_budget=100000).output_reserve == 4096
-    assert make_policy("seed_engine", completion_reserve_tokens=512).output_reserve == 512
+def test_last_context_after_a_summary_is_the_summarizers_input():
+    _, log = run_log(six(), seed(run_status="appended", **SUMMARIZE))
+    s = next(x for x in log if x["summarize"])
+    assert f"last-context {s['summarize']['input_tokens']} " in s["status"]
 
 
 # ---------------------------------------------------------------------------------------- bad config
@@ -254,11 +291,13 @@ def test_completion_reserve():
         ({"context_token_limit": -1}, "context_token_limit=-1 is not null or an integer >= 1"),
         (
             {"context_token_limit": 8000, "keep_recent_tokens": 8000},
-            "keep_recent_tokens=8000 is not below context_token_limit: an integer in [0, 7999]",
+            "keep_recent_tokens=8000 is not below context_token_limit: an integer in [1, 7999]",
         ),
+        ({"keep_recent_tokens": 0}, "keep_recent_tokens=0 is not an integer >= 1"),
         ({"mode": "squash"}, "mode='squash' is not one of prune, summarize, prune-then-summarize"),
         ({"on_exhaustion": "retry"}, "on_exhaustion='retry' is not one of final-answer, fail"),
         ({"max_turns": 0}, "max_turns=0 is not null (off) or an integer >= 1"),
+        ({"repeated_failure_limit": -1}, "repeated_failure_limit=-1 is not an integer >= 0 (0: off)"),
         ({"summary_ratio": 1.5}, "summary_ratio=1.5 is not a number in (0, 1]"),
     ],
 )
@@ -266,3 +305,37 @@ def test_bad_config_refused(knobs, message):
     with pytest.raises(ConfigError) as exc:
         make_policy("seed_engine", **knobs)
     assert str(exc.value) == f"policy 'seed_engine': {message}"
+
+
+def test_no_output_reserve_knob():
+    with pytest.raises(ConfigError, match="has no knob 'completion_reserve_tokens'"):
+        make_policy("seed_engine", completion_reserve_tokens=0)
+
+
+# -------------------------------------------------------------------------------------------- explain
+def test_explain_shows_seed_estimates_trigger_terms_and_original_bytes(tmp_path, capsys):
+    from sim.cli import main
+    from sim.traceio import write_traces
+
+    t = swe_trace([("x" * 384, 100)] * 3 + [("é" * 250, 1000), ("ok", 5)])
+    write_traces([t], tmp_path / "t.jsonl")
+    args = ["explain", str(tmp_path / "t.jsonl"), "--policy", "seed_engine", "policy.run_status=off"]
+    knobs = [
+        "policy.context_token_limit=700",
+        "policy.keep_recent_tokens=300",
+        "policy.tool_result_max_bytes=400",
+    ]
+    assert main([*args, *knobs, "--call", "3"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].split()[-2:] == ["seed_estimate", "original_bytes"]
+    assert lines[2].split()[-2:] == ["26", "-"]  # the system message
+    # call 3 (709 > 700): r0, r1 cleared (74 each as sent), r2 kept (162)
+    assert [lines[2 + i].split()[-2] for i in (3, 5, 7)] == ["74", "74", "162"]
+    assert "seed estimate 624 = last input 370 + its output 7 + appended 247; + output contract 85" in out
+    assert "= 709 > context_token_limit 700: compaction (view estimate 818)" in out
+    assert "prune: bound 0 -> 6, 2 results cleared, full view 642" in out
+    assert main([*args, *knobs, "--call", "4"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2 + 9].split()[-1] == "502"  # the bounded result's originalBytes
+    assert "vs context_token_limit 700: within, no compaction" in out

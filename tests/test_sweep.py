@@ -230,7 +230,7 @@ def test_fast_compose_equals_hydra_compose():
     for ovs in (
         ["policy.context_token_limit=16000", "policy.keep_recent_tokens=2000"],
         ["policy.mode=prune", "model.window=1000", "model.on_missing=fail"],
-        ["policy.completion_reserve_tokens=null", "policy.summary_ratio=0.2", "policy.run_status=off"],
+        ["policy.token_budget=null", "policy.summary_ratio=0.2", "policy.run_status=off"],
     ):
         assert _compose_fast("seed_engine", base, ovs) == compose("seed_engine", ovs)
     assert _compose_fast("seed_engine", base, ["policy.no_such_knob=1"]) is None

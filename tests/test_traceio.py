@@ -115,3 +115,24 @@ def test_truncated_json_line_points_at_its_end(tmp_path):
 def test_trace_from_dict_rejects_non_object():
     with pytest.raises(TraceError, match="expected object, got array"):
         trace_from_dict([1, 2])
+
+
+def test_json_sizes_kept_beside_a_redacted_content_only(tmp_path):
+    from sim.traceio import redact
+
+    t = swe_trace([('say "hi"\n', 5), ("é", 2)], trace_id="js")
+    assert "json_bytes" not in trace_to_dict(t)["events"][1]  # derived from the text: not written
+    r = redact(t)
+    task, result = trace_to_dict(r)["events"][1], trace_to_dict(r)["events"][3]
+    # 'task\nline2' as JSON is '"task\\nline2"' (13 bytes); inside a JSON string again 18
+    assert (task["json_bytes"], task["json2_bytes"]) == (13, 18)
+    assert result["json_bytes"] == len(json.dumps('say "hi"\n').encode()) == 14
+    for name in ("r.jsonl", "r.parquet"):
+        write_traces([r, t], tmp_path / name)
+        back = list(load_path(tmp_path / name))
+        assert [trace_to_dict(b) for b in back] == [trace_to_dict(r), trace_to_dict(t)]
+        assert trace_hash(back[1]) == trace_hash(t)  # a text trace's hash is unchanged
+    msg = _bad(lambda d: d["events"][1].__setitem__("json_bytes", 12), tmp_path)
+    assert "field events[1].json_bytes: is 12 but the content has 13" in msg
+    msg = _bad(lambda d: d["events"][1].__setitem__("json2_bytes", -1), tmp_path)
+    assert "field events[1].json2_bytes: must be >= 0, got -1" in msg

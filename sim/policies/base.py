@@ -133,10 +133,11 @@ class View:
     Engine-owned; policies read it. Plain lists for speed; entries at and beyond ``n`` are not in view.
     """
 
-    __slots__ = ("n", "tokens", "nbytes", "state", "total", "facts")
+    __slots__ = ("n", "tokens", "nbytes", "state", "total", "facts", "policy_state")
 
     def __init__(self) -> None:
         self.facts = None  # the engine's sim.information.FactState, for observers (explain)
+        self.policy_state = None  # what the policy's ``start`` returned, for observers (explain)
         self.n = 0
         self.tokens: list[int] = []
         self.nbytes: list[int] = []
@@ -147,13 +148,14 @@ class View:
 class RunStatus:
     """Counters of the run so far, kept by the engine (policies read them for triggers and budgets)."""
 
-    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "elapsed_s", "cost_microusd")
+    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "last_output", "elapsed_s", "cost_microusd")
 
     def __init__(self) -> None:
         self.turns = 0  # agent calls answered
         self.tool_calls = 0  # tool calls those answers issued
         self.tokens = 0  # cumulative input + output over every call, summaries included
         self.last_input: int | None = None  # input tokens of the last agent call, as the provider counted
+        self.last_output: int | None = None  # its output tokens
         self.elapsed_s = 0.0  # recorded time since the run started
         self.cost_microusd = 0  # modelled cost so far (0 while the model has no price)
 
@@ -206,6 +208,11 @@ class Policy:
     ) -> AfterCall | None:
         """After call ``call`` is accounted: warnings and exhaustion."""
         return None
+
+    def explain(self, trace: Trace, state: Any, view: View, call: int) -> tuple[dict[str, list], list[str]]:
+        """For ``explain``, at request ``call``: extra per-item columns (one value per item in view) and
+        lines saying why the policy decided as it did."""
+        return {}, []
 
     def plan(self, trace: Trace) -> Plan:
         """Only where ``plans`` is true: every pre-call decision of the run (see ``Plan``)."""

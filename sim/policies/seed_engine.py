@@ -1,139 +1,271 @@
-"""``seed_engine``: the context policy of effect-agent's ``AgentPolicy`` (../shared/POLICIES.md §1).
+"""``seed_engine``: effect-agent's ``AgentPolicy`` and its context management, rule by rule as the engine's
+code implements them (``../shared/POLICIES.md`` §1; the code in ``../shared/reference/effect-agent`` is
+the authority, and ``benchmarks/oracles/effect_agent`` holds this module to it call by call).
 
-Knobs keep the seed's meaning under snake_case names (contextTokenLimit -> context_token_limit, ...).
+Knobs keep the engine's meaning under snake_case names (contextTokenLimit -> context_token_limit, ...).
+Budgets (``max_turns``, ``max_tool_calls``, ``max_duration_s``) are required by the real engine; a replay
+keeps every budget off unless set, because a recorded run already has its own length (the preset
+``seed_engine_defaults`` sets the docs' example values 12 turns, 24 tool calls, 5 minutes).
+
+The trace as effect-agent messages. Events become Effect ``Prompt`` messages: a system event a system
+message; the first user event before the first assistant turn the run's input, one user text part
+holding ``JSON.stringify(task)`` (so its text is escaped twice); later user events user messages; an
+assistant event one text part (when it has text) and one ``tool-call`` part per call id; the tool
+results of one assistant turn, admitted together, one ``tool`` message with a ``tool-result`` part each.
+``tools`` events are the toolkit, sent beside the prompt: no message. The instruction/input block (every
+message before the first assistant message) is protected.
+
 Rules, in the order a turn meets them:
 
-- Tool-result bound, at settle time, once: a result over ``tool_result_max_bytes`` (floor 256) becomes
-  the envelope ``{"truncatedToolResult":true,"originalBytes":N,"head":...,"tail":...}``; head and tail are
-  an exact byte prefix and suffix splitting the budget left after the envelope's own overhead (compact
-  JSON with empty head and tail) in half, the head taking the smaller half, each shortened to a UTF-8
-  character boundary. Sizes are the envelope's (JSON escapes inside head/tail are not counted). The rest
-  is gone for good. Not modelled: the exemption of provider-executed tool results (traces do not say).
-- Trigger (before each turn, never for the grace turn): last provider-reported input + estimate of the
-  items appended since + output reserve > ``context_token_limit``. Estimates are the seed's:
-  ceil(bytes / 4) of the serialised message, taken here as its text bytes + 16 bytes of framing. On the
-  first call nothing was reported yet, so the whole request is estimated.
-- Prune (modes ``prune`` and ``prune-then-summarize``): tool results newest -> oldest; the newest is
-  always protected, older ones while the running sum of their estimates fits ``keep_recent_tokens``;
-  every older result becomes ``[tool result cleared by compaction]`` (pairing kept). The cleared boundary
-  only moves forward. If the estimate is now within the limit, stop.
-- Summarize (mode ``summarize``, or still over after a prune, or overflow recovery): the cut keeps a tail
-  whose estimates sum to at least ``keep_recent_tokens``, moved back so a tool result stays with its call;
-  the instruction/input block (every event before the first assistant turn) is preserved. The covered
-  span, incremental over the previous summary, goes to one metered mock-model call whose input is the
-  summarizer instruction + the previous summary + each covered message clipped at 2,000 characters, the
-  whole capped at 80,000 characters (middle elision scales the messages down); its output is
-  clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``). The summary
-  enters the view as a user message starting "The prior conversation was compacted into this summary:"
-  in the slot of the first covered event. At most one prune and one summary per turn (overflow recovery
-  may force one more).
-- Overflow: a request over the model's window is rejected; the policy summarizes (forced) for one retry;
-  a second rejection, or no ``context_token_limit``, ends the run with ``context-overflow``.
-- Budgets (off unless set when replaying; preset ``seed_engine_defaults`` sets the seed's 12 turns, 24
-  tool calls, 300 s): a warning once per dimension at 80%; exhaustion of turns / tool calls / tokens with
-  ``on_exhaustion: final-answer`` -> one grace call with tools forbidden; ``fail`` -> stop; duration
-  and cost always fail. Finish reason ``budget-exhausted:<dimension>``. Cost is the modelled,
-  cache-aware cost (sim.cache) at the priced model's rates; a cost budget on an unpriced model is an error.
-- Run-status line (``run_status: appended``): ``<run-status>turn 3/12 · tool-calls 11/24 · tokens ... ·
-  last-context ... · elapsed 74s/300s</run-status>`` appended to every request, not persisted; its tokens
-  count in every call. ``tool_concurrency`` changes no token or cost figure of a replay.
+- Tool-result bound (settle time, once): the bound applies to the result's JSON text (a string result:
+  ``JSON.stringify(text)``); over ``tool_result_max_bytes`` (floor 256) it becomes the envelope
+  ``{"truncatedToolResult":true,"originalBytes":N,"head":...,"tail":...}`` where N is that text's bytes
+  and head/tail are an exact prefix and suffix of it (cut at characters), split ~50/50 over the budget
+  left after the envelope's own overhead and shrunk until the envelope, with the escapes of head and
+  tail, fits. The item's ``nbytes`` is the envelope's JSON text bytes; its tokens scale with bytes.
+- Estimate (``estimateMessageTokens``): ceil(UTF-8 bytes of the serialized message / 4), the whole
+  message object: type ids, role, options, part framing, ids and names, JSON escapes.
+- Trigger, before every turn including the grace turn, at most once a turn: ``estimate +
+  output-contract tokens (85, a string output's contract message) > context_token_limit``, where the
+  estimate (``nextContextEstimate``) is the last call's reported input + its output tokens + the
+  estimate of the messages appended since; on the first call the whole view is estimated. No reserve.
+- Prune (modes ``prune``, ``prune-then-summarize``; ``choosePruneBound``): candidates are every tool
+  message outside the protected block, those inside a summarized span included; with one candidate or
+  none nothing changes. Newest to oldest: the newest always spends the ``keep_recent_tokens`` budget, an
+  older one is kept while the budget stays >= 0 and it is not cleared yet; the bound is the newest
+  message not kept + 1 and never goes down. Cleared results render ``[tool result cleared by
+  compaction]`` with ids and names kept. When the bound moved and the full view's estimate is now
+  within the limit, stop; otherwise (or in mode ``summarize``) summarize.
+- Summarize (``chooseSummarizeCut``): walk all messages from the end summing their estimates as rendered
+  (cleared at the placeholder's size) until >= ``keep_recent_tokens``; step back over tool messages so no
+  result leaves its call; never below the previous cut. Covered: the messages from the previous cut to
+  this one, the protected block excluded; none -> no summary. The summarizer gets one user message: the
+  instruction and a ``<transcript>`` of the covered messages as recorded (cleared results show their
+  original content), each clipped at 2,000 characters (a result's JSON at 2,000 within that), the whole
+  within 80,000 characters with whole messages kept from both ends around an elision marker. Its
+  metered input is the calibrated size of that message's length (in characters, as its limits count
+  them: the event counts give it exactly, text or not); its output follows ctxsim's size rule
+  clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``), and the
+  summary enters the view after the protected block as "The prior conversation was compacted into this
+  summary:" + the text.
+- Overflow: a request over the provider's window is rejected (nothing streamed yet): with a
+  ``context_token_limit``, summarize (no prune) and retry once; a second rejection, or no limit, ends
+  the run with ``context-overflow``.
+- Budgets, strict ``>``: after a call that takes the tool calls over ``max_tool_calls``, or the tokens
+  (every call's input + output, summaries included) over ``token_budget``, the batch it declared is
+  rejected without running (each result becomes the engine's ``AgentPolicyError`` result, a failure)
+  and the next turn is the grace turn (``on_exhaustion: final-answer``: tools forbidden, one call whose
+  usage is charged, no further breach) -- or the run stops (``fail``). ``max_turns``: the turn after
+  the last allowed one is the grace turn; its batch runs. A token breach by the final answer completes
+  the run. Duration (the next turn starting at or after ``max_duration_s``) and cost (modelled,
+  cache-aware, over ``cost_budget_microusd``) always stop it. Finish reason
+  ``budget-exhausted:<turns|tool_calls|tokens|duration|cost>``. Warnings once per dimension when tokens,
+  tool calls or turns reach 80% (integer-exact ``5 x used >= 4 x limit``).
+- Run-status line (``run_status: appended``): ``<run-status>turn 3/12 · tool-calls 11/24 · tokens
+  84210/200000 · last-context 23480 · elapsed 74s/300s</run-status>``, ``tokens N/unbounded`` without a
+  token budget, `` · WARNING: approaching limits ...`` appended when any of turn, tool calls, tokens or
+  elapsed is at 80% of its budget; a budget that is off shows no ``/limit``. ``last-context`` is the
+  last metered input (the summarizer's, after a summary in this turn). Appended to every request, never
+  persisted; its calibrated tokens count in each call.
+
 Compaction changes only the view; the durable store is never rewritten.
+
+What a replay cannot know, and how it is approximated:
+- Tool names and call parameters: the canonical trace has neither; every tool-call part is named
+  ``bash`` with params ``{}`` (the assistant's text carries what the recording said).
+- Tool results' encoded form: taken to be the recorded text as a JSON string; whether a call failed is
+  not recorded (every result a success), so ``repeated_failure_limit`` never stops a replay (the
+  engine's own rejected batches do not count toward it either).
+- Provider-executed tool results (exempt from the bound, kept in the assistant message): not
+  distinguishable in a trace; every result is an application result.
+- Reasoning parts and provider metadata in messages: not recorded; not estimated.
+- Text-free events (redacted or synthetic traces): JSON sizes come from the event's ``json_bytes`` /
+  ``json2_bytes`` when carried (exact estimates), else from a stand-in of the recorded sizes (ASCII, the
+  newlines spread evenly); the transcript's length follows from the counts (exact but for characters
+  outside the Basic Multilingual Plane, which UTF-16 counts twice); the envelope of a result over the
+  bound is cut from the stand-in (exact for ASCII without escapes near the cuts).
+- The output contract: its estimate (85 tokens, a string output) joins the trigger as in the engine;
+  the request carries no contract message (a recorded run's residual holds its own framing).
+- Time: a turn starts at its recorded call's time; the duration check looks at the next call's time.
+- The summarizer's text (only its size matters: ASCII without escapes), a tokens warning or cost stop
+  the summarizer's own usage would raise (checked after the next agent call), and the grace turn's
+  own usage checks.
+``tool_concurrency`` changes no token or cost figure of a replay.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
-from sim.tokens import MESSAGE_OVERHEAD_BYTES, estimate_tokens, scale_tokens, seed_estimate
+from sim.seed_messages import (
+    CALL_PART,
+    CLEARED_RESULT,
+    CLEARED_RESULT_JSON,
+    MESSAGE,
+    NO_SUMMARY,
+    OUTPUT_CONTRACT_TOKENS,
+    RESULT_CLIP,
+    SUMMARY_PREFIX,
+    TEXT_PART,
+    block,
+    bound_result,
+    estimate,
+    json_units,
+    parts_bytes,
+    prompt_units,
+    rejection_bytes,
+    result_part,
+    stand_in,
+    summary_message,
+    text_units,
+    units,
+)
+from sim.tokens import estimate_tokens, json2_bytes, json_bytes, scale_tokens
 from sim.types import ItemState, Trace
 
 MODES = ("prune", "summarize", "prune-then-summarize")
 ON_EXHAUSTION = ("final-answer", "fail")
 RUN_STATUS = ("appended", "off")
 TOOL_RESULT_FLOOR_BYTES = 256
-PRUNE_PLACEHOLDER = "[tool result cleared by compaction]"
-SUMMARY_PREFIX = "The prior conversation was compacted into this summary:\n"
-SUMMARY_SECTIONS = ("Goal", "Constraints", "Progress", "Decisions", "Next steps", "Critical context")
-SUMMARIZER_INSTRUCTION = (
-    "Summarize the conversation below for the agent that will continue it. Keep the previous summary's "
-    "content. Use the sections " + ", ".join(SUMMARY_SECTIONS) + "."
-)
-CLIP_CHARS = 2000
-CAP_CHARS = 80000
-WARN_AT = 0.8
+PRUNE_PLACEHOLDER = CLEARED_RESULT
+RUN_STATUS_WARNING = " · WARNING: approaching limits — converge and deliver your final result now."
+TOOL_CALL_LIMIT = "tool-calls"  # the engine's names of the two limits a rejected batch's result names
+TOKEN_LIMIT = "tokens"
 
 
-def est(nbytes: int) -> int:
-    """The seed's estimate of one message: ceil(serialised bytes / 4)."""
-    return seed_estimate(nbytes + MESSAGE_OVERHEAD_BYTES)
+def nearing(used: float, limit: float) -> bool:
+    """The engine's 80% check, integer-exact: 5 x used >= 4 x limit."""
+    return used * 5 >= limit * 4
 
 
-def envelope_overhead(original_bytes: int) -> int:
-    empty = {"truncatedToolResult": True, "originalBytes": original_bytes, "head": "", "tail": ""}
-    return len(json.dumps(empty, separators=(",", ":")))
+# ------------------------------------------------------------------------------ the trace, once per trace
+class _Events:
+    """What the policy reads of a trace, derived once (every setting of a sweep shares it)."""
+
+    __slots__ = ("jb", "escapes", "input", "input_jb2", "block_end", "issuer", "id_json", "elapsed", "ids")
+
+    def __init__(self, trace: Trace) -> None:
+        events = trace.events
+        self.block_end = next((e.index for e in events if e.kind == "assistant"), len(events))
+        self.input = next((e.index for e in events[: self.block_end] if e.kind == "user"), -1)
+        self.jb: list[int] = []
+        self.escapes: list[int] = []  # text-free events: newlines of their stand-in
+        for e in events:
+            if e.content is not None:
+                self.jb.append(e.json_bytes if e.json_bytes is not None else json_bytes(e.content))
+                self.escapes.append(0)
+            elif e.json_bytes is not None:
+                self.jb.append(e.json_bytes)
+                self.escapes.append(e.json_bytes - e.bytes - 2)
+            else:
+                k = min(max(e.lines - 1, 0), e.bytes // 2)
+                self.jb.append(e.bytes + 2 + k)
+                self.escapes.append(k)
+        self.input_jb2 = 0
+        if self.input >= 0:
+            e = events[self.input]
+            self.input_jb2 = (
+                e.json2_bytes
+                if e.json2_bytes is not None
+                else json2_bytes(e.content if e.content is not None else self.stand_in(trace, e.index))
+            )
+        by_id: dict[str, int] = {}
+        self.issuer: dict[int, int] = {}
+        self.id_json: dict[int, list[int]] = {}
+        for e in events:
+            if e.kind == "assistant":
+                self.id_json[e.index] = [json_bytes(c) for c in e.tool_call_ids]
+                for c in e.tool_call_ids:
+                    by_id[c] = e.index
+            elif e.kind == "tool_result":
+                self.id_json[e.index] = [json_bytes(e.tool_call_id or "")]
+                if e.tool_call_id in by_id:
+                    self.issuer[e.index] = by_id[e.tool_call_id]
+        self.ids = [frozenset(events[c.event_index].tool_call_ids) for c in trace.calls]
+        # recorded time of each call since the run started (the engine's rule: earliest stamp = start)
+        stamps = [e.timestamp for e in events if e.timestamp is not None]
+        stamps += [c.timestamp for c in trace.calls if c.timestamp is not None]
+        start = min(stamps) if stamps else None
+        self.elapsed: list[float] = []
+        last = 0.0
+        for c in trace.calls:
+            if c.timestamp is not None and start is not None:
+                last = c.timestamp - start
+            self.elapsed.append(last)
+
+    def stand_in(self, trace: Trace, i: int) -> str:
+        return stand_in(trace.events[i].bytes, self.escapes[i])
+
+    def encoded(self, trace: Trace, i: int) -> str:
+        """The text a tool result's JSON text is made of (the recorded text, or its stand-in)."""
+        e = trace.events[i]
+        return e.content if e.content is not None else self.stand_in(trace, i)
 
 
-def split_head_tail(raw: bytes, head_budget: int, tail_budget: int) -> tuple[int, int]:
-    """Byte lengths of the head and tail: at most the budgets, never inside a UTF-8 character."""
-
-    def boundary(p: int) -> bool:
-        return p >= len(raw) or (raw[p] & 0xC0) != 0x80
-
-    h = min(head_budget, len(raw))
-    while h > 0 and not boundary(h):
-        h -= 1
-    start = max(len(raw) - tail_budget, 0)
-    while start < len(raw) and not boundary(start):
-        start += 1
-    return h, len(raw) - start
+def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, int]:
+    """(bytes, length as the transcript shows it) of result i's envelope: once per trace and bound."""
+    memo = trace.derived(f"seed_engine_envelopes_{max_bytes}", lambda t: {})
+    if i not in memo:
+        text = bound_result(json_text(info.encoded(trace, i)), max_bytes)
+        assert text is not None  # the caller checked the result is over the bound
+        memo[i] = (len(text.encode()), units(text[: RESULT_CLIP + 1]))
+    return memo[i]
 
 
+def json_text(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+# ----------------------------------------------------------------------------------------- run state
 class _State:
-    __slots__ = (
-        "results",
-        "issuer",
-        "block_end",
-        "last_n",
-        "cleared_upto",
-        "covered_upto",
-        "carrier",
-        "summary_tokens",
-        "summary_bytes",
-        "tail_est",
-        "warned",
-    )
+    """One run's state: the engine's ``ContextCompactionState`` over messages, budget bookkeeping and
+    a log of every turn's decision (``explain`` and the oracle's golden test read it)."""
 
-    def __init__(self, results: list[int], issuer: dict[int, int], block_end: int) -> None:
-        self.results = results  # tool_result event indices, ascending
-        self.issuer = issuer  # tool_result index -> the assistant event that issued its call
-        self.block_end = block_end  # first assistant event: [0, block_end) is the instruction/input block
-        self.last_n = 0  # view size at the previous call: items after it were appended since
-        self.cleared_upto = 0  # tool results before this index are cleared (only moves forward)
-        self.covered_upto = 0  # events [block_end, covered_upto) are covered by the summary
+    def __init__(self, info: _Events) -> None:
+        self.info = info
+        # source messages (a message index m covers events [first[m], end[m]))
+        self.role: list[str] = []
+        self.first: list[int] = []
+        self.end: list[int] = []
+        self.parts: list[list[int] | None] = []  # a tool message's part sizes (source and cleared)
+        self.cleared_parts: list[list[int] | None] = []
+        self.est: list[int] = []  # estimate of the source message
+        self.est_cleared: list[int] = []  # ... rendered with its results cleared (tool messages)
+        self.tool_msgs: list[int] = []  # unprotected tool messages, ascending
+        self.protected_end = 0  # messages [0, protected_end) are the instruction/input block
+        self.built = 0  # events turned into messages so far
+        # ContextCompactionState
+        self.cleared_through = 0
+        self.summarized_through = 0
+        self.summary: int | None = None  # bytes of the summary text
+        self.summary_est = 0
+        self.last_msgs = -1  # source messages at the last request (lastViewLength); -1: none yet
+        self.last_compaction_turn = 0
+        self.overflow_retry_turn = 0
+        self.view_est = 0  # estimate of the whole view as built now
+        self.appended_est = 0  # ... of the messages appended since the last request
+        # the view in ctxsim's sizes
         self.carrier = -1  # the event slot holding the summary message
-        self.summary_tokens = 0  # the summary message's size in view
-        self.summary_bytes = 0
-        self.tail_est = 0  # seed estimate of the items after the block and the summary, as in view
+        self.summary_tokens = 0
+        # bounds, budgets, status
+        self.envelopes: dict[int, tuple[int, int, int]] = {}  # result -> (originalBytes, bytes, shown)
+        self.rejected: dict[int, int] = {}  # rejected result -> its JSON bytes
+        self.rejecting: tuple[str, int, frozenset[str]] | None = None
         self.warned: set[str] = set()
+        self.token_exhausted = False
+        self.exhausted: str | None = None
+        self.summary_input: int | None = None  # the summarizer's input this turn (last-context)
+        self.grace_next = False  # the next turn is the grace turn
+        self.log: list[dict] = []
 
-
-def _structure(trace: Trace) -> tuple[list[int], dict[int, int], int]:
-    results, issuer, by_id = [], {}, {}
-    block_end = len(trace.events)
-    for e in trace.events:
-        if e.kind == "assistant":
-            block_end = min(block_end, e.index)
-            for cid in e.tool_call_ids:
-                by_id[cid] = e.index
-        elif e.kind == "tool_result":
-            results.append(e.index)
-            if e.tool_call_id in by_id:
-                issuer[e.index] = by_id[e.tool_call_id]
-    return results, issuer, block_end
+    def event_at(self, m: int, n: int) -> int:
+        """First event of message m (n, the events in view, past the last message)."""
+        return self.first[m] if m < len(self.first) else n
 
 
 @register
@@ -147,12 +279,12 @@ class SeedEngine(Policy):
     tool_result_max_bytes: int = 51200
     run_status: str = "appended"
     on_exhaustion: str = "final-answer"
-    completion_reserve_tokens: int | None = None
     max_turns: int | None = None
     max_tool_calls: int | None = None
     max_duration_s: float | None = None
     token_budget: int | None = None
     cost_budget_microusd: int | None = None
+    repeated_failure_limit: int = 3
     tool_concurrency: int = 4
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
@@ -173,10 +305,10 @@ class SeedEngine(Policy):
         limit = self.context_token_limit
         if limit is not None and not (integer(limit) and limit >= 1):
             raise bad("context_token_limit", "null or an integer >= 1")
-        if not (integer(self.keep_recent_tokens) and self.keep_recent_tokens >= 0):
-            raise bad("keep_recent_tokens", "an integer >= 0")
+        if not (integer(self.keep_recent_tokens) and self.keep_recent_tokens >= 1):
+            raise bad("keep_recent_tokens", "an integer >= 1")
         if limit is not None and self.keep_recent_tokens >= limit:
-            raise bad("keep_recent_tokens", f"below context_token_limit: an integer in [0, {limit - 1}]")
+            raise bad("keep_recent_tokens", f"below context_token_limit: an integer in [1, {limit - 1}]")
         for knob, choices in (("mode", MODES), ("on_exhaustion", ON_EXHAUSTION), ("run_status", RUN_STATUS)):
             if getattr(self, knob) not in choices:
                 raise bad(knob, "one of " + ", ".join(choices))
@@ -184,17 +316,20 @@ class SeedEngine(Policy):
             integer(self.tool_result_max_bytes) and self.tool_result_max_bytes >= TOOL_RESULT_FLOOR_BYTES
         ):
             raise bad("tool_result_max_bytes", f"an integer >= {TOOL_RESULT_FLOOR_BYTES}")
-        for knob in ("max_turns", "max_tool_calls", "token_budget", "completion_reserve_tokens"):
+        for knob in ("max_turns", "max_tool_calls", "token_budget"):
             v = getattr(self, knob)
-            lo = 0 if knob == "completion_reserve_tokens" else 1
-            if v is not None and not (integer(v) and v >= lo):
-                raise bad(knob, f"null (off) or an integer >= {lo}")
+            if v is not None and not (integer(v) and v >= 1):
+                raise bad(knob, "null (off) or an integer >= 1")
         d = self.max_duration_s
-        if d is not None and not (isinstance(d, int | float) and not isinstance(d, bool) and d > 0):
-            raise bad("max_duration_s", "null (off) or a number of seconds > 0")
+        if d is not None and not (
+            isinstance(d, int | float) and not isinstance(d, bool) and 0 < d < math.inf
+        ):
+            raise bad("max_duration_s", "null (off) or a finite number of seconds > 0")
         c = self.cost_budget_microusd
-        if c is not None and not (integer(c) and c >= 1):
-            raise bad("cost_budget_microusd", "null (off) or an integer >= 1")
+        if c is not None and not (integer(c) and c >= 0):
+            raise bad("cost_budget_microusd", "null (off) or an integer >= 0")
+        if not (integer(self.repeated_failure_limit) and self.repeated_failure_limit >= 0):
+            raise bad("repeated_failure_limit", "an integer >= 0 (0: off)")
         if not (integer(self.tool_concurrency) and self.tool_concurrency >= 1):
             raise bad("tool_concurrency", "an integer >= 1")
         r = self.summary_ratio
@@ -215,192 +350,398 @@ class SeedEngine(Policy):
         budgets = (self.max_turns, self.max_tool_calls, self.max_duration_s, self.token_budget)
         return any(v is not None for v in (*budgets, self.cost_budget_microusd))
 
-    @property
-    def output_reserve(self) -> int:
-        """completionReserveTokens: min(4096, tokenBudget / 5) with a token budget, else 4096."""
-        if self.completion_reserve_tokens is not None:
-            return self.completion_reserve_tokens
-        return min(4096, self.token_budget // 5) if self.token_budget is not None else 4096
-
     def start(self, trace: Trace) -> _State:
-        return _State(*trace.derived("seed_engine_structure", _structure))
+        return _State(trace.derived("seed_engine_events", _Events))
 
     # ----------------------------------------------------------------------------- tool-result bound
-    def envelope_bytes(self, trace: Trace, index: int) -> int:
-        e = trace.events[index]
-        overhead = envelope_overhead(e.bytes)
-        budget = max(self.tool_result_max_bytes - overhead, 0)
-        head_budget = budget // 2
-        if e.content is None:  # text-free: character boundaries unknown, the budget is used whole
-            return overhead + budget
-        h, t = split_head_tail(e.content.encode(), head_budget, budget - head_budget)
-        return overhead + h + t
-
     def settle(self, trace: Trace, state: _State, index: int, view: View) -> Change | None:
         e = trace.events[index]
-        if e.kind != "tool_result" or e.bytes <= self.tool_result_max_bytes:
+        if e.kind != "tool_result":
             return None
-        nbytes = self.envelope_bytes(trace, index)
+        rejecting = state.rejecting
+        if rejecting is not None and e.tool_call_id in rejecting[2]:
+            nbytes = rejection_bytes(rejecting[0], rejecting[1])
+            state.rejected[index] = nbytes
+            return Change(
+                index, ItemState.MASKED, estimate_tokens(nbytes, trace.bytes_per_token), nbytes, "rejected"
+            )
+        original = state.info.jb[index]
+        if original <= self.tool_result_max_bytes:
+            return None
+        nbytes, shown = _envelope(trace, state.info, index, self.tool_result_max_bytes)
+        state.envelopes[index] = (original, nbytes, shown)
         return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "envelope")
+
+    # ---------------------------------------------------------------------------------- the messages
+    def _admit(self, trace: Trace, state: _State, view: View) -> None:
+        """Turn the events admitted since the last call into source messages (their estimates)."""
+        info, events = state.info, trace.events
+        chunk = state.built
+        for i in range(chunk, view.n):
+            e = events[i]
+            kind = e.kind
+            if kind == "tools":
+                continue
+            if kind == "tool_result":
+                failed = i in state.rejected
+                if failed:
+                    result = state.rejected[i]
+                elif i in state.envelopes:
+                    result = state.envelopes[i][1]
+                else:
+                    result = info.jb[i]
+                ids = info.id_json[i][0]
+                part = result_part(ids, result, failed)
+                cleared = result_part(ids, CLEARED_RESULT_JSON, failed)
+                m = len(state.role) - 1
+                joins = (
+                    i > chunk
+                    and m >= 0
+                    and state.role[m] == "tool"
+                    and state.end[m] == i
+                    and i in info.issuer
+                    and info.issuer.get(i - 1) == info.issuer[i]
+                )
+                if joins:  # one tool message per batch: the results of one assistant turn
+                    old = state.est[m]
+                    state.parts[m].append(part)
+                    state.cleared_parts[m].append(cleared)
+                    state.end[m] = i + 1
+                    state.est[m] = estimate(MESSAGE["tool"] + parts_bytes(state.parts[m]))
+                    state.est_cleared[m] = estimate(MESSAGE["tool"] + parts_bytes(state.cleared_parts[m]))
+                    state.view_est += state.est[m] - old
+                    state.appended_est += state.est[m] - old
+                    continue
+                tool = MESSAGE["tool"] + 2  # a content array of one part
+                self._new_message(state, "tool", i, estimate(tool + part), estimate(tool + cleared))
+                state.parts[-1], state.cleared_parts[-1] = [part], [cleared]
+                continue
+            if kind == "system":
+                size = MESSAGE["system"] + info.jb[i]
+                role = "system"
+            elif kind == "user":
+                text = info.input_jb2 if i == info.input else info.jb[i]
+                size = MESSAGE["user"] + parts_bytes((TEXT_PART + text,))
+                role = "user"
+            else:  # assistant: its text (when it has one) and its tool calls
+                parts = [TEXT_PART + info.jb[i]] if e.bytes > 0 else []
+                parts += [CALL_PART + j for j in info.id_json[i]]
+                if not parts:
+                    continue  # a response of no parts adds no message
+                size = MESSAGE["assistant"] + parts_bytes(parts)
+                role = "assistant"
+            est = estimate(size)
+            self._new_message(state, role, i, est, est)
+        state.built = view.n
+
+    @staticmethod
+    def _new_message(state: _State, role: str, i: int, est: int, est_cleared: int) -> None:
+        m = len(state.role)
+        state.role.append(role)
+        state.first.append(i)
+        state.end.append(i + 1)
+        state.parts.append(None)
+        state.cleared_parts.append(None)
+        state.est.append(est)
+        state.est_cleared.append(est_cleared)
+        if i < state.info.block_end:
+            state.protected_end = m + 1
+        elif role == "tool":
+            state.tool_msgs.append(m)
+        state.view_est += est
+        state.appended_est += est
+
+    def _rendered(self, state: _State, m: int) -> int:
+        return state.est_cleared[m] if m < state.cleared_through and state.role[m] == "tool" else state.est[m]
 
     # ------------------------------------------------------------------------------------ compaction
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus):
-        nb = view.nbytes
-        appended = sum(est(nb[i]) for i in range(state.last_n, view.n))
-        state.tail_est += sum(est(nb[i]) for i in range(max(state.last_n, state.block_end), view.n))
-        state.last_n = view.n
+        state.summary_input = None
         limit = self.context_token_limit
-        if limit is None:
+        if limit is None:  # never compacts: no messages to size
+            state.log.append({"call": call, "grace": state.grace_next, "limit": None, "status": None})
             return ()
-        # last provider-reported input + estimate of what was appended since + output reserve; on the
-        # first call nothing was reported yet, so the whole request is estimated
-        estimate = (
-            appended if status.last_input is None else status.last_input + appended
-        ) + self.output_reserve
-        if estimate <= limit:
-            return ()
-        changes: list[Change] = []
-        if self.mode != "summarize":
-            changes, saved = self._prune(trace, state, view)
-            estimate -= saved
-            if self.mode == "prune" or estimate <= limit:
-                return changes
-        summary = self._summarize(trace, state, view, {c.index: c for c in changes})
-        if summary is None:
-            return changes
-        more, call_usage = summary
-        return Decision(changes + more, call_usage)
+        self._admit(trace, state, view)
+        turn = call + 1
+        last_input, last_output = status.last_input or 0, status.last_output or 0
+        anchored = last_input > 0 and state.last_msgs >= 0
+        # nextContextEstimate: anchored on the last reported call while the view only grew
+        estimate_now = last_input + last_output + state.appended_est if anchored else state.view_est
+        rec: dict = {
+            "call": call,
+            "grace": state.grace_next,
+            "anchored": anchored,
+            "last_input": last_input,
+            "last_output": last_output,
+            "appended": state.appended_est if anchored else None,
+            "estimate": estimate_now,
+            "contract": OUTPUT_CONTRACT_TOKENS,
+            "limit": limit,
+            "triggered": False,
+            "prune": None,
+            "summarize": None,
+            "overflow": None,
+            "status": None,
+        }
+        state.log.append(rec)
+        result: list[Change] | Decision = []
+        if estimate_now + OUTPUT_CONTRACT_TOKENS > limit and state.last_compaction_turn != turn:
+            rec["triggered"] = True
+            state.last_compaction_turn = turn
+            result = self._compact(trace, state, view, rec, force=False)
+        state.last_msgs, state.appended_est = len(state.role), 0  # compactedOutgoing
+        return result
 
     def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus):
-        if self.context_token_limit is None:
+        turn = call + 1
+        if self.context_token_limit is None or state.overflow_retry_turn == turn:
             return None
-        summary = self._summarize(trace, state, view, {})
-        return None if summary is None else Decision(summary[0], summary[1])
+        state.overflow_retry_turn = state.last_compaction_turn = turn
+        rec = state.log[-1]
+        rec["overflow"] = {"prune": None, "summarize": None}
+        return self._compact(trace, state, view, rec["overflow"], force=True)
 
-    def _prune(self, trace: Trace, state: _State, view: View) -> tuple[list[Change], int]:
-        """Clear every tool result older than the protected tail; returns the changes and estimate saved."""
-        results, n, nb = state.results, view.n, view.nbytes
-        top = bisect_left(results, n) - 1  # newest result in view
-        lowest = max(state.covered_upto, state.block_end)
-        if top < 0 or results[top] < lowest:
-            return [], 0
-        protected = est(nb[results[top]])  # the newest is always protected
-        j = top - 1
-        while j >= 0 and results[j] >= lowest:
-            cost = est(nb[results[j]])
-            if protected + cost > self.keep_recent_tokens:
+    def _compact(self, trace: Trace, state: _State, view: View, rec: dict, force: bool) -> Decision:
+        """compactContext: prune (unless forced or mode summarize), then summarize if still over."""
+        limit = self.context_token_limit
+        assert limit is not None
+        rec["before"] = state.view_est
+        changes: list[Change] = []
+        if not force and self.mode != "summarize":
+            bound = self._prune_bound(state)
+            if bound > state.cleared_through:
+                changes = self._clear(trace, state, view, bound, rec)
+                if state.view_est <= limit:
+                    return Decision(changes)
+        if self.mode == "prune" and not force:
+            return Decision(changes)
+        return self._summarize(trace, state, view, {c.index: c for c in changes}, changes, rec)
+
+    def _prune_bound(self, state: _State) -> int:
+        """choosePruneBound over the unprotected tool messages, newest first."""
+        tm = state.tool_msgs
+        if len(tm) <= 1:
+            return state.cleared_through
+        budget = self.keep_recent_tokens - state.est[tm[-1]]  # the newest always spends the budget
+        for pos in range(len(tm) - 2, -1, -1):
+            m = tm[pos]
+            cost = state.est[m]
+            if budget - cost >= 0 and m >= state.cleared_through:
+                budget -= cost
+                continue
+            return max(state.cleared_through, m + 1)
+        return state.cleared_through
+
+    def _clear(self, trace: Trace, state: _State, view: View, bound: int, rec: dict) -> list[Change]:
+        tm = state.tool_msgs
+        placeholder = len(PRUNE_PLACEHOLDER.encode())
+        tokens = estimate_tokens(placeholder, trace.bytes_per_token)
+        changes, cleared = [], []
+        for m in tm[bisect_left(tm, state.cleared_through) : bisect_left(tm, bound)]:
+            visible = m >= state.summarized_through
+            if visible:
+                state.view_est += state.est_cleared[m] - state.est[m]
+            for i in range(state.first[m], state.end[m]):
+                cleared.append(i)
+                if visible and view.state[i] != ItemState.SUMMARIZED:
+                    changes.append(Change(i, ItemState.MASKED, tokens, placeholder, "prune"))
+        rec["prune"] = {
+            "from": state.event_at(state.cleared_through, view.n),
+            "to": state.event_at(bound, view.n),
+            "cleared": cleared,
+            "after": 0,
+        }
+        state.cleared_through = bound
+        rec["prune"]["after"] = state.view_est
+        return changes
+
+    def _cut(self, state: _State) -> int:
+        """chooseSummarizeCut: keep a tail of at least keep_recent_tokens, results with their calls."""
+        kept, cut = 0, 0
+        for m in range(len(state.role) - 1, -1, -1):
+            kept += self._rendered(state, m)
+            if kept >= self.keep_recent_tokens:
+                cut = m
                 break
-            protected += cost
-            j -= 1
-        boundary = results[j + 1]  # oldest protected result: everything before it is cleared
-        if boundary <= state.cleared_upto:
-            return [], 0
-        placeholder_bytes = len(PRUNE_PLACEHOLDER.encode())
-        tokens = estimate_tokens(placeholder_bytes, trace.bytes_per_token)
-        changes, saved = [], 0
-        for i in results[
-            bisect_left(results, max(state.cleared_upto, lowest)) : bisect_left(results, boundary)
-        ]:
-            if view.state[i] in (ItemState.VERBATIM, ItemState.BOUNDED):
-                changes.append(Change(i, ItemState.MASKED, tokens, placeholder_bytes, "prune"))
-                saved += est(nb[i]) - est(placeholder_bytes)
-        state.cleared_upto = boundary
-        state.tail_est -= saved
-        return changes, saved
-
-    def _summarize(self, trace: Trace, state: _State, view: View, pending: dict[int, Change]):
-        """Cover the span before the kept tail with an (incremental) summary: changes + the metered call."""
-
-        def size(i: int) -> tuple[int, int]:  # (tokens, bytes) as the request would send item i
-            c = pending.get(i)
-            return (c.tokens, c.nbytes) if c is not None else (view.tokens[i], view.nbytes[i])
-
-        n, start = view.n, max(state.covered_upto, state.block_end)
-        if state.tail_est < self.keep_recent_tokens:  # everything after the block fits the tail
-            return None
-        kept, cut = 0, n
-        while cut > start and kept < self.keep_recent_tokens:
+        while cut > 0 and state.role[cut] == "tool":
             cut -= 1
-            kept += est(size(cut)[1])
-        if trace.events[cut].kind == "tool_result" and cut in state.issuer:
-            moved = state.issuer[cut]  # never separate a result from its call
-            kept += sum(est(size(i)[1]) for i in range(max(moved, start), cut))
-            cut = moved
-        if cut <= start:
-            return None
-        events = trace.events
-        covered_tokens, message_tokens, chars = state.summary_tokens, 0.0, state.summary_bytes
-        for i in range(start, cut):
-            tok, nbytes = size(i)
-            covered_tokens += tok
-            c = events[i].chars if (i not in pending and view.state[i] == ItemState.VERBATIM) else nbytes
-            clipped = min(c, CLIP_CHARS)
-            message_tokens += tok * clipped / c if c else tok
-            chars += clipped
-        if chars > CAP_CHARS:  # middle elision keeps CAP_CHARS of the whole
-            message_tokens *= CAP_CHARS / chars
+        return max(cut, state.summarized_through)
+
+    def _summarize(
+        self, trace, state: _State, view: View, pending: dict[int, Change], changes, rec
+    ) -> Decision:
+        cut = self._cut(state)
+        covered = [m for m in range(state.summarized_through, cut) if m >= state.protected_end]
+        if not covered:
+            return Decision(changes)
         bpt = trace.bytes_per_token
-        instruction = estimate_tokens(len(SUMMARIZER_INSTRUCTION.encode()), bpt)
-        summary_in = instruction + state.summary_tokens + round(message_tokens)
+        covered_tokens = state.summary_tokens
+        blocks = []
+        for m in covered:
+            for i in range(state.first[m], state.end[m]):
+                c = pending.get(i)
+                covered_tokens += c.tokens if c is not None else view.tokens[i]
+            b = self._block(trace, state, m)
+            if b is not None:
+                blocks.append(b)
+        chars, elided = prompt_units(blocks, state.summary)
+        summary_in = estimate_tokens(chars, bpt)
         out = min(
             max(round(self.summary_ratio * covered_tokens), self.summary_min_tokens), self.summary_max_tokens
         )
-        prefix_bytes = len(SUMMARY_PREFIX.encode())
-        msg_tokens = out + estimate_tokens(prefix_bytes, bpt)
-        msg_bytes = prefix_bytes + round(out * (bpt or 4.0))
-        carrier = state.carrier if state.carrier >= 0 else start
-        changes = [Change(carrier, ItemState.SUMMARIZED, msg_tokens, msg_bytes, "summary")]
-        changes += [
-            Change(i, ItemState.SUMMARIZED, 0, 0, "summarized") for i in range(start, cut) if i != carrier
+        text = round(out * (bpt or 4.0)) or len(NO_SUMMARY)
+        state.view_est -= sum(self._rendered(state, m) for m in covered) + state.summary_est
+        state.summary, state.summary_est = text, estimate(summary_message(text))
+        state.view_est += state.summary_est
+        state.summarized_through = cut
+        prefix = len(SUMMARY_PREFIX.encode())
+        msg_tokens = out + estimate_tokens(prefix, bpt)
+        first = state.first[covered[0]]
+        carrier = state.carrier if state.carrier >= 0 else first
+        more = [Change(carrier, ItemState.SUMMARIZED, msg_tokens, prefix + text, "summary")]
+        more += [
+            Change(i, ItemState.SUMMARIZED, 0, 0, "summarized")
+            for m in covered
+            for i in range(state.first[m], state.end[m])
+            if i != carrier
         ]
-        state.carrier, state.covered_upto, state.tail_est = carrier, cut, kept
-        state.summary_tokens, state.summary_bytes = msg_tokens, msg_bytes
-        return changes, SummaryCall(summary_in, out)
+        state.carrier, state.summary_tokens, state.summary_input = carrier, msg_tokens, summary_in
+        rec["summarize"] = {
+            "cut": state.event_at(cut, view.n),
+            "covered": [first, state.end[covered[-1]]],
+            "prompt_chars": chars,
+            "elided": elided,
+            "input_tokens": summary_in,
+            "output_tokens": out,
+            "after": state.view_est,
+        }
+        return Decision(list(changes) + more, SummaryCall(summary_in, out))
+
+    def _block(self, trace: Trace, state: _State, m: int):
+        """The transcript block of source message m (its recorded content: cleared results show it)."""
+        info, events = state.info, trace.events
+        role = state.role[m]
+        segments = []
+        for i in range(state.first[m], state.end[m]):
+            e = events[i]
+            if e.kind == "tool_result":
+                if i in state.rejected:
+                    n = state.rejected[i]  # an ASCII JSON text
+                elif i in state.envelopes:
+                    n = state.envelopes[i][2]
+                else:
+                    n = json_units(e.content, e.chars, e.bytes, info.jb[i])
+                segments.append(("[tool result bash: ", n, RESULT_CLIP, "]"))
+            elif e.kind == "user" and i == info.input:
+                segments.append(("", json_units(e.content, e.chars, e.bytes, info.jb[i]), None, ""))
+            else:
+                if e.bytes > 0 or e.kind != "assistant":
+                    segments.append(("", text_units(e.content, e.chars), None, ""))
+                if e.kind == "assistant":
+                    segments += [("[tool call bash {}]", 0, None, "")] * len(e.tool_call_ids)
+        return block(role, segments)
 
     # --------------------------------------------------------------------------- status and budgets
-    def status_line(self, status: RunStatus) -> str:
-        def part(label: str, value, limit, unit: str = "") -> str:
-            return f"{label} {value}{unit}" + ("" if limit is None else f"/{limit}{unit}")
-
-        limit_s = None if self.max_duration_s is None else f"{self.max_duration_s:g}"
-        return (
-            "<run-status>"
-            + " · ".join(
-                (
-                    part("turn", status.turns + 1, self.max_turns),
-                    part("tool-calls", status.tool_calls, self.max_tool_calls),
-                    part("tokens", status.tokens, self.token_budget),
-                    part("last-context", status.last_input or 0, None),
-                    part("elapsed", int(status.elapsed_s), limit_s, "s"),
-                )
-            )
-            + "</run-status>"
+    def _status_text(self, status: RunStatus, last_context: int) -> str:
+        turn, tools, tokens = status.turns + 1, status.tool_calls, status.tokens
+        elapsed = max(0, math.floor(status.elapsed_s))
+        max_turns, max_tools, budget = self.max_turns, self.max_tool_calls, self.token_budget
+        limit_s = None if self.max_duration_s is None else math.floor(self.max_duration_s)
+        warn = (
+            (max_turns is not None and nearing(turn, max_turns))
+            or (max_tools is not None and nearing(tools, max_tools))
+            or (budget is not None and nearing(tokens, budget))
+            or (limit_s is not None and nearing(elapsed, limit_s))
         )
+        return (
+            f"<run-status>turn {turn}{'' if max_turns is None else f'/{max_turns}'} · "
+            f"tool-calls {tools}{'' if max_tools is None else f'/{max_tools}'} · "
+            f"tokens {tokens}/{'unbounded' if budget is None else budget} · last-context {last_context} · "
+            f"elapsed {elapsed}s{'' if limit_s is None else f'/{limit_s}s'}"
+            f"{RUN_STATUS_WARNING if warn else ''}</run-status>"
+        )
+
+    def status_line(self, status: RunStatus) -> str:
+        """formatRunStatus for these counters (``turn`` is ``status.turns + 1``)."""
+        return self._status_text(status, status.last_input or 0)
 
     def status_tokens(self, trace: Trace, state: _State, call: int, status: RunStatus) -> int:
-        return estimate_tokens(len(self.status_line(status).encode()), trace.bytes_per_token)
+        last = state.summary_input if state.summary_input is not None else (status.last_input or 0)
+        line = self._status_text(status, last)
+        if state.log:
+            state.log[-1]["status"] = line
+        return estimate_tokens(len(line.encode()), trace.bytes_per_token)
 
     def after_call(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus) -> AfterCall:
-        dims = (
-            ("duration", status.elapsed_s, self.max_duration_s),
-            ("turns", status.turns, self.max_turns),
-            ("tool_calls", status.tool_calls, self.max_tool_calls),
-            ("tokens", status.tokens, self.token_budget),
-            ("cost", status.cost_microusd, self.cost_budget_microusd),
-        )
-        warned, stop = [], None
-        for dim, value, budget in dims:
-            if budget is None:
-                continue
-            if value >= WARN_AT * budget and dim not in state.warned:
+        info = state.info
+        turn = call + 1
+        last = call + 1 >= len(trace.calls)  # the recorded final answer
+        tools, tokens = status.tool_calls, status.tokens
+        over_tools = self.max_tool_calls is not None and tools > self.max_tool_calls
+        turns_out = self.max_turns is not None and turn >= self.max_turns  # the next turn is past them
+        fail = self.on_exhaustion == "fail"
+        if not last and fail:  # checked on the response, before its usage is accounted
+            if over_tools:
+                return AfterCall((), "budget-exhausted:tool_calls")
+            if turns_out:
+                return AfterCall((), "budget-exhausted:turns")
+        warnings: list[str] = []
+        breach = self.token_budget is not None and not state.token_exhausted and tokens > self.token_budget
+        if breach and fail:
+            return AfterCall((), "budget-exhausted:tokens")
+        if breach:
+            state.token_exhausted = True
+            state.exhausted = state.exhausted or "tokens"
+        if self.cost_budget_microusd is not None and status.cost_microusd > self.cost_budget_microusd:
+            return AfterCall((), "budget-exhausted:cost")
+        for dim, used, limit in (
+            ("tokens", tokens, self.token_budget),
+            ("tool_calls", tools, self.max_tool_calls),
+            ("turns", turn, self.max_turns),
+        ):
+            if limit is not None and dim not in state.warned and nearing(used, limit):
                 state.warned.add(dim)
-                warned.append(dim)
-            if stop is None and value >= budget:
-                stop = dim
-        if stop is None:
-            return AfterCall(tuple(warned))
-        grace = self.on_exhaustion == "final-answer" and stop not in ("duration", "cost")
-        return AfterCall(tuple(warned), f"budget-exhausted:{stop}", grace)
+                warnings.append(dim)
+        if last:  # a breaching final answer completes the run, exhausted
+            return AfterCall(tuple(warnings), "budget-exhausted:tokens" if breach else None)
+        if self.max_duration_s is not None and info.elapsed[call + 1] >= self.max_duration_s:
+            return AfterCall(tuple(warnings), "budget-exhausted:duration")
+        if not (breach or over_tools or turns_out):
+            return AfterCall(tuple(warnings))
+        if breach or over_tools:  # the declared batch never runs: each result is the rejection
+            limit_name, value = (
+                (TOKEN_LIMIT, self.token_budget) if breach else (TOOL_CALL_LIMIT, self.max_tool_calls)
+            )
+            state.rejecting = (limit_name, value, info.ids[call])
+        dim = state.exhausted or ("turns" if turns_out else "tool_calls" if over_tools else "tokens")
+        state.exhausted, state.grace_next = dim, True
+        return AfterCall(tuple(warnings), f"budget-exhausted:{dim}", True)
+
+    # ------------------------------------------------------------------------------------------ explain
+    def explain(
+        self, trace: Trace, state: _State, view: View, call: int
+    ) -> tuple[dict[str, list], list[str]]:
+        """Each item's message estimate as sent (on the message's first item; "+" on the rest of a batch;
+        "-" when covered by the summary, whose estimate sits on its slot), a bounded result's
+        originalBytes, and the trigger's terms."""
+        if self.context_token_limit is None:
+            self._admit(trace, state, view)  # sized for the display only: without a limit nothing acts
+        est: list = [None] * view.n
+        of = {i: m for m in range(len(state.role)) for i in range(state.first[m], state.end[m])}
+        for i in range(view.n):
+            m = of.get(i)
+            if m is None:
+                continue
+            covered = m < state.summarized_through and m >= state.protected_end
+            if i == state.carrier and state.summary is not None:
+                est[i] = state.summary_est
+            elif covered:
+                est[i] = "-"
+            else:
+                est[i] = self._rendered(state, m) if i == state.first[m] else "+"
+        original = [state.envelopes[i][0] if i in state.envelopes else None for i in range(view.n)]
+        rec = next((r for r in reversed(state.log) if r["call"] == call), None)
+        return {"seed_estimate": est, "original_bytes": original}, [] if rec is None else _why(rec)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         return [
@@ -410,3 +751,44 @@ class SeedEngine(Policy):
             and view.state[i] in (ItemState.VERBATIM, ItemState.BOUNDED)
             and view.nbytes[i] > self.tool_result_max_bytes
         ]
+
+
+def _why(rec: dict) -> list[str]:
+    """The trigger's terms and what compaction did, in words (explain)."""
+    if rec["limit"] is None:
+        lines = ["no context_token_limit: the seed engine never compacts"]
+        return lines + ([f"run status: {rec['status']}"] if rec.get("status") else [])
+    terms = (
+        f"last input {rec['last_input']:,} + its output {rec['last_output']:,} + appended {rec['appended']:,}"
+        if rec["anchored"]
+        else "the whole view (no call reported yet, or the view was just compacted)"
+    )
+    lines = [f"seed estimate {rec['estimate']:,} = {terms}; + output contract {rec['contract']}"]
+    limit = rec["limit"]
+    total = rec["estimate"] + rec["contract"]
+    if not rec["triggered"]:
+        over = total > limit
+        why = "already compacted this turn" if over else "within"
+        lines.append(f"= {total:,} vs context_token_limit {limit:,}: {why}, no compaction")
+    else:
+        lines.append(
+            f"= {total:,} > context_token_limit {limit:,}: compaction (view estimate {rec['before']:,})"
+        )
+    for label, r in (("", rec), ("overflow retry: ", rec.get("overflow") or {})):
+        p, s = r.get("prune"), r.get("summarize")
+        if p:
+            lines.append(
+                f"{label}prune: bound {p['from']} -> {p['to']}, {len(p['cleared'])} results cleared, "
+                f"full view {p['after']:,}"
+            )
+        if s:
+            lines.append(
+                f"{label}summarize: cut at {s['cut']}, covers items {s['covered'][0]}-{s['covered'][1] - 1}; "
+                f"transcript {s['prompt_chars']:,} characters ({s['elided']} messages elided), summarizer "
+                f"{s['input_tokens']:,} in / {s['output_tokens']:,} out; full view {s['after']:,}"
+            )
+        if r is not rec and r and not s:
+            lines.append(f"{label}nothing to summarize")
+    if rec.get("status"):
+        lines.append(f"run status: {rec['status']}")
+    return lines
