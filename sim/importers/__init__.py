@@ -6,6 +6,7 @@ An importer maps a real format to canonical traces and never imports anything ab
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,7 +96,7 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     """Paths named on the command line. A directory that is a trace in a folder format stands for
     itself; any other directory for the trace files and folder-format traces inside it, sorted."""
     reg = registered()
-    exts = {ext for imp in reg.values() for ext in imp.extensions if ext}
+    exts = tuple(sorted({ext for imp in reg.values() for ext in imp.extensions if ext}))
     folders = [imp for imp in reg.values() if imp.folder]
 
     def is_folder_trace(d: Path) -> bool:
@@ -108,15 +109,11 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
                 out.append(p)
                 continue
             found: list[Path] = []
-            claimed: list[Path] = []
             skipped: list[str] = []
-            for f in sorted(p.rglob("*")):
-                if any(c in f.parents for c in claimed):
-                    continue
-                if f.is_dir() and is_folder_trace(f):
-                    claimed.append(f)
+            for f, is_dir in _walk(p, is_folder_trace):
+                if is_dir:
                     found.append(f)
-                elif f.is_file() and any(f.name.lower().endswith(e) for e in exts):
+                elif f.name.lower().endswith(exts):
                     if _claimed(f, reg):
                         found.append(f)
                     else:  # a folder of runs holds configs and logs too: pass them over, say which
@@ -137,6 +134,41 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
         else:
             raise TraceError(str(p), "no such file or directory")
     return out
+
+
+def _walk(root: Path, is_folder_trace: Callable[[Path], bool]) -> Iterator[tuple[Path, bool]]:
+    """(path, True) for each folder-format trace under ``root`` and (path, False) for each other file,
+    in sorted path order (a directory's entries by name, each directory's contents right after it).
+    A folder trace is not entered, so its own files are never listed or sniffed; a symbolic link to a
+    directory may be a folder trace but is not entered either. Each directory is listed once: linear in
+    the size of the tree (checking every file against every claimed folder was quadratic)."""
+
+    def entries(d: Path) -> Iterator[os.DirEntry]:
+        try:
+            with os.scandir(d) as it:
+                found = list(it)
+        except OSError:  # unreadable: skipped, as a glob would
+            return iter(())
+        return iter(sorted(found, key=lambda e: e.name))
+
+    stack = [entries(root)]
+    while stack:
+        e = next(stack[-1], None)
+        if e is None:
+            stack.pop()
+            continue
+        path = Path(e.path)
+        try:
+            is_dir, is_file = e.is_dir(), e.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            if is_folder_trace(path):
+                yield path, True
+            elif not e.is_symlink():
+                stack.append(entries(path))
+        elif is_file:
+            yield path, False
 
 
 def _claimed(f: Path, reg: dict[str, Importer]) -> bool:
