@@ -230,19 +230,14 @@ def _canonical_problems(path: Path) -> Iterator[str]:
             yield f"{path.name}: record {_record_name(record, d)}: field {field}: {msg}"
 
     if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
+        from sim.traceio import parquet_rows
 
         try:
-            table = pq.ParquetFile(path)
-        except Exception as exc:
-            yield f"{path.name}: not a readable Parquet file ({exc})"
-            return
-        row = 0
-        for batch in table.iter_batches(batch_size=64):
-            for d in batch.to_pylist():
+            for row, d in parquet_rows(path):
                 d = {k: v for k, v in d.items() if v is not None or k not in ("recorded_policy", "outcome")}
                 yield from report(f"row {row}", d)
-                row += 1
+        except TraceError as exc:  # a damaged file: its rows up to the damage are checked, then this
+            yield str(exc)
         return
     for lineno, d, problem in json_lines(path):
         if problem is not None:

@@ -174,9 +174,10 @@ def json_lines(path: Path, errors: str = "strict") -> Iterator[tuple[int, Any, s
             yield lineno, None, str(exc)
 
 
-def lines_of(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, bytes) of each line, or (line number, None) for one longer than ``limit``, which
-    is skipped without holding it in memory."""
+def lines_of(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of each line, or (line number, None) for one longer than ``limit`` (default
+    ``MAX_DOCUMENT_BYTES``), which is skipped without holding it in memory."""
+    limit = MAX_DOCUMENT_BYTES if limit is None else limit
     with open(path, "rb") as f:
         lineno = 0
         while True:
