@@ -10,21 +10,22 @@ from __future__ import annotations
 import io
 import json
 import random
-import sys
 import tracemalloc
 import zipfile
 from pathlib import Path
 
 import pytest
-from archives import (
+from hostile import (
     BZIP2,
     DEFLATED,
     LZMA,
     STORED,
+    alias_bomb,
     bzip2_zeros,
     inspect_eval_members,
     lzma_zeros,
     member,
+    swe_agent_0x,
     zip_bytes,
 )
 
@@ -463,25 +464,16 @@ def test_a_damaged_file_through_dataset_is_one_line_and_exit_2(capsys, tmp_path,
 
 
 # ------------------------------------------------------------------------------------ YAML beside a .traj
-def _traj_0x(folder: Path) -> Path:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from test_memory_limit import _swe_agent_0x
-
-    return _swe_agent_0x(folder)
-
-
 def test_an_alias_bomb_beside_a_trajectory_is_not_expanded(capsys, tmp_path):
-    from test_memory_limit import _alias_bomb
-
-    traj = _traj_0x(tmp_path / "run")
-    (traj.parent / "args.yaml").write_text(_alias_bomb())
+    traj = swe_agent_0x(tmp_path / "run")
+    (traj.parent / "args.yaml").write_text(alias_bomb())
     with pytest.warns(common.ImportNotice, match="args.yaml.*expands to more than 200,000 nodes"):
         t = next(load_path(traj))
     assert t.model is None and t.recorded_policy == {"name": "raw"}
 
 
 def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
-    traj = _traj_0x(tmp_path / "run")
+    traj = swe_agent_0x(tmp_path / "run")
     (traj.parent / "args.yaml").write_text(
         "agent:\n  model: {model_name: gpt-4}\n  config:\n    history_processors:\n"
         "      - {type: Custom, since: 2024-01-02, ratio: .nan, 3: three, blob: !!binary aGk=}\n"
@@ -501,7 +493,7 @@ def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
 
 @pytest.mark.parametrize("content", [b"\xff\xfe: [unclosed", b"agent: !!python/object:os.system {}\n"])
 def test_an_unreadable_args_yaml_warns_and_the_run_imports_without_it(tmp_path, content):
-    traj = _traj_0x(tmp_path / "run")
+    traj = swe_agent_0x(tmp_path / "run")
     (traj.parent / "args.yaml").write_bytes(content)
     with pytest.warns(common.ImportNotice, match="args.yaml beside it is not used"):
         t = next(load_path(traj))

@@ -12,7 +12,6 @@ small Parquet file, 1.42 GB for ``import datasets``; 0.30 / 0.37 GB with the sys
 
 from __future__ import annotations
 
-import json
 import os
 import resource
 import shutil
@@ -21,7 +20,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from archives import BZIP2, LZMA, bzip2_zeros, inspect_eval_members, lzma_zeros, member, zip_bytes
+from hostile import (
+    BZIP2,
+    LZMA,
+    alias_bomb,
+    bzip2_zeros,
+    inspect_eval_members,
+    lzma_zeros,
+    member,
+    swe_agent_0x,
+    zip_bytes,
+)
 
 LIMIT_KB = 1_500_000
 if not sys.platform.startswith("linux"):
@@ -59,34 +68,6 @@ def ctxsim_limited(*argv: str | Path) -> tuple[int, str, int]:
     return p.returncode, text, usage.ru_maxrss
 
 
-def _swe_agent_0x(folder: Path) -> Path:
-    """A minimal SWE-agent 0.x trajectory (environment first, history and trajectory, model stats)."""
-    folder.mkdir()
-    traj = {
-        "environment": "swe_main",
-        "trajectory": [{"action": "ls\n", "observation": "a.py\n", "response": "ls", "thought": "Look."}],
-        "history": [
-            {"role": "system", "content": "You are an agent."},
-            {"role": "user", "content": "Fix the bug."},
-            {"role": "assistant", "content": "Look.\n```\nls\n```", "action": "ls\n"},
-            {"role": "user", "content": "a.py\n"},
-        ],
-        "info": {"model_stats": {"tokens_sent": 100, "tokens_received": 10, "api_calls": 1}},
-    }
-    path = folder / "run.traj"
-    path.write_text(json.dumps(traj))
-    return path
-
-
-def _alias_bomb() -> str:
-    """About 450 bytes that stand for 10^10 nodes, the last level where the recorded policy is read."""
-    lines = ["a: &a [x,x,x,x,x,x,x,x,x,x]"]
-    for p, q in zip("bcdefghij", "abcdefghi", strict=True):
-        lines.append(f"{p}: &{p} [" + ",".join([f"*{q}"] * 10) + "]")
-    lines.append("agent: {config: {history_processors: [{type: x, n: *j}]}, model: {model_name: gpt4}}")
-    return "\n".join(lines) + "\n"
-
-
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("hostile")
@@ -101,8 +82,8 @@ def hostile(tmp_path_factory) -> dict[str, Path]:
     cases["lzma-eval"].write_bytes(
         zip_bytes([header, member(name, b"", LZMA, payload=lzma_zeros(1 << 30), size=100, crc=0)])
     )
-    traj = _swe_agent_0x(root / "swe0")
-    (traj.parent / "args.yaml").write_text(_alias_bomb())
+    traj = swe_agent_0x(root / "swe0")
+    (traj.parent / "args.yaml").write_text(alias_bomb())
     cases["yaml-bomb"] = traj
     big = root / "unknown.json"  # 64 MB of tiny objects in no known format: 2.5 GB if parsed whole
     with open(big, "w") as f:

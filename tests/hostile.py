@@ -1,5 +1,6 @@
-"""Hand-made zip archives for tests: members whose headers lie (declared size, CRC), duplicate and odd
-names, and decompression bombs made in milliseconds (a bzip2 stream of N identical blocks of zeros)."""
+"""Hand-made hostile inputs for tests: zip archives whose members' headers lie (declared size, CRC), with
+duplicate and odd names, decompression bombs made in milliseconds (a bzip2 stream of N identical blocks
+of zeros), and a YAML alias bomb beside a minimal SWE-agent 0.x trajectory."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import lzma
 import struct
 import zlib
+from pathlib import Path
 
 STORED, DEFLATED, BZIP2, LZMA = 0, 8, 12, 14
 _BZ_BLOCK_ZEROS = 45_000_000  # zeros that fill one bzip2 block at level 9 (after its run-length step)
@@ -140,3 +142,31 @@ def inspect_eval_members() -> tuple[dict, dict]:
         member("header.json", json.dumps(header).encode()),
         member("samples/s_epoch_1.json", json.dumps(sample).encode()),
     )
+
+
+def swe_agent_0x(folder: Path) -> Path:
+    """A minimal SWE-agent 0.x trajectory (environment first, history and trajectory, model stats)."""
+    folder.mkdir()
+    traj = {
+        "environment": "swe_main",
+        "trajectory": [{"action": "ls\n", "observation": "a.py\n", "response": "ls", "thought": "Look."}],
+        "history": [
+            {"role": "system", "content": "You are an agent."},
+            {"role": "user", "content": "Fix the bug."},
+            {"role": "assistant", "content": "Look.\n```\nls\n```", "action": "ls\n"},
+            {"role": "user", "content": "a.py\n"},
+        ],
+        "info": {"model_stats": {"tokens_sent": 100, "tokens_received": 10, "api_calls": 1}},
+    }
+    path = folder / "run.traj"
+    path.write_text(json.dumps(traj))
+    return path
+
+
+def alias_bomb() -> str:
+    """About 450 bytes that stand for 10^10 nodes, the last level where the recorded policy is read."""
+    lines = ["a: &a [x,x,x,x,x,x,x,x,x,x]"]
+    for p, q in zip("bcdefghij", "abcdefghi", strict=True):
+        lines.append(f"{p}: &{p} [" + ",".join([f"*{q}"] * 10) + "]")
+    lines.append("agent: {config: {history_processors: [{type: x, n: *j}]}, model: {model_name: gpt4}}")
+    return "\n".join(lines) + "\n"
