@@ -210,6 +210,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     from sim.traceio import write_traces
 
     traces = load_paths(args.paths)
+    first = next(traces, None)
+    if first is None:  # every record was skipped (the warnings say why): an empty file is not a result
+        raise TraceError(", ".join(map(str, args.paths)), "no traces to import (see the warnings above)")
+    traces = itertools.chain([first], traces)
     if args.redact:
         from sim.traceio import redact
 

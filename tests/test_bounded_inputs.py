@@ -491,10 +491,21 @@ def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
     json.dumps(trace_to_dict(t), allow_nan=False)  # writable as canonical JSON
 
 
-@pytest.mark.parametrize("content", [b"\xff\xfe: [unclosed", b"agent: !!python/object:os.system {}\n"])
+@pytest.mark.parametrize(
+    "content", [b"\xff\xfe: [unclosed", b"agent: !!python/object:os.system {}\n", b"agent: x\x1f\n"]
+)
 def test_an_unreadable_args_yaml_warns_and_the_run_imports_without_it(tmp_path, content):
     traj = swe_agent_0x(tmp_path / "run")
     (traj.parent / "args.yaml").write_bytes(content)
     with pytest.warns(common.ImportNotice, match="args.yaml beside it is not used"):
         t = next(load_path(traj))
     assert t.model is None and len(t.calls) == 1
+
+
+def test_an_import_that_yields_no_trace_exits_2_and_writes_nothing(capsys, tmp_path):
+    """Before, it wrote an empty file that ``validate`` then called a file of unknown format."""
+    user = {"type": "user", "sessionId": "s", "uuid": "u1", "message": {"role": "user", "content": "hi"}}
+    path = tmp_path / "session.jsonl"
+    path.write_text(json.dumps(user) + "\n")
+    line = refused(capsys, tmp_path, path, "no traces to import")
+    assert line == f"ctxsim: error: {path}: no traces to import (see the warnings above)"
