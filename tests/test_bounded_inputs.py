@@ -492,7 +492,13 @@ def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "content", [b"\xff\xfe: [unclosed", b"agent: !!python/object:os.system {}\n", b"agent: x\x1f\n"]
+    "content",
+    [
+        b"\xff\xfe: [unclosed",
+        b"agent: !!python/object:os.system {}\n",
+        b"agent: x\x1f\n",
+        b'agent: {model: {model_name: "\\ud800"}}\n',
+    ],
 )
 def test_an_unreadable_args_yaml_warns_and_the_run_imports_without_it(tmp_path, content):
     traj = swe_agent_0x(tmp_path / "run")

@@ -57,6 +57,7 @@ from sim.importers import Importer, register
 from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
 from sim.jsonl import parse_json
+from sim.traceio import lone_surrogate
 from sim.types import Trace
 
 FORMAT = "swe-agent"
@@ -146,30 +147,35 @@ def _args_yaml(path: Path | None, file: str) -> dict:
         if f.stat().st_size > MAX_YAML_BYTES:
             raise ConfigError(f"args.yaml: larger than {MAX_YAML_BYTES:,} bytes; not read")
         cfg = load_yaml(f.read_text(encoding="utf-8", errors="replace"), "args.yaml")
+        return _plain(cfg) if isinstance(cfg, dict) else {}
     except (ConfigError, OSError) as exc:
         warn(file, f"the args.yaml beside it is not used ({exc}); imported without it (no model, policy raw)")
         return {}
-    return _plain(cfg) if isinstance(cfg, dict) else {}
 
 
 def _plain(value, depth: int = 0):
     """YAML values as JSON ones (the recorded policy is stored as JSON): string keys, finite numbers;
-    anything else (a date, bytes, NaN) as its text, and nothing nested deeper than a trace may be."""
+    anything else (a date, bytes, NaN) as its text, and nothing nested deeper than a trace may be. A
+    lone surrogate (YAML's ``"\\ud800"`` escape) cannot be written as UTF-8: the file is not used."""
     if isinstance(value, dict):
         if depth >= _MAX_CONFIG_DEPTH:
-            return str(value)[:200]
-        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+            return _text(str(value)[:200])
+        return {_text(str(k)): _plain(v, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
         if depth >= _MAX_CONFIG_DEPTH:
-            return str(value)[:200]
+            return _text(str(value)[:200])
         return [_plain(v, depth + 1) for v in value]
-    if (
-        value is None
-        or isinstance(value, str | bool | int)
-        or (isinstance(value, float) and math.isfinite(value))
-    ):
+    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
         return value
-    return str(value)
+    return _text(value if isinstance(value, str) else str(value))
+
+
+def _text(s: str) -> str:
+    if lone_surrogate(s):
+        from sim.errors import ConfigError
+
+        raise ConfigError("args.yaml: holds a lone UTF-16 surrogate (not valid Unicode text)")
+    return s
 
 
 def _dig(d, *keys):
