@@ -209,6 +209,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     from sim.traceio import write_traces
 
     traces = load_paths(args.paths)
+    first = next(traces, None)
+    if first is None:  # every record was skipped (the warnings say why): an empty file is not a result
+        raise TraceError(", ".join(map(str, args.paths)), "no traces to import (see the warnings above)")
+    traces = itertools.chain([first], traces)
     if args.redact:
         from sim.traceio import redact
 
@@ -229,19 +233,14 @@ def _canonical_problems(path: Path) -> Iterator[str]:
             yield f"{path.name}: record {_record_name(record, d)}: field {field}: {msg}"
 
     if path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
+        from sim.traceio import parquet_rows
 
         try:
-            table = pq.ParquetFile(path)
-        except Exception as exc:
-            yield f"{path.name}: not a readable Parquet file ({exc})"
-            return
-        row = 0
-        for batch in table.iter_batches(batch_size=64):
-            for d in batch.to_pylist():
+            for row, d in parquet_rows(path):
                 d = {k: v for k, v in d.items() if v is not None or k not in ("recorded_policy", "outcome")}
                 yield from report(f"row {row}", d)
-                row += 1
+        except TraceError as exc:  # a damaged file: its rows up to the damage are checked, then this
+            yield str(exc)
         return
     for lineno, d, problem in json_lines(path):
         if problem is not None:

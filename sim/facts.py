@@ -23,12 +23,21 @@ Commands the rules do not recognise (``python x.py``, ``ls``, ``find``) provide 
 from __future__ import annotations
 
 import re
-import shlex
+from bisect import bisect_left
 
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)```", re.S)
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1(.*?)\n(.*?)\n\2\s*$", re.S | re.M)
+_HEREDOC_MARK = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")  # ``<<TAG``, ``<<-TAG``, ``<< 'TAG'``
+_WORD = re.compile(r"\w+")
+_SPACES = re.compile(r"\s*")
+# A shell word under shlex's POSIX rules (whitespace split, no comments): unquoted runs, backslash
+# escapes, '...' and "..." (the last unrolled, so an unterminated quote fails in linear time).
+_SHELL_WORD = re.compile(r"""(?:[^ \t\r\n'"\\]+|\\.|'[^']*'|"[^"\\]*(?:\\.[^"\\]*)*")+""", re.S)
+_WORD_PIECE = re.compile(r"""([^'"\\]+)|\\(.)|'([^']*)'|"([^"\\]*(?:\\.[^"\\]*)*)\"""", re.S)
+_DQ_ESCAPE = re.compile(r"\\(.)", re.S)
+_UNQUOTED = re.compile(r"[^ \t\r\n]+")
 _SPLIT = re.compile(r"&&|\|\||;|\|")
 _READERS = {"cat", "nl", "head", "tail", "less", "more"}
+_FILE_COMMANDS = _READERS | {"sed", "perl", "cp", "mv", "patch", "grep"}
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/", re.M)
 _RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
 _ERROR_LINE = re.compile(r"Traceback \(most recent call last\)|\bFAILED\b|\b[A-Z]\w*(?:Error|Exception): ")
@@ -42,9 +51,80 @@ def command_of(assistant_text: str) -> str | None:
 
 def _tokens(segment: str) -> list[str]:
     try:
-        return shlex.split(segment, posix=True)
+        return shell_words(segment)
     except ValueError:  # unbalanced quotes: fall back to whitespace
         return segment.split()
+
+
+def shell_words(text: str) -> list[str]:
+    """``shlex.split(text)``'s words, in linear time: shlex builds each word one character at a time by
+    string concatenation, quadratic in a word's length (one 2 MB quoted argument took minutes).
+    Raises ValueError where shlex does (an unterminated quote, a trailing backslash)."""
+    if "'" not in text and '"' not in text and "\\" not in text:
+        return _UNQUOTED.findall(text)
+    words: list[str] = []
+    end = 0
+    for m in _SHELL_WORD.finditer(text):
+        if text[end : m.start()].strip(" \t\r\n"):  # a quote or backslash no word could take
+            raise ValueError("no closing quotation or no escaped character")
+        words.append(_unquote(m.group()))
+        end = m.end()
+    if text[end:].strip(" \t\r\n"):
+        raise ValueError("no closing quotation or no escaped character")
+    return words
+
+
+def _unquote(word: str) -> str:
+    if "'" not in word and '"' not in word and "\\" not in word:
+        return word
+    out = []
+    for plain, escaped, single, double in _WORD_PIECE.findall(word):
+        if double:  # inside "...", a backslash escapes only a backslash or a double quote (as shlex)
+            out.append(_DQ_ESCAPE.sub(lambda m: m.group(1) if m.group(1) in '\\"' else m.group(0), double))
+        else:
+            out.append(plain or escaped or single)
+    return "".join(out)
+
+
+def drop_heredocs(command: str) -> str:
+    """``command`` with each here-document's body and terminator line removed; ``<<TAG`` and the rest of
+    its first line are kept. The body runs from the line after the marker's to the first later line that
+    is the tag alone (trailing blanks allowed, the following blank lines removed with it); a marker with
+    no such line is left as is. The lines that can end a body are indexed once by their word, so any
+    number of unterminated markers costs linear time (a regex search from each marker did not)."""
+    if "<<" not in command:
+        return command
+    ends: dict[str, list[int]] = {}  # tag -> starts of the lines that are that tag alone
+    start = 0
+    for line in command.split("\n"):
+        word = line.rstrip()
+        if start and word and _WORD.fullmatch(word):
+            ends.setdefault(word, []).append(start)
+        start += len(line) + 1
+    out: list[str] = []
+    done = 0  # command[:done] is written or dropped
+    while True:
+        for m in _HEREDOC_MARK.finditer(command, done):
+            tag = m.group(2)
+            lines = ends.get(tag)
+            first_nl = command.find("\n", m.end()) if lines else -1
+            if first_nl == -1:
+                continue
+            k = bisect_left(lines, first_nl + 2)  # the body holds at least the line after the marker's
+            if k < len(lines):
+                out += [command[done : m.start()], "<<", tag, command[m.end() : first_nl]]
+                done = _end_of_terminator(command, lines[k] + len(tag))
+                break
+        else:
+            out.append(command[done:])
+            return "".join(out)
+
+
+def _end_of_terminator(text: str, pos: int) -> int:
+    """End of a terminator line whose tag ends at ``pos``: its trailing blanks and any blank lines after
+    it, up to (not including) the last newline before the next text."""
+    end = _SPACES.match(text, pos).end()
+    return end if end == len(text) else text.rfind("\n", pos, end)
 
 
 def _is_path(tok: str) -> bool:
@@ -53,21 +133,24 @@ def _is_path(tok: str) -> bool:
 
 def classify(command: str) -> tuple[list[str], list[str]]:
     """(files read, files edited) by a shell command."""
-    body = _HEREDOC.sub(lambda m: "<<" + m.group(2) + m.group(3), command)  # drop here-document text
+    body = drop_heredocs(command)
     reads, edits = [], []
     for seg in _SPLIT.split(body):
         toks = _tokens(seg.strip())
         if not toks:
             continue
-        # redirections write files whatever the command
-        for i, t in enumerate(toks):
-            if t in (">", ">>") and i + 1 < len(toks):
-                edits.append(toks[i + 1])
-            elif (t.startswith(">") and not t.startswith(">&")) and len(t) > 1:
-                edits.append(t.lstrip(">"))
-        if any(t in (">", ">>") or t.startswith(">") for t in toks):
+        if ">" in seg:  # redirections write files whatever the command (no ">" in it: no token has one)
+            for i, t in enumerate(toks):
+                if t in (">", ">>") and i + 1 < len(toks):
+                    edits.append(toks[i + 1])
+                elif (t.startswith(">") and not t.startswith(">&")) and len(t) > 1:
+                    edits.append(t.lstrip(">"))
+            if any(t.startswith(">") for t in toks):
+                continue
+        cmd = toks[0]
+        if cmd not in _FILE_COMMANDS:
             continue
-        cmd, args = toks[0], toks[1:]
+        args = toks[1:]
         files = [a for a in args if _is_path(a)]
         if cmd == "sed":
             if any(a == "-i" or a.startswith("-i") for a in args):
@@ -143,8 +226,10 @@ def swe_facts(events: list[tuple[str, str | None]]) -> tuple[list[list[str]], li
                 provides[i].append(latest_error)
             if i == n - 1 and last_assistant >= 0:  # the submission's output: the final answer's needs
                 final = needs[last_assistant]
+                seen = {*final, *provides[i]}  # a set: a diff of many files stays linear
                 for f in changed_files(text or ""):
                     for fact in (latest_read.get(f), error_before_edit.get(f)):
-                        if fact is not None and fact not in final and fact not in provides[i]:
+                        if fact is not None and fact not in seen:
                             final.append(fact)
+                            seen.add(fact)
     return provides, needs

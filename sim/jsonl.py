@@ -5,6 +5,12 @@
 ``NaN``/``Infinity`` and no number that overflows a double (a count or a time must be a real number),
 and no lone UTF-16 surrogate (``"\\ud800"``: text that cannot be written back as UTF-8). Each refusal
 is a ``json.JSONDecodeError`` with a position, so callers word every bad document one way.
+
+A document read from outside is parsed whole, so its size bounds the memory: ``parse_document`` refuses
+one longer than ``MAX_DOCUMENT_BYTES`` and one whose parsed form would need more than
+``MAX_PARSE_BYTES`` (``parse_cost``: a 60 MB list of tiny objects takes 2.5 GB as Python objects, forty
+times its size, where a real trace takes two to four times). ``json_lines`` holds one line at a time,
+at most ``MAX_DOCUMENT_BYTES`` long, and names a line that is not UTF-8 instead of stopping there.
 """
 
 from __future__ import annotations
@@ -12,11 +18,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 MAX_JSON_DEPTH = 200  # far above any real trace (they nest < 20 deep), far below the interpreter's stack
+MAX_DOCUMENT_BYTES = 128 << 20  # one JSON document read whole: a file, an archive member, a JSON line
+MAX_PARSE_BYTES = 1 << 30  # the memory one document's parsed form may take (estimated by parse_cost)
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
@@ -114,16 +123,71 @@ def parse_json(text: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     return obj
 
 
+class DocumentTooLarge(ValueError):
+    """A document refused for its size or for the memory parsing it would take (the message says which)."""
+
+
+def parse_cost(text: str) -> int:
+    """An upper estimate of the bytes ``json.loads(text)`` holds at its peak: the text itself plus, for
+    each value counted by its delimiter (also inside strings, so never an under-count), what CPython
+    keeps for it: about 250 bytes an object or array, 60 a string, 32 any other value."""
+    containers = text.count("{") + text.count("[")
+    return sys.getsizeof(text) + 250 * containers + 30 * text.count('"') + 32 * text.count(",")
+
+
+def parse_document(text: str) -> Any:
+    """``parse_json`` of one whole document from outside; ``DocumentTooLarge`` past the bounds above."""
+    if len(text) > MAX_DOCUMENT_BYTES:
+        raise DocumentTooLarge(
+            f"larger than {MAX_DOCUMENT_BYTES:,} bytes, the most ctxsim parses as one JSON document"
+        )
+    cost = parse_cost(text)
+    if cost > MAX_PARSE_BYTES:
+        raise DocumentTooLarge(
+            f"parsing it would take about {cost >> 20:,} MiB (too many small values for its size; "
+            f"the bound is {MAX_PARSE_BYTES >> 20:,} MiB per document)"
+        )
+    return parse_json(text)
+
+
 def json_lines(path: Path, errors: str = "strict") -> Iterator[tuple[int, Any, str | None]]:
     """(line number, record, None) for each non-blank line, or (line number, None, what is wrong) for
-    a line that is not JSON. The position is counted on the line without its newline, so a truncated
-    record points at its last character rather than at column 1 of a line that does not exist."""
-    with open(path, encoding="utf-8", errors=errors) as f:
-        for lineno, line in enumerate(f, start=1):
-            text = line.rstrip("\r\n")
-            if not text.strip():
+    a line that is not JSON, not UTF-8 (with ``errors="strict"``) or longer than ``MAX_DOCUMENT_BYTES``.
+    The position is counted on the line without its newline, so a truncated record points at its last
+    character rather than at column 1 of a line that does not exist."""
+    for lineno, raw in lines_of(path):
+        if raw is None:
+            yield lineno, None, f"line longer than {MAX_DOCUMENT_BYTES:,} bytes; not read"
+            continue
+        try:
+            text = raw.decode("utf-8", errors=errors).rstrip("\r\n")
+        except UnicodeDecodeError as exc:
+            yield lineno, None, f"not UTF-8 text (byte {exc.start + 1} of the line)"
+            continue
+        if not text.strip():
+            continue
+        try:
+            yield lineno, parse_document(text), None
+        except json.JSONDecodeError as exc:
+            yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+        except DocumentTooLarge as exc:
+            yield lineno, None, str(exc)
+
+
+def lines_of(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of each line, or (line number, None) for one longer than ``limit`` (default
+    ``MAX_DOCUMENT_BYTES``), which is skipped without holding it in memory."""
+    limit = MAX_DOCUMENT_BYTES if limit is None else limit
+    with open(path, "rb") as f:
+        lineno = 0
+        while True:
+            line = f.readline(limit + 1)
+            if not line:
+                return
+            lineno += 1
+            if len(line) <= limit or line.endswith(b"\n"):
+                yield lineno, line
                 continue
-            try:
-                yield lineno, parse_json(text), None
-            except json.JSONDecodeError as exc:
-                yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+            while line and not line.endswith(b"\n"):  # the rest of the long line, a chunk at a time
+                line = f.readline(1 << 20)
+            yield lineno, None

@@ -110,27 +110,31 @@ def _check_size(text: str, source: str) -> None:
 def load_yaml(text: str, source: str) -> Any:
     """The document of ``text`` as plain Python values; ``ConfigError`` naming ``source`` and the line."""
     _check_size(text, source)
-    loader = BoundedSafeLoader(text)
+    loader = None
     try:
+        loader = BoundedSafeLoader(text)  # the reader refuses non-printable characters right here
         return loader.get_single_data()
     except (yaml.YAMLError, _Budget, RecursionError) as exc:
         line, msg = _problem(exc) if not isinstance(exc, RecursionError) else (None, "nested too deeply")
         raise ConfigError(f"{source}: " + (f"line {line}: " if line else "") + msg) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def compose_yaml(text: str, source: str):
     """The node tree of ``text`` (keeps line numbers for messages), under the same bounds."""
     _check_size(text, source)
-    loader = BoundedSafeLoader(text)
+    loader = None
     try:
+        loader = BoundedSafeLoader(text)  # the reader refuses non-printable characters right here
         return loader.get_single_node()
     except (yaml.YAMLError, _Budget, RecursionError) as exc:
         line, msg = _problem(exc) if not isinstance(exc, RecursionError) else (None, "nested too deeply")
         raise ConfigError(f"{source}: " + (f"line {line}: " if line else "") + msg) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_yaml_file(path: Path, source: str | None = None) -> Any:

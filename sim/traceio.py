@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from sim import schema
 from sim.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
 from sim.errors import TraceError
-from sim.jsonl import json_lines
+from sim.jsonl import json_lines, parse_json
 from sim.tokens import json2_bytes, json_bytes
 from sim.types import SCHEMA_VERSION, Call, Event, Trace
 
@@ -105,7 +106,9 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         if e["index"] != i:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
         c = e["content"]
-        if c is not None:
+        if c is not None and lone_surrogate(c):
+            out.append((f"{p}.content", _SURROGATE_PROBLEM))
+        elif c is not None:
             for key, actual in (
                 ("bytes", len(c.encode())),
                 ("chars", len(c)),
@@ -116,6 +119,9 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             for key, size in (("json_bytes", json_bytes), ("json2_bytes", json2_bytes)):
                 if e.get(key) is not None and e[key] != size(c):
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {size(c)}"))
+        for key in ("tool_call_id", "tool_call_ids", "provides", "needs"):
+            if _any_surrogate(e.get(key)):
+                out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
         if e["kind"] == "assistant":
             issued.update(e.get("tool_call_ids") or ())
         tcid = e.get("tool_call_id")
@@ -149,15 +155,42 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
                     f"is {c['residual_tokens']} but input_tokens - view tokens = {expected}",
                 )
             )
+    for key in ("trace_id", "source_format", "source_file", "agent", "model"):
+        if _any_surrogate(d.get(key)):
+            out.append((key, _SURROGATE_PROBLEM))
     for key in ("recorded_policy", "outcome"):
         if key in d:
+            if lone_surrogate(d[key]):
+                out.append((key, _SURROGATE_PROBLEM))
+                continue
             try:
-                ok = isinstance(json.loads(d[key]), dict)
-            except json.JSONDecodeError:
-                ok = False
+                ok = isinstance(parse_json(d[key]), dict)
+            except json.JSONDecodeError as exc:
+                out.append(
+                    (key, f"expected a JSON object encoded as a string ({exc.msg}, column {exc.colno})")
+                )
+                continue
             if not ok:
                 out.append((key, "expected a JSON object encoded as a string"))
     return out or schema.bound_problems(d)  # sums of a replay must fit int64 (sim.limits)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_SURROGATE_PROBLEM = "holds a lone UTF-16 surrogate (not valid Unicode text; it cannot be written as UTF-8)"
+
+
+def lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a lone surrogate, which no UTF-8 file can carry: a string from a JSON
+    escape such as ``\\ud800`` or from a reader that let it through."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def _any_surrogate(value) -> bool:
+    if isinstance(value, str):
+        return lone_surrogate(value)
+    if isinstance(value, list | tuple):
+        return any(isinstance(v, str) and lone_surrogate(v) for v in value)
+    return False
 
 
 def trace_problems(d) -> list[tuple[str, str]]:
@@ -219,8 +252,8 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
         model=d.get("model"),
         context_window=d.get("context_window"),
         bytes_per_token=d.get("bytes_per_token"),
-        recorded_policy=json.loads(d.get("recorded_policy", "{}")),
-        outcome=json.loads(d.get("outcome", "{}")),
+        recorded_policy=parse_json(d.get("recorded_policy", "{}")),
+        outcome=parse_json(d.get("outcome", "{}")),
         source_file=d.get("source_file"),
     )
 
@@ -232,11 +265,12 @@ def _record_name(record: str, d) -> str:
 
 # ----------------------------------------------------------------------------------------------- reading
 def is_canonical_jsonl(path: Path) -> bool:
-    """A canonical JSON Lines file starts with an object carrying our schema_version."""
+    """A canonical JSON Lines file starts with an object carrying our schema_version (bytes that are not
+    UTF-8 there do not hide it: reading names them)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            head = f.read(256)
-    except (OSError, UnicodeDecodeError):
+        with open(path, "rb") as f:
+            head = f.read(256).decode("utf-8", errors="replace")
+    except OSError:
         return False
     return head.lstrip().startswith("{") and '"schema_version"' in head
 
@@ -250,19 +284,42 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
 
 
 def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
+    name = path.name
+    for row, d in parquet_rows(path, batch_size):
+        d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
+        yield trace_from_dict(d, name, f"row {row}")
+
+
+def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]:
+    """(row number, record) of a canonical Parquet file, one batch in memory at a time. A damaged file
+    (bad footer, corrupt pages, strings that are not UTF-8) is a TraceError naming it and the first row
+    that could not be read, wherever pyarrow notices it."""
     import pyarrow.parquet as pq
 
     name = path.name
     try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise TraceError(name, f"not a readable Parquet file ({exc})") from None
+        batches = pq.ParquetFile(path).iter_batches(batch_size=batch_size)
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types (OSError, ArrowInvalid...)
+        raise TraceError(name, f"not a readable Parquet file ({_first_line(exc)})") from None
     row = 0
-    for batch in pf.iter_batches(batch_size=batch_size):
-        for d in batch.to_pylist():
-            d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
-            yield trace_from_dict(d, name, f"row {row}")
+    while True:
+        try:
+            batch = next(batches, None)
+            records = [] if batch is None else batch.to_pylist()
+        except Exception as exc:  # noqa: BLE001 - only pyarrow's reading runs here
+            raise TraceError(
+                name, f"not a readable Parquet file ({_first_line(exc)})", record=f"row {row}"
+            ) from None
+        if batch is None:
+            return
+        for d in records:
+            yield row, d
             row += 1
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0][:200] if text else "") or type(exc).__name__
 
 
 _NULLABLE_TOP = {"source_file", "agent", "model", "context_window", "bytes_per_token"}
@@ -375,19 +432,38 @@ def load_dataset_traces(
         elif item.exists():
             files.append(str(item))
     label = ",".join(Path(f).name for f in files) if files else str(source)
+    if not files and not (isinstance(source, str) and not Path(source).suffix):
+        raise TraceError(str(source), "no such file or directory")
     try:
         if files:
             builder = "parquet" if all(f.endswith(".parquet") for f in files) else "json"
             ds = datasets.load_dataset(builder, data_files=files, split=split, streaming=streaming)
-        elif isinstance(source, str) and not Path(source).suffix:
-            ds = datasets.load_dataset(source, split=split, streaming=streaming)  # a hub dataset name
         else:
-            raise TraceError(str(source), "no such file or directory")
-    except (ValueError, FileNotFoundError, OSError) as exc:  # unknown split, unreachable hub, bad files
-        raise TraceError(label, f"cannot load as a dataset: {str(exc).splitlines()[0]}") from None
-    for i, d in enumerate(ds):
+            ds = datasets.load_dataset(source, split=split, streaming=streaming)  # a hub dataset name
+    except Exception as exc:  # noqa: BLE001 - unknown split, unreachable hub, damaged files: datasets
+        # wraps what pyarrow or its JSON reader raised (DatasetGenerationError, ArrowInvalid, ...)
+        raise TraceError(label, f"cannot load as a dataset: {_dataset_problem(exc)}") from None
+    rows = iter(ds)
+    i = 0
+    while True:
+        try:
+            d = next(rows, None)
+        except Exception as exc:  # noqa: BLE001 - streaming reads (and fails) while iterating
+            raise TraceError(
+                label, f"cannot read as a dataset: {_dataset_problem(exc)}", record=f"row {i}"
+            ) from None
+        if d is None:
+            return
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
         yield trace_from_dict(d, label, f"row {i}")
+        i += 1
+
+
+def _dataset_problem(exc: BaseException) -> str:
+    """What went wrong, from the innermost cause (``datasets`` wraps the reader's error in its own)."""
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__
+    return f"{type(exc).__name__}: {_first_line(exc)}"
 
 
 # ------------------------------------------------------------------------------------------- redaction

@@ -399,7 +399,7 @@ def test_archive_member_outside_the_archive_is_refused(tmp_path, monkeypatch, ki
     bad = write_eval(tmp_path, copy.deepcopy(log), extra={member: b'{"pwned": true}'}, name=f"{kind}.eval")
     with zipfile.ZipFile(bad) as zf:
         assert member in zf.namelist()  # the name really is absolute / climbs out
-    with pytest.raises(TraceError, match="absolute or '..' path"):
+    with pytest.raises(TraceError, match="has an absolute path|has a '..' path"):
         list(load_path(bad))
     assert_cli_refuses(tmp_path, bad, monkeypatch)
     assert not escaped.exists()

@@ -5,7 +5,7 @@ An importer maps a real format to canonical traces and never imports anything ab
 
 from __future__ import annotations
 
-import json
+import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ class Importer:
 
 
 _REGISTRY: dict[str, Importer] = {}
+_JSON_CHECK_BYTES = 16 << 20  # an unrecognised .json up to this size is parsed to name its damage
 _LOADED = False
 
 
@@ -63,13 +64,13 @@ def detect(path: Path) -> Importer:
     reg = registered()
     if path.is_dir():
         for imp in reg.values():
-            if imp.folder and imp.sniff(path):
+            if imp.folder and sniffs(imp, path):
                 return imp
         raise TraceError(str(path), "directory is not a trace in a folder format")
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffixes else ""
     candidates = [i for i in reg.values() if any(suffix.endswith(ext) for ext in i.extensions)]
     for imp in candidates:
-        if imp.sniff(path):
+        if sniffs(imp, path):
             return imp
     if suffix.endswith((".json", ".jsonl")):
         _raise_if_not_json(path, jsonl=suffix.endswith(".jsonl"))
@@ -80,13 +81,29 @@ def detect(path: Path) -> Importer:
     )
 
 
+def sniffs(imp: Importer, path: Path) -> bool:
+    """``imp.sniff(path)``, where a sniff that meets input of a shape it did not expect (a list where a
+    name belongs, unreadable bytes) means "not ours" rather than a crash of detection."""
+    try:
+        return bool(imp.sniff(path))
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError, RecursionError):
+        return False
+
+
 def _raise_if_not_json(path: Path, jsonl: bool) -> None:
-    """A file no importer recognises is most often damaged JSON: say so, with the position."""
+    """A file no importer recognises is most often damaged JSON: say so, with the position. Bounded:
+    the first record of JSON Lines; a whole ``.json`` only up to ``_JSON_CHECK_BYTES`` (a 500 MB file in
+    no known format took 11.7 GB to parse just to say so), a larger one is named unknown unparsed."""
     if jsonl:
         for lineno, _, problem in json_lines(path, errors="replace"):  # the first record tells
             if problem is not None:
                 raise TraceError(path.name, problem, record=f"line {lineno}")
             return
+        return
+    try:
+        if path.stat().st_size > _JSON_CHECK_BYTES:
+            return
+    except OSError:
         return
     read_json(path)
 
@@ -95,11 +112,11 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     """Paths named on the command line. A directory that is a trace in a folder format stands for
     itself; any other directory for the trace files and folder-format traces inside it, sorted."""
     reg = registered()
-    exts = {ext for imp in reg.values() for ext in imp.extensions if ext}
+    exts = tuple(sorted({ext for imp in reg.values() for ext in imp.extensions if ext}))
     folders = [imp for imp in reg.values() if imp.folder]
 
     def is_folder_trace(d: Path) -> bool:
-        return any(imp.sniff(d) for imp in folders)
+        return any(sniffs(imp, d) for imp in folders)
 
     out: list[Path] = []
     for p in map(Path, paths):
@@ -108,15 +125,11 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
                 out.append(p)
                 continue
             found: list[Path] = []
-            claimed: list[Path] = []
             skipped: list[str] = []
-            for f in sorted(p.rglob("*")):
-                if any(c in f.parents for c in claimed):
-                    continue
-                if f.is_dir() and is_folder_trace(f):
-                    claimed.append(f)
+            for f, is_dir in _walk(p, is_folder_trace):
+                if is_dir:
                     found.append(f)
-                elif f.is_file() and any(f.name.lower().endswith(e) for e in exts):
+                elif f.name.lower().endswith(exts):
                     if _claimed(f, reg):
                         found.append(f)
                     else:  # a folder of runs holds configs and logs too: pass them over, say which
@@ -139,9 +152,44 @@ def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
+def _walk(root: Path, is_folder_trace: Callable[[Path], bool]) -> Iterator[tuple[Path, bool]]:
+    """(path, True) for each folder-format trace under ``root`` and (path, False) for each other file,
+    in sorted path order (a directory's entries by name, each directory's contents right after it).
+    A folder trace is not entered, so its own files are never listed or sniffed; a symbolic link to a
+    directory may be a folder trace but is not entered either. Each directory is listed once: linear in
+    the size of the tree (checking every file against every claimed folder was quadratic)."""
+
+    def entries(d: Path) -> Iterator[os.DirEntry]:
+        try:
+            with os.scandir(d) as it:
+                found = list(it)
+        except OSError:  # unreadable: skipped, as a glob would
+            return iter(())
+        return iter(sorted(found, key=lambda e: e.name))
+
+    stack = [entries(root)]
+    while stack:
+        e = next(stack[-1], None)
+        if e is None:
+            stack.pop()
+            continue
+        path = Path(e.path)
+        try:
+            is_dir, is_file = e.is_dir(), e.is_file()
+        except OSError:
+            continue
+        if is_dir:
+            if is_folder_trace(path):
+                yield path, True
+            elif not e.is_symlink():
+                stack.append(entries(path))
+        elif is_file:
+            yield path, False
+
+
 def _claimed(f: Path, reg: dict[str, Importer]) -> bool:
     suffix = "".join(f.suffixes[-2:]).lower()
-    return any(i.sniff(f) for i in reg.values() if any(suffix.endswith(e) for e in i.extensions if e))
+    return any(sniffs(i, f) for i in reg.values() if any(suffix.endswith(e) for e in i.extensions if e))
 
 
 def load_path(path: str | Path) -> Iterator[Trace]:
@@ -167,13 +215,22 @@ def load_paths(paths: Iterable[str | Path]) -> Iterator[Trace]:
 
 
 def read_json(path: Path):
-    """Whole-file JSON with a TraceError that names the file and the position on failure."""
+    """Whole-file JSON (UTF-8, ``sim.jsonl.parse_document``'s bounds, checked by size before reading)
+    with a TraceError that names the file and the position on failure."""
+    from sim.importers.common import MAX_DOCUMENT_BYTES, parse_text
+
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as exc:
-        raise TraceError(
-            path.name, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except UnicodeDecodeError:
-        raise TraceError(path.name, "not UTF-8 text") from None
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise TraceError(
+                path.name,
+                f"{size:,} bytes, larger than the {MAX_DOCUMENT_BYTES:,} ctxsim parses as one JSON document",
+            )
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(path.name, f"cannot read ({exc.strerror or exc})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TraceError(path.name, f"not UTF-8 text (first bad byte at offset {exc.start})") from None
+    return parse_text(text, path.name)

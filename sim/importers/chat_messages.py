@@ -34,7 +34,9 @@ on tool results, ``n > 1`` choices, cache-control markers, and any request param
 Sniffing must not take other formats' ``.json`` files (this module sorts before most importers): a list
 qualifies only if its first element is a message with a chat role (tau-bench's runs, OpenHands event
 lists and summaries do not), and an object only if all its top-level keys are request-body keys (mini-swe-
-agent trajectories, Inspect logs and LLM telemetry logs carry others).
+agent trajectories, Inspect logs and LLM telemetry logs carry others). It reads at most the first 8 MiB
+of a file: one that fits is classified on its whole document; a larger one on the messages and keys its
+first 8 MiB hold whole (a top-level ``system`` after 8 MiB of messages is not seen).
 """
 
 from __future__ import annotations
@@ -53,13 +55,14 @@ from sim.importers.common import (
     anthropic_usage,
     build_trace,
     iso_timestamp,
-    load_json,
     openai_usage,
+    read_json_file,
     text_of,
     unix_time,
     usage_cost,
     warn,
 )
+from sim.jsonl import parse_json
 from sim.types import Trace
 
 OPENAI = "openai-chat"
@@ -103,7 +106,9 @@ _REQUEST_KEYS = frozenset(
 )
 _HEAD_BYTES = 1 << 16
 _FIRST_ELEMENT_BYTES = 1 << 20  # a list's first message must be decodable within this much
-_MAX_SNIFF_BYTES = 64 << 20  # whole-file look for classification only below this size
+_CLASSIFY_BYTES = 8 << 20  # what sniffing reads at most: files up to this size are classified whole
+_DECODER = json.JSONDecoder()
+_BLANK = re.compile(r"[ \t\n\r]*")
 _FIRST_KEY = re.compile(r'\{\s*"((?:[^"\\]|\\.)*)"\s*:')
 
 
@@ -138,7 +143,8 @@ def classify(data) -> str | None:
     for m in msgs:
         content = m.get("content")
         if isinstance(content, list) and any(
-            isinstance(b, Mapping) and b.get("type") in _ANTHROPIC_BLOCKS for b in content
+            isinstance(b, Mapping) and isinstance(b.get("type"), str) and b["type"] in _ANTHROPIC_BLOCKS
+            for b in content
         ):
             return ANTHROPIC
         if m["role"] in ("system", "developer", "tool", "function") or any(
@@ -152,15 +158,75 @@ def classify(data) -> str | None:
 
 def _first_element(text: str):
     """The first element of a JSON list from the start of its text, or None if it is not all there."""
-    start = len(text) - len(text[1:].lstrip())
-    try:
-        return json.JSONDecoder().raw_decode(text, start)[0]
-    except (json.JSONDecodeError, RecursionError):
+    items, _ = _elements(text, _skip(text, 0))
+    return items[0] if items else None
+
+
+def _skip(text: str, pos: int) -> int:
+    return _BLANK.match(text, pos).end()
+
+
+def _elements(text: str, pos: int) -> tuple[list, int | None]:
+    """The complete leading elements of the JSON list opening at ``pos``, and the position after its
+    ``]`` (None when the text ends first or is not JSON there)."""
+    items: list = []
+    pos = _skip(text, pos + 1)
+    if text.startswith("]", pos):
+        return items, pos + 1
+    while True:
+        try:
+            value, pos = _DECODER.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return items, None
+        items.append(value)
+        pos = _skip(text, pos)
+        if text.startswith("]", pos):
+            return items, pos + 1
+        if not text.startswith(",", pos):
+            return items, None
+        pos = _skip(text, pos + 1)
+
+
+def _leading_document(text: str):
+    """The JSON list or object at the start of ``text`` as far as the text holds it whole: a list of its
+    complete leading elements, or an object of its complete leading members (``messages`` element by
+    element). Enough to classify a transcript from a bounded prefix of its file."""
+    pos = _skip(text, 0)
+    if text.startswith("[", pos):
+        return _elements(text, pos)[0]
+    if not text.startswith("{", pos):
         return None
+    out: dict = {}
+    pos = _skip(text, pos + 1)
+    while text.startswith('"', pos):
+        try:
+            key, pos = _DECODER.raw_decode(text, pos)
+        except ValueError:
+            return out
+        pos = _skip(text, pos)
+        if not text.startswith(":", pos):
+            return out
+        pos = _skip(text, pos + 1)
+        if key == "messages" and text.startswith("[", pos):
+            out[key], pos = _elements(text, pos)
+            if pos is None:
+                return out
+        else:
+            try:
+                out[key], pos = _DECODER.raw_decode(text, pos)
+            except (ValueError, RecursionError):
+                return out
+        pos = _skip(text, pos)
+        if not text.startswith(",", pos):
+            return out
+        pos = _skip(text, pos + 1)
+    return out
 
 
 @lru_cache(maxsize=256)
 def _shape(path_str: str, mtime_ns: int, size: int) -> str | None:
+    """Read at most ``_CLASSIFY_BYTES``: a file that fits is classified on its whole document, as it
+    parses; a larger one on the messages (and request keys) its first ``_CLASSIFY_BYTES`` hold whole."""
     path = Path(path_str)
     head = _read(path, _HEAD_BYTES)
     if head.startswith("["):
@@ -175,12 +241,14 @@ def _shape(path_str: str, mtime_ns: int, size: int) -> str | None:
             return None
     else:
         return None
-    if size > _MAX_SNIFF_BYTES:
-        return None
-    try:
-        data = json.loads(_read(path, size + 1))
-    except (json.JSONDecodeError, RecursionError):
-        return None
+    text = _read(path, min(size, _CLASSIFY_BYTES) + 1)
+    if size <= _CLASSIFY_BYTES:
+        try:
+            data = parse_json(text)
+        except json.JSONDecodeError:
+            return None
+    else:
+        data = _leading_document(text)
     return classify(data)
 
 
@@ -255,7 +323,7 @@ def _check_message(m, file: str, rec: str) -> Mapping:
     if not isinstance(m, Mapping):
         raise TraceError(file, f"expected a message object, got {type(m).__name__}", record=rec)
     role = m.get("role")
-    if role not in _OPENAI_ROLES:
+    if not isinstance(role, str) or role not in _OPENAI_ROLES:
         raise TraceError(file, f"unknown role {role!r}", record=rec, field="role")
     return m
 
@@ -398,7 +466,7 @@ def _load(path: Path, fmt: str) -> Iterator[Trace]:
     """Lenient where sniffing is strict: a format named by the user reads any list or ``messages``
     object, and a bad message is reported by its index and field."""
     file = path.name
-    data = load_json(path.read_bytes(), file)
+    data = read_json_file(path)
     if isinstance(data, list):
         msgs, body = data, {}
     elif isinstance(data, Mapping) and "messages" in data:

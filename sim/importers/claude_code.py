@@ -40,7 +40,7 @@ Mapping.
 Messy files import with warnings: lines that are not JSON, not objects, or have no ``type``;
 user/assistant records without a ``message`` object or content; records repeating an earlier
 ``uuid`` (Claude Code copies history into resumed sessions): all skipped. Undecodable bytes are
-replaced (``decode``). A file with no conversation record at all is an error.
+replaced (one warning names the first such line). A file with no conversation record at all is an error.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, anthropic_usage, build_trace, decode, iso_timestamp, warn
+from sim.importers.common import Message, Usage, anthropic_usage, build_trace, iso_timestamp, warn
+from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
 from sim.types import Trace
 
 FORMAT = "claude-code"
@@ -78,7 +79,7 @@ def _sniff(path: Path) -> bool:
             if not line.startswith(b"{"):
                 continue
             try:
-                d = json.loads(line.decode("utf-8", errors="replace"))
+                d = parse_json(line.decode("utf-8", errors="replace"))
             except ValueError:
                 continue
             if not isinstance(d, dict):
@@ -86,10 +87,14 @@ def _sniff(path: Path) -> bool:
             if "schema_version" in d or "instance_id" in d:
                 return False
             t = d.get("type")
-            if t in _RECORD_TYPES and (
-                isinstance(d.get("sessionId"), str)
-                or isinstance(d.get("uuid"), str)
-                or (t == "summary" and "leafUuid" in d)
+            if (
+                isinstance(t, str)
+                and t in _RECORD_TYPES
+                and (
+                    isinstance(d.get("sessionId"), str)
+                    or isinstance(d.get("uuid"), str)
+                    or (t == "summary" and "leafUuid" in d)
+                )
             ):
                 return True
         return False
@@ -115,7 +120,6 @@ class _Session:
 
 def load(path: Path) -> Iterator[Trace]:
     file = path.name
-    text = decode(path.read_bytes(), file)
     sessions: dict[str, _Session] = {}
     owner: dict[str, str] = {}  # record uuid -> session id
     summaries: list[dict] = []
@@ -128,15 +132,26 @@ def load(path: Path) -> Iterator[Trace]:
         bad[reason] += 1
         first_bad.setdefault(reason, lineno)
 
-    # split on "\n" only: JSON text may hold U+2028 and other characters str.splitlines() breaks on
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        line = line.strip()
+    bad_utf8: int | None = None  # the first line with undecodable bytes (replaced; one warning says where)
+    # lines end at "\n" only: JSON text may hold U+2028 and other characters str.splitlines() breaks on
+    for lineno, raw in lines_of(path):
+        if raw is None:
+            skip(f"longer than {MAX_DOCUMENT_BYTES:,} bytes", lineno)
+            continue
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            bad_utf8 = bad_utf8 or lineno
+            line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             continue
         try:
-            d = json.loads(line)
+            d = parse_document(line)
         except json.JSONDecodeError:
             skip("not valid JSON", lineno)
+            continue
+        except DocumentTooLarge:
+            skip("too large to parse", lineno)
             continue
         if not isinstance(d, dict):
             skip("not a JSON object", lineno)
@@ -192,6 +207,8 @@ def load(path: Path) -> Iterator[Trace]:
                 s.compact_summaries += 1
             _add_user(s, msg.get("content"), ts)
 
+    if bad_utf8 is not None:
+        warn(file, f"not valid UTF-8 (first at line {bad_utf8}); undecodable bytes replaced")
     if bad:
         detail = "; ".join(f"{n} {reason} (first at line {first_bad[reason]})" for reason, n in bad.items())
         warn(file, f"skipped records: {detail}")

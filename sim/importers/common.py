@@ -20,15 +20,20 @@ it cannot add up.
 
 from __future__ import annotations
 
+import bz2
 import json
+import lzma
+import struct
 import warnings
 import zipfile
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from sim.errors import TraceError
+from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
 from sim.limits import MAX_COUNT, TIME_MAX, count_problem, number_problem, time_problem
 from sim.tokens import (
     calibrated_bytes_per_token,
@@ -39,7 +44,7 @@ from sim.tokens import (
 )
 from sim.types import EVENT_KINDS, Call, Event, Trace
 
-MAX_ARCHIVE_BYTES = 1 << 30  # an archive is read in memory: refuse one that would unpack past 1 GiB
+MAX_ARCHIVE_BYTES = 1 << 30  # all members of one archive, decompressed (as declared, and as produced)
 
 
 class ImportNotice(UserWarning):
@@ -186,40 +191,273 @@ def decode(raw: bytes, file: str) -> str:
 
 
 def load_json(raw: bytes, file: str, record: str | None = None):
+    """One whole JSON document: ``parse_document``'s bounds, every failure a TraceError naming the file
+    (and the record: an archive member, a line)."""
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise TraceError(file, _too_large(len(raw)), record)
+    return parse_text(decode(raw, file), file, record)
+
+
+def parse_text(text: str, file: str, record: str | None = None):
     try:
-        return json.loads(decode(raw, file))
+        return parse_document(text)
     except json.JSONDecodeError as exc:
         raise TraceError(
             file, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})", record
         ) from None
+    except DocumentTooLarge as exc:
+        raise TraceError(file, str(exc), record) from None
 
 
-def read_json_file(path: Path):
-    return load_json(path.read_bytes(), path.name)
+def _too_large(n: int) -> str:
+    return f"{n:,} bytes, larger than the {MAX_DOCUMENT_BYTES:,} ctxsim parses as one JSON document"
 
 
-def safe_zip(path: Path) -> zipfile.ZipFile:
-    """Open an archive to read in memory; refuse one that is not a zip or names members outside itself."""
+def read_json_file(path: Path, file: str | None = None):
+    """``load_json`` of a file, refused by its size before it is read."""
+    file = file or path.name
     try:
-        zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise TraceError(path.name, f"not a valid archive ({exc})") from None
-    total = 0
-    for info in zf.infolist():
-        total += info.file_size
-        if total > MAX_ARCHIVE_BYTES:
-            zf.close()
+        size = path.stat().st_size
+        if size > MAX_DOCUMENT_BYTES:
+            raise TraceError(file, _too_large(size))
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TraceError(file, f"cannot read ({exc.strerror or exc})") from None
+    return load_json(raw, file)
+
+
+# ------------------------------------------------------------------------------------------------ archives
+MAX_ARCHIVE_MEMBERS = 200_000  # each costs a few hundred bytes of index before anything is read
+MAX_COMPRESSION_RATIO = 1000  # deflate's own ceiling is ~1,032:1; bzip2 and LZMA bombs go far beyond
+_RATIO_FLOOR = 1 << 20  # small members may have any ratio (a 1 KB run of spaces)
+_CHUNK = 1 << 14  # compressed bytes fed at a time (a bomb stops within 1,000 x this)
+_STEP = 1 << 20  # decompressed bytes produced at a time: the ratio is checked after each step
+
+
+class Archive:
+    """A zip archive read in memory (never onto disk), bounded. Opening checks the index: the member
+    count, the declared total, every name (no absolute path, drive, backslash or ``..``: nothing that
+    could name a file outside it) and no name twice (an archive reader would see only one of them).
+    ``read`` then decompresses a member through a stream that counts the bytes it *actually* produces:
+    a member stops at ``MAX_DOCUMENT_BYTES``, at a compression ratio above ``MAX_COMPRESSION_RATIO`` (past
+    its first MiB), and when the archive's members together pass ``MAX_ARCHIVE_BYTES``, whatever its
+    header declares (a 2 KB bzip2 member that declares 100 bytes may hold gigabytes). A member whose
+    content does not match its declared size or CRC is damaged."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = path.name
+        try:
+            self._fp = open(path, "rb")
+        except OSError as exc:
+            raise TraceError(self.file, f"cannot read ({exc.strerror or exc})") from None
+        try:
+            count = _central_directory_entries(self._fp)
+            if count is not None and count > MAX_ARCHIVE_MEMBERS:
+                raise TraceError(
+                    self.file,
+                    f"archive lists {count:,} members, more than {MAX_ARCHIVE_MEMBERS:,}",
+                    field="members",
+                )
+            try:
+                self._zf = zipfile.ZipFile(self._fp)
+            except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
+                raise TraceError(self.file, f"not a valid archive ({exc})") from None
+            self._infos = {}
+            declared = 0
+            for info in self._zf.infolist():
+                name = info.filename
+                problem = _bad_member_name(name)
+                if problem:
+                    raise TraceError(self.file, f"archive member {name!r} {problem}", field="members")
+                if name in self._infos:
+                    raise TraceError(self.file, f"archive holds member {name!r} twice", field="members")
+                self._infos[name] = info
+                declared += info.file_size
+                if declared > MAX_ARCHIVE_BYTES:
+                    raise TraceError(
+                        self.file,
+                        f"archive unpacks to more than {MAX_ARCHIVE_BYTES:,} bytes",
+                        field="members",
+                    )
+        except BaseException:
+            self._fp.close()
+            raise
+        self._left = MAX_ARCHIVE_BYTES  # actual bytes the remaining reads may produce
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._infos)
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._fp.close()
+
+    def read(self, name: str) -> bytearray:
+        info = self._infos[name]
+        if info.flag_bits & 0x1:
+            raise TraceError(self.file, "archive member is encrypted", record=name)
+        limit = min(MAX_DOCUMENT_BYTES, self._left)
+        try:
+            data = _inflate(self._fp, info, limit)
+        except _TooMuch as exc:
+            if exc.ratio is not None:
+                why = f"decompresses at more than {MAX_COMPRESSION_RATIO:,}:1, a decompression bomb"
+            elif limit < MAX_DOCUMENT_BYTES:
+                why = f"takes the archive's members past {MAX_ARCHIVE_BYTES:,} bytes decompressed"
+            else:
+                why = (
+                    f"decompresses to more than {limit:,} bytes, the most ctxsim parses as one JSON document"
+                )
             raise TraceError(
-                path.name, f"archive unpacks to more than {MAX_ARCHIVE_BYTES:,} bytes", field="members"
-            )
-    for name in zf.namelist():
-        p = PurePosixPath(name)
-        if p.is_absolute() or ".." in p.parts or name.startswith(("/", "\\")) or ":" in p.parts[0]:
-            zf.close()
+                self.file, f"archive member {why} (its header declares {info.file_size:,} bytes)", record=name
+            ) from None
+        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+            raise TraceError(self.file, f"archive member cannot be read ({exc})", record=name) from None
+        self._left -= len(data)
+        if len(data) != info.file_size:
             raise TraceError(
-                path.name, f"archive member {name!r} has an absolute or '..' path", field="members"
+                self.file,
+                f"archive member is damaged: {len(data):,} bytes where its header declares "
+                f"{info.file_size:,}",
+                record=name,
             )
-    return zf
+        if zlib.crc32(data) != info.CRC:
+            raise TraceError(self.file, "archive member is damaged (CRC mismatch)", record=name)
+        return data
+
+
+def safe_zip(path: Path) -> Archive:
+    """The archive at ``path`` opened for bounded reading in memory (see ``Archive``)."""
+    return Archive(path)
+
+
+def _bad_member_name(name: str) -> str | None:
+    """Why a member name could address something outside the archive, or None."""
+    p = PurePosixPath(name)
+    if "\\" in name:
+        return "holds a backslash (a Windows path separator)"
+    if name.startswith("/") or p.is_absolute():
+        return "has an absolute path"
+    if ".." in p.parts:
+        return "has a '..' path"
+    if p.parts and ":" in p.parts[0]:
+        return "starts with a drive name"
+    return None
+
+
+def _central_directory_entries(f) -> int | None:
+    """The member count the archive's end record declares (zip64 too), or None if there is none (then
+    ``zipfile`` names the damage)."""
+    f.seek(0, 2)
+    size = f.tell()
+    f.seek(max(0, size - (1 << 16) - 22))
+    tail = f.read()
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 22:
+        return None
+    count = struct.unpack("<H", tail[at + 10 : at + 12])[0]
+    if count != 0xFFFF or at < 20 or tail[at - 20 : at - 16] != b"PK\x06\x07":
+        return count
+    (offset,) = struct.unpack("<Q", tail[at - 12 : at - 4])
+    f.seek(offset)
+    record = f.read(56)
+    if len(record) < 40 or record[:4] != b"PK\x06\x06":
+        return None
+    return struct.unpack("<Q", record[32:40])[0]
+
+
+class _Stored:
+    eof = False
+    needs_input = True
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        return data
+
+
+class _Inflate:
+    """zlib's raw deflate stream with bz2's interface (input it could not take yet is kept)."""
+
+    def __init__(self) -> None:
+        self._d = zlib.decompressobj(-15)
+        self.needs_input = True
+
+    @property
+    def eof(self) -> bool:
+        return self._d.eof
+
+    def decompress(self, data: bytes, max_length: int) -> bytes:
+        out = self._d.decompress(self._d.unconsumed_tail + data, max_length)
+        self.needs_input = not self._d.unconsumed_tail and len(out) < max_length
+        return out
+
+
+def _lzma_decompressor(f, left: int) -> tuple[lzma.LZMADecompressor, int]:
+    """A zip LZMA member starts with the LZMA SDK version (2 bytes), the size of the properties (2) and
+    the properties (lc/lp/pb in one byte, then the dictionary size): raw LZMA1 follows."""
+    head = f.read(min(4, left))
+    if len(head) < 4:
+        raise EOFError("truncated LZMA header")
+    (n,) = struct.unpack("<H", head[2:4])
+    props = f.read(min(n, left - 4))
+    if n < 5 or len(props) < n:
+        raise ValueError("bad LZMA properties")
+    d, lp_pb = props[0] % 9, props[0] // 9
+    filt = {"id": lzma.FILTER_LZMA1, "lc": d, "lp": lp_pb % 5, "pb": lp_pb // 5}
+    filt["dict_size"] = int.from_bytes(props[1:5], "little")
+    return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt]), 4 + n
+
+
+class _TooMuch(Exception):
+    def __init__(self, ratio: int | None = None) -> None:
+        super().__init__()
+        self.ratio = ratio
+
+
+def _inflate(f, info: zipfile.ZipInfo, limit: int) -> bytearray:
+    """The member's bytes, decompressed at most ``_STEP`` bytes at a time (the decompressors'
+    ``max_length``: a single call never expands a bomb) and never past ``limit`` + 1 bytes in all."""
+    f.seek(info.header_offset)
+    header = f.read(30)
+    if len(header) < 30 or header[:4] != b"PK\x03\x04":
+        raise ValueError("no local header where the index points")
+    name_len, extra_len = struct.unpack("<HH", header[26:30])
+    f.seek(info.header_offset + 30 + name_len + extra_len)
+    left = info.compress_size
+    method = info.compress_type
+    if method == zipfile.ZIP_STORED:
+        d = _Stored()
+    elif method == zipfile.ZIP_DEFLATED:
+        d = _Inflate()
+    elif method == zipfile.ZIP_BZIP2:
+        d = bz2.BZ2Decompressor()
+    elif method == zipfile.ZIP_LZMA:
+        d, used = _lzma_decompressor(f, left)
+        left -= used
+    else:
+        raise ValueError(f"compression method {method} is not supported")
+    out = bytearray()
+    fed = 0
+    while not d.eof:
+        chunk = b""
+        if d.needs_input:
+            if left <= 0:
+                break  # all input given: what came out is the member (its size and CRC then tell)
+            chunk = f.read(min(_CHUNK, left))
+            if not chunk:
+                raise EOFError("archive ends inside the member")
+            left -= len(chunk)
+            fed += len(chunk)
+        out += d.decompress(chunk, min(_STEP, limit + 1 - len(out)))
+        if len(out) > limit:
+            raise _TooMuch()
+        if len(out) > _RATIO_FLOOR and len(out) > MAX_COMPRESSION_RATIO * fed:
+            raise _TooMuch(len(out) // max(fed, 1))
+    return out
 
 
 def iso_timestamp(

@@ -47,9 +47,7 @@ from __future__ import annotations
 
 import json
 import re
-import zipfile
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 from sim.errors import TraceError
@@ -73,6 +71,7 @@ FORMAT_EVAL = "inspect-eval"
 _ATTACHMENT = "attachment://"
 _MEDIA = ("image", "audio", "video", "document")
 _NO_POLICY = (None, False, "disabled", "none", "off")
+_NO_SAMPLES = "the log holds no samples (written with log_samples=False?)"
 
 
 # ------------------------------------------------------------------------------------------------ sniffs
@@ -110,22 +109,21 @@ def load_json_log(path: Path) -> Iterator[Trace]:
         samples = []
     if not isinstance(samples, list):
         raise TraceError(path.name, "expected a list", field="samples")
+    if not samples:
+        raise TraceError(path.name, _NO_SAMPLES, field="samples")
     yield from _convert_log(data, samples, path.name, FORMAT_JSON)
 
 
 def load_eval_log(path: Path) -> Iterator[Trace]:
-    """Read the archive's members into memory (never onto disk); ``safe_zip`` refuses a damaged archive
-    and members named outside it before anything is read."""
+    """Read the archive's members into memory (never onto disk), one sample at a time, so memory holds
+    one member and its traces; ``safe_zip`` refuses a damaged archive, odd or repeated member names and
+    members that decompress past their bounds."""
     file = path.name
     with safe_zip(path) as zf:
-        names = zf.namelist()
+        names = zf.names
 
         def member(name: str):
-            try:
-                raw = zf.read(name)
-            except (zipfile.BadZipFile, zlib.error, NotImplementedError, EOFError, OSError) as exc:
-                raise TraceError(file, f"archive member cannot be read ({exc})", record=name) from None
-            return load_json(raw, file, record=name)
+            return load_json(zf.read(name), file, record=name)
 
         header_name = next((n for n in ("header.json", "_journal/start.json") if n in names), None)
         if header_name is None:
@@ -136,20 +134,22 @@ def load_eval_log(path: Path) -> Iterator[Trace]:
         if not isinstance(header, dict) or not isinstance(header.get("eval"), dict):
             raise TraceError(file, "expected an object with 'eval'", record=header_name, field="eval")
         sample_names = [n for n in names if n.startswith("samples/") and n.endswith(".json")]
-        samples = []
-        for n in sample_names:
-            s = member(n)
-            if not isinstance(s, dict):
-                raise TraceError(file, "expected a sample object", record=n)
-            samples.append(s)
-    yield from _convert_log(header, samples, file, FORMAT_EVAL)
+        if not sample_names:
+            raise TraceError(file, _NO_SAMPLES, field="samples")
+
+        def samples() -> Iterator[dict]:
+            for n in sample_names:
+                s = member(n)
+                if not isinstance(s, dict):
+                    raise TraceError(file, "expected a sample object", record=n)
+                yield s
+
+        yield from _convert_log(header, samples(), file, FORMAT_EVAL)
 
 
 # -------------------------------------------------------------------------------------------- conversion
-def _convert_log(header: dict, samples: list, file: str, fmt: str) -> Iterator[Trace]:
+def _convert_log(header: dict, samples: Iterable, file: str, fmt: str) -> Iterator[Trace]:
     spec = header["eval"]
-    if not samples:
-        raise TraceError(file, "the log holds no samples (written with log_samples=False?)", field="samples")
     task = spec.get("task") if isinstance(spec.get("task"), str) else "task"
     model = spec.get("model") if isinstance(spec.get("model"), str) else None
     version = (

@@ -47,7 +47,7 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, build_trace, iso_timestamp, load_json, text_of, warn
+from sim.importers.common import Message, Usage, build_trace, iso_timestamp, read_json_file, text_of, warn
 from sim.importers.openhands_v0 import cmd_output_text, cost_of, token_usage, tool_call_line
 from sim.types import Trace
 
@@ -84,13 +84,13 @@ def event_files(folder: Path) -> list[Path]:
 def load(path: Path) -> Iterator[Trace]:
     """Errors name the file inside the conversation folder (``<folder>/events/event-....json``)."""
     name = f"{path.name}/base_state.json"
-    state = load_json((path / "base_state.json").read_bytes(), name)
+    state = read_json_file(path / "base_state.json", name)
     if not isinstance(state, Mapping):
         raise TraceError(name, f"expected an object, got {type(state).__name__}")
     events = []
     for f in event_files(path):
         name = f"{path.name}/events/{f.name}"
-        e = load_json(f.read_bytes(), name)
+        e = read_json_file(f, name)
         if not isinstance(e, Mapping):
             raise TraceError(name, f"expected an event object, got {type(e).__name__}")
         events.append((name, e))
@@ -221,7 +221,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
                 f"condensation in {name} not modelled; later calls keep the full history and "
                 "their residuals carry the difference",
             )
-        elif kind not in _SKIPPED_KINDS:
+        elif not isinstance(kind, str) or kind not in _SKIPPED_KINDS:
             warn(folder, f"{name}: event kind {kind!r} is not part of the model's conversation here; skipped")
     agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
     llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}

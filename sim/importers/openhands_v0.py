@@ -63,6 +63,7 @@ from pathlib import Path
 from sim.errors import TraceError
 from sim.importers import Importer, register
 from sim.importers.common import (
+    MAX_DOCUMENT_BYTES,
     Message,
     Usage,
     build_trace,
@@ -76,6 +77,7 @@ from sim.importers.common import (
     usage_count,
     warn,
 )
+from sim.jsonl import lines_of
 from sim.types import Trace
 
 FORMAT_OUTPUT = "openhands-v0-output"
@@ -179,6 +181,10 @@ class _History:
             v = e.get(key)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | str)):
                 raise TraceError(self.file, f"expected an event id, got {v!r}", record=rec, field=key)
+        for key in ("action", "observation"):
+            v = e.get(key)
+            if v is not None and not isinstance(v, str):
+                raise TraceError(self.file, f"expected a name, got {type(v).__name__}", record=rec, field=key)
         if "action" in e:
             self._action(e, rec)
         elif "observation" in e:
@@ -539,20 +545,21 @@ def _sniff_output(path: Path) -> bool:
 
 
 def load_output(path: Path) -> Iterator[Trace]:
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, start=1):
-            if not raw.strip():
-                continue
-            record = f"line {lineno}"
-            d = load_json(raw, path.name, record)
-            t = convert_output(d, path.name, record)
-            if t is None:  # a run that failed before its first event: nothing to replay
-                warn(
-                    path.name,
-                    f"{record}: no conversation in its history (error: {d.get('error')!r}); skipped",
-                )
-                continue
-            yield t
+    for lineno, raw in lines_of(path):
+        record = f"line {lineno}"
+        if raw is None:
+            raise TraceError(path.name, f"longer than {MAX_DOCUMENT_BYTES:,} bytes; not read", record)
+        if not raw.strip():
+            continue
+        d = load_json(raw, path.name, record)
+        t = convert_output(d, path.name, record)
+        if t is None:  # a run that failed before its first event: nothing to replay
+            warn(
+                path.name,
+                f"{record}: no conversation in its history (error: {d.get('error')!r}); skipped",
+            )
+            continue
+        yield t
 
 
 def convert_output(d, file: str, record: str) -> Trace | None:

@@ -46,6 +46,7 @@ each step, unused), per-step ``execution_time``, the editor state line's tags, a
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -54,7 +55,9 @@ from sim.errors import TraceError
 from sim.facts import command_of, swe_facts
 from sim.importers import Importer, register
 from sim.importers.chat_messages import render_call
-from sim.importers.common import Message, build_trace, load_json, text_of, warn
+from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
+from sim.jsonl import parse_json
+from sim.traceio import lone_surrogate
 from sim.types import Trace
 
 FORMAT = "swe-agent"
@@ -101,6 +104,7 @@ _SWE_TOOLS = frozenset(
 _NEUTRAL_PROCESSORS = frozenset({"cache_control", "tag_tool_call_observations", "DefaultHistoryProcessor"})
 _LAST_N_V0 = re.compile(r"^Last(\d+)Observations$")
 _CLIPPED = "<response clipped>"
+_MAX_CONFIG_DEPTH = 32
 _HEAD = re.compile(rb'^\s*\{.*?"(trajectory|history|environment|info|replay_config)"\s*:', re.S)
 
 
@@ -120,7 +124,7 @@ def _replay_config(data: Mapping, file: str) -> dict:
     rc = data.get("replay_config")
     if isinstance(rc, str):
         try:
-            rc = json.loads(rc)
+            rc = parse_json(rc)
         except json.JSONDecodeError:
             warn(file, "replay_config is not valid JSON; ignored (no model, policy raw)")
             return {}
@@ -128,20 +132,50 @@ def _replay_config(data: Mapping, file: str) -> dict:
 
 
 def _args_yaml(path: Path | None, file: str) -> dict:
-    """0.x writes the run's config as ``args.yaml`` in the trajectory's folder."""
+    """0.x writes the run's config as ``args.yaml`` in the trajectory's folder. It is read with the
+    bounded safe loader (a few hundred bytes of nested aliases stand for billions of nodes); one that
+    cannot be read gives a warning and the run is imported without it: the trajectory itself is fine."""
     if path is None:
         return {}
     f = path.parent / "args.yaml"
     if not f.is_file():
         return {}
-    try:
-        import yaml  # PyYAML comes with hydra-core (omegaconf)
+    from sim.errors import ConfigError
+    from sim.safeyaml import MAX_YAML_BYTES, load_yaml
 
-        cfg = yaml.safe_load(f.read_text(encoding="utf-8", errors="replace"))
-    except Exception as exc:  # a damaged sidecar must not stop the trace itself
-        warn(file, f"args.yaml beside it could not be read ({type(exc).__name__}); no model, policy raw")
+    try:
+        if f.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError(f"args.yaml: larger than {MAX_YAML_BYTES:,} bytes; not read")
+        cfg = load_yaml(f.read_text(encoding="utf-8", errors="replace"), "args.yaml")
+        return _plain(cfg) if isinstance(cfg, dict) else {}
+    except (ConfigError, OSError) as exc:
+        warn(file, f"the args.yaml beside it is not used ({exc}); imported without it (no model, policy raw)")
         return {}
-    return cfg if isinstance(cfg, dict) else {}
+
+
+def _plain(value, depth: int = 0):
+    """YAML values as JSON ones (the recorded policy is stored as JSON): string keys, finite numbers;
+    anything else (a date, bytes, NaN) as its text, and nothing nested deeper than a trace may be. A
+    lone surrogate (YAML's ``"\\ud800"`` escape) cannot be written as UTF-8: the file is not used."""
+    if isinstance(value, dict):
+        if depth >= _MAX_CONFIG_DEPTH:
+            return _text(str(value)[:200])
+        return {_text(str(k)): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        if depth >= _MAX_CONFIG_DEPTH:
+            return _text(str(value)[:200])
+        return [_plain(v, depth + 1) for v in value]
+    if value is None or isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+        return value
+    return _text(value if isinstance(value, str) else str(value))
+
+
+def _text(s: str) -> str:
+    if lone_surrogate(s):
+        from sim.errors import ConfigError
+
+        raise ConfigError("args.yaml: holds a lone UTF-16 surrogate (not valid Unicode text)")
+    return s
 
 
 def _dig(d, *keys):
@@ -171,7 +205,7 @@ def recorded_policy(processors) -> dict:
     active = []
     for p in processors:
         kind = p.get("type", p.get("name")) if isinstance(p, Mapping) else p
-        if kind not in _NEUTRAL_PROCESSORS:
+        if not isinstance(kind, str) or kind not in _NEUTRAL_PROCESSORS:
             active.append((kind, p if isinstance(p, Mapping) else {}))
     if len(active) == 1:
         kind, p = active[0]
@@ -179,7 +213,7 @@ def recorded_policy(processors) -> dict:
         n = int(m.group(1)) if m else p.get("n")
         if kind in ("last_n_observations", "LastNObservations") or m:
             polling = p.get("polling", 1)
-            if isinstance(n, int) and n >= 1 and isinstance(polling, int) and polling >= 1:
+            if type(n) is int and n >= 1 and type(polling) is int and polling >= 1:
                 return {"name": "observation_masking", "n": n, "polling": polling}
     return {"name": "raw", "history_processors": processors}
 
@@ -316,7 +350,7 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
     info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
     outcome: dict = {"exit_status": info.get("exit_status"), "model_stats": dict(stats)}
-    scripted = model in _TEST_MODELS
+    scripted = isinstance(model, str) and model in _TEST_MODELS
     if scripted or (stats and not any(stats.get(k) for k in ("tokens_sent", "tokens_received", "api_calls"))):
         outcome["demonstration"] = True
         if scripted:
@@ -342,7 +376,7 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
 
 
 def load(path: Path) -> Iterator[Trace]:
-    data = load_json(path.read_bytes(), path.name)
+    data = read_json_file(path)
     yield convert(data, path.name, path)
 
 

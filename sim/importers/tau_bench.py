@@ -27,7 +27,7 @@ from pathlib import Path
 from sim.errors import TraceError
 from sim.importers import Importer, register
 from sim.importers.chat_messages import openai_messages
-from sim.importers.common import build_trace, load_json
+from sim.importers.common import build_trace, read_json_file
 from sim.limits import number_problem
 from sim.types import Trace
 
@@ -59,7 +59,7 @@ def model_and_domain(stem: str) -> tuple[str | None, str | None]:
 
 def load(path: Path) -> Iterator[Trace]:
     file = path.name
-    data = load_json(path.read_bytes(), file)
+    data = read_json_file(path)
     if not isinstance(data, list):
         raise TraceError(file, f"expected a list of runs, got {type(data).__name__}")
     model, domain = model_and_domain(path.stem)
