@@ -187,7 +187,9 @@ def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
 
     def observe(k, view):
         st = "".join(CODE[ItemState(view.state[i])] for i in range(view.n))
-        inserted = [view.tokens[i] for i in range(view.n) if view.state[i] == ItemState.SUMMARIZED and view.tokens[i]]
+        inserted = [
+            view.tokens[i] for i in range(view.n) if view.state[i] == ItemState.SUMMARIZED and view.tokens[i]
+        ]
         calls.append([rle(st), inserted, view.total + residual[k]])
 
     model = ReplayModel(trace, on_missing="degrade")
