@@ -51,6 +51,15 @@ MINI_IDS = (
 TAU_IDS = ("3-0", "0-0", "2-0", "5-0", "4-0", "7-0")
 SUMMARY_RULE = {"ratio": 0.1, "min": 256, "max": 2048}
 
+
+def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
+    knobs = {"context_window": window}
+    knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
+    knobs |= {"mode": mode} if mode != "sliding_window" else {}
+    config = {"context_window": window, "mode": mode, "sliding_window_percentage": percentage}
+    return "mini", "letta_partial_evict", knobs, config
+
+
 # framework -> setting -> (corpus, ctxsim policy, ctxsim knobs, the framework's own configuration)
 SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
     "adk": {
@@ -66,7 +75,8 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
                           {"compaction_interval": None, "overlap_size": None, "token_threshold": 20000,
                            "event_retention_size": 0},
                           {"token_threshold": 20000, "event_retention_size": 0}),
-        "window-3-1-mini": ("mini", "adk_events_compaction", {}, {"compaction_interval": 3, "overlap_size": 1}),
+        "window-3-1-mini": ("mini", "adk_events_compaction", {},
+                            {"compaction_interval": 3, "overlap_size": 1}),
         "window-3-1": ("tau", "adk_events_compaction", {}, {"compaction_interval": 3, "overlap_size": 1}),
         "window-2-0": ("tau", "adk_events_compaction", {"compaction_interval": 2, "overlap_size": 0},
                        {"compaction_interval": 2, "overlap_size": 0}),
@@ -77,20 +87,13 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
                                      "event_retention_size": 4}),
     },
     "letta": {
-        "sliding-16000": ("mini", "letta_partial_evict", {"context_window": 16000},
-                          {"context_window": 16000, "mode": "sliding_window", "sliding_window_percentage": 0.3}),
-        "sliding-24000": ("mini", "letta_partial_evict", {"context_window": 24000},
-                          {"context_window": 24000, "mode": "sliding_window", "sliding_window_percentage": 0.3}),
-        "sliding-16000-0.5": ("mini", "letta_partial_evict",
-                              {"context_window": 16000, "sliding_window_percentage": 0.5},
-                              {"context_window": 16000, "mode": "sliding_window", "sliding_window_percentage": 0.5}),
+        "sliding-16000": _letta(16000),
+        "sliding-24000": _letta(24000),
+        "sliding-16000-0.5": _letta(16000, 0.5),
         # a window kept above the trigger (0.95 > 0.9): the sliding window's summary is discarded for
         # summarize_all's
-        "sliding-20000-0.05": ("mini", "letta_partial_evict",
-                               {"context_window": 20000, "sliding_window_percentage": 0.05},
-                               {"context_window": 20000, "mode": "sliding_window", "sliding_window_percentage": 0.05}),
-        "all-24000": ("mini", "letta_partial_evict", {"context_window": 24000, "mode": "all"},
-                      {"context_window": 24000, "mode": "all", "sliding_window_percentage": 0.3}),
+        "sliding-20000-0.05": _letta(20000, 0.05),
+        "all-24000": _letta(24000, mode="all"),
     },
     "inspect": {
         "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},

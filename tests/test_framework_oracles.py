@@ -38,7 +38,8 @@ def corpus(name: str) -> dict:
 
 def first_difference(got: dict, want: dict) -> str:
     if got["finish"] != want["finish"] or len(got["calls"]) != len(want["calls"]):
-        return f"ctxsim ends {got['finish']} after {len(got['calls'])} calls, the framework {want['finish']} after {len(want['calls'])}"
+        ours, theirs = (got["finish"], len(got["calls"])), (want["finish"], len(want["calls"]))
+        return f"ctxsim ends {ours[0]} after {ours[1]} calls, the framework {theirs[0]} after {theirs[1]}"
     k = next(k for k, (a, b) in enumerate(zip(got["calls"], want["calls"], strict=True)) if a != b)
     return f"call {k}: ctxsim {got['calls'][k]}, the framework {want['calls'][k]}"
 
