@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean oracle-seed
+.PHONY: demo test bench lint clean oracle-seed oracle-adk oracle-letta oracle-inspect
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -23,6 +23,19 @@ oracle-seed: $(VENV)/.installed $(ORACLE)/node_modules/.installed
 
 $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 	cd $(ORACLE) && npm ci --no-audit --no-fund
+	touch $@
+
+# The framework policies' differential oracles: the real library (ADK, Letta, Inspect), each in its own
+# Python 3.12 environment pinned by benchmarks/oracles/<framework>/requirements.txt, drives the goldens'
+# traces; rewrites tests/golden/frameworks/<framework>/.
+PY312 ?= python3.12
+FW := benchmarks/oracles
+oracle-adk oracle-letta oracle-inspect: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
+	$(BIN)/python $(FW)/frameworks.py $* --write
+
+$(FW)/%/.venv/.installed: $(FW)/%/requirements.txt
+	$(PY312) -m venv $(FW)/$*/.venv
+	$(FW)/$*/.venv/bin/pip install -q --no-deps -r $<
 	touch $@
 
 $(VENV)/.installed: pyproject.toml

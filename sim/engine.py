@@ -353,6 +353,11 @@ def _replay_loop(
             changes, summary = result.changes, result.summary
         else:
             changes, summary = result, None
+        if isinstance(summary, list):  # several passes: each call metered, the last one's output kept
+            for s in summary[:-1]:
+                row(SUMMARY, k, s.input_tokens, model.summarize(s.input_tokens, s.output_tokens), 0, 0, 0,
+                    -1, -1, 0, 0)  # fmt: skip
+            summary = summary[-1] if summary else None
         covered: list[str] = []
         if summary is not None:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
@@ -428,7 +433,11 @@ def _replay_loop(
         admit(k, view_end[k])
         first, changed = -1, 0
         if policy.acts_before_call:
-            first, changed = apply(k, policy.before_call(trace, state, view, k, status))
+            decision = policy.before_call(trace, state, view, k, status)
+            first, changed = apply(k, decision)
+            if isinstance(decision, Decision) and decision.stop is not None:
+                finish = decision.stop  # the framework's compaction failed: this call is never sent
+                break
         if facts is not None:
             go_on, first, changed = reread(k, first, changed)
             if not go_on:

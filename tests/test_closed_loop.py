@@ -95,8 +95,18 @@ WORKING_SET_POLICIES = {
     "autogen_token_limited": {"token_limit": 14000},
     "llm_summary": {"n": 4, "m": 3},
     "hybrid": {"n": 6, "m": 3, "mask_n": 3},
-    "adk_events_compaction": {"compaction_interval": 4},
+    # one task is one ADK invocation: its sliding window never fires mid-task, the token threshold does
+    "adk_events_compaction": {
+        "compaction_interval": None,
+        "overlap_size": None,
+        "token_threshold": 12000,
+        "event_retention_size": 4,
+    },
     "letta_partial_evict": {"context_window": 16000},
+    "inspect_compaction_edit": {"threshold": 12000},
+    "inspect_compaction_trim": {"threshold": 12000},
+    "inspect_compaction_summary": {"threshold": 12000},
+    "inspect_compaction_auto": {"threshold": 12000},
 }
 
 

@@ -1,113 +1,138 @@
-"""Google ADK events compaction and Letta partial eviction (POLICIES.md §4) on ``six()``.
+"""Google ADK events compaction (google-adk 2.13.0) and Letta compaction (letta 0.16.8) on hand traces.
 
 Trace ``six()``: events 0 system (100 tokens), 1 task (50), then six turns of assistant ``cmd k`` (10
 tokens; event 2 + 2k) and its tool result (100 tokens; event 3 + 2k). Call k sees events [0, 2 + 2k):
-raw input 150 + 110 k. The summarizer instruction weighs 61 tokens.
+raw input 150 + 110 k; every call answers 7 tokens. ADK's summarizer prompt template weighs
+ceil((657 + 16) / 4) = 169 tokens, ctxsim's summarizer instruction (Letta) 61.
 """
 
-import dataclasses
-
 import pytest
-from builders import swe_trace
+from builders import ev, swe_trace
 
 from sim.engine import replay
 from sim.errors import ConfigError
 from sim.policies.base import make_policy
 from sim.records import AGENT, SUMMARY
-from sim.types import ItemState
+from sim.types import Call, ItemState, Trace
 
-V, S, P = ItemState.VERBATIM, ItemState.SUMMARIZED, ItemState.SPILLED
-INSTRUCTION = 61
+V, S = ItemState.VERBATIM, ItemState.SUMMARIZED
 A, SU = AGENT, SUMMARY
+TEMPLATE, INSTRUCTION = 169, 61
+TOKEN_MODE = {"compaction_interval": None, "overlap_size": None}
 
 
 def six(**kw):
     return swe_trace([("x" * 384, 100)] * 6, **kw)
 
 
+def invocations(n: int) -> Trace:
+    """system (100), then per user-initiated invocation j: user q_j (20), assistant with a call (10),
+    its result (100), a final answer (10); a call on each assistant event."""
+    events, calls = [ev(0, "system", "sys", 100)], []
+    for j in range(n):
+        b = len(events)
+        events += [
+            ev(b, "user", f"q{j}", 20),
+            ev(b + 1, "assistant", f"call {j}", 10, tool_call_ids=(f"c{j}",)),
+            ev(b + 2, "tool_result", "out", 100, tool_call_id=f"c{j}"),
+            ev(b + 3, "assistant", f"answer {j}", 10),
+        ]
+        calls += [b + 1, b + 3]
+    prefix = [0]
+    for e in events:
+        prefix.append(prefix[-1] + e.tokens)
+    return Trace(
+        "invocations", "ctxsim-scenario", tuple(events),
+        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
+              for j, a in enumerate(calls)),
+        bytes_per_token=4.0,
+    )  # fmt: skip
+
+
+def run(trace, name, **knobs):
+    return replay(trace, make_policy(name, **knobs), window=None)
+
+
 def inputs(r):
     return r.calls["input_tokens"].tolist()
 
 
-def states(r):
-    return [ItemState(s) for s in r.item_state.tolist()]
+def test_adk_token_threshold_keeps_one_rolling_summary():
+    # threshold 300 on the last reported prompt: call 2's 370 fires before call 3. The 7 events after no
+    # compaction, the newest 2 kept (a2 r2; the split keeps r2 with its call): task a0 r0 a1 r1 (270) ->
+    # summary 27, the task included; 100 + 27 + 110 = 237. Call 4's report (347) fires before call 5:
+    # a2 r2 a3 r3 (220) plus the previous summary (27) as the seed -> round(24.7) = 25, one summary over
+    # events 1..9 that replaces the first: 100 + 25 + 110 = 235.
+    r = run(six(), "adk_events_compaction", **TOKEN_MODE, token_threshold=300, event_retention_size=2,
+            summary_min_tokens=10)  # fmt: skip
+    assert r.calls["kind"].tolist() == [A, A, A, SU, A, A, SU, A]
+    assert inputs(r) == [150, 260, 370, TEMPLATE + 270, 237, 347, TEMPLATE + 247, 235]
+    assert r.calls["output_tokens"].tolist() == [7, 7, 7, 27, 7, 7, 25, 7]
+    assert r.item_state.tolist() == [V] + [S] * 9 + [V, V]
+    # the summary sits at the end of its range (event 9), the superseded one's slot (event 5) went to 0
+    assert r.item_tokens.tolist() == [100, 0, 0, 0, 0, 0, 0, 0, 0, 25, 10, 100]
 
 
-def test_adk_interval_with_overlap():
-    # interval 2: fires before call 2 (turns 0, 1 done): a0 r0 a1 r1 (220) -> summary clamp(22) in a0's
-    # slot, r0 a1 r1 spilled behind 4-token handles: 150 + 22 + 12 = 184. Before call 4 (turns 2, 3):
-    # overlap 1 re-summarizes turn 1's raw events (a1 r1, 110) with the new span a2 r2 a3 r3 (220):
-    # summary round(0.1 x 330) = 33 in a2's slot; input 61 + 110 + 220. Request 150 + 34 + 45 = 229.
-    r = replay(
-        six(), make_policy("adk_events_compaction", compaction_interval=2, summary_min_tokens=10), window=None
+def test_adk_sliding_window_counts_user_initiated_invocations():
+    # interval 2, overlap 1. When u2 arrives (before call 4) invocations 0 and 1 have completed: events
+    # 1..8 (280) -> summary 28 at event 8; 100 + 28 + u2 = 148. When u3 arrives only invocation 2 is new:
+    # nothing. The summarizer gets the events as listed: 169 + 280.
+    r = run(
+        invocations(4), "adk_events_compaction", compaction_interval=2, overlap_size=1, summary_min_tokens=10
     )
-    assert r.calls["kind"].tolist() == [A, A, SU, A, A, SU, A, A]
-    assert inputs(r) == [150, 260, INSTRUCTION + 220, 184, 294, INSTRUCTION + 330, 229, 339]
-    assert r.calls["output_tokens"].tolist() == [7, 7, 22, 7, 7, 33, 7, 7]
-    assert states(r) == [V, V, S, P, P, P, S, P, P, P, V, V]
-    assert r.item_tokens.tolist()[2:10] == [22, 4, 4, 4, 33, 4, 4, 4]
+    assert r.calls["kind"].tolist() == [A, A, A, A, SU, A, A, A, A]
+    assert inputs(r) == [120, 230, 260, 370, TEMPLATE + 280, 148, 258, 288, 398]
+    assert r.item_tokens.tolist()[:9] == [100, 0, 0, 0, 0, 0, 0, 0, 28]
 
 
-def test_adk_token_threshold_keeps_retention_events():
-    # threshold 300 on the previous request: call 2 was 370, so before call 3 all but the newest 2
-    # messages (a2 r2) are compacted: events 2..5 (220) -> 22 + 3 x 4; 150 + 34 + 110 = 294. Call 4's 404
-    # fires again before call 5: events 6..9 -> a second summary (22) in a2's slot: 150 + 2 x 34 + 110.
-    p = make_policy(
-        "adk_events_compaction",
-        compaction_interval=1000,
-        token_threshold=300,
-        event_retention_size=2,
+def test_adk_sliding_window_never_fires_within_one_task():
+    # a single-task run is one invocation: ADK compacts it only after it has completed
+    r = run(swe_trace([("y", 20)] * 12), "adk_events_compaction", compaction_interval=1, overlap_size=0)
+    assert SU not in r.calls["kind"].tolist()
+
+
+def test_letta_sliding_window_cut_after_the_step():
+    # window 400: trigger int(0.9 x 400) = 360 on prompt + completion. Call 2: 370 + 7 -> compact before
+    # call 3 over [system, task, a0, r0, a1, r1, a2, r2] (8): the cut grows from 0.3 by 0.1: round(3.2)=3
+    # -> back to a0 (system + 330 = 430), round(4.0)=4 -> a1 (320), round(4.8)=5 -> a1, round(5.6)=6 -> a2
+    # (210 < 0.7 x 400). Task a0 r0 a1 r1 (270) -> summary 27: 100 + 27 + 110 = 237. Call 5: 457 + 7 > 360,
+    # but no call follows.
+    r = run(six(), "letta_partial_evict", context_window=400, summary_min_tokens=10)
+    assert r.calls["kind"].tolist() == [A, A, A, SU, A, A, A]
+    assert inputs(r) == [150, 260, 370, INSTRUCTION + 270, 237, 347, 457]
+    assert r.item_state.tolist() == [V] + [S] * 5 + [V] * 6
+    assert r.item_tokens.tolist()[:2] == [100, 27]
+
+
+def test_letta_cut_rounds_like_python_and_folds_the_previous_summary():
+    # sliding_window_percentage 0.05: goal 0.95 x 400 = 380. Before call 3: round(1.2)=1 finds no
+    # assistant (continue), round(2.0)=2 -> a0 (430), round(2.8)=3 -> a0, round(3.6)=4 -> a1 (320): task a0
+    # r0 (160) -> 16. Before call 5 over [system, summary, a1 .. r4] (10): round(1.5)=2 -> a1 (540),
+    # round(2.5)=2, round(3.5)=4 -> a2 (430), round(4.5)=4, round(5.5)=6 -> a3 (320): the summary (16) and
+    # a1 r1 a2 r2 (220) -> round(23.6) = 24, in the same slot.
+    r = run(
+        six(),
+        "letta_partial_evict",
+        context_window=400,
+        sliding_window_percentage=0.05,
         summary_min_tokens=10,
     )
-    r = replay(six(), p, window=None)
     assert r.calls["kind"].tolist() == [A, A, A, SU, A, A, SU, A]
-    assert inputs(r) == [150, 260, 370, INSTRUCTION + 220, 294, 404, INSTRUCTION + 220, 328]
-    assert states(r) == [V, V, S, P, P, P, S, P, P, P, V, V]
+    assert inputs(r) == [150, 260, 370, INSTRUCTION + 160, 336, 446, INSTRUCTION + 236, 344]
+    assert r.item_tokens.tolist()[:8] == [100, 24, 0, 0, 0, 0, 0, 0]
 
 
-def test_adk_defaults_fire_every_five_turns():
-    r = replay(swe_trace([("y", 20)] * 12), make_policy("adk_events_compaction"), window=None)
-    kinds = r.calls["kind"].tolist()
-    assert [i for i, k in enumerate(kinds) if k == SU] == [5, 11]  # before calls 5 and 10
-
-
-def test_letta_evicts_oldest_tokens_keeping_the_last_messages():
-    # window 400. Call 3's view (480) is over: buffer = the 7 messages (380), goal 0.75 x 380 = 285, but
-    # at most 7 - 3 = 4 messages (task a0 r0 a1); keeping r1 without a1 would split a pair, so
-    # task a0 r0 (160) are evicted: summary 16 in the task's slot, a0 r0 spilled (4 each):
-    # 100 + 24 + 220 = 344. Call 4 (454): buffer 16 + 330, a1 r1 (110) evicted recursively: summary
-    # round(0.1 x 126) = 13, input 61 + 16 + 110; 100 + 13 + 16 + 220 = 349. Call 5 (459): a2 r2: 12.
-    r = replay(
-        six(), make_policy("letta_partial_evict", context_window=400, summary_min_tokens=10), window=None
-    )
-    assert r.calls["kind"].tolist() == [A, A, A, SU, A, SU, A, SU, A]
-    assert inputs(r) == [
-        150,
-        260,
-        370,
-        INSTRUCTION + 160,
-        344,
-        INSTRUCTION + 126,
-        349,
-        INSTRUCTION + 123,
-        356,
-    ]
-    assert r.calls["output_tokens"].tolist() == [7, 7, 7, 16, 7, 13, 7, 12, 7]
-    assert states(r) == [V, S, P, P, P, P, P, P, V, V, V, V]
-    assert r.item_tokens.tolist()[:8] == [100, 12, 4, 4, 4, 4, 4, 4]
-    # memory-pressure warning once over 300 (75%), again after each eviction that stays over
-    assert r.warnings == tuple((row, "memory-pressure") for row in (2, 4, 6, 8))
+def test_letta_mode_all_keeps_only_the_system_prompt():
+    r = run(six(), "letta_partial_evict", context_window=400, mode="all", summary_min_tokens=10)
+    assert inputs(r)[3:5] == [INSTRUCTION + 380, 100 + 38]
 
 
 def test_letta_on_overflow_without_a_known_window():
     t = six()
     assert t.context_window is None
-    p = make_policy("letta_partial_evict", summary_min_tokens=10)
-    r = replay(t, p, window=400)
-    assert r.calls["kind"].tolist() == [A, A, A, SU, A, SU, A, SU, A]
-    assert r.warnings == ()  # no known window: no warning level
-    r2 = replay(dataclasses.replace(t, context_window=400), p, window=None)  # the trace's window
-    assert inputs(r2) == inputs(r)
+    r = replay(t, make_policy("letta_partial_evict", summary_min_tokens=10), window=400)
+    assert r.finish_reason == "completed" and r.rejections > 0
+    assert max(inputs(r)[i] for i, k in enumerate(r.calls["kind"].tolist()) if k == A) <= 400
 
 
 @pytest.mark.parametrize(
@@ -115,9 +140,14 @@ def test_letta_on_overflow_without_a_known_window():
     [
         ("adk_events_compaction", {"compaction_interval": 0}, r"compaction_interval=0 is not an integer"),
         ("adk_events_compaction", {"token_threshold": 100}, r"must be set together"),
+        (
+            "adk_events_compaction",
+            {"compaction_interval": None, "overlap_size": None},
+            r"at least one trigger",
+        ),
         ("adk_events_compaction", {"summary_ratio": 2}, r"summary_ratio=2 is not a number in \(0, 1\]"),
-        ("letta_partial_evict", {"evict_fraction": 0}, r"evict_fraction=0 is not a number in \(0, 1\]"),
-        ("letta_partial_evict", {"keep_last_messages": -1}, r"keep_last_messages=-1 is not an integer"),
+        ("letta_partial_evict", {"mode": "self_compact_all"}, r"mode='self_compact_all' is not one of"),
+        ("letta_partial_evict", {"sliding_window_percentage": 1.5}, r"sliding_window_percentage=1.5 is not"),
     ],
 )
 def test_knob_errors(name, knobs, message):

@@ -113,10 +113,14 @@ class SummaryCall(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough."""
+    """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough.
+    ``summary``: one metered summarizer call, or a list of them (a framework that summarizes again when
+    one pass was not enough). ``stop``: a finish reason that ends the run before this call is sent (a
+    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered."""
 
     changes: Sequence[Change] = ()
-    summary: SummaryCall | None = None
+    summary: SummaryCall | list[SummaryCall] | None = None
+    stop: str | None = None
 
 
 class AfterCall(NamedTuple):

@@ -1,30 +1,37 @@
-"""``letta_partial_evict``: Letta (MemGPT) partial eviction of the message buffer (POLICIES.md §4).
+"""``letta_partial_evict``: Letta's compaction as letta 0.16.8 runs it (``letta_agent_v3`` with
+``services/summarizer``: ``compact_messages``, ``summarize_via_sliding_window``, ``summarize_all``; the last
+Letta server release under the name ``letta``).
 
-- Buffer: the messages in view (every event but ``system`` / ``tools``, which stand in for Letta's
-  system prompt and core memory) not yet evicted, plus the running summary.
-- Warning: once the previous request's provider-reported input exceeds ``warning_fraction`` x
-  ``context_window`` (Letta: 75%), the run records a ``memory-pressure`` warning (once until the next
-  eviction). Letta also inserts a short system alert into the buffer; its tokens are not modelled
-  (chosen).
-- Trigger: a context-window overflow (``on_overflow``), and proactively before a call whose view exceeds
-  ``proactive_fraction`` x ``context_window`` (default 1.0: Letta counts the buffer itself and evicts
-  when it no longer fits). ``context_window`` null means the trace's recorded window; when that is
-  unknown too, only overflow triggers.
-- Cut: the oldest messages until their tokens reach ``evict_fraction`` of the buffer's tokens (MemGPT's
-  ~75% of tokens; Letta's newer ~30% of messages is not the rule used here — chosen, a knob), always
-  keeping the newest ``keep_last_messages`` messages (chosen default 3: "the last few"); the cut moves
-  back (older) to a boundary that never separates a tool call from its result. Nothing to evict -> no
-  reduction. The task message is not protected (as in Letta).
-- Transform: the evicted messages are summarized recursively into one summary message (SUMMARIZED, in
-  the slot of the first evicted event, with the summary's tokens); the other evicted messages move to
-  recall memory and stay searchable (``conversation_search``): SPILLED, each with a handle of
-  ``handle_tokens`` tokens (a ctxsim choice standing for the searchable copy). Their facts reach the
-  agent by retrieval, not through the summary (only the slot's own event feeds the summary's facts).
-- Summarizer: one metered call; input = the instruction + the previous summary + the newly evicted
-  messages as they stand in view; output clamp(``summary_ratio`` x that, ``summary_min_tokens``,
-  ``summary_max_tokens``) — Letta fixes no size here; the seed engine's values.
-- A state rewrite of the in-context buffer (recall memory keeps every message). Cache: each eviction
-  rewrites the prefix from the summary slot on.
+Knobs (Letta's names and defaults): ``context_window`` (``LLMConfig.context_window``; null = the trace's
+recorded window, else only the provider's rejection triggers), ``mode`` ``sliding_window`` or ``all``
+(``CompactionSettings.mode``; the ``self_compact_*`` modes, which have the agent model summarize itself,
+are not modelled), ``sliding_window_percentage`` 0.3 (``summarizer_settings.partial_evict_summarizer_
+percentage``). Summary size: ctxsim's rule, clamp(``summary_ratio`` x the summarized messages,
+``summary_min_tokens``, ``summary_max_tokens``), 0.1 / 256 / 2,048 (Letta's is what the model writes;
+its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
+
+- In-context messages: message 0 is the system prompt (the ``system`` and ``tools`` events, never
+  evicted), then the summary message when there is one, then every other event in view not evicted.
+- Trigger: after a step, when its usage total (prompt + completion: the previous call's input and
+  output) exceeds ``int(0.9 x context_window)`` (``get_compaction_trigger_threshold``, every model), the
+  messages are compacted before the next call; and when the provider rejects a request as too long
+  (``ContextWindowExceededError``: compact, retry once).
+- ``sliding_window``: the cut starts at ``sliding_window_percentage`` of the messages and grows in steps
+  of 0.10 (float arithmetic as Letta's): cut = round(fraction x messages), moved back to the last
+  assistant message at or before it; until system + messages from the cut on are below
+  ``(1 - sliding_window_percentage) x context_window``. Messages [1, cut) — the previous summary
+  included — are summarized; the rest are kept. No assistant message found, or the cut at the last
+  message: Letta raises and falls back to ``all``.
+- Fallback: when the kept messages (without the new summary) still reach the trigger, ``summarize_all``
+  runs on them: the new summary replaces them all and the sliding window's own summary is discarded
+  (both summarizer calls are metered).
+- ``all``: every message but the system prompt is summarized.
+- Transform: the summarized messages are SUMMARIZED; the summary message (index 1 in Letta) sits in the
+  slot of the first message ever summarized, with the summary's tokens (Letta's system-alert framing
+  around it is not sized apart). Evicted messages stay in Letta's recall memory, searchable with
+  ``conversation_search``; ctxsim's mock model does not search it (no handle in view): lost from view.
+- A state rewrite of the in-context messages. Cache: each compaction rewrites the prefix from the
+  summary slot on.
 """
 
 from __future__ import annotations
@@ -32,41 +39,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
-from sim.policies.adk_events_compaction import compact_span
-from sim.policies.base import AfterCall, Change, Decision, Policy, View, check_int, register
-from sim.policies.llm_summary import SummaryState, check_summary_knobs
+from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION, check_summary_knobs
+from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
 SUMMARIZED = ItemState.SUMMARIZED
+TRIGGER_MULTIPLIER = 0.9  # letta.constants.SUMMARIZATION_TRIGGER_MULTIPLIER
+MODES = ("sliding_window", "all")
+SYSTEM, SUMMARY = -1, -2
 
 
-class _State(SummaryState):
-    __slots__ = ("warned",)
+class _State:
+    __slots__ = ("carrier", "summary_tokens", "pending")
 
-    def __init__(self, trace: Trace) -> None:
-        super().__init__(trace)
-        self.covered_upto = 0  # events before this are evicted (messages only; system/tools never)
-        self.warned = False
-
-
-def _fraction(p, knob: str) -> None:
-    r = getattr(p, knob)
-    if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
-        raise ConfigError(f"policy '{p.name}': {knob}={r!r} is not a number in (0, 1]")
+    def __init__(self) -> None:
+        self.carrier = -1  # the slot of the summary message
+        self.summary_tokens = 0
+        self.pending = False  # the last step's usage exceeded the trigger
 
 
 @register
 @dataclass(frozen=True)
 class LettaPartialEvict(Policy):
-    """On overflow, summarize the oldest evict_fraction of the buffer's tokens into a recursive summary;
-    the evicted messages stay searchable (Letta/MemGPT)."""
+    """After a step over 0.9 x context_window, summarize the oldest messages (sliding window, cut back
+    to an assistant message) until the rest fits 70% of the window; summarize all as the fallback."""
 
     context_window: int | None = None
-    warning_fraction: float = 0.75
-    proactive_fraction: float = 1.0
-    evict_fraction: float = 0.75
-    keep_last_messages: int = 3
-    handle_tokens: int = 4
+    mode: str = "sliding_window"
+    sliding_window_percentage: float = 0.3
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
     summary_max_tokens: int = 2048
@@ -74,78 +75,105 @@ class LettaPartialEvict(Policy):
     name = "letta_partial_evict"
     acts_before_call = True
     recovers = True
-    spills = True
     checks_after_call = True
     conformance_settings = (
-        {"context_window": 1500, "keep_last_messages": 2, "summary_min_tokens": 10},
-        {"context_window": 3000, "evict_fraction": 0.3, "proactive_fraction": 0.7, "handle_tokens": 0},
+        {"context_window": 2500, "summary_min_tokens": 10},
+        {"context_window": 4000, "sliding_window_percentage": 0.5, "summary_min_tokens": 10},
+        {"context_window": 3000, "mode": "all", "summary_min_tokens": 10},
     )
 
     def __post_init__(self) -> None:
         if self.context_window is not None:
             check_int(self.name, "context_window", self.context_window, 1)
-        for knob in ("warning_fraction", "proactive_fraction", "evict_fraction"):
-            _fraction(self, knob)
-        check_int(self.name, "keep_last_messages", self.keep_last_messages, 0)
-        check_int(self.name, "handle_tokens", self.handle_tokens, 0)
+        if self.mode not in MODES:
+            raise ConfigError(f"policy '{self.name}': mode={self.mode!r} is not one of {', '.join(MODES)}")
+        r = self.sliding_window_percentage
+        if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 <= r <= 1):
+            raise ConfigError(
+                f"policy '{self.name}': sliding_window_percentage={r!r} is not a number in [0, 1]"
+            )
         check_summary_knobs(self)
 
     def window(self, trace: Trace) -> int | None:
         return self.context_window if self.context_window is not None else trace.context_window
 
     def start(self, trace: Trace) -> _State:
-        return _State(trace)
+        return _State()
 
-    def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+    def after_call(self, trace: Trace, state: _State, view: View, call: int, status):
         w = self.window(trace)
-        if w is None or view.total <= self.proactive_fraction * w:
-            return ()
-        return self.evict(trace, state, view) or ()
-
-    def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
-        return self.evict(trace, state, view)
-
-    def after_call(self, trace: Trace, state: _State, view: View, call: int, status) -> AfterCall | None:
-        w = self.window(trace)
-        if w is None or state.warned or status.last_input is None:
-            return None
-        if status.last_input > self.warning_fraction * w:
-            state.warned = True
-            return AfterCall(warnings=("memory-pressure",))
+        state.pending = w is not None and status.last_input + status.last_output > int(w * TRIGGER_MULTIPLIER)
         return None
 
-    def evict(self, trace: Trace, state: _State, view: View) -> Decision | None:
-        f = state.frame
-        live = [i for i in f.messages[: f.in_view(view.n)] if i >= state.covered_upto]
-        limit = len(live) - self.keep_last_messages  # at most this many messages evicted
-        if limit <= 0:
-            return None
-        buffer = state.summary_tokens + sum(view.tokens[i] for i in live)
-        goal = self.evict_fraction * buffer - state.summary_tokens
-        count, acc = 0, 0
-        while count < limit and acc < goal:
-            acc += view.tokens[live[count]]
-            count += 1
-        while count > 0 and count < len(live) and not f.valid(live[count]):
-            count -= 1
-        if count <= 0:
-            return None
-        start, cut = live[0], (live[count] if count < len(live) else view.n)
-        changes, summary, out = compact_span(
-            self, trace, view, start, cut, state.summary_tokens, "eviction-summary"
-        )
-        if state.carrier >= 0:  # recursive: the new summary replaces the old one in its slot
-            changes = self._fold(trace, state, changes)
-        carrier = state.carrier if state.carrier >= 0 else start
-        state.carrier, state.covered_upto, state.summary_tokens = carrier, cut, out
-        state.warned = False
-        return Decision(changes, summary)
+    def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        if not state.pending:
+            return ()
+        state.pending = False
+        return self.compact(trace, state, view) or ()
 
-    def _fold(self, trace: Trace, state: _State, changes):
-        """Keep the summary in its first slot: move the new summary there, the new span's first event
-        becomes a spilled handle like the others."""
-        new, rest = changes[0], list(changes[1:])
+    def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        return self.compact(trace, state, view)
+
+    def compact(self, trace: Trace, state: _State, view: View) -> Decision | None:
+        ev = trace.events
+        system = [i for i in range(view.n) if ev[i].kind in ("system", "tools")]
+        msgs = [
+            i for i in range(view.n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED
+        ]
+        # Letta's list: [system, summary?, *msgs] (SYSTEM, SUMMARY stand for those two); positions below
+        # are in that list
+        lst = [SYSTEM] + ([SUMMARY] if state.carrier >= 0 else []) + msgs
+        size = {i: view.tokens[i] for i in msgs}
+        size[SUMMARY] = state.summary_tokens
+        sys_tokens = sum(view.tokens[i] for i in system)
+        w = self.window(trace) or 0
+        trigger = int(w * TRIGGER_MULTIPLIER)
+        calls: list[SummaryCall] = []
+        cut = self.sliding_cut(trace, lst, size, sys_tokens, w) if self.mode == "sliding_window" else None
+        if cut is None:  # mode all, or the sliding window raised: summarize everything but the system prompt
+            covered, kept = lst[1:], []
+        else:
+            covered, kept = lst[1:cut], lst[cut:]
+        calls.append(self.summary_call(trace, covered, size, sys_tokens))
+        if cut is not None and sys_tokens + sum(size[i] for i in kept) >= trigger:
+            covered, kept = lst[1:], []  # summarize_all over the kept messages; the first summary is lost
+            calls.append(self.summary_call(trace, lst[cut:], size, sys_tokens))
+        out = calls[-1].output_tokens
+        covered = [i for i in covered if i != SUMMARY]
+        carrier = state.carrier if state.carrier >= 0 else (covered[0] if covered else -1)
+        if carrier < 0:
+            return None
         bpt = trace.bytes_per_token or 4.0
-        h = self.handle_tokens
-        rest.insert(0, Change(new.index, ItemState.SPILLED, h, round(h * bpt), "spilled"))
-        return [Change(state.carrier, SUMMARIZED, new.tokens, new.nbytes, new.reason), *rest]
+        changes = [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered if i != carrier]
+        changes.append(Change(carrier, SUMMARIZED, out, round(out * bpt), "summary"))
+        state.carrier, state.summary_tokens = carrier, out
+        return Decision(sorted(changes, key=lambda c: c.index), calls[0] if len(calls) == 1 else calls)
+
+    def sliding_cut(self, trace: Trace, lst: list[int], size: dict, sys_tokens: int, w: int) -> int | None:
+        """``summarize_via_sliding_window``'s cut (a position in ``lst``), or None where Letta raises."""
+        ev = trace.events
+        total = len(lst)
+        goal = (1 - self.sliding_window_percentage) * w
+        approx = w
+        fraction = self.sliding_window_percentage
+        idx = None
+        while approx >= goal and fraction < 1.0:
+            fraction += 0.10
+            cutoff = round(fraction * total)
+            idx = next((i for i in range(min(cutoff, total - 1), 0, -1) if self._assistant(ev, lst[i])), None)
+            if idx is None:
+                continue
+            approx = sys_tokens + sum(size[i] for i in lst[idx:])
+        if idx is None or fraction >= 1.0 or idx >= total - 1:
+            return None
+        return idx
+
+    @staticmethod
+    def _assistant(ev, i: int) -> bool:
+        return i >= 0 and ev[i].kind == "assistant"  # the system prompt and the summary are not
+
+    def summary_call(self, trace: Trace, covered: list[int], size: dict, sys_tokens: int) -> SummaryCall:
+        span = sum(size[i] for i in covered)
+        out = min(max(round(self.summary_ratio * span), self.summary_min_tokens), self.summary_max_tokens)
+        instruction = estimate_tokens(len(SUMMARIZER_INSTRUCTION.encode()), trace.bytes_per_token)
+        return SummaryCall(instruction + span, out)

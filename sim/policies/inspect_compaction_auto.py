@@ -1,0 +1,30 @@
+"""``inspect_compaction_auto``: Inspect's ``CompactionAuto`` (inspect-ai 0.3.285): provider-native compaction
+first, ``CompactionSummary`` when the provider has none.
+
+Knobs: ``threshold`` 0.9 (Inspect's name and default) and the summary size rule of
+``inspect_compaction_summary``. Not modelled: ``instructions`` (summarizer input text only), ``memory``
+(acts only with the memory tool).
+
+- Native compaction (the provider's own endpoint, e.g. OpenAI's ``responses.compact``) is opaque and
+  provider-specific; ctxsim models the fallback Inspect takes on every provider without one (the oracle's
+  mock provider included): exactly ``inspect_compaction_summary`` — same trigger, summary, passes and
+  ``compaction-insufficient`` failure. For Anthropic's server-side compaction see
+  ``anthropic_server_compaction``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.policies.base import register
+from sim.policies.inspect_compaction_summary import SummaryKnobs
+
+
+@register
+@dataclass(frozen=True)
+class InspectCompactionAuto(SummaryKnobs):
+    """Inspect CompactionAuto: native compaction where the provider has it (not modelled), else
+    CompactionSummary."""
+
+    name = "inspect_compaction_auto"
+    conformance_settings = ({"threshold": 2500, "summary_min_tokens": 10},)

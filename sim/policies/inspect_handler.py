@@ -1,0 +1,220 @@
+"""Inspect's compaction handler (inspect-ai 0.3.285, ``inspect_ai.model._compaction``): what the four
+``inspect_compaction_*`` policies share. Not a policy itself.
+
+Inspect's ``compaction(strategy, prefix)`` handler keeps a compacted input that new messages are appended
+to, and before each generate:
+- estimates the request: the previous call's reported input (``record_output``: provider input tokens,
+  the residual included) plus the messages added since; on the first call the messages and the tool
+  definitions counted from scratch (here: the view, no residual);
+- compacts when the estimate exceeds ``threshold`` (strictly): an int (or a float > 1) is tokens, a float
+  <= 1 a fraction of the model's input window (ctxsim: the trace's recorded window, else the provider
+  table in ``conf/model/providers/``, else Inspect's fallback of 128,000);
+- runs the strategy, then up to three more passes on its own output while the result (tools + messages,
+  no residual) is over the threshold and each pass still shrinks it; still over: it raises "Compaction
+  insufficient" and the sample ends. ctxsim: the run ends with finish reason ``compaction-insufficient``
+  before that call is sent; summarizer calls the passes made are metered, nothing else changes.
+- the prefix (system and task) is re-added when a strategy dropped it: none of these strategies does.
+- consecutive messages are not collapsed (Inspect collapses them only for providers that require it; the
+  oracle's mock provider does not).
+The result is state, not a per-call view: edits persist and later compactions work on the compacted
+input. Messages are every event but ``tools`` (Inspect counts tool definitions apart, ``count_tool_tokens``;
+here they stay in the view, which sums the same). The input messages (``source="input"``) are the user
+events before the first assistant event.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from sim.errors import ConfigError
+from sim.models import resolve_window
+from sim.policies.base import Change, Decision, Policy, SummaryCall, View
+from sim.tokens import estimate_tokens
+from sim.types import ItemState, Trace
+
+VERBATIM, MASKED, DROPPED, SUMMARIZED = (
+    ItemState.VERBATIM,
+    ItemState.MASKED,
+    ItemState.DROPPED,
+    ItemState.SUMMARIZED,
+)
+DEFAULT_CONTEXT_WINDOW = 128000  # Inspect's fallback when the model's window is unknown
+MAX_ITERATIONS = 3  # passes after the first (Inspect's _perform_compaction)
+INSUFFICIENT = "compaction-insufficient"
+
+
+class HandlerState:
+    """Per run: the resolved threshold, the view size at the previous call (the messages the baseline
+    already counts) and, for summaries, the slot and size of the summary message."""
+
+    __slots__ = ("threshold", "prev_n", "carrier", "summary_tokens", "first_assistant")
+
+    def __init__(self, trace: Trace, threshold: int) -> None:
+        self.threshold = threshold
+        self.prev_n = 0
+        self.carrier = -1
+        self.summary_tokens = 0
+        self.first_assistant = next(
+            (e.index for e in trace.events if e.kind == "assistant"), len(trace.events)
+        )
+
+
+class Work:
+    """A compaction in progress: the view with the changes decided so far laid over it."""
+
+    __slots__ = ("view", "changes", "total")
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.changes: dict[int, Change] = {}
+        self.total = view.total
+
+    def state(self, i: int) -> int:
+        c = self.changes.get(i)
+        return c.state if c is not None else self.view.state[i]
+
+    def tokens(self, i: int) -> int:
+        c = self.changes.get(i)
+        return c.tokens if c is not None else self.view.tokens[i]
+
+    def nbytes(self, i: int) -> int:
+        c = self.changes.get(i)
+        return c.nbytes if c is not None else self.view.nbytes[i]
+
+    def set(self, i: int, state: int, tokens: int, nbytes: int, reason: str) -> None:
+        if self.state(i) == state and self.tokens(i) == tokens:
+            return
+        self.total += tokens - self.tokens(i)
+        if self.view.state[i] == state and self.view.tokens[i] == tokens:
+            self.changes.pop(i, None)  # back to what the view holds
+        else:
+            self.changes[i] = Change(i, ItemState(state), tokens, nbytes, reason)
+
+
+def partition(trace: Trace, st: HandlerState, work: Work, n: int) -> tuple[list[int], list[int], list[int]]:
+    """Inspect's ``partition_messages`` over the messages in view: (system, input, conversation) event
+    indices. A summary message (the carrier slot) is conversation; with no input message, the
+    conversation up to and including its first user message is the input."""
+    system, inp, conv = [], [], []
+    ev = trace.events
+    for i in range(n):
+        kind = ev[i].kind
+        if kind == "tools" or work.state(i) == DROPPED or (work.state(i) == SUMMARIZED and i != st.carrier):
+            continue
+        if kind == "system":
+            system.append(i)
+        elif i == st.carrier:
+            conv.append(i)
+        elif kind == "user" and i < st.first_assistant:
+            inp.append(i)
+        else:
+            conv.append(i)
+    if not inp:
+        while conv and conv[0] != st.carrier:
+            i = conv.pop(0)
+            inp.append(i)
+            if ev[i].kind == "user":
+                break
+    return system, inp, conv
+
+
+def text_tokens(trace: Trace, text_bytes: int) -> int:
+    """A new message of ``text_bytes`` bytes (the calibrated estimate ctxsim sizes every new text by)."""
+    return estimate_tokens(text_bytes, trace.bytes_per_token)
+
+
+def part_tokens(trace: Trace, text_bytes: int) -> int:
+    """Text added to an existing message (no message framing of its own)."""
+    return math.ceil(text_bytes / (trace.bytes_per_token or 4.0))
+
+
+def check_threshold(name: str, threshold) -> None:
+    ok = isinstance(threshold, int | float) and not isinstance(threshold, bool) and threshold > 0
+    if not ok or not math.isfinite(threshold):
+        raise ConfigError(
+            f"policy '{name}': threshold={threshold!r} is not a token count (> 1) or a fraction of the "
+            "context window in (0, 1]"
+        )
+
+
+def resolve_threshold(trace: Trace, threshold: int | float) -> int:
+    """Inspect's ``_resolve_threshold``: tokens, or a fraction of the model's input window."""
+    if isinstance(threshold, int) or threshold > 1.0:
+        return int(threshold)
+    window = trace.context_window or resolve_window(trace.model) or DEFAULT_CONTEXT_WINDOW
+    return int(threshold * window)
+
+
+@dataclass(frozen=True)
+class InspectCompaction(Policy):
+    """Base of the Inspect strategies: the handler's trigger, passes and failure (module docstring).
+    Subclasses implement ``compact`` (one pass of the strategy)."""
+
+    threshold: int | float = 0.9
+
+    acts_before_call = True
+
+    def __post_init__(self) -> None:
+        check_threshold(self.name, self.threshold)
+
+    def start(self, trace: Trace) -> HandlerState:
+        return HandlerState(trace, resolve_threshold(trace, self.threshold))
+
+    def compact(self, trace: Trace, st: HandlerState, work: Work, n: int) -> SummaryCall | None:
+        raise NotImplementedError
+
+    def before_call(self, trace: Trace, st: HandlerState, view: View, call: int, status=None):
+        if status is None or status.last_input is None:
+            total = view.total  # no baseline yet: every message and the tool definitions
+        else:
+            total = status.last_input + sum(view.tokens[st.prev_n : view.n])
+        st.prev_n = view.n
+        if total <= st.threshold:
+            return ()
+        work = Work(view)
+        calls: list[SummaryCall] = []
+        saved = (st.carrier, st.summary_tokens)
+        if (s := self.compact(trace, st, work, view.n)) is not None:
+            calls.append(s)
+        for _ in range(MAX_ITERATIONS):
+            if work.total <= st.threshold:
+                break
+            before = work.total
+            if (s := self.compact(trace, st, work, view.n)) is not None:
+                calls.append(s)
+            if work.total >= before:
+                break
+        summary = calls[0] if len(calls) == 1 else (calls or None)
+        if work.total > st.threshold:
+            st.carrier, st.summary_tokens = saved
+            return Decision((), summary, stop=INSUFFICIENT)
+        return Decision([work.changes[i] for i in sorted(work.changes)], summary)
+
+
+def tool_uses(trace: Trace, work: Work, n: int, issuers: dict[int, int]) -> list[int]:
+    """Tool results in view still answering a call in view (Inspect's client-side tool uses), in the
+    order of their calls (assistant event, then call position)."""
+    ev = trace.events
+    uses = []
+    for i in range(n):
+        if ev[i].kind != "tool_result" or work.state(i) == DROPPED:
+            continue
+        a = issuers.get(i)
+        if a is None or a >= i or work.state(a) == DROPPED:
+            continue
+        uses.append((a, ev[a].tool_call_ids.index(ev[i].tool_call_id), i))
+    return [i for _, _, i in sorted(uses)]
+
+
+def trailing_assistants(trace: Trace, work: Work, n: int) -> list[int]:
+    """The assistant messages the message list ends with (Inspect strips them before sending)."""
+    out = []
+    for i in range(n - 1, -1, -1):
+        kind = trace.events[i].kind
+        if kind == "tools" or work.state(i) == DROPPED or work.state(i) == SUMMARIZED:
+            continue
+        if kind != "assistant":
+            break
+        out.append(i)
+    return out

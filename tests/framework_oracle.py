@@ -1,0 +1,211 @@
+"""The framework policies' differential oracles, ctxsim's side: the corpora and settings the goldens in
+``tests/golden/frameworks/<framework>/`` hold, the traces as the oracles read them, and a policy's
+per-call state vectors in the goldens' form.
+
+``make oracle-adk`` / ``oracle-letta`` / ``oracle-inspect`` (``benchmarks/oracles/frameworks.py``) drive
+the real library, each in its own virtual environment, over the same traces and write the goldens;
+``tests/test_framework_oracles.py`` holds each policy to them exactly, with no framework installed.
+
+Alignment (the same on both sides, so only decision rules can differ): every event weighs its ctxsim
+size; the framework's token counters are replaced by sums of those sizes; a provider reports each
+call's request as the sum of what was sent plus the call's recorded residual; the model answers with
+ctxsim's mock-model output tokens; a scripted summarizer's output weighs clamp(ratio x the tokens of
+what it was given, min, max); new text (a placeholder) weighs ``estimate_tokens`` of its bytes. The mock
+model answers a missing fact with ``degrade`` (re-read calls are ctxsim's, not the framework's).
+
+A call's state vector, one letter per event in its view: V sent verbatim, M sent as a placeholder or
+edited, S not sent and covered by a summary, D dropped (not sent, nothing stands for it), N never sent
+(no event of these frameworks has it); with the sizes of the summaries in the request and the
+request's tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from sim.engine import replay
+from sim.importers import load_paths
+from sim.model import ReplayModel
+from sim.paths import traces_dir
+from sim.policies.base import make_policy
+from sim.types import ItemState, Trace
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "golden" / "frameworks"
+MINI_DIR = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
+TAU_FILE = traces_dir() / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"
+
+# the 6 mini-swe-agent runs the issue's measurement used (django-16560: 145 calls)
+MINI_IDS = (
+    "django__django-16560",
+    "django__django-14351",
+    "django__django-11265",
+    "django__django-11087",
+    "sphinx-doc__sphinx-7985",
+    "django__django-13512",
+)
+# tau-bench airline runs with many user turns: ADK's sliding window counts user-initiated invocations,
+# and a single-task run has one
+TAU_IDS = ("3-0", "0-0", "2-0", "5-0", "4-0", "7-0")
+SUMMARY_RULE = {"ratio": 0.1, "min": 256, "max": 2048}
+
+
+def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
+    knobs = {"context_window": window}
+    knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
+    knobs |= {"mode": mode} if mode != "sliding_window" else {}
+    config = {"context_window": window, "mode": mode, "sliding_window_percentage": percentage}
+    return "mini", "letta_partial_evict", knobs, config
+
+
+# framework -> setting -> (corpus, ctxsim policy, ctxsim knobs, the framework's own configuration)
+SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
+    "adk": {
+        "token-15000-6": ("mini", "adk_events_compaction",
+                          {"compaction_interval": None, "overlap_size": None, "token_threshold": 15000,
+                           "event_retention_size": 6},
+                          {"token_threshold": 15000, "event_retention_size": 6}),
+        "token-30000-10": ("mini", "adk_events_compaction",
+                           {"compaction_interval": None, "overlap_size": None, "token_threshold": 30000,
+                            "event_retention_size": 10},
+                           {"token_threshold": 30000, "event_retention_size": 10}),
+        "token-20000-0": ("mini", "adk_events_compaction",
+                          {"compaction_interval": None, "overlap_size": None, "token_threshold": 20000,
+                           "event_retention_size": 0},
+                          {"token_threshold": 20000, "event_retention_size": 0}),
+        "window-3-1-mini": ("mini", "adk_events_compaction", {},
+                            {"compaction_interval": 3, "overlap_size": 1}),
+        "window-3-1": ("tau", "adk_events_compaction", {}, {"compaction_interval": 3, "overlap_size": 1}),
+        "window-2-0": ("tau", "adk_events_compaction", {"compaction_interval": 2, "overlap_size": 0},
+                       {"compaction_interval": 2, "overlap_size": 0}),
+        "window-2-1-token-2500-4": ("tau", "adk_events_compaction",
+                                    {"compaction_interval": 2, "overlap_size": 1, "token_threshold": 2500,
+                                     "event_retention_size": 4},
+                                    {"compaction_interval": 2, "overlap_size": 1, "token_threshold": 2500,
+                                     "event_retention_size": 4}),
+    },
+    "letta": {
+        "sliding-16000": _letta(16000),
+        "sliding-24000": _letta(24000),
+        "sliding-16000-0.5": _letta(16000, 0.5),
+        # a window kept above the trigger (0.95 > 0.9): the sliding window's summary is discarded for
+        # summarize_all's
+        "sliding-20000-0.05": _letta(20000, 0.05),
+        "all-24000": _letta(24000, mode="all"),
+    },
+    "inspect": {
+        "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
+                       {"strategy": "CompactionEdit", "threshold": 15000}),
+        "edit-30000": ("mini", "inspect_compaction_edit", {"threshold": 30000},
+                       {"strategy": "CompactionEdit", "threshold": 30000}),
+        "edit-20000-1-noinputs": ("mini", "inspect_compaction_edit",
+                                  {"threshold": 20000, "keep_tool_uses": 1, "keep_tool_inputs": False},
+                                  {"strategy": "CompactionEdit", "threshold": 20000, "keep_tool_uses": 1,
+                                   "keep_tool_inputs": False}),
+        "trim-15000": ("mini", "inspect_compaction_trim", {"threshold": 15000},
+                       {"strategy": "CompactionTrim", "threshold": 15000}),
+        "trim-30000-0.5": ("mini", "inspect_compaction_trim", {"threshold": 30000, "preserve": 0.5},
+                           {"strategy": "CompactionTrim", "threshold": 30000, "preserve": 0.5}),
+        "summary-15000": ("mini", "inspect_compaction_summary", {"threshold": 15000},
+                          {"strategy": "CompactionSummary", "threshold": 15000}),
+        "summary-50000": ("mini", "inspect_compaction_summary", {"threshold": 50000},
+                          {"strategy": "CompactionSummary", "threshold": 50000}),
+        "auto-15000": ("mini", "inspect_compaction_auto", {"threshold": 15000},
+                       {"strategy": "CompactionAuto", "threshold": 15000}),
+        "auto-30000": ("mini", "inspect_compaction_auto", {"threshold": 30000},
+                       {"strategy": "CompactionAuto", "threshold": 30000}),
+    },
+}  # fmt: skip
+
+# Policies held to another policy's goldens: (framework, setting) -> (policy, knobs). Anthropic's
+# clear_tool_uses is Inspect's CompactionEdit without the failure: compared on the calls Inspect made.
+ALSO: dict[tuple[str, str], tuple[str, dict]] = {
+    ("inspect", "edit-15000"): ("anthropic_clear_tool_uses", {"trigger_tokens": 15000, "keep": 3}),
+    ("inspect", "edit-30000"): ("anthropic_clear_tool_uses", {"trigger_tokens": 30000, "keep": 3}),
+}
+
+CODE = {
+    ItemState.VERBATIM: "V",
+    ItemState.BOUNDED: "V",
+    ItemState.MASKED: "M",
+    ItemState.SUMMARIZED: "S",
+    ItemState.SPILLED: "S",
+    ItemState.DROPPED: "D",
+}
+
+
+# ------------------------------------------------------------------------------------------- corpora
+def corpus(name: str) -> list[Trace]:
+    if name == "mini":
+        by_id = {t.trace_id: t for t in load_paths([str(MINI_DIR)])}
+        return [by_id[i] for i in MINI_IDS]
+    if name == "tau":
+        by_id = {t.trace_id: t for t in load_paths([str(TAU_FILE)])}
+        return [by_id[i] for i in TAU_IDS]
+    raise KeyError(name)
+
+
+def golden_path(framework: str, setting: str) -> Path:
+    return GOLDEN / framework / f"{setting}.json"
+
+
+def export(trace: Trace) -> dict:
+    """The trace as an oracle reads it: what the framework's objects need, ctxsim's sizes, and the mock
+    model's outputs. Content is cut to its first 64 characters (only its presence matters there)."""
+    model = ReplayModel(trace, on_missing="degrade")
+    return {
+        "trace_id": trace.trace_id,
+        "bytes_per_token": trace.bytes_per_token,
+        "events": [
+            {
+                "kind": e.kind,
+                "tokens": e.tokens,
+                "text": (e.content or "")[:64],
+                "tool_call_ids": list(e.tool_call_ids),
+                "tool_call_id": e.tool_call_id,
+            }
+            for e in trace.events
+        ],
+        "calls": [
+            {"event_index": c.event_index, "view_end": c.view_end, "residual": c.residual_tokens}
+            for c in trace.calls
+        ],
+        "outputs": model.respond_all().tolist(),
+    }
+
+
+# ------------------------------------------------------------------------------ state vectors
+def rle(s: str) -> str:
+    """Run-length form of a state string: ``VVVSS`` -> ``3V2S``."""
+    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
+
+
+def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
+    """A policy's per-call vectors in the goldens' form: finish reason and, per call, [run-length
+    states, summary sizes in the request, request tokens]."""
+    residual = trace.arrays.residual.tolist()
+    calls = []
+
+    def observe(k, view):
+        st = "".join(CODE[ItemState(view.state[i])] for i in range(view.n))
+        inserted = [
+            view.tokens[i] for i in range(view.n) if view.state[i] == ItemState.SUMMARIZED and view.tokens[i]
+        ]
+        calls.append([rle(st), inserted, view.total + residual[k]])
+
+    model = ReplayModel(trace, on_missing="degrade")
+    record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=None, pricing=None)
+    return {"finish": record.finish_reason, "calls": calls}
+
+
+def agreement(got: dict, want: dict) -> tuple[int, int, int, int]:
+    """(calls compared, calls equal, ctxsim tokens, real tokens) over the calls both made."""
+    n = min(len(got["calls"]), len(want["calls"]))
+    same = sum(1 for a, b in zip(got["calls"][:n], want["calls"][:n], strict=True) if a == b)
+    return n, same, sum(c[2] for c in got["calls"][:n]), sum(c[2] for c in want["calls"][:n])
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text())

@@ -1,0 +1,95 @@
+"""The framework policies held, call by call, to the real libraries.
+
+The goldens in tests/golden/frameworks/<framework>/ are the real code's side: ``make oracle-adk``,
+``oracle-letta``, ``oracle-inspect`` replayed each corpus at each setting through google-adk 2.13.0,
+letta 0.16.8 and inspect-ai 0.3.285 (``benchmarks/oracles/``, ``tests/framework_oracle.py`` for the
+alignment). Here each policy replays the same traces and must give, at every call, the same state of
+every event, the same summaries in the request and the same request tokens, and must end where the
+framework did (Inspect's "Compaction insufficient"). No framework needed.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import framework_oracle as fo
+import pytest
+
+from sim.policies.base import registered
+
+FILES = sorted(fo.GOLDEN.glob("*/*.json"))
+FRAMEWORK_POLICIES = {
+    "adk": {"adk_events_compaction"},
+    "letta": {"letta_partial_evict"},
+    "inspect": {
+        "inspect_compaction_edit",
+        "inspect_compaction_trim",
+        "inspect_compaction_summary",
+        "inspect_compaction_auto",
+        "anthropic_clear_tool_uses",
+    },
+}
+
+
+@cache
+def corpus(name: str) -> dict:
+    return {t.trace_id: t for t in fo.corpus(name)}
+
+
+def first_difference(got: dict, want: dict) -> str:
+    if got["finish"] != want["finish"] or len(got["calls"]) != len(want["calls"]):
+        ours, theirs = (got["finish"], len(got["calls"])), (want["finish"], len(want["calls"]))
+        return f"ctxsim ends {ours[0]} after {ours[1]} calls, the framework {theirs[0]} after {theirs[1]}"
+    k = next(k for k, (a, b) in enumerate(zip(got["calls"], want["calls"], strict=True)) if a != b)
+    return f"call {k}: ctxsim {got['calls'][k]}, the framework {want['calls'][k]}"
+
+
+def test_goldens_cover_every_setting_and_policy():
+    names = {(p.parent.name, p.stem) for p in FILES}
+    for framework, settings in fo.SETTINGS.items():
+        assert {(framework, s) for s in settings} <= names, "run make oracle-" + framework
+        held = {policy for _, policy, _, _ in settings.values()}
+        held |= {p for (f, _), (p, _) in fo.ALSO.items() if f == framework}
+        assert held == FRAMEWORK_POLICIES[framework]
+        for policy in held:  # at least two settings each, on at least 6 mini-swe-agent runs
+            mini = [s for s, (c, p, _, _) in settings.items() if p == policy and c == "mini"]
+            also = [s for (f, s), (p, _) in fo.ALSO.items() if f == framework and p == policy]
+            assert len(mini) + len(also) >= 2, policy
+    assert len(fo.MINI_IDS) >= 6
+    assert all(p in registered() for ps in FRAMEWORK_POLICIES.values() for p in ps)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}-{p.stem}")
+def test_policy_decides_as_the_framework(path, request):
+    request.getfixturevalue("mini_dir")  # skips without the shared traces
+    g = fo.load(path)
+    framework, setting = path.parent.name, path.stem
+    corpus_name, policy, knobs, config = fo.SETTINGS[framework][setting]
+    assert (g["corpus"], g["policy"], g["knobs"], g["config"], g["summary"]) == (
+        corpus_name, policy, knobs, config, fo.SUMMARY_RULE,
+    ), "goldens are stale: run make oracle-" + framework  # fmt: skip
+    traces = corpus(corpus_name)
+    assert sorted(traces) == sorted(g["runs"])
+    for tid, want in g["runs"].items():
+        got = fo.vectors(traces[tid], policy, knobs)
+        assert got == want, f"{policy} on {tid} at {setting}: {first_difference(got, want)}"
+    if (also := fo.ALSO.get((framework, setting))) is not None:
+        other, other_knobs = also
+        for tid, want in g["runs"].items():  # compared on the calls the framework made
+            got = fo.vectors(traces[tid], other, other_knobs)
+            n = len(want["calls"])
+            assert got["calls"][:n] == want["calls"], f"{other} on {tid} at {setting}"
+
+
+def test_goldens_exercise_what_they_hold():
+    """Each golden setting transforms something, except ADK's sliding window on single-task runs (one
+    invocation: ADK never compacts mid-task), which it pins; Inspect's edit and trim end runs."""
+    for path in FILES:
+        g = fo.load(path)
+        changed = sum(1 for r in g["runs"].values() for c in r["calls"] if any(x in c[0] for x in "MSD"))
+        if path.parent.name == "adk" and path.stem == "window-3-1-mini":
+            assert changed == 0
+        else:
+            assert changed > 0, path.stem
+    ends = [r["finish"] for p in FILES if p.parent.name == "inspect" for r in fo.load(p)["runs"].values()]
+    assert ends.count("compaction-insufficient") >= 10
