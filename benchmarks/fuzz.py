@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import faulthandler
 import gc
 import hashlib
 import io
@@ -591,6 +592,17 @@ def mutate_bytes(b: bytes, rng: random.Random, ops: list[str], what: str = "byte
     return b
 
 
+BLOAT_BYTES = 100 << 20
+
+
+def bloat(rng: random.Random, ops: list[str]) -> bytes:
+    """A 100 MB JSON document of no known format whose parse takes ~14x its size (empty lists or
+    objects): a reader that parses it whole just to say "unknown format" runs out of memory."""
+    item = rng.choice((b"[],", b"{},"))
+    ops.append(f"bloat: a {BLOAT_BYTES >> 20} MB JSON list of {item[:-1].decode()} (no known format)")
+    return b"[" + item * (BLOAT_BYTES // len(item)) + item[:-1] + b"]"
+
+
 def _repeat(rng: random.Random) -> int:
     return rng.choices((1, 2, 3), (60, 25, 15))[0]
 
@@ -622,7 +634,9 @@ def _jsonl_bytes(records: list, raw: Raw) -> bytes:
 def mutate_json_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
     ops: list[str] = []
     side = dict(s.side)
-    if side and rng.random() < 0.2:
+    if bombs and rng.random() < 0.0015:
+        return Case(s.label, s.key, {s.name: bloat(rng, ops), **side}, s.name, ops)
+    if side and rng.random() < 0.3:
         side["args.yaml"] = mutate_yaml(side["args.yaml"], rng, ops, bombs)
         return Case(s.label, s.key, {s.name: json.dumps(s.doc).encode(), **side}, s.name, ops)
     raw = Raw()
@@ -646,6 +660,8 @@ def mutate_jsonl_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
     raw = Raw()
     records = copy.deepcopy(s.doc)
     r = rng.random()
+    if bombs and r < 0.0015:
+        return Case(s.label, s.key, {s.name: bloat(rng, ops) + b"\n"}, s.name, ops)
     if r < 0.5 and records:
         for _ in range(_repeat(rng)):
             k = rng.randrange(len(records))
@@ -824,7 +840,7 @@ def mutate_zip_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
     json_idx = [i for i, (n, _, _) in enumerate(members) if n.endswith(".json")]
     op = rng.choices(
         ("json", "bytes", "name", "dup", "drop", "method", "size", "archive", "bomb"),
-        (34, 12, 9, 7, 5, 10, 10, 9, 4 if bombs else 0),
+        (34, 12, 9, 7, 5, 10, 10, 9, 2 if bombs else 0),
     )[0]
     patch: dict[str, int] | None = None
     k = rng.choice(json_idx) if json_idx else 0
@@ -883,6 +899,9 @@ def mutate_zip_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
         patch = {rng.choice(("usize", "usize", "csize")): v}
         ops.append(f"archive: header of {name} (method {members[k][2]}) says {next(iter(patch))} {v}")
     elif op == "bomb":
+        read = [i for i, (n, _, _) in enumerate(members) if n == "header.json" or n.startswith("samples/")]
+        k = rng.choice(read or [k])  # a member the importer reads
+        name, data, ct = members[k]
         method = rng.choice((zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA))
         payload, crc, size = bomb(method)
         declared = rng.choice((len(data), size))
@@ -903,7 +922,7 @@ def mutate_zip_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
 # ------------------------------------------------------------------------------------------------- YAML
 def mutate_yaml(data: bytes, rng: random.Random, ops: list[str], bombs: bool) -> bytes:
     """args.yaml beside a SWE-agent 0.x trajectory: bytes, tags, nesting, numbers, or an alias bomb."""
-    op = rng.choices(("bytes", "tag", "deep", "value", "bomb"), (50, 10, 10, 20, 10 if bombs else 0))[0]
+    op = rng.choices(("bytes", "tag", "deep", "value", "bomb"), (45, 10, 10, 20, 15 if bombs else 0))[0]
     if op == "bytes":
         for _ in range(_repeat(rng)):
             data = mutate_bytes(data, rng, ops, "args.yaml")
@@ -930,10 +949,10 @@ def mutate_yaml(data: bytes, rng: random.Random, ops: list[str], bombs: bool) ->
         return data[: i + len(key)] + b" " + v.encode() + data[j:]
     levels = [f"a0: &a0 [{', '.join(['lol'] * 9)}]"]
     levels += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
-    ops.append("args.yaml: alias bomb (9^9 nodes) as agent.config.history_processors")
-    text = (
-        "\n".join(levels)
-        + "\nagent:\n  model:\n    model_name: gpt4\n  config:\n    history_processors: *a8\n"
+    ops.append("args.yaml: alias bomb (9^9 nodes) in the args of agent.config.history_processors[0]")
+    text = "\n".join(levels) + (
+        "\nagent:\n  model:\n    model_name: gpt4\n  config:\n    history_processors:\n"
+        "    - {type: custom, args: *a8}\n"
     )
     return text.encode()
 
@@ -1134,6 +1153,9 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             sink = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(sink, 1)
             os.dup2(sink, 2)
+            # a crash or a hang inside C code still leaves the Python stack in the log, for the signature
+            faulthandler.enable(file=2)
+            faulthandler.dump_traceback_later(bound + 5, file=2)
             if memory_mb:
                 cap = memory_mb << 20
                 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -1167,17 +1189,41 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
     os.close(r)
     _, status, usage = os.wait4(pid, 0)
     peak_mb = usage.ru_maxrss / 1024
+    where = _dumped_frame(log)
     if killed:
-        return {"killed": f"slow (killed after {bound + 15:g} s)", "peak_mb": peak_mb}
+        return {"killed": f"slow{where} (killed after {bound + 15:g} s)", "peak_mb": peak_mb}
     if os.WIFSIGNALED(status):
-        return {"killed": f"crash: signal {signal.Signals(os.WTERMSIG(status)).name}", "peak_mb": peak_mb}
+        name = signal.Signals(os.WTERMSIG(status)).name
+        return {"killed": f"crash: signal {name}{where}", "peak_mb": peak_mb}
     try:
         res = pickle.loads(b"".join(chunks))
     except Exception:  # noqa: BLE001
-        return {"killed": f"crash: child exit {os.WEXITSTATUS(status)} with no result", "peak_mb": peak_mb}
+        code = os.WEXITSTATUS(status)
+        return {"killed": f"crash: child exit {code} with no result{where}", "peak_mb": peak_mb}
     if isinstance(res, dict):
         res["peak_mb"] = peak_mb
     return res
+
+
+_DUMPED = re.compile(r'^\s*File "(.+)", line \d+ in (\S+)')
+
+
+def _dumped_frame(log: Path | None) -> str:
+    """ " at sim/FILE.py:function" of the innermost ``sim/`` frame of the current thread in a
+    faulthandler dump (it lists the most recent call first), or ""."""
+    if log is None or not log.is_file():
+        return ""
+    text = log.read_text(errors="replace")
+    block = text.rpartition("(most recent call first):")[2] if "most recent call first" in text else ""
+    for line in block.splitlines():
+        m = _DUMPED.match(line)
+        if m is None:
+            if line.strip() and not line.startswith(" "):
+                break  # the next thread's block
+            continue
+        if m.group(1).startswith(SIM_DIR):
+            return f" at {m.group(1)[len(str(REPO)) + 1 :]}:{m.group(2)}"
+    return ""
 
 
 def write_case(case: Case, d: Path) -> None:
