@@ -1071,8 +1071,17 @@ def case_commands(target: str) -> list[list[str]]:
     return cmds
 
 
-def run_case_in_child(target: str, parquet_rows: str | None, bound: float) -> dict:
+def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_mb: int = 0) -> dict:
     """In the child, in the case folder: every command; the failures found (signature, command line)."""
+    flagged: list[str] = []
+
+    def cli(argv: list[str]) -> dict:
+        r = run_cli(argv)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if rss_mb and peak > rss_mb and not flagged:  # the first command to pass the bound is named
+            flagged.append(argv[0])
+            failures.append((f"memory: peak RSS over {rss_mb} MB in {argv[0]}", argv, f"{peak:.0f} MB"))
+        return r
 
     def alarm(signum, frame):
         stack = traceback.extract_stack(frame)
@@ -1089,7 +1098,7 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float) -> di
         cmds = case_commands(target)
         for argv in cmds + [["import", target, "-o", OUT_NAME]]:
             current = argv
-            r = run_cli(argv)
+            r = cli(argv)
             results.append(r)
             if r["sig"]:
                 failures.append((r["sig"], argv, r["stderr"]))
@@ -1097,9 +1106,9 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float) -> di
                 failures.extend((f"invariant: {p}", argv, "") for p in output_problems(r["stdout"]))
         if results[-1]["rc"] == 0:  # the import wrote a canonical file: it must validate and run
             current = ["validate", OUT_NAME]
-            v = run_cli(current)
+            v = cli(current)
             current = ["run", OUT_NAME, "--policy", "raw", "--format", "json"]
-            r = run_cli(current)
+            r = cli(current)
             results += [v, r]
             for x in (v, r):
                 if x["sig"]:
@@ -1147,6 +1156,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # child
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.close(r)
         code = 0
         try:
@@ -1209,13 +1219,16 @@ _DUMPED = re.compile(r'^\s*File "(.+)", line \d+ in (\S+)')
 
 
 def _dumped_frame(log: Path | None) -> str:
-    """ " at sim/FILE.py:function" of the innermost ``sim/`` frame of the current thread in a
-    faulthandler dump (it lists the most recent call first), or ""."""
+    """`` at sim/FILE.py:function`` of the innermost ``sim/`` frame of the current thread in a
+    faulthandler dump (it lists the most recent call first); else the last line the child wrote
+    (e.g. glibc's reason for an abort), digits masked; or ""."""
     if log is None or not log.is_file():
         return ""
     text = log.read_text(errors="replace")
-    block = text.rpartition("(most recent call first):")[2] if "most recent call first" in text else ""
-    for line in block.splitlines():
+    if "most recent call first" not in text:
+        last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+        return f" ({re.sub(r'[0-9]+', 'N', last)[:80]})" if last else ""
+    for line in text.rpartition("(most recent call first):")[2].splitlines():
         m = _DUMPED.match(line)
         if m is None:
             if line.strip() and not line.startswith(" "):
@@ -1270,7 +1283,7 @@ class Fuzzer:
 
         def child() -> dict:
             os.chdir(d)
-            return run_case_in_child(case.target, case.parquet_rows, bound)
+            return run_case_in_child(case.target, case.parquet_rows, bound, self.args.max_rss_mb)
 
         log = self.work / "child-fd.log"
         res = in_child(child, bound, self.args.max_memory_mb, log)
@@ -1289,10 +1302,16 @@ class Fuzzer:
             failures.extend((s, list(a), e) for s, a, e in res["failures"])
             for cmd, rc in res["rcs"]:
                 self.commands[f"{cmd} exit {rc}"] += 1
-        if self.args.max_rss_mb and peak > self.args.max_rss_mb:
+        if (
+            self.args.max_rss_mb
+            and peak > self.args.max_rss_mb
+            and not any(f[0].startswith("memory") for f in failures)
+        ):
             failures.append(
                 (f"memory: peak RSS over {self.args.max_rss_mb} MB", ["(all)", case.target], f"{peak:.0f} MB")
             )
+        # memory blow-ups have no frame: the format tells the readers apart
+        failures = [(f"{g} ({case.label})" if g.startswith("memory:") else g, a, e) for g, a, e in failures]
         if failures:
             kinds = {f[0].split()[0].rstrip(":") for f in failures}
             tally["failed"] += 1
@@ -1490,6 +1509,7 @@ def main() -> int:
     bombs = not args.no_bombs
 
     work = Path(tempfile.mkdtemp(prefix="ctxsim-fuzz-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill PID` still removes the work folder
     try:
         warm_imports()
         samples = load_samples(args, work)
