@@ -3,7 +3,7 @@ format and run each through the real command line; any outcome but exit 0 or 2 i
 
     .venv/bin/python benchmarks/fuzz.py --cases 10000 [--seed 0] [--out DIR] [--format table|json]
         [--formats LABEL,...] [--no-bombs] [--time-bound 20] [--max-memory-mb 1500] [--max-rss-mb 1000]
-        [--list]
+        [--list] [--only I,J,...] [--no-baseline]
 
 Samples: the real traces in ``CTXSIM_TRACES`` (default ``../shared/traces``; never copied into the repo),
 long lists and strings cut so a case stays fast; canonical ``.jsonl`` and ``.parquet`` made from them with
@@ -16,7 +16,10 @@ invalid UTF-8; JSON structure: a value at a random path replaced by another type
 1e400, NaN, a lone surrogate or a 1,000-deep list, a key deleted, list items duplicated or dropped, a
 list swapped for an object; JSON Lines one record at a time; archives: a member's JSON, name (``..``,
 backslash, ``C:``), a duplicated member, a size the header lies about, another compression; folders: one
-file mutated, dropped or duplicated). ``--list`` prints the cases without running them.
+file mutated, dropped or duplicated; SWE-agent's ``args.yaml``: bytes, tags, nesting, odd values). Rare
+resource cases unless ``--no-bombs``: a BZIP2/LZMA member inflating to 1.2 GB behind a small declared
+size (made once per run, ~30 s), a YAML alias bomb, a 100 MB JSON document of no known format.
+``--list`` prints the cases without running them; ``--only`` runs the given case numbers.
 
 Each case runs in a forked child (so one case cannot leak state into the next, and a hard time or memory
 bound kills only it) through ``sim.cli.main``: ``validate``, ``run --format json`` under raw,
@@ -75,6 +78,7 @@ POLICY_RUNS = (
     ("tool_result_head_tail", ()),
 )
 OUT_NAME = "fuzz-out.jsonl"
+KILL_GRACE = 3  # seconds past the time bound before a case stuck in C code is killed
 MAX_COUNT = 2**53
 MAX_LIST, MAX_STR = 8, 600  # samples are cut to this before mutating: every case stays fast
 
@@ -689,8 +693,9 @@ def mutate_jsonl_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
         elif op == "garbage":
             lines.insert(k, rng.choice((b"[]", b"null", b"42", b'"x"', b"{", b"NaN", b"{}", b"[[[[")))
         else:
-            lines[k] = mutate_bytes(lines[k], rng, [], "")
-        ops.append(f"jsonl: {op} line {k + 1}")
+            lines[k] = mutate_bytes(lines[k], rng, ops, f"line {k + 1}")
+        if op != "line-bytes":
+            ops.append(f"jsonl: {op} line {k + 1}")
         data = b"\n".join(lines) + b"\n"
     else:
         data = _jsonl_bytes(records, raw)
@@ -922,7 +927,7 @@ def mutate_zip_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
 # ------------------------------------------------------------------------------------------------- YAML
 def mutate_yaml(data: bytes, rng: random.Random, ops: list[str], bombs: bool) -> bytes:
     """args.yaml beside a SWE-agent 0.x trajectory: bytes, tags, nesting, numbers, or an alias bomb."""
-    op = rng.choices(("bytes", "tag", "deep", "value", "bomb"), (45, 10, 10, 20, 15 if bombs else 0))[0]
+    op = rng.choices(("bytes", "tag", "deep", "value", "bomb"), (50, 10, 10, 25, 5 if bombs else 0))[0]
     if op == "bytes":
         for _ in range(_repeat(rng)):
             data = mutate_bytes(data, rng, ops, "args.yaml")
@@ -1104,6 +1109,8 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
                 failures.append((r["sig"], argv, r["stderr"]))
             elif r["rc"] == 0 and argv[0] == "run":
                 failures.extend((f"invariant: {p}", argv, "") for p in output_problems(r["stdout"]))
+            if flagged or "MemoryError" in (r["sig"] or ""):
+                return _child_result(results, failures)  # the other commands would only repeat it
         if results[-1]["rc"] == 0:  # the import wrote a canonical file: it must validate and run
             current = ["validate", OUT_NAME]
             v = cli(current)
@@ -1129,11 +1136,11 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
         failures.append((exc.where, current, f"over {bound:g} s"))
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-    return {
-        "skipped": False,
-        "rcs": [(r["argv"][0], r["rc"]) for r in results],
-        "failures": failures,
-    }
+    return _child_result(results, failures)
+
+
+def _child_result(results: list[dict], failures: list) -> dict:
+    return {"skipped": False, "rcs": [(r["argv"][0], r["rc"]) for r in results], "failures": failures}
 
 
 def _write_parquet(rows_json: str, target: str) -> bool:
@@ -1165,7 +1172,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             os.dup2(sink, 2)
             # a crash or a hang inside C code still leaves the Python stack in the log, for the signature
             faulthandler.enable(file=2)
-            faulthandler.dump_traceback_later(bound + 5, file=2)
+            faulthandler.dump_traceback_later(bound + 1, file=2)
             if memory_mb:
                 cap = memory_mb << 20
                 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -1182,7 +1189,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
         finally:
             os._exit(code)
     os.close(w)
-    chunks, deadline = [], time.monotonic() + bound + 15
+    chunks, deadline = [], time.monotonic() + bound + KILL_GRACE
     killed = False
     while True:
         left = deadline - time.monotonic()
@@ -1201,7 +1208,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
     peak_mb = usage.ru_maxrss / 1024
     where = _dumped_frame(log)
     if killed:
-        return {"killed": f"slow{where} (killed after {bound + 15:g} s)", "peak_mb": peak_mb}
+        return {"killed": f"slow{where} (killed after {bound + KILL_GRACE:g} s)", "peak_mb": peak_mb}
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
         return {"killed": f"crash: signal {name}{where}", "peak_mb": peak_mb}

@@ -238,7 +238,7 @@ def test_fuzzer_cases_are_deterministic():
     assert len({ln.split("\t")[1] for ln in lines}) >= 10  # the cases spread over the formats
 
 
-FUZZ_CASES = int(os.environ.get("CTXSIM_FUZZ_CASES", "250"))
+FUZZ_CASES = int(os.environ.get("CTXSIM_FUZZ_CASES", "200"))
 
 
 @pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
