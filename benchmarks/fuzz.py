@@ -1125,7 +1125,7 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
                 what = (
                     "import exit 0 wrote no traces, and validate refuses the empty file"
                     if empty
-                    else ("import output fails validate")
+                    else f"import output fails validate ({_problem_kind(v['stdout'])})"
                 )
                 failures.append(
                     (f"invariant: {what}", ["import", target, "-o", OUT_NAME], v["stdout"][-1000:])
@@ -1137,6 +1137,15 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return _child_result(results, failures)
+
+
+def _problem_kind(validate_out: str) -> str:
+    """The first problem ``validate`` names, without file, record, positions and numbers: one
+    signature per kind of problem."""
+    first = validate_out.strip().splitlines()[0] if validate_out.strip() else ""
+    first = first.split(": ", 1)[-1]  # the file name
+    first = re.sub(r"^record [^:]+: ", "", first)
+    return re.sub(r"[0-9]+", "N", first)[:90]
 
 
 def _child_result(results: list[dict], failures: list) -> dict:
@@ -1266,6 +1275,7 @@ class Finding:
     best_case: str = ""
     best_ops: list[str] = field(default_factory=list)
     best_argv: list[str] = field(default_factory=list)
+    cases: list[str] = field(default_factory=list)  # the first 100
     best_stderr: str = ""
     reproducer: str | None = None
 
@@ -1338,6 +1348,8 @@ class Fuzzer:
     def record(self, sig: str, case: Case, case_id: str, argv: list[str], stderr: str, d: Path) -> None:
         f = self.findings.setdefault(sig, Finding(sig))
         f.count += 1
+        if len(f.cases) < 100:
+            f.cases.append(case_id)
         f.formats[case.label] += 1
         f.commands[argv[0]] += 1
         size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and p.name != OUT_NAME)
@@ -1590,6 +1602,7 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
                     "mutations": f.best_ops,
                     "argv": f.best_argv,
                     "reproducer": f.reproducer,
+                    "cases": f.cases,
                 }
                 for f in findings
             ],
