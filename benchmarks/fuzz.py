@@ -1032,7 +1032,7 @@ def output_problems(stdout: str) -> list[str]:
             elif v < 0 and k != "growth_exponent":
                 out.append(f"negative {k}")
             elif isinstance(v, int) and v >= MAX_COUNT:
-                out.append(f"{k} >= 2^53")
+                out.append("a count or cost >= 2^53")  # one signature: the fields follow each other
         for k in ("cache_hit_rate", "answer_fact_recall"):
             v = row.get(k)
             if _is_number(v) and not 0 <= v <= 1:

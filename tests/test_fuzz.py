@@ -222,7 +222,7 @@ def test_fuzzer_output_invariants():
     assert check(json.dumps({**good, "growth_exponent": -0.5, "policy.n": -1})) == []
     assert check(json.dumps({**good, "cost_microusd": -3})) == ["negative cost_microusd"]
     assert check(json.dumps({**good, "cache_write_tokens": 41})) == ["cache reads + writes exceed the input"]
-    assert check(json.dumps({**good, "calls": 2**53})) == ["calls >= 2^53"]
+    assert check(json.dumps({**good, "calls": 2**53, "cost_microusd": 2**60})) == ["a count or cost >= 2^53"]
     assert check(json.dumps({**good, "cache_hit_rate": 1.5})) == ["cache_hit_rate outside [0, 1]"]
     assert check('{"cache_hit_rate": NaN}') == ["run output is not strict JSON (NaN)"]
     assert check('{"cost_microusd": -Infinity}') == ["run output is not strict JSON (-Infinity)"]
