@@ -213,7 +213,7 @@ def real_samples(root: Path) -> list[Sample]:
 def _cut_json_bytes(b: bytes) -> bytes:
     try:
         return json.dumps(cut(json.loads(b))).encode()
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         return b
 
 
@@ -719,7 +719,7 @@ def mutate_folder_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
             if name.endswith(".json") and rng.random() < 0.6:
                 try:
                     doc = json.loads(data)
-                except (json.JSONDecodeError, UnicodeDecodeError):
+                except (ValueError, RecursionError):  # not JSON, or made 1,000 deep by the first mutation
                     doc = None
             if doc is not None:
                 raw, sub = Raw(), []
@@ -858,7 +858,7 @@ def mutate_zip_sample(s: Sample, rng: random.Random, bombs: bool) -> Case:
                 doc = mutate_json(doc, rng, raw, sub)
             members[k] = (name, raw.dumps(doc).encode(), ct)
             ops.extend(f"member {name} {o}" for o in sub)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             members[k] = (name, mutate_bytes(data, rng, ops, f"member {name}"), ct)
     elif op == "bytes":
         members[k] = (name, mutate_bytes(data, rng, ops, f"member {name}"), ct)
@@ -1557,7 +1557,13 @@ def main() -> int:
         t0 = time.perf_counter()
         numbers = [int(x) for x in args.only.split(",")] if args.only else range(args.cases)
         for i in numbers:
-            fz.run_one(make_case(by_label, args.seed, i, bombs), str(i), fz.outcomes)
+            try:
+                case = make_case(by_label, args.seed, i, bombs)
+            except Exception as exc:  # noqa: BLE001 - a bug of the fuzzer's own: say so, run the rest
+                fz.outcomes["harness error (case not run)"] += 1
+                print(f"fuzz: case {i}: {exc_signature('harness error', exc)}", file=sys.stderr)
+                continue
+            fz.run_one(case, str(i), fz.outcomes)
             if args.format == "table" and sys.stderr.isatty() and (i + 1) % 50 == 0:
                 print(
                     f"\r{i + 1}/{args.cases} cases, {fz.outcomes['failed']} failed", end="", file=sys.stderr
@@ -1567,7 +1573,8 @@ def main() -> int:
         if args.format == "table" and sys.stderr.isatty():
             print(file=sys.stderr)
         report(fz, args, samples, seconds)
-        return 1 if fz.outcomes["failed"] or fz.baseline["failed"] else 0
+        bad = fz.outcomes["failed"] or fz.baseline["failed"] or fz.outcomes["harness error (case not run)"]
+        return 1 if bad else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -249,6 +249,7 @@ def test_fuzzer_bounded_run_finds_no_failure():
     assert proc.stdout, proc.stderr
     res = json.loads(proc.stdout)
     assert res["cases"] == FUZZ_CASES and len(res["formats"]) == 15
+    assert "harness error (case not run)" not in res["outcomes"], proc.stderr
     assert res["baseline"] == {"ok (exit 0)": res["samples"]}  # every unmutated sample is accepted as it is
     # the mutations reach both sides of the boundary: accepted inputs and rejected ones
     assert res["outcomes"].get("ok (exit 0)", 0) > FUZZ_CASES // 5
