@@ -126,7 +126,9 @@ def messages(trace: dict) -> list:
             calls = [ToolCall(id=c, function="bash", arguments={}) for c in e["tool_call_ids"]] or None
             m = ChatMessageAssistant(content=e["text"], tool_calls=calls, metadata=meta)
         else:
-            m = ChatMessageTool(content=e["text"], tool_call_id=e["tool_call_id"], function="bash", metadata=meta)
+            m = ChatMessageTool(
+                content=e["text"], tool_call_id=e["tool_call_id"], function="bash", metadata=meta
+            )
         out.append(m)
     return out
 
@@ -153,7 +155,9 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     msgs = messages(trace)
     events = trace["events"]
     first = next((i for i, e in enumerate(events) if e["kind"] == "assistant"), len(events))
-    handler = compaction(strategy, prefix=[m for m in msgs if m.metadata["ctx"] < first], tools=[], model=model)
+    handler = compaction(
+        strategy, prefix=[m for m in msgs if m.metadata["ctx"] < first], tools=[], model=model
+    )
     originals = {m.metadata["ctx"]: m for m in msgs}
     history, p, calls, finish = [], 0, [], "completed"
     for k, call in enumerate(trace["calls"]):
@@ -175,7 +179,9 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
             if i is None:
                 continue
             o = originals[i]
-            edited = m.text != o.text or (m.role == "assistant" and (m.tool_calls or []) != (o.tool_calls or []))
+            edited = m.text != o.text or (
+                m.role == "assistant" and (m.tool_calls or []) != (o.tool_calls or [])
+            )
             sent[i] = "M" if edited else "V"
         summary = any("summary" in (m.metadata or {}) for m in inp)
         state = "".join(
@@ -199,7 +205,8 @@ def main() -> int:
     out: dict = {}
     for s in job["settings"]:
         out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"])) for t in job["corpora"][s["corpus"]]
+            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"]))
+            for t in job["corpora"][s["corpus"]]
         }
     json.dump(out, open(sys.argv[2], "w"))
     return 0

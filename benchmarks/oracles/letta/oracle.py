@@ -93,7 +93,9 @@ def messages(trace: dict, run: Run) -> list:
             ]
         if e["kind"] == "tool_result":
             kw["tool_call_id"] = e["tool_call_id"]
-        m = Message(role=roles[e["kind"]], content=[TextContent(text=e["text"] or "-")], agent_id=AGENT_ID, **kw)
+        m = Message(
+            role=roles[e["kind"]], content=[TextContent(text=e["text"] or "-")], agent_id=AGENT_ID, **kw
+        )
         run.size[m.id], run.ctx[m.id] = e["tokens"], i
         out.append(m)
     return out
@@ -102,7 +104,9 @@ def messages(trace: dict, run: Run) -> list:
 async def replay(trace: dict, config: dict, rule: dict) -> dict:
     run = Run.current = Run(rule)
     llm = LLMConfig(model="gpt-4o", model_endpoint_type="openai", context_window=config["context_window"])
-    settings = CompactionSettings(mode=config["mode"], sliding_window_percentage=config["sliding_window_percentage"])
+    settings = CompactionSettings(
+        mode=config["mode"], sliding_window_percentage=config["sliding_window_percentage"]
+    )
     trigger = get_compaction_trigger_threshold(llm)
     msgs = messages(trace, run)
     system, rest = msgs[0], msgs[1:]
@@ -140,7 +144,8 @@ def main() -> int:
     out: dict = {}
     for s in job["settings"]:
         out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"])) for t in job["corpora"][s["corpus"]]
+            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"]))
+            for t in job["corpora"][s["corpus"]]
         }
     json.dump(out, open(sys.argv[2], "w"))
     return 0
