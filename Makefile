@@ -9,7 +9,7 @@ demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
 
 test: $(VENV)/.installed
-	$(BIN)/ruff check sim tests scenarios
+	$(BIN)/ruff check sim tests scenarios benchmarks
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed

@@ -151,7 +151,7 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     evs = session_events(trace, run)
     by_index = dict(evs)
     p, calls = 0, []
-    for k, call in enumerate(trace["calls"]):
+    for call in trace["calls"]:
         while p < len(evs) and evs[p][0] < call["view_end"]:
             i, ev = evs[p]
             if trace["events"][i]["kind"] == "user" and session.events:  # the previous invocation completed
