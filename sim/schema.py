@@ -18,6 +18,7 @@ from sim.limits import (
     MIN_BYTES_PER_TOKEN,
     TIME_MAX,
     TIME_MIN,
+    USAGE_COUNTS,
     bound_problem,
     count_problem,
     number_problem,
@@ -299,13 +300,7 @@ def number_problems(t) -> list[tuple[str, str]]:
         if e.timestamp is not None and (p := time_problem(e.timestamp)) is not None:
             out.append((f"events[{i}].timestamp", p))
     for j, c in enumerate(t.calls):
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-        ):
+        for name in USAGE_COUNTS:
             v = getattr(c, name)
             if v is not None and (p := count_problem(v)) is not None:
                 out.append((f"calls[{j}].{name}", p))

@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from sim.errors import TraceError
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
-from sim.limits import MAX_COUNT, TIME_MAX, count_problem, number_problem, time_problem
+from sim.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
 from sim.tokens import (
     calibrated_bytes_per_token,
     derive_sizes,
@@ -82,13 +82,7 @@ class Usage:
 
     def check(self, file: str, record: str | None, field: str = "usage") -> Usage:
         """This usage, every number checked (a reader that built it by hand may have missed one)."""
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-        ):
+        for name in USAGE_COUNTS:
             usage_count(getattr(self, name), file, record, f"{field}.{name}")
         usage_cost(self.cost_usd, file, record, f"{field}.cost_usd")
         unix_time(self.timestamp, file, record, f"{field}.timestamp")
