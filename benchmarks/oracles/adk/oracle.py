@@ -20,12 +20,11 @@ answers ``SUMMARY n``, weighing the size rule over the events it was given.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
 import sys
 import warnings
+from pathlib import Path
 
 import google.adk.apps.compaction as adk_compaction
 import google.adk.flows.llm_flows.context._contents as adk_contents
@@ -37,6 +36,9 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
+from oracle_job import rle, run_job  # noqa: E402
 
 logging.getLogger("google_adk").setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
@@ -186,20 +188,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     return {"finish": "completed", "calls": calls}
 
 
-def rle(s: str) -> str:
-    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
-
-
 def main() -> int:
-    job = json.load(open(sys.argv[1]))
-    out: dict = {}
-    for s in job["settings"]:
-        out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"]))
-            for t in job["corpora"][s["corpus"]]
-        }
-    json.dump(out, open(sys.argv[2], "w"))
-    return 0
+    return run_job(replay)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,11 @@ messages it was given.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import math
 import re
 import sys
+from pathlib import Path
 
 from inspect_ai.model import (
     ChatMessageAssistant,
@@ -44,6 +43,9 @@ from inspect_ai.model._compaction import (
 from inspect_ai.model._compaction.edit import TOOL_RESULT_REMOVED
 from inspect_ai.model._model import Model, ModelAPI
 from inspect_ai.tool import ToolCall
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
+from oracle_job import rle, run_job  # noqa: E402
 
 logging.getLogger("inspect_ai").setLevel(logging.ERROR)
 STRATEGIES = {
@@ -196,20 +198,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     return {"finish": finish, "calls": calls}
 
 
-def rle(s: str) -> str:
-    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
-
-
 def main() -> int:
-    job = json.load(open(sys.argv[1]))
-    out: dict = {}
-    for s in job["settings"]:
-        out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"]))
-            for t in job["corpora"][s["corpus"]]
-        }
-    json.dump(out, open(sys.argv[2], "w"))
-    return 0
+    return run_job(replay)
 
 
 if __name__ == "__main__":
