@@ -69,12 +69,12 @@ def test_v0_evaluation_output_imports_validates_and_replays_exactly():
     assert detect(path).name == "openhands-v0-output"
     traces = load_all(path)
     # (instance id, events, calls). Calls = agent actions with tool_call_metadata, one per entry of
-    # metrics.token_usages (23, 33, 49: the MANIFEST's "23-49 calls"). Events = history length: the
-    # system event gives two messages (prompt, tools) and the recall action none.
+    # metrics.token_usages (23, 33, 49: the MANIFEST's "23-49 calls"). Events = history length + 1: the
+    # system event gives two messages (prompt, tools); the recall action is a never-sent event of 0 tokens.
     assert [(t.trace_id, len(t.events), len(t.calls)) for t in traces] == [
-        ("ponylang__ponyc-4595", 49, 23),
-        ("ponylang__ponyc-4593", 70, 33),
-        ("ponylang__ponyc-4588", 103, 49),
+        ("ponylang__ponyc-4595", 50, 23),
+        ("ponylang__ponyc-4593", 71, 33),
+        ("ponylang__ponyc-4588", 104, 49),
     ]
     for t in traces:
         valid(t)
@@ -82,7 +82,15 @@ def test_v0_evaluation_output_imports_validates_and_replays_exactly():
         assert t.model == "openai/openrouter-llama-4-maverick"
         assert t.agent == "OpenHands CodeActAgent 0.35.0"
         assert t.recorded_policy["name"] == "raw" and t.recorded_policy["max_message_chars"] == 30000
-        assert [e.kind for e in t.events[:4]] == ["system", "tools", "user", "user"]  # task, workspace
+        # task, recall action (0 tokens, nothing sent), workspace context; each with its OpenHands type
+        assert [e.kind for e in t.events[:5]] == ["system", "tools", "user", "user", "user"]
+        assert [e.source_type for e in t.events[:5]] == [
+            "action:system", "action:system", "action:message", "action:recall", "observation:recall",
+        ]  # fmt: skip
+        assert (t.events[3].tokens, t.events[3].content) == (0, "")
+        assert {e.source_type for e in t.events if e.kind == "tool_result"} <= {
+            "observation:run", "observation:read", "observation:edit", "observation:think",
+        }  # fmt: skip
         assert all(c.usage_provenance == "provider" for c in t.calls)
         assert_raw_exact(t)
     # per-call prompt tokens add up to the run's accumulated_token_usage
