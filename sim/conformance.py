@@ -20,6 +20,9 @@ from sim.traceio import trace_hash
 from sim.types import ItemState, Trace
 
 
+SENT = (ItemState.VERBATIM, ItemState.BOUNDED)  # sent as they are (masks_as_messages: pairs go whole)
+
+
 def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
     """Every violation found, as readable lines; empty when the policy conforms."""
     out: list[str] = []
@@ -37,8 +40,10 @@ def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
             if sum(items) != view.total:
                 problems.append(f"call {k}: view total {view.total} != item sum {sum(items)}")
             for a, b in pair_of:
-                if b < view.n and (view.state[a] == ItemState.DROPPED) != (
-                    view.state[b] == ItemState.DROPPED
+                if b < view.n and (
+                    (view.state[a] in SENT) != (view.state[b] in SENT)
+                    if policy.masks_as_messages
+                    else (view.state[a] == ItemState.DROPPED) != (view.state[b] == ItemState.DROPPED)
                 ):
                     problems.append(f"call {k}: tool call {a} and its result {b} split")
             problems.extend(f"call {k}: {v}" for v in policy.bound_violations(t, view))

@@ -292,6 +292,7 @@ def _replay_loop(
     state = policy.start(trace)
     view.policy_state = state
     status = RunStatus()
+    status.window = window
     settle, settles = policy.settle, policy.settles
     facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
     view.facts = facts
@@ -402,25 +403,30 @@ def _replay_loop(
             facts.recovered.update(events_[src].provides)
         return True, first, changed
 
-    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | None:
-        """Request k's status line and size; over the window the policy may compact once and retry.
-        Returns (request, status tokens, first changed, changed), or None when the provider refuses."""
+    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | str | None:
+        """Request k's status line and size; over the window the policy may compact and retry (up to its
+        ``overflow_retries`` rejections in a row). Returns (request, status tokens, first changed,
+        changed), None when the provider refuses, or the finish reason a policy stopped the run with."""
         nonlocal rejections
         st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
         request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
-        if window is not None and request > window:
+        tries = 0
+        while window is not None and request > window:
             rejections += 1
+            tries += 1
+            if tries > policy.overflow_retries:
+                return None
             retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
             if retry is None:
                 return None
+            if isinstance(retry, Decision) and retry.stop is not None:
+                return retry.stop
             f2, c2 = apply(k, retry)
             if f2 >= 0 and (first < 0 or f2 < first):
                 first = f2
             changed += c2
             st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
             request = max(view.total + extra + residual[k] + st, 0)
-            if request > window:
-                return None
         return request, st, first, changed
 
     for k in range(ncalls):
@@ -428,15 +434,19 @@ def _replay_loop(
         admit(k, view_end[k])
         first, changed = -1, 0
         if policy.acts_before_call:
-            first, changed = apply(k, policy.before_call(trace, state, view, k, status))
+            decided = policy.before_call(trace, state, view, k, status)
+            if isinstance(decided, Decision) and decided.stop is not None:
+                finish = decided.stop
+                break
+            first, changed = apply(k, decided)
         if facts is not None:
             go_on, first, changed = reread(k, first, changed)
             if not go_on:
                 finish = "missing-information"
                 break
         sent = send(k, first, changed)
-        if sent is None:
-            finish = "context-overflow"
+        if sent is None or isinstance(sent, str):
+            finish = sent or "context-overflow"
             break
         request, st, first, changed = sent
         out = model.respond(k)
@@ -462,8 +472,8 @@ def _replay_loop(
                         if policy.acts_before_call:
                             first, changed = apply(g, policy.before_call(trace, state, view, g, status))
                         sent = send(g, first, changed)
-                        if sent is None:
-                            finish = "context-overflow"
+                        if sent is None or isinstance(sent, str):
+                            finish = sent or "context-overflow"
                         else:
                             request, st, first, changed = sent
                             total = view.total + extra

@@ -82,6 +82,14 @@ class Pipeline(Policy):
         return any(p.recovers for p in self._built)
 
     @property
+    def overflow_retries(self) -> int:  # type: ignore[override]
+        return max((p.overflow_retries for p in self._built if p.recovers), default=1)
+
+    @property
+    def masks_as_messages(self) -> bool:  # type: ignore[override]
+        return any(p.masks_as_messages for p in self._built)
+
+    @property
     def checks_after_call(self) -> bool:  # type: ignore[override]
         return any(p.checks_after_call for p in self._built)
 
@@ -114,6 +122,8 @@ class Pipeline(Policy):
             if hook == "on_overflow" and result is None:
                 continue
             acted = True
+            if isinstance(result, Decision) and result.stop is not None:
+                return Decision(changes, summary, result.stop)
             step_changes, step_summary = _split(result)
             for ch in step_changes:
                 shadow.apply(ch)

@@ -1,0 +1,178 @@
+"""The OpenHands differential oracle, ctxsim's side: the corpora and settings the goldens in
+``tests/golden/frameworks/openhands/`` hold, and the ``openhands_*`` policies' per-call state vectors in the
+goldens' form.
+
+``make oracle-openhands`` (``benchmarks/oracles/openhands/feed.py``) replays the same traces through
+OpenHands' own condensers (openhands-ai 0.62.0, openhands-sdk 1.58.2, in the oracle's own virtual
+environment) and writes the goldens; ``tests/test_openhands_oracle.py`` holds the policies to them
+exactly, without OpenHands installed. Per call and original event the state is V (sent; extra sends are
+``copies``), P (replaced by a placeholder), S (covered by a summary), D (forgotten) or N (in OpenHands'
+view but not sent: an action whose observation is masked or forgotten, an observation whose action is
+forgotten, the recall action); ``inserted`` lists the placeholders and summaries sent, with their tokens.
+Both sides weigh every event at ctxsim's size, so only the decision rules can differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+from sim.engine import replay
+from sim.importers import load_paths
+from sim.model import ReplayModel
+from sim.paths import traces_dir
+from sim.policies.base import make_policy
+from sim.records import AGENT
+from sim.types import ItemState, Trace
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN = REPO / "tests" / "golden" / "frameworks" / "openhands"
+OH_OUTPUT = traces_dir() / "openhands-v0" / "multi_swe_bench_llama4maverick" / "output.jsonl"
+MINI = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
+MINI_IDS = (
+    "django__django-16560",
+    "django__django-14351",
+    "django__django-11265",
+    "django__django-11087",
+    "sphinx-doc__sphinx-7985",
+    "django__django-13512",
+)
+NEVER_SENT = ("action:recall",)
+
+
+def _step(name: str, **knobs) -> dict:
+    return {"name": name, **knobs}
+
+
+# setting name -> (framework, pipeline steps, provider window, corpus). The knobs are the policies' (the
+# constructors' argument names); a one-step setting is that policy, a longer one a ``pipeline``.
+SETTINGS: dict[str, tuple[str, list[dict], int | None, str]] = {
+    "observation_masking-3": ("v0", [_step("openhands_observation_masking", attention_window=3)], None, "shared"),
+    "observation_masking-5": ("v0", [_step("openhands_observation_masking", attention_window=5)], None, "shared"),
+    "browser_output_masking-1": ("v0", [_step("openhands_browser_output_masking", attention_window=1)], None, "browser"),
+    "browser_output_masking-2": ("v0", [_step("openhands_browser_output_masking", attention_window=2)], None, "browser"),
+    "recent_events-1-10": ("v0", [_step("openhands_recent_events", keep_first=1, max_events=10)], None, "shared"),
+    "recent_events-2-20": ("v0", [_step("openhands_recent_events", keep_first=2, max_events=20)], None, "shared"),
+    "amortized_forgetting-20-1": ("v0", [_step("openhands_amortized_forgetting", max_size=20, keep_first=1)], None, "shared"),
+    "amortized_forgetting-40-1": ("v0", [_step("openhands_amortized_forgetting", max_size=40, keep_first=1)], None, "shared"),
+    "amortized_forgetting-20-2": ("v0", [_step("openhands_amortized_forgetting", max_size=20, keep_first=2)], None, "shared"),
+    "amortized_forgetting-100-0": ("v0", [_step("openhands_amortized_forgetting", max_size=100, keep_first=0)], None, "shared"),
+    "amortized_forgetting-40-1-w12000": ("v0", [_step("openhands_amortized_forgetting", max_size=40, keep_first=1)], 12000, "shared"),
+    "llm_summarizing-20-1": ("v0", [_step("openhands_llm_summarizing", max_size=20, keep_first=1)], None, "shared"),
+    "llm_summarizing-40-1": ("v0", [_step("openhands_llm_summarizing", max_size=40, keep_first=1)], None, "shared"),
+    "llm_summarizing-20-4": ("v0", [_step("openhands_llm_summarizing", max_size=20, keep_first=4)], None, "shared"),
+    "llm_summarizing-40-1-w12000": ("v0", [_step("openhands_llm_summarizing", max_size=40, keep_first=1)], 12000, "shared"),
+    "conversation_window-w12000": ("v0", [_step("openhands_conversation_window")], 12000, "shared"),
+    "conversation_window-w20000": ("v0", [_step("openhands_conversation_window")], 20000, "shared"),
+    "server_default": ("v0", [
+        _step("openhands_conversation_window"),
+        _step("openhands_browser_output_masking", attention_window=1),
+        _step("openhands_llm_summarizing", keep_first=4, max_size=120),
+    ], None, "shared"),
+    "server_default-40-w12000": ("v0", [
+        _step("openhands_conversation_window"),
+        _step("openhands_browser_output_masking", attention_window=1),
+        _step("openhands_llm_summarizing", keep_first=4, max_size=40),
+    ], 12000, "shared"),
+    "sdk-20-2": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=20, keep_first=2)], None, "shared"),
+    "sdk-40-2": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=40, keep_first=2)], None, "shared"),
+    "sdk-20-4": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=20, keep_first=4)], None, "shared"),
+    "sdk-240-2-t12000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=240, keep_first=2, max_tokens=12000)], None, "shared"),
+    "sdk-240-2-t30000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=240, keep_first=2, max_tokens=30000)], None, "shared"),
+    "sdk-80-4-w20000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=80, keep_first=4)], 20000, "shared"),
+    "hard_context_reset-w12000": ("sdk", [_step("openhands_hard_context_reset")], 12000, "shared"),
+    "hard_context_reset-w20000": ("sdk", [_step("openhands_hard_context_reset")], 20000, "shared"),
+}  # fmt: skip
+
+
+def shared_traces() -> list[Trace]:
+    """The 3 OpenHands V0 runs and 6 mini-swe-agent runs the goldens hold, in that order."""
+    oh = list(load_paths([OH_OUTPUT]))
+    mini = {t.trace_id: t for t in load_paths([MINI])}
+    return oh + [mini[i] for i in MINI_IDS]
+
+
+def browserized(t: Trace) -> Trace:
+    """``t`` with every third tool result made a browser page (OpenHands' ``BrowserOutputObservation``,
+    found by its type; page address https://example.org/pN); text and sizes unchanged."""
+    n, events = 0, []
+    for e in t.events:
+        if e.kind == "tool_result":
+            n += 1
+            if n % 3 == 0:
+                e = dataclasses.replace(e, source_type="observation:browse", url=f"https://example.org/p{n}")
+        events.append(e)
+    return dataclasses.replace(t, trace_id=f"{t.trace_id}+browser", events=tuple(events))
+
+
+def corpus(name: str, shared: list[Trace]) -> list[Trace]:
+    return shared if name == "shared" else [browserized(t) for t in shared]
+
+
+def policy_of(steps: list[dict]):
+    if len(steps) == 1:
+        knobs = {k: v for k, v in steps[0].items() if k != "name"}
+        return make_policy(steps[0]["name"], **knobs)
+    return make_policy("pipeline", steps=tuple(steps))
+
+
+def rle(s: str) -> str:
+    """Run-length code of a state string: ``VVVVDN`` -> ``V4D1N1``."""
+    out, i = [], 0
+    while i < len(s):
+        j = i
+        while j < len(s) and s[j] == s[i]:
+            j += 1
+        out.append(f"{s[i]}{j - i}")
+        i = j
+    return "".join(out)
+
+
+def ctxsim_run(t: Trace, setting: str) -> dict:
+    """The policy's per-call states in the goldens' form (see the module docstring)."""
+    _, steps, window, _ = SETTINGS[setting]
+    policy = policy_of(steps)
+    original = [e.tokens for e in t.events]
+    calls: list[dict] = []
+
+    def observe(k: int, view) -> None:
+        codes, inserted, copies = [], [], []
+        for i in range(view.n):
+            st, tok = view.state[i], view.tokens[i]
+            if t.events[i].source_type in NEVER_SENT:
+                codes.append("N")
+            elif st in (ItemState.VERBATIM, ItemState.BOUNDED):
+                codes.append("V")
+                if original[i] and tok > original[i]:
+                    copies.append([i, tok // original[i] - 1])
+            elif st == ItemState.MASKED:
+                codes.append("P" if tok > 0 else "N")
+                if tok > 0:
+                    inserted.append(["placeholder", tok])
+            elif st == ItemState.SUMMARIZED:
+                codes.append("S")
+                if tok > 0:
+                    inserted.append(["summary", tok])
+            else:
+                codes.append("D")
+        calls.append(
+            {"states": rle("".join(codes)), "inserted": sorted(inserted), "copies": copies, "view": view.total}
+        )
+
+    rec = replay(t, policy, ReplayModel(t, on_missing="degrade"), observer=observe, window=window, pricing=None)
+    agent = rec.calls["kind"] == AGENT
+    return {
+        "calls": calls,
+        "finish": rec.finish_reason,
+        "summaries": int((~agent).sum()),
+        "input": [int(x) for x in rec.calls["input_tokens"][agent]],
+    }
+
+
+def golden_path(setting: str) -> Path:
+    return GOLDEN / f"{setting}.json"
+
+
+def load_golden(setting: str) -> dict:
+    return json.loads(golden_path(setting).read_text())
