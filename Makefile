@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean oracle-seed
+.PHONY: demo test bench lint clean oracle-seed oracle-openhands
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -23,6 +23,18 @@ oracle-seed: $(VENV)/.installed $(ORACLE)/node_modules/.installed
 
 $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 	cd $(ORACLE) && npm ci --no-audit --no-fund
+	touch $@
+
+# OpenHands' differential oracle: openhands-ai 0.62.0 (V0 condensers) and openhands-sdk 1.58.2 in their
+# own Python 3.12 environment (pinned, gitignored); rewrites tests/golden/frameworks/openhands/.
+OH_ORACLE := benchmarks/oracles/openhands
+PYTHON312 ?= python3.12
+oracle-openhands: $(VENV)/.installed $(OH_ORACLE)/.venv/.installed
+	$(BIN)/python $(OH_ORACLE)/feed.py --write --python $(OH_ORACLE)/.venv/bin/python
+
+$(OH_ORACLE)/.venv/.installed: $(OH_ORACLE)/requirements.txt
+	$(PYTHON312) -m venv $(OH_ORACLE)/.venv
+	$(OH_ORACLE)/.venv/bin/pip install -q --no-deps -r $(OH_ORACLE)/requirements.txt
 	touch $@
 
 $(VENV)/.installed: pyproject.toml

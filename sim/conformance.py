@@ -19,7 +19,6 @@ from sim.records import RunRecord
 from sim.traceio import trace_hash
 from sim.types import ItemState, Trace
 
-
 SENT = (ItemState.VERBATIM, ItemState.BOUNDED)  # sent as they are (masks_as_messages: pairs go whole)
 
 

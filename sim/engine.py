@@ -310,7 +310,8 @@ def _replay_loop(
         i, d = ch.index, ch.tokens - vt[ch.index]
         delta += d
         fen.add(i, d)
-        events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens))
+        if ch.state != ItemState.VERBATIM:  # a verbatim item resized (sent twice) is no compaction
+            events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens))
         vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
 
     def admit(k: int, end: int) -> None:

@@ -23,6 +23,7 @@ from sim.importers import load_paths
 from sim.model import ReplayModel
 from sim.paths import traces_dir
 from sim.policies.base import make_policy
+from sim.policies.openhands_memory import events_of
 from sim.records import AGENT
 from sim.types import ItemState, Trace
 
@@ -38,52 +39,58 @@ MINI_IDS = (
     "sphinx-doc__sphinx-7985",
     "django__django-13512",
 )
-NEVER_SENT = ("action:recall",)
 
 
 def _step(name: str, **knobs) -> dict:
-    return {"name": name, **knobs}
+    return {"name": f"openhands_{name}", **knobs}
+
+
+def _v0(name: str, window: int | None = None, corpus: str = "shared", **knobs) -> tuple:
+    return ("v0", [_step(name, **knobs)], window, corpus)
+
+
+def _sdk(name: str, window: int | None = None, **knobs) -> tuple:
+    return ("sdk", [_step(name, **knobs)], window, "shared")
+
+
+def _server(max_size: int, window: int | None) -> tuple:
+    steps = [_step("conversation_window"), _step("browser_output_masking", attention_window=1)]
+    return ("v0", [*steps, _step("llm_summarizing", keep_first=4, max_size=max_size)], window, "shared")
 
 
 # setting name -> (framework, pipeline steps, provider window, corpus). The knobs are the policies' (the
-# constructors' argument names); a one-step setting is that policy, a longer one a ``pipeline``.
+# constructors' argument names); a one-step setting is that policy, a longer one a ``pipeline``
+# (``openhands_server_default`` is the first of those).
+SDK = {"variant": "sdk_v1"}
 SETTINGS: dict[str, tuple[str, list[dict], int | None, str]] = {
-    "observation_masking-3": ("v0", [_step("openhands_observation_masking", attention_window=3)], None, "shared"),
-    "observation_masking-5": ("v0", [_step("openhands_observation_masking", attention_window=5)], None, "shared"),
-    "browser_output_masking-1": ("v0", [_step("openhands_browser_output_masking", attention_window=1)], None, "browser"),
-    "browser_output_masking-2": ("v0", [_step("openhands_browser_output_masking", attention_window=2)], None, "browser"),
-    "recent_events-1-10": ("v0", [_step("openhands_recent_events", keep_first=1, max_events=10)], None, "shared"),
-    "recent_events-2-20": ("v0", [_step("openhands_recent_events", keep_first=2, max_events=20)], None, "shared"),
-    "amortized_forgetting-20-1": ("v0", [_step("openhands_amortized_forgetting", max_size=20, keep_first=1)], None, "shared"),
-    "amortized_forgetting-40-1": ("v0", [_step("openhands_amortized_forgetting", max_size=40, keep_first=1)], None, "shared"),
-    "amortized_forgetting-20-2": ("v0", [_step("openhands_amortized_forgetting", max_size=20, keep_first=2)], None, "shared"),
-    "amortized_forgetting-100-0": ("v0", [_step("openhands_amortized_forgetting", max_size=100, keep_first=0)], None, "shared"),
-    "amortized_forgetting-40-1-w12000": ("v0", [_step("openhands_amortized_forgetting", max_size=40, keep_first=1)], 12000, "shared"),
-    "llm_summarizing-20-1": ("v0", [_step("openhands_llm_summarizing", max_size=20, keep_first=1)], None, "shared"),
-    "llm_summarizing-40-1": ("v0", [_step("openhands_llm_summarizing", max_size=40, keep_first=1)], None, "shared"),
-    "llm_summarizing-20-4": ("v0", [_step("openhands_llm_summarizing", max_size=20, keep_first=4)], None, "shared"),
-    "llm_summarizing-40-1-w12000": ("v0", [_step("openhands_llm_summarizing", max_size=40, keep_first=1)], 12000, "shared"),
-    "conversation_window-w12000": ("v0", [_step("openhands_conversation_window")], 12000, "shared"),
-    "conversation_window-w20000": ("v0", [_step("openhands_conversation_window")], 20000, "shared"),
-    "server_default": ("v0", [
-        _step("openhands_conversation_window"),
-        _step("openhands_browser_output_masking", attention_window=1),
-        _step("openhands_llm_summarizing", keep_first=4, max_size=120),
-    ], None, "shared"),
-    "server_default-40-w12000": ("v0", [
-        _step("openhands_conversation_window"),
-        _step("openhands_browser_output_masking", attention_window=1),
-        _step("openhands_llm_summarizing", keep_first=4, max_size=40),
-    ], 12000, "shared"),
-    "sdk-20-2": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=20, keep_first=2)], None, "shared"),
-    "sdk-40-2": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=40, keep_first=2)], None, "shared"),
-    "sdk-20-4": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=20, keep_first=4)], None, "shared"),
-    "sdk-240-2-t12000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=240, keep_first=2, max_tokens=12000)], None, "shared"),
-    "sdk-240-2-t30000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=240, keep_first=2, max_tokens=30000)], None, "shared"),
-    "sdk-80-4-w20000": ("sdk", [_step("openhands_llm_summarizing", variant="sdk_v1", max_size=80, keep_first=4)], 20000, "shared"),
-    "hard_context_reset-w12000": ("sdk", [_step("openhands_hard_context_reset")], 12000, "shared"),
-    "hard_context_reset-w20000": ("sdk", [_step("openhands_hard_context_reset")], 20000, "shared"),
-}  # fmt: skip
+    "observation_masking-3": _v0("observation_masking", attention_window=3),
+    "observation_masking-5": _v0("observation_masking", attention_window=5),
+    "browser_output_masking-1": _v0("browser_output_masking", corpus="browser", attention_window=1),
+    "browser_output_masking-2": _v0("browser_output_masking", corpus="browser", attention_window=2),
+    "recent_events-1-10": _v0("recent_events", keep_first=1, max_events=10),
+    "recent_events-2-20": _v0("recent_events", keep_first=2, max_events=20),
+    "amortized_forgetting-20-1": _v0("amortized_forgetting", max_size=20, keep_first=1),
+    "amortized_forgetting-40-1": _v0("amortized_forgetting", max_size=40, keep_first=1),
+    "amortized_forgetting-20-2": _v0("amortized_forgetting", max_size=20, keep_first=2),
+    "amortized_forgetting-100-0": _v0("amortized_forgetting", max_size=100, keep_first=0),
+    "amortized_forgetting-40-1-w12000": _v0("amortized_forgetting", 12000, max_size=40, keep_first=1),
+    "llm_summarizing-20-1": _v0("llm_summarizing", max_size=20, keep_first=1),
+    "llm_summarizing-40-1": _v0("llm_summarizing", max_size=40, keep_first=1),
+    "llm_summarizing-20-4": _v0("llm_summarizing", max_size=20, keep_first=4),
+    "llm_summarizing-40-1-w12000": _v0("llm_summarizing", 12000, max_size=40, keep_first=1),
+    "conversation_window-w12000": _v0("conversation_window", 12000),
+    "conversation_window-w20000": _v0("conversation_window", 20000),
+    "server_default": _server(120, None),
+    "server_default-40-w12000": _server(40, 12000),
+    "sdk-20-2": _sdk("llm_summarizing", **SDK, max_size=20, keep_first=2),
+    "sdk-40-2": _sdk("llm_summarizing", **SDK, max_size=40, keep_first=2),
+    "sdk-20-4": _sdk("llm_summarizing", **SDK, max_size=20, keep_first=4),
+    "sdk-240-2-t12000": _sdk("llm_summarizing", **SDK, max_size=240, keep_first=2, max_tokens=12000),
+    "sdk-240-2-t30000": _sdk("llm_summarizing", **SDK, max_size=240, keep_first=2, max_tokens=30000),
+    "sdk-80-4-w20000": _sdk("llm_summarizing", 20000, **SDK, max_size=80, keep_first=4),
+    "hard_context_reset-w12000": _sdk("hard_context_reset", 12000),
+    "hard_context_reset-w20000": _sdk("hard_context_reset", 20000),
+}
 
 
 def shared_traces() -> list[Trace]:
@@ -134,14 +141,15 @@ def ctxsim_run(t: Trace, setting: str) -> dict:
     _, steps, window, _ = SETTINGS[setting]
     policy = policy_of(steps)
     original = [e.tokens for e in t.events]
+    mute = events_of(t).mute
     calls: list[dict] = []
 
     def observe(k: int, view) -> None:
         codes, inserted, copies = [], [], []
         for i in range(view.n):
             st, tok = view.state[i], view.tokens[i]
-            if t.events[i].source_type in NEVER_SENT:
-                codes.append("N")
+            if mute[i] and st == ItemState.VERBATIM:
+                codes.append("N")  # in the view, never sent (the recall action)
             elif st in (ItemState.VERBATIM, ItemState.BOUNDED):
                 codes.append("V")
                 if original[i] and tok > original[i]:
@@ -157,10 +165,17 @@ def ctxsim_run(t: Trace, setting: str) -> dict:
             else:
                 codes.append("D")
         calls.append(
-            {"states": rle("".join(codes)), "inserted": sorted(inserted), "copies": copies, "view": view.total}
+            {
+                "states": rle("".join(codes)),
+                "inserted": sorted(inserted),
+                "copies": copies,
+                "view": view.total,
+            }
         )
 
-    rec = replay(t, policy, ReplayModel(t, on_missing="degrade"), observer=observe, window=window, pricing=None)
+    rec = replay(
+        t, policy, ReplayModel(t, on_missing="degrade"), observer=observe, window=window, pricing=None
+    )
     agent = rec.calls["kind"] == AGENT
     return {
         "calls": calls,

@@ -71,7 +71,9 @@ class OpenHandsAmortizedForgetting(V0Condenser):
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         info = events_of(trace)
-        n = sum(info.units[i] for i in range(view.n) if view.state[i] in (ItemState.VERBATIM, ItemState.MASKED))
+        n = sum(
+            info.units[i] for i in range(view.n) if view.state[i] in (ItemState.VERBATIM, ItemState.MASKED)
+        )
         if n > self.max_size + 1:  # + the first user message, re-sent while forgotten
             return [f"{n} events in view before the call, over max_size {self.max_size}"]
         return []

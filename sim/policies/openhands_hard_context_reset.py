@@ -45,7 +45,9 @@ class OpenHandsHardContextReset(Policy):
         check_int(self.name, "hard_context_reset_max_retries", self.hard_context_reset_max_retries, 1)
         c = self.hard_context_reset_context_scaling
         if not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1):
-            raise ConfigError(f"policy '{self.name}': hard_context_reset_context_scaling={c!r} is not in (0, 1)")
+            raise ConfigError(
+                f"policy '{self.name}': hard_context_reset_context_scaling={c!r} is not in (0, 1)"
+            )
         r = self.summary_ratio
         if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
             raise ConfigError(f"policy '{self.name}': summary_ratio={r!r} is not a number in (0, 1]")

@@ -20,7 +20,7 @@ model response has its observation in the view, then goes with them (so an actio
 was masked or forgotten is not sent, nor an observation whose action was forgotten); an observation
 without a tool call (a placeholder, a summary, the workspace context, an error) is a user message.
 
-ctxsim's states for it: sent -> VERBATIM; a placeholder -> MASKED at the placeholder's size; in the view
+ctxsim's states for it: sent -> VERBATIM (at n times its size when sent n times); a placeholder -> MASKED at the placeholder's size; in the view
 but not sent -> MASKED at 0 tokens (``masks_as_messages``: such a pair leaves the request whole, as
 one user message or not at all); forgotten -> DROPPED, or SUMMARIZED when a summary covered it.
 """
@@ -76,7 +76,9 @@ class Events:
             elif e.kind == "user":
                 self.obs[i] = st.startswith("observation:")
                 self.message[i] = not self.obs[i] and st not in NEVER_SENT
-                self.mute[i] = st in NEVER_SENT or (st == "observation:recall" and e.tokens == 0 and not e.content)
+                self.mute[i] = st in NEVER_SENT or (
+                    st == "observation:recall" and e.tokens == 0 and not e.content
+                )
         self.system = next((e.index for e in ev if e.kind == "system"), -1)
         self.first_user = next((i for i in range(n) if self.message[i]), -1)
         self.recall = next(
@@ -139,7 +141,13 @@ def placeholder_size(text: str, t: Trace) -> tuple[int, int]:
 
 
 def apply(
-    info: Events, view: View, out: list[tuple], mine: set[int], summarized: set[int], carrier: int,
+    t: Trace,
+    info: Events,
+    view: View,
+    out: list[tuple],
+    mine: set[int],
+    summarized: set[int],
+    carrier: int,
     summary: tuple[int, int],
 ) -> list[Change]:
     """The changes that make ``view`` send what OpenHands sends for the condensed view ``out``.
@@ -157,7 +165,10 @@ def apply(
         if i == carrier:
             want = (SUMMARIZED, *summary)
         elif i in sent:
-            continue  # sent (once: ctxsim sends no copies, see openhands_recent_events)
+            if view.state[i] == ItemState.BOUNDED and sent[i] == 1:
+                continue
+            e = t.events[i]  # sent, as often as OpenHands sends it (openhands_recent_events: twice)
+            want = (V, e.tokens * sent[i], e.bytes * sent[i])
         elif i in placeholders:
             want = (MASKED, *placeholders[i])
         elif i in present:
@@ -291,7 +302,7 @@ class V0Condenser(Policy):
             out, mine, calls = self._settle(t, info, st, view, request)
         except Insufficient:
             return Decision(stop=INSUFFICIENT)
-        changes = apply(info, view, out, mine, st.summarized, st.carrier, st.summary or (0, 0))
+        changes = apply(t, info, view, out, mine, st.summarized, st.carrier, st.summary or (0, 0))
         summary = None
         if calls:
             summary = SummaryCall(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls))

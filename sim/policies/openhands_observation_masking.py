@@ -18,7 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.policies.base import View, check_int, register
-from sim.policies.openhands_memory import PH, Events, V0Condenser, V0State, events_of, is_obs, placeholder_size
+from sim.policies.openhands_memory import (
+    PH,
+    Events,
+    V0Condenser,
+    V0State,
+    events_of,
+    is_obs,
+    placeholder_size,
+)
 from sim.types import ItemState, Trace
 
 PLACEHOLDER = "<MASKED>"

@@ -9,9 +9,9 @@ an observation whose action left is not sent. Cache: every call past ``max_event
 prefix after the head. Constructor defaults ``keep_first`` 1, ``max_events`` 10 (the config file's
 ``max_events``: 100).
 
-One difference ctxsim does not reproduce, pinned by a test: while the view is shorter than
-``max_events``, OpenHands' ``head + view[-tail:]`` holds the head twice (and ConversationMemory then
-re-inserts the first user message too), so those events are sent twice; ctxsim sends them once.
+While the view is shorter than ``max_events``, OpenHands' ``head + view[-tail:]`` holds the head twice
+(and ``ConversationMemory`` then re-inserts the first user message before the second copy), so those
+events are sent twice: ctxsim weighs them at twice their size (VERBATIM, no compaction).
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ import sys
 
 logging.disable(logging.CRITICAL)
 os.environ.setdefault("LITELLM_LOG", "ERROR")
+os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+# the SDK refuses an agent LLM window under 16,384 tokens unless told; the goldens' small windows need it
+os.environ.setdefault("ALLOW_SHORT_CONTEXT_WINDOWS", "true")
 
 MARK = re.compile(r"«(\d+)»")
 
@@ -69,7 +72,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
     from litellm import ModelResponse
     from openhands.core.config import AgentConfig
     from openhands.events.action import CmdRunAction, MessageAction
-    from openhands.events.action.agent import CondensationAction, CondensationRequestAction, RecallAction
+    from openhands.events.action.agent import CondensationRequestAction, RecallAction
     from openhands.events.action.message import SystemMessageAction
     from openhands.events.event import EventSource, RecallType
     from openhands.events.observation import BrowserOutputObservation, CmdOutputObservation
@@ -137,12 +140,22 @@ def v0_run(tr: dict, setting: dict) -> dict:
 
     steps = setting["steps"]
     condenser = make(steps[0]) if len(steps) == 1 else CondenserPipeline(*[make(s) for s in steps])
-    prompts = os.path.join(os.path.dirname(sys.modules["openhands"].__file__), "agenthub/codeact_agent/prompts")
-    memory = ConversationMemory(AgentConfig(), PromptManager(prompt_dir=prompts))
+    prompts = os.path.join(
+        os.path.dirname(sys.modules["openhands"].__file__), "agenthub/codeact_agent/prompts"
+    )
+    class Prompts(PromptManager):
+        """The system prompt ConversationMemory re-creates when the condenser forgot it: CodeAct's own
+        (weighed as the trace's system prompt); building CodeAct's needs the browsing agent's deps."""
+
+        def get_system_message(self, **kw) -> str:
+            return "re-created system prompt"
+
+    memory = ConversationMemory(AgentConfig(), Prompts(prompt_dir=prompts))
 
     # -- the trace's events as OpenHands events, each tagged with its ctxsim index (.ctx)
     first_user = next(
-        (e["index"] for e in events if e["kind"] == "user" and e["source_type"] in (None, "action:message")), None
+        (e["index"] for e in events if e["kind"] == "user" and e["source_type"] in (None, "action:message")),
+        None,
     )
     recall_action = None
     action_of: dict[str, CmdRunAction] = {}
@@ -284,8 +297,15 @@ def v0_run(tr: dict, setting: dict) -> dict:
                     inserted.append(["summary", summary_tokens[text]])
                 else:
                     inserted.append(["placeholder", size.text(text)])
-        in_before = {id(ev) for ev in before}
         in_after = {id(ev) for ev in after}
+        # replaced by a placeholder: a masking condenser keeps the view's length and puts an
+        # AgentCondensationObservation where the event was (RecentEvents drops events instead)
+        replaced = set()
+        if len(before) == len(after):
+            replaced = {
+                id(b) for b, a in zip(before.events, after.events, strict=True)
+                if a is not b and isinstance(a, AgentCondensationObservation)
+            }  # fmt: skip
         codes, copies = [], []
         for i in range(n):
             e = events[i]
@@ -297,7 +317,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
                     copies.append([i, sent[i] - 1])
             elif any(id(ev) in in_after for ev in oh[i]):
                 codes.append("N")
-            elif any(id(ev) in in_before for ev in oh[i]):
+            elif any(id(ev) in replaced for ev in oh[i]):
                 codes.append("P")
             elif i in summarized:
                 codes.append("S")
@@ -351,7 +371,13 @@ def sdk_run(tr: dict, setting: dict) -> dict:
     from openhands.sdk.context.condenser import LLMSummarizingCondenser
     from openhands.sdk.context.condenser.base import NoCondensationAvailableException
     from openhands.sdk.context.view import View
-    from openhands.sdk.event import ActionEvent, Condensation, CondensationRequest, MessageEvent, ObservationEvent
+    from openhands.sdk.event import (
+        ActionEvent,
+        Condensation,
+        CondensationRequest,
+        MessageEvent,
+        ObservationEvent,
+    )
     from openhands.sdk.event.condenser import CondensationSummaryEvent
     from openhands.sdk.event.llm_convertible import SystemPromptEvent
     from openhands.sdk.llm import LLM, Message, MessageToolCall, TextContent
@@ -404,7 +430,11 @@ def sdk_run(tr: dict, setting: dict) -> dict:
             continue  # OpenHands V0's recall request: no SDK event
         made = []
         if kind == "user":
-            made.append(MessageEvent(source="user", llm_message=Message(role="user", content=[TextContent(text=mark(i))])))
+            made.append(
+                MessageEvent(
+                    source="user", llm_message=Message(role="user", content=[TextContent(text=mark(i))])
+                )
+            )
         elif kind == "assistant" and e["ids"]:
             share = e["tokens"] // len(e["ids"])
             for j, c in enumerate(e["ids"]):
@@ -418,7 +448,9 @@ def sdk_run(tr: dict, setting: dict) -> dict:
                 made.append(ev)
         elif kind == "assistant":
             made.append(
-                MessageEvent(source="agent", llm_message=Message(role="assistant", content=[TextContent(text=mark(i))]))
+                MessageEvent(
+                    source="agent", llm_message=Message(role="assistant", content=[TextContent(text=mark(i))])
+                )
             )
         elif kind == "tool_result" and e["id"] in action_of:
             made.append(ObservationEvent(
@@ -426,7 +458,11 @@ def sdk_run(tr: dict, setting: dict) -> dict:
                 observation=TextObservation(content=[TextContent(text=mark(i))]),
             ))  # fmt: skip
         else:
-            made.append(MessageEvent(source="user", llm_message=Message(role="user", content=[TextContent(text=mark(i))])))
+            made.append(
+                MessageEvent(
+                    source="user", llm_message=Message(role="user", content=[TextContent(text=mark(i))])
+                )
+            )
         for ev in made:
             sizes.setdefault(ev.id, e["tokens"])
             ctx_of[ev.id] = [i]
@@ -485,7 +521,9 @@ def sdk_run(tr: dict, setting: dict) -> dict:
             for i in ctx_of.get(ev.id, ()):
                 in_view[i] = in_view.get(i, 0) + 1
         inserted = sorted(
-            ["summary", summary_tokens[ev.summary]] for ev in view.events if isinstance(ev, CondensationSummaryEvent)
+            ["summary", summary_tokens[ev.summary]]
+            for ev in view.events
+            if isinstance(ev, CondensationSummaryEvent)
         )
         codes = []
         for i in range(n):
@@ -500,7 +538,9 @@ def sdk_run(tr: dict, setting: dict) -> dict:
                 codes.append("N")
             else:
                 codes.append("D")
-        tokens = sum(sizes.get(ev.id, 0) for ev in view.events if not isinstance(ev, CondensationSummaryEvent))
+        tokens = sum(
+            sizes.get(ev.id, 0) for ev in view.events if not isinstance(ev, CondensationSummaryEvent)
+        )
         tokens += sum(t for _, t in inserted)
         return {"states": "".join(codes), "inserted": inserted, "copies": [], "view": tokens}
 

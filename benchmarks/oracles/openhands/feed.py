@@ -94,12 +94,16 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="rewrite the goldens from the oracle's side")
     ap.add_argument("--settings", default="", help="comma-separated setting names (default: all)")
-    ap.add_argument("--python", default=str(HERE / ".venv" / "bin" / "python"), help="the oracle venv's python")
+    ap.add_argument(
+        "--python", default=str(HERE / ".venv" / "bin" / "python"), help="the oracle venv's python"
+    )
     args = ap.parse_args()
     settings = [s for s in args.settings.split(",") if s] or list(oo.SETTINGS)
     shared = oo.shared_traces()
     real = run_oracle(args.python, settings, shared)
-    print(f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish mismatches")
+    print(
+        f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish mismatches"
+    )
     for name in settings:
         framework, steps, window, corpus = oo.SETTINGS[name]
         same = n = tr = tc = 0
