@@ -180,7 +180,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
                 content="", recall_type=RecallType.WORKSPACE_CONTEXT, repo_name=mark(i) if e["sent"] else ""
             )
             ev._source = EventSource.ENVIRONMENT
-            ev._cause = recall_action.id if recall_action is not None else None
+            ev.cause_of = recall_action  # its cause is the recall action's id, known once appended
             made.append(ev)
         elif kind == "user" and (st or "").startswith("observation:"):
             ev = ErrorObservation(content=mark(i))
@@ -219,7 +219,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
             else:
                 ev = CmdOutputObservation(content=mark(i), command_id=-1, command=act.command)
             ev._source = EventSource.AGENT
-            ev._cause = act.id
+            ev.cause_of = act
             ev.tool_call_metadata = act.tool_call_metadata
             made.append(ev)
         else:  # a result answering no call: an observation without a tool call (a user message)
@@ -241,6 +241,8 @@ def v0_run(tr: dict, setting: dict) -> dict:
     def append(ev) -> None:
         ev._id = next_id[0]
         next_id[0] += 1
+        if getattr(ev, "cause_of", None) is not None:
+            ev._cause = ev.cause_of.id
         history.append(ev)
 
     def condense() -> tuple[View, View]:
@@ -476,7 +478,8 @@ def sdk_run(tr: dict, setting: dict) -> dict:
     else:
         condenser = LLMSummarizingCondenser(llm=llm, **knobs)
     window = setting.get("window")
-    agent_llm = LLM(model="scripted/agent", usage_id="agent", max_input_tokens=window) if window else None
+    # the agent's LLM, as the agent passes it: its input limit is the provider window (none: unknown)
+    agent_llm = LLM(model="scripted/agent", usage_id="agent", max_input_tokens=window)
 
     history: list = []
     summarized: set[int] = set()
