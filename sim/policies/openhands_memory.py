@@ -274,6 +274,10 @@ class V0Condenser(Policy):
             gone = sorted(forget)
             if not gone:
                 raise Insufficient("nothing to forget")
+            if summarize and request and all(i == info.first_user or info.mute[i] for i in gone):
+                # covers only the first user message, which ConversationMemory re-sends: the summary
+                # adds to the request and nothing leaves it (OpenHands then fails on its next request)
+                raise Insufficient("no progress")
             mine.update(gone)
             if summarize:
                 size, call = self.summary_size(t, st, gone)
