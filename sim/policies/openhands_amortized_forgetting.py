@@ -74,6 +74,6 @@ class OpenHandsAmortizedForgetting(V0Condenser):
         n = sum(
             info.units[i] for i in range(view.n) if view.state[i] in (ItemState.VERBATIM, ItemState.MASKED)
         )
-        if n > self.max_size + 1:  # + the first user message, re-sent while forgotten
+        if n > self.max_size + 2:  # + the first user message and the system prompt, re-sent while forgotten
             return [f"{n} events in view before the call, over max_size {self.max_size}"]
         return []

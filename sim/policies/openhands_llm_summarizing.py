@@ -273,8 +273,8 @@ class OpenHandsLLMSummarizing(V0Condenser):
         check_cut(self.name, self.first, self.size)
         if self.variant == "sdk_v1" and self.size // 2 - self.first - 1 <= 0:
             raise ConfigError(
-                f"policy '{self.name}': keep_first={self.first!r} leaves no tail: max_size // 2 - keep_first - 1"
-                f" = {self.size // 2 - self.first - 1} (the SDK requires > 0)"
+                f"policy '{self.name}': keep_first={self.first!r} leaves no tail: max_size // 2 - keep_first"
+                f" - 1 = {self.size // 2 - self.first - 1} (the SDK requires > 0)"
             )
         check_int(self.name, "max_event_length", self.max_event_length, 1)
         if self.max_tokens is not None:

@@ -20,9 +20,10 @@ model response has its observation in the view, then goes with them (so an actio
 was masked or forgotten is not sent, nor an observation whose action was forgotten); an observation
 without a tool call (a placeholder, a summary, the workspace context, an error) is a user message.
 
-ctxsim's states for it: sent -> VERBATIM (at n times its size when sent n times); a placeholder -> MASKED at the placeholder's size; in the view
-but not sent -> MASKED at 0 tokens (``masks_as_messages``: such a pair leaves the request whole, as
-one user message or not at all); forgotten -> DROPPED, or SUMMARIZED when a summary covered it.
+ctxsim's states for it: sent -> VERBATIM (at n times its size when sent n times); a placeholder ->
+MASKED at the placeholder's size; in the view but not sent -> MASKED at 0 tokens
+(``masks_as_messages``: such a pair leaves the request whole, as one user message or not at all);
+forgotten -> DROPPED, or SUMMARIZED when a summary covered it.
 """
 
 from __future__ import annotations

@@ -143,6 +143,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
     prompts = os.path.join(
         os.path.dirname(sys.modules["openhands"].__file__), "agenthub/codeact_agent/prompts"
     )
+
     class Prompts(PromptManager):
         """The system prompt ConversationMemory re-creates when the condenser forgot it: CodeAct's own
         (weighed as the trace's system prompt); building CodeAct's needs the browsing agent's deps."""
@@ -191,14 +192,14 @@ def v0_run(tr: dict, setting: dict) -> dict:
             ev._source = EventSource.USER
             made.append(ev)
         elif kind == "assistant" and e["ids"]:
+            calls = [
+                {"id": c, "type": "function", "function": {"name": "execute_bash", "arguments": "{}"}}
+                for c in e["ids"]
+            ]
+            message = {"role": "assistant", "content": mark(i), "tool_calls": calls}
             resp = ModelResponse(
-                id=f"resp-{i}",
-                choices=[{"index": 0, "finish_reason": "tool_calls", "message": {
-                    "role": "assistant", "content": mark(i),
-                    "tool_calls": [{"id": c, "type": "function",
-                                    "function": {"name": "execute_bash", "arguments": "{}"}} for c in e["ids"]],
-                }}],
-            )  # fmt: skip
+                id=f"resp-{i}", choices=[{"index": 0, "finish_reason": "tool_calls", "message": message}]
+            )
             for c in e["ids"]:
                 ev = CmdRunAction(command=f"cmd {c}")
                 ev._source = EventSource.AGENT

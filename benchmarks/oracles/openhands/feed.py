@@ -34,12 +34,12 @@ VERSIONS = {"openhands-ai": "0.62.0", "openhands-sdk": "1.58.2"}
 
 def oracle_trace(t: Trace) -> dict:
     """A trace as the driver reads it: structure, OpenHands types and ctxsim's sizes; no text."""
-    never = ("action:recall",)
+    never, empty = ("action:recall",), "observation:recall"  # never sent; sent unless it holds nothing
     events = [
         {
             "index": e.index, "kind": e.kind, "tokens": e.tokens, "ids": list(e.tool_call_ids),
             "id": e.tool_call_id, "source_type": e.source_type, "url": e.url,
-            "sent": e.source_type not in never and not (e.source_type == "observation:recall" and e.tokens == 0),
+            "sent": e.source_type not in never and not (e.source_type == empty and e.tokens == 0),
         }
         for e in t.events
     ]  # fmt: skip
@@ -102,7 +102,7 @@ def main() -> None:
     shared = oo.shared_traces()
     real = run_oracle(args.python, settings, shared)
     print(
-        f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish mismatches"
+        f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish differs"
     )
     for name in settings:
         framework, steps, window, corpus = oo.SETTINGS[name]
@@ -116,8 +116,9 @@ def main() -> None:
             if ctx["finish"] != real[name][t.trace_id]["finish"]:
                 bad_finish.append(f"{t.trace_id}: {real[name][t.trace_id]['finish']} vs {ctx['finish']}")
         diff = 100.0 * (tc - tr) / tr if tr else 0.0
-        print(f"{name:36} {same:>6}/{n:<6} {100 * same / n if n else 100:5.1f}% {tr:>12} {tc:>12} {diff:+6.2f}%  "
-              + "; ".join(bad_finish))  # fmt: skip
+        share = 100 * same / n if n else 100.0
+        row = f"{name:36} {same:>6}/{n:<6} {share:5.1f}% {tr:>12} {tc:>12} {diff:+6.2f}%  "
+        print(row + "; ".join(bad_finish))
         if args.write:
             oo.GOLDEN.mkdir(parents=True, exist_ok=True)
             doc = {"setting": name, "framework": framework, "steps": steps, "window": window,
