@@ -32,6 +32,14 @@ ROWS: list[tuple[str, dict]] = [
     ("openhands_conversation_window", {}),
     ("openhands_hard_context_reset", {}),
 ]
+# ... and with a 20,000-token provider window (the recorded model's is far larger): the overflow paths
+WINDOWED = [
+    ("openhands_conversation_window", {}),
+    ("openhands_hard_context_reset", {}),
+    ("openhands_amortized_forgetting", {"max_size": 40, "keep_first": 1}),
+    ("openhands_llm_summarizing", {"variant": "sdk_v1", "max_size": 80, "keep_first": 4}),
+]
+WINDOW = 20000
 
 
 def main() -> None:
@@ -47,26 +55,29 @@ def main() -> None:
     traces = list(sim.load_paths([Path(os.environ["CTXSIM_TRACES"]) / "mini-swe-agent-gemini3pro" / "trajs"]))
     have = registered()
 
-    def measure(name: str, knobs: dict) -> tuple[int, int, int, int]:
-        recs = sim.engine.replay_many(traces, sim.make_policy(name, **knobs))
+    def measure(name: str, knobs: dict, window="auto") -> tuple[int, int, int, int, int]:
+        recs = sim.engine.replay_many(traces, sim.make_policy(name, **knobs), window=window)
         ms = [sim.compute_metrics(r) for r in recs]
         return (
             sum(int(m["cumulative_input_tokens"]) for m in ms),
             sum(int(m["cost_microusd"] or 0) for m in ms),
             sum(int(m["compactions"]) for m in ms),
             sum(int(m["facts_lost"]) for m in ms),
+            sum(1 for r in recs if r.finish_reason != "completed"),
         )
 
-    raw_in, raw_cost, _, _ = measure("raw", {})
-    cols = f"{'input/raw':>9} {'cost/raw':>9} {'compact/run':>11} {'facts lost':>10}"
+    raw_in, raw_cost, *_ = measure("raw", {})
+    cols = f"{'input/raw':>9} {'cost/raw':>9} {'compact/run':>11} {'facts lost':>10} {'not completed':>13}"
     print(f"{'policy':34} {'knobs':46} {cols}")
-    for name, knobs in ROWS:
+    rows = [(n, k, "auto") for n, k in ROWS] + [(n, k, WINDOW) for n, k in WINDOWED]
+    for name, knobs, window in rows:
+        label = str(knobs) + ("" if window == "auto" else f" window {window}")
         if name not in have:
-            print(f"{name:34} {str(knobs):46} {'(absent)':>9}")
+            print(f"{name:34} {label:46} {'(absent)':>9}")
             continue
-        inp, cost, comp, lost = measure(name, knobs)
-        print(f"{name:34} {str(knobs):46} {inp / raw_in:9.3f} {cost / raw_cost:9.3f} "
-              f"{comp / len(traces):11.2f} {lost:10d}")  # fmt: skip
+        inp, cost, comp, lost, stopped = measure(name, knobs, window)
+        print(f"{name:34} {label:46} {inp / raw_in:9.3f} {cost / raw_cost:9.3f} "
+              f"{comp / len(traces):11.2f} {lost:10d} {stopped:13d}")  # fmt: skip
 
 
 if __name__ == "__main__":

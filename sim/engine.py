@@ -4,8 +4,10 @@ Per call: admit the events recorded since the previous call (settle-time transfo
 let the policy transform the view, possibly through a metered summary call; price the request
 incrementally (prefix sums of the original sizes plus the net effect of every change so far, never a
 recount), with the run-status line if the policy appends one; refuse it if it exceeds the model's window
-(the policy may compact once and retry); ask the mock model; account usage and let the policy check its
-budgets (a grace call with tools forbidden, or a stop).
+(the policy may compact and retry, up to its ``overflow_retries`` rejections in a row); ask the mock model;
+account usage and let the policy check its budgets (a grace call with tools forbidden, or a stop). A
+policy's ``Decision`` may also stop the run with a finish reason of its own (a framework's failure, e.g.
+``condensation-insufficient``).
 
 Two ways to run the same semantics. The per-call loop (``_replay_loop``) is the reference. When nothing
 watches and the policy's decisions are known ahead (no pre-call transform, or a ``plan``; no budgets, no

@@ -152,8 +152,15 @@ def find_next(ok: list[bool], threshold: int) -> int:
 
 def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple], sizes, limit, request: bool):
     """One ``condense``: None (the view stands) or the entries forgotten and the summary's offset."""
-    size = lambda x: sizes[x[1]] if x[0] == EV else x[2]  # noqa: E731
-    total = sum(size(x) for x in entries)
+    sz, seen = [], {}
+    for x in entries:  # a parallel call's actions share its tokens, the first one the remainder
+        if x[0] != EV:
+            sz.append(x[2])
+            continue
+        i, m = x[1], info.units[x[1]]
+        j = seen[i] = seen.get(i, -1) + 1
+        sz.append(sizes[i] // m + (sizes[i] - sizes[i] // m * m if j == 0 else 0))
+    total = sum(sz)
     kf = policy.first
     tails = []
     if request:
@@ -163,12 +170,12 @@ def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple],
     by_tokens = limit is not None and total > limit
     if by_tokens:
         reduce, acc, prefix = total - limit // 2, 0, len(entries) - kf
-        rest = entries[kf:]
+        rest = sz[kf:]
         if reduce <= 0:
             prefix = 0
         else:
             for p, x in enumerate(rest):
-                acc += size(x)
+                acc += x
                 if acc > reduce:
                     prefix = p + 1
                     break
@@ -209,11 +216,9 @@ def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool)
         prev_sum = any(x[0] == SUM for x in gone)
         saved = st.summary
         if not prev_sum:
-            st.summary = None  # a summary outside the range is not given to the summarizer (edge)
-        units = [1] * len(t.events)
-        sdk_units = [sizes[i] for i in range(len(t.events))]
-        del sdk_units
-        (tok, nbytes), call = summary_of(policy, t, st, covered, units)
+            st.summary = None  # a summary outside the forgotten range is not given to the summarizer
+        # each covered event once (a parallel call's actions share its tokens)
+        (tok, nbytes), call = summary_of(policy, t, st, covered, [1] * len(t.events))
         if not prev_sum:
             st.summary = saved
         calls.append(call)
