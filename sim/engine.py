@@ -423,6 +423,8 @@ def _replay_loop(
             if retry is None:
                 return None
             if isinstance(retry, Decision) and retry.stop is not None:
+                if retry.summary is not None:  # the summarizer ran before the framework gave up
+                    apply(k, Decision((), retry.summary))
                 return retry.stop
             f2, c2 = apply(k, retry)
             if f2 >= 0 and (first < 0 or f2 < first):
@@ -439,6 +441,8 @@ def _replay_loop(
         if policy.acts_before_call:
             decided = policy.before_call(trace, state, view, k, status)
             if isinstance(decided, Decision) and decided.stop is not None:
+                if decided.summary is not None:  # the summarizer ran before the framework gave up
+                    apply(k, Decision((), decided.summary))
                 finish = decided.stop
                 break
             first, changed = apply(k, decided)

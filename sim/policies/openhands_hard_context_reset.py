@@ -75,6 +75,7 @@ class OpenHandsHardContextReset(Policy):
         state.summary, state.summary_pos = (tok, nbytes), keep
         rest = entries[:keep] + [(SUM, state.carrier, tok, nbytes)]
         changes = sdk_changes(trace, state, view, rest)
+        summary = SummaryCall(call_.input_tokens, call_.output_tokens)
         if sum(ch.tokens - view.tokens[ch.index] for ch in changes) >= 0:
-            return Decision(stop=INSUFFICIENT)
-        return Decision(changes, SummaryCall(call_.input_tokens, call_.output_tokens))
+            return Decision(stop=INSUFFICIENT, summary=summary)  # no progress (the summary was made)
+        return Decision(changes, summary)

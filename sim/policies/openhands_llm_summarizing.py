@@ -351,7 +351,7 @@ class OpenHandsLLMSummarizing(V0Condenser):
             return super().on_overflow(trace, state, view, call, status)
         d = self._sdk(trace, state, view, status, True)
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
-            return Decision(stop=INSUFFICIENT)
+            return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
         return d
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:

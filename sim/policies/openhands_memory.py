@@ -187,7 +187,12 @@ def apply(
 
 # ------------------------------------------------------------------------------- the V0 condensers' base
 class Insufficient(Exception):
-    """The real condenser raises here, or cannot shrink the request: the run ends (a named outcome)."""
+    """The real condenser raises here, or cannot shrink the request: the run ends (a named outcome).
+    ``calls``: summarizer calls OpenHands made before giving up (metered all the same)."""
+
+    def __init__(self, why: str, calls: list | None = None) -> None:
+        super().__init__(why)
+        self.calls = calls or []
 
 
 INSUFFICIENT = "condensation-insufficient"  # sim.engine finish reason: an OpenHands condenser gave up
@@ -229,6 +234,13 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
     if st.summary is not None:
         out.insert(min(st.summary_pos, len(out)), (SUM, st.carrier, *st.summary))
     return out
+
+
+def merged(calls: list[SummaryCall]) -> SummaryCall | None:
+    """Several summarizer calls before one request, metered as one (inputs and outputs added)."""
+    if not calls:
+        return None
+    return SummaryCall(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls))
 
 
 class V0Condenser(Policy):
@@ -277,8 +289,8 @@ class V0Condenser(Policy):
                 raise Insufficient("nothing to forget")
             if summarize and request and all(i == info.first_user or info.mute[i] for i in gone):
                 # covers only the first user message, which ConversationMemory re-sends: the summary
-                # adds to the request and nothing leaves it (OpenHands then fails on its next request)
-                raise Insufficient("no progress")
+                # adds to the request and nothing leaves it (OpenHands summarizes, then fails)
+                raise Insufficient("no progress", [*calls, self.summary_size(t, st, gone)[1]])
             mine.update(gone)
             if summarize:
                 size, call = self.summary_size(t, st, gone)
@@ -305,13 +317,10 @@ class V0Condenser(Policy):
         info = events_of(t)
         try:
             out, mine, calls = self._settle(t, info, st, view, request)
-        except Insufficient:
-            return Decision(stop=INSUFFICIENT)
+        except Insufficient as why:
+            return Decision(stop=INSUFFICIENT, summary=merged(why.calls))
         changes = apply(t, info, view, out, mine, st.summarized, st.carrier, st.summary or (0, 0))
-        summary = None
-        if calls:
-            summary = SummaryCall(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls))
-        return Decision(changes, summary)
+        return Decision(changes, merged(calls))
 
     def before_call(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
         d = self._decide(trace, state, view, False)
@@ -322,5 +331,5 @@ class V0Condenser(Policy):
             return None
         d = self._decide(trace, state, view, True)
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
-            return Decision(stop=INSUFFICIENT)  # OpenHands would ask again and again: no progress
+            return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
         return d
