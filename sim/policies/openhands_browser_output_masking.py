@@ -14,10 +14,20 @@ pushes out of the window. Constructor default ``attention_window`` 1 (the config
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
-from sim.policies.base import View, check_int, register
-from sim.policies.openhands_memory import EV, PH, Events, V0Condenser, V0State, events_of, placeholder_size
+from sim.policies.base import Plan, View, check_int, register
+from sim.policies.openhands_memory import (
+    EV,
+    PH,
+    Events,
+    V0Condenser,
+    V0State,
+    events_of,
+    mask_plan,
+    placeholder_size,
+)
 from sim.types import ItemState, Trace
 
 
@@ -33,6 +43,7 @@ class OpenHandsBrowserOutputMasking(V0Condenser):
     attention_window: int = 1
 
     name = "openhands_browser_output_masking"
+    plans = True
     conformance_settings = ({"attention_window": 0}, {"attention_window": 3})
 
     def __post_init__(self) -> None:
@@ -48,6 +59,16 @@ class OpenHandsBrowserOutputMasking(V0Condenser):
                 else:
                     seen += 1
         return out
+
+    def plan(self, trace: Trace) -> Plan:
+        info = events_of(trace)
+        pages = [i for i in range(len(trace.events)) if info.browser[i]]
+        return mask_plan(
+            trace,
+            pages,
+            lambda end: max(bisect_left(pages, end) - self.attention_window, 0),
+            lambda i: placeholder_size(placeholder(trace.events[i].url or ""), trace)[0],
+        )
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         info = events_of(trace)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from sim.policies.base import Change, Decision, Policy, RunStatus, SummaryCall, View
+from sim.policies.base import Change, Decision, Plan, Policy, RunStatus, SummaryCall, View
 from sim.types import ItemState, Trace
 
 V, MASKED, DROPPED, SUMMARIZED = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
@@ -333,3 +333,45 @@ class V0Condenser(Policy):
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
             return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
         return d
+
+
+def mask_plan(t: Trace, candidates: list[int], masked_upto, size) -> Plan:
+    """The plan of a masking condenser on its own (it forgets nothing, so OpenHands' view is every
+    event): before each call, the ``candidates`` (observations, ascending) that newly leave the window
+    become placeholders (``size(i)``: tokens) and their calls go unsent. ``masked_upto(end)``: how many
+    candidates are masked for a view of events [0, end) (only grows)."""
+    info = events_of(t)
+    calls: list[int] = []
+    index: list[int] = []
+    tokens: list[int] = []
+    state: list[int] = []
+    done, seen = 0, set()
+    for k, end in enumerate(t.arrays.view_end.tolist()):
+        upto = masked_upto(end)
+        if upto <= done:
+            continue
+        row = []
+        for i in candidates[done:upto]:
+            row.append((i, size(i)))
+            a = info.issuer.get(i)
+            if a is not None and a not in seen:
+                seen.add(a)
+                row.append((a, 0))
+        done = upto
+        for i, tok in sorted(row):
+            calls.append(k)
+            index.append(i)
+            tokens.append(tok)
+            state.append(int(MASKED))
+    return Plan(calls, index, tokens, state)
+
+
+def unit_positions(t: Trace) -> list[int]:
+    """Per event: its position in OpenHands' view when nothing is forgotten (units before it)."""
+    info = events_of(t)
+    out, p = [], 0
+    for u in info.units:
+        out.append(p)
+        p += u
+    out.append(p)
+    return out

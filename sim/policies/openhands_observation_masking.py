@@ -15,9 +15,10 @@ newest masked observation on. Constructor default ``attention_window`` 5 (the co
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
 
-from sim.policies.base import View, check_int, register
+from sim.policies.base import Plan, View, check_int, register
 from sim.policies.openhands_memory import (
     PH,
     Events,
@@ -25,7 +26,9 @@ from sim.policies.openhands_memory import (
     V0State,
     events_of,
     is_obs,
+    mask_plan,
     placeholder_size,
+    unit_positions,
 )
 from sim.types import ItemState, Trace
 
@@ -40,6 +43,7 @@ class OpenHandsObservationMasking(V0Condenser):
     attention_window: int = 5
 
     name = "openhands_observation_masking"
+    plans = True
     conformance_settings = ({"attention_window": 1}, {"attention_window": 12})
 
     def __post_init__(self) -> None:
@@ -49,6 +53,17 @@ class OpenHandsObservationMasking(V0Condenser):
         edge = len(entries) - self.attention_window
         size = placeholder_size(PLACEHOLDER, t)
         return [(PH, x[1], *size) if p < edge and is_obs(info, x) else x for p, x in enumerate(entries)]
+
+    def plan(self, trace: Trace) -> Plan:
+        info = events_of(trace)
+        pos = unit_positions(trace)
+        obs = [i for i in range(len(trace.events)) if info.obs[i]]
+        obs_pos = [pos[i] for i in obs]
+        tokens = placeholder_size(PLACEHOLDER, trace)[0]
+        # an observation at position p is masked once p < len(view) - attention_window
+        return mask_plan(
+            trace, obs, lambda end: bisect_left(obs_pos, pos[end] - self.attention_window), lambda i: tokens
+        )
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         info = events_of(trace)
