@@ -3,8 +3,8 @@
 Checks, on each given trace: the engine's fast path and its per-call loop give identical records (every
 table, final item, reaction and ledger total), deterministic (two replays give identical records), input
 untouched (the trace's serialised content is unchanged), tool call/result pairs never split (never one
-dropped while the other stays), sizes sane (non-negative items, running total equal to the item sum), and
-the policy's own declared bound respected in every request.
+dropped while the other is sent as it was), sizes sane (non-negative items, running total equal to the item
+sum), and the policy's own declared bound respected in every request.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sim.records import RunRecord
 from sim.traceio import trace_hash
 from sim.types import ItemState, Trace
 
-SENT = (ItemState.VERBATIM, ItemState.BOUNDED)  # sent as they are (masks_as_messages: pairs go whole)
+AS_SENT = {ItemState.VERBATIM, ItemState.BOUNDED}
 
 
 def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
@@ -39,11 +39,10 @@ def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
             if sum(items) != view.total:
                 problems.append(f"call {k}: view total {view.total} != item sum {sum(items)}")
             for a, b in pair_of:
-                if b < view.n and (
-                    (view.state[a] in SENT) != (view.state[b] in SENT)
-                    if policy.masks_as_messages
-                    else (view.state[a] == ItemState.DROPPED) != (view.state[b] == ItemState.DROPPED)
-                ):
+                # split: one side gone while the other is sent as it was (a placeholder partner is plain
+                # text standing for the pair, e.g. Inspect's "[Tool call: ... removed from history]")
+                pair = (view.state[a], view.state[b]) if b < view.n else ()
+                if ItemState.DROPPED in pair and any(s in AS_SENT for s in pair):
                     problems.append(f"call {k}: tool call {a} and its result {b} split")
             problems.extend(f"call {k}: {v}" for v in policy.bound_violations(t, view))
 

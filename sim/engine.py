@@ -357,6 +357,11 @@ def _replay_loop(
             changes, summary = result.changes, result.summary
         else:
             changes, summary = result, None
+        if isinstance(summary, list):  # several passes: each call metered, the last one's output kept
+            for s in summary[:-1]:
+                row(SUMMARY, k, s.input_tokens, model.summarize(s.input_tokens, s.output_tokens), 0, 0, 0,
+                    -1, -1, 0, 0)  # fmt: skip
+            summary = summary[-1] if summary else None
         covered: list[str] = []
         if summary is not None:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
@@ -423,8 +428,7 @@ def _replay_loop(
             if retry is None:
                 return None
             if isinstance(retry, Decision) and retry.stop is not None:
-                if retry.summary is not None:  # the summarizer ran before the framework gave up
-                    apply(k, Decision((), retry.summary))
+                apply(k, retry)  # the framework gave up: what it did (its summaries) still counts
                 return retry.stop
             f2, c2 = apply(k, retry)
             if f2 >= 0 and (first < 0 or f2 < first):
@@ -439,13 +443,11 @@ def _replay_loop(
         admit(k, view_end[k])
         first, changed = -1, 0
         if policy.acts_before_call:
-            decided = policy.before_call(trace, state, view, k, status)
-            if isinstance(decided, Decision) and decided.stop is not None:
-                if decided.summary is not None:  # the summarizer ran before the framework gave up
-                    apply(k, Decision((), decided.summary))
-                finish = decided.stop
+            decision = policy.before_call(trace, state, view, k, status)
+            first, changed = apply(k, decision)
+            if isinstance(decision, Decision) and decision.stop is not None:
+                finish = decision.stop  # the framework's compaction failed: this call is never sent
                 break
-            first, changed = apply(k, decided)
         if facts is not None:
             go_on, first, changed = reread(k, first, changed)
             if not go_on:

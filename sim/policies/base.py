@@ -113,11 +113,14 @@ class SummaryCall(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough."""
+    """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough.
+    ``summary``: one metered summarizer call, or a list of them (a framework that summarizes again when
+    one pass was not enough). ``stop``: a finish reason that ends the run before this call is sent (a
+    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered."""
 
     changes: Sequence[Change] = ()
-    summary: SummaryCall | None = None
-    stop: str | None = None  # end the run here with this finish reason (a framework's own failure)
+    summary: SummaryCall | list[SummaryCall] | None = None
+    stop: str | None = None
 
 
 class AfterCall(NamedTuple):
@@ -175,9 +178,6 @@ class Policy:
     conformance_settings: ClassVar[tuple[dict, ...]] = ()
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
     overflow_retries: ClassVar[int] = 1  # rejections of one request ``on_overflow`` may answer in a row
-    # a placeholder is sent as a message of its own (OpenHands), not in its tool result's place: a call
-    # and its result are then whole when both or neither are sent verbatim (the conformance check)
-    masks_as_messages: ClassVar[bool] = False
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
     spills: ClassVar[bool] = False  # may move items out of view behind a handle (settle or pre-call)

@@ -51,6 +51,7 @@ from sim.policies.openhands_memory import (
     V0Condenser,
     V0State,
     events_of,
+    merged,
 )
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
@@ -305,10 +306,6 @@ class OpenHandsLLMSummarizing(V0Condenser):
     def size(self) -> int:
         return DEFAULTS[self.variant][1] if self.max_size is None else self.max_size
 
-    @property
-    def masks_as_messages(self) -> bool:  # type: ignore[override]
-        return self.variant == "v0"
-
     def start(self, trace: Trace):
         if self.variant == "sdk_v1":
             return SdkState()
@@ -333,12 +330,9 @@ class OpenHandsLLMSummarizing(V0Condenser):
         limits = [x for x in (self.max_tokens, window) if x is not None]
         try:
             entries, calls = sdk_settle(self, trace, state, view, min(limits) if limits else None, request)
-        except Insufficient:
-            return Decision(stop=INSUFFICIENT)
-        summary = None
-        if calls:
-            summary = SummaryCall(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls))
-        return Decision(sdk_changes(trace, state, view, entries), summary)
+        except Insufficient as why:
+            return Decision(stop=INSUFFICIENT, summary=merged(why.calls))
+        return Decision(sdk_changes(trace, state, view, entries), merged(calls))
 
     def before_call(self, trace: Trace, state, view: View, call: int, status: RunStatus):
         if self.variant == "sdk_v1":

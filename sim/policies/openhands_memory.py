@@ -21,9 +21,9 @@ was masked or forgotten is not sent, nor an observation whose action was forgott
 without a tool call (a placeholder, a summary, the workspace context, an error) is a user message.
 
 ctxsim's states for it: sent -> VERBATIM (at n times its size when sent n times); a placeholder ->
-MASKED at the placeholder's size; in the view but not sent -> MASKED at 0 tokens
-(``masks_as_messages``: such a pair leaves the request whole, as one user message or not at all);
-forgotten -> DROPPED, or SUMMARIZED when a summary covered it.
+MASKED at the placeholder's size; in the view but not sent -> MASKED at 0 tokens (such a pair leaves
+the request whole, as one user message or not at all); forgotten -> DROPPED, or SUMMARIZED when a
+summary covered it.
 """
 
 from __future__ import annotations
@@ -236,11 +236,9 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
     return out
 
 
-def merged(calls: list[SummaryCall]) -> SummaryCall | None:
-    """Several summarizer calls before one request, metered as one (inputs and outputs added)."""
-    if not calls:
-        return None
-    return SummaryCall(sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls))
+def merged(calls: list[SummaryCall]) -> SummaryCall | list[SummaryCall] | None:
+    """The summarizer calls OpenHands made before one request (several condensations: each metered)."""
+    return None if not calls else calls[0] if len(calls) == 1 else list(calls)
 
 
 class V0Condenser(Policy):
@@ -251,7 +249,6 @@ class V0Condenser(Policy):
     after each rejection (``overflow_retries``) and the run ends when a request no longer shrinks."""
 
     acts_before_call = True
-    masks_as_messages = True
     rolling: ClassVar[bool] = False
 
     def start(self, trace: Trace) -> V0State:

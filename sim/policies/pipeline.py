@@ -36,6 +36,10 @@ class _Shadow(View):
         self.tokens[i], self.nbytes[i], self.state[i] = ch.tokens, ch.nbytes, ch.state
 
 
+def _calls(summary) -> list[SummaryCall]:
+    return list(summary) if isinstance(summary, list) else [summary]
+
+
 def _split(result) -> tuple[list[Change], SummaryCall | None]:
     if isinstance(result, Decision):
         return list(result.changes), result.summary
@@ -86,10 +90,6 @@ class Pipeline(Policy):
         return max((p.overflow_retries for p in self._built if p.recovers), default=1)
 
     @property
-    def masks_as_messages(self) -> bool:  # type: ignore[override]
-        return any(p.masks_as_messages for p in self._built)
-
-    @property
     def checks_after_call(self) -> bool:  # type: ignore[override]
         return any(p.checks_after_call for p in self._built)
 
@@ -129,14 +129,15 @@ class Pipeline(Policy):
                 shadow.apply(ch)
             changes.extend(step_changes)
             if step_summary is not None:
-                summary = (
-                    step_summary
-                    if summary is None
-                    else SummaryCall(
+                if summary is None:
+                    summary = step_summary
+                elif isinstance(summary, list) or isinstance(step_summary, list):  # passes stay calls
+                    summary = [*_calls(summary), *_calls(step_summary)]
+                else:
+                    summary = SummaryCall(
                         summary.input_tokens + step_summary.input_tokens,
                         summary.output_tokens + step_summary.output_tokens,
                     )
-                )
             if hook == "on_overflow":
                 break
         if hook == "on_overflow" and not acted:
