@@ -113,7 +113,6 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
         len(entries) > second and entries[second][0] == EV and info.message[entries[second][1]]
     ):
         add(info.first_user)  # re-inserted as the second message
-    results: set[int] = set()
     pending: dict[int, tuple[str, ...]] = {}
     answered: dict[str, int] = {}
     for x in entries:
@@ -123,7 +122,6 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
         if i in info.calls:
             pending[i] = info.calls[i]
         elif info.paired[i]:
-            results.add(i)
             answered[info.call_id[i]] = i
         elif not info.mute[i]:
             add(i)
