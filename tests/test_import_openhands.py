@@ -509,3 +509,33 @@ def test_v0_parallel_tool_calls_of_one_response_are_one_call(tmp_path):
     assert t.events[1].tool_call_ids == ("t1", "t2") and t.events[1].content.count('"name"') == 2
     assert [e.tool_call_id for e in t.events[2:4]] == ["t1", "t2"]
     assert len(t.calls) == 2
+
+
+def test_v0_keeps_openhands_types_the_recall_action_and_browser_pages(tmp_path):
+    recall = {"id": 1, "timestamp": "2025-01-01T00:00:00", "source": "user", "action": "recall",
+              "args": {"recall_type": "workspace_context", "query": "Fix the bug."}}  # fmt: skip
+    empty = {"id": 2, "timestamp": "2025-01-01T00:00:00", "source": "environment", "observation": "recall",
+             "cause": 1, "content": "", "extras": {"recall_type": "workspace_context"}}  # fmt: skip
+    page = _obs(4, 3, "t1", "<html>page</html>", url="https://example.org/a")
+    page["observation"] = "browse"
+    events = [_user(0), recall, empty, _action(3, "t1", "r1", {"prompt_tokens": 400, "completion_tokens": 9}),
+              page, _action(5, "t2", "r2", {"prompt_tokens": 500, "completion_tokens": 9})]  # fmt: skip
+    (t,) = load_path(_write_events(tmp_path, events))
+    valid(t)
+    # the recall action and an empty workspace context: events OpenHands' condensers count, never sent,
+    # 0 tokens and no share of the provider's count
+    assert [(e.kind, e.source_type, e.tokens) for e in t.events[:3]] == [
+        ("user", "action:message", t.events[0].tokens),
+        ("user", "action:recall", 0),
+        ("user", "observation:recall", 0),
+    ]
+    assert t.events[0].tokens == t.calls[0].input_tokens == 400  # the first call saw the task alone
+    assert (t.events[4].source_type, t.events[4].url) == ("observation:browse", "https://example.org/a")
+    assert_raw_exact(t)
+    # written and read back; redacted, the page address keeps only its length (the placeholder's size)
+    from sim.traceio import redact, trace_from_dict
+
+    d = trace_to_dict(t)
+    assert d["events"][4]["url"] == "https://example.org/a" and "url" not in d["events"][0]
+    assert trace_from_dict(d, "x", "y") == t
+    assert redact(t).events[4].url == "x" * len("https://example.org/a")

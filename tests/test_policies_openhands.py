@@ -218,3 +218,17 @@ def test_recent_events_keeps_head_and_newest_and_sends_the_head_twice_while_shor
     assert inputs == [300, 315, 180, 180, 180, 180]
     assert states == [V, V] + [D] * 5 + [M] + [V] * 4
     assert r.compactions["kind"].size > 0 and r.item_tokens.tolist()[:2] == [100, 50]
+
+
+# --------------------------------------------------------------------------- SDK hard context reset
+def test_hard_context_reset_summarizes_all_after_the_system_prompt_on_a_rejection():
+    t = swe_trace([("a" * 40, 50)] * 6)
+    knobs = {"summary_min_tokens": 20, "summary_max_tokens": 20}
+    inputs, kinds, states, r = run(t, "openhands_hard_context_reset", window=300, **knobs)
+    # call 3: 330 > 300: the task and 2..7 become one summary (20 + 4 framing) after the system prompt
+    assert kinds == [0, 0, 0, 1, 0, 0, 0] and inputs[4:] == [124, 184, 244]
+    assert states == [V] + [S] * 7 + [V] * 4 and r.rejections == 1
+    # at the default size rule the summary (256 + 4) makes the request 360, larger than the 330 it
+    # replaced: no progress, the run ends (the summarizer call still metered)
+    inputs, kinds, _, r = run(t, "openhands_hard_context_reset", window=300)
+    assert kinds == [0, 0, 0, 1] and r.finish_reason == "condensation-insufficient" and r.rejections == 1
