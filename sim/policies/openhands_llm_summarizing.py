@@ -24,8 +24,10 @@ view fits ``max_tokens // 2``), the smallest of those; the forgotten range runs 
 manipulation index at or after ``max(keep_first, 1)`` (the system prompt is never forgotten) to the
 first at or after the tail's start (a tool call and its result are never split). Too little forgotten
 (none, or fewer events than ``minimum_progress`` of the view): a soft reason skips the condensation; a
-hard one does the hard context reset: every event after the system prompt is summarized. The summary is
-inserted where the forgotten range began; the old summary is forgotten with the range.
+hard one does the hard context reset: every event after the system prompt is summarized
+(``hard_context_reset_max_retries`` 5 and ``hard_context_reset_context_scaling`` 0.8 only act when the
+summarizer fails, which ctxsim's never does). The summary is inserted where the forgotten range began;
+the old summary is forgotten with the range.
 
 Both: the summary's size is ctxsim's rule (OpenHands sets no length): clamp(``summary_ratio`` x covered
 tokens, ``summary_min_tokens``, ``summary_max_tokens``) + one message's framing; its input a fixed
@@ -261,6 +263,8 @@ class OpenHandsLLMSummarizing(V0Condenser):
     max_event_length: int = 10000
     max_tokens: int | None = None
     minimum_progress: float = 0.1
+    hard_context_reset_max_retries: int = 5
+    hard_context_reset_context_scaling: float = 0.8
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
     summary_max_tokens: int = 2048
@@ -292,6 +296,12 @@ class OpenHandsLLMSummarizing(V0Condenser):
         p = self.minimum_progress
         if not (isinstance(p, int | float) and not isinstance(p, bool) and 0 < p < 1):
             raise ConfigError(f"policy '{self.name}': minimum_progress={p!r} is not a number in (0, 1)")
+        check_int(self.name, "hard_context_reset_max_retries", self.hard_context_reset_max_retries, 1)
+        c = self.hard_context_reset_context_scaling
+        if not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1):
+            raise ConfigError(
+                f"policy '{self.name}': hard_context_reset_context_scaling={c!r} is not a number in (0, 1)"
+            )
         r = self.summary_ratio
         if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
             raise ConfigError(f"policy '{self.name}': summary_ratio={r!r} is not a number in (0, 1]")
