@@ -136,6 +136,28 @@ def rle(s: str) -> str:
     return "".join(out)
 
 
+def grouped(inserted: list) -> list[list]:
+    """Inserted items as ``[kind, tokens, how many]``, sorted."""
+    counts: dict[tuple[str, int], int] = {}
+    for kind, tokens in inserted:
+        counts[(kind, tokens)] = counts.get((kind, tokens), 0) + 1
+    return [[k, t, n] for (k, t), n in sorted(counts.items())]
+
+
+def dumps(doc: dict) -> str:
+    """A golden as JSON text: one line per call, so a diff shows the calls that changed."""
+    head = {k: v for k, v in doc.items() if k != "traces"}
+    lines = ["{", f'"meta": {json.dumps(head, sort_keys=True)},', '"traces": {']
+    for n, (tid, run) in enumerate(sorted(doc["traces"].items())):
+        rest = {k: v for k, v in run.items() if k != "calls"}
+        lines.append(f'{json.dumps(tid)}: {{{json.dumps(rest, sort_keys=True)[1:-1]}, "calls": [')
+        calls = [json.dumps(c, sort_keys=True, separators=(",", ":")) for c in run["calls"]]
+        lines.append(",\n".join(calls))
+        lines.append("]}" + ("," if n + 1 < len(doc["traces"]) else ""))
+    lines += ["}", "}"]
+    return "\n".join(lines) + "\n"
+
+
 def ctxsim_run(t: Trace, setting: str) -> dict:
     """The policy's per-call states in the goldens' form (see the module docstring)."""
     _, steps, window, _ = SETTINGS[setting]
@@ -167,7 +189,7 @@ def ctxsim_run(t: Trace, setting: str) -> dict:
         calls.append(
             {
                 "states": rle("".join(codes)),
-                "inserted": sorted(inserted),
+                "inserted": grouped(inserted),
                 "copies": copies,
                 "view": view.total,
             }
@@ -190,4 +212,5 @@ def golden_path(setting: str) -> Path:
 
 
 def load_golden(setting: str) -> dict:
-    return json.loads(golden_path(setting).read_text())
+    doc = json.loads(golden_path(setting).read_text())
+    return {**doc["meta"], "traces": doc["traces"]}

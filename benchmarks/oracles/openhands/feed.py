@@ -66,7 +66,7 @@ def run_oracle(python: str, settings: list[str], shared: list[Trace]) -> dict[st
     for r in results:
         name, tid = r["key"]
         for c in r["calls"]:
-            c["states"] = oo.rle(c["states"])
+            c["states"], c["inserted"] = oo.rle(c["states"]), oo.grouped(c["inserted"])
         out.setdefault(name, {})[tid] = {
             "calls": r["calls"], "finish": r["finish"], "summaries": r["summaries"],
             "condensations": r["condensations"], "requests": r["requests"],
@@ -124,7 +124,7 @@ def main() -> None:
             doc = {"setting": name, "framework": framework, "steps": steps, "window": window,
                    "corpus": corpus, "versions": VERSIONS,
                    "traces": {t.trace_id: real[name][t.trace_id] for t in traces}}  # fmt: skip
-            oo.golden_path(name).write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+            oo.golden_path(name).write_text(oo.dumps(doc))
 
 
 if __name__ == "__main__":
