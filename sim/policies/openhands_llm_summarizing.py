@@ -230,7 +230,8 @@ def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool)
             pick = [i for i in covered if not info.mute[i]]
             st.carrier = (pick or covered)[0]
         st.summary, st.summary_pos = (tok, nbytes), offset
-        entries = [x for p, x in enumerate(entries) if not (x in gone and (x[0] == SUM or x[1] in covered))]
+        out = set(covered)
+        entries = [x for x in entries if not (x[1] in out if x[0] == EV else x in gone)]
         entries.insert(min(offset, len(entries)), (SUM, st.carrier, tok, nbytes))
     raise Insufficient("the condenser did not settle")
 
