@@ -28,12 +28,12 @@ $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 # OpenHands' differential oracle: openhands-ai 0.62.0 (V0 condensers) and openhands-sdk 1.58.2 in their
 # own Python 3.12 environment (pinned, gitignored); rewrites tests/golden/frameworks/openhands/.
 OH_ORACLE := benchmarks/oracles/openhands
-PYTHON312 ?= python3.12
+PY312 ?= python3.12
 oracle-openhands: $(VENV)/.installed $(OH_ORACLE)/.venv/.installed
 	$(BIN)/python $(OH_ORACLE)/feed.py --write --python $(OH_ORACLE)/.venv/bin/python
 
 $(OH_ORACLE)/.venv/.installed: $(OH_ORACLE)/requirements.txt
-	$(PYTHON312) -m venv $(OH_ORACLE)/.venv
+	$(PY312) -m venv $(OH_ORACLE)/.venv
 	$(OH_ORACLE)/.venv/bin/pip install -q --no-deps -r $(OH_ORACLE)/requirements.txt
 	touch $@
 
