@@ -61,6 +61,11 @@ EVENT_SCHEMA = {
             **_OPT_INT,
             "description": "the same, JSON-encoded twice; kept when content is null",
         },
+        "source_type": {
+            "type": ["string", "null"],
+            "description": "the source framework's type of the event (OpenHands V0: action:recall, ...)",
+        },
+        "url": {"type": ["string", "null"], "description": "a browser output's page address"},
     },
 }
 
@@ -240,6 +245,8 @@ def conforms(d) -> bool:
             and _str_list(e.get("needs"))
             and _opt_nat(e.get("json_bytes"))
             and _opt_nat(e.get("json2_bytes"))
+            and (e.get("source_type") is None or type(e["source_type"]) is str)
+            and (e.get("url") is None or type(e["url"]) is str)
         ):
             return False
     for c in calls:

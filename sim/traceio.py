@@ -42,6 +42,9 @@ def event_to_dict(e: Event) -> dict:
         # JSON sizes are written only beside a missing content (a text's own are derived from it)
         **({"json_bytes": e.json_bytes} if e.content is None and e.json_bytes is not None else {}),
         **({"json2_bytes": e.json2_bytes} if e.content is None and e.json2_bytes is not None else {}),
+        # written only when known: traces of other formats keep their bytes and hashes
+        **({"source_type": e.source_type} if e.source_type is not None else {}),
+        **({"url": e.url} if e.url is not None else {}),
     }
 
 
@@ -223,6 +226,8 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             needs=tuple(e.get("needs") or ()),
             json_bytes=e.get("json_bytes"),
             json2_bytes=e.get("json2_bytes"),
+            source_type=e.get("source_type"),
+            url=e.get("url"),
         )
         for e in d["events"]
     )
@@ -347,6 +352,8 @@ def arrow_schema():
             ("needs", pa.list_(pa.string())),
             ("json_bytes", pa.int64()),
             ("json2_bytes", pa.int64()),
+            ("source_type", pa.string()),
+            ("url", pa.string()),
         ]
     )
     call = pa.struct(
@@ -489,6 +496,8 @@ def redact(t: Trace) -> Trace:
             content=None,
             provides=tuple(h(f) for f in e.provides),
             needs=tuple(h(f) for f in e.needs),
+            # a page address is text too: kept as its length only (OpenHands' placeholder is sized by it)
+            url=None if e.url is None else "x" * len(e.url.encode()),
             **sizes(e),
         )
         for e in t.events

@@ -50,6 +50,12 @@ class Event:
     # sent). The seed engine's estimate is over serialized messages, so it needs them.
     json_bytes: int | None = None
     json2_bytes: int | None = None
+    # The source framework's own type of the event, where its importer knows it (OpenHands V0:
+    # ``action:recall``, ``observation:browse``, ...): policies named after that framework find events by
+    # type (a browser output, the workspace-context recall) instead of guessing from the text. ``url``: a
+    # browser output's page address (OpenHands' placeholder names it).
+    source_type: str | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

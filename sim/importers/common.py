@@ -65,6 +65,9 @@ class Message:
     bounded: bool = False  # the recorded run already cut this content
     provides: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    source_type: str | None = None  # the source framework's type of the event (sim.types.Event)
+    url: str | None = None  # a browser output's page address
+    sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
 
 
 @dataclass
@@ -542,7 +545,15 @@ def build_trace(
         warn(file, f"{trace_id}: {len(missing)} of {len(assistant)} calls have no recorded usage")
     nbytes = [len((m.content or "").encode()) for m in messages]
     recorded = [usage[i].input_tokens if i in usage else None for i in assistant]
-    sizes, prov, residuals, bpt = derive_sizes(nbytes, assistant, recorded, calibrated_bytes_per_token(model))
+    # sizes are derived over the messages sent; one never sent weighs 0 tokens and takes no share
+    sent = [i for i, m in enumerate(messages) if m.sent or m.kind == "assistant"]
+    pos = {i: p for p, i in enumerate(sent)}
+    part = derive_sizes(
+        [nbytes[i] for i in sent], [pos[i] for i in assistant], recorded, calibrated_bytes_per_token(model)
+    )
+    sizes, prov, bpt = [0] * len(messages), ["derived"] * len(messages), part[3]
+    for p, i in enumerate(sent):
+        sizes[i], prov[i] = part[0][p], part[1][p]
     coef = text_coefficients(model)
     for i, p in enumerate(prov):
         if p == "estimate":
@@ -567,6 +578,8 @@ def build_trace(
             timestamp=m.timestamp,
             provides=tuple(m.provides),
             needs=tuple(m.needs),
+            source_type=m.source_type,
+            url=m.url,
         )
         for i, (m, tcid) in enumerate(events_kw)
     )
