@@ -91,12 +91,14 @@ def iter_runs(
     from sim.engine import BATCH, replay_many
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
-    from sim.pricing import closest_priced, find_price, price_named
+    from sim.models import resolve
+    from sim.pricing import price_named
 
     if pricing not in ("auto", None):
         price_named(pricing)  # an unknown name fails before any run
     files = expand_paths(paths) if paths else []
     unpriced: set[str] = set()
+    uncalibrated: set[str] = set()
     sources: list[tuple[str, Any]] = [(f.name, lambda f=f: load_path(f)) for f in files]
     if scenarios:
         from scenarios.closed_loop import scenario
@@ -124,13 +126,20 @@ def iter_runs(
             if model.estimated:
                 estimated_runs += 1
                 estimated_calls += model.estimated
-            if pricing == "auto" and find_price(trace.model) is None and (trace.model or "") not in unpriced:
+            # each model's fallbacks, once, where they are used: its price, and the calibration that
+            # sized a run without provider numbers
+            if pricing == "auto" and (trace.model or "") not in unpriced:
                 unpriced.add(trace.model or "")
-                close = ", ".join(closest_priced(trace.model or "")) or "none"
-                _warn(
-                    f"model {trace.model!r} has no price in conf/pricing/: cost is empty for its runs "
-                    f"(closest priced: {close}; choose one with --pricing)"
-                )
+                for line in resolve(trace.model).warnings("pricing", "cache_family"):
+                    _warn(line)
+            if (
+                (trace.model or "") not in uncalibrated
+                and all(c.input_tokens is None for c in trace.calls)
+                and any(e.tokens_provenance == "estimate" for e in trace.events)
+            ):
+                uncalibrated.add(trace.model or "")
+                for line in resolve(trace.model).warnings("bytes_per_token", "text_coefficients"):
+                    _warn(line)
             batch.append(trace)
             models.append(model)
         if estimated_runs:
