@@ -472,6 +472,8 @@ FIDELITY_COLUMNS = [
     "cached_predicted_over_reported",
     "cached_median_abs_pct_err",
     "cached_p95_abs_pct_err",
+    "cached_zero_reported_calls",
+    "cost_predicted_over_recorded",
     "cost_median_abs_pct_err",
     "cost_p95_abs_pct_err",
     "text_estimate_median_abs_pct_err",
@@ -486,16 +488,25 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     report = evaluate(list(load_paths(args.paths)))
     if not report["per_trace"]:
         raise ConfigError("fidelity: none of the given traces has provider-reported usage")
+    for line in report["overall"]["model_fallbacks"]:
+        _warn(line)
     if args.format == "json":
         sys.stdout.write(json_line(report) + "\n")
     else:
         print(format_table(report["per_trace"], FIDELITY_COLUMNS))
         o = report["overall"]
         print(
-            f"\noverall: {o['calls']:,} calls; input exact on {o['input_exact_share']:.2%}; held back: "
-            f"cached predicted/reported {o['cached_predicted_over_reported']}, median |error| "
-            f"{o['cached_median_abs_pct_err']}%; text-only input estimate median |error| "
-            f"{o['text_estimate_median_abs_pct_err']}%\nsplit: {o['split']}"
+            f"\noverall: {o['calls']:,} calls; input exact on {o['input_exact_share']:.2%}\n"
+            f"held back: cached predicted/reported {o['cached_predicted_over_reported']}, per call |error| "
+            f"median {o['cached_median_abs_pct_err']}% p95 {o['cached_p95_abs_pct_err']}% over calls "
+            f"reporting a hit; {o['cached_zero_reported_calls']} calls reported 0 cached "
+            f"({o['cached_zero_reported_predicted_calls']} of them predicted > 0)\n"
+            f"held back: cost predicted/recorded {o['cost_predicted_over_recorded']}, per call |error| "
+            f"median {o['cost_median_abs_pct_err']}% p95 {o['cost_p95_abs_pct_err']}%, per run median "
+            f"{o['cost_run_median_abs_pct_err']}% p95 {o['cost_run_p95_abs_pct_err']}%\n"
+            f"held back: text-only input estimate (shipped calibration) median |error| "
+            f"{o['text_estimate_median_abs_pct_err']}%\nsplit: {o['split']}\n"
+            f"held back ({len(o['held_back'])}): {', '.join(o['held_back']) or 'none'}"
         )
     return 0
 
