@@ -1,14 +1,13 @@
 """How close ctxsim's numbers come to the providers' own: replay each recorded run under its recorded
 policy and compare, call by call, the modelled input, cached, output tokens and cost with the recorded
 ones. Cache parameters of a best-effort family are fitted on a declared training split (the trace ids
-listed in ``conf/cache/<family>.yaml``) and scored on the rest; so is
+listed in ``conf/cache/<family>.yaml``, ``benchmarks/fit_calibration.py``) and scored on the rest; so is
 the text-only token estimate (the shipped calibration, fitted on the same split) that stands in where a
 trace has no usage. Every trace not in a ``fitted_on`` list is held back, whoever recorded it.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -160,13 +159,16 @@ def evaluate(traces: list[Trace]) -> dict:
     return {"overall": overall, "per_trace": per_trace}
 
 
-def fit_family(traces: list[Trace], family: str, train_ids: list[str]) -> tuple[int, float]:
-    """Fit a best-effort family's (min_prefix_tokens, reuse_fraction) on the training traces."""
+def cache_samples(traces: list[Trace], family: str, ids: Iterable[str]) -> list[tuple[int, bool, int]]:
+    """(stable prefix, previous view alive?, reported cached) of every call with a reported cached count
+    in the given traces, replayed under their recorded (raw) history: what a best-effort family is
+    fitted on (training ids) and validated on (held-back ids)."""
     rules = cache_rules(family)
     raw = make_policy("raw")
+    wanted = set(ids)
     samples = []
     for t in traces:
-        if t.trace_id not in train_ids or not has_usage(t):
+        if t.trace_id not in wanted or not has_usage(t):
             continue
         r = replay(t, raw, window=None, pricing=None)
         stamps = [c.timestamp for c in t.calls]
@@ -176,7 +178,15 @@ def fit_family(traces: list[Trace], family: str, train_ids: list[str]) -> tuple[
             gap = 0.0 if k == 0 or stamps[k] is None or stamps[k - 1] is None else stamps[k] - stamps[k - 1]
             alive = k > 0 and gap <= rules.lifetime_s
             samples.append((int(r.calls["stable_prefix_tokens"][k]), alive, c.cache_read_tokens))
-    return fit_implicit(samples)
+    return samples
+
+
+def fit_family(traces: list[Trace], family: str, train_ids: list[str]) -> tuple[int, float]:
+    """Fit a best-effort family's (min_prefix_tokens, reuse_fraction) on the training traces."""
+    return fit_implicit(cache_samples(traces, family, train_ids))
+
+
+FIT_COMMAND = "python benchmarks/fit_calibration.py --write"
 
 
 def write_fit(family: str, min_prefix: int, fraction: float, train_ids: list[str]) -> Path:
@@ -184,9 +194,13 @@ def write_fit(family: str, min_prefix: int, fraction: float, train_ids: list[str
     rules = cache_rules(family)
     path = CACHE_DIR / f"{family}.yaml"
     lines = [
-        f"# {family}: best-effort implicit caching. min_prefix_tokens and reuse_fraction are fitted",
-        "# (sim.fidelity.fit_family; python -m sim.fidelity fit) on the runs listed in fitted_on; the",
-        "# rest of the shared runs are held back for `ctxsim fidelity`. lifetime_s is assumed (unpublished).",
+        f"# {family}: best-effort implicit caching. min_prefix_tokens (every 128 tokens up to 8,192) and",
+        "# reuse_fraction (matching the reported total) are fitted by sim.cache.fit_implicit on the runs",
+        "# listed in fitted_on (the training half of the 40 shared mini-swe-agent runs, sim.fidelity.",
+        "# default_split) and validated on the other half; rewritten by",
+        f"#   {FIT_COMMAND}",
+        "# `ctxsim fidelity` scores every trace not listed here as held back. lifetime_s is assumed",
+        "# (unpublished).",
         f"family: {family}",
         f"min_prefix_tokens: {min_prefix}",
         f"granularity: {rules.granularity}",
@@ -200,19 +214,40 @@ def write_fit(family: str, min_prefix: int, fraction: float, train_ids: list[str
     return path
 
 
+def write_token_calibration(bytes_per_token: dict[str, float], coefficients: dict[str, tuple]) -> list[Path]:
+    """Rewrite ``conf/calibration/bytes_per_token.yaml`` and ``text_tokens.yaml`` with fits made on the
+    training half (so that the held-back figures of ``ctxsim fidelity`` are scored on unseen runs)."""
+    from sim.tokens import CALIBRATION_FILE, SEED_BYTES_PER_TOKEN, TEXT_CALIBRATION_FILE
+
+    bpt = [
+        "# Calibrated bytes per token per model: (UTF-8 bytes + 16 framing bytes per message) / tokens,",
+        "# fitted from provider-reported input tokens (sim.tokens.fit_bytes_per_token) on the training",
+        "# half of the 40 shared mini-swe-agent runs (sim.fidelity.default_split: the runs listed in",
+        "# conf/cache/gemini.yaml fitted_on; a test re-fits and compares); rewritten by",
+        f"#   {FIT_COMMAND}",
+        "# Used to estimate sizes where a trace has no provider numbers of its own (placeholders, events",
+        "# no recorded call saw, traces without usage). Unknown models fall back to `default`, with a",
+        "# warning.",
+        f"default: {SEED_BYTES_PER_TOKEN}",
+        "models:",
+        *[f"  {m}: {v}" for m, v in sorted(bytes_per_token.items())],
+    ]
+    text = [
+        "# Character-class token estimate per model (sim.tokens.fit_text_estimator): tokens of a message",
+        "# = sum of coefficient x count over (letters, digits, spaces, newlines, other characters, words,",
+        "# 1 per message). Fitted on the training half of the 40 shared mini-swe-agent runs (sim.fidelity.",
+        "# default_split; a test re-fits and compares); rewritten by",
+        f"#   {FIT_COMMAND}",
+        "# Used where a trace has text but no provider numbers, and for `ctxsim fidelity`'s text-only",
+        "# figure.",
+        "models:",
+        *[f"  {m}: [{', '.join(f'{x:g}' for x in c)}]" for m, c in sorted(coefficients.items())],
+    ]
+    CALIBRATION_FILE.write_text("\n".join(bpt) + "\n")
+    TEXT_CALIBRATION_FILE.write_text("\n".join(text) + "\n")
+    return [CALIBRATION_FILE, TEXT_CALIBRATION_FILE]
+
+
 def default_split(trace_ids: Iterable[str]) -> list[str]:
     """The declared training half: every other trace id in sorted order, starting with the first."""
     return sorted(trace_ids)[::2]
-
-
-if __name__ == "__main__":  # python -m sim.fidelity fit PATH... : refit the Gemini parameters
-    import sys
-
-    from sim.importers import load_paths
-
-    if len(sys.argv) < 3 or sys.argv[1] != "fit":
-        sys.exit("usage: python -m sim.fidelity fit PATH...")
-    ts = [t for t in load_paths(sys.argv[2:]) if has_usage(t)]
-    ids = default_split(t.trace_id for t in ts)
-    m, f = fit_family(ts, "gemini", ids)
-    print(write_fit("gemini", m, f, ids), m, f, math.isfinite(f))
