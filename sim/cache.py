@@ -21,7 +21,8 @@ fit the Gemini parameters (``fit_implicit``) and to score the model (``ctxsim fi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -162,23 +163,53 @@ def split_runs(
     return read, write, uncached, cost
 
 
+FIT_MIN_PREFIX_GRID = tuple(range(0, 8192 + 1, 128))  # minimum cacheable prefixes tried, in tokens
+
+
+def implicit_errors(
+    samples: Sequence[tuple[int, bool, int]], min_prefix: int, fraction: float
+) -> tuple[float, float, float, float]:
+    """How a best-effort cache of ``(min_prefix, fraction)`` predicts (stable prefix, previous view
+    alive?, reported cached) samples: (predicted / reported total, then the per-call absolute % error's
+    mean, median and p95 over the calls reporting a hit)."""
+    s = np.array([x[0] for x in samples], dtype=np.int64)
+    alive = np.array([x[1] for x in samples], dtype=bool)
+    c = np.array([x[2] for x in samples], dtype=np.int64)
+    pred = np.where(alive & (s >= min_prefix), np.floor(s * fraction), 0.0)
+    hit = c > 0
+    if not hit.any():
+        return math.nan, math.inf, math.inf, math.inf
+    rel = np.abs(pred[hit] - c[hit]) / c[hit] * 100
+    return (
+        float(pred.sum()) / float(c.sum()),
+        float(rel.mean()),
+        float(np.percentile(rel, 50)),
+        float(np.percentile(rel, 95)),
+    )
+
+
 def fit_implicit(
-    samples: Iterable[tuple[int, int, int]], candidates=(0, 1024, 2048, 4096)
+    samples: Iterable[tuple[int, bool, int]], candidates: Iterable[int] = FIT_MIN_PREFIX_GRID
 ) -> tuple[int, float]:
     """Fit (min_prefix_tokens, reuse_fraction) of a best-effort cache on (stable prefix, previous view
-    alive?, reported cached) samples: for each candidate minimum the fraction matching the reported
-    total, keeping the minimum whose per-call absolute error is smallest."""
+    alive?, reported cached) samples. For each candidate minimum (every 128 tokens up to 8,192: the
+    coarse 0/1k/2k/4k grid missed the hits reported on 2-4k prefixes) the fraction is the one that
+    matches the reported total; the pair kept is the one whose mean per-call absolute % error is
+    smallest (a per-call score: a total token error let a 4k minimum miss every hit below it, a p95
+    alone ignores the typical call), then p95. Equal errors keep the largest minimum: the data cannot
+    tell those minimums apart, and the largest claims no cache hit below what was seen."""
     samples = list(samples)
+    reported = sum(c for _, _, c in samples)
     best = None
     for m in candidates:
         eligible = sum(s for s, alive, _ in samples if alive and s >= m)
-        reported = sum(c for _, _, c in samples)
-        if not eligible:
+        if not eligible or not reported:
             continue
-        frac = reported / eligible
-        err = sum(abs((s * frac if alive and s >= m else 0) - c) for s, alive, c in samples)
-        if best is None or err < best[0]:
-            best = (err, m, round(frac, 4))
+        frac = round(reported / eligible, 4)
+        _, mean, _, p95 = implicit_errors(samples, m, frac)
+        key = (round(mean, 6), round(p95, 6), -m)
+        if best is None or key < best[0]:
+            best = (key, m, frac)
     if best is None:
         raise ValueError("no samples with a cacheable prefix")
     return best[1], best[2]

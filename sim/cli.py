@@ -91,12 +91,14 @@ def iter_runs(
     from sim.engine import BATCH, replay_many
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
-    from sim.pricing import closest_priced, find_price, price_named
+    from sim.models import resolve
+    from sim.pricing import price_named
 
     if pricing not in ("auto", None):
         price_named(pricing)  # an unknown name fails before any run
     files = expand_paths(paths) if paths else []
     unpriced: set[str] = set()
+    uncalibrated: set[str] = set()
     sources: list[tuple[str, Any]] = [(f.name, lambda f=f: load_path(f)) for f in files]
     if scenarios:
         from scenarios.closed_loop import scenario
@@ -124,13 +126,20 @@ def iter_runs(
             if model.estimated:
                 estimated_runs += 1
                 estimated_calls += model.estimated
-            if pricing == "auto" and find_price(trace.model) is None and (trace.model or "") not in unpriced:
+            # each model's fallbacks, once, where they are used: its price, and the calibration that
+            # sized a run without provider numbers
+            if pricing == "auto" and (trace.model or "") not in unpriced:
                 unpriced.add(trace.model or "")
-                close = ", ".join(closest_priced(trace.model or "")) or "none"
-                _warn(
-                    f"model {trace.model!r} has no price in conf/pricing/: cost is empty for its runs "
-                    f"(closest priced: {close}; choose one with --pricing)"
-                )
+                for line in resolve(trace.model).warnings("pricing", "cache_family"):
+                    _warn(line)
+            if (
+                (trace.model or "") not in uncalibrated
+                and all(c.input_tokens is None for c in trace.calls)
+                and any(e.tokens_provenance == "estimate" for e in trace.events)
+            ):
+                uncalibrated.add(trace.model or "")
+                for line in resolve(trace.model).warnings("bytes_per_token", "text_coefficients"):
+                    _warn(line)
             batch.append(trace)
             models.append(model)
         if estimated_runs:
@@ -463,6 +472,8 @@ FIDELITY_COLUMNS = [
     "cached_predicted_over_reported",
     "cached_median_abs_pct_err",
     "cached_p95_abs_pct_err",
+    "cached_zero_reported_calls",
+    "cost_predicted_over_recorded",
     "cost_median_abs_pct_err",
     "cost_p95_abs_pct_err",
     "text_estimate_median_abs_pct_err",
@@ -477,16 +488,25 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
     report = evaluate(list(load_paths(args.paths)))
     if not report["per_trace"]:
         raise ConfigError("fidelity: none of the given traces has provider-reported usage")
+    for line in report["overall"]["model_fallbacks"]:
+        _warn(line)
     if args.format == "json":
         sys.stdout.write(json_line(report) + "\n")
     else:
         print(format_table(report["per_trace"], FIDELITY_COLUMNS))
         o = report["overall"]
         print(
-            f"\noverall: {o['calls']:,} calls; input exact on {o['input_exact_share']:.2%}; held back: "
-            f"cached predicted/reported {o['cached_predicted_over_reported']}, median |error| "
-            f"{o['cached_median_abs_pct_err']}%; text-only input estimate median |error| "
-            f"{o['text_estimate_median_abs_pct_err']}%\nsplit: {o['split']}"
+            f"\noverall: {o['calls']:,} calls; input exact on {o['input_exact_share']:.2%}\n"
+            f"held back: cached predicted/reported {o['cached_predicted_over_reported']}, per call |error| "
+            f"median {o['cached_median_abs_pct_err']}% p95 {o['cached_p95_abs_pct_err']}% over calls "
+            f"reporting a hit; {o['cached_zero_reported_calls']} calls reported 0 cached "
+            f"({o['cached_zero_reported_predicted_calls']} of them predicted > 0)\n"
+            f"held back: cost predicted/recorded {o['cost_predicted_over_recorded']}, per call |error| "
+            f"median {o['cost_median_abs_pct_err']}% p95 {o['cost_p95_abs_pct_err']}%, per run median "
+            f"{o['cost_run_median_abs_pct_err']}% p95 {o['cost_run_p95_abs_pct_err']}%\n"
+            f"held back: text-only input estimate (shipped calibration) median |error| "
+            f"{o['text_estimate_median_abs_pct_err']}%\nsplit: {o['split']}\n"
+            f"held back ({len(o['held_back'])}): {', '.join(o['held_back']) or 'none'}"
         )
     return 0
 

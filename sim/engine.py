@@ -34,9 +34,9 @@ from sim.information import VISIBLE, FactState, has_needs, last_need, missing_so
 from sim.ledger import totals as ledger_totals
 from sim.limits import run_sum_problem
 from sim.model import ReplayModel
-from sim.models import resolve_window
+from sim.models import resolve, resolve_window
 from sim.policies.base import Decision, Plans, Policy, RunStatus, View
-from sim.pricing import Price, closest_priced, find_price, price_named
+from sim.pricing import Price, closest_priced, price_named
 from sim.records import (
     AGENT,
     CALL_COLUMNS,
@@ -156,26 +156,17 @@ def _check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
         )
 
 
-def guess_family(model: str | None) -> str:
-    """Cache family of an unpriced model, from its name."""
-    m = (model or "").lower()
-    for key, family in (("claude", "anthropic"), ("gemini", "gemini"), ("gpt", "openai")):
-        if key in m:
-            return family
-    return "none"
-
-
 @lru_cache(maxsize=256)
 def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules, Price | None]:
     """Cache rules and price of a recorded model under a pricing setting (tables are read once)."""
     price: Price | None
     if pricing == AUTO:
-        price = find_price(model)
+        price = resolve(model).price
     elif pricing is None:
         price = None
     else:
         price = price_named(pricing)
-    family = price.family if price is not None else guess_family(model)
+    family = price.family if price is not None else resolve(model).cache_family
     return cache_rules(family), price
 
 

@@ -3,8 +3,8 @@
 Each table names a cache ``family`` (its rules are in ``conf/cache/``) and lists models with prices in
 USD per million tokens: ``input``, ``output``, ``cache_read``, ``cache_write_5m`` / ``cache_write_1h``,
 and an optional ``long_context`` tier (``above_tokens`` and the tier's prices, which then apply to the
-whole request). A trace's recorded model resolves like a window does: exact name, then its last path
-segment, case-insensitively. Users add tables by adding files.
+whole request). A trace's recorded model resolves as in every table (``sim.models``: exact name, then
+the key sharing the most trailing path segments, case-insensitively). Users add tables by adding files.
 """
 
 from __future__ import annotations

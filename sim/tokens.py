@@ -56,14 +56,18 @@ def _calibration() -> tuple[float, dict[str, float]]:
     for key, v in values.items():
         if (p := ratio_problem(v)) is not None:
             raise ConfigError(f"{source}: {key}: {p}")
-    models = {m: float(v) for m, v in _conf_mapping(CALIBRATION_FILE, "models").items()}
+    models = {str(m).lower(): float(v) for m, v in _conf_mapping(CALIBRATION_FILE, "models").items()}
     return float(default), models
 
 
 def calibrated_bytes_per_token(model: str | None) -> float:
-    """The shipped per-model calibration, or the seed's 4 bytes per token for an unknown model."""
+    """The shipped per-model calibration (the name resolved as every table resolves it,
+    ``sim.models.lookup``), or the default (the seed's 4 bytes per token) for an unknown model."""
+    from sim.models import lookup
+
     default, models = _calibration()
-    return float(models.get(model, default)) if model else default
+    found = lookup(models, model)
+    return default if found is None else found
 
 
 def fit_bytes_per_token(traces: Iterable) -> dict[str, float]:
@@ -240,12 +244,15 @@ def _text_calibration() -> dict[str, tuple[float, ...]]:
         for i, x in enumerate(c):
             if (p := number_problem(x, -1000.0, 1000.0)) is not None:
                 raise ConfigError(f"{source}: models.{m}[{i}] ({TEXT_FEATURES[i]}): {p}")
-        out[m] = tuple(float(x) for x in c)
+        out[str(m).lower()] = tuple(float(x) for x in c)
     return out
 
 
 def text_coefficients(model: str | None) -> tuple[float, ...] | None:
-    return _text_calibration().get(model) if model else None
+    """The shipped character-class coefficients of a model (resolved by ``sim.models.lookup``), or None."""
+    from sim.models import lookup
+
+    return lookup(_text_calibration(), model)
 
 
 def estimate_text_tokens(text: str, coefficients: Sequence[float]) -> int:
