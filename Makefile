@@ -10,6 +10,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check sim tests scenarios benchmarks
+	$(BIN)/ruff format --check sim tests scenarios benchmarks
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed
