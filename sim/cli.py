@@ -146,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
     from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
+    from sim.working_set import calls_table
 
     paths, overrides = split_args(args.items)
     if not paths and not args.scenario and not args.dataset:
@@ -174,7 +175,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 rows.append(row)
             if args.calls:
-                frames.append(rec.calls_frame())
+                frames.append(calls_table(trace, rec))
             if args.ledger:
                 ledger.extend(entries(trace, rec))
     if args.calls:
@@ -372,7 +373,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------- explain
-STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spilled")
+STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spilled", "paginated")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -380,8 +381,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.engine import replay
     from sim.importers import load_path
-    from sim.model import ReplayModel
+    from sim.model import UPPER_BOUND, ReplayModel
     from sim.records import AGENT
+    from sim.working_set import CATEGORY_COLUMNS, CLASS_NAMES, event_classes, working_set
 
     paths, overrides = split_args(args.items)
     if len(paths) != 1:
@@ -419,10 +421,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not seen:
         print(f"call {args.call} was never sent: the run ended with {rec.finish_reason}")
         return 0
+    classes = trace.derived("working_set_classes", event_classes)
     rows = [
         {
             "item": i,
             "kind": trace.events[i].kind,
+            "category": CLASS_NAMES[int(classes[i])],
             "state": STATE_NAMES[s],
             "tokens": t,
             "original_tokens": trace.events[i].tokens,
@@ -447,8 +451,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{c['cost_microusd'] if c['cost_microusd'] >= 0 else 'unpriced'} micro-USD; "
         f"first changed item {c['first_changed']}"
     )
+    ws = working_set(trace, rec)
+    print(
+        "working set: "
+        + ", ".join(
+            f"{name.removeprefix('view_').removesuffix('_tokens').replace('_', ' ')} {ws[name][row]:,}"
+            for name in CATEGORY_COLUMNS[:7]
+        )
+        + (
+            f"; reserve {ws['reserve_tokens'][row]:,} of the {rec.window:,}-token window"
+            if rec.window
+            else ""
+        )
+    )
     if seen["where"]:
         print("facts this action needs: " + ", ".join(f"{f} ({w})" for f, w in seen["where"].items()))
+    if rec.summarizer == UPPER_BOUND and rec.summaries:
+        print(f"summaries by the {UPPER_BOUND} summarizer: an upper bound (it keeps what later actions need)")
     for line in seen["why"]:
         print(line)
     return 0
@@ -614,6 +633,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from sim.model import UPPER_BOUND
     from sim.results import SUMMARY_METRICS, summary, varying_columns
     from sim.tables import json_line
 
@@ -621,7 +641,15 @@ def cmd_results(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
-        print(format_table(rows, varying_columns(rows) + list(SUMMARY_METRICS)))
+        shown = [
+            {**r, "summarizer": f"{UPPER_BOUND} (upper bound)"} if r.get("summarizer") == UPPER_BOUND else r
+            for r in rows
+        ]
+        print(format_table(shown, varying_columns(rows) + list(SUMMARY_METRICS)))
+        if any(r.get("summarizer") == UPPER_BOUND for r in rows):
+            print(
+                f"{UPPER_BOUND}: the summarizer keeps what later actions need; an upper bound, not a harness"
+            )
     return 0
 
 
