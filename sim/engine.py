@@ -4,8 +4,10 @@ Per call: admit the events recorded since the previous call (settle-time transfo
 let the policy transform the view, possibly through a metered summary call; price the request
 incrementally (prefix sums of the original sizes plus the net effect of every change so far, never a
 recount), with the run-status line if the policy appends one; refuse it if it exceeds the model's window
-(the policy may compact once and retry); ask the mock model; account usage and let the policy check its
-budgets (a grace call with tools forbidden, or a stop).
+(the policy may compact and retry, up to its ``overflow_retries`` rejections in a row); ask the mock model;
+account usage and let the policy check its budgets (a grace call with tools forbidden, or a stop). A
+policy's ``Decision`` may also stop the run with a finish reason of its own (a framework's failure, e.g.
+``condensation-insufficient``).
 
 Two ways to run the same semantics. The per-call loop (``_replay_loop``) is the reference. When nothing
 watches and the policy's decisions are known ahead (no pre-call transform, or a ``plan``; no budgets, no
@@ -325,6 +327,7 @@ def _replay_loop(
     state = policy.start(trace)
     view.policy_state = state
     status = RunStatus()
+    status.window = window
     settle, settles = policy.settle, policy.settles
     facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
     view.facts = facts
@@ -347,7 +350,8 @@ def _replay_loop(
         i, d = ch.index, ch.tokens - vt[ch.index]
         delta += d
         fen.add(i, d)
-        events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens, len(cols["kind"])))
+        if ch.state != ItemState.VERBATIM:  # a verbatim item resized (sent twice) is no compaction
+            events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens, len(cols["kind"])))
         vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
         if ch.state in POSITIONAL:
             shown = shown_ranges(ch.state, ch.kept, ch.nbytes)
@@ -475,25 +479,31 @@ def _replay_loop(
                 )
         return True, first, changed
 
-    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | None:
-        """Request k's status line and size; over the window the policy may compact once and retry.
-        Returns (request, status tokens, first changed, changed), or None when the provider refuses."""
+    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | str | None:
+        """Request k's status line and size; over the window the policy may compact and retry (up to its
+        ``overflow_retries`` rejections in a row). Returns (request, status tokens, first changed,
+        changed), None when the provider refuses, or the finish reason a policy stopped the run with."""
         nonlocal rejections
         st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
         request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
-        if window is not None and request > window:
+        tries = 0
+        while window is not None and request > window:
             rejections += 1
+            tries += 1
+            if tries > policy.overflow_retries:
+                return None
             retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
             if retry is None:
                 return None
+            if isinstance(retry, Decision) and retry.stop is not None:
+                apply(k, retry)  # the framework gave up: what it did (its summaries) still counts
+                return retry.stop
             f2, c2 = apply(k, retry)
             if f2 >= 0 and (first < 0 or f2 < first):
                 first = f2
             changed += c2
             st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
             request = max(view.total + extra + residual[k] + st, 0)
-            if request > window:
-                return None
         return request, st, first, changed
 
     def calls_loop(ncalls: int) -> tuple[str, bool]:
@@ -516,8 +526,8 @@ def _replay_loop(
                     finish = "missing-information"
                     break
             sent = send(k, first, changed)
-            if sent is None:
-                finish = "context-overflow"
+            if sent is None or isinstance(sent, str):
+                finish = sent or "context-overflow"
                 break
             request, st, first, changed = sent
             out = model.respond(k)
@@ -545,8 +555,8 @@ def _replay_loop(
                             if policy.acts_before_call:
                                 first, changed = apply(g, policy.before_call(trace, state, view, g, status))
                             sent = send(g, first, changed)
-                            if sent is None:
-                                finish = "context-overflow"
+                            if sent is None or isinstance(sent, str):
+                                finish = sent or "context-overflow"
                             else:
                                 request, st, first, changed = sent
                                 total = view.total + extra

@@ -21,6 +21,14 @@ MAX_COUNT = 2**53 - 1  # counts are integers in [0, 2^53)
 MAX_TRACE_TOKENS = 2**40  # a trace's worst case must stay below this (see trace_token_bound)
 MAX_RUN_TOKENS = 2**51  # a replayed run's rows x its largest count must stay below this (run_sum_problem)
 MIN_BYTES_PER_TOKEN = 0.01
+# a call's usage counts (a Call's fields, and an importer's Usage): each may be absent, none negative
+USAGE_COUNTS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
 MAX_USD_PER_MTOK = 1000.0  # prices above $1,000 per million tokens are refused (the dearest list ~$600)
 TIME_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
 TIME_MAX = 253402300799.0  # 9999-12-31T23:59:59Z

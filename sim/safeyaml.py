@@ -107,34 +107,28 @@ def _check_size(text: str, source: str) -> None:
         raise ConfigError(f"{source}: larger than {MAX_YAML_BYTES:,} bytes; not read")
 
 
-def load_yaml(text: str, source: str) -> Any:
-    """The document of ``text`` as plain Python values; ``ConfigError`` naming ``source`` and the line."""
+def _parse(text: str, source: str, node: bool):
     _check_size(text, source)
     loader = None
     try:
         loader = BoundedSafeLoader(text)  # the reader refuses non-printable characters right here
-        return loader.get_single_data()
+        return loader.get_single_node() if node else loader.get_single_data()
     except (yaml.YAMLError, _Budget, RecursionError) as exc:
         line, msg = _problem(exc) if not isinstance(exc, RecursionError) else (None, "nested too deeply")
         raise ConfigError(f"{source}: " + (f"line {line}: " if line else "") + msg) from None
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """The document of ``text`` as plain Python values; ``ConfigError`` naming ``source`` and the line."""
+    return _parse(text, source, node=False)
 
 
 def compose_yaml(text: str, source: str):
     """The node tree of ``text`` (keeps line numbers for messages), under the same bounds."""
-    _check_size(text, source)
-    loader = None
-    try:
-        loader = BoundedSafeLoader(text)  # the reader refuses non-printable characters right here
-        return loader.get_single_node()
-    except (yaml.YAMLError, _Budget, RecursionError) as exc:
-        line, msg = _problem(exc) if not isinstance(exc, RecursionError) else (None, "nested too deeply")
-        raise ConfigError(f"{source}: " + (f"line {line}: " if line else "") + msg) from None
-    finally:
-        if loader is not None:
-            loader.dispose()
+    return _parse(text, source, node=True)
 
 
 def load_yaml_file(path: Path, source: str | None = None) -> Any:

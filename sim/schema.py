@@ -18,6 +18,7 @@ from sim.limits import (
     MIN_BYTES_PER_TOKEN,
     TIME_MAX,
     TIME_MIN,
+    USAGE_COUNTS,
     bound_problem,
     count_problem,
     number_problem,
@@ -75,6 +76,11 @@ EVENT_SCHEMA = {
             "items": {"type": "string"},
             "description": "fact ids of earlier events this event updates (they become stale)",
         },
+        "source_type": {
+            "type": ["string", "null"],
+            "description": "the source framework's type of the event (OpenHands V0: action:recall, ...)",
+        },
+        "url": {"type": ["string", "null"], "description": "a browser output's page address"},
     },
 }
 
@@ -272,6 +278,8 @@ def conforms(d) -> bool:
             and _spans(e.get("fact_spans"))
             and _kinds(e.get("fact_kinds"))
             and _str_list(e.get("supersedes"))
+            and (e.get("source_type") is None or type(e["source_type"]) is str)
+            and (e.get("url") is None or type(e["url"]) is str)
         ):
             return False
     for c in calls:
@@ -332,13 +340,7 @@ def number_problems(t) -> list[tuple[str, str]]:
         if e.timestamp is not None and (p := time_problem(e.timestamp)) is not None:
             out.append((f"events[{i}].timestamp", p))
     for j, c in enumerate(t.calls):
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-        ):
+        for name in USAGE_COUNTS:
             v = getattr(c, name)
             if v is not None and (p := count_problem(v)) is not None:
                 out.append((f"calls[{j}].{name}", p))

@@ -46,6 +46,9 @@ def event_to_dict(e: Event) -> dict:
         **({"fact_spans": [None if s is None else list(s) for s in e.fact_spans]} if e.fact_spans else {}),
         **({"fact_kinds": list(e.fact_kinds)} if e.fact_kinds else {}),
         **({"supersedes": list(e.supersedes)} if e.supersedes else {}),
+        # written only when known: traces of other formats keep their bytes and hashes
+        **({"source_type": e.source_type} if e.source_type is not None else {}),
+        **({"url": e.url} if e.url is not None else {}),
     }
 
 
@@ -257,6 +260,8 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             fact_spans=tuple(None if s is None else (s[0], s[1]) for s in e.get("fact_spans") or ()),
             fact_kinds=tuple(e.get("fact_kinds") or ()),
             supersedes=tuple(e.get("supersedes") or ()),
+            source_type=e.get("source_type"),
+            url=e.get("url"),
         )
         for e in d["events"]
     )
@@ -384,6 +389,8 @@ def arrow_schema():
             ("fact_spans", pa.list_(pa.list_(pa.int64()))),
             ("fact_kinds", pa.list_(pa.string())),
             ("supersedes", pa.list_(pa.string())),
+            ("source_type", pa.string()),
+            ("url", pa.string()),
         ]
     )
     call = pa.struct(
@@ -528,6 +535,8 @@ def redact(t: Trace) -> Trace:
             provides=tuple(h(f) for f in e.provides),
             needs=tuple(h(f) for f in e.needs),
             supersedes=tuple(h(f) for f in e.supersedes),
+            # a page address is text too: kept as its length only (OpenHands' placeholder is sized by it)
+            url=None if e.url is None else "x" * len(e.url.encode()),
             **sizes(e),
         )
         for e in t.events

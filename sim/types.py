@@ -60,6 +60,12 @@ class Event:
     fact_spans: tuple[tuple[int, int] | None, ...] = ()
     fact_kinds: tuple[str | None, ...] = ()
     supersedes: tuple[str, ...] = ()  # facts of earlier events this one updates: they become stale
+    # The source framework's own type of the event, where its importer knows it (OpenHands V0:
+    # ``action:recall``, ``observation:browse``, ...): policies named after that framework find events by
+    # type (a browser output, the workspace-context recall) instead of guessing from the text. ``url``: a
+    # browser output's page address (OpenHands' placeholder names it).
+    source_type: str | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,6 @@ import pytest
 
 from sim.policies.base import registered
 
-FILES = sorted(fo.GOLDEN.glob("*/*.json"))
 FRAMEWORK_POLICIES = {
     "adk": {"adk_events_compaction"},
     "letta": {"letta_partial_evict"},
@@ -29,6 +28,8 @@ FRAMEWORK_POLICIES = {
         "anthropic_clear_tool_uses",
     },
 }
+# OpenHands goldens have their own layout and test (tests/test_openhands_oracle.py).
+FILES = sorted(p for f in FRAMEWORK_POLICIES for p in (fo.GOLDEN / f).glob("*.json"))
 
 
 @cache

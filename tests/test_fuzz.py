@@ -1,10 +1,14 @@
 """Property-based tests of the input boundary: any input gives a result or a typed error (exit 2).
 
-Budget: ``FUZZ_EXAMPLES`` examples per target (CTXSIM_FUZZ_EXAMPLES raises it for a longer hunt).
+Budget: ``FUZZ_EXAMPLES`` examples per target (CTXSIM_FUZZ_EXAMPLES raises it for a longer hunt), and a
+bounded run of the mutation fuzzer ``benchmarks/fuzz.py`` over the real samples of every format
+(``FUZZ_CASES`` cases; CTXSIM_FUZZ_CASES raises it).
 """
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import warnings
 from pathlib import Path
@@ -188,3 +192,71 @@ def test_policy_knobs_any_value(policy, knobs):
         make_policy(policy, **knobs)
     except CtxsimError:
         pass
+
+
+# ------------------------------------------------------------------------- the mutation fuzzer (benchmarks/)
+FUZZ_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "fuzz.py"
+
+
+def _fuzz_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctxsim_fuzz", FUZZ_SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up there
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fuzz(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(FUZZ_SCRIPT), *args], capture_output=True, text=True, timeout=900, check=False
+    )
+
+
+def test_fuzzer_output_invariants():
+    """The checks the fuzzer applies to `run --format json` output catch what they are meant to."""
+    check = _fuzz_module().output_problems
+    good = {"calls": 2, "cumulative_input_tokens": 100, "cache_read_tokens": 60, "cache_write_tokens": 40}
+    assert check(json.dumps(good)) == []
+    assert check(json.dumps({**good, "growth_exponent": -0.5, "tokens_reclaimed": -9, "policy.n": -1})) == []
+    assert check(json.dumps({**good, "cost_microusd": -3})) == ["negative cost_microusd"]
+    assert check(json.dumps({**good, "cache_write_tokens": 41})) == ["cache reads + writes exceed the input"]
+    assert check(json.dumps({**good, "calls": 2**53, "cost_microusd": 2**60})) == ["a count or cost >= 2^53"]
+    assert check(json.dumps({**good, "cache_hit_rate": 1.5})) == ["cache_hit_rate outside [0, 1]"]
+    assert check('{"cache_hit_rate": NaN}') == ["run output is not strict JSON (NaN)"]
+    assert check('{"cost_microusd": -Infinity}') == ["run output is not strict JSON (-Infinity)"]
+
+
+@pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
+def test_fuzzer_cases_are_deterministic():
+    """Case i depends only on (seed, i): the same seed lists the same cases, another seed others."""
+    a, b, c = (_fuzz("--list", "--cases", "40", "--seed", s, "--no-bombs") for s in ("7", "7", "8"))
+    assert a.returncode == 0, a.stderr
+    lines = a.stdout.splitlines()
+    assert len(lines) == 40 and a.stdout == b.stdout and a.stdout != c.stdout
+    assert len({ln.split("\t")[1] for ln in lines}) >= 10  # the cases spread over the formats
+
+
+FUZZ_CASES = int(os.environ.get("CTXSIM_FUZZ_CASES", "200"))
+
+
+@pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
+def test_fuzzer_bounded_run_finds_no_failure():
+    """A bounded, deterministic run of benchmarks/fuzz.py over every format (the long hunt is
+    `benchmarks/fuzz.py --cases 10000`): every case exits 0 or 2 with sane output."""
+    proc = _fuzz("--cases", str(FUZZ_CASES), "--seed", "test", "--format", "json", "--no-bombs")
+    assert proc.stdout, proc.stderr
+    res = json.loads(proc.stdout)
+    assert res["cases"] == FUZZ_CASES and len(res["formats"]) == 15
+    assert "harness error (case not run)" not in res["outcomes"], proc.stderr
+    # the mutations reach both sides of the boundary: accepted inputs and rejected ones
+    assert res["outcomes"].get("ok (exit 0)", 0) > FUZZ_CASES // 5
+    assert res["outcomes"].get("rejected (exit 2)", 0) > FUZZ_CASES // 5
+    found = [
+        f"{s['count']} x {s['signature']} (smallest: case {s['smallest_case']}: {' | '.join(s['mutations'])})"
+        for s in res["signatures"]
+    ]
+    # every unmutated sample is accepted as it is and no mutated case fails (baseline failures listed too)
+    assert res["baseline"] == {"ok (exit 0)": res["samples"]} and res["failed"] == 0, "\n".join(found)
+    assert proc.returncode == 0, proc.stderr

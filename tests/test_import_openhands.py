@@ -69,12 +69,12 @@ def test_v0_evaluation_output_imports_validates_and_replays_exactly():
     assert detect(path).name == "openhands-v0-output"
     traces = load_all(path)
     # (instance id, events, calls). Calls = agent actions with tool_call_metadata, one per entry of
-    # metrics.token_usages (23, 33, 49: the MANIFEST's "23-49 calls"). Events = history length: the
-    # system event gives two messages (prompt, tools) and the recall action none.
+    # metrics.token_usages (23, 33, 49: the MANIFEST's "23-49 calls"). Events = history length + 1: the
+    # system event gives two messages (prompt, tools); the recall action is a never-sent event of 0 tokens.
     assert [(t.trace_id, len(t.events), len(t.calls)) for t in traces] == [
-        ("ponylang__ponyc-4595", 49, 23),
-        ("ponylang__ponyc-4593", 70, 33),
-        ("ponylang__ponyc-4588", 103, 49),
+        ("ponylang__ponyc-4595", 50, 23),
+        ("ponylang__ponyc-4593", 71, 33),
+        ("ponylang__ponyc-4588", 104, 49),
     ]
     for t in traces:
         valid(t)
@@ -82,7 +82,15 @@ def test_v0_evaluation_output_imports_validates_and_replays_exactly():
         assert t.model == "openai/openrouter-llama-4-maverick"
         assert t.agent == "OpenHands CodeActAgent 0.35.0"
         assert t.recorded_policy["name"] == "raw" and t.recorded_policy["max_message_chars"] == 30000
-        assert [e.kind for e in t.events[:4]] == ["system", "tools", "user", "user"]  # task, workspace
+        # task, recall action (0 tokens, nothing sent), workspace context; each with its OpenHands type
+        assert [e.kind for e in t.events[:5]] == ["system", "tools", "user", "user", "user"]
+        assert [e.source_type for e in t.events[:5]] == [
+            "action:system", "action:system", "action:message", "action:recall", "observation:recall",
+        ]  # fmt: skip
+        assert (t.events[3].tokens, t.events[3].content) == (0, "")
+        assert {e.source_type for e in t.events if e.kind == "tool_result"} <= {
+            "observation:run", "observation:read", "observation:edit", "observation:think",
+        }  # fmt: skip
         assert all(c.usage_provenance == "provider" for c in t.calls)
         assert_raw_exact(t)
     # per-call prompt tokens add up to the run's accumulated_token_usage
@@ -501,3 +509,33 @@ def test_v0_parallel_tool_calls_of_one_response_are_one_call(tmp_path):
     assert t.events[1].tool_call_ids == ("t1", "t2") and t.events[1].content.count('"name"') == 2
     assert [e.tool_call_id for e in t.events[2:4]] == ["t1", "t2"]
     assert len(t.calls) == 2
+
+
+def test_v0_keeps_openhands_types_the_recall_action_and_browser_pages(tmp_path):
+    recall = {"id": 1, "timestamp": "2025-01-01T00:00:00", "source": "user", "action": "recall",
+              "args": {"recall_type": "workspace_context", "query": "Fix the bug."}}  # fmt: skip
+    empty = {"id": 2, "timestamp": "2025-01-01T00:00:00", "source": "environment", "observation": "recall",
+             "cause": 1, "content": "", "extras": {"recall_type": "workspace_context"}}  # fmt: skip
+    page = _obs(4, 3, "t1", "<html>page</html>", url="https://example.org/a")
+    page["observation"] = "browse"
+    events = [_user(0), recall, empty, _action(3, "t1", "r1", {"prompt_tokens": 400, "completion_tokens": 9}),
+              page, _action(5, "t2", "r2", {"prompt_tokens": 500, "completion_tokens": 9})]  # fmt: skip
+    (t,) = load_path(_write_events(tmp_path, events))
+    valid(t)
+    # the recall action and an empty workspace context: events OpenHands' condensers count, never sent,
+    # 0 tokens and no share of the provider's count
+    assert [(e.kind, e.source_type, e.tokens) for e in t.events[:3]] == [
+        ("user", "action:message", t.events[0].tokens),
+        ("user", "action:recall", 0),
+        ("user", "observation:recall", 0),
+    ]
+    assert t.events[0].tokens == t.calls[0].input_tokens == 400  # the first call saw the task alone
+    assert (t.events[4].source_type, t.events[4].url) == ("observation:browse", "https://example.org/a")
+    assert_raw_exact(t)
+    # written and read back; redacted, the page address keeps only its length (the placeholder's size)
+    from sim.traceio import redact, trace_from_dict
+
+    d = trace_to_dict(t)
+    assert d["events"][4]["url"] == "https://example.org/a" and "url" not in d["events"][0]
+    assert trace_from_dict(d, "x", "y") == t
+    assert redact(t).events[4].url == "x" * len("https://example.org/a")

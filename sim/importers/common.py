@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 
 from sim.errors import TraceError
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
-from sim.limits import MAX_COUNT, TIME_MAX, count_problem, number_problem, time_problem
+from sim.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
 from sim.tokens import (
     calibrated_bytes_per_token,
     derive_sizes,
@@ -69,6 +69,9 @@ class Message:
     fact_kinds: tuple[str | None, ...] = ()
     supersedes: tuple[str, ...] = ()
     calls: tuple[tuple[str, str], ...] = ()  # assistant: (tool name, arguments text) per issued call
+    source_type: str | None = None  # the source framework's type of the event (sim.types.Event)
+    url: str | None = None  # a browser output's page address
+    sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
 
 
 @dataclass
@@ -86,13 +89,7 @@ class Usage:
 
     def check(self, file: str, record: str | None, field: str = "usage") -> Usage:
         """This usage, every number checked (a reader that built it by hand may have missed one)."""
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-        ):
+        for name in USAGE_COUNTS:
             usage_count(getattr(self, name), file, record, f"{field}.{name}")
         usage_cost(self.cost_usd, file, record, f"{field}.cost_usd")
         unix_time(self.timestamp, file, record, f"{field}.timestamp")
@@ -552,7 +549,15 @@ def build_trace(
         warn(file, f"{trace_id}: {len(missing)} of {len(assistant)} calls have no recorded usage")
     nbytes = [len((m.content or "").encode()) for m in messages]
     recorded = [usage[i].input_tokens if i in usage else None for i in assistant]
-    sizes, prov, residuals, bpt = derive_sizes(nbytes, assistant, recorded, calibrated_bytes_per_token(model))
+    # sizes are derived over the messages sent; one never sent weighs 0 tokens and takes no share
+    sent = [i for i, m in enumerate(messages) if m.sent or m.kind == "assistant"]
+    pos = {i: p for p, i in enumerate(sent)}
+    part = derive_sizes(
+        [nbytes[i] for i in sent], [pos[i] for i in assistant], recorded, calibrated_bytes_per_token(model)
+    )
+    sizes, prov, bpt = [0] * len(messages), ["derived"] * len(messages), part[3]
+    for p, i in enumerate(sent):
+        sizes[i], prov[i] = part[0][p], part[1][p]
     coef = text_coefficients(model)
     for i, p in enumerate(prov):
         if p == "estimate":
@@ -585,6 +590,8 @@ def build_trace(
             fact_spans=tuple(m.fact_spans) if facts is None else tuple(facts.spans[i]),
             fact_kinds=tuple(m.fact_kinds) if facts is None else tuple(facts.kinds[i]),
             supersedes=tuple(m.supersedes) if facts is None else tuple(facts.supersedes[i]),
+            source_type=m.source_type,
+            url=m.url,
         )
         for i, (m, tcid) in enumerate(events_kw)
     )

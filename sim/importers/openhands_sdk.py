@@ -152,6 +152,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     last_action: tuple[str, int] | None = None  # (response id, message index) of the latest ActionEvent
     for name, e in events:
         kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
+        first = len(messages)  # the messages this event adds carry its kind (sim.types.Event.source_type)
         if kind != "ActionEvent":
             last_action = None
         if kind == "SystemPromptEvent":
@@ -223,6 +224,8 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
             )
         elif not isinstance(kind, str) or kind not in _SKIPPED_KINDS:
             warn(folder, f"{name}: event kind {kind!r} is not part of the model's conversation here; skipped")
+        for m in messages[first:]:
+            m.source_type = kind
     agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
     llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
     window = llm.get("max_input_tokens")

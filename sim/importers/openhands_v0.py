@@ -27,10 +27,15 @@ Events -> messages, in the order OpenHands' ``ConversationMemory`` builds the pr
   code N]``...), an error gets ``[Error occurred in processing last action]``.
 - ``observation: recall`` (workspace context, microagent knowledge) -> a ``user`` message rebuilt from
   its fields (OpenHands renders it with a template the file does not hold: the text is close, not exact;
-  sizes come from the provider's counts anyway). Skipped when it adds nothing.
-- Skipped, as they never reach the model: ``recall`` actions (the request for that context),
-  ``change_agent_state`` and other environment actions, ``null`` and ``agent_state_changed``
-  observations, and observations answering a skipped action.
+  sizes come from the provider's counts anyway). One that adds nothing is kept as a never-sent event.
+- A ``recall`` action (the request for that context) never reaches the model, but it is an event of
+  OpenHands' history and its condensers count it: a ``user`` event of no text and 0 tokens.
+- Skipped, as they never reach the model nor the agent's history: ``change_agent_state`` and other
+  environment actions, ``null`` and ``agent_state_changed`` observations, and observations answering a
+  skipped action.
+- Every event keeps its OpenHands type as ``source_type`` (``action:run``, ``observation:browse``, ...;
+  the system prompt and its tools ``action:system``), a browser output its page address as ``url``: the
+  ``openhands_*`` policies find events by type, as OpenHands does.
 
 The recorded run's own bound: OpenHands cuts any observation longer than ``max_message_chars`` (from
 ``llm_config``; 30,000 when a file does not say, OpenHands' default) to its first and last half with a
@@ -85,7 +90,9 @@ FORMAT_EVENTS = "openhands-v0-events"
 DEFAULT_MAX_MESSAGE_CHARS = 30000  # OpenHands LLMConfig default, for files that do not record theirs
 TRUNCATION_NOTICE = "\n[... Observation truncated due to length ...]\n"
 
-_SKIP_ACTIONS = {"recall", "change_agent_state", "null", "condensation_request", "pause", "resume"}
+TYPE_SYSTEM = "action:system"  # sim.types.Event.source_type: the system prompt and the tools it carries
+TYPE_RECALL = "action:recall"
+_SKIP_ACTIONS = {"change_agent_state", "null", "condensation_request", "pause", "resume"}
 _SKIP_OBSERVATIONS = {"null", "agent_state_changed"}
 _UNTRUNCATED = {"read", "browse"}  # cut by their tools, not by max_message_chars
 _NO_TOOL_ACTIONS = {"message"}  # agent actions that are plain replies, not tool calls
@@ -198,10 +205,21 @@ class _History:
         args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
         ts = iso_timestamp(e.get("timestamp"), self.file, rec, "timestamp")
         if a == "system":
-            self.messages.append(Message("system", _str(args.get("content"), e.get("message")), timestamp=ts))
+            self.messages.append(
+                Message(
+                    "system",
+                    _str(args.get("content"), e.get("message")),
+                    timestamp=ts,
+                    source_type=TYPE_SYSTEM,
+                )
+            )
             tools = args.get("tools")
             if tools:
-                self.messages.append(Message("tools", json.dumps(tools, ensure_ascii=False), timestamp=ts))
+                self.messages.append(
+                    Message(
+                        "tools", json.dumps(tools, ensure_ascii=False), timestamp=ts, source_type=TYPE_SYSTEM
+                    )
+                )
             self.agent_version = args.get("openhands_version") or self.agent_version
             return
         if a == "condensation":
@@ -211,6 +229,9 @@ class _History:
                 "full history and their residuals carry the difference",
             )
             self.skipped.add(eid)
+            return
+        if a == "recall":  # never sent, but an event of OpenHands' history (its condensers count it)
+            self.messages.append(Message("user", "", timestamp=ts, source_type=TYPE_RECALL, sent=False))
             return
         if a in _SKIP_ACTIONS or src == "environment":
             self.skipped.add(eid)
@@ -222,7 +243,7 @@ class _History:
                 text = f"User executed the command:\n{args.get('command', '')}"
             else:
                 text = _str(e.get("message"), json.dumps(dict(args), ensure_ascii=False))
-            self.messages.append(Message("user", text, timestamp=ts))
+            self.messages.append(Message("user", text, timestamp=ts, source_type=f"action:{a}"))
             self.tool_call_of[eid] = None
             return
         self._agent_action(e, a, args, eid, ts, rec)
@@ -253,7 +274,9 @@ class _History:
         text = _response_text(resp) if resp else None
         if text is None:
             text = _action_text(e, a, args)
-        self.messages.append(Message("assistant", text, (tcid,) if tcid else (), timestamp=ts))
+        self.messages.append(
+            Message("assistant", text, (tcid,) if tcid else (), timestamp=ts, source_type=f"action:{a}")
+        )
         i = len(self.messages) - 1
         if rid is not None:
             self.call_of_response[rid] = i
@@ -272,10 +295,11 @@ class _History:
     def _observation(self, e: Mapping, rec: str) -> None:
         o, cause = e.get("observation"), e.get("cause")
         ts = iso_timestamp(e.get("timestamp"), self.file, rec, "timestamp")
-        if o == "recall":
+        if o == "recall":  # sent as a user message; an empty one is still an event OpenHands counts
             text = recall_text(e.get("extras") if isinstance(e.get("extras"), Mapping) else {})
-            if text:
-                self.messages.append(Message("user", text, timestamp=ts))
+            self.messages.append(
+                Message("user", text or "", timestamp=ts, source_type="observation:recall", sent=bool(text))
+            )
             return
         if o in _SKIP_OBSERVATIONS or (cause is not None and cause in self.skipped):
             return
@@ -289,7 +313,19 @@ class _History:
             else:
                 tcid = f"call-{cause}"  # its action is not in the history: kept unpaired (warned)
         kind = "tool_result" if tcid is not None else "user"
-        self.messages.append(Message(kind, text, tool_call_id=tcid, timestamp=ts, bounded=bounded))
+        extras = e.get("extras") if isinstance(e.get("extras"), Mapping) else {}
+        url = extras.get("url") if o == "browse" and isinstance(extras.get("url"), str) else None
+        self.messages.append(
+            Message(
+                kind,
+                text,
+                tool_call_id=tcid,
+                timestamp=ts,
+                bounded=bounded,
+                source_type=f"observation:{o}",
+                url=url,
+            )
+        )
 
     def _observation_text(self, e: Mapping, o) -> tuple[str, bool]:
         content = e.get("content")

@@ -156,7 +156,9 @@ class View:
 class RunStatus:
     """Counters of the run so far, kept by the engine (policies read them for triggers and budgets)."""
 
-    __slots__ = ("turns", "tool_calls", "tokens", "last_input", "last_output", "elapsed_s", "cost_microusd")
+    __slots__ = (
+        "turns", "tool_calls", "tokens", "last_input", "last_output", "elapsed_s", "cost_microusd", "window",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.turns = 0  # agent calls answered
@@ -166,6 +168,7 @@ class RunStatus:
         self.last_output: int | None = None  # its output tokens
         self.elapsed_s = 0.0  # recorded time since the run started
         self.cost_microusd = 0  # modelled cost so far (0 while the model has no price)
+        self.window: int | None = None  # the provider's context window of this replay (None: no limit)
 
 
 class Policy:
@@ -178,6 +181,7 @@ class Policy:
     # knob settings the conformance checker replays besides the defaults (tests/test_conformance.py)
     conformance_settings: ClassVar[tuple[dict, ...]] = ()
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
+    overflow_retries: ClassVar[int] = 1  # rejections of one request ``on_overflow`` may answer in a row
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
     spills: ClassVar[bool] = False  # may move items out of view behind a handle (settle or pre-call)

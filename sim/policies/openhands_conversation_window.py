@@ -1,65 +1,51 @@
-"""``openhands_conversation_window``: OpenHands' ``ConversationWindowCondenser`` (V0).
+"""``openhands_conversation_window``: OpenHands' ``ConversationWindowCondenser`` (openhands-ai 0.62.0, V0).
 
-Trigger: only a context-length rejection (``on_overflow``); nothing happens before the first overflow.
-Kept set: the essential events — the system prompt and tool definitions, and the first user message —
-and the newest half of the other events still in view: ``max(1, m // 2)`` of the ``m`` non-essential
-events, the slice moved forward past tool results at its start (OpenHands skips observations there so
-none is left without its action). Transform of the rest: deleted (DROPPED), no summary. State rewrite:
-the condensation is an event of the history, so dropped events stay dropped and a later overflow halves
-what is left; not recoverable. One retry per rejection (the engine's rule): a request still over the
-window ends the run with ``context-overflow``. Cache: each recovery rewrites the prefix from the first
-dropped event. No knobs (OpenHands' config has none).
-
-Choices: results admitted after their call was dropped are dropped at the next recovery (they are
-non-essential and at the slice's start); a tool result whose call is kept is never dropped alone.
+Trigger: only the agent's condensation request after a context-window rejection (``on_overflow``);
+nothing happens before the first rejection. Kept set: the essential events — the system prompt, the
+first user message, the recall action for it and its workspace context — and the newest half of the
+others in OpenHands' view (``max(1, m // 2)`` of the ``m`` non-essential events), the slice moved
+forward past the observations at its start. Transform of the rest: forgotten (DROPPED), no summary.
+OpenHands asks again after each rejection, so the window keeps halving until the request fits; one
+that no longer shrinks (only the essentials left) ends the run: ``condensation-insufficient``. Around
+the condenser, ``ConversationMemory`` (``sim.policies.openhands_memory``): an observation whose action was
+forgotten is not sent. State rewrite (the condensation is an event of the history); not recoverable.
+Cache: each recovery rewrites the prefix from the first forgotten event. No knobs (the constructor has
+none).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.policies.base import Change, Decision, Policy, RunStatus, View, register
-from sim.policies.openhands_amortized_forgetting import SYSTEM_KINDS, issuers
-from sim.types import ItemState, Trace
-
-DROPPED = ItemState.DROPPED
-
-
-def first_user(trace: Trace) -> int:
-    return next((e.index for e in trace.events if e.kind == "user"), -1)
+from sim.policies.base import register
+from sim.policies.openhands_memory import EV, SUM, Events, V0Condenser, V0State, is_obs
+from sim.types import Trace
 
 
 @register
 @dataclass(frozen=True)
-class OpenHandsConversationWindow(Policy):
+class OpenHandsConversationWindow(V0Condenser):
     """On a context-length error: keep system, the first user message and the newest half of the rest."""
 
     name = "openhands_conversation_window"
-    recovers = True
+    rolling = True
 
-    def on_overflow(self, trace: Trace, state, view: View, call: int, status: RunStatus) -> Decision | None:
-        first = trace.derived("openhands_first_user", first_user)
-        issuer = trace.derived("openhands_issuers", issuers)
-        events = trace.events
-        rest = [
-            i
-            for i in range(view.n)
-            if i != first and events[i].kind not in SYSTEM_KINDS and view.state[i] != DROPPED
-        ]
-        if not rest:  # only the essentials are left: nothing to drop
-            return None
-        start = len(rest) - max(1, len(rest) // 2)
-        while start < len(rest) and events[rest[start]].kind == "tool_result":
+    def condense(self, t: Trace, info: Events, st: V0State, entries: list[tuple], request: bool):
+        if not request:
+            return entries
+        present = {x[1] for x in entries if x[0] == EV}
+        if info.first_user not in present:
+            return set(), False  # OpenHands: an empty condensation
+        essential = {info.system, info.first_user}
+        if info.recall in present:
+            essential.add(info.recall)
+            if info.recall_obs in present:
+                essential.add(info.recall_obs)
+        essential &= present
+        n_essential = sum(1 for x in entries if x[0] == EV and x[1] in essential)
+        keep = max(1, (len(entries) - n_essential) // 2)
+        start = max(0, len(entries) - keep)
+        while start < len(entries) and is_obs(info, entries[start]):
             start += 1
-        gone = set(rest[:start])
-        keep = set(rest[start:])
-        for i in rest[start:]:  # a later result of a dropped call (parallel calls) goes too
-            if issuer.get(i, -1) in gone:
-                gone.add(i)
-                keep.discard(i)
-        for i in list(gone):  # never drop a result alone while its call stays
-            if issuer.get(i, -1) in keep or issuer.get(i, -1) == first:
-                gone.discard(i)
-        if not gone:
-            return None
-        return Decision([Change(i, DROPPED, 0, 0, "window") for i in sorted(gone)])
+        kept = essential | {x[1] for x in entries[start:]}
+        return {x[1] for x in entries if x[0] != SUM and x[1] not in kept}, False

@@ -1,32 +1,40 @@
-"""``openhands_llm_summarizing``: OpenHands' ``LLMSummarizingCondenser``, V0 and SDK v1 (``variant``).
+"""``openhands_llm_summarizing``: OpenHands' ``LLMSummarizingCondenser``, V0 (openhands-ai 0.62.0) and SDK v1
+(openhands-sdk 1.58.2), chosen by ``variant``.
 
-Events are OpenHands' view: the non-system events in view not yet covered, plus the summary event once
-there is one (the system prompt and tool definitions are always kept and not counted).
+Events are OpenHands' view: the system prompt counts (the history's first event), so do the recall
+action and its workspace context (V0; ``sim.policies.openhands_memory``), one event per tool call, and the
+summary event once there is one.
 
-V0 (``variant: v0``). Trigger: before a call, more than ``max_size`` events. Kept set: the first
-``keep_first`` events (head), the summary, and the newest ``max_size // 2 - keep_first - 1`` events.
-Transform of the rest: one summarizer call covers the middle together with the previous summary (the
-new summary replaces it). Summarizer input: a fixed instruction + the previous summary + each covered
-event clipped at ``max_event_length`` characters (``truncate_content``); output:
-clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``) (ctxsim's size
-rule: OpenHands sets no summary length). The summary enters the view in the slot of the first covered
-event (OpenHands: position ``keep_first``, the same place), its later versions in the same slot.
+V0 (``variant: v0``; constructor defaults ``max_size`` 100, ``keep_first`` 1, ``max_event_length``
+10,000). Trigger: more than ``max_size`` events, or the agent's condensation request after a
+context-window rejection (``on_overflow``). Kept set: the first ``keep_first`` events, the summary
+(inserted at position ``keep_first``) and the newest ``max_size // 2 - keep_first - 1``. Transform of the
+rest: one summarizer call covers the events between (placeholders and the old summary excluded), the
+previous summary in its prompt; the condensation forgets the id range from the first to the last of
+them. Around the condenser, ``ConversationMemory``: the first user message is re-sent second when it was
+covered, an observation whose action was covered is not sent (MASKED at 0 tokens).
 
-SDK v1 (``variant: sdk_v1``). Defaults ``max_size`` 240 and ``keep_first`` 2 (``null`` = the variant's
-default). Triggers: more than ``max_size`` events, or, with ``max_tokens`` set, a view (``view.total``)
-over ``max_tokens``; then the tail is the newest events whose tokens fit ``max_tokens // 2`` (with both
-triggers, the smaller tail). ``minimum_progress``: a condensation that would cover less than that
-fraction of the view's events (event trigger) or tokens (token trigger) is skipped — ctxsim's reading.
+SDK v1 (``variant: sdk_v1``; defaults ``max_size`` 240, ``keep_first`` 2, ``minimum_progress`` 0.1; the
+default agent uses 80 / 4). Events: the system prompt with its tools is one ``SystemPromptEvent``; no
+recall events. Reasons: more than ``max_size`` events (soft), the view's tokens over the effective
+``max_tokens`` (hard): the smaller of ``max_tokens`` and the provider window (the agent LLM's input
+limit), the agent's condensation request after a rejection (hard). Tail: ``max_size // 2 - keep_first
+- 1`` events (request: ``len(view) // 2 - keep_first - 1``; tokens: the longest suffix after which the
+view fits ``max_tokens // 2``), the smallest of those; the forgotten range runs from the first
+manipulation index at or after ``max(keep_first, 1)`` (the system prompt is never forgotten) to the
+first at or after the tail's start (a tool call and its result are never split). Too little forgotten
+(none, or fewer events than ``minimum_progress`` of the view): a soft reason skips the condensation; a
+hard one does the hard context reset: every event after the system prompt is summarized
+(``hard_context_reset_max_retries`` 5 and ``hard_context_reset_context_scaling`` 0.8 only act when the
+summarizer fails, which ctxsim's never does). The summary is inserted where the forgotten range began;
+the old summary is forgotten with the range.
 
-Both: state rewrite (the condensation is an event of the history: covered events stay covered and
-later counts start from the condensed view); what the summary drops is lost (no handle). Tool pairs are
-never split (SDK v1 cuts only at manipulation indices, and V0's ConversationMemory filters a result whose
-call was forgotten): a tail that would start with a result whose call is covered is cut one event later,
-and a covered result whose call is in the head stays. Cache: each condensation rewrites the prefix from
-the summary's slot on; between condensations the prefix is stable.
-
-Not modelled: SDK v1's condensation requests from the agent and its hard context reset; V0's exact
-summarizer prompt (a paraphrase of its length is used).
+Both: the summary's size is ctxsim's rule (OpenHands sets no length): clamp(``summary_ratio`` x covered
+tokens, ``summary_min_tokens``, ``summary_max_tokens``) + one message's framing; its input a fixed
+instruction + the previous summary + each covered event clipped at ``max_event_length`` characters.
+State rewrite (covered events stay covered); what the summary drops is lost (no handle). Cache: each
+condensation rewrites the prefix from the summary's slot on. A request the condenser cannot shrink ends
+the run: ``condensation-insufficient``.
 """
 
 from __future__ import annotations
@@ -34,8 +42,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.errors import ConfigError
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
-from sim.policies.openhands_amortized_forgetting import SYSTEM_KINDS, admit, check_cut, issuers, split
+from sim.policies.base import Change, Decision, RunStatus, SummaryCall, View, check_int, register
+from sim.policies.openhands_amortized_forgetting import check_cut, forget_range
+from sim.policies.openhands_memory import (
+    EV,
+    INSUFFICIENT,
+    SUM,
+    Events,
+    Insufficient,
+    V0Condenser,
+    V0State,
+    events_of,
+    merged,
+)
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
@@ -57,21 +76,186 @@ INSTRUCTION = (
 )
 
 
-class _RunState:
-    __slots__ = ("issuer", "kept", "seen", "gone", "carrier", "summary_tokens")
+def summary_of(policy, t: Trace, st, covered: list[int], units) -> tuple[tuple[int, int], SummaryCall]:
+    """ctxsim's summary size rule over ``covered`` (each event at its original size, once per OpenHands
+    event it stands for) and the summarizer call's input."""
+    events, bpt = t.events, t.bytes_per_token
+    prev = st.summary[0] if st.summary is not None else 0
+    tokens = prev + sum(units[i] * events[i].tokens for i in covered)
+    clipped = sum(
+        e.tokens * min(e.chars, policy.max_event_length) / e.chars if e.chars else e.tokens
+        for e in (events[i] for i in covered)
+    )
+    out = min(max(round(policy.summary_ratio * tokens), policy.summary_min_tokens), policy.summary_max_tokens)
+    summary_in = estimate_tokens(len(INSTRUCTION.encode()), bpt) + prev + round(clipped)
+    return (out + estimate_tokens(0, bpt), round(out * (bpt or 4.0))), SummaryCall(summary_in, out)
 
-    def __init__(self, issuer: dict[int, int]) -> None:
-        self.issuer = issuer
-        self.kept: list[int] = []  # OpenHands' view without the summary: non-system events not covered
-        self.seen = 0
-        self.gone: set[int] = set()  # unused here: covered calls' late results stay (never DROPPED)
-        self.carrier = -1  # the slot holding the summary
-        self.summary_tokens = 0
+
+# ------------------------------------------------------------------------------------------------ SDK
+class SdkState:
+    __slots__ = ("summarized", "summary", "carrier", "summary_pos")
+
+    def __init__(self) -> None:
+        self.summarized: set[int] = set()
+        self.summary: tuple[int, int] | None = None
+        self.carrier = -1
+        self.summary_pos = 0
+
+
+def sdk_sizes(t: Trace) -> list[int]:
+    """Tokens of each event as an SDK event: the system prompt carries its tools (one event)."""
+    tokens = [e.tokens for e in t.events]
+    system = next((e.index for e in t.events if e.kind == "system"), -1)
+    for e in t.events:
+        if e.kind == "tools" and system >= 0:
+            tokens[system] += tokens[e.index]
+            tokens[e.index] = 0
+    return tokens
+
+
+def sdk_view(t: Trace, info: Events, st: SdkState, view: View) -> list[tuple]:
+    out: list[tuple] = []
+    for i in range(view.n):
+        e = t.events[i]
+        if e.kind == "tools" or info.mute[i] and e.source_type == "action:recall" or i in st.summarized:
+            continue
+        if view.state[i] == ItemState.DROPPED:
+            continue
+        out.extend([(EV, i)] * info.units[i])
+    if st.summary is not None:
+        out.insert(min(st.summary_pos, len(out)), (SUM, st.carrier, *st.summary))
+    return out
+
+
+def manipulation_indices(info: Events, entries: list[tuple]) -> list[bool]:
+    """Where the SDK may cut the view: never inside a tool call's span up to its result, nor between the
+    calls of one response (``ToolCallMatchingProperty``, ``BatchAtomicityProperty``)."""
+    ok = [True] * (len(entries) + 1)
+    pending: set[str] = set()
+    prev = None
+    for p, x in enumerate(entries):
+        if x[0] == EV and x[1] in info.calls:
+            if x == prev:
+                ok[p] = False  # a further call of the same response
+            pending.update(info.calls[x[1]])
+        elif x[0] == EV and info.paired[x[1]]:
+            pending.discard(info.call_id[x[1]])
+        if pending:
+            ok[p + 1] = False
+        prev = x
+    return ok
+
+
+def find_next(ok: list[bool], threshold: int) -> int:
+    for p in range(max(threshold, 0), len(ok)):
+        if ok[p]:
+            return p
+    raise ValueError(threshold)
+
+
+def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple], sizes, limit, request: bool):
+    """One ``condense``: None (the view stands) or the entries forgotten and the summary's offset."""
+    sz, seen = [], {}
+    for x in entries:  # a parallel call's actions share its tokens, the first one the remainder
+        if x[0] != EV:
+            sz.append(x[2])
+            continue
+        i, m = x[1], info.units[x[1]]
+        j = seen[i] = seen.get(i, -1) + 1
+        sz.append(sizes[i] // m + (sizes[i] - sizes[i] // m * m if j == 0 else 0))
+    total = sum(sz)
+    kf = policy.first
+    tails = []
+    if request:
+        tails.append(len(entries) // 2 - kf - 1)
+    if len(entries) > policy.size:
+        tails.append(policy.size // 2 - kf - 1)
+    by_tokens = limit is not None and total > limit
+    if by_tokens:
+        reduce, acc, prefix = total - limit // 2, 0, len(entries) - kf
+        rest = sz[kf:]
+        if reduce <= 0:
+            prefix = 0
+        else:
+            for p, x in enumerate(rest):
+                acc += x
+                if acc > reduce:
+                    prefix = p + 1
+                    break
+        tails.append(len(rest) - prefix)
+    if not tails:
+        return None
+    hard = request or by_tokens
+    system = next((p for p, x in enumerate(entries) if x[0] == EV and x[1] == info.system), None)
+    try:
+        ok = manipulation_indices(info, entries)
+        start = find_next(ok, max(kf, system + 1 if system is not None else 0))
+        end = find_next(ok, len(entries) - min(tails))
+        gone = entries[start:end]
+        if not gone or len(gone) < len(entries) * policy.minimum_progress:
+            raise ValueError("too little")
+        return gone, start
+    except ValueError:
+        if not hard:
+            return None
+        keep = system + 1 if system is not None else 0
+        return entries[keep:], keep  # the hard context reset
+
+
+def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool):
+    info = events_of(t)
+    sizes = t.derived("openhands_sdk_sizes", sdk_sizes)
+    entries = sdk_view(t, info, st, view)
+    calls = []
+    for _ in range(64):
+        res = sdk_step(policy, t, info, st, entries, sizes, limit, request)
+        request = False
+        if res is None:
+            return entries, calls
+        gone, offset = res
+        if not gone:
+            raise Insufficient("nothing to forget")
+        covered = sorted({x[1] for x in gone if x[0] == EV})
+        prev_sum = any(x[0] == SUM for x in gone)
+        saved = st.summary
+        if not prev_sum:
+            st.summary = None  # a summary outside the forgotten range is not given to the summarizer
+        # each covered event once (a parallel call's actions share its tokens)
+        (tok, nbytes), call = summary_of(policy, t, st, covered, [1] * len(t.events))
+        if not prev_sum:
+            st.summary = saved
+        calls.append(call)
+        st.summarized.update(covered)
+        if st.carrier < 0:
+            pick = [i for i in covered if not info.mute[i]]
+            st.carrier = (pick or covered)[0]
+        st.summary, st.summary_pos = (tok, nbytes), offset
+        out = set(covered)
+        entries = [x for x in entries if not (x[1] in out if x[0] == EV else x in gone)]
+        entries.insert(min(offset, len(entries)), (SUM, st.carrier, tok, nbytes))
+    raise Insufficient("the condenser did not settle")
+
+
+def sdk_changes(t: Trace, st: SdkState, view: View, entries: list[tuple]) -> list[Change]:
+    present = {x[1] for x in entries if x[0] == EV}
+    out = []
+    for i in range(view.n):
+        if t.events[i].kind == "tools" or i in present and i != st.carrier:
+            continue
+        if i == st.carrier:
+            want = (SUMMARIZED, *st.summary)
+        elif i in st.summarized:
+            want = (SUMMARIZED, 0, 0)
+        else:
+            continue
+        if (view.state[i], view.tokens[i], view.nbytes[i]) != want:
+            out.append(Change(i, want[0], want[1], want[2], "openhands"))
+    return out
 
 
 @register
 @dataclass(frozen=True)
-class OpenHandsLLMSummarizing(Policy):
+class OpenHandsLLMSummarizing(V0Condenser):
     """Over ``max_size`` events (or ``max_tokens``): summarize the middle, keep head and newest half."""
 
     variant: str = "v0"
@@ -80,12 +264,14 @@ class OpenHandsLLMSummarizing(Policy):
     max_event_length: int = 10000
     max_tokens: int | None = None
     minimum_progress: float = 0.1
+    hard_context_reset_max_retries: int = 5
+    hard_context_reset_context_scaling: float = 0.8
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
     summary_max_tokens: int = 2048
 
     name = "openhands_llm_summarizing"
-    acts_before_call = True
+    rolling = True
     conformance_settings = (
         {"keep_first": 1, "max_size": 6},
         {"variant": "sdk_v1", "keep_first": 2, "max_size": 10},
@@ -96,6 +282,11 @@ class OpenHandsLLMSummarizing(Policy):
         if self.variant not in VARIANTS:
             raise ConfigError(f"policy '{self.name}': variant={self.variant!r} is not one of v0, sdk_v1")
         check_cut(self.name, self.first, self.size)
+        if self.variant == "sdk_v1" and self.size // 2 - self.first - 1 <= 0:
+            raise ConfigError(
+                f"policy '{self.name}': keep_first={self.first!r} leaves no tail: max_size // 2 - keep_first"
+                f" - 1 = {self.size // 2 - self.first - 1} (the SDK requires > 0)"
+            )
         check_int(self.name, "max_event_length", self.max_event_length, 1)
         if self.max_tokens is not None:
             if self.variant != "sdk_v1":
@@ -104,8 +295,14 @@ class OpenHandsLLMSummarizing(Policy):
                 )
             check_int(self.name, "max_tokens", self.max_tokens, 2)
         p = self.minimum_progress
-        if not (isinstance(p, int | float) and not isinstance(p, bool) and 0 <= p < 1):
-            raise ConfigError(f"policy '{self.name}': minimum_progress={p!r} is not a number in [0, 1)")
+        if not (isinstance(p, int | float) and not isinstance(p, bool) and 0 < p < 1):
+            raise ConfigError(f"policy '{self.name}': minimum_progress={p!r} is not a number in (0, 1)")
+        check_int(self.name, "hard_context_reset_max_retries", self.hard_context_reset_max_retries, 1)
+        c = self.hard_context_reset_context_scaling
+        if not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1):
+            raise ConfigError(
+                f"policy '{self.name}': hard_context_reset_context_scaling={c!r} is not a number in (0, 1)"
+            )
         r = self.summary_ratio
         if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
             raise ConfigError(f"policy '{self.name}': summary_ratio={r!r} is not a number in (0, 1]")
@@ -120,67 +317,47 @@ class OpenHandsLLMSummarizing(Policy):
     def size(self) -> int:
         return DEFAULTS[self.variant][1] if self.max_size is None else self.max_size
 
-    def start(self, trace: Trace) -> _RunState:
-        return _RunState(trace.derived("openhands_issuers", issuers))
-
-    def before_call(self, trace: Trace, state: _RunState, view: View, call: int, status=None):
-        admit(trace, state, view.n)
-        kept, summary = state.kept, 1 if state.carrier >= 0 else 0
-        by_events = len(kept) + summary > self.size
-        by_tokens = self.max_tokens is not None and view.total > self.max_tokens
-        if not (by_events or by_tokens):
-            return ()
-        from_tail = len(kept)
-        if by_events:
-            from_tail = self.size // 2 - self.first - 1
-        if by_tokens:
-            fit, budget = 0, self.max_tokens // 2  # type: ignore[operator]
-            for i in reversed(kept[self.first :]):
-                if budget < view.tokens[i]:
-                    break
-                budget -= view.tokens[i]
-                fit += 1
-            from_tail = min(from_tail, fit)
-        new_kept, covered = split(kept, self.first, from_tail, state.issuer)
-        if not covered:
-            return ()
+    def start(self, trace: Trace):
         if self.variant == "sdk_v1":
-            if by_events and len(covered) < self.minimum_progress * (len(kept) + summary):
-                return ()
-            if not by_events and sum(view.tokens[i] for i in covered) < self.minimum_progress * view.total:
-                return ()
-        state.kept = new_kept
-        return self._summarize(trace, state, view, covered)
+            return SdkState()
+        st = V0State()
+        st.summary_pos = self.first
+        return st
 
-    def _summarize(self, trace: Trace, state: _RunState, view: View, covered: list[int]) -> Decision:
-        events, bpt = trace.events, trace.bytes_per_token
-        covered_tokens, clipped = state.summary_tokens, 0.0
-        for i in covered:
-            tok = view.tokens[i]
-            chars = events[i].chars if view.state[i] == ItemState.VERBATIM else view.nbytes[i]
-            covered_tokens += tok
-            clipped += tok * min(chars, self.max_event_length) / chars if chars else tok
-        summary_in = estimate_tokens(len(INSTRUCTION.encode()), bpt) + state.summary_tokens + round(clipped)
-        out = min(
-            max(round(self.summary_ratio * covered_tokens), self.summary_min_tokens), self.summary_max_tokens
-        )
-        msg_tokens = out + estimate_tokens(0, bpt)  # the summary text + one message's framing
-        msg_bytes = round(out * (bpt or 4.0))
-        if state.carrier < 0:
-            state.carrier = covered[0]
-        changes = [Change(state.carrier, SUMMARIZED, msg_tokens, msg_bytes, "summary")]
-        changes += [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered if i != state.carrier]
-        changes.sort(key=lambda c: c.index)
-        state.summary_tokens = msg_tokens
-        return Decision(changes, SummaryCall(summary_in, out))
+    # -- V0
+    def condense(self, t: Trace, info: Events, st: V0State, entries: list[tuple], request: bool):
+        if not (len(entries) > self.size or request):
+            return entries
+        tail = self.size // 2 - min(self.first, len(entries)) - 1
+        middle = entries[self.first : -tail] if tail > 0 else []
+        return forget_range(entries, [x for x in middle if x[0] == EV]), True
+
+    def summary_size(self, t: Trace, st: V0State, covered: list[int]):
+        return summary_of(self, t, st, covered, events_of(t).units)
+
+    # -- SDK v1
+    def _sdk(self, trace: Trace, state: SdkState, view: View, status, request: bool) -> Decision:
+        window = getattr(status, "window", None)
+        limits = [x for x in (self.max_tokens, window) if x is not None]
+        try:
+            entries, calls = sdk_settle(self, trace, state, view, min(limits) if limits else None, request)
+        except Insufficient as why:
+            return Decision(stop=INSUFFICIENT, summary=merged(why.calls))
+        return Decision(sdk_changes(trace, state, view, entries), merged(calls))
+
+    def before_call(self, trace: Trace, state, view: View, call: int, status: RunStatus):
+        if self.variant == "sdk_v1":
+            d = self._sdk(trace, state, view, status, False)
+            return d if d.summary is not None or d.stop is not None else d.changes
+        return super().before_call(trace, state, view, call, status)
+
+    def on_overflow(self, trace: Trace, state, view: View, call: int, status: RunStatus):
+        if self.variant != "sdk_v1":
+            return super().on_overflow(trace, state, view, call, status)
+        d = self._sdk(trace, state, view, status, True)
+        if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
+            return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
+        return d
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
-        n = sum(
-            1
-            for i in range(view.n)
-            if trace.events[i].kind not in SYSTEM_KINDS and view.state[i] == ItemState.VERBATIM
-        )
-        summary = any(view.state[i] == SUMMARIZED and view.tokens[i] > 0 for i in range(view.n))
-        if self.max_tokens is None and n + summary > self.size:
-            return [f"{n + summary} events in view before the call, over max_size {self.size}"]
         return []

@@ -36,6 +36,10 @@ class _Shadow(View):
         self.tokens[i], self.nbytes[i], self.state[i] = ch.tokens, ch.nbytes, ch.state
 
 
+def _calls(summary) -> list[SummaryCall]:
+    return list(summary) if isinstance(summary, list) else [summary]
+
+
 def _split(result) -> tuple[list[Change], SummaryCall | None]:
     if isinstance(result, Decision):
         return list(result.changes), result.summary
@@ -82,6 +86,10 @@ class Pipeline(Policy):
         return any(p.recovers for p in self._built)
 
     @property
+    def overflow_retries(self) -> int:  # type: ignore[override]
+        return max((p.overflow_retries for p in self._built if p.recovers), default=1)
+
+    @property
     def checks_after_call(self) -> bool:  # type: ignore[override]
         return any(p.checks_after_call for p in self._built)
 
@@ -114,19 +122,22 @@ class Pipeline(Policy):
             if hook == "on_overflow" and result is None:
                 continue
             acted = True
+            if isinstance(result, Decision) and result.stop is not None:
+                return Decision(changes, summary, result.stop)
             step_changes, step_summary = _split(result)
             for ch in step_changes:
                 shadow.apply(ch)
             changes.extend(step_changes)
             if step_summary is not None:
-                summary = (
-                    step_summary
-                    if summary is None
-                    else SummaryCall(
+                if summary is None:
+                    summary = step_summary
+                elif isinstance(summary, list) or isinstance(step_summary, list):  # passes stay calls
+                    summary = [*_calls(summary), *_calls(step_summary)]
+                else:
+                    summary = SummaryCall(
                         summary.input_tokens + step_summary.input_tokens,
                         summary.output_tokens + step_summary.output_tokens,
                     )
-                )
             if hook == "on_overflow":
                 break
         if hook == "on_overflow" and not acted:

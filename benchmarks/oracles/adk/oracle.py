@@ -20,12 +20,11 @@ answers ``SUMMARY n``, weighing the size rule over the events it was given.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
 import sys
 import warnings
+from pathlib import Path
 
 import google.adk.apps.compaction as adk_compaction
 import google.adk.flows.llm_flows.context._contents as adk_contents
@@ -37,6 +36,9 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions import InMemorySessionService
 from google.genai import types
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
+from oracle_job import rle, run_job  # noqa: E402
 
 logging.getLogger("google_adk").setLevel(logging.ERROR)
 warnings.filterwarnings("ignore", message=r"\[EXPERIMENTAL\]")
@@ -113,16 +115,25 @@ def session_events(trace: dict, run: Run) -> list[tuple[int, Event]]:
         if kind == "assistant":
             parts = [types.Part(text=e["text"])] if e["text"] else []
             parts += [
-                types.Part(function_call=types.FunctionCall(id=c, name="bash", args={})) for c in e["tool_call_ids"]
+                types.Part(function_call=types.FunctionCall(id=c, name="bash", args={}))
+                for c in e["tool_call_ids"]
             ]
-            ev = Event(author=AGENT, invocation_id=f"inv-{inv}", content=types.Content(role="model", parts=parts))
+            ev = Event(
+                author=AGENT, invocation_id=f"inv-{inv}", content=types.Content(role="model", parts=parts)
+            )
         elif kind == "tool_result":
             resp = types.FunctionResponse(id=e["tool_call_id"], name="bash", response={"output": e["text"]})
             ev = Event(
-                author=AGENT, invocation_id=f"inv-{inv}", content=types.Content(role="user", parts=[types.Part(function_response=resp)])
+                author=AGENT,
+                invocation_id=f"inv-{inv}",
+                content=types.Content(role="user", parts=[types.Part(function_response=resp)]),
             )
         else:
-            ev = Event(author="user", invocation_id=f"inv-{inv}", content=types.Content(role="user", parts=[types.Part(text=e["text"])]))
+            ev = Event(
+                author="user",
+                invocation_id=f"inv-{inv}",
+                content=types.Content(role="user", parts=[types.Part(text=e["text"])]),
+            )
         ev.timestamp = float(i + 1)
         run.by_content[id(ev.content)] = i
         out.append((i, ev))
@@ -142,7 +153,7 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     evs = session_events(trace, run)
     by_index = dict(evs)
     p, calls = 0, []
-    for k, call in enumerate(trace["calls"]):
+    for call in trace["calls"]:
         while p < len(evs) and evs[p][0] < call["view_end"]:
             i, ev = evs[p]
             if trace["events"][i]["kind"] == "user" and session.events:  # the previous invocation completed
@@ -152,14 +163,21 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
             p += 1
         if config.get("token_threshold") is not None:
             await adk_compaction._run_compaction_for_token_threshold_config(
-                config=cfg, session=session, session_service=svc, agent=agent, agent_name=AGENT, current_branch=None
+                config=cfg,
+                session=session,
+                session_service=svc,
+                agent=agent,
+                agent_name=AGENT,
+                current_branch=None,
             )
         contents = adk_contents._get_contents(current_branch=None, events=session.events, agent_name=AGENT)
         shown = {run.by_content[id(c)] for c in contents if id(c) in run.by_content}
         inserted = [run.content_size(c) for c in contents if id(c) not in run.by_content]
         compacted = any(e.actions and e.actions.compaction for e in session.events)
         state = "".join(
-            "V" if trace["events"][i]["kind"] in ("system", "tools") or i in shown else ("S" if compacted else "D")
+            "V"
+            if trace["events"][i]["kind"] in ("system", "tools") or i in shown
+            else ("S" if compacted else "D")
             for i in range(call["view_end"])
         )
         tokens = sum(run.content_size(c) for c in contents) + instruction + call["residual"]
@@ -170,19 +188,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     return {"finish": "completed", "calls": calls}
 
 
-def rle(s: str) -> str:
-    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
-
-
 def main() -> int:
-    job = json.load(open(sys.argv[1]))
-    out: dict = {}
-    for s in job["settings"]:
-        out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"])) for t in job["corpora"][s["corpus"]]
-        }
-    json.dump(out, open(sys.argv[2], "w"))
-    return 0
+    return run_job(replay)
 
 
 if __name__ == "__main__":

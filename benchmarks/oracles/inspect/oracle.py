@@ -18,12 +18,11 @@ messages it was given.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import math
 import re
 import sys
+from pathlib import Path
 
 from inspect_ai.model import (
     ChatMessageAssistant,
@@ -44,6 +43,9 @@ from inspect_ai.model._compaction import (
 from inspect_ai.model._compaction.edit import TOOL_RESULT_REMOVED
 from inspect_ai.model._model import Model, ModelAPI
 from inspect_ai.tool import ToolCall
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
+from oracle_job import rle, run_job  # noqa: E402
 
 logging.getLogger("inspect_ai").setLevel(logging.ERROR)
 STRATEGIES = {
@@ -126,7 +128,9 @@ def messages(trace: dict) -> list:
             calls = [ToolCall(id=c, function="bash", arguments={}) for c in e["tool_call_ids"]] or None
             m = ChatMessageAssistant(content=e["text"], tool_calls=calls, metadata=meta)
         else:
-            m = ChatMessageTool(content=e["text"], tool_call_id=e["tool_call_id"], function="bash", metadata=meta)
+            m = ChatMessageTool(
+                content=e["text"], tool_call_id=e["tool_call_id"], function="bash", metadata=meta
+            )
         out.append(m)
     return out
 
@@ -153,7 +157,9 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     msgs = messages(trace)
     events = trace["events"]
     first = next((i for i, e in enumerate(events) if e["kind"] == "assistant"), len(events))
-    handler = compaction(strategy, prefix=[m for m in msgs if m.metadata["ctx"] < first], tools=[], model=model)
+    handler = compaction(
+        strategy, prefix=[m for m in msgs if m.metadata["ctx"] < first], tools=[], model=model
+    )
     originals = {m.metadata["ctx"]: m for m in msgs}
     history, p, calls, finish = [], 0, [], "completed"
     for k, call in enumerate(trace["calls"]):
@@ -175,7 +181,9 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
             if i is None:
                 continue
             o = originals[i]
-            edited = m.text != o.text or (m.role == "assistant" and (m.tool_calls or []) != (o.tool_calls or []))
+            edited = m.text != o.text or (
+                m.role == "assistant" and (m.tool_calls or []) != (o.tool_calls or [])
+            )
             sent[i] = "M" if edited else "V"
         summary = any("summary" in (m.metadata or {}) for m in inp)
         state = "".join(
@@ -190,19 +198,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     return {"finish": finish, "calls": calls}
 
 
-def rle(s: str) -> str:
-    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
-
-
 def main() -> int:
-    job = json.load(open(sys.argv[1]))
-    out: dict = {}
-    for s in job["settings"]:
-        out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"])) for t in job["corpora"][s["corpus"]]
-        }
-    json.dump(out, open(sys.argv[2], "w"))
-    return 0
+    return run_job(replay)
 
 
 if __name__ == "__main__":

@@ -19,11 +19,10 @@ ctxsim's mock-model output.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import re
 import sys
+from pathlib import Path
 
 import letta.services.summarizer.compact as compact
 import letta.services.summarizer.summarizer_all as sall
@@ -38,6 +37,9 @@ from openai.types.chat.chat_completion_message_function_tool_call import (
     ChatCompletionMessageFunctionToolCall as ToolCall,
 )
 from openai.types.chat.chat_completion_message_function_tool_call import Function
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
+from oracle_job import rle, run_job  # noqa: E402
 
 logging.disable(logging.WARNING)
 AGENT_ID = "agent-00000000-0000-4000-8000-000000000000"
@@ -93,7 +95,9 @@ def messages(trace: dict, run: Run) -> list:
             ]
         if e["kind"] == "tool_result":
             kw["tool_call_id"] = e["tool_call_id"]
-        m = Message(role=roles[e["kind"]], content=[TextContent(text=e["text"] or "-")], agent_id=AGENT_ID, **kw)
+        m = Message(
+            role=roles[e["kind"]], content=[TextContent(text=e["text"] or "-")], agent_id=AGENT_ID, **kw
+        )
         run.size[m.id], run.ctx[m.id] = e["tokens"], i
         out.append(m)
     return out
@@ -102,7 +106,9 @@ def messages(trace: dict, run: Run) -> list:
 async def replay(trace: dict, config: dict, rule: dict) -> dict:
     run = Run.current = Run(rule)
     llm = LLMConfig(model="gpt-4o", model_endpoint_type="openai", context_window=config["context_window"])
-    settings = CompactionSettings(mode=config["mode"], sliding_window_percentage=config["sliding_window_percentage"])
+    settings = CompactionSettings(
+        mode=config["mode"], sliding_window_percentage=config["sliding_window_percentage"]
+    )
     trigger = get_compaction_trigger_threshold(llm)
     msgs = messages(trace, run)
     system, rest = msgs[0], msgs[1:]
@@ -131,19 +137,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     return {"finish": "completed", "calls": calls}
 
 
-def rle(s: str) -> str:
-    return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
-
-
 def main() -> int:
-    job = json.load(open(sys.argv[1]))
-    out: dict = {}
-    for s in job["settings"]:
-        out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"])) for t in job["corpora"][s["corpus"]]
-        }
-    json.dump(out, open(sys.argv[2], "w"))
-    return 0
+    return run_job(replay)
 
 
 if __name__ == "__main__":

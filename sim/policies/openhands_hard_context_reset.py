@@ -1,0 +1,81 @@
+"""``openhands_hard_context_reset``: the OpenHands SDK's hard context reset (openhands-sdk 1.58.2,
+``LLMSummarizingCondenser.hard_context_reset``) on its own.
+
+Trigger: only the agent's condensation request after a context-window rejection (``on_overflow``; the
+SDK appends a ``CondensationRequest`` and asks the condenser again). Kept set: the system prompt (with its
+tools: one ``SystemPromptEvent``). Transform of the rest: every other event of the view, the previous
+summary included, is summarized in one call; the summary is inserted right after the system prompt.
+The SDK asks again after each rejection; a request that no longer shrinks ends the run:
+``condensation-insufficient``. ``hard_context_reset_max_retries`` (5) and
+``hard_context_reset_context_scaling`` (0.8) only act when the summarizer fails, which ctxsim's never does
+(kept for the constructor's names). The summary's size is ctxsim's rule, as for
+``openhands_llm_summarizing``. State rewrite; what the summary drops is lost. Cache: each reset rewrites
+everything after the system prompt. ``openhands_llm_summarizing variant=sdk_v1`` falls back to the same
+reset when a hard reason finds nothing to forget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sim.errors import ConfigError
+from sim.policies.base import Decision, Policy, RunStatus, SummaryCall, View, check_int, register
+from sim.policies.openhands_llm_summarizing import SdkState, sdk_changes, sdk_view, summary_of
+from sim.policies.openhands_memory import EV, INSUFFICIENT, SUM, events_of
+from sim.types import Trace
+
+
+@register
+@dataclass(frozen=True)
+class OpenHandsHardContextReset(Policy):
+    """On a context-length error: summarize everything after the system prompt."""
+
+    hard_context_reset_max_retries: int = 5
+    hard_context_reset_context_scaling: float = 0.8
+    summary_ratio: float = 0.1
+    summary_min_tokens: int = 256
+    summary_max_tokens: int = 2048
+
+    name = "openhands_hard_context_reset"
+    recovers = True
+    overflow_retries = 1000
+    max_event_length = 1 << 62  # the first attempt sends every event whole
+
+    def __post_init__(self) -> None:
+        check_int(self.name, "hard_context_reset_max_retries", self.hard_context_reset_max_retries, 1)
+        c = self.hard_context_reset_context_scaling
+        if not (isinstance(c, int | float) and not isinstance(c, bool) and 0 < c < 1):
+            raise ConfigError(
+                f"policy '{self.name}': hard_context_reset_context_scaling={c!r} is not in (0, 1)"
+            )
+        r = self.summary_ratio
+        if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
+            raise ConfigError(f"policy '{self.name}': summary_ratio={r!r} is not a number in (0, 1]")
+        check_int(self.name, "summary_min_tokens", self.summary_min_tokens, 1)
+        check_int(self.name, "summary_max_tokens", self.summary_max_tokens, self.summary_min_tokens)
+
+    def start(self, trace: Trace) -> SdkState:
+        return SdkState()
+
+    def on_overflow(self, trace: Trace, state: SdkState, view: View, call: int, status: RunStatus):
+        info = events_of(trace)
+        entries = sdk_view(trace, info, state, view)
+        keep = next((p + 1 for p, x in enumerate(entries) if x[0] == EV and x[1] == info.system), 0)
+        gone = entries[keep:]
+        covered = sorted({x[1] for x in gone if x[0] == EV})
+        if not gone:
+            return Decision(stop=INSUFFICIENT)
+        if not any(x[0] == SUM for x in gone):
+            state.summary = None
+        (tok, nbytes), call_ = summary_of(self, trace, state, covered, [1] * len(trace.events))
+        state.summarized.update(covered)
+        if state.carrier < 0:
+            pick = [i for i in covered if not info.mute[i]]
+            state.carrier = (pick or covered)[0]
+        state.summary, state.summary_pos = (tok, nbytes), keep
+        rest = entries[:keep] + [(SUM, state.carrier, tok, nbytes)]
+        changes = sdk_changes(trace, state, view, rest)
+        summary = SummaryCall(call_.input_tokens, call_.output_tokens)
+        if sum(ch.tokens - view.tokens[ch.index] for ch in changes) >= 0:
+            return Decision(stop=INSUFFICIENT, summary=summary)  # no progress (the summary was made)
+        return Decision(changes, summary)
