@@ -202,7 +202,9 @@ def test_token_outcomes_per_run():
     # (derived, spilled, paginated, lost): run 2 derives the masked item's 10 and the summary's 30 of 120
     assert got.tolist() == [[35, 45, 0, 70], [0, 0, 0, 0], [40, 0, 0, 140]]
     # a paginated item (100 -> 30): its later pages are paginated, not lost
-    paged = token_outcomes(original[:2], final[:2], np.array([s.PAGINATED, 0], dtype=np.int8), np.array([0, 2]))
+    paged = token_outcomes(
+        original[:2], final[:2], np.array([s.PAGINATED, 0], dtype=np.int8), np.array([0, 2])
+    )
     assert paged.tolist() == [[30, 0, 70, 0]]
 
 

@@ -53,7 +53,7 @@ def test_run_csv_and_calls_table(capsys, suite, tmp_path):
 
     code, out, _ = run(capsys, "run", suite, "--format", "csv", "--calls", tmp_path / "calls.parquet")
     assert code == 0
-    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,pricing,ctxsim_version")
+    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,summarizer,pricing,ctxsim_version")
     calls = pd.read_parquet(tmp_path / "calls.parquet")
     assert len(calls) == 5 + 14
     assert calls.loc[calls.trace_id == "t1", "input_tokens"].tolist() == [150, 260, 370, 480, 590]
@@ -263,9 +263,15 @@ def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
     )
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["item", "kind", "state", "tokens", "original_tokens", "facts"]
-    assert lines[2 + 3].split() == ["3", "tool_result", "masked", "15", "100", "f0"]
+    assert lines[0].split() == ["item", "kind", "category", "state", "tokens", "original_tokens", "facts"]
+    assert lines[2 + 3].split() == ["3", "tool_result", "conversation", "masked", "15", "100", "f0"]
     assert "call 3 of ex under observation_masking: input 420 = view 420" in out
+    # the builder's commands (`cmd 3`) are none the rules know: every result is conversation, all of it
+    # recent (call 3 is within 5 calls of the start); no window, so no reserve
+    assert (
+        "working set: instructions 100, tool definitions 0, recent conversation 320, older conversation 0, "
+        "repository map 0, file read 0, test output 0\n"
+    ) in out
     assert "facts this action needs: f0 (recovered)" in out
     code, _, err = run(capsys, "explain", tmp_path / "ex.jsonl", "--call", "9")
     assert code == 2 and "--call 9 is not in [0, 3]" in err
