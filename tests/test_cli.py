@@ -53,7 +53,9 @@ def test_run_csv_and_calls_table(capsys, suite, tmp_path):
 
     code, out, _ = run(capsys, "run", suite, "--format", "csv", "--calls", tmp_path / "calls.parquet")
     assert code == 0
-    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,summarizer,pricing,ctxsim_version")
+    assert out.splitlines()[0].startswith(
+        "trace_id,trace_hash,policy,model,summarizer,pricing,ctxsim_version"
+    )
     calls = pd.read_parquet(tmp_path / "calls.parquet")
     assert len(calls) == 5 + 14
     assert calls.loc[calls.trace_id == "t1", "input_tokens"].tolist() == [150, 260, 370, 480, 590]
