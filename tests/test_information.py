@@ -643,3 +643,23 @@ def test_working_set_adds_up_on_the_shared_runs(mini_traces):
         35,
     ]
     assert sum(row["view_repository_map_tokens"] > 0 for row in last) == 39
+
+
+@pytest.mark.parametrize(
+    "knobs,message",
+    [
+        ({"summarizer": "psychic"}, "model.summarizer='psychic' is not one of extractive, oracle"),
+        ({"retrieval_recall": -0.1}, r"model.retrieval_recall=-0.1 is not a number in \[0, 1\]"),
+        ({"retrieval_recall": True}, r"model.retrieval_recall=True is not a number in \[0, 1\]"),
+        ({"max_turns": 0}, r"model.max_turns=0 is not null \(no limit\) or an integer >= 1"),
+        ({"max_turns": 2.5}, r"model.max_turns=2.5 is not null \(no limit\) or an integer >= 1"),
+    ],
+)
+def test_model_knobs_are_checked(knobs, message):
+    from sim.config import model_behaviour
+    from sim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=message):
+        ReplayModel(four_turns(), **knobs)
+    with pytest.raises(ConfigError, match=message):
+        model_behaviour({"model": knobs})
