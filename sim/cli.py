@@ -355,7 +355,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if r["policy"] == "seed_engine" and any(r[f"policy.{k}"] != v for k, v in best.items()):
                 continue  # of the sized grid, show the recommended setting
             label = " ".join([r["policy"], *(f"{k.split('.', 1)[1]}={r[k]}" for k in knobs)])
-            shown.append({"setting": label, **{k: v for k, v in r.items() if not k.startswith("policy")}})
+            # the demo's model is the default one (extractive summaries): no summarizer column
+            rest = {k: v for k, v in r.items() if not k.startswith("policy") and k != "summarizer"}
+            shown.append({"setting": label, **rest})
     print(format_table(shown, list(shown[0])))
     print(
         f"\nsized over {len(settings_from_results(paths[-1]))} seed-engine settings x the embedded suite "

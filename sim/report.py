@@ -956,5 +956,10 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
             f"; {reserve:,} tokens of the window are left (free room, the output included)."
             if reserve >= 0
             else "."
+        )
+        + (
+            " This trace is text-free: no command to classify, so its tool results count as conversation."
+            if all(e.content is None for e in trace.events if e.kind == "assistant")
+            else ""
         ),
     )
