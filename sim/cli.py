@@ -145,6 +145,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
+    from sim.model import UPPER_BOUND
     from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
     from sim.working_set import calls_table
 
@@ -194,6 +195,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_table(rows, RUN_TABLE_COLUMNS))
         if len(rows) > 1:
             print(_totals_line(rows))
+        if behaviour["summarizer"] == UPPER_BOUND:
+            note = "it keeps what later actions need; an upper bound, not a harness"
+            print(f"summarizer {UPPER_BOUND}: {note}")
     return 0
 
 

@@ -16,7 +16,10 @@ The summarizer keeps, within its output at ``summary_fact_tokens`` a fact, cover
 - ``oracle`` (an upper bound: it knows the future): 1. facts a later action needs; 2. the other covered
   facts; 3. stale ones.
 
-What is left out is lost (unless a provider is still in view, spilled or paginated).
+What is left out is lost (unless a provider is still in view, spilled or paginated). A fact a summary
+keeps keeps its kind (the one its first provider gave it): the ledger counts it as derived of that kind,
+and the next summary ranks it by that kind again. Kinds decide the extractive ranks above: ``goal`` and
+``constraint`` first, ``error`` second; ``path``, ``identifier`` and ``value`` by use.
 """
 
 from __future__ import annotations

@@ -311,6 +311,9 @@ def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):
     words = ["sweep", f"scenario={suite}", "policy=seed_engine", "policy.context_token_limit=16000"]
     words += ["policy.keep_recent_tokens=4000", "model.summarizer=extractive,oracle"]
     assert run(capsys, *words, f"results.path={tmp_path / 's'}")[0] == 0
+    code, out, _ = run(capsys, "run", suite, "--policy", "raw", "model.summarizer=oracle")
+    assert code == 0 and "summarizer oracle: it keeps what later actions need; an upper bound" in out
+    assert "upper bound" not in run(capsys, "run", suite, "--policy", "raw")[1]
     code, out, _ = run(capsys, "results", tmp_path / "s")
     assert code == 0 and "oracle (upper bound)" in out and "extractive " in out
     assert "oracle: the summarizer keeps what later actions need; an upper bound, not a harness" in out

@@ -521,6 +521,52 @@ def test_ledger_reconciles_on_every_run(mini_traces, name, params):
         assert reconciles(compute_metrics(replay(t, make_policy(name, **params))))
 
 
+OUTCOME_SETTINGS = [  # benchmarks/information_outcomes.py prints the same table
+    ("raw", {}),
+    ("observation_masking", {"n": 1}),
+    ("observation_masking", {"n": 10}),
+    ("seed_engine", {"context_token_limit": 16000, "keep_recent_tokens": 2000}),
+    ("seed_engine", {"context_token_limit": 48000, "keep_recent_tokens": 8000}),
+]
+
+
+def test_outcomes_tell_settings_apart_on_the_shared_runs(mini_traces):
+    """(facts lost, refetch calls, complete, grace, degraded, failed) over the 40 runs, per on_missing:
+    raw completes every answer; the aggressive settings degrade answers under refetch (a re-run cannot
+    give back a resolved error or a summary's input) and fail runs under fail."""
+    from collections import Counter
+
+    from sim.engine import replay_many
+    from sim.metrics import ANSWER_OUTCOMES
+
+    def row(name, params, on_missing):
+        models = [ReplayModel(t, on_missing=on_missing) for t in mini_traces]
+        ms = [compute_metrics(r) for r in replay_many(mini_traces, make_policy(name, **params), models)]
+        outcomes = Counter(m["answer_outcome"] for m in ms)
+        lost, refetch = sum(m["facts_lost"] for m in ms), sum(m["refetch_calls"] for m in ms)
+        return (lost, refetch, *(outcomes[o] for o in ANSWER_OUTCOMES))
+
+    got = {
+        (n, tuple(p.values()), om): row(n, p, om) for n, p in OUTCOME_SETTINGS for om in ("refetch", "fail")
+    }
+    assert got == {
+        ("raw", (), "refetch"): (0, 0, 40, 0, 0, 0),
+        ("raw", (), "fail"): (0, 0, 40, 0, 0, 0),
+        ("observation_masking", (1,), "refetch"): (557, 67, 27, 0, 13, 0),
+        ("observation_masking", (1,), "fail"): (483, 0, 4, 0, 0, 36),
+        ("observation_masking", (10,), "refetch"): (491, 28, 28, 0, 12, 0),
+        ("observation_masking", (10,), "fail"): (512, 0, 9, 0, 0, 31),
+        ("seed_engine", (16000, 2000), "refetch"): (291, 13, 34, 0, 6, 0),
+        ("seed_engine", (16000, 2000), "fail"): (290, 0, 24, 0, 0, 16),
+        ("seed_engine", (48000, 8000), "refetch"): (31, 1, 40, 0, 0, 0),
+        ("seed_engine", (48000, 8000), "fail"): (33, 0, 39, 0, 0, 1),
+    }
+    # the seed's own budgets (12 turns) end every run in a grace turn: an answer, not a failure
+    budgets = make_policy("seed_engine", max_turns=12, max_tool_calls=24, max_duration_s=300)  # the preset
+    ms = [compute_metrics(r) for r in replay_many(mini_traces, budgets)]
+    assert Counter(m["answer_outcome"] for m in ms) == {"grace": 40}
+
+
 def _registered():
     from sim.policies.base import registered
 
