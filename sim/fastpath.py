@@ -69,6 +69,13 @@ from sim.types import ItemState, Trace
 _VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
 _PAGINATED = int(ItemState.PAGINATED)
 _POSITIONAL_CODES = np.array([int(x) for x in POSITIONAL], dtype=np.int64)
+
+
+def _positional(states: np.ndarray) -> np.ndarray:
+    """Which of the state codes show part of an item's bytes (cheaper than np.isin on two codes)."""
+    return (states == _BOUNDED) | (states == _PAGINATED)
+
+
 # compaction kind of each item state code (-1: verbatim is no compaction)
 KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
 
@@ -293,11 +300,11 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
         entry = order[last[hit]]
         same = e_item[entry] == provider[hit]
         s[hit[same]] = e_state[entry[same]]
-        planned = np.isin(e_state, _POSITIONAL_CODES)  # a plan's cut declares no ranges: the loop's
+        planned = _positional(e_state)  # a plan's cut declares no ranges: the loop's
         if planned.any():
             defer[np.searchsorted(call_off, e_call[planned], side="right") - 1] = True
     n_pairs = pair_off[-1]
-    positional = np.isin(s, _POSITIONAL_CODES)
+    positional = _positional(s)
     shows = positional.copy()  # a cut or a first page shows the fact: it is in view
     for q in np.flatnonzero(positional).tolist():
         ranges = shown.get(int(provider[q]))
