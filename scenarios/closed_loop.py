@@ -16,7 +16,14 @@ Complexity Trap measured.
   the failing test output and the repository map.
 - ``needle``: a configuration read early (6,000 tokens) holds the release codename (``needle:codename``);
   40 steps follow, every fifth leaving a milestone the answer also needs, so the context passes 16,000
-  tokens again and again and any compaction at that size decides the needle's fate.
+  tokens again and again and any compaction at that size decides the needle's fate. Nothing acts on the
+  needle before the answer: a summarizer that sees only the past has no reason to keep it.
+- ``spill``: the agent reads eight large files (2,500-5,000 tokens each, one fact each), explores ten
+  small ones, then answers from all eight reads: under ``spill_large_results`` every answer fact comes
+  back through a retrieval, so ``model.retrieval_recall`` decides how many need the tool re-run.
+
+Each fact's kind follows its id's prefix (``_KINDS``); the facts have no byte spans (text-free traces:
+a fact is its whole event).
 """
 
 from __future__ import annotations
@@ -29,6 +36,15 @@ from sim.tokens import MESSAGE_OVERHEAD_BYTES
 from sim.types import Call, Event, Trace
 
 BYTES_PER_TOKEN = 4.0
+_KINDS = {  # fact id prefix -> kind (sim.types.FACT_KINDS)
+    "rule": "constraint",
+    "task": "goal",
+    "test": "error",
+    "file": "path",
+    "grep": "path",
+    "repo_map": "path",
+    "fn": "identifier",
+}
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: timestamps are fixed, never the wall clock
 
 
@@ -60,6 +76,7 @@ class _Builder:
                 timestamp=self.t,
                 provides=tuple(provides),
                 needs=tuple(needs),
+                fact_kinds=tuple(_KINDS.get(f.split(":", 1)[0], "value") for f in provides),
             )
         )
         self.prefix.append(self.prefix[-1] + tokens)
@@ -157,10 +174,31 @@ def needle(seed: int = 0) -> Trace:
     return b.trace("the release codename from the configuration, with the eight milestones")
 
 
+def spill(seed: int = 0) -> Trace:
+    rng = np.random.default_rng([seed, 4])
+    b = _Builder("spill", seed)
+    b.add("system", 700)
+    b.add("user", 150)
+    b.turn(60, 400, provides=["grep:modules"])
+    reads = []
+    for k in range(8):
+        fact = f"file:module-{k}"
+        b.turn(60, int(rng.integers(2500, 5000)), provides=[fact], needs=["grep:modules"])
+        reads.append(fact)
+    previous = "grep:modules"
+    for k in range(10):
+        fact = f"file:small-{k}"
+        b.turn(60, int(rng.integers(200, 800)), provides=[fact], needs=[previous])
+        previous = fact
+    b.turn(200, 20, needs=reads, output=200)
+    return b.trace("the eight modules' entry points, one from each large read")
+
+
 SCENARIOS: dict[str, Callable[[int], Trace]] = {
     "grep_and_read": grep_and_read,
     "working_set_16k": working_set_16k,
     "needle": needle,
+    "spill": spill,
 }
 
 

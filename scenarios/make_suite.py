@@ -47,6 +47,7 @@ def _readme(seed: int, n_runs: int, stats: dict, nbytes: int) -> str:
     rows = "\n".join(
         f"| {label} | {fmt.format(stats[key])} | {target} |" for key, label, target, fmt in _TARGETS
     )
+    names = ", ".join(f"`{n}`" for n in closed_loop.SCENARIOS)
     return f"""# Embedded scenario suite
 
 `{SUITE_FILE}`: {n_runs} synthetic SWE-agent-like runs (canonical traces, text-free: sizes only), made by
@@ -56,8 +57,8 @@ the per-task data of The Complexity Trap (arXiv 2508.21433); the parameters and 
 in the generator's docstring (`--calibrate CSV` prints the source statistics beside the suite's).
 
 `{CLOSED_LOOP_FILE}`: the scripted closed-loop scenarios of `scenarios/closed_loop.py` (seed 0):
-`grep_and_read`, `working_set_16k`, `needle`, each with declared facts, so a policy that loses what an
-action needs makes the agent re-read (`ctxsim run --scenario ID` builds one directly).
+{names}; each with declared facts, so a policy that loses
+what an action needs makes the agent re-read (`ctxsim run --scenario ID` builds one directly).
 
 Regenerate (a test checks this directory equals a fresh generation byte for byte):
 

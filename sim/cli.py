@@ -154,7 +154,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
+    from sim.model import UPPER_BOUND
     from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
+    from sim.working_set import calls_table
 
     paths, overrides = split_args(args.items)
     if not paths and not args.scenario and not args.dataset:
@@ -183,7 +185,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 rows.append(row)
             if args.calls:
-                frames.append(rec.calls_frame())
+                frames.append(calls_table(trace, rec))
             if args.ledger:
                 ledger.extend(entries(trace, rec))
     if args.calls:
@@ -202,6 +204,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(format_table(rows, RUN_TABLE_COLUMNS))
         if len(rows) > 1:
             print(_totals_line(rows))
+        if behaviour["summarizer"] == UPPER_BOUND:
+            note = "it keeps what later actions need; an upper bound, not a harness"
+            print(f"summarizer {UPPER_BOUND}: {note}")
     return 0
 
 
@@ -363,7 +368,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if r["policy"] == "seed_engine" and any(r[f"policy.{k}"] != v for k, v in best.items()):
                 continue  # of the sized grid, show the recommended setting
             label = " ".join([r["policy"], *(f"{k.split('.', 1)[1]}={r[k]}" for k in knobs)])
-            shown.append({"setting": label, **{k: v for k, v in r.items() if not k.startswith("policy")}})
+            # the demo's model is the default one (extractive summaries): no summarizer column
+            rest = {k: v for k, v in r.items() if not k.startswith("policy") and k != "summarizer"}
+            shown.append({"setting": label, **rest})
     print(format_table(shown, list(shown[0])))
     print(
         f"\nsized over {len(settings_from_results(paths[-1]))} seed-engine settings x the embedded suite "
@@ -381,7 +388,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------- explain
-STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spilled")
+STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spilled", "paginated")
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
@@ -389,8 +396,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.engine import replay
     from sim.importers import load_path
-    from sim.model import ReplayModel
+    from sim.model import UPPER_BOUND, ReplayModel
     from sim.records import AGENT
+    from sim.working_set import CATEGORY_COLUMNS, CLASS_NAMES, event_classes, working_set
 
     paths, overrides = split_args(args.items)
     if len(paths) != 1:
@@ -428,10 +436,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if not seen:
         print(f"call {args.call} was never sent: the run ended with {rec.finish_reason}")
         return 0
+    classes = trace.derived("working_set_classes", event_classes)
     rows = [
         {
             "item": i,
             "kind": trace.events[i].kind,
+            "category": CLASS_NAMES[int(classes[i])],
             "state": STATE_NAMES[s],
             "tokens": t,
             "original_tokens": trace.events[i].tokens,
@@ -456,8 +466,23 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{c['cost_microusd'] if c['cost_microusd'] >= 0 else 'unpriced'} micro-USD; "
         f"first changed item {c['first_changed']}"
     )
+    ws = working_set(trace, rec)
+    print(
+        "working set: "
+        + ", ".join(
+            f"{name.removeprefix('view_').removesuffix('_tokens').replace('_', ' ')} {ws[name][row]:,}"
+            for name in CATEGORY_COLUMNS[:7]
+        )
+        + (
+            f"; reserve {ws['reserve_tokens'][row]:,} of the {rec.window:,}-token window"
+            if rec.window
+            else ""
+        )
+    )
     if seen["where"]:
         print("facts this action needs: " + ", ".join(f"{f} ({w})" for f, w in seen["where"].items()))
+    if rec.summarizer == UPPER_BOUND and rec.summaries:
+        print(f"summaries by the {UPPER_BOUND} summarizer: an upper bound (it keeps what later actions need)")
     for line in seen["why"]:
         print(line)
     return 0
@@ -634,6 +659,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
+    from sim.model import UPPER_BOUND
     from sim.results import SUMMARY_METRICS, summary, varying_columns
     from sim.tables import json_line
 
@@ -641,7 +667,15 @@ def cmd_results(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
-        print(format_table(rows, varying_columns(rows) + list(SUMMARY_METRICS)))
+        shown = [
+            {**r, "summarizer": f"{UPPER_BOUND} (upper bound)"} if r.get("summarizer") == UPPER_BOUND else r
+            for r in rows
+        ]
+        print(format_table(shown, varying_columns(rows) + list(SUMMARY_METRICS)))
+        if any(r.get("summarizer") == UPPER_BOUND for r in rows):
+            print(
+                f"{UPPER_BOUND}: the summarizer keeps what later actions need; an upper bound, not a harness"
+            )
     return 0
 
 

@@ -299,17 +299,17 @@ def model_window(cfg: dict[str, Any]) -> int | str:
 
 
 def model_behaviour(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The mock model's knobs (``on_missing``, ``summary_fact_tokens``), checked before any run."""
-    from sim.model import ON_MISSING
+    """The mock model's knobs (``on_missing``, ``summary_fact_tokens``, ``summarizer``,
+    ``retrieval_recall``, ``max_turns``), checked before any run."""
+    from sim.model import check_behaviour
 
     m = cfg.get("model") or {}
     out = {
         "on_missing": m.get("on_missing", "refetch"),
         "summary_fact_tokens": m.get("summary_fact_tokens", 40),
+        "summarizer": m.get("summarizer", "extractive"),
+        "retrieval_recall": m.get("retrieval_recall", 1.0),
+        "max_turns": m.get("max_turns"),
     }
-    if out["on_missing"] not in ON_MISSING:
-        raise ConfigError(f"model.on_missing={out['on_missing']!r} is not one of {', '.join(ON_MISSING)}")
-    sft = out["summary_fact_tokens"]
-    if isinstance(sft, bool) or not isinstance(sft, int) or sft < 1:
-        raise ConfigError(f"model.summary_fact_tokens={sft!r} is not an integer >= 1")
+    check_behaviour(**out)
     return out

@@ -10,10 +10,12 @@ sum), and the policy's own declared bound respected in every request.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from sim.engine import replay
+from sim.model import ReplayModel
 from sim.policies.base import Policy, View
 from sim.records import RunRecord
 from sim.traceio import trace_hash
@@ -22,8 +24,9 @@ from sim.types import ItemState, Trace
 AS_SENT = {ItemState.VERBATIM, ItemState.BOUNDED}
 
 
-def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
-    """Every violation found, as readable lines; empty when the policy conforms."""
+def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[str]:
+    """Every violation found, as readable lines; empty when the policy conforms. ``model``: the mock
+    model's knobs (``sim.model.ReplayModel``), the defaults when none are given."""
     out: list[str] = []
     for t in traces:
         before = trace_hash(t)
@@ -46,14 +49,15 @@ def check_policy(policy: Policy, traces: Iterable[Trace]) -> list[str]:
                     problems.append(f"call {k}: tool call {a} and its result {b} split")
             problems.extend(f"call {k}: {v}" for v in policy.bound_violations(t, view))
 
-        r1 = replay(t, policy, observer=observe)
-        r2 = replay(t, policy)
+        m = ReplayModel(t, **model) if model else None
+        r1 = replay(t, policy, m, observer=observe)
+        r2 = replay(t, policy, m)
         # r1 ran the per-call loop (an observer forces it); r2 the engine's fast path where the policy
         # has one: they must agree exactly, and two runs of either must too
         problems.extend(
             f"{d} differs between the per-call loop and the fast path" for d in record_diff(r1, r2)
         )
-        r3 = replay(t, policy)
+        r3 = replay(t, policy, m)
         if record_diff(r2, r3):
             problems.append("not deterministic: two replays differ")
         if trace_hash(t) != before:
@@ -77,6 +81,12 @@ FIELDS = (
     "answer_needs",
     "answer_needs_met",
     "ledger",
+    "summarizer",
+    "cuts",
+    "page_reads",
+    "missed",
+    "final_answered",
+    "window",
 )
 
 

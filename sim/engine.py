@@ -30,7 +30,18 @@ import numpy as np
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
 from sim.fastpath import Fenwick, Prepared, per_call, prepare_many, replay_columns
-from sim.information import VISIBLE, FactState, has_needs, last_need, missing_sources, reread_size
+from sim.information import (
+    POSITIONAL,
+    FactState,
+    choose_rows,
+    has_needs,
+    last_need,
+    page_size,
+    pages_of,
+    reread_size,
+    shown_ranges,
+    span_of,
+)
 from sim.ledger import totals as ledger_totals
 from sim.limits import run_sum_problem
 from sim.model import ReplayModel
@@ -42,6 +53,10 @@ from sim.records import (
     CALL_COLUMNS,
     GRACE,
     KIND_OF_STATE,
+    PAGE,
+    REFETCH,
+    RETRIEVE,
+    STEP_KINDS,
     SUMMARY,
     RunRecord,
     change_table,
@@ -133,7 +148,8 @@ def replay_many(
             records[pos] = _record(
                 p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
                 recovered=p.recovered, degraded=p.degraded, rereads=p.rereads, answer_met=p.answer_met,
-                compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed,
+                compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed, cuts=c.cuts,
+                window=w,
             )  # fmt: skip
     return records  # type: ignore[return-value]
 
@@ -201,22 +217,29 @@ def _record(
     answer_met=None,
     params=None,
     primed=None,
+    cuts=(),
+    page_reads=(),
+    final_answered=True,
+    window=None,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
     final answer's needs met and ``recovered`` the facts re-read, when a batch computed them (``facts``:
     the loop's fact state otherwise); ``params``: the policy's, read once a batch; ``primed``: the
-    record's cached sums and counts (``records.Primed``)."""
+    record's cached sums and counts (``records.Primed``); ``cuts``, ``page_reads``, ``final_answered``
+    and ``window``: the record's fields of those names."""
     rules, price = cost
     answer = trace.derived("answer_needs", _answer_needs)
+    missed: tuple[str, ...] = ()
     if answer_met is not None:  # a batch found the needs met and the facts re-read
         met, kept = answer_met, ()
     elif facts is None:  # no fact can have left the view (see replay): every need is met
         met, kept, recovered = len(answer), (), ()
     else:
         n, states = len(item_state), item_state.tolist()
-        met = sum(1 for f in answer if facts.where(f, states, n) != "lost")
+        met = sum(1 for f in answer if facts.where(f, states, n) not in ("lost", "not_retrieved"))
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
+        missed = tuple(sorted(facts.ever_missed))
     record = RunRecord.of_fields(
         {
             "trace_id": trace.trace_id,
@@ -242,6 +265,12 @@ def _record(
             "answer_needs": len(answer),
             "answer_needs_met": met,
             "ledger": ledger,
+            "summarizer": model.summarizer,
+            "cuts": tuple(cuts),
+            "page_reads": tuple(page_reads),
+            "missed": missed,
+            "final_answered": final_answered,
+            "window": window,
         },
         primed,
     )
@@ -251,6 +280,10 @@ def _record(
 
 
 # ------------------------------------------------------------------------------------------ the loop
+class _TurnLimit(Exception):
+    """The agent's next step would pass ``model.max_turns``: the run ends there."""
+
+
 def _replay_loop(
     trace: Trace,
     policy: Policy,
@@ -293,10 +326,15 @@ def _replay_loop(
     degraded = False
     summaries: list[tuple[int, tuple[str, ...]]] = []
     rereads: list[tuple[int, int, int, int]] = []  # (recorded call, row kind, event re-read, tokens added)
+    cuts: list[tuple[int, int, tuple[tuple[int, int], ...]]] = []  # (call, item, shown byte ranges)
+    page_reads: list[tuple[int, int, int]] = []
     cols: dict[str, list[int]] = {c: [] for c in CALL_COLUMNS}
-    events: list[tuple[int, int, int, int, int]] = []
+    events: list[tuple[int, int, int, int, int, int]] = []
     warnings: list[tuple[int, str]] = []
     finish, rejections = "completed", 0
+    max_steps = model.max_turns
+    steps = 0  # the agent's own steps so far (STEP_KINDS rows)
+    final_answered = False
 
     def change(k: int, ch) -> None:
         nonlocal delta
@@ -304,8 +342,15 @@ def _replay_loop(
         delta += d
         fen.add(i, d)
         if ch.state != ItemState.VERBATIM:  # a verbatim item resized (sent twice) is no compaction
-            events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens))
+            events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens, len(cols["kind"])))
         vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
+        if ch.state in POSITIONAL:
+            shown = shown_ranges(ch.state, ch.kept, ch.nbytes)
+            cuts.append((k, i, shown))
+            if facts is not None:
+                facts.shown[i] = shown
+        elif facts is not None:
+            facts.shown.pop(i, None)
 
     def admit(k: int, end: int) -> None:
         if settles:
@@ -317,7 +362,13 @@ def _replay_loop(
         view.n, view.total = end, prefix[end] + delta
 
     def row(kind, k, inp, out, view_tokens, resid, st, recorded, first, changed, stable) -> None:
-        """Append one request's row with its modelled cache split and cost; account it in the status."""
+        """Append one request's row with its modelled cache split and cost; account it in the status.
+        An agent step past ``model.max_turns`` is never made: the run ends (``_TurnLimit``)."""
+        nonlocal steps
+        if kind in STEP_KINDS:
+            if max_steps is not None and steps >= max_steps:
+                raise _TurnLimit
+            steps += 1
         read, write, uncached, c = cost.step(kind == SUMMARY, elapsed[k], inp, view_tokens, stable, out)
         for col, v in (
             ("kind", kind),
@@ -357,10 +408,11 @@ def _replay_loop(
         if summary is not None:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
             row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
-            if facts is not None:  # what the summary covers: visible items' facts and the old summary's
+            if facts is not None:  # what the summary covers: the facts its items show, the old summary's
                 for ch in sorted(changes, key=lambda c: -c.index):
-                    if ch.state == ItemState.SUMMARIZED and vs[ch.index] in VISIBLE:
-                        covered.extend(reversed(events_[ch.index].provides))
+                    i = ch.index
+                    if ch.state == ItemState.SUMMARIZED:
+                        covered.extend(f for f in reversed(events_[i].provides) if facts.visible(i, vs[i], f))
                 covered.extend(sorted(facts.kept, reverse=True))
         first = -1
         for ch in changes:
@@ -369,7 +421,7 @@ def _replay_loop(
                 first = ch.index
         if summary is not None and facts is not None:
             later = {f for f in covered if still_needed.get(f, -1) >= view.n}
-            facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out))
+            facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out, view.n))
             summaries.append((k, tuple(sorted(facts.kept))))
         view.total = prefix[view.n] + delta
         return first, len(changes)
@@ -383,23 +435,39 @@ def _replay_loop(
     def reread(k: int, first: int, changed: int) -> tuple[bool, int, int]:
         """Before agent call k: bring back what its action needs. Returns (go on?, first, changed)."""
         nonlocal extra, degraded, prev_view, prev_items
-        found = missing_sources(
-            facts, events_, events_[trace.calls[k].event_index].needs, vs, view.n, model.on_missing
-        )
+        found = choose_rows(facts, events_[trace.calls[k].event_index].needs, vs, view.n, model)
         if found is None:
             return False, first, changed
-        sources, worse = found
-        degraded |= worse
-        for src, kind in sorted(sources.items()):
+        degraded |= found.degraded
+        for src, kind, page in found.rows:
             # one more call on the current view, whose result then stays in the conversation
-            added, out = reread_size(trace, src, outputs)
+            provides = events_[src].provides
+            if kind == PAGE:
+                size = facts.shown[src][0][1]
+                added, out = page_size(trace, src, page, size, outputs)
+            else:
+                added, out = reread_size(trace, src, outputs)
             total = view.total + extra
             stable = stable_prefix(first)
             row(kind, k, max(total + residual[k], 0), out, total, residual[k], 0, -1, first, changed, stable)
             prev_view, prev_items, first, changed = total, view.n, -1, 0
             extra += added
             rereads.append((k, kind, src, added))
-            facts.recovered.update(events_[src].provides)
+            if kind == REFETCH:  # the tool ran again: everything it provides is back
+                facts.recovered.update(provides)
+                facts.missed.difference_update(provides)
+            elif kind == RETRIEVE:  # what the retrieval finds (choose_rows noted what it misses)
+                facts.recovered.update(f for f in provides if model.retrieves(f))
+            else:
+                page_reads.append((k, src, page))
+                read = facts.pages_read.setdefault(src, set())
+                read.add(page)
+                nbytes = events_[src].bytes
+                facts.recovered.update(
+                    f
+                    for f in provides
+                    if all(p == 0 or p in read for p in pages_of(span_of(trace, src, f), size, nbytes))
+                )
         return True, first, changed
 
     def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | str | None:
@@ -429,58 +497,70 @@ def _replay_loop(
             request = max(view.total + extra + residual[k] + st, 0)
         return request, st, first, changed
 
-    for k in range(ncalls):
-        status.elapsed_s = elapsed[k]
-        admit(k, view_end[k])
-        first, changed = -1, 0
-        if policy.acts_before_call:
-            decision = policy.before_call(trace, state, view, k, status)
-            first, changed = apply(k, decision)
-            if isinstance(decision, Decision) and decision.stop is not None:
-                finish = decision.stop  # the framework's compaction failed: this call is never sent
-                break
-        if facts is not None:
-            go_on, first, changed = reread(k, first, changed)
-            if not go_on:
-                finish = "missing-information"
-                break
-        sent = send(k, first, changed)
-        if sent is None or isinstance(sent, str):
-            finish = sent or "context-overflow"
-            break
-        request, st, first, changed = sent
-        out = model.respond(k)
-        total = view.total + extra
-        stable = stable_prefix(first)
-        row(AGENT, k, request, out, total, residual[k], st, recorded_input[k], first, changed, stable)
-        prev_view, prev_items = total, view.n
-        status.turns, status.last_input, status.last_output = k + 1, request, out
-        status.tool_calls += tool_calls[k]
-        if observer is not None:
-            observer(k, view)
-        if policy.checks_after_call:
-            verdict = policy.after_call(trace, state, view, k, status)
-            if verdict is not None:
-                warnings.extend((len(cols["kind"]) - 1, w) for w in verdict.warnings)
-                if verdict.stop is not None:
-                    finish = verdict.stop
-                    if verdict.grace and k + 1 < ncalls:  # one final answer, tools forbidden
-                        g = k + 1
-                        status.elapsed_s = elapsed[g]
-                        admit(g, view_end[g])
-                        first, changed = -1, 0
-                        if policy.acts_before_call:
-                            first, changed = apply(g, policy.before_call(trace, state, view, g, status))
-                        sent = send(g, first, changed)
-                        if sent is None or isinstance(sent, str):
-                            finish = sent or "context-overflow"
-                        else:
-                            request, st, first, changed = sent
-                            total = view.total + extra
-                            out = model.grace(g)
-                            row(GRACE, g, request, out, total, residual[g], st, -1, first, changed,
-                                stable_prefix(first))  # fmt: skip
+    def calls_loop(ncalls: int) -> tuple[str, bool]:
+        """Every recorded call in turn: (finish reason, did the final call get its agent turn)."""
+        nonlocal prev_view, prev_items
+        finish, answered = "completed", False
+        for k in range(ncalls):
+            status.elapsed_s = elapsed[k]
+            admit(k, view_end[k])
+            first, changed = -1, 0
+            if policy.acts_before_call:
+                decision = policy.before_call(trace, state, view, k, status)
+                first, changed = apply(k, decision)
+                if isinstance(decision, Decision) and decision.stop is not None:
+                    finish = decision.stop  # the framework's compaction failed: this call is never sent
                     break
+            if facts is not None:
+                go_on, first, changed = reread(k, first, changed)
+                if not go_on:
+                    finish = "missing-information"
+                    break
+            sent = send(k, first, changed)
+            if sent is None or isinstance(sent, str):
+                finish = sent or "context-overflow"
+                break
+            request, st, first, changed = sent
+            out = model.respond(k)
+            total = view.total + extra
+            stable = stable_prefix(first)
+            row(AGENT, k, request, out, total, residual[k], st, recorded_input[k], first, changed, stable)
+            if k == ncalls - 1:
+                answered = True
+            prev_view, prev_items = total, view.n
+            status.turns, status.last_input, status.last_output = k + 1, request, out
+            status.tool_calls += tool_calls[k]
+            if observer is not None:
+                observer(k, view)
+            if policy.checks_after_call:
+                verdict = policy.after_call(trace, state, view, k, status)
+                if verdict is not None:
+                    warnings.extend((len(cols["kind"]) - 1, w) for w in verdict.warnings)
+                    if verdict.stop is not None:
+                        finish = verdict.stop
+                        if verdict.grace and k + 1 < ncalls:  # one final answer, tools forbidden
+                            g = k + 1
+                            status.elapsed_s = elapsed[g]
+                            admit(g, view_end[g])
+                            first, changed = -1, 0
+                            if policy.acts_before_call:
+                                first, changed = apply(g, policy.before_call(trace, state, view, g, status))
+                            sent = send(g, first, changed)
+                            if sent is None or isinstance(sent, str):
+                                finish = sent or "context-overflow"
+                            else:
+                                request, st, first, changed = sent
+                                total = view.total + extra
+                                out = model.grace(g)
+                                row(GRACE, g, request, out, total, residual[g], st, -1, first, changed,
+                                    stable_prefix(first))  # fmt: skip
+                        break
+        return finish, answered
+
+    try:
+        finish, final_answered = calls_loop(ncalls)
+    except _TurnLimit:
+        finish = "agent-turn-limit"
 
     cols["call"] = list(range(len(cols["kind"])))
     check_sums(trace, cols)
@@ -502,4 +582,8 @@ def _replay_loop(
         degraded,
         summaries,
         rereads,
+        cuts=cuts,
+        page_reads=page_reads,
+        final_answered=final_answered,
+        window=window,
     )

@@ -17,13 +17,24 @@ The rules, documented here because ``needs`` decide what a policy may and may no
 - The **final answer** (the last assistant turn, whose result is the submitted diff) needs, for every file
   the diff changes, the latest read of that file and the newest error seen before the agent first edited
   it (the failure that motivated the change).
+- The **task** (the first ``user`` event) provides ``goal@E`` and each ``system`` event provides
+  ``constraint@E`` (the rules the agent works under); the final answer needs both.
 Commands the rules do not recognise (``python x.py``, ``ls``, ``find``) provide and need nothing.
+
+Where each fact sits (``swe_fact_table``; a cut keeps exactly the facts inside the bytes it shows): a
+read is the whole result (the file as printed: a cut of it loses it), a task or constraint the whole
+message, an error the line that shows it (the last line matching the error pattern, else the
+``<returncode>`` element). Kinds: a read is ``path``, a failure ``error``, the task ``goal``, a system
+message ``constraint``. What a later event makes stale (``supersedes``): a re-read of F, or the result
+of an edit of F, supersedes the latest read of F; the result of a command run again with the same text
+supersedes the error its earlier run reported (the failure is resolved, or replaced by the new one).
 """
 
 from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from typing import NamedTuple
 
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)```", re.S)
 _HEREDOC_MARK = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")  # ``<<TAG``, ``<<-TAG``, ``<< 'TAG'``
@@ -173,6 +184,12 @@ def classify(command: str) -> tuple[list[str], list[str]]:
     return reads, edits
 
 
+def command_words(command: str) -> list[list[str]]:
+    """The words of each segment of a shell command (split as ``classify`` splits it), empty ones left
+    out."""
+    return [toks for seg in _SPLIT.split(drop_heredocs(command)) if (toks := _tokens(seg.strip()))]
+
+
 def is_error(result_text: str) -> bool:
     m = _RETURNCODE.search(result_text or "")
     if m and int(m.group(1)) != 0:
@@ -192,18 +209,75 @@ def _norm(path: str) -> str:
     return p
 
 
+class FactTable(NamedTuple):
+    """Per event, in order: the facts it provides, their byte spans (None: the whole event) and kinds,
+    the facts it needs, and the earlier facts it makes stale."""
+
+    provides: list[list[str]]
+    spans: list[list[tuple[int, int] | None]]
+    kinds: list[list[str]]
+    needs: list[list[str]]
+    supersedes: list[list[str]]
+
+
 def swe_facts(events: list[tuple[str, str | None]]) -> tuple[list[list[str]], list[list[str]]]:
     """(provides, needs) per event for a SWE-style run given as (kind, text) pairs in order."""
+    t = swe_fact_table(events)
+    return t.provides, t.needs
+
+
+def error_span(text: str) -> tuple[int, int] | None:
+    """UTF-8 byte range of the line that shows a failure (``is_error``'s patterns): the last matching line,
+    else the ``<returncode>`` element; None when neither is there."""
+    last = None
+    for m in _ERROR_LINE.finditer(text):
+        last = m
+    if last is not None:
+        start = text.rfind("\n", 0, last.start()) + 1
+        end = text.find("\n", last.end())
+        end = len(text) if end == -1 else end
+    else:
+        m = _RETURNCODE.search(text)
+        if m is None:
+            return None
+        start, end = m.start(), m.end()
+    if text.isascii():
+        return start, end
+    head = len(text[:start].encode())
+    return head, head + len(text[start:end].encode())
+
+
+def swe_fact_table(events: list[tuple[str, str | None]]) -> FactTable:
+    """``swe_facts`` with where each fact sits, its kind and what each event makes stale (module doc)."""
     n = len(events)
     provides: list[list[str]] = [[] for _ in range(n)]
+    spans: list[list[tuple[int, int] | None]] = [[] for _ in range(n)]
+    kinds: list[list[str]] = [[] for _ in range(n)]
     needs: list[list[str]] = [[] for _ in range(n)]
+    supersedes: list[list[str]] = [[] for _ in range(n)]
+
+    def provide(i: int, fact: str, span: tuple[int, int] | None, kind: str) -> None:
+        provides[i].append(fact)
+        spans[i].append(span)
+        kinds[i].append(kind)
+
     latest_read: dict[str, str] = {}
     latest_error: str | None = None
+    error_of_command: dict[str, str] = {}  # command text -> the error its latest run reported
     error_before_edit: dict[str, str | None] = {}
-    pending: tuple[list[str], list[str]] | None = None  # (reads, edits) of the command awaiting its result
+    pending: tuple[list[str], list[str], str] | None = None  # (reads, edits, command) awaiting its result
     last_assistant = max((i for i, (k, _) in enumerate(events) if k == "assistant"), default=-1)
+    standing: list[str] = []  # the task and the system messages' constraints: the answer needs them
+    task_seen = False
     for i, (kind, text) in enumerate(events):
-        if kind == "assistant":
+        if kind == "system":
+            provide(i, f"constraint@{i}", None, "constraint")
+            standing.append(f"constraint@{i}")
+        elif kind == "user" and not task_seen:
+            task_seen = True
+            provide(i, f"goal@{i}", None, "goal")
+            standing.append(f"goal@{i}")
+        elif kind == "assistant":
             cmd = command_of(text or "")
             reads, edits = classify(cmd) if cmd else ([], [])
             reads, edits = [_norm(r) for r in reads], [_norm(e) for e in edits]
@@ -211,25 +285,39 @@ def swe_facts(events: list[tuple[str, str | None]]) -> tuple[list[list[str]], li
                 if f in latest_read:
                     needs[i].append(latest_read[f])
                 error_before_edit.setdefault(f, latest_error)
-            pending = (reads, edits)
+            pending = (reads, edits, cmd or "")
         elif kind == "tool_result" and pending is not None:
-            reads, edits = pending
+            reads, edits, cmd = pending
             pending = None
+            stale: dict[str, None] = {}
             for f in edits:
-                latest_read.pop(f, None)  # the file changed: earlier reads no longer describe it
+                old = latest_read.pop(f, None)  # the file changed: earlier reads no longer describe it
+                if old is not None:
+                    stale[old] = None
             for f in dict.fromkeys(reads):
                 fact = f"read:{f}@{i}"
-                provides[i].append(fact)
+                provide(i, fact, None, "path")
+                if f in latest_read:
+                    stale[latest_read[f]] = None
                 latest_read[f] = fact
-            if is_error(text or ""):
+            if cmd in error_of_command:  # run again: its earlier failure is resolved or replaced
+                stale[error_of_command.pop(cmd)] = None
+            body = text or ""
+            if is_error(body):
                 latest_error = f"error@{i}"
-                provides[i].append(latest_error)
+                provide(i, latest_error, error_span(body), "error")
+                if cmd:
+                    error_of_command[cmd] = latest_error
+            supersedes[i] = list(stale)
             if i == n - 1 and last_assistant >= 0:  # the submission's output: the final answer's needs
                 final = needs[last_assistant]
                 seen = {*final, *provides[i]}  # a set: a diff of many files stays linear
-                for f in changed_files(text or ""):
+                for f in changed_files(body):
                     for fact in (latest_read.get(f), error_before_edit.get(f)):
                         if fact is not None and fact not in seen:
                             final.append(fact)
                             seen.add(fact)
-    return provides, needs
+    if last_assistant >= 0:
+        final = needs[last_assistant]
+        final.extend(f for f in standing if f not in final and int(f.rsplit("@", 1)[1]) < last_assistant)
+    return FactTable(provides, spans, kinds, needs, supersedes)

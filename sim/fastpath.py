@@ -26,12 +26,14 @@ from sim.growth import growth_exponents
 from sim.information import (
     DEGRADE,
     FAIL,
+    POSITIONAL,
     NeedPairs,
     choose_rereads,
     has_needs,
     need_pairs,
     reactions,
     reread_size,
+    shown_ranges,
 )
 from sim.ledger import (
     BatchFacts,
@@ -41,6 +43,7 @@ from sim.ledger import (
     fact_outcome_counts,
     provides_any,
     seen_facts,
+    seen_kinds,
     token_outcomes,
     totals_many,
 )
@@ -64,6 +67,15 @@ from sim.segments import concat, offsets, owners, value_ends, value_starts
 from sim.types import ItemState, Trace
 
 _VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
+_PAGINATED = int(ItemState.PAGINATED)
+_POSITIONAL_CODES = np.array([int(x) for x in POSITIONAL], dtype=np.int64)
+
+
+def _positional(states: np.ndarray) -> np.ndarray:
+    """Which of the state codes show part of an item's bytes (cheaper than np.isin on two codes)."""
+    return (states == _BOUNDED) | (states == _PAGINATED)
+
+
 # compaction kind of each item state code (-1: verbatim is no compaction)
 KIND_OF_CODE = np.array([KIND_OF_STATE.get(ItemState(c), -1) for c in range(len(ItemState))], dtype=np.int64)
 
@@ -93,6 +105,7 @@ class RunColumns(NamedTuple):
     compactions: Columns
     ledger: LedgerTotals
     primed: Primed  # what the record's caches start with (its largest request among them)
+    cuts: tuple  # (call, item, shown byte ranges) of each settle-time cut or pagination (the record's)
 
 
 # NamedTuple._make skips the generated __new__'s argument handling: one of each per run
@@ -152,9 +165,10 @@ def settled_changes(trace: Trace, policy: Policy, stop: int) -> list:
 def prepare_many(
     traces: list[Trace], policy: Policy, models: list[ReplayModel], plans: Plans | None
 ) -> list[Prepared | None]:
-    """Each run's inputs, or None for a run whose mock model would end it on a missing fact
-    (``on_missing=fail``): the loop replays that run. ``plans``: the runs' plans, when the policy acts
-    before calls."""
+    """Each run's inputs, or None for a run the loop must replay: its mock model would end it on a
+    missing fact (``on_missing=fail``) or its step limit (``model.max_turns``), or it would react in a
+    way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1).
+    ``plans``: the runs' plans, when the policy acts before calls."""
     counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
     runs = []  # (trace, model, settled, reacts?)
     for trace, model, n in zip(traces, models, counts, strict=True):
@@ -162,16 +176,21 @@ def prepare_many(
         if policy.settles:
             a = trace.arrays
             settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
-        reacts = (n > 0 or policy.spills) and trace.derived("has_needs", has_needs)
+        hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
+        reacts = hides and trace.derived("has_needs", has_needs)
         runs.append((trace, model, settled, reacts))
     reactions = _reactions_many(traces, runs, plans) if any(r[3] for r in runs) else None
     out: list[Prepared | None] = []
     for j, (trace, model, settled, reacts) in enumerate(runs):
         if not reacts:
-            out.append(_prepared((trace, model, settled, plans, j, None, False, (), (), None)))
-            continue
-        reacted = reactions[j]  # type: ignore[index]
-        out.append(None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted)))
+            p = _prepared((trace, model, settled, plans, j, None, False, (), (), None))
+        else:
+            reacted = reactions[j]  # type: ignore[index]
+            p = None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted))
+        limit = model.max_turns
+        if p is not None and limit is not None and len(trace.calls) + len(p.rereads) > limit:
+            p = None  # the agent's step limit ends this run: the loop says where
+        out.append(p)
     return out
 
 
@@ -182,6 +201,8 @@ class _NeedTables(NamedTuple):
     pairs: tuple[NeedPairs, ...]
     pair_off: list[int]  # run j's pairs: [pair_off[j], pair_off[j + 1])
     provider: np.ndarray  # global item id of each pair's providers in view
+    provider_start: np.ndarray  # the fact's byte span in each of those
+    provider_end: np.ndarray
     owner: np.ndarray  # global pair id of each of those
     at_call: np.ndarray  # global call at which each is looked at
     run: np.ndarray  # per pair: its run
@@ -219,6 +240,8 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
         pairs,
         pair_off.tolist() + [int(sum(n_pairs))],
         concat([p.provider for p in pairs]) + np.repeat(st.item_off, n_prov),
+        concat([p.provider_start for p in pairs]),
+        concat([p.provider_end for p in pairs]),
         owner,
         pair_call[owner],
         run,
@@ -252,6 +275,13 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
     settled = [
         (off + ch.index, int(ch.state)) for r, off in zip(runs, item_off.tolist(), strict=True) for ch in r[2]
     ]
+    shown = {
+        off + ch.index: shown_ranges(ch.state, ch.kept, ch.nbytes)
+        for r, off in zip(runs, item_off.tolist(), strict=True)
+        for ch in r[2]
+        if ch.state in POSITIONAL
+    }
+    defer = np.zeros(len(runs), dtype=bool)  # runs only the loop can replay
     if settled:
         state = np.zeros(len(st.original), dtype=np.int64)  # settled states of every item
         g, code = zip(*settled, strict=True)
@@ -270,14 +300,30 @@ def _reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) ->
         entry = order[last[hit]]
         same = e_item[entry] == provider[hit]
         s[hit[same]] = e_state[entry[same]]
+        planned = _positional(e_state)  # a plan's cut declares no ranges: the loop's
+        if planned.any():
+            defer[np.searchsorted(call_off, e_call[planned], side="right") - 1] = True
     n_pairs = pair_off[-1]
-    met = np.bincount(owner[(s == _VERBATIM) | (s == _BOUNDED)], minlength=n_pairs) > 0
+    positional = _positional(s)
+    shows = positional.copy()  # a cut or a first page shows the fact: it is in view
+    for q in np.flatnonzero(positional).tolist():
+        ranges = shown.get(int(provider[q]))
+        if ranges is not None:
+            a, b = int(nt.provider_start[q]), int(nt.provider_end[q])
+            shows[q] = any(lo <= a and b <= hi for lo, hi in ranges)
+    met = np.bincount(owner[(s == _VERBATIM) | shows], minlength=n_pairs) > 0
     spilled = np.bincount(owner[s == _SPILLED], minlength=n_pairs) > 0
+    paged = np.bincount(owner[(s == _PAGINATED) & ~shows], minlength=n_pairs) > 0
     reacts = np.array([r[3] for r in runs], dtype=bool)
     unmet = np.flatnonzero(~met)
     unmet = unmet[reacts[nt.run[unmet]]]  # runs that cannot react keep their needs unmet
+    # a page read, or a retrieval that may miss, is the loop's to make
+    exact = np.array([r[1].retrieval_recall >= 1 for r in runs], dtype=bool)
+    defer[nt.run[unmet[paged[unmet] | (spilled[unmet] & ~exact[nt.run[unmet]])]]] = True
+    if defer.any():
+        unmet = unmet[~defer[nt.run[unmet]]]
     out: list = [
-        ((), False, (), (), nt.answers[j]) if r[3] else None for j, r in enumerate(runs)
+        ((), False, (), (), nt.answers[j]) if r[3] and not defer[j] else None for j, r in enumerate(runs)
     ]  # no unmet need: nothing to do
     if not len(unmet):
         return out
@@ -390,6 +436,7 @@ def _walk(
     re-reads, their calls' output tokens), or None when the model fails; ``recovered`` collects the
     facts re-read."""
     events, calls, facts, source = trace.events, p.calls, p.facts, p.source
+    tool = p.source_tool.tolist()
     degraded, rereads, outs, outputs = False, [], [], model.respond_all()
     i, n = 0, len(unmet)
     while i < n:
@@ -397,8 +444,8 @@ def _walk(
         j = i
         while j < n and calls[unmet[j]] == k:
             j += 1
-        missing = ((spilled[q], source[q]) for q in unmet[i:j] if facts[q] not in recovered)
-        found = choose_rereads(missing, events, model.on_missing)
+        missing = ((spilled[q], source[q], tool[q]) for q in unmet[i:j] if facts[q] not in recovered)
+        found = choose_rereads(missing, model.on_missing)
         if found is None:
             return None
         sources, worse = found
@@ -438,6 +485,7 @@ class _Static(NamedTuple):
     facts: BatchFacts | None  # the runs' fact tables (None: no fact anywhere)
     facts_seen: list[int]  # per run: distinct facts its admitted items provide
     tokens_seen: list[int]  # ... and their recorded tokens
+    kinds_seen: list[list[int]]  # ... and its facts of each kind
 
 
 def _static(traces: Sequence[Trace]) -> _Static:
@@ -489,6 +537,7 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         facts,
         [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
+        [seen_kinds(t, n) for t, n in zip(traces, stop_list, strict=True)],
     )
     for v in static:
         if isinstance(v, np.ndarray):
@@ -511,6 +560,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         for r, off in zip(runs, item_off.tolist(), strict=True)
         for ch in r.settled
     ]
+    cuts: list[list] = [[] for _ in runs]  # each run's settle-time cuts and paginations, as the record's
     if settled:
         g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
         tok[g] = new
@@ -521,6 +571,18 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
         # a settled event belongs to the first call whose view admits it
         call = np.searchsorted(st.view_end_global, g, side="right")
         change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
+        for j, r in enumerate(runs):
+            if not r.settled:
+                continue
+            c0 = int(call_off[j])
+            admit = np.searchsorted(
+                st.view_end_global, int(item_off[j]) + np.array([ch.index for ch in r.settled]), side="right"
+            )
+            cuts[j] = [
+                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
+                for ch, c in zip(r.settled, admit.tolist(), strict=True)
+                if ch.state in POSITIONAL
+            ]
     else:
         prefix, view_tokens = st.prefix, st.recorded_view
 
@@ -562,10 +624,13 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
     out = dict(zip(CALL_COLUMNS, table, strict=True))
     rows_per_run = ncalls
+    first_row = st.local_call  # per global call: the first row (in its run) of its requests
     if rereads is not None:
         row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = ncalls + rereads[5]
+        at = np.searchsorted(row_call, np.arange(K, dtype=np.int64))
+        first_row = at - offsets(rows_per_run)[np.repeat(np.arange(len(runs)), ncalls)]
     else:
         for name, col in cols.items():
             out[name][:] = col
@@ -589,9 +654,17 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    changes_of, compactions_of, compaction_counts = _change_tables(change_parts, call_base, call_off, ncalls)
+    changes_of, compactions_of, compaction_counts = _change_tables(
+        change_parts, call_base, call_off, ncalls, first_row
+    )
     bounds = np.append(item_off, len(tok))
-    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2])
+    shown = {
+        int(item_off[j]) + i: ranges
+        for j, cs in enumerate(cuts)
+        for _, i, ranges in cs
+        if states[int(item_off[j]) + i] in _POSITIONAL_CODES
+    }
+    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown)
 
     table.setflags(write=False)
     row_bounds = rows.bound_list
@@ -631,6 +704,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                             growth[j],
                         )
                     ),
+                    tuple(cuts[j]),
                 )
             )
         )
@@ -689,15 +763,17 @@ def _rows(rows_per_run: np.ndarray) -> _Rows:
     return rows
 
 
-def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray) -> list:
-    """Each run's ledger totals: its (derived, spilled, lost) tokens and facts over what it saw
-    (``reread``: the items re-read, global ids)."""
+def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -> list:
+    """Each run's ledger totals: its tokens and facts by category over what it saw (``reread``: the
+    items re-read, global ids; ``shown``: global item -> the byte ranges its cut or first page shows)."""
     runs = len(st.ncalls)
-    tokens = facts = np.zeros((runs, 3), dtype=np.int64)
+    tokens = np.zeros((runs, 4), dtype=np.int64)
+    facts = fact_outcome_counts(None, states, [()] * runs, reread)
+    if states.any() or (st.facts is not None and st.facts.stale.any()):  # stale counts whatever the states
+        facts = fact_outcome_counts(st.facts, states, [()] * runs, reread, shown)  # no summaries: none kept
     if states.any():
         tokens = token_outcomes(st.original, tok, states, bounds)
-        facts = fact_outcome_counts(st.facts, states, [()] * runs, reread)  # no summaries: nothing kept
-    return totals_many(st.facts_seen, st.tokens_seen, tokens, facts)
+    return totals_many(st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen)
 
 
 def _fold_plans(
@@ -863,10 +939,11 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     return row_call
 
 
-def _change_tables(parts, call_base, call_off, ncalls):
+def _change_tables(parts, call_base, call_off, ncalls, first_row):
     """Each run's change and compaction tables, from the batch's (sorted by global call, settle-time
     changes of a call before its plan's), and its compaction counts (per kind, tokens reclaimed). Runs
-    without changes share one empty table."""
+    without changes share one empty table. ``first_row``: per global call, the first row of the run's
+    calls table that sees its changes."""
     runs = len(call_off)
     if not parts:
         return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
@@ -877,7 +954,8 @@ def _change_tables(parts, call_base, call_off, ncalls):
         cols = [c[order] for c in cols]
     call, kind, index, reclaimed, after = cols
     changes = np.empty((len(CHANGE_COLUMNS), len(call)), dtype=np.int64)  # row by row: np.stack is slow
-    for row, col in zip(changes, (call - call_base[call], kind, index, reclaimed, after), strict=True):
+    columns = (call - call_base[call], kind, index, reclaimed, after, first_row[call])
+    for row, col in zip(changes, columns, strict=True):
         row[:] = col
     # compaction counts without the compaction tables (each run groups its own when one is read): one
     # compaction per distinct (call, kind)

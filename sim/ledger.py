@@ -1,12 +1,22 @@
 """The information-loss ledger: for every item and fact of a run, what stayed verbatim, what became a
-derived representation, what moved out of view behind a handle, and what can no longer be recovered.
+derived representation, what moved out of view behind a handle or a page, and what can no longer be
+recovered.
 
 Built from a run's record (the truth) and its trace. Entries: one ``add`` per admitted item, one per
-change an operation made (truncate, prune, summarize, clear, spill), one per re-read (refetch,
-retrieve). Totals describe the end of the run and reconcile by construction:
-facts_verbatim + facts_derived + facts_spilled + facts_lost = facts_seen, and the same in tokens over the
-admitted items' original sizes (a representation counts as derived up to the size of what it replaced;
-re-read copies are extra content and are not counted in the token totals).
+change an operation made (truncate, prune, summarize, clear, spill, paginate), one per re-read
+(refetch, retrieve, page). Totals describe the end of the run and reconcile by construction:
+facts_verbatim + facts_derived + facts_spilled + facts_paginated + facts_not_retrieved + facts_stale +
+facts_lost = facts_seen, and tokens_verbatim + tokens_derived + tokens_spilled + tokens_paginated +
+tokens_lost = tokens_seen over the admitted items' original sizes (a representation counts as derived
+up to the size of what it replaced; re-read copies are extra content and are not counted in the token
+totals).
+
+A fact's state at the end is its best holder's: verbatim (a provider in view whole, or the fact
+re-read), derived (a cut or first page that shows the fact's bytes, or a summary that kept it),
+paginated (in a later page of a paginated provider: exactly recoverable), spilled (behind a handle),
+lost. ``not_retrieved`` replaces spilled when a retrieval of the fact missed and nothing re-read it;
+``stale`` replaces every state but lost when an admitted event superseded the fact (an outdated value
+still in the context is not available information; one that is gone is lost).
 """
 
 from __future__ import annotations
@@ -16,11 +26,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.records import CALL_KINDS, COMPACTION_KINDS, RunRecord
+from sim.records import CALL_KINDS, COMPACTION_KINDS, PAGE, RETRIEVE, RunRecord
 from sim.segments import concat, offsets, owners, value_starts
-from sim.types import ItemState, Trace
+from sim.types import FACT_KINDS, ItemState, Trace
 
-CATEGORIES = ("verbatim", "derived", "spilled", "lost")
+CATEGORIES = ("verbatim", "derived", "paginated", "spilled", "lost", "not_retrieved", "stale")
+_DERIVED, _PAGED, _SPILL, _LOST, _MISSED, _STALE = 1, 2, 3, 4, 5, 6  # codes into CATEGORIES
 LEDGER_COLUMNS = (
     "trace_id",
     "policy",
@@ -31,6 +42,7 @@ LEDGER_COLUMNS = (
     "tokens_before",
     "tokens_after",
     "facts",
+    "fact_kinds",
     "facts_outcome",
 )
 
@@ -42,63 +54,116 @@ class LedgerTotals(NamedTuple):
     facts_verbatim: int
     facts_derived: int
     facts_spilled: int
+    facts_paginated: int
+    facts_not_retrieved: int
+    facts_stale: int
     facts_lost: int
     tokens_seen: int
     tokens_verbatim: int
     tokens_derived: int
     tokens_spilled: int
+    tokens_paginated: int
     tokens_lost: int
+    facts_seen_path: int
+    facts_seen_identifier: int
+    facts_seen_error: int
+    facts_seen_value: int
+    facts_seen_constraint: int
+    facts_seen_goal: int
+    facts_lost_path: int
+    facts_lost_identifier: int
+    facts_lost_error: int
+    facts_lost_value: int
+    facts_lost_constraint: int
+    facts_lost_goal: int
 
 
-def _facts_before(trace: Trace) -> list[int]:
-    """Number of distinct facts provided by events [0, i), for every i."""
+_K = len(FACT_KINDS)
+
+
+def _facts_before(trace: Trace) -> np.ndarray:
+    """Per i: distinct facts provided by events [0, i), and (columns 1..) of each kind, and stale
+    (superseded by an event before i) — rows 0 .. len(events)."""
     seen: set[str] = set()
-    out = [0]
+    kind_of = trace.derived("fact_index", fact_index)
+    out = np.zeros((len(trace.events) + 1, 1 + _K), dtype=np.int64)
+    row = np.zeros(1 + _K, dtype=np.int64)
     for e in trace.events:
-        seen.update(e.provides)
-        out.append(len(seen))
+        for f in e.provides:
+            if f not in seen:
+                seen.add(f)
+                row[0] += 1
+                k = kind_of.kind[kind_of.ids[f]]
+                if k >= 0:
+                    row[1 + k] += 1
+        out[e.index + 1] = row
     return out
 
 
-_VERBATIM, _BOUNDED, _SUMMARIZED, _SPILLED = (
+_VERBATIM, _BOUNDED, _SUMMARIZED, _SPILLED, _PAGINATED = (
     int(ItemState.VERBATIM),
     int(ItemState.BOUNDED),
     int(ItemState.SUMMARIZED),
     int(ItemState.SPILLED),
+    int(ItemState.PAGINATED),
 )
+_NEVER = np.iinfo(np.int64).max
 
 
 class FactIndex(NamedTuple):
-    """A trace's facts as integer tables: the facts each event provides and the providers of each fact."""
+    """A trace's facts as integer tables: the facts each event provides and the providers of each fact,
+    with each provider's byte span of the fact, each fact's kind, first provider and the first event
+    that superseded it."""
 
     ids: dict[str, int]  # fact -> id, in order of first provider
     item_ptr: np.ndarray  # facts of event i: item_facts[item_ptr[i] : item_ptr[i + 1]]
     item_facts: np.ndarray
     fact_ptr: np.ndarray  # providers of fact f, ascending: fact_items[fact_ptr[f] : fact_ptr[f + 1]]
     fact_items: np.ndarray
+    span_start: np.ndarray  # per provider (as fact_items): the fact's byte span in that provider
+    span_end: np.ndarray
+    kind: np.ndarray  # per fact: index in FACT_KINDS, -1: none
+    first: np.ndarray  # per fact: its first provider
+    stale_at: np.ndarray  # per fact: the first event that superseded it (int64 max: none)
 
 
 def fact_index(trace: Trace) -> FactIndex:
     ids: dict[str, int] = {}
     item_ptr, item_facts, providers = [0], [], []
+    kinds: list[int] = []
     for e in trace.events:
-        for f in e.provides:
+        spans = e.fact_spans or (None,) * len(e.provides)
+        for j, f in enumerate(e.provides):
             fid = ids.get(f)
             if fid is None:
                 fid = ids[f] = len(ids)
                 providers.append([])
+                k = e.fact_kinds[j] if e.fact_kinds else None
+                kinds.append(FACT_KINDS.index(k) if k is not None else -1)
             item_facts.append(fid)
-            if not providers[fid] or providers[fid][-1] != e.index:
-                providers[fid].append(e.index)
+            if not providers[fid] or providers[fid][-1][0] != e.index:
+                span = spans[j]
+                providers[fid].append((e.index, *((0, e.bytes) if span is None else span)))
         item_ptr.append(len(item_facts))
+    stale_at = np.full(len(ids), _NEVER, dtype=np.int64)
+    for e in trace.events:
+        for f in e.supersedes:
+            fid = ids.get(f)
+            if fid is not None and stale_at[fid] == _NEVER:
+                stale_at[fid] = e.index
     fact_ptr = np.zeros(len(providers) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in providers], out=fact_ptr[1:])
+    flat = [x for p in providers for x in p]
+    cols = [np.array([x[c] for x in flat], dtype=np.int64) for c in range(3)]
     return FactIndex(
         ids,
         np.array(item_ptr, dtype=np.int64),
         np.array(item_facts, dtype=np.int64),
         fact_ptr,
-        np.array([i for p in providers for i in p], dtype=np.int64),
+        *cols,
+        np.array(kinds, dtype=np.int64),
+        np.array([p[0][0] for p in providers], dtype=np.int64),
+        stale_at,
     )
 
 
@@ -115,28 +180,42 @@ class BatchFacts(NamedTuple):
     fact_of_pair: np.ndarray
     provider_fact: np.ndarray  # every (fact, admitted item providing it) pair, by fact then item
     provider_item: np.ndarray
+    provider_start: np.ndarray  # ... and the fact's byte span in that item
+    provider_end: np.ndarray
+    fact_kind: np.ndarray  # per fact: index in FACT_KINDS (-1: none)
+    stale: np.ndarray  # per fact: provided and superseded among its run's admitted items
 
 
 def batch_facts(indexes: list[FactIndex], stops: np.ndarray) -> BatchFacts:
     item_off = offsets(stops)
     nfacts = [len(x.ids) for x in indexes]
     fact_off = offsets(nfacts)
-    item_parts, fact_parts, pf_parts, pi_parts = [], [], [], []
+    parts: list[list[np.ndarray]] = [[] for _ in range(6)]
+    kinds, stale = [], []
     for x, s, i0, f0 in zip(indexes, stops.tolist(), item_off.tolist(), fact_off.tolist(), strict=True):
         end = int(x.item_ptr[s])  # facts of the admitted items [0, s)
-        item_parts.append(owners(np.diff(x.item_ptr[: s + 1])) + i0)
-        fact_parts.append(x.item_facts[:end] + f0)
+        parts[0].append(owners(np.diff(x.item_ptr[: s + 1])) + i0)
+        parts[1].append(x.item_facts[:end] + f0)
         inside = x.fact_items < s
-        pf_parts.append(owners(np.diff(x.fact_ptr))[inside] + f0)
-        pi_parts.append(x.fact_items[inside] + i0)
-    cat = [concat(p) for p in (item_parts, fact_parts, pf_parts, pi_parts)]
+        parts[2].append(owners(np.diff(x.fact_ptr))[inside] + f0)
+        parts[3].append(x.fact_items[inside] + i0)
+        parts[4].append(x.span_start[inside])
+        parts[5].append(x.span_end[inside])
+        kinds.append(x.kind)
+        stale.append((x.stale_at < s) & (x.first < s))
+    cat = [concat(p) for p in parts]
     return BatchFacts(
         tuple(indexes),
         fact_off,
         sum(nfacts),
         owners(nfacts),
         *cat,
+        concat(kinds),
+        concat(stale, bool),
     )
+
+
+COUNT_COLUMNS = ("derived", "spilled", "paginated", "not_retrieved", "stale", "lost")  # then lost by kind
 
 
 def fact_outcome_counts(
@@ -144,54 +223,95 @@ def fact_outcome_counts(
     states: np.ndarray,
     kept: Sequence[tuple[str, ...]],
     reread: np.ndarray,
+    shown: dict[int, tuple[tuple[int, int], ...]] | None = None,
+    missed: Sequence[tuple[str, ...]] | None = None,
+    recovered: Sequence[tuple[str, ...]] | None = None,
 ) -> np.ndarray:
-    """Facts (derived, spilled, lost) at the end of each run of ``b`` (``states``: the runs' final item
-    states laid end to end). ``kept``: each run's facts its last summary kept; ``reread``: the items
-    the agent re-read (their facts are back in view). Only facts of changed items can be anything but
-    verbatim; each takes its best holder's category: a verbatim provider (or a re-read) keeps it
-    verbatim, a bounded one (or a summary that kept it) derived, a spilled one is behind a handle,
-    anything else lost."""
+    """Per run of ``b``: facts at the end in each of COUNT_COLUMNS, then lost facts of each kind
+    (``states``: the runs' final item states laid end to end). ``kept``: each run's facts its last
+    summary kept; ``reread``: the items the agent re-read (every fact they provide is back in view) or,
+    when ``recovered`` is given, each run's facts re-read; ``shown``: global item -> the byte ranges its
+    cut or first page shows (a fact outside them is not readable there); ``missed``: each run's facts a
+    retrieval missed. Each fact takes its best holder's category (module docstring); stale facts,
+    superseded within the run, count as stale whatever their holders."""
     runs = len(kept)
-    out = np.zeros((runs, 3), dtype=np.int64)
+    width = len(COUNT_COLUMNS) + _K
+    out = np.zeros((runs, width), dtype=np.int64)
     if b is None:
         return out
+    stale = b.stale
     touched = b.fact_of_pair[(states != 0)[b.item_of_pair]]  # facts of changed items
-    if not len(touched):
-        return out
     seen = np.zeros(b.n_facts, dtype=bool)
     seen[touched] = True
+    if stale.any():  # stale facts of unchanged items: verbatim, so stale
+        out[:, 4] = np.bincount(b.fact_run[stale & ~seen], minlength=runs)
+    if not len(touched):
+        return out
     rows = seen[b.provider_fact]  # every provider of those facts
     prov, fact = b.provider_item[rows], b.provider_fact[rows]
+    if not len(prov):
+        return out
     s = states[prov]
-    category = np.full(len(prov), 3, dtype=np.int64)  # codes index CATEGORIES: 3 is lost
-    category[s == _SPILLED] = 2
-    derived = s == _BOUNDED
+    category = np.full(len(prov), _LOST, dtype=np.int64)
+    category[s == _SPILLED] = _SPILL
+    positional = (s == _BOUNDED) | (s == _PAGINATED)
+    shows = positional.copy()
+    if shown and positional.any():
+        start, end = b.provider_start[rows], b.provider_end[rows]
+        for r in np.flatnonzero(positional).tolist():
+            ranges = shown.get(int(prov[r]))
+            if ranges is not None:
+                a, z = int(start[r]), int(end[r])
+                shows[r] = any(lo <= a and z <= hi for lo, hi in ranges)
+    category[positional & ~shows & (s == _PAGINATED)] = _PAGED
+    derived = shows
     verbatim = s == _VERBATIM
-    kept_ids = []
-    if any(kept):
-        kept_ids = [
+
+    def ids_of(per_run: Sequence[tuple[str, ...]]) -> list[int]:
+        return [
             int(b.fact_off[j]) + b.indexes[j].ids[f]
-            for j, k in enumerate(kept)
+            for j, k in enumerate(per_run)
             if k
             for f in k
             if f in b.indexes[j].ids
         ]
+
+    kept_ids = ids_of(kept) if any(kept) else []
     recovered_ids: list[int] | np.ndarray = []
-    if len(reread):
+    if recovered is not None:
+        recovered_ids = ids_of(recovered) if any(recovered) else []
+    elif len(reread):
         is_reread = np.zeros(len(states), dtype=bool)
         is_reread[reread] = True
         recovered_ids = b.fact_of_pair[is_reread[b.item_of_pair]]
     for chosen, mask, summarized_only in ((kept_ids, derived, True), (recovered_ids, verbatim, False)):
         if len(chosen):
-            mark = np.zeros(len(seen), dtype=bool)
+            mark = np.zeros(b.n_facts, dtype=bool)
             mark[chosen] = True
             hit = mark[fact]
             mask |= (hit & (s == _SUMMARIZED)) if summarized_only else hit
-    category[derived] = 1
+    category[derived] = _DERIVED
     category[verbatim] = 0
     starts = np.flatnonzero(value_starts(fact))  # each fact's providers are consecutive
     best = np.minimum.reduceat(category, starts)
-    out[:] = np.bincount(b.fact_run[fact[starts]] * 4 + best, minlength=runs * 4).reshape(runs, 4)[:, 1:]
+    facts = fact[starts]
+    if missed is not None and any(missed):
+        mark = np.zeros(b.n_facts, dtype=bool)
+        mark[ids_of(missed)] = True
+        best[(best == _SPILL) & mark[facts]] = _MISSED
+    best[(best != _LOST) & stale[facts]] = _STALE
+    run = b.fact_run[facts]
+    counts = np.bincount(run * len(CATEGORIES) + best, minlength=runs * len(CATEGORIES))
+    counts = counts.reshape(runs, len(CATEGORIES))
+    for col, code in enumerate((_DERIVED, _SPILL, _PAGED, _MISSED)):
+        out[:, col] = counts[:, code]
+    out[:, 4] += counts[:, _STALE]
+    out[:, 5] = counts[:, _LOST]
+    lost = best == _LOST
+    kind = b.fact_kind[facts]
+    has = lost & (kind >= 0)
+    if has.any():
+        out[:, 6:] = np.bincount(run[has] * _K + kind[has], minlength=runs * _K).reshape(runs, _K)
     return out
 
 
@@ -205,13 +325,14 @@ def provides_any(trace: Trace) -> np.ndarray:
 def token_outcomes(
     original: np.ndarray, final: np.ndarray, states: np.ndarray, bounds: np.ndarray
 ) -> np.ndarray:
-    """Tokens (derived, spilled, lost) of each run, for runs whose items are laid end to end: run j holds
-    items [bounds[j], bounds[j + 1]). An item cut in place keeps what is left as derived and loses (or
-    spills) the rest; a summary stands for its whole span: derived up to its size, the rest lost."""
+    """Tokens (derived, spilled, paginated, lost) of each run, for runs whose items are laid end to end:
+    run j holds items [bounds[j], bounds[j + 1]). An item cut in place keeps what is left as derived and
+    loses the rest (a spilled item's rest is behind its handle, a paginated item's in its later pages);
+    a summary stands for its whole span: derived up to its size, the rest lost."""
     runs = len(bounds) - 1
     changed = np.flatnonzero(states)
     if not len(changed):
-        return np.zeros((runs, 3), dtype=np.int64)
+        return np.zeros((runs, 4), dtype=np.int64)
     original, final, states = original[changed], final[changed], states[changed]
     run = bounds.searchsorted(changed, side="right") - 1
 
@@ -219,6 +340,8 @@ def token_outcomes(
         # float weights are exact here: token counts stay far below 2**53
         if where is None:
             return np.bincount(run, values, minlength=runs).astype(np.int64)
+        if not where.any():
+            return np.zeros(runs, dtype=np.int64)
         return np.bincount(run[where], values[where], minlength=runs).astype(np.int64)
 
     summarized = states == _SUMMARIZED
@@ -226,16 +349,27 @@ def token_outcomes(
     kept = np.minimum(final, original)
     cut = original - kept
     derived, cut_total = per_run(kept, in_place), per_run(cut, in_place)
-    spilled_items = states == _SPILLED
-    spilled = per_run(cut, spilled_items) if spilled_items.any() else np.zeros(runs, dtype=np.int64)
-    lost = cut_total - spilled
+    spilled = per_run(cut, states == _SPILLED)
+    paged = per_run(cut, states == _PAGINATED)
+    lost = cut_total - spilled - paged
     if in_place is not None:
         covered, summary = per_run(original, summarized), per_run(final, summarized)
         in_summary = np.minimum(summary, covered)
         derived += in_summary
         lost += covered - in_summary
-    out = np.empty((runs, 3), dtype=np.int64)
-    out[:, 0], out[:, 1], out[:, 2] = derived, spilled, lost
+    out = np.empty((runs, 4), dtype=np.int64)
+    out[:, 0], out[:, 1], out[:, 2], out[:, 3] = derived, spilled, paged, lost
+    return out
+
+
+def final_shown(r: RunRecord, offset: int = 0) -> dict[int, tuple[tuple[int, int], ...]]:
+    """Item (plus ``offset``) -> the byte ranges its last cut or pagination shows, for items whose final
+    state is still that cut or pagination."""
+    out: dict[int, tuple[tuple[int, int], ...]] = {}
+    states = r.item_state
+    for _, i, ranges in r.cuts:
+        if i < len(states) and states[i] in (_BOUNDED, _PAGINATED):
+            out[i + offset] = ranges
     return out
 
 
@@ -244,15 +378,27 @@ def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
     n = len(r.item_state)
     a = trace.arrays
     tokens = token_outcomes(a.tokens[:n], r.item_tokens, r.item_state, np.array([0, n]))
-    one = None
-    if r.item_state.any():
-        tables = trace.derived("batch_facts_by_stop", _no_tables)  # a run's items: usually all it admits
-        one = tables.get(n)
-        if one is None:
-            one = tables[n] = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
-    reread = np.array([src for _, _, src, _ in r.rereads], dtype=np.int64)
-    facts = fact_outcome_counts(one, r.item_state, [r.summary_kept], reread)
-    return totals_many([seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts)[0]
+    one = _tables(trace, n)
+    facts = fact_outcome_counts(
+        one, r.item_state, [r.summary_kept], _NONE, final_shown(r), [r.missed], [r.recovered]
+    )
+    return totals_many(
+        [seen_facts(trace, n)], [seen_tokens(trace, n)], tokens, facts, [seen_kinds(trace, n)]
+    )[0]
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _tables(trace: Trace, n: int) -> BatchFacts | None:
+    """The fact tables of a run that admits items [0, n) (None: no fact among them)."""
+    if not seen_facts(trace, n):
+        return None
+    tables = trace.derived("batch_facts_by_stop", _no_tables)  # a run's items: usually all it admits
+    one = tables.get(n)
+    if one is None:
+        one = tables[n] = batch_facts([trace.derived("fact_index", fact_index)], np.array([n]))
+    return one
 
 
 def _no_tables(trace: Trace) -> dict[int, BatchFacts]:
@@ -261,7 +407,12 @@ def _no_tables(trace: Trace) -> dict[int, BatchFacts]:
 
 def seen_facts(trace: Trace, n: int) -> int:
     """Distinct facts events [0, n) provide."""
-    return trace.derived("facts_before", _facts_before)[n]
+    return int(trace.derived("facts_before", _facts_before)[n, 0])
+
+
+def seen_kinds(trace: Trace, n: int) -> list[int]:
+    """Distinct facts events [0, n) provide, of each kind (FACT_KINDS order)."""
+    return trace.derived("facts_before", _facts_before)[n, 1:].tolist()
 
 
 def seen_tokens(trace: Trace, n: int) -> int:
@@ -269,19 +420,52 @@ def seen_tokens(trace: Trace, n: int) -> int:
     return int(trace.arrays.prefix[n])
 
 
-def totals_many(facts_seen: list[int], tokens_seen: list[int], tokens: np.ndarray, facts: np.ndarray) -> list:
-    """End-of-run totals of runs from what each saw and its (derived, spilled, lost) tokens and facts
-    (``token_outcomes``, ``fact_outcome_counts``): the rest of what was seen stayed verbatim."""
-    return [
-        LedgerTotals(fs, fs - fd - fsp - fl, fd, fsp, fl, ts, ts - td - tsp - tl, td, tsp, tl)
-        for fs, ts, (fd, fsp, fl), (td, tsp, tl) in zip(
-            facts_seen, tokens_seen, facts.tolist(), tokens.tolist(), strict=True
+def totals_many(
+    facts_seen: list[int],
+    tokens_seen: list[int],
+    tokens: np.ndarray,
+    facts: np.ndarray,
+    kinds_seen: list[list[int]],
+) -> list:
+    """End-of-run totals of runs from what each saw (facts, tokens, facts of each kind) and its tokens
+    (``token_outcomes``) and facts (``fact_outcome_counts``) by category: the rest of what was seen
+    stayed verbatim."""
+    out = []
+    for fs, ts, f, t, ks in zip(
+        facts_seen, tokens_seen, facts.tolist(), tokens.tolist(), kinds_seen, strict=True
+    ):
+        fd, fsp, fpg, fmiss, fst, fl = f[:6]
+        td, tsp, tpg, tl = t
+        out.append(
+            LedgerTotals(
+                fs,
+                fs - fd - fsp - fpg - fmiss - fst - fl,
+                fd,
+                fsp,
+                fpg,
+                fmiss,
+                fst,
+                fl,
+                ts,
+                ts - td - tsp - tpg - tl,
+                td,
+                tsp,
+                tpg,
+                tl,
+                *ks,
+                *f[6:],
+            )  # fmt: skip
         )
-    ]
+    return out
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:
-    """The ledger's rows: what each operation did to each item and its facts."""
+    """The ledger's rows: what each operation did to each item and its facts. A cut (truncate) keeps as
+    derived the facts inside the bytes it shows and loses the rest; a pagination (paginate) shows the
+    first page's facts as derived and hides the rest (``paginated``); a retrieval brings back what it
+    finds (a miss is ``not_retrieved``), a page read the facts the pages read so far hold whole."""
+    from sim.information import inside, pages_of, span_of
+
     events, rows = trace.events, []
     view_end = trace.arrays.view_end.tolist()
     original = trace.arrays.tokens.tolist()
@@ -291,8 +475,10 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
     for i in range(n):  # admissions
         while call < len(view_end) and view_end[call] <= i:
             call += 1
-        rows.append(_row(r, call, "add", i, events[i].kind, 0, original[i], events[i].provides, "verbatim"))
-    outcome_of = {0: "derived", 1: "lost", 3: "lost", 4: "spilled"}  # truncate, prune, clear, spill
+        rows.append(_row(r, trace, call, "add", i, 0, original[i], "verbatim"))
+    outcome_of = {1: "lost", 3: "lost", 4: "spilled"}  # prune, clear, spill
+    cuts = iter(r.cuts)
+    shown: dict[int, tuple[tuple[int, int], ...]] = {}
     ch = r.changes
     for k, kind, i, reclaimed, after in zip(
         ch["recorded_call"].tolist(),
@@ -307,16 +493,41 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
         if op == "summarize":
             kept = set(kept_at.get(k, ()))
             outcome = ";".join("derived" if f in kept else "lost" for f in provides)
+        elif op in ("truncate", "paginate"):
+            _, _, ranges = next(cuts)
+            shown[i] = ranges
+            hidden = "lost" if op == "truncate" else "paginated"
+            outcome = ";".join(
+                "derived" if inside(span_of(trace, i, f), ranges) else hidden for f in provides
+            )
         else:
             outcome = ";".join(outcome_of[kind] for _ in provides)
-        rows.append(_row(r, k, op, i, events[i].kind, after + reclaimed, after, provides, outcome, raw=True))
+        rows.append(_row(r, trace, k, op, i, after + reclaimed, after, outcome, raw=True))
+    missed = set(r.missed)
+    pages = iter(r.page_reads)
+    read: dict[int, set[int]] = {}
     for k, kind, src, added in r.rereads:  # re-read content joins the conversation verbatim
         provides = events[src].provides
-        rows.append(_row(r, k, CALL_KINDS[kind], src, events[src].kind, 0, added, provides, "verbatim"))
+        if kind == RETRIEVE:
+            outcome = ";".join("not_retrieved" if f in missed else "verbatim" for f in provides)
+        elif kind == PAGE:
+            _, _, page = next(pages)
+            got = read.setdefault(src, {0})
+            got.add(page)
+            size, nbytes = shown[src][0][1], events[src].bytes
+            outcome = ";".join(
+                "verbatim" if set(pages_of(span_of(trace, src, f), size, nbytes)) <= got else "paginated"
+                for f in provides
+            )
+        else:
+            outcome = ";".join("verbatim" for _ in provides)
+        rows.append(_row(r, trace, k, CALL_KINDS[kind], src, 0, added, outcome, raw=True))
     return rows
 
 
-def _row(r, k, op, i, kind, before, after, provides, outcome, raw=False) -> dict:
+def _row(r, trace, k, op, i, before, after, outcome, raw=False) -> dict:
+    e = trace.events[i]
+    provides = e.provides
     if not raw:
         outcome = ";".join(outcome for _ in provides)
     return {
@@ -325,9 +536,12 @@ def _row(r, k, op, i, kind, before, after, provides, outcome, raw=False) -> dict
         "recorded_call": k,
         "operation": op,
         "item": i,
-        "item_kind": kind,
+        "item_kind": e.kind,
         "tokens_before": before,
         "tokens_after": after,
         "facts": ";".join(provides),
+        "fact_kinds": ";".join(k or "" for k in e.fact_kinds)
+        if e.fact_kinds
+        else ";".join("" for _ in provides),
         "facts_outcome": outcome,
     }

@@ -13,7 +13,8 @@ from operator import attrgetter
 import numpy as np
 
 from sim.growth import growth_exponents
-from sim.records import COMPACTION_KINDS, REFETCH, RETRIEVE, SUMMARY, UNKNOWN, RunRecord
+from sim.ledger import LedgerTotals
+from sim.records import COMPACTION_KINDS, GRACE, PAGE, REFETCH, RETRIEVE, SUMMARY, UNKNOWN, RunRecord
 
 Records = Sequence[RunRecord]
 
@@ -103,18 +104,7 @@ def _ledger(field: str) -> Callable[[Records], list[int]]:
     return value
 
 
-LEDGER_FIELDS = (
-    "facts_seen",
-    "facts_verbatim",
-    "facts_derived",
-    "facts_spilled",
-    "facts_lost",
-    "tokens_seen",
-    "tokens_verbatim",
-    "tokens_derived",
-    "tokens_spilled",
-    "tokens_lost",
-)
+LEDGER_FIELDS = LedgerTotals._fields
 
 
 def refetch_calls(rs: Records) -> list[int]:
@@ -123,8 +113,13 @@ def refetch_calls(rs: Records) -> list[int]:
 
 
 def retrieve_calls(rs: Records) -> list[int]:
-    """Extra calls reading spilled content back through its handle."""
+    """Extra calls reading spilled content back through its handle (a miss included)."""
     return [r.kind_count(RETRIEVE) for r in rs]
+
+
+def page_calls(rs: Records) -> list[int]:
+    """Extra calls reading a later page of a paginated result."""
+    return [r.kind_count(PAGE) for r in rs]
 
 
 def answer_fact_recall(rs: Records) -> list[float]:
@@ -138,6 +133,23 @@ def answer_completed(rs: Records) -> list[bool]:
     """Reached the final answer within budgets, no action went ahead blind, every needed fact there."""
     return [
         r.finish_reason == "completed" and not r.degraded and r.answer_needs_met == r.answer_needs for r in rs
+    ]
+
+
+ANSWER_OUTCOMES = ("complete", "grace", "degraded", "failed")
+
+
+def answer_outcome(rs: Records) -> list[str]:
+    """How the run's answer came out, first rule that holds: ``complete`` (``answer_completed``);
+    ``grace`` (the answer is a grace turn, tools forbidden, after a budget ran out); ``degraded`` (the
+    agent's own final turn was given, but an action went ahead without a fact it needed, a fact the
+    answer needs was missing, or a budget ran out on that very turn); ``failed`` (no answer: the run
+    stopped before its final turn — missing information, a context overflow, the agent's turn limit,
+    a failed compaction, a budget without a grace turn)."""
+    done = answer_completed(rs)
+    return [
+        "complete" if ok else "grace" if r.kind_count(GRACE) else "degraded" if r.final_answered else "failed"
+        for r, ok in zip(rs, done, strict=True)
     ]
 
 
@@ -213,7 +225,9 @@ METRICS: dict[str, Callable[[Records], list]] = {
     **{f: _ledger(f) for f in LEDGER_FIELDS},
     "refetch_calls": refetch_calls,
     "retrieve_calls": retrieve_calls,
+    "page_calls": page_calls,
     "answer_completed": answer_completed,
+    "answer_outcome": answer_outcome,
     "answer_fact_recall": answer_fact_recall,
 }
 

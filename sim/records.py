@@ -32,21 +32,25 @@ CALL_COLUMNS = (
     "uncached_input_tokens",
     "cost_microusd",  # -1 when the model has no price
 )
-CALL_KINDS = ("agent", "summary", "grace", "refetch", "retrieve")
-AGENT, SUMMARY, GRACE, REFETCH, RETRIEVE = 0, 1, 2, 3, 4
+CALL_KINDS = ("agent", "summary", "grace", "refetch", "retrieve", "page")
+AGENT, SUMMARY, GRACE, REFETCH, RETRIEVE, PAGE = 0, 1, 2, 3, 4, 5
+STEP_KINDS = (AGENT, GRACE, REFETCH, RETRIEVE, PAGE)  # the agent's own steps (model.max_turns counts them)
+REREAD_KINDS = (REFETCH, RETRIEVE, PAGE)
 
-# One row per change an operation made to an item (the ledger's source).
-CHANGE_COLUMNS = ("recorded_call", "kind", "index", "tokens_reclaimed", "tokens_after")
+# One row per change an operation made to an item (the ledger's source). ``row``: the first row of the
+# calls table whose request sees the change.
+CHANGE_COLUMNS = ("recorded_call", "kind", "index", "tokens_reclaimed", "tokens_after", "row")
 
 # One row per compaction: a call's changes of one kind. Kinds follow the state an item is moved to.
 COMPACTION_COLUMNS = ("call", "kind", "items", "tokens_reclaimed", "first_index")
-COMPACTION_KINDS = ("truncate", "prune", "summarize", "clear", "spill")
+COMPACTION_KINDS = ("truncate", "prune", "summarize", "clear", "spill", "paginate")
 KIND_OF_STATE = {
     ItemState.BOUNDED: 0,
     ItemState.MASKED: 1,
     ItemState.SUMMARIZED: 2,
     ItemState.DROPPED: 3,
     ItemState.SPILLED: 4,
+    ItemState.PAGINATED: 5,
 }
 
 
@@ -96,7 +100,7 @@ class RunRecord:
     policy: str
     params: dict[str, Any]
     model: str
-    finish_reason: str  # completed | context-overflow | budget-exhausted:<dimension>
+    finish_reason: str  # completed | context-overflow | budget-exhausted:<dimension> | agent-turn-limit ...
     calls: Mapping[str, np.ndarray] = field(repr=False)
     item_state: np.ndarray = field(repr=False)  # final state of every admitted item (ItemState codes)
     compactions: Mapping[str, np.ndarray] = field(repr=False)
@@ -114,6 +118,13 @@ class RunRecord:
     answer_needs: int = 0  # facts the final answer needs
     answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given
     ledger: Any = field(default=None, repr=False)  # sim.ledger.LedgerTotals at the end of the run
+    summarizer: str = "extractive"  # the mock model's summarizer (sim.model.SUMMARIZERS)
+    # (recorded call, item, byte ranges of its original content shown) of every cut or pagination
+    cuts: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...] = ()
+    page_reads: tuple[tuple[int, int, int], ...] = ()  # (recorded call, item, page) of each page read
+    missed: tuple[str, ...] = ()  # facts a retrieval missed (a (trace, fact) misses every time); sorted
+    final_answered: bool = True  # the recorded final call got its agent turn (not a grace turn)
+    window: int | None = None  # the provider's window the run was replayed with (None: no limit)
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 
@@ -200,7 +211,8 @@ class RunRecord:
         return self._lists.get("growth", UNKNOWN)
 
     def calls_frame(self):
-        """Per-call table as a pandas DataFrame, with the run's identity columns in front."""
+        """Per-call table as a pandas DataFrame, with the run's identity columns in front (the working
+        set's eight categories: ``sim.working_set.calls_table``)."""
         import pandas as pd
 
         df = pd.DataFrame({c: self.calls[c] for c in CALL_COLUMNS})

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, CtxsimError
+from sim.model import UPPER_BOUND
 
 DPI = 110
 MAX_CURVES = 6
@@ -31,6 +32,7 @@ STATE_COLOURS = {  # ItemState code -> (name, colour); DROPPED holds no tokens
     2: ("masked", "#C44E52"),
     4: ("summarized", "#8172B3"),
     5: ("spilled", "#55A868"),
+    6: ("paginated", "#937860"),
 }
 COMPARE_METRICS = (  # (label, column or special, formatter kind)
     ("mean cost per run (USD)", "cost_usd", "usd"),
@@ -229,6 +231,8 @@ def _load(paths: list[Path]) -> tuple[list[Any], list[_Setting]]:
             overrides = ovs[0] if len(ovs) == 1 else " / ".join(ovs)
             shown = " ".join(o.removeprefix("policy.") for o in overrides.split()) or "(defaults)"
             label = f"{row['policy']} {shown}"
+            if row.get("summarizer") == UPPER_BOUND:
+                label += f" [{UPPER_BOUND} summarizer: upper bound]"
             if len(paths) > 1:
                 label = f"[{i + 1}] {label}"
             knobs = {k: row[k] for k in keys[1:] if row.get(k) is not None}
@@ -533,6 +537,56 @@ def _fig_composition(calls: list[int], by_state: dict[int, list[int]], label: st
         ax.set_ylim(bottom=0)
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], loc="upper left", title="item state")
+        return _png(fig)
+
+
+CATEGORY_COLOURS = (  # the working set's seven view categories (sim.working_set), bottom to top
+    ("instructions", "#4C72B0"),
+    ("tool definitions", "#64B5CD"),
+    ("older conversation", "#8C8C8C"),
+    ("recent conversation", "#CCB974"),
+    ("repository map", "#55A868"),
+    ("file read", "#DD8452"),
+    ("test output", "#C44E52"),
+)
+_CATEGORY_COLUMN = {
+    "instructions": "view_instructions_tokens",
+    "tool definitions": "view_tool_definitions_tokens",
+    "older conversation": "view_older_conversation_tokens",
+    "recent conversation": "view_recent_conversation_tokens",
+    "repository map": "view_repository_map_tokens",
+    "file read": "view_file_read_tokens",
+    "test output": "view_test_output_tokens",
+}
+
+
+def _fig_working_set(calls: list[int], columns: dict[str, Any], label: str, trace_id: str) -> bytes:
+    import matplotlib as mpl
+    import numpy as np
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _plt()
+    with mpl.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(9, 5.2))
+        names = [n for n, _ in CATEGORY_COLOURS if np.asarray(columns[_CATEGORY_COLUMN[n]]).any()]
+        colour = dict(CATEGORY_COLOURS)
+        ax.stackplot(
+            np.asarray(calls) + 1,
+            *[np.asarray(columns[_CATEGORY_COLUMN[n]]) / 1e3 for n in names],
+            labels=names,
+            colors=[colour[n] for n in names],
+            alpha=0.9,
+            linewidth=0,
+        )
+        ax.set_xlabel("agent call number (recorded call)")
+        ax.set_ylabel("tokens in view (thousands)")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
+        ax.set_title(f"Working set by category: trace {trace_id}\nunder {label}")
+        ax.grid(True, alpha=0.3)
+        ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
+        ax.set_ylim(bottom=0)
+        handles, labels = ax.get_legend_handles_labels()
+        ax.legend(handles[::-1], labels[::-1], loc="upper left", title="category")
         return _png(fig)
 
 
@@ -861,7 +915,7 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
             by_state[c].append(sums[c])
 
     try:
-        _replay(trace, rec.policy, rec.overrides, pricing, observer=observe)
+        record = _replay(trace, rec.policy, rec.overrides, pricing, observer=observe)
     except ConfigError as exc:
         doc.p(f"_View composition not drawn: {rec.sid} cannot be replayed ({exc})._")
         return
@@ -878,4 +932,34 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
         f"What each agent request of `{tid}` held under the recommended setting {rec.sid}, by item state "
         f"({', '.join(present)}). Drops in the stack are compactions; at the last call "
         f"{_pct(last['verbatim'] / final if final else None)} of the view's {final:,} tokens are verbatim.",
+    )
+    from sim.records import AGENT
+    from sim.working_set import working_set
+
+    ws = working_set(trace, record)
+    agent = record.calls["kind"] == AGENT
+    columns = {name: ws[name][agent] for name in _CATEGORY_COLUMN.values()}
+    at_last = {n: int(columns[_CATEGORY_COLUMN[n]][-1]) for n, _ in CATEGORY_COLOURS}
+    reserve = int(ws["reserve_tokens"][agent][-1])
+    biggest = max(at_last, key=lambda n: (at_last[n], n))
+    doc.figure(
+        "working_set.png",
+        _fig_working_set(
+            record.calls["recorded_call"][agent].tolist(), columns, f"{rec.sid} {rec.label}", tid
+        ),
+        f"Stacked tokens in view by working-set category per agent call, trace {tid}, setting {rec.sid}",
+        f"The same requests by the eight categories of a context ledger (rules in `sim/working_set.py`: "
+        f"file reads, test output and repository listings by the command that produced them; recent "
+        f"conversation is what entered within the last 5 calls). At the last call the largest category "
+        f"is {biggest} ({at_last[biggest]:,} tokens)"
+        + (
+            f"; {reserve:,} tokens of the window are left (free room, the output included)."
+            if reserve >= 0
+            else "."
+        )
+        + (
+            " This trace is text-free: no command to classify, so its tool results count as conversation."
+            if all(e.content is None for e in trace.events if e.kind == "assistant")
+            else ""
+        ),
     )

@@ -115,8 +115,14 @@ def read_results(path: str | Path, required: dict[str, str] = SUMMARY_COLUMNS):
 
 
 def setting_columns(columns) -> list[str]:
-    """What names a policy setting: the policy and every knob, in the file's order."""
-    return ["policy", *(c for c in columns if c.startswith("policy."))]
+    """What names a policy setting: the policy and every knob, in the file's order, and the mock model's
+    summarizer where the results record it (an ``oracle`` summary is an upper bound, never pooled with
+    an ``extractive`` one)."""
+    return [
+        "policy",
+        *(c for c in columns if c.startswith("policy.")),
+        *(["summarizer"] if "summarizer" in columns else []),
+    ]
 
 
 def summary(path: str | Path) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from sim.limits import (
 )
 from sim.paths import REPO
 from sim.tokens import estimate_tokens
-from sim.types import EVENT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
+from sim.types import EVENT_KINDS, FACT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
 
 _INT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _OPT_INT = {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT}
@@ -60,6 +60,21 @@ EVENT_SCHEMA = {
         "json2_bytes": {
             **_OPT_INT,
             "description": "the same, JSON-encoded twice; kept when content is null",
+        },
+        "fact_spans": {
+            "type": ["array", "null"],
+            "items": {"type": ["array", "null"], "items": _INT},
+            "description": "per provided fact: [start, end) UTF-8 bytes of content (null: the whole event)",
+        },
+        "fact_kinds": {
+            "type": ["array", "null"],
+            "items": {"type": ["string", "null"], "enum": [*FACT_KINDS, None]},
+            "description": "per provided fact: its kind",
+        },
+        "supersedes": {
+            "type": ["array", "null"],
+            "items": {"type": "string"},
+            "description": "fact ids of earlier events this event updates (they become stale)",
         },
         "source_type": {
             "type": ["string", "null"],
@@ -203,6 +218,21 @@ def _str_list(v) -> bool:
     return v is None or (type(v) is list and all(type(x) is str for x in v))
 
 
+_FACT_KINDS = frozenset(FACT_KINDS)
+
+
+def _spans(v) -> bool:
+    return v is None or (
+        type(v) is list and all(x is None or (type(x) is list and all(_nat(b) for b in x)) for x in v)
+    )
+
+
+def _kinds(v) -> bool:
+    return v is None or (
+        type(v) is list and all(x is None or (type(x) is str and x in _FACT_KINDS) for x in v)
+    )
+
+
 def conforms(d) -> bool:
     """True when ``d`` certainly satisfies TRACE_SCHEMA: the same rules as ``problems``, written out for
     speed (a corpus has millions of events). False means: ask ``problems`` for the messages."""
@@ -245,6 +275,9 @@ def conforms(d) -> bool:
             and _str_list(e.get("needs"))
             and _opt_nat(e.get("json_bytes"))
             and _opt_nat(e.get("json2_bytes"))
+            and _spans(e.get("fact_spans"))
+            and _kinds(e.get("fact_kinds"))
+            and _str_list(e.get("supersedes"))
             and (e.get("source_type") is None or type(e["source_type"]) is str)
             and (e.get("url") is None or type(e["url"]) is str)
         ):

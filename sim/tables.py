@@ -32,6 +32,7 @@ def result_row(
     for k, v in r.params.items():
         row[f"policy.{k}"] = v
     row["model"] = r.model
+    row["summarizer"] = r.summarizer
     row["pricing"] = r.pricing
     row["ctxsim_version"] = version
     row["finish_reason"] = r.finish_reason

@@ -42,6 +42,10 @@ def event_to_dict(e: Event) -> dict:
         # JSON sizes are written only beside a missing content (a text's own are derived from it)
         **({"json_bytes": e.json_bytes} if e.content is None and e.json_bytes is not None else {}),
         **({"json2_bytes": e.json2_bytes} if e.content is None and e.json2_bytes is not None else {}),
+        # positional facts, kinds and supersession: written only when present (older traces unchanged)
+        **({"fact_spans": [None if s is None else list(s) for s in e.fact_spans]} if e.fact_spans else {}),
+        **({"fact_kinds": list(e.fact_kinds)} if e.fact_kinds else {}),
+        **({"supersedes": list(e.supersedes)} if e.supersedes else {}),
         # written only when known: traces of other formats keep their bytes and hashes
         **({"source_type": e.source_type} if e.source_type is not None else {}),
         **({"url": e.url} if e.url is not None else {}),
@@ -104,8 +108,12 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         for f in e.get("needs") or ():
             if f not in provided:
                 out.append((f"{p_of(i)}.needs", f"'{f}' is provided by no earlier event"))
+        for f in e.get("supersedes") or ():
+            if f not in provided:
+                out.append((f"{p_of(i)}.supersedes", f"'{f}' is provided by no earlier event"))
         provided.update(e.get("provides") or ())
         p = f"events[{i}]"
+        out.extend(_fact_problems(e, p))
         if e["index"] != i:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
         c = e["content"]
@@ -122,7 +130,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             for key, size in (("json_bytes", json_bytes), ("json2_bytes", json2_bytes)):
                 if e.get(key) is not None and e[key] != size(c):
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {size(c)}"))
-        for key in ("tool_call_id", "tool_call_ids", "provides", "needs"):
+        for key in ("tool_call_id", "tool_call_ids", "provides", "needs", "supersedes"):
             if _any_surrogate(e.get(key)):
                 out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
         if e["kind"] == "assistant":
@@ -196,6 +204,29 @@ def _any_surrogate(value) -> bool:
     return False
 
 
+def _fact_problems(e: dict, p: str) -> list[tuple[str, str]]:
+    """A fact's span and kind lists line up with ``provides``; a span is [start, end) inside the content."""
+    out = []
+    n = len(e.get("provides") or ())
+    for key in ("fact_spans", "fact_kinds"):
+        v = e.get(key)
+        if v and len(v) != n:
+            out.append((f"{p}.{key}", f"has {len(v)} entries but provides has {n} (one per provided fact)"))
+    for j, span in enumerate(e.get("fact_spans") or ()):
+        if span is None:
+            continue
+        if len(span) != 2:
+            out.append((f"{p}.fact_spans[{j}]", f"expected [start, end], got {len(span)} numbers"))
+        elif not span[0] <= span[1] <= e["bytes"]:
+            out.append(
+                (
+                    f"{p}.fact_spans[{j}]",
+                    f"[{span[0]}, {span[1]}] must satisfy start <= end <= bytes ({e['bytes']})",
+                )
+            )
+    return out
+
+
 def trace_problems(d) -> list[tuple[str, str]]:
     found = [] if schema.conforms(d) else schema.problems(d, schema.TRACE_SCHEMA)
     return found or semantic_problems(d)
@@ -226,6 +257,9 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             needs=tuple(e.get("needs") or ()),
             json_bytes=e.get("json_bytes"),
             json2_bytes=e.get("json2_bytes"),
+            fact_spans=tuple(None if s is None else (s[0], s[1]) for s in e.get("fact_spans") or ()),
+            fact_kinds=tuple(e.get("fact_kinds") or ()),
+            supersedes=tuple(e.get("supersedes") or ()),
             source_type=e.get("source_type"),
             url=e.get("url"),
         )
@@ -352,6 +386,9 @@ def arrow_schema():
             ("needs", pa.list_(pa.string())),
             ("json_bytes", pa.int64()),
             ("json2_bytes", pa.int64()),
+            ("fact_spans", pa.list_(pa.list_(pa.int64()))),
+            ("fact_kinds", pa.list_(pa.string())),
+            ("supersedes", pa.list_(pa.string())),
             ("source_type", pa.string()),
             ("url", pa.string()),
         ]
@@ -476,7 +513,8 @@ def _dataset_problem(exc: BaseException) -> str:
 # ------------------------------------------------------------------------------------------- redaction
 def redact(t: Trace) -> Trace:
     """A text-free copy: no content, fact ids replaced by hashes, outcome dropped; sizes (the content's
-    JSON sizes too, which the seed engine's estimate needs), provenance, usage and structure kept, so
+    JSON sizes too, which the seed engine's estimate needs), where each fact sits (its byte span) and its
+    kind, provenance, usage and structure kept, so
     every metric computes as before. Exception: a head/tail cut of text with multi-byte characters (or,
     for the seed engine's envelope and summarizer input, with JSON escapes) is sized from the counts
     without the text (exact for ASCII)."""
@@ -496,6 +534,7 @@ def redact(t: Trace) -> Trace:
             content=None,
             provides=tuple(h(f) for f in e.provides),
             needs=tuple(h(f) for f in e.needs),
+            supersedes=tuple(h(f) for f in e.supersedes),
             # a page address is text too: kept as its length only (OpenHands' placeholder is sized by it)
             url=None if e.url is None else "x" * len(e.url.encode()),
             **sizes(e),

@@ -13,6 +13,9 @@ SCHEMA_VERSION = 1
 EVENT_KINDS = ("system", "tools", "user", "assistant", "tool_result")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
 TOKEN_PROVENANCES = ("provider", "derived", "tokenizer", "estimate", "synthetic")
+# What a fact is (``sim.facts`` and ``sim.tool_facts`` say which rule gives which kind); the extractive
+# summarizer ranks by kind (``sim.model``) and the ledger counts facts seen and lost per kind.
+FACT_KINDS = ("path", "identifier", "error", "value", "constraint", "goal")
 USAGE_PROVENANCES = ("provider", "synthetic", "none")
 
 
@@ -25,6 +28,7 @@ class ItemState(IntEnum):
     DROPPED = 3  # removed from the view entirely
     SUMMARIZED = 4  # covered by a summary (derived representation)
     SPILLED = 5  # moved out of view behind a handle; recoverable
+    PAGINATED = 6  # its first page in view with a continuation handle; later pages exactly recoverable
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +54,12 @@ class Event:
     # sent). The seed engine's estimate is over serialized messages, so it needs them.
     json_bytes: int | None = None
     json2_bytes: int | None = None
+    # Per provided fact (same order as ``provides``; empty: not recorded): where it sits in ``content``,
+    # as a UTF-8 byte range [start, end) (None: the whole event), and its kind (FACT_KINDS; None: none).
+    # A cut or a page keeps exactly the facts whose range lies inside the bytes it shows.
+    fact_spans: tuple[tuple[int, int] | None, ...] = ()
+    fact_kinds: tuple[str | None, ...] = ()
+    supersedes: tuple[str, ...] = ()  # facts of earlier events this one updates: they become stale
     # The source framework's own type of the event, where its importer knows it (OpenHands V0:
     # ``action:recall``, ``observation:browse``, ...): policies named after that framework find events by
     # type (a browser output, the workspace-context recall) instead of guessing from the text. ``url``: a

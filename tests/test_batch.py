@@ -199,8 +199,13 @@ def test_token_outcomes_per_run():
     final = np.array([30, 5, 7, 9, 30, 0, 10], dtype=np.int64)
     states = np.array([s.BOUNDED, s.SPILLED, 0, 0, s.SUMMARIZED, s.SUMMARIZED, s.MASKED], dtype=np.int8)
     got = token_outcomes(original, final, states, np.array([0, 2, 4, 7]))
-    # (derived, spilled, lost): run 2 derives the masked item's 10 and the summary's 30 of 120
-    assert got.tolist() == [[35, 45, 70], [0, 0, 0], [40, 0, 140]]
+    # (derived, spilled, paginated, lost): run 2 derives the masked item's 10 and the summary's 30 of 120
+    assert got.tolist() == [[35, 45, 0, 70], [0, 0, 0, 0], [40, 0, 0, 140]]
+    # a paginated item (100 -> 30): its later pages are paginated, not lost
+    paged = token_outcomes(
+        original[:2], final[:2], np.array([s.PAGINATED, 0], dtype=np.int8), np.array([0, 2])
+    )
+    assert paged.tolist() == [[30, 0, 70, 0]]
 
 
 def test_metrics_of_a_batch_equal_metrics_one_by_one(embedded):
@@ -288,16 +293,24 @@ def test_fact_outcome_counts_take_each_facts_best_holder():
     facts = batch_facts([fact_index(a), fact_index(b)], np.array([6, 6]))
     states = np.concatenate([states_a, states_b])
 
-    def counts(kept, reread=()):
-        return fact_outcome_counts(facts, states, kept, np.array(reread, dtype=np.int64)).tolist()
+    def counts(kept, reread=(), **kw):
+        got = fact_outcome_counts(facts, states, kept, np.array(reread, dtype=np.int64), **kw).tolist()
+        return [[row[0], row[1], row[5]] for row in got]  # (derived, spilled, lost)
 
-    # (derived, spilled, lost): g0's summary did not keep it, so its spilled holder is the best
+    # g0's summary did not keep it, so its spilled holder is the best; r1's cut shows all its bytes
+    # (no ranges given: every fact shown)
     assert counts([(), ()]) == [[1, 0, 1], [0, 1, 0]]
     # a summary that kept g0 makes it derived
     assert counts([(), ("g0",)]) == [[1, 0, 1], [1, 0, 0]]
     # re-reading item 3 brings back both its facts (f0, f1) verbatim; item 9 is run b's 3 (g0)
     assert counts([(), ()], [3]) == [[0, 0, 0], [0, 1, 0]]
     assert counts([(), ()], [3, 9]) == [[0, 0, 0], [0, 0, 0]]
+    # r1 (item 5) cut to its first byte: f1 (the whole 1-byte event) still shows; cut to nothing, lost
+    assert counts([(), ()], shown={5: ((0, 1),)}) == [[1, 0, 1], [0, 1, 0]]
+    assert counts([(), ()], shown={5: ((0, 0),)}) == [[0, 0, 2], [0, 1, 0]]
+    # a retrieval of g0 that missed: not_retrieved (column 3) instead of spilled
+    got = fact_outcome_counts(facts, states, [(), ()], np.zeros(0, dtype=np.int64), missed=[(), ("g0",)])
+    assert [row[1] for row in got.tolist()] == [0, 0] and [row[3] for row in got.tolist()] == [0, 1]
 
 
 @pytest.mark.parametrize("params", [{}, {"n": 1}, {"n": 3, "polling": 4}, {"n": 40}])

@@ -53,7 +53,9 @@ def test_run_csv_and_calls_table(capsys, suite, tmp_path):
 
     code, out, _ = run(capsys, "run", suite, "--format", "csv", "--calls", tmp_path / "calls.parquet")
     assert code == 0
-    assert out.splitlines()[0].startswith("trace_id,trace_hash,policy,model,pricing,ctxsim_version")
+    assert out.splitlines()[0].startswith(
+        "trace_id,trace_hash,policy,model,summarizer,pricing,ctxsim_version"
+    )
     calls = pd.read_parquet(tmp_path / "calls.parquet")
     assert len(calls) == 5 + 14
     assert calls.loc[calls.trace_id == "t1", "input_tokens"].tolist() == [150, 260, 370, 480, 590]
@@ -263,9 +265,15 @@ def test_explain_shows_items_facts_and_cache(capsys, tmp_path):
     )
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].split() == ["item", "kind", "state", "tokens", "original_tokens", "facts"]
-    assert lines[2 + 3].split() == ["3", "tool_result", "masked", "15", "100", "f0"]
+    assert lines[0].split() == ["item", "kind", "category", "state", "tokens", "original_tokens", "facts"]
+    assert lines[2 + 3].split() == ["3", "tool_result", "conversation", "masked", "15", "100", "f0"]
     assert "call 3 of ex under observation_masking: input 420 = view 420" in out
+    # the builder's commands (`cmd 3`) are none the rules know: every result is conversation, all of it
+    # recent (call 3 is within 5 calls of the start); no window, so no reserve
+    assert (
+        "working set: instructions 100, tool definitions 0, recent conversation 320, older conversation 0, "
+        "repository map 0, file read 0, test output 0\n"
+    ) in out
     assert "facts this action needs: f0 (recovered)" in out
     code, _, err = run(capsys, "explain", tmp_path / "ex.jsonl", "--call", "9")
     assert code == 2 and "--call 9 is not in [0, 3]" in err
@@ -293,3 +301,51 @@ def test_demo_sizes_compares_and_reports(capsys, tmp_path):
     assert "Ship context_token_limit=" in text and "observation_masking n=1" in text
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert (out / "sweeps" / "seed_engine" / "results.parquet").is_file()
+
+
+def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):
+    """results, report and explain say so wherever the oracle's summaries appear."""
+    from sim.paths import EMBEDDED_SUITE
+
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"
+    words = ["sweep", f"scenario={suite}", "policy=seed_engine", "policy.context_token_limit=16000"]
+    words += ["policy.keep_recent_tokens=4000", "model.summarizer=extractive,oracle"]
+    assert run(capsys, *words, f"results.path={tmp_path / 's'}")[0] == 0
+    code, out, _ = run(capsys, "run", suite, "--policy", "raw", "model.summarizer=oracle")
+    assert code == 0 and "summarizer oracle: it keeps what later actions need; an upper bound" in out
+    assert "upper bound" not in run(capsys, "run", suite, "--policy", "raw")[1]
+    code, out, _ = run(capsys, "results", tmp_path / "s")
+    assert code == 0 and "oracle (upper bound)" in out and "extractive " in out
+    assert "oracle: the summarizer keeps what later actions need; an upper bound, not a harness" in out
+    from sim.report import make_report
+
+    md, _ = make_report([tmp_path / "s"], tmp_path / "r")
+    assert "model.summarizer=oracle [oracle summarizer: upper bound]" in md.read_text(encoding="utf-8")
+    args = ["explain", suite, "--trace", "needle", "--policy", "seed_engine", "policy.mode=summarize"]
+    args += ["policy.context_token_limit=16000", "policy.keep_recent_tokens=4000", "--call", "41"]
+    code, out, _ = run(capsys, *args, "model.summarizer=oracle")
+    assert code == 0 and "summaries by the oracle summarizer: an upper bound" in out
+    assert "upper bound" not in run(capsys, *args)[1]
+
+
+def test_explain_shows_a_missed_retrieval(capsys):
+    from sim.paths import EMBEDDED_SUITE
+
+    args = ["explain", EMBEDDED_SUITE / "closed_loop.jsonl", "--trace", "spill", "--policy"]
+    args += [
+        "spill_large_results",
+        "policy.threshold_tokens=2000",
+        "model.on_missing=degrade",
+        "--call",
+        "19",
+    ]
+    code, out, _ = run(capsys, *args, "model.retrieval_recall=0.5")
+    needs = [line for line in out.splitlines() if line.startswith("facts this action needs:")]
+    assert code == 0 and needs == [
+        "facts this action needs: "
+        + ", ".join(
+            f"file:module-{k} ({'not_retrieved' if k in (2, 3, 5, 6) else 'recovered'})" for k in range(8)
+        )
+    ]
+    code, _, err = run(capsys, *args, "model.retrieval_recall=1.5")
+    assert code == 2 and "model.retrieval_recall=1.5 is not a number in [0, 1]" in err

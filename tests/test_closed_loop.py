@@ -59,13 +59,32 @@ def test_needle_passes_16k_again_and_again():
 
 def test_small_summary_loses_the_needle_large_keeps_it():
     t = needle(0)
-    # 64-token summaries keep one fact (40 tokens a fact): the newest milestone still needed wins
+    # 64-token summaries keep one fact (40 tokens a fact): the extractive summarizer keeps the newest
+    # step an action used (step:24); the answer has 4 of its 10 facts (the 3 milestones and the step
+    # still in view)
     r, small = metrics(t, seed_at_16k(summary_min_tokens=64, summary_max_tokens=64), on_missing="degrade")
-    assert "needle:codename" not in r.summary_kept
-    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.5)
+    assert r.summary_kept == ("step:24",)
+    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.4)
     r, large = metrics(t, seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
     assert "needle:codename" in r.summary_kept
     assert (large["answer_completed"], large["answer_fact_recall"]) == (True, 1.0)
+
+
+def test_extractive_summary_drops_the_unused_needle_the_oracle_keeps_it():
+    # 256-token summaries keep 6 facts. Nothing acted on the needle before the summaries: the extractive
+    # summarizer keeps the six newest steps the agent used, and the answer goes without the needle and
+    # the five summarized milestones (4 of 10). The oracle (an upper bound) keeps exactly those six.
+    t = needle(0)
+    p = seed_at_16k(summary_min_tokens=64, summary_max_tokens=256)
+    r, ext = metrics(t, p, on_missing="degrade")
+    assert r.summarizer == "extractive" and r.summary_kept == tuple(f"step:{k}" for k in range(19, 25))
+    assert (ext["answer_outcome"], ext["answer_fact_recall"], ext["facts_lost"]) == ("degraded", 0.4, 25)
+    r, orc = metrics(t, p, on_missing="degrade", summarizer="oracle")
+    assert r.summarizer == "oracle" and "needle:codename" in r.summary_kept and len(r.summary_kept) == 6
+    assert (orc["answer_outcome"], orc["answer_fact_recall"], orc["facts_lost"]) == ("complete", 1.0, 25)
+    # under refetch the extractive run re-reads what it lost: 6 refetch calls, the answer complete
+    _, again = metrics(t, p, on_missing="refetch")
+    assert (again["answer_outcome"], again["refetch_calls"]) == ("complete", 6)
 
 
 def test_spilling_keeps_the_needle_recoverable():

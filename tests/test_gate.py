@@ -78,7 +78,7 @@ def test_update_baseline_writes_rows(baseline_file):
     import json
 
     rows = [json.loads(line) for line in baseline_file.read_text(encoding="utf-8").splitlines()]
-    assert [r["trace_id"] for r in rows] == ["grep_and_read", "working_set_16k", "needle"]
+    assert [r["trace_id"] for r in rows] == ["grep_and_read", "working_set_16k", "needle", "spill"]
     assert {r["policy.keep_recent_tokens"] for r in rows} == {4000}
     assert {r["pricing"] for r in rows} == {"claude-sonnet-4-5"}
 

@@ -135,7 +135,7 @@ def test_shell_reads_give_facts(swe_traces):
     (t,) = swe_traces["v0_gpt4_pydicom__pydicom-1458/pydicom__pydicom-1458.traj"]
     provided = [f for e in t.events for f in e.provides]
     assert provided  # error facts from the reproduction script's tracebacks
-    assert all(f.startswith(("read:", "error@")) for f in provided)
+    assert all(f.startswith(("read:", "error@", "goal@", "constraint@")) for f in provided)
 
 
 def test_recorded_policy_mapping():

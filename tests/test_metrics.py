@@ -17,7 +17,7 @@ def record(inputs):
     cols["output_tokens"] = np.full(n, 5, dtype=np.int64)
     empty = NO_COMPACTIONS
     r = RunRecord("t", "h", "raw", {}, "replay", "completed", cols, np.zeros(0, dtype=np.int8), empty)
-    object.__setattr__(r, "ledger", LedgerTotals(*[0] * 10))
+    object.__setattr__(r, "ledger", LedgerTotals(*[0] * len(LedgerTotals._fields)))
     return r
 
 
@@ -69,6 +69,7 @@ def test_metric_names_are_the_documented_ones():
         "compactions_summarize",
         "compactions_clear",
         "compactions_spill",
+        "compactions_paginate",
         "compaction_frequency",
         "tokens_reclaimed",
         "summary_calls",
@@ -79,14 +80,22 @@ def test_metric_names_are_the_documented_ones():
         "facts_verbatim",
         "facts_derived",
         "facts_spilled",
+        "facts_paginated",
+        "facts_not_retrieved",
+        "facts_stale",
         "facts_lost",
         "tokens_seen",
         "tokens_verbatim",
         "tokens_derived",
         "tokens_spilled",
+        "tokens_paginated",
         "tokens_lost",
+        *(f"facts_seen_{k}" for k in ("path", "identifier", "error", "value", "constraint", "goal")),
+        *(f"facts_lost_{k}" for k in ("path", "identifier", "error", "value", "constraint", "goal")),
         "refetch_calls",
         "retrieve_calls",
+        "page_calls",
         "answer_completed",
+        "answer_outcome",
         "answer_fact_recall",
     ]

@@ -16,7 +16,7 @@ from test_conformance import settings_of
 
 from sim.conformance import record_diff
 from sim.engine import replay, replay_many
-from sim.metrics import compute_metrics
+from sim.metrics import ANSWER_OUTCOMES, compute_metrics
 from sim.model import ReplayModel
 from sim.policies.base import make_policy, registered
 from sim.records import CALL_COLUMNS
@@ -59,6 +59,9 @@ def assert_sane(r, priced: bool) -> None:
     assert all(v >= 0 for v in c["cost_microusd"]) if priced else all(v == -1 for v in c["cost_microusd"])
     for name, v in compute_metrics(r).items():
         if isinstance(v, bool) or v is None:
+            continue
+        if isinstance(v, str):  # answer_outcome
+            assert v in ANSWER_OUTCOMES, (name, v)
             continue
         assert math.isfinite(v) and (v >= 0 or name in SIGNED_METRICS), (name, v)
     assert all(x >= 0 for x in r.ledger), r.ledger

@@ -19,6 +19,7 @@ FIGURES = (
     "grid_heatmaps.png",
     "cumulative_input_tokens.png",
     "view_composition.png",
+    "working_set.png",
 )
 
 
@@ -128,4 +129,4 @@ def test_no_grid_note(sweeps):
     md, page = make_report([base], tmp / "rawonly")
     text = md.read_text(encoding="utf-8")
     assert "_Not drawn: the results hold no 2-D grid" in text
-    assert page.read_text(encoding="utf-8").count("data:image/png;base64,") == 3
+    assert page.read_text(encoding="utf-8").count("data:image/png;base64,") == 4

@@ -134,6 +134,6 @@ def test_suite_validates_and_loads_as_canonical(suite):
         assert trace_from_dict(trace_to_dict(t)) == t, t.trace_id
     assert detect(SUITE_FILE).name == CANONICAL_FORMAT
     loaded = list(load_paths([SUITE_DIR]))  # closed_loop.jsonl sorts before swe_like.jsonl
-    assert [t.trace_id for t in loaded[:3]] == ["grep_and_read", "working_set_16k", "needle"]
-    assert loaded[3:] == suite and len(suite) == make_suite.N_RUNS
+    assert [t.trace_id for t in loaded[:4]] == ["grep_and_read", "working_set_16k", "needle", "spill"]
+    assert loaded[4:] == suite and len(suite) == make_suite.N_RUNS
     assert [t.trace_id for t in suite] == [f"swe-like-{i:04d}" for i in range(make_suite.N_RUNS)]

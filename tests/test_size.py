@@ -43,8 +43,11 @@ def test_size_on_the_shared_runs(capsys, mini_dir):
     assert main(["size", str(mini_dir), "--format", "json"]) == 0
     first = capsys.readouterr().out
     rec = json.loads(first)
-    # every setting completes (the agent re-reads what compaction took); the smallest, cheapest wins
-    assert rec["recommended"] == {"context_token_limit": 16000, "keep_recent_tokens": 2000}
+    # the agent re-reads what compaction took, but not every loss can be re-read (a summary's input, an
+    # error its re-run no longer shows): three of the 46 settings complete under 95% of the answers, the
+    # cheapest among them 16000/2000, which was recommended while every setting completed every answer
+    assert rec["recommended"] == {"context_token_limit": 24000, "keep_recent_tokens": 4000}
+    assert (rec["completion"], rec["settings"], rec["eligible_settings"]) == (0.95, 46, 43)
     assert rec["cost_ci"][0] <= rec["mean_cost_usd"] <= rec["cost_ci"][1]
     assert len(rec["runners_up"]) == 3 and rec["traces"] == 40
     assert main(["size", str(mini_dir), "--format", "json"]) == 0
@@ -53,7 +56,7 @@ def test_size_on_the_shared_runs(capsys, mini_dir):
     assert main(["size", str(mini_dir), "--format", "json", "--on-missing", "fail"]) == 0
     strict = json.loads(capsys.readouterr().out)
     assert strict["recommended"] == {"context_token_limit": 16000, "keep_recent_tokens": 8000}
-    assert strict["completion"] >= 0.95
+    assert (strict["completion"], strict["eligible_settings"]) == (0.975, 40)
 
 
 def test_size_errors(capsys, tmp_path):

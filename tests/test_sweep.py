@@ -27,7 +27,7 @@ from sim.traceio import write_traces
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus") / "small.jsonl"
-    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 5)
+    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 4)  # 8 runs
     write_traces(traces, out)
     return out
 
@@ -250,4 +250,4 @@ def test_hydra_multirun_equals_in_process_sweep(tmp_path):
     assert main(["sweep", *words, f"results.path={tmp_path / 'pool'}"]) == 0
     a = pd.read_parquet(tmp_path / "hydra" / "results.parquet")
     b = pd.read_parquet(tmp_path / "pool" / "results.parquet")
-    assert len(a) == 6 and a.equals(b)
+    assert len(a) == 8 and a.equals(b)

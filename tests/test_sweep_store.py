@@ -41,7 +41,7 @@ os.replace = _slow_replace
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("corpus") / "small.jsonl"
-    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 5)
+    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 4)  # 8 runs
     write_traces(traces, out)
     return out
 
@@ -359,8 +359,10 @@ def _flip_in_column(path: Path, column: str) -> None:
     meta = pq.ParquetFile(path).metadata
     names = [meta.row_group(0).column(i).path_in_schema for i in range(meta.num_columns)]
     chunk = meta.row_group(0).column(names.index(column))
+    # the chunk's last data byte: it starts at its dictionary page when it has one
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
     data = bytearray(path.read_bytes())
-    data[chunk.data_page_offset + chunk.total_compressed_size - 2] ^= 0xFF
+    data[start + chunk.total_compressed_size - 2] ^= 0xFF
     path.write_bytes(bytes(data))
 
 

@@ -136,3 +136,59 @@ def test_json_sizes_kept_beside_a_redacted_content_only(tmp_path):
     assert "field events[1].json_bytes: is 12 but the content has 13" in msg
     msg = _bad(lambda d: d["events"][1].__setitem__("json2_bytes", -1), tmp_path)
     assert "field events[1].json2_bytes: must be >= 0, got -1" in msg
+
+
+def _with_facts(**fields):
+    """events[3] (a 1-byte result 'a') provides f0 with the given fact fields; events[4] supersedes g."""
+
+    def mod(d):
+        d["events"][3].update({"provides": ["f0"], **fields})
+
+    return mod
+
+
+@pytest.mark.parametrize(
+    "fields,problem",
+    [
+        ({"fact_spans": [[0, 1], [0, 1]]}, "field events[3].fact_spans: has 2 entries but provides has 1"),
+        (
+            {"fact_spans": [[0, 2]]},
+            "field events[3].fact_spans[0]: [0, 2] must satisfy start <= end <= bytes (1)",
+        ),
+        (
+            {"fact_spans": [[1, 0]]},
+            "field events[3].fact_spans[0]: [1, 0] must satisfy start <= end <= bytes (1)",
+        ),
+        ({"fact_spans": [[0]]}, "field events[3].fact_spans[0]: expected [start, end], got 1 numbers"),
+        ({"fact_kinds": ["colour"]}, "field events[3].fact_kinds[0]"),
+        ({"fact_kinds": ["path", "goal"]}, "field events[3].fact_kinds: has 2 entries but provides has 1"),
+    ],
+)
+def test_bad_fact_fields_name_the_field(tmp_path, fields, problem):
+    assert problem in _bad(_with_facts(**fields), tmp_path)
+
+
+def test_supersedes_names_an_earlier_fact(tmp_path):
+    def mod(d):
+        d["events"][3]["provides"] = ["f0"]
+        d["events"][5]["supersedes"] = ["g"]
+
+    assert "field events[5].supersedes: 'g' is provided by no earlier event" in _bad(mod, tmp_path)
+
+
+def test_fact_fields_round_trip(tmp_path):
+    def mod(d):
+        d["events"][3].update(
+            {"provides": ["f0", "f1"], "fact_spans": [[0, 1], None], "fact_kinds": ["path", None]}
+        )
+        d["events"][5]["supersedes"] = ["f0"]
+
+    d = trace_to_dict(swe_trace([("a", 3), ("b", 4)], trace_id="ok"))
+    mod(d)
+    t = trace_from_dict(d)
+    assert t.events[3].fact_spans == ((0, 1), None) and t.events[3].fact_kinds == ("path", None)
+    assert t.events[5].supersedes == ("f0",)
+    for name in ("f.jsonl", "f.parquet"):
+        write_traces([t], tmp_path / name)
+        (back,) = load_path(tmp_path / name)
+        assert trace_to_dict(back) == d and trace_hash(back) == trace_hash(t)

@@ -635,7 +635,7 @@ def test_entry_point_policy_without_a_file(tmp_path, monkeypatch, capsys):
         assert load_entry_points() == ["trust_nothing"]
         assert main(["run", str(SUITE), "--policy", "trust_nothing", "policy.k=5", "--format", "json"]) == 0
         rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert len(rows) == 3 and {(r["policy"], r["policy.k"]) for r in rows} == {("trust_nothing", 5)}
+        assert len(rows) == 4 and {(r["policy"], r["policy.k"]) for r in rows} == {("trust_nothing", 5)}
         words = [
             "policy=trust_nothing",
             "policy.k=1,2",
@@ -646,7 +646,7 @@ def test_entry_point_policy_without_a_file(tmp_path, monkeypatch, capsys):
         import pandas as pd
 
         df = pd.read_parquet(tmp_path / "m" / "results.parquet")
-        assert sorted(df["policy.k"].tolist()) == [1, 1, 1, 2, 2, 2]
+        assert sorted(df["policy.k"].tolist()) == [1, 1, 1, 1, 2, 2, 2, 2]
     finally:
         _REGISTRY.pop("trust_nothing", None)
 

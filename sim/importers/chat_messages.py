@@ -268,6 +268,12 @@ def render_call(name, arguments) -> str:
     return f"{name if isinstance(name, str) else '?'}({'' if args is None else args})"
 
 
+def call_parts(name, arguments) -> tuple[str, str]:
+    """(name, arguments text) of one tool call, as ``render_call`` shows them."""
+    args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return (name if isinstance(name, str) else "?", "" if args is None else args)
+
+
 def content_text(content) -> str:
     """A content's text: a string, or parts with ``text``; media parts become a short placeholder."""
     if content is None:
@@ -350,6 +356,7 @@ def openai_messages(msgs, file: str, record: str = "") -> tuple[list[Message], d
         elif role == "assistant":
             parts = [text] if text else []
             ids: list[str] = []
+            issued: list[tuple[str, str]] = []  # (name, arguments text): sim.tool_facts reads them
             calls = m.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise TraceError(file, "expected a list", record=rec, field="tool_calls")
@@ -362,17 +369,19 @@ def openai_messages(msgs, file: str, record: str = "") -> tuple[list[Message], d
                 tid = tc.get("id")
                 ids.append(tid if isinstance(tid, str) and tid else f"call-{n_calls}-{j}")
                 parts.append(render_call(fn.get("name"), fn.get("arguments")))
+                issued.append(call_parts(fn.get("name"), fn.get("arguments")))
             fc = m.get("function_call")
             if isinstance(fc, Mapping):
                 last_function = f"call-{n_calls}"
                 ids.append(last_function)
                 parts.append(render_call(fc.get("name"), fc.get("arguments")))
+                issued.append(call_parts(fc.get("name"), fc.get("arguments")))
             u = usage_of(m.get("usage"), file, rec)
             if u is not None:
                 usage[len(out)] = u
             if model is None and isinstance(m.get("model"), str):
                 model = m["model"]
-            out.append(Message("assistant", "\n".join(parts), tuple(ids), timestamp=ts))
+            out.append(Message("assistant", "\n".join(parts), tuple(ids), timestamp=ts, calls=tuple(issued)))
             n_calls += 1
         elif role == "tool":
             tcid = m.get("tool_call_id")
@@ -409,6 +418,7 @@ def anthropic_messages(
         if role == "assistant":
             parts: list[str] = []
             ids: list[str] = []
+            issued: list[tuple[str, str]] = []
             if blocks is None:
                 parts.append(content_text(content))
             for j, b in enumerate(blocks or []):
@@ -419,6 +429,7 @@ def anthropic_messages(
                     bid = b.get("id")
                     ids.append(bid if isinstance(bid, str) and bid else f"call-{i}-{j}")
                     parts.append(render_call(b.get("name"), b.get("input")))
+                    issued.append(call_parts(b.get("name"), b.get("input")))
                 else:
                     parts.append(content_text([b]))
             u = usage_of(m.get("usage"), file, rec)
@@ -426,7 +437,15 @@ def anthropic_messages(
                 usage[len(out)] = u
             if model is None and isinstance(m.get("model"), str):
                 model = m["model"]
-            out.append(Message("assistant", "\n".join(p for p in parts if p), tuple(ids), timestamp=ts))
+            out.append(
+                Message(
+                    "assistant",
+                    "\n".join(p for p in parts if p),
+                    tuple(ids),
+                    timestamp=ts,
+                    calls=tuple(issued),
+                )
+            )
         elif role in ("user", "tool"):
             rest = []
             results = 0

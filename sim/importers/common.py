@@ -65,6 +65,10 @@ class Message:
     bounded: bool = False  # the recorded run already cut this content
     provides: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
+    fact_spans: tuple[tuple[int, int] | None, ...] = ()  # per provided fact (sim.types.Event)
+    fact_kinds: tuple[str | None, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    calls: tuple[tuple[str, str], ...] = ()  # assistant: (tool name, arguments text) per issued call
     source_type: str | None = None  # the source framework's type of the event (sim.types.Event)
     url: str | None = None  # a browser output's page address
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
@@ -562,6 +566,11 @@ def build_trace(
     prefix = [0]
     for s in sizes:
         prefix.append(prefix[-1] + s)
+    facts = None
+    if not any(m.provides or m.needs for m in messages):  # the format has no rules of its own
+        from sim.tool_facts import tool_fact_table
+
+        facts = tool_fact_table(messages, [tcid for _, tcid in events_kw])
     events = tuple(
         Event(
             index=i,
@@ -576,8 +585,11 @@ def build_trace(
             tool_call_id=tcid,
             bounded=m.bounded,
             timestamp=m.timestamp,
-            provides=tuple(m.provides),
-            needs=tuple(m.needs),
+            provides=tuple(m.provides) if facts is None else tuple(facts.provides[i]),
+            needs=tuple(m.needs) if facts is None else tuple(facts.needs[i]),
+            fact_spans=tuple(m.fact_spans) if facts is None else tuple(facts.spans[i]),
+            fact_kinds=tuple(m.fact_kinds) if facts is None else tuple(facts.kinds[i]),
+            supersedes=tuple(m.supersedes) if facts is None else tuple(facts.supersedes[i]),
             source_type=m.source_type,
             url=m.url,
         )

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sim.errors import TraceError
-from sim.facts import swe_facts
+from sim.facts import swe_fact_table
 from sim.importers import Importer, read_json, register
 from sim.importers.common import checked, unix_time, usage_cost, usage_count, usage_details
 from sim.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
@@ -153,7 +153,7 @@ def convert(data, file: str) -> Trace:
         [c.get("input_tokens") for c in calls],
         calibrated_bytes_per_token(model),
     )
-    provides, needs = swe_facts([(e["kind"], e["content"]) for e in events])
+    facts = swe_fact_table([(e["kind"], e["content"]) for e in events])
     coefficients = text_coefficients(model)
     if coefficients is not None:  # no provider number for these: the character-class estimate
         for i, p in enumerate(prov):
@@ -191,8 +191,11 @@ def convert(data, file: str) -> Trace:
                 tool_call_id=e["tool_call_id"],
                 bounded=e["bounded"],
                 timestamp=e["timestamp"],
-                provides=tuple(provides[i]),
-                needs=tuple(needs[i]),
+                provides=tuple(facts.provides[i]),
+                needs=tuple(facts.needs[i]),
+                fact_spans=tuple(facts.spans[i]),
+                fact_kinds=tuple(facts.kinds[i]),
+                supersedes=tuple(facts.supersedes[i]),
             )
             for i, e in enumerate(events)
         ),

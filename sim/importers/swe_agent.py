@@ -52,7 +52,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from sim.errors import TraceError
-from sim.facts import command_of, swe_facts
+from sim.facts import command_of, swe_fact_table
 from sim.importers import Importer, register
 from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
@@ -341,9 +341,11 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
             facts_text.append(obs)
             pending = None
             added += 1
-    provides, needs = swe_facts([(m.kind, t) for m, t in zip(messages, facts_text, strict=True)])
-    for m, p, n in zip(messages, provides, needs, strict=True):
-        m.provides, m.needs = tuple(p), tuple(n)
+    facts = swe_fact_table([(m.kind, t) for m, t in zip(messages, facts_text, strict=True)])
+    for j, m in enumerate(messages):
+        m.provides, m.needs = tuple(facts.provides[j]), tuple(facts.needs[j])
+        m.fact_spans, m.fact_kinds = tuple(facts.spans[j]), tuple(facts.kinds[j])
+        m.supersedes = tuple(facts.supersedes[j])
 
     cfg = _replay_config(data, file) or _args_yaml(path, file)
     model = _model(cfg)

@@ -21,13 +21,17 @@ from sim.types import ItemState, Trace
 
 
 class Change(NamedTuple):
-    """One decision: event ``index`` is now in ``state`` and weighs ``tokens`` (``nbytes`` of text)."""
+    """One decision: event ``index`` is now in ``state`` and weighs ``tokens`` (``nbytes`` of text).
+    ``kept``: for a cut (BOUNDED) or a first page (PAGINATED), the byte ranges [start, end) of the
+    original content the view still shows; the facts inside them stay readable, the others do not.
+    None: the head of ``nbytes`` bytes."""
 
     index: int
     state: ItemState
     tokens: int
     nbytes: int
     reason: str
+    kept: tuple[tuple[int, int], ...] | None = None
 
 
 class Plan(NamedTuple):

@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
@@ -207,14 +208,45 @@ class _Events:
         return e.content if e.content is not None else self.stand_in(trace, i)
 
 
-def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, int]:
-    """(bytes, length as the transcript shows it) of result i's envelope: once per trace and bound."""
+def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, int, tuple]:
+    """(bytes, length as the transcript shows it, the byte ranges of the result it shows) of result i's
+    envelope: once per trace and bound."""
     memo = trace.derived(f"seed_engine_envelopes_{max_bytes}", lambda t: {})
     if i not in memo:
-        text = bound_result(json_text(info.encoded(trace, i)), max_bytes)
+        encoded = info.encoded(trace, i)
+        text = bound_result(json_text(encoded), max_bytes)
         assert text is not None  # the caller checked the result is over the bound
-        memo[i] = (len(text.encode()), units(text[: RESULT_CLIP + 1]))
+        memo[i] = (len(text.encode()), units(text[: RESULT_CLIP + 1]), _shown(encoded, text))
     return memo[i]
+
+
+def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
+    """UTF-8 byte ranges of ``content`` whose characters the envelope's head and tail show whole (the
+    head and tail are slices of the content's JSON text: a character cut inside its escape is not shown).
+    For a text-free trace ``content`` is its stand-in, whose bytes and escapes match the recorded counts."""
+    env = json.loads(envelope)
+    head, tail = len(env["head"].encode()), len(env["tail"].encode())
+    nbytes = len(content.encode())
+    if content.isascii() and not _NEEDS_ESCAPE.search(content):  # the JSON text is the content in quotes
+        h, t = max(head - 1, 0), max(tail - 1, 0)
+    else:
+        h = t = 0
+        used = 1  # the opening quote
+        for ch in content:
+            used += len(json.dumps(ch, ensure_ascii=False).encode()) - 2
+            if used > head:
+                break
+            h += len(ch.encode())
+        used = 1  # the closing quote
+        for ch in reversed(content):
+            used += len(json.dumps(ch, ensure_ascii=False).encode()) - 2
+            if used > tail:
+                break
+            t += len(ch.encode())
+    return tuple(r for r in ((0, min(h, nbytes)), (max(nbytes - t, 0), nbytes)) if r[1] > r[0])
+
+
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
 
 
 def json_text(text: str) -> str:
@@ -368,9 +400,10 @@ class SeedEngine(Policy):
         original = state.info.jb[index]
         if original <= self.tool_result_max_bytes:
             return None
-        nbytes, shown = _envelope(trace, state.info, index, self.tool_result_max_bytes)
+        nbytes, shown, kept = _envelope(trace, state.info, index, self.tool_result_max_bytes)
         state.envelopes[index] = (original, nbytes, shown)
-        return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "envelope")
+        tokens = scale_tokens(e.tokens, e.bytes, nbytes)
+        return Change(index, ItemState.BOUNDED, tokens, nbytes, "envelope", kept)
 
     # ---------------------------------------------------------------------------------- the messages
     def _admit(self, trace: Trace, state: _State, view: View) -> None:

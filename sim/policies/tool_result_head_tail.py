@@ -2,7 +2,8 @@
 
 mini-swe-agent (``action_observation_template``): output of ``max_chars`` characters or more becomes its
 first ``head_chars`` and last ``tail_chars`` characters around an elision notice. Applied once, when the
-result enters history; the cut text is gone for good (no handle). Results the recorded run already cut
+result enters history; the cut text is gone for good (no handle), and with it every fact whose bytes
+are not wholly in the head or the tail. Results the recorded run already cut
 (``bounded``) are never cut again. Cache: never rewrites anything already sent.
 """
 
@@ -66,12 +67,25 @@ class ToolResultHeadTail(Policy):
         kept = round((self.head_chars + self.tail_chars) * e.bytes / max(e.chars, 1))
         return kept + len(notice(elided).encode())
 
+    def kept_bytes(self, trace: Trace, index: int) -> tuple[tuple[int, int], ...]:
+        """Byte ranges of the result the cut shows: its head and its tail (exact with content;
+        proportional for a text-free trace, as ``cut_bytes``)."""
+        e = trace.events[index]
+        if e.content is not None:
+            head = len(e.content[: self.head_chars].encode())
+            tail = len(e.content[e.chars - self.tail_chars :].encode()) if self.tail_chars else 0
+        else:
+            head = round(self.head_chars * e.bytes / max(e.chars, 1))
+            tail = round(self.tail_chars * e.bytes / max(e.chars, 1))
+        return tuple(r for r in ((0, head), (e.bytes - tail, e.bytes)) if r[1] > r[0])
+
     def settle(self, trace: Trace, state, index: int, view: View) -> Change | None:
         e = trace.events[index]
         if e.kind != "tool_result" or e.bounded or e.chars < self.max_chars:
             return None
         nbytes = self.cut_bytes(trace, index)
-        return Change(index, ItemState.BOUNDED, scale_tokens(e.tokens, e.bytes, nbytes), nbytes, "head-tail")
+        tokens = scale_tokens(e.tokens, e.bytes, nbytes)
+        return Change(index, ItemState.BOUNDED, tokens, nbytes, "head-tail", self.kept_bytes(trace, index))
 
     def settle_all(self, trace: Trace) -> list[Change]:
         lengths, indices = trace.derived("long_results", long_results)
