@@ -210,6 +210,7 @@ def _record(
     answer_met=None,
     params=None,
     primed=None,
+    unpaired=0,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
@@ -250,6 +251,7 @@ def _record(
             "degraded": degraded,
             "answer_needs": len(answer),
             "answer_needs_met": met,
+            "unpaired_tool_messages": unpaired,
             "ledger": ledger,
         },
         primed,
@@ -511,4 +513,5 @@ def _replay_loop(
         degraded,
         summaries,
         rereads,
+        unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
     )

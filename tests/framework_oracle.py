@@ -49,7 +49,17 @@ MINI_IDS = (
 # tau-bench airline runs with many user turns: ADK's sliding window counts user-initiated invocations,
 # and a single-task run has one
 TAU_IDS = ("3-0", "0-0", "2-0", "5-0", "4-0", "7-0")
+# the 10 tau-bench airline runs of issue 23's measurement (Strands, AutoGen, LangChain; 156 calls, one tool
+# call per assistant turn as in every run here)
+TAU10_IDS = ("43-2", "16-0", "46-2", "7-2", "21-0", "28-3", "25-2", "4-2", "9-0", "2-1")
 SUMMARY_RULE = {"ratio": 0.1, "min": 256, "max": 2048}
+
+
+def _autogen(corpus: str, context: str, **config) -> tuple[str, str, dict, dict]:
+    policy = {"Buffered": "autogen_buffered", "HeadAndTail": "autogen_head_and_tail"}.get(
+        context, "autogen_token_limited"
+    )
+    return corpus, policy, dict(config), {"context": context, **config}
 
 
 def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
@@ -94,6 +104,20 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         # summarize_all's
         "sliding-20000-0.05": _letta(20000, 0.05),
         "all-24000": _letta(24000, mode="all"),
+    },
+    "autogen": {
+        "buffered-5": _autogen("mini", "Buffered", buffer_size=5),
+        "buffered-20": _autogen("mini", "Buffered", buffer_size=20),
+        "buffered-5-tau": _autogen("tau10", "Buffered", buffer_size=5),
+        "head-tail-1-5": _autogen("mini", "HeadAndTail", head_size=1, tail_size=5),
+        "head-tail-2-10": _autogen("mini", "HeadAndTail", head_size=2, tail_size=10),
+        "head-tail-3-8-tau": _autogen("tau10", "HeadAndTail", head_size=3, tail_size=8),
+        "token-8000": _autogen("mini", "TokenLimited", token_limit=8000),
+        "token-16000": _autogen("mini", "TokenLimited", token_limit=16000),
+        "token-8000-provider": _autogen("mini", "TokenLimited", token_limit=8000, token_count="provider"),
+        "token-2500-tau": _autogen("tau10", "TokenLimited", token_limit=2500),
+        "token-4000-provider-tau": _autogen("tau10", "TokenLimited", token_limit=4000,
+                                            token_count="provider"),
     },
     "inspect": {
         "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
@@ -141,9 +165,9 @@ def corpus(name: str) -> list[Trace]:
     if name == "mini":
         by_id = {t.trace_id: t for t in load_paths([str(MINI_DIR)])}
         return [by_id[i] for i in MINI_IDS]
-    if name == "tau":
+    if name in ("tau", "tau10"):
         by_id = {t.trace_id: t for t in load_paths([str(TAU_FILE)])}
-        return [by_id[i] for i in TAU_IDS]
+        return [by_id[i] for i in (TAU_IDS if name == "tau" else TAU10_IDS)]
     raise KeyError(name)
 
 

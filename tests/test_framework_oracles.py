@@ -1,25 +1,31 @@
 """The framework policies held, call by call, to the real libraries.
 
 The goldens in tests/golden/frameworks/<framework>/ are the real code's side: ``make oracle-adk``,
-``oracle-letta``, ``oracle-inspect`` replayed each corpus at each setting through google-adk 2.13.0,
-letta 0.16.8 and inspect-ai 0.3.285 (``benchmarks/oracles/``, ``tests/framework_oracle.py`` for the
-alignment). Here each policy replays the same traces and must give, at every call, the same state of
-every event, the same summaries in the request and the same request tokens, and must end where the
-framework did (Inspect's "Compaction insufficient"). No framework needed.
+``oracle-letta``, ``oracle-inspect``, ``oracle-autogen`` replayed each corpus at each setting through
+google-adk 2.13.0, letta 0.16.8, inspect-ai 0.3.285 and autogen-core 0.7.5 (``benchmarks/oracles/``,
+``tests/framework_oracle.py`` for the alignment). Here each policy replays the same traces and must
+give, at every call, the same state of every event, the same summaries in the request and the same
+request tokens, and must end where the framework did (Inspect's "Compaction insufficient").
+No framework needed.
 """
 
 from __future__ import annotations
 
+import re
 from functools import cache
 
 import framework_oracle as fo
 import pytest
 
-from sim.policies.base import registered
+from sim.engine import replay
+from sim.information import issuer_of
+from sim.model import ReplayModel
+from sim.policies.base import make_policy, registered
 
 FRAMEWORK_POLICIES = {
     "adk": {"adk_events_compaction"},
     "letta": {"letta_partial_evict"},
+    "autogen": {"autogen_buffered", "autogen_head_and_tail", "autogen_token_limited"},
     "inspect": {
         "inspect_compaction_edit",
         "inspect_compaction_trim",
@@ -56,7 +62,7 @@ def test_goldens_cover_every_setting_and_policy():
             mini = [s for s, (c, p, _, _) in settings.items() if p == policy and c == "mini"]
             also = [s for (f, s), (p, _) in fo.ALSO.items() if f == framework and p == policy]
             assert len(mini) + len(also) >= 2, policy
-    assert len(fo.MINI_IDS) >= 6
+    assert len(fo.MINI_IDS) >= 6 and len(fo.TAU10_IDS) >= 8
     assert all(p in registered() for ps in FRAMEWORK_POLICIES.values() for p in ps)
 
 
@@ -94,3 +100,27 @@ def test_goldens_exercise_what_they_hold():
             assert changed > 0, path.stem
     ends = [r["finish"] for p in FILES if p.parent.name == "inspect" for r in fo.load(p)["runs"].values()]
     assert ends.count("compaction-insufficient") >= 10
+
+
+def _unrle(s: str) -> str:
+    return "".join(c * int(n) for n, c in re.findall(r"(\d+)(\D)", s))
+
+
+@pytest.mark.parametrize("setting", ["token-8000", "token-4000-provider-tau"])
+def test_unpaired_tool_messages_counts_the_framework_requests_that_split_a_pair(setting, request):
+    """AutoGen pops single messages: the metric counts the golden requests holding a call without its
+    result or the reverse."""
+    request.getfixturevalue("mini_dir")
+    g = fo.load(fo.golden_path("autogen", setting))
+    corpus_name, policy, knobs, _ = fo.SETTINGS["autogen"][setting]
+    total = 0
+    for tid, t in corpus(corpus_name).items():
+        issuer = issuer_of(t)
+        want = 0
+        for c in g["runs"][tid]["calls"]:
+            st = _unrle(c[0])
+            want += any(r < len(st) and (st[r] == "V") != (st[a] == "V") for r, a in issuer.items())
+        record = replay(t, make_policy(policy, **knobs), ReplayModel(t, on_missing="degrade"), window=None)
+        assert record.unpaired_tool_messages == want, tid
+        total += want
+    assert total > 0

@@ -11,6 +11,7 @@ from builders import swe_trace
 
 from sim.engine import replay
 from sim.errors import ConfigError
+from sim.metrics import compute_metrics
 from sim.policies.base import make_policy
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
 from sim.records import AGENT, SUMMARY
@@ -82,16 +83,32 @@ def test_autogen_head_never_ends_on_a_tool_call():
     assert states(r)[:4] == [V, V, M, M]
 
 
-def test_autogen_token_limited_pops_middle_pairs():
-    # limit 400: call 3 (480): 7 messages, middle = a1: popped with r1 -> 370. call 4 (480 after the new
-    # turn): messages task a0 r0 a2 r2 a3 r3, middle a2 -> 370; call 5 likewise pops a3, r3.
+def test_autogen_token_limited_pops_single_messages():
+    # AutoGen counts the context's messages only (the system message is the agent's): limit 400. call 4
+    # (490, 9 messages): pops r1 (index 4) -> 390: a1 is sent without its result. call 5 (600, from all 11
+    # messages again): pops a2, r2, r1 -> 390: a1 still unpaired.
     r = run("autogen_token_limited", token_limit=400)
-    assert inputs(r) == [150, 260, 370, 370, 370, 370]
-    assert states(r) == [V, V, V, V] + [D] * 6 + [V, V]
-    # limit 300: call 2 (370): task a0 r0 a1 r1, middle r0: popped with its call a0 -> 260
-    r = run("autogen_token_limited", token_limit=300)
-    assert inputs(r)[:3] == [150, 260, 260]
-    assert states(r)[2:4] == [D, D]
+    assert inputs(r) == [150, 260, 370, 480, 490, 490]
+    assert states(r) == [V, V, V, V, V, D, D, D, V, V, V, V]
+    assert r.unpaired_tool_messages == 2 and compute_metrics(r)["unpaired_tool_messages"] == 2
+    # the provider's scope counts the system message too (100): the same pops at a limit 100 higher
+    p = run("autogen_token_limited", token_limit=500, token_count="provider")
+    assert inputs(p) == inputs(r) and states(p) == states(r) and p.unpaired_tool_messages == 2
+
+
+def test_autogen_token_limited_recomputes_from_the_full_history():
+    # r2 weighs 300, limit 300. call 3 (580: task a0 r0 a1 r1 a2 r2): pops a1, r1, r0, a0, a2, r2 -> the
+    # task alone (150 with the system message). call 4 (690, 9 messages): pops r1, a2, a1, r2 -> 270:
+    # a0 and r0, popped for call 3, are sent again. call 5 (800): pops a2, r2, r1, a3, a1, r3 -> 270.
+    t = swe_trace([("x" * 384, s) for s in (100, 100, 300, 100, 100, 100)])
+    seen = []
+    r = replay(t, make_policy("autogen_token_limited", token_limit=300), window=None,
+               observer=lambda k, v: seen.append(tuple(ItemState(s) for s in v.state[: v.n])))  # fmt: skip
+    assert inputs(r) == [150, 260, 370, 150, 370, 370]
+    assert seen[3] == (V, V) + (D,) * 6
+    assert seen[4] == (V,) * 4 + (D,) * 4 + (V, V)
+    assert seen[5] == (V,) * 4 + (D,) * 6 + (V, V)
+    assert r.unpaired_tool_messages == 0
 
 
 def test_autogen_token_limited_default_is_the_trace_window():
@@ -100,7 +117,8 @@ def test_autogen_token_limited_default_is_the_trace_window():
 
     t = dataclasses.replace(six(), context_window=400)
     r = replay(t, make_policy("autogen_token_limited"), window=None)
-    assert inputs(r) == [150, 260, 370, 370, 370, 370]
+    # messages only: call 4 (490) pops r1 -> 390; call 5 (600) pops r2, a3, r1 -> 390
+    assert inputs(r) == [150, 260, 370, 480, 490, 490]
 
 
 # -------------------------------------------------------------------------------------- summaries
@@ -150,8 +168,12 @@ def test_hybrid_default_masks_like_observation_masking_until_the_first_summary()
     [
         ("strands_sliding_window", {"window_size": 0}, r"window_size=0 is not an integer >= 1"),
         ("autogen_buffered", {"buffer_size": -1}, r"buffer_size=-1 is not an integer >= 1"),
-        ("autogen_head_and_tail", {"tail_size": "x"}, r"tail_size='x' is not an integer >= 0"),
+        ("autogen_head_and_tail", {"tail_size": "x"}, r"tail_size='x' is not an integer >= 1"),
         ("autogen_token_limited", {"token_limit": 0}, r"token_limit=0 is not an integer >= 1"),
+        ("autogen_token_limited", {"token_count": "model"}, r"token_count='model' is not one of"),
+        ("autogen_head_and_tail", {"head_size": 0}, r"head_size=0 is not an integer >= 1"),
+        ("autogen_head_and_tail", {"tail_size": 0}, r"tail_size=0 is not an integer >= 1"),
+        ("autogen_buffered", {"buffer_size": 0}, r"buffer_size=0 is not an integer >= 1"),
         ("llm_summary", {"n": 0}, r"n=0 is not an integer >= 1"),
         ("llm_summary", {"summary_ratio": 0}, r"summary_ratio=0 is not a number in \(0, 1\]"),
         ("hybrid", {"mask_n": 0}, r"mask_n=0 is not an integer >= 1"),

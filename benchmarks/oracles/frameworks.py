@@ -1,6 +1,8 @@
 """Drive a framework's real compaction code over the goldens' traces and compare it with ctxsim's policy.
 
-    .venv/bin/python benchmarks/oracles/frameworks.py adk|letta|inspect [--write] [--setting NAME]
+    .venv/bin/python benchmarks/oracles/frameworks.py FRAMEWORK [--write] [--setting NAME]
+
+FRAMEWORK: adk, letta, inspect, autogen, strands or langchain.
 
 Runs ``benchmarks/oracles/<framework>/oracle.py`` in that framework's own virtual environment
 (``benchmarks/oracles/<framework>/.venv``, made by ``make oracle-<framework>`` from its pinned
@@ -24,7 +26,14 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import framework_oracle as fo  # noqa: E402
 
-VERSIONS = {"adk": "google-adk 2.13.0", "letta": "letta 0.16.8", "inspect": "inspect-ai 0.3.285"}
+VERSIONS = {
+    "adk": "google-adk 2.13.0",
+    "letta": "letta 0.16.8",
+    "inspect": "inspect-ai 0.3.285",
+    "autogen": "autogen-core 0.7.5",
+    "strands": "strands-agents 1.62.0",
+    "langchain": "langchain 1.5.2, langchain-core 1.8.3, langgraph 1.2.24",
+}
 
 
 def run_oracle(framework: str, settings: dict) -> dict:

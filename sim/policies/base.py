@@ -181,6 +181,9 @@ class Policy:
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
     spills: ClassVar[bool] = False  # may move items out of view behind a handle (settle or pre-call)
+    # may send a tool call without its result or the reverse (a framework that pops single messages);
+    # such a policy counts those requests (``unpaired_requests``) and brings dropped items back
+    splits_pairs: ClassVar[bool] = False
 
     def start(self, trace: Trace) -> Any:
         """Fresh per-run state."""
@@ -230,6 +233,11 @@ class Policy:
         """The plans of ``[self.plan(t) for t in traces]``; a policy may compute many runs' plans in one
         pass (the engine's fast path asks once per batch)."""
         return Plans.of([self.plan(t) for t in traces])
+
+    def unpaired_requests(self, state: Any) -> int:
+        """Only where ``splits_pairs`` is true: requests of the run so far that held a tool call or
+        result without its partner (the ``unpaired_tool_messages`` metric)."""
+        return 0
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         """What the policy declares about every view it builds, checked by the conformance checker."""
