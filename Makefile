@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen
+.PHONY: demo test bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -31,7 +31,7 @@ $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 # 0.62.0 (V0 condensers) and openhands-sdk 1.58.2.
 PY312 ?= python3.12
 FW := benchmarks/oracles
-oracle-adk oracle-letta oracle-inspect oracle-autogen: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
+oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
 	$(BIN)/python $(FW)/frameworks.py $* --write
 
 oracle-openhands: $(VENV)/.installed $(FW)/openhands/.venv/.installed

@@ -378,6 +378,8 @@ def _replay_loop(
             change(k, ch)
             if first < 0 or ch.index < first:
                 first = ch.index
+        if summary is None and facts is not None and isinstance(result, Decision) and result.forgets_summary:
+            facts.kept = set()
         if summary is not None and facts is not None:
             later = {f for f in covered if still_needed.get(f, -1) >= view.n}
             facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out))

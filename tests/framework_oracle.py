@@ -62,6 +62,20 @@ def _autogen(corpus: str, context: str, **config) -> tuple[str, str, dict, dict]
     return corpus, policy, dict(config), {"context": context, **config}
 
 
+def _clear(corpus: str, trigger: int, **knobs) -> tuple[str, str, dict, dict]:
+    config = {"middleware": "ClearToolUses", "trigger": trigger, **knobs}
+    return corpus, "langchain_clear_tool_uses", {"trigger_tokens": trigger, **knobs}, config
+
+
+def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
+    """ctxsim takes plain integers (tokens / messages), LangChain only its pairs."""
+    config = {"middleware": "Summarization", **knobs}
+    config["trigger"] = ["tokens", trigger] if isinstance(trigger, int) else trigger
+    if isinstance(knobs.get("keep"), int):
+        config["keep"] = ["messages", knobs["keep"]]
+    return corpus, "langchain_summarization", {"trigger": trigger, **knobs}, config
+
+
 def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
     knobs = {"context_window": window}
     knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
@@ -119,6 +133,23 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "token-4000-provider-tau": _autogen("tau10", "TokenLimited", token_limit=4000,
                                             token_count="provider"),
     },
+    "langchain": {
+        "clear-default": _clear("mini", 100000),
+        "clear-8000": _clear("mini", 8000),
+        "clear-8000-provider": _clear("mini", 8000, token_count="provider"),
+        "clear-8000-2000": _clear("mini", 8000, clear_at_least=2000),
+        "clear-2500-tau": _clear("tau10", 2500),
+        "clear-2500-300-provider-tau": _clear("tau10", 2500, clear_at_least=300, token_count="provider"),
+        "summary-8000-defaults": _summary("mini", 8000),
+        "summary-8000-keep-10": _summary("mini", 8000, keep=10),
+        "summary-16000-keep-10": _summary("mini", ["tokens", 16000], keep=["messages", 10]),
+        "summary-8000-keep-10-provider": _summary("mini", 8000, keep=10, token_count="provider"),
+        "summary-12000-keep-3000-tokens": _summary("mini", 12000, keep=["tokens", 3000]),
+        "summary-2500-keep-10-tau": _summary("tau10", 2500, keep=10),
+        "summary-4000-keep-6-provider-tau": _summary("tau10", 4000, keep=6, token_count="provider"),
+        "summary-30-messages-tau": _summary("tau10", ["messages", 30], keep=8,
+                                            trim_tokens_to_summarize=1000),
+    },
     "inspect": {
         "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
                        {"strategy": "CompactionEdit", "threshold": 15000}),
@@ -175,9 +206,10 @@ def golden_path(framework: str, setting: str) -> Path:
     return GOLDEN / framework / f"{setting}.json"
 
 
-def export(trace: Trace) -> dict:
+def export(trace: Trace, full_text: bool = False) -> dict:
     """The trace as an oracle reads it: what the framework's objects need, ctxsim's sizes, and the mock
-    model's outputs. Content is cut to its first 64 characters (only its presence matters there)."""
+    model's outputs. Content is cut to its first 64 characters (only its presence matters there) unless
+    ``full_text`` (LangChain's trim keeps a message's last lines)."""
     model = ReplayModel(trace, on_missing="degrade")
     return {
         "trace_id": trace.trace_id,
@@ -186,7 +218,7 @@ def export(trace: Trace) -> dict:
             {
                 "kind": e.kind,
                 "tokens": e.tokens,
-                "text": (e.content or "")[:64],
+                "text": (e.content or "") if full_text else (e.content or "")[:64],
                 "tool_call_ids": list(e.tool_call_ids),
                 "tool_call_id": e.tool_call_id,
             }

@@ -26,6 +26,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import framework_oracle as fo  # noqa: E402
 
+FULL_TEXT = {"langchain"}  # oracles that read whole contents (LangChain's trim keeps a message's last lines)
 VERSIONS = {
     "adk": "google-adk 2.13.0",
     "letta": "letta 0.16.8",
@@ -43,7 +44,9 @@ def run_oracle(framework: str, settings: dict) -> dict:
     job = {
         "summary": fo.SUMMARY_RULE,
         "settings": [{"name": s, "corpus": c, "config": cfg} for s, (c, _, _, cfg) in settings.items()],
-        "corpora": {name: [fo.export(t) for t in ts] for name, ts in traces.items()},
+        "corpora": {
+            name: [fo.export(t, full_text=framework in FULL_TEXT) for t in ts] for name, ts in traces.items()
+        },
     }
     python = HERE / framework / ".venv" / "bin" / "python"
     if not python.exists():

@@ -116,11 +116,14 @@ class Decision(NamedTuple):
     """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough.
     ``summary``: one metered summarizer call, or a list of them (a framework that summarizes again when
     one pass was not enough). ``stop``: a finish reason that ends the run before this call is sent (a
-    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered."""
+    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered.
+    ``forgets_summary``: the previous summary is replaced by text that holds nothing (no summary call):
+    the facts it kept are lost."""
 
     changes: Sequence[Change] = ()
     summary: SummaryCall | list[SummaryCall] | None = None
     stop: str | None = None
+    forgets_summary: bool = False
 
 
 class AfterCall(NamedTuple):
