@@ -76,6 +76,21 @@ def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
     return corpus, "langchain_summarization", {"trigger": trigger, **knobs}, config
 
 
+def _window(corpus: str, window: int | None = None, **knobs) -> tuple[str, str, dict, dict]:
+    config = {"manager": "SlidingWindow", "manager_args": dict(knobs), "window": window}
+    return corpus, "strands_sliding_window", dict(knobs), config
+
+
+PROACTIVE = {"compression_threshold": 0.7}
+
+
+def _summarizing(corpus: str, window: int, **knobs) -> tuple[str, str, dict, dict]:
+    """Strands summarizing with the model's context_window_limit and the provider's window alike."""
+    config = {"manager": "Summarizing", "manager_args": dict(knobs), "window": window,
+              "context_window_limit": window}  # fmt: skip
+    return corpus, "strands_summarizing", {"context_window": window, **knobs}, config
+
+
 def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
     knobs = {"context_window": window}
     knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
@@ -149,6 +164,25 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summary-4000-keep-6-provider-tau": _summary("tau10", 4000, keep=6, token_count="provider"),
         "summary-30-messages-tau": _summary("tau10", ["messages", 30], keep=8,
                                             trim_tokens_to_summarize=1000),
+    },
+    "strands": {
+        "window-defaults": _window("mini"),
+        "window-10-per-turn": _window("mini", window_size=10, per_turn=True),
+        "window-20-per-turn-3": _window("mini", window_size=20, per_turn=3),
+        "window-40-overflow-16000": _window("mini", 16000),
+        "window-40-overflow-16000-no-truncate": _window("mini", 16000, should_truncate_results=False),
+        "window-defaults-tau": _window("tau10"),
+        "window-10-tau": _window("tau10", window_size=10),
+        "window-10-per-turn-tau": _window("tau10", window_size=10, per_turn=True),
+        "window-40-overflow-3000-tau": _window("tau10", 3000),
+        "summarizing-defaults-16000": _summarizing("mini", 16000),
+        "summarizing-proactive-16000": _summarizing("mini", 16000, proactive_compression=PROACTIVE),
+        "summarizing-proactive-ratio-0.9-16000": _summarizing(
+            "mini", 16000, summary_ratio=0.9, proactive_compression=PROACTIVE
+        ),
+        "summarizing-defaults-10000": _summarizing("mini", 10000),
+        "summarizing-defaults-3000-tau": _summarizing("tau10", 3000),
+        "summarizing-proactive-3000-tau": _summarizing("tau10", 3000, proactive_compression=PROACTIVE),
     },
     "inspect": {
         "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
@@ -238,9 +272,10 @@ def rle(s: str) -> str:
     return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
 
 
-def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
+def vectors(trace: Trace, policy: str, knobs: dict, window: int | None = None) -> dict:
     """A policy's per-call vectors in the goldens' form: finish reason and, per call, [run-length
-    states, summary sizes in the request, request tokens]."""
+    states, summary sizes in the request, request tokens]. ``window``: the provider's context window
+    (a request above it is refused: the policy's overflow recovery runs)."""
     residual = trace.arrays.residual.tolist()
     calls = []
 
@@ -252,7 +287,7 @@ def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
         calls.append([rle(st), inserted, view.total + residual[k]])
 
     model = ReplayModel(trace, on_missing="degrade")
-    record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=None, pricing=None)
+    record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=window, pricing=None)
     return {"finish": record.finish_reason, "calls": calls}
 
 

@@ -1,11 +1,12 @@
 """The framework policies held, call by call, to the real libraries.
 
 The goldens in tests/golden/frameworks/<framework>/ are the real code's side: ``make oracle-adk``,
-``oracle-letta``, ``oracle-inspect``, ``oracle-autogen``, ``oracle-langchain`` replayed each corpus at
-each setting through google-adk 2.13.0, letta 0.16.8, inspect-ai 0.3.285, autogen-core 0.7.5 and
-langchain 1.5.2 (``benchmarks/oracles/``, ``tests/framework_oracle.py`` for the alignment). Here each
-policy replays the same traces and must give, at every call, the same state of every event, the same
-summaries in the request and the same request tokens, and must end where the framework did (Inspect's
+``oracle-letta``, ``oracle-inspect``, ``oracle-autogen``, ``oracle-langchain``, ``oracle-strands``
+replayed each corpus at each setting through google-adk 2.13.0, letta 0.16.8, inspect-ai 0.3.285,
+autogen-core 0.7.5, langchain 1.5.2 and strands-agents 1.62.0 (``benchmarks/oracles/``,
+``tests/framework_oracle.py`` for the alignment). Here each policy replays the same traces and must
+give, at every call, the same state of every event, the same summaries in the request and the same
+request tokens, and must end where the framework did (Strands' ``compaction-loop``, Inspect's
 "Compaction insufficient"). No framework needed.
 """
 
@@ -27,6 +28,7 @@ FRAMEWORK_POLICIES = {
     "letta": {"letta_partial_evict"},
     "autogen": {"autogen_buffered", "autogen_head_and_tail", "autogen_token_limited"},
     "langchain": {"langchain_clear_tool_uses", "langchain_summarization"},
+    "strands": {"strands_sliding_window", "strands_summarizing"},
     "inspect": {
         "inspect_compaction_edit",
         "inspect_compaction_trim",
@@ -79,7 +81,7 @@ def test_policy_decides_as_the_framework(path, request):
     traces = corpus(corpus_name)
     assert sorted(traces) == sorted(g["runs"])
     for tid, want in g["runs"].items():
-        got = fo.vectors(traces[tid], policy, knobs)
+        got = fo.vectors(traces[tid], policy, knobs, window=config.get("window"))
         assert got == want, f"{policy} on {tid} at {setting}: {first_difference(got, want)}"
     if (also := fo.ALSO.get((framework, setting))) is not None:
         other, other_knobs = also
@@ -89,13 +91,14 @@ def test_policy_decides_as_the_framework(path, request):
             assert got["calls"][:n] == want["calls"], f"{other} on {tid} at {setting}"
 
 
-IDLE = {("adk", "window-3-1-mini"), ("langchain", "clear-default")}
+IDLE = {("adk", "window-3-1-mini"), ("langchain", "clear-default"), ("strands", "window-defaults")}
 
 
 def test_goldens_exercise_what_they_hold():
     """Each golden setting transforms something, except ADK's sliding window on single-task runs (one
-    invocation: ADK never compacts mid-task) and LangChain's default trigger (100,000 tokens of
-    messages, never reached here), which they pin; Inspect's edit and trim end runs."""
+    invocation: ADK never compacts mid-task), Strands' default sliding window on them (applied after an
+    invocation only) and LangChain's default trigger (100,000 tokens of messages, never reached here),
+    which they pin; Inspect's edit and trim end runs."""
     for path in FILES:
         g = fo.load(path)
         changed = sum(1 for r in g["runs"].values() for c in r["calls"] if any(x in c[0] for x in "MSD"))

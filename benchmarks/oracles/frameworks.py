@@ -26,7 +26,10 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import framework_oracle as fo  # noqa: E402
 
-FULL_TEXT = {"langchain"}  # oracles that read whole contents (LangChain's trim keeps a message's last lines)
+FULL_TEXT = {
+    "langchain",
+    "strands",
+}  # oracles that read whole contents (LangChain's trim keeps a message's last lines)
 VERSIONS = {
     "adk": "google-adk 2.13.0",
     "letta": "letta 0.16.8",
@@ -76,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             n = same = tc = tr = 0
             for t in traces[corpus]:
                 want = real[name][t.trace_id]
-                got = fo.vectors(t, pol, kn)
+                got = fo.vectors(t, pol, kn, window=config.get("window"))
                 a, b, c, d = fo.agreement(got, want)
                 full = pol == policy  # the policy itself must also stop where the framework did
                 if full and (len(got["calls"]) != len(want["calls"]) or got["finish"] != want["finish"]):
