@@ -38,6 +38,7 @@ def main(argv: list[str]) -> int:
     trace = next(t for t in fo.corpus(corpus) if t.trace_id == trace_id)
     spec = importlib.util.spec_from_file_location(f"{framework}_oracle", HERE / framework / "oracle.py")
     oracle = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = oracle  # pydantic models of the oracle resolve their annotations there
     spec.loader.exec_module(oracle)
     exported = fo.export(trace, full_text=True)
     calls = len(trace.calls)
