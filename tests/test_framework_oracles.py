@@ -132,3 +132,13 @@ def test_unpaired_tool_messages_counts_the_framework_requests_that_split_a_pair(
         assert record.unpaired_tool_messages == want, tid
         total += want
     assert total > 0
+
+
+def test_golden_runs_issue_one_tool_call_per_turn(request):
+    """AutoGen, LangChain and Strands put one turn's tool results in one message, ctxsim counts one
+    message per event: the same only where a turn issues one call, as in every run these goldens hold
+    (a run with parallel calls would need the grouping modelled)."""
+    request.getfixturevalue("mini_dir")
+    for name in ("mini", "tau10"):
+        for t in corpus(name).values():
+            assert all(len(e.tool_call_ids) <= 1 for e in t.events), t.trace_id

@@ -19,6 +19,8 @@ Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=No
   recorded context window (no limit when unknown).
 - Split pairs: a popped call can leave its result in the request, or the reverse; such requests are
   counted in the ``unpaired_tool_messages`` metric (providers usually reject them; AutoGen sends them).
+- Records: a restore is no compaction: the change table lists each pop (a message popped again after
+  a restore is listed again); the final states, the ledger and the facts follow the view.
 - Cache: the request changes from the first popped message on, mid-conversation, on most calls.
 """
 
