@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
 
-.PHONY: demo test bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect
+.PHONY: demo test bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -26,13 +26,14 @@ $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 	cd $(ORACLE) && npm ci --no-audit --no-fund
 	touch $@
 
-# The framework policies' differential oracles: the real library (OpenHands, ADK, Letta, Inspect), each in
+# The framework policies' differential oracles: the real library (OpenHands, ADK, Letta, Inspect, AutoGen, LangChain,
+# Strands), each in
 # its own Python 3.12 environment pinned by benchmarks/oracles/<framework>/requirements.txt (gitignored),
 # drives the goldens' traces; rewrites tests/golden/frameworks/<framework>/. OpenHands: openhands-ai
 # 0.62.0 (V0 condensers) and openhands-sdk 1.58.2.
 PY312 ?= python3.12
 FW := benchmarks/oracles
-oracle-adk oracle-letta oracle-inspect: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
+oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
 	$(BIN)/python $(FW)/frameworks.py $* --write
 
 oracle-openhands: $(VENV)/.installed $(FW)/openhands/.venv/.installed

@@ -18,7 +18,18 @@ from sim.importers import load_paths
 from sim.metrics import compute_metric_columns
 from sim.paths import EMBEDDED_SUITE, traces_dir
 from sim.policies.base import make_policy, registered
-from sim.types import Trace
+from sim.types import Trace, policy_json
+
+# Policies whose defaults leave the shared runs alone (a trigger off or out of reach, management only
+# between invocations) are measured at an active setting as well, the one their goldens hold
+# (tests/golden/frameworks/): a benchmark of a policy that never acts would say little.
+ACTIVE_KNOBS: dict[str, dict] = {
+    "autogen_token_limited": {"token_limit": 16000},
+    "langchain_clear_tool_uses": {"trigger_tokens": 8000},
+    "langchain_summarization": {"trigger": 16000, "keep": 10},
+    "strands_sliding_window": {"window_size": 10, "per_turn": True},
+    "strands_summarizing": {"context_window": 16000, "proactive_compression": {"compression_threshold": 0.7}},
+}
 
 
 def corpora() -> dict[str, Callable[[], list[Trace]]]:
@@ -35,10 +46,12 @@ def pin_one_core() -> None:
         os.sched_setaffinity(0, {cpus[0]})
 
 
-def measure(traces: list[Trace], policy_name: str, repeats: int, min_seconds: float = 0.2) -> dict:
+def measure(
+    traces: list[Trace], policy_name: str, repeats: int, min_seconds: float = 0.2, knobs: dict | None = None
+) -> dict:
     """Median calls/s over ``repeats`` timed repeats; each repeat replays the corpus as many times as
     it takes to last ``min_seconds`` (calibrated once), so timer noise stays small."""
-    policy = make_policy(policy_name)
+    policy = make_policy(policy_name, **(knobs or {}))
     calls = sum(len(t.calls) for t in traces)
 
     def one_pass() -> float:
@@ -53,6 +66,7 @@ def measure(traces: list[Trace], policy_name: str, repeats: int, min_seconds: fl
         rates.append(calls * passes / elapsed)
     return {
         "policy": policy_name,
+        "knobs": policy_json(knobs) if knobs else "",
         "corpus": None,
         "calls": calls,
         "calls_per_s": round(statistics.median(rates)),
@@ -73,8 +87,9 @@ def run_bench(
             log(f"corpus {cname} skipped: {exc}")
             continue
         for pname in policies or list(registered()):
-            row = measure(traces, pname, repeats)
-            row["corpus"] = cname
-            row["cores"] = os.cpu_count()
-            rows.append(row)
+            for knobs in [None] + ([ACTIVE_KNOBS[pname]] if pname in ACTIVE_KNOBS else []):
+                row = measure(traces, pname, repeats, knobs=knobs)
+                row["corpus"] = cname
+                row["cores"] = os.cpu_count()
+                rows.append(row)
     return rows

@@ -549,7 +549,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
-        print(format_table(rows, ["policy", "corpus", "calls", "calls_per_s", "repeats"]))
+        print(format_table(rows, ["policy", "knobs", "corpus", "calls", "calls_per_s", "repeats"]))
         if rows:
             print(f"median of {args.repeats} repeats, one core pinned; machine has {rows[0]['cores']} cores")
     return 0

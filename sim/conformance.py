@@ -3,7 +3,8 @@
 Checks, on each given trace: the engine's fast path and its per-call loop give identical records (every
 table, final item, reaction and ledger total), deterministic (two replays give identical records), input
 untouched (the trace's serialised content is unchanged), tool call/result pairs never split (never one
-dropped while the other is sent as it was), sizes sane (non-negative items, running total equal to the item
+dropped while the other is sent as it was; a policy declaring ``splits_pairs`` must count exactly the
+requests that split one), sizes sane (non-negative items, running total equal to the item
 sum), and the policy's own declared bound respected in every request.
 """
 
@@ -32,8 +33,11 @@ def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[
         before = trace_hash(t)
         problems: list[str] = []
         pair_of = _pairs(t)
+        split_requests = [0]
 
-        def observe(k: int, view: View, t=t, problems=problems, pair_of=pair_of) -> None:
+        def observe(
+            k: int, view: View, t=t, problems=problems, pair_of=pair_of, split=split_requests
+        ) -> None:
             if len(problems) > 20:
                 return
             items = view.tokens[: view.n]
@@ -41,16 +45,24 @@ def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[
                 problems.append(f"call {k}: negative item size")
             if sum(items) != view.total:
                 problems.append(f"call {k}: view total {view.total} != item sum {sum(items)}")
+            splits = 0
             for a, b in pair_of:
                 # split: one side gone while the other is sent as it was (a placeholder partner is plain
                 # text standing for the pair, e.g. Inspect's "[Tool call: ... removed from history]")
                 pair = (view.state[a], view.state[b]) if b < view.n else ()
                 if ItemState.DROPPED in pair and any(s in AS_SENT for s in pair):
-                    problems.append(f"call {k}: tool call {a} and its result {b} split")
+                    splits += 1
+                    if not policy.splits_pairs:
+                        problems.append(f"call {k}: tool call {a} and its result {b} split")
+            split[0] += splits > 0
             problems.extend(f"call {k}: {v}" for v in policy.bound_violations(t, view))
 
         m = ReplayModel(t, **model) if model else None
         r1 = replay(t, policy, m, observer=observe)
+        if r1.unpaired_tool_messages != split_requests[0]:  # a policy that may split counts it exactly
+            problems.append(
+                f"unpaired_tool_messages {r1.unpaired_tool_messages} != {split_requests[0]} split requests"
+            )
         r2 = replay(t, policy, m)
         # r1 ran the per-call loop (an observer forces it); r2 the engine's fast path where the policy
         # has one: they must agree exactly, and two runs of either must too
@@ -80,6 +92,7 @@ FIELDS = (
     "degraded",
     "answer_needs",
     "answer_needs_met",
+    "unpaired_tool_messages",
     "ledger",
     "summarizer",
     "cuts",

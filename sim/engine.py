@@ -221,6 +221,7 @@ def _record(
     page_reads=(),
     final_answered=True,
     window=None,
+    unpaired=0,
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
@@ -264,6 +265,7 @@ def _record(
             "degraded": degraded,
             "answer_needs": len(answer),
             "answer_needs_met": met,
+            "unpaired_tool_messages": unpaired,
             "ledger": ledger,
             "summarizer": model.summarizer,
             "cuts": tuple(cuts),
@@ -419,6 +421,8 @@ def _replay_loop(
             change(k, ch)
             if first < 0 or ch.index < first:
                 first = ch.index
+        if summary is None and facts is not None and isinstance(result, Decision) and result.forgets_summary:
+            facts.kept = set()
         if summary is not None and facts is not None:
             later = {f for f in covered if still_needed.get(f, -1) >= view.n}
             facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out, view.n))
@@ -586,4 +590,5 @@ def _replay_loop(
         page_reads=page_reads,
         final_answered=final_answered,
         window=window,
+        unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
     )

@@ -49,6 +49,7 @@ SUM_METRICS = (
     "summary_calls",
     "summary_tokens",
     "warnings",
+    "unpaired_tool_messages",
     *LEDGER_FIELDS,
     "refetch_calls",
     "retrieve_calls",

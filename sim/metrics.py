@@ -198,6 +198,12 @@ def exhausted(rs: Records) -> list[bool]:
     return [r.finish_reason.startswith("budget-exhausted") for r in rs]
 
 
+def unpaired_tool_messages(rs: Records) -> list[int]:
+    """Requests that held a tool call without its result or a result without its call (a framework that
+    pops single messages, e.g. AutoGen's token-limited context: most providers reject such requests)."""
+    return [r.unpaired_tool_messages for r in rs]
+
+
 def warnings(rs: Records) -> list[int]:
     """Budget warnings (one per dimension, at 80%)."""
     return [len(r.warnings) for r in rs]
@@ -222,6 +228,7 @@ METRICS: dict[str, Callable[[Records], list]] = {
     "summary_tokens": summary_tokens,
     "exhausted": exhausted,
     "warnings": warnings,
+    "unpaired_tool_messages": unpaired_tool_messages,
     **{f: _ledger(f) for f in LEDGER_FIELDS},
     "refetch_calls": refetch_calls,
     "retrieve_calls": retrieve_calls,

@@ -117,6 +117,7 @@ class RunRecord:
     degraded: bool = False  # an action went ahead without a fact it needed (on_missing=degrade)
     answer_needs: int = 0  # facts the final answer needs
     answer_needs_met: int = 0  # of which available or recoverable when it was (or would have been) given
+    unpaired_tool_messages: int = 0  # requests holding a tool call or result without its partner
     ledger: Any = field(default=None, repr=False)  # sim.ledger.LedgerTotals at the end of the run
     summarizer: str = "extractive"  # the mock model's summarizer (sim.model.SUMMARIZERS)
     # (recorded call, item, byte ranges of its original content shown) of every cut or pagination

@@ -49,7 +49,46 @@ MINI_IDS = (
 # tau-bench airline runs with many user turns: ADK's sliding window counts user-initiated invocations,
 # and a single-task run has one
 TAU_IDS = ("3-0", "0-0", "2-0", "5-0", "4-0", "7-0")
+# the 10 tau-bench airline runs of issue 23's measurement (Strands, AutoGen, LangChain; 156 calls, one tool
+# call per assistant turn as in every run here)
+TAU10_IDS = ("43-2", "16-0", "46-2", "7-2", "21-0", "28-3", "25-2", "4-2", "9-0", "2-1")
 SUMMARY_RULE = {"ratio": 0.1, "min": 256, "max": 2048}
+
+
+def _autogen(corpus: str, context: str, **config) -> tuple[str, str, dict, dict]:
+    policy = {"Buffered": "autogen_buffered", "HeadAndTail": "autogen_head_and_tail"}.get(
+        context, "autogen_token_limited"
+    )
+    return corpus, policy, dict(config), {"context": context, **config}
+
+
+def _clear(corpus: str, trigger: int, **knobs) -> tuple[str, str, dict, dict]:
+    config = {"middleware": "ClearToolUses", "trigger": trigger, **knobs}
+    return corpus, "langchain_clear_tool_uses", {"trigger_tokens": trigger, **knobs}, config
+
+
+def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
+    """ctxsim takes plain integers (tokens / messages), LangChain only its pairs."""
+    config = {"middleware": "Summarization", **knobs}
+    config["trigger"] = ["tokens", trigger] if isinstance(trigger, int) else trigger
+    if isinstance(knobs.get("keep"), int):
+        config["keep"] = ["messages", knobs["keep"]]
+    return corpus, "langchain_summarization", {"trigger": trigger, **knobs}, config
+
+
+def _window(corpus: str, window: int | None = None, **knobs) -> tuple[str, str, dict, dict]:
+    config = {"manager": "SlidingWindow", "manager_args": dict(knobs), "window": window}
+    return corpus, "strands_sliding_window", dict(knobs), config
+
+
+PROACTIVE = {"compression_threshold": 0.7}
+
+
+def _summarizing(corpus: str, window: int, **knobs) -> tuple[str, str, dict, dict]:
+    """Strands summarizing with the model's context_window_limit and the provider's window alike."""
+    config = {"manager": "Summarizing", "manager_args": dict(knobs), "window": window,
+              "context_window_limit": window}  # fmt: skip
+    return corpus, "strands_summarizing", {"context_window": window, **knobs}, config
 
 
 def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
@@ -94,6 +133,56 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         # summarize_all's
         "sliding-20000-0.05": _letta(20000, 0.05),
         "all-24000": _letta(24000, mode="all"),
+    },
+    "autogen": {
+        "buffered-5": _autogen("mini", "Buffered", buffer_size=5),
+        "buffered-20": _autogen("mini", "Buffered", buffer_size=20),
+        "buffered-5-tau": _autogen("tau10", "Buffered", buffer_size=5),
+        "head-tail-1-5": _autogen("mini", "HeadAndTail", head_size=1, tail_size=5),
+        "head-tail-2-10": _autogen("mini", "HeadAndTail", head_size=2, tail_size=10),
+        "head-tail-3-8-tau": _autogen("tau10", "HeadAndTail", head_size=3, tail_size=8),
+        "token-8000": _autogen("mini", "TokenLimited", token_limit=8000),
+        "token-16000": _autogen("mini", "TokenLimited", token_limit=16000),
+        "token-8000-provider": _autogen("mini", "TokenLimited", token_limit=8000, token_count="provider"),
+        "token-2500-tau": _autogen("tau10", "TokenLimited", token_limit=2500),
+        "token-4000-provider-tau": _autogen("tau10", "TokenLimited", token_limit=4000,
+                                            token_count="provider"),
+    },
+    "langchain": {
+        "clear-default": _clear("mini", 100000),
+        "clear-8000": _clear("mini", 8000),
+        "clear-8000-provider": _clear("mini", 8000, token_count="provider"),
+        "clear-8000-2000": _clear("mini", 8000, clear_at_least=2000),
+        "clear-2500-tau": _clear("tau10", 2500),
+        "clear-2500-300-provider-tau": _clear("tau10", 2500, clear_at_least=300, token_count="provider"),
+        "summary-8000-defaults": _summary("mini", 8000),
+        "summary-8000-keep-10": _summary("mini", 8000, keep=10),
+        "summary-16000-keep-10": _summary("mini", ["tokens", 16000], keep=["messages", 10]),
+        "summary-8000-keep-10-provider": _summary("mini", 8000, keep=10, token_count="provider"),
+        "summary-12000-keep-3000-tokens": _summary("mini", 12000, keep=["tokens", 3000]),
+        "summary-2500-keep-10-tau": _summary("tau10", 2500, keep=10),
+        "summary-4000-keep-6-provider-tau": _summary("tau10", 4000, keep=6, token_count="provider"),
+        "summary-30-messages-tau": _summary("tau10", ["messages", 30], keep=8,
+                                            trim_tokens_to_summarize=1000),
+    },
+    "strands": {
+        "window-defaults": _window("mini"),
+        "window-10-per-turn": _window("mini", window_size=10, per_turn=True),
+        "window-20-per-turn-3": _window("mini", window_size=20, per_turn=3),
+        "window-40-overflow-16000": _window("mini", 16000),
+        "window-40-overflow-16000-no-truncate": _window("mini", 16000, should_truncate_results=False),
+        "window-defaults-tau": _window("tau10"),
+        "window-10-tau": _window("tau10", window_size=10),
+        "window-10-per-turn-tau": _window("tau10", window_size=10, per_turn=True),
+        "window-40-overflow-3000-tau": _window("tau10", 3000),
+        "summarizing-defaults-16000": _summarizing("mini", 16000),
+        "summarizing-proactive-16000": _summarizing("mini", 16000, proactive_compression=PROACTIVE),
+        "summarizing-proactive-ratio-0.9-16000": _summarizing(
+            "mini", 16000, summary_ratio=0.9, proactive_compression=PROACTIVE
+        ),
+        "summarizing-defaults-10000": _summarizing("mini", 10000),
+        "summarizing-defaults-3000-tau": _summarizing("tau10", 3000),
+        "summarizing-proactive-3000-tau": _summarizing("tau10", 3000, proactive_compression=PROACTIVE),
     },
     "inspect": {
         "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
@@ -141,9 +230,9 @@ def corpus(name: str) -> list[Trace]:
     if name == "mini":
         by_id = {t.trace_id: t for t in load_paths([str(MINI_DIR)])}
         return [by_id[i] for i in MINI_IDS]
-    if name == "tau":
+    if name in ("tau", "tau10"):
         by_id = {t.trace_id: t for t in load_paths([str(TAU_FILE)])}
-        return [by_id[i] for i in TAU_IDS]
+        return [by_id[i] for i in (TAU_IDS if name == "tau" else TAU10_IDS)]
     raise KeyError(name)
 
 
@@ -151,9 +240,10 @@ def golden_path(framework: str, setting: str) -> Path:
     return GOLDEN / framework / f"{setting}.json"
 
 
-def export(trace: Trace) -> dict:
+def export(trace: Trace, full_text: bool = False) -> dict:
     """The trace as an oracle reads it: what the framework's objects need, ctxsim's sizes, and the mock
-    model's outputs. Content is cut to its first 64 characters (only its presence matters there)."""
+    model's outputs. Content is cut to its first 64 characters (only its presence matters there) unless
+    ``full_text`` (LangChain's trim keeps a message's last lines)."""
     model = ReplayModel(trace, on_missing="degrade")
     return {
         "trace_id": trace.trace_id,
@@ -162,7 +252,7 @@ def export(trace: Trace) -> dict:
             {
                 "kind": e.kind,
                 "tokens": e.tokens,
-                "text": (e.content or "")[:64],
+                "text": (e.content or "") if full_text else (e.content or "")[:64],
                 "tool_call_ids": list(e.tool_call_ids),
                 "tool_call_id": e.tool_call_id,
             }
@@ -182,9 +272,10 @@ def rle(s: str) -> str:
     return "".join(f"{len(m.group(0))}{m.group(0)[0]}" for m in re.finditer(r"(.)\1*", s))
 
 
-def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
+def vectors(trace: Trace, policy: str, knobs: dict, window: int | None = None) -> dict:
     """A policy's per-call vectors in the goldens' form: finish reason and, per call, [run-length
-    states, summary sizes in the request, request tokens]."""
+    states, summary sizes in the request, request tokens]. ``window``: the provider's context window
+    (a request above it is refused: the policy's overflow recovery runs)."""
     residual = trace.arrays.residual.tolist()
     calls = []
 
@@ -196,7 +287,7 @@ def vectors(trace: Trace, policy: str, knobs: dict) -> dict:
         calls.append([rle(st), inserted, view.total + residual[k]])
 
     model = ReplayModel(trace, on_missing="degrade")
-    record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=None, pricing=None)
+    record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=window, pricing=None)
     return {"finish": record.finish_reason, "calls": calls}
 
 

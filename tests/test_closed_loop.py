@@ -2,6 +2,7 @@
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,9 @@ from sim.errors import UnknownNameError
 from sim.ledger import entries
 from sim.metrics import compute_metrics
 from sim.model import ReplayModel
-from sim.policies.base import make_policy
+from sim.policies.base import Change, Decision, Policy, SummaryCall, make_policy
 from sim.traceio import trace_hash
+from sim.types import ItemState
 
 GOLDEN = Path(__file__).parent / "golden" / "working_set_16k"
 PRICE = "claude-sonnet-4-5"
@@ -109,8 +111,8 @@ WORKING_SET_POLICIES = {
     "codex_auto_compact": {"context_window": 20000},
     "claude_code_auto_compact": {"context_window": 40000, "max_output_tokens": 4000, "buffer_tokens": 20000},
     "langchain_summarization": {"trigger": 12000, "keep": 6},
-    "strands_sliding_window": {"window_size": 10},
-    "strands_summarizing": {"context_window": 20000},
+    "strands_sliding_window": {"window_size": 10, "per_turn": True},
+    "strands_summarizing": {"context_window": 20000, "proactive_compression": {"compression_threshold": 0.7}},
     "autogen_token_limited": {"token_limit": 14000},
     "llm_summary": {"n": 4, "m": 3},
     "hybrid": {"n": 6, "m": 3, "mask_n": 3},
@@ -175,3 +177,30 @@ def test_working_set_ledger_golden(name):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(got, indent=1) + "\n")
     assert got == json.loads(path.read_text())
+
+
+@dataclass(frozen=True)
+class _SummarizeThenForget(Policy):
+    """Summarizes the visible messages before call 3; before call 6, with ``forget``, replaces that
+    summary by a text that holds nothing (LangChain's fallback)."""
+
+    forget: bool = True
+    name = "summarize_then_forget"
+    acts_before_call = True
+
+    def before_call(self, trace, state, view, call, status=None):
+        if call == 3:
+            covered = [i for i in range(1, view.n) if view.state[i] == ItemState.VERBATIM]
+            changes = [Change(covered[0], ItemState.SUMMARIZED, 300, 1200, "summary")]
+            changes += [Change(i, ItemState.SUMMARIZED, 0, 0, "summarized") for i in covered[1:]]
+            return Decision(changes, SummaryCall(1000, 300))
+        if call == 6:
+            return Decision([], None, forgets_summary=self.forget)
+        return ()
+
+
+def test_a_summary_replaced_by_text_that_holds_nothing_forgets_its_facts():
+    t = needle(0)
+    kept = replay(t, _SummarizeThenForget(forget=False), ReplayModel(t, on_missing="degrade")).summary_kept
+    assert kept  # the summary held facts
+    assert replay(t, _SummarizeThenForget(), ReplayModel(t, on_missing="degrade")).summary_kept == ()

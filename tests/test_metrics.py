@@ -76,6 +76,7 @@ def test_metric_names_are_the_documented_ones():
         "summary_tokens",
         "exhausted",
         "warnings",
+        "unpaired_tool_messages",
         "facts_seen",
         "facts_verbatim",
         "facts_derived",

@@ -13,6 +13,7 @@ from sim.errors import ConfigError
 from sim.policies.anthropic_clear_tool_uses import text_size
 from sim.policies.base import make_policy
 from sim.policies.codex_auto_compact import SUMMARY_PREFIX as CODEX_PREFIX
+from sim.policies.langchain_summarization import SUMMARY_PROMPT
 from sim.records import AGENT, SUMMARY
 from sim.types import ItemState
 
@@ -78,20 +79,27 @@ def test_anthropic_clear_tool_inputs_and_exclude_tools():
 
 # ------------------------------------------------------------------------------ LangChain clearing
 def test_langchain_clearing_recleared_every_call():
-    # placeholder "[cleared]" (9 bytes) -> 7 tokens, saving 93. The trigger counts the unedited state:
+    # placeholder "[cleared]" (9 bytes) -> 7 tokens, saving 93. The trigger counts the unedited state,
+    # here the whole request (token_count provider, the model's count with the system message):
     # call 3: 480 > 400 -> clear 3 -> 387; call 4 (unedited 590): re-clear 3, clear 5 -> 404; call 5: 421.
     # Every call re-issues all clears: the cache is rewritten from result 3 on each time.
-    r = run("langchain_clear_tool_uses", trigger_tokens=400, keep=2)
+    r = run("langchain_clear_tool_uses", trigger_tokens=400, keep=2, token_count="provider")
     assert col(r, "input_tokens") == [150, 260, 370, 387, 404, 421]
     assert col(r, "first_changed") == [-1, -1, -1, 3, 3, 3]
     assert col(r, "items_changed") == [0, 0, 0, 1, 2, 3]
     assert r.item_tokens[3] == 7 and [r.item_state[i] for i in (3, 5, 7, 9)] == [M, M, M, V]
+    # LangChain's default counts the messages only (no system message: 100 fewer)
+    f = run("langchain_clear_tool_uses", trigger_tokens=300, keep=2)
+    assert col(f, "input_tokens") == col(r, "input_tokens")
+    assert col(run("langchain_clear_tool_uses", trigger_tokens=400, keep=2), "input_tokens")[3] == 480
 
 
 def test_langchain_clear_at_least_stops_early():
     # keep 1, clear_at_least 150: clear 3 (93), then 5 (186 >= 150) and stop, every call, although
     # the request (404 at call 4) is over the trigger again: the trigger sees the unedited 590.
-    r = run("langchain_clear_tool_uses", trigger_tokens=400, keep=1, clear_at_least=150)
+    r = run(
+        "langchain_clear_tool_uses", trigger_tokens=400, keep=1, clear_at_least=150, token_count="provider"
+    )
     assert col(r, "input_tokens") == [150, 260, 370, 294, 404, 514]
     assert col(r, "first_changed") == [-1, -1, -1, 3, 3, 3]
     assert [r.item_state[i] for i in (3, 5, 7, 9)] == [M, M, V, V]
@@ -157,19 +165,63 @@ def test_claude_code_keeps_recent_files_and_summarizes_the_rest():
 
 
 # --------------------------------------------------------------------------- LangChain summarization
-def test_langchain_summarization_trims_what_the_summarizer_sees():
-    # trigger 450, keep 3 messages, trim 100. Call 3 (480): messages 1..7, cutoff 4 lands on result 5 ->
-    # moved to 3 (assistant 4): span 1, 2, 3. The summarizer sees result 3 (100 >= 100) and its call 2;
-    # the task (1) is DROPPED unseen. Summary 20 (+16 prefix) in slot 2; input min(110, 100) + 63.
-    # Call 4 (466): span = previous summary (slot 2), 4, 5; it sees 4, 5; the old summary vanishes.
+FALLBACK = (
+    "Here is a summary of the conversation to date:\n\nPrevious conversation was too long to summarize."
+)
+
+
+def test_langchain_summarization_falls_back_when_trim_leaves_no_human_message():
+    # trigger 350 counts the state's messages (no system message). Call 3 (380, messages 1..7): keep 3,
+    # cutoff 4 lands on result 5 -> moved back to its call 4: span 1, 2, 3. trim 100: result 3 fits, call
+    # 2 crosses (its one line does not fit); start_on="human" then drops result 3: nothing left. No
+    # summarizer call: the fixed text (96 bytes -> 28 tokens) in the task's slot, 2 and 3 DROPPED.
+    # Call 4 (28 + 330): span = the summary, 4, 5; again nothing human within 100 tokens.
+    r = run("langchain_summarization", trigger=350, keep=3, trim_tokens_to_summarize=100)
+    fallback = text_size(six(), FALLBACK)[0]
+    assert fallback == 28
+    assert col(r, "kind") == [AGENT] * 6
+    assert col(r, "input_tokens") == [150, 260, 370, 100 + 28 + 220, 348, 348]
+    assert r.item_state.tolist() == [V, S] + [D] * 6 + [V] * 4
+    assert r.item_tokens[1] == 28
+
+
+def test_langchain_summarization_cuts_the_crossing_message():
+    # trim 150: result 3 (100) and call 2 (10) fit; the task (50 tokens, "task\nline2": lines of 5 + 5
+    # bytes) crosses: its last line weighs round(50 x 21 / 26) = 40 and fits (150). The summarizer gets
+    # 150 tokens: summary clamp(15, 20) = 20 + 16 (prefix) in the task's slot; input 150 + the prompt.
+    # Call 4 (36 + 330): the summary (human) and 4, 5 fit whole (146): summarized again.
     r = run(
-        "langchain_summarization", trigger=450, keep=3, trim_tokens_to_summarize=100, summary_min_tokens=20
+        "langchain_summarization", trigger=350, keep=3, trim_tokens_to_summarize=150, summary_min_tokens=20
     )
-    assert col(r, "kind") == [0, 0, 0, SUMMARY, 0, SUMMARY, 0, SUMMARY, 0]
-    assert col(r, "input_tokens") == [150, 260, 370, 163, 356, 163, 356, 163, 356]
-    assert col(r, "first_changed") == [-1, -1, -1, -1, 1, -1, 2, -1, 4]
-    assert r.item_state.tolist() == [V, D] + [S] * 6 + [V] * 4
-    assert r.item_tokens[:8].tolist() == [100, 0, 0, 0, 0, 0, 36, 0]
+    prompt = text_size(six(), SUMMARY_PROMPT)[0]
+    assert col(r, "kind") == [AGENT] * 3 + [SUMMARY, AGENT] * 3
+    assert col(r, "input_tokens") == [150, 260, 370, prompt + 150, 356, prompt + 146, 356, prompt + 146, 356]
+    assert r.item_state.tolist() == [V] + [S] * 7 + [V] * 4
+    assert r.item_tokens[:8].tolist() == [100, 36, 0, 0, 0, 0, 0, 0]
+
+
+def test_langchain_summarization_provider_count_reads_the_reported_usage():
+    # system message 300: the newest response reports its request + 7 output tokens, 247 + 110 k at call
+    # k, more than the state's messages (50 + 110 k). Trigger 400: the messages reach it at call 4, the
+    # reported usage at call 2 (467).
+    t = swe_trace([("x" * 384, 100)] * 6, system=300)
+    kinds = [col(run("langchain_summarization", t, trigger=400, keep=3, token_count=c), "kind")
+             for c in ("framework", "provider")]  # fmt: skip
+    assert kinds[0].index(SUMMARY) == 4 and kinds[1].index(SUMMARY) == 2
+
+
+def test_langchain_summarization_takes_plain_integers_and_langchain_pairs():
+    a = run("langchain_summarization", trigger=350, keep=3, trim_tokens_to_summarize=150)
+    b = run(
+        "langchain_summarization", trigger=["tokens", 350], keep=["messages", 3], trim_tokens_to_summarize=150
+    )
+    assert col(a, "input_tokens") == col(b, "input_tokens")
+    for bad, msg in (
+        (["turns", 3], "is not an integer or a pair"),
+        (["tokens", 0], "tokens must be an integer"),
+    ):
+        with pytest.raises(ConfigError, match=msg):
+            make_policy("langchain_summarization", trigger=bad)
 
 
 def test_langchain_summarization_off_by_default():

@@ -1,6 +1,8 @@
 """Drive a framework's real compaction code over the goldens' traces and compare it with ctxsim's policy.
 
-    .venv/bin/python benchmarks/oracles/frameworks.py adk|letta|inspect [--write] [--setting NAME]
+    .venv/bin/python benchmarks/oracles/frameworks.py FRAMEWORK [--write] [--setting NAME]
+
+FRAMEWORK: adk, letta, inspect, autogen, strands or langchain.
 
 Runs ``benchmarks/oracles/<framework>/oracle.py`` in that framework's own virtual environment
 (``benchmarks/oracles/<framework>/.venv``, made by ``make oracle-<framework>`` from its pinned
@@ -24,7 +26,18 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import framework_oracle as fo  # noqa: E402
 
-VERSIONS = {"adk": "google-adk 2.13.0", "letta": "letta 0.16.8", "inspect": "inspect-ai 0.3.285"}
+FULL_TEXT = {
+    "langchain",
+    "strands",
+}  # oracles that read whole contents (LangChain's trim keeps a message's last lines)
+VERSIONS = {
+    "adk": "google-adk 2.13.0",
+    "letta": "letta 0.16.8",
+    "inspect": "inspect-ai 0.3.285",
+    "autogen": "autogen-core 0.7.5",
+    "strands": "strands-agents 1.62.0",
+    "langchain": "langchain 1.5.2, langchain-core 1.8.3, langgraph 1.2.24",
+}
 
 
 def run_oracle(framework: str, settings: dict) -> dict:
@@ -34,7 +47,9 @@ def run_oracle(framework: str, settings: dict) -> dict:
     job = {
         "summary": fo.SUMMARY_RULE,
         "settings": [{"name": s, "corpus": c, "config": cfg} for s, (c, _, _, cfg) in settings.items()],
-        "corpora": {name: [fo.export(t) for t in ts] for name, ts in traces.items()},
+        "corpora": {
+            name: [fo.export(t, full_text=framework in FULL_TEXT) for t in ts] for name, ts in traces.items()
+        },
     }
     python = HERE / framework / ".venv" / "bin" / "python"
     if not python.exists():
@@ -64,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             n = same = tc = tr = 0
             for t in traces[corpus]:
                 want = real[name][t.trace_id]
-                got = fo.vectors(t, pol, kn)
+                got = fo.vectors(t, pol, kn, window=config.get("window"))
                 a, b, c, d = fo.agreement(got, want)
                 full = pol == policy  # the policy itself must also stop where the framework did
                 if full and (len(got["calls"]) != len(want["calls"]) or got["finish"] != want["finish"]):

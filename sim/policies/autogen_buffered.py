@@ -1,4 +1,7 @@
-"""``autogen_buffered``: AutoGen's ``BufferedChatCompletionContext(buffer_size)`` (POLICIES.md §4).
+"""``autogen_buffered``: AutoGen's ``BufferedChatCompletionContext(buffer_size)`` (autogen-core 0.7.5).
+
+``buffer_size`` required by AutoGen and > 0 (0 is refused, as AutoGen raises). Held call for call to
+the installed class by ``make oracle-autogen``.
 
 - Messages: every event but ``system`` / ``tools`` ones (AutoGen's agent sends its system message outside
   the model context); each tool result counts as one message (AutoGen groups one turn's results into a

@@ -1,4 +1,7 @@
-"""``autogen_head_and_tail``: AutoGen's ``HeadAndTailChatCompletionContext`` (POLICIES.md §4).
+"""``autogen_head_and_tail``: AutoGen's ``HeadAndTailChatCompletionContext`` (autogen-core 0.7.5).
+
+Constructor: ``HeadAndTailChatCompletionContext(head_size, tail_size)``, both required and > 0 (0 is
+refused, as AutoGen raises). Held call for call to the installed class by ``make oracle-autogen``.
 
 - Messages: every event but ``system`` / ``tools`` ones; each tool result counts as one message.
 - Trigger: every call where the messages in view exceed ``head_size + tail_size``.
@@ -45,8 +48,8 @@ class AutogenHeadAndTail(Policy):
     conformance_settings = ({"head_size": 1, "tail_size": 2}, {"head_size": 3, "tail_size": 4})
 
     def __post_init__(self) -> None:
-        check_int(self.name, "head_size", self.head_size, 0)
-        check_int(self.name, "tail_size", self.tail_size, 0)
+        check_int(self.name, "head_size", self.head_size, 1)  # AutoGen refuses 0 (ValueError)
+        check_int(self.name, "tail_size", self.tail_size, 1)
 
     def start(self, trace: Trace) -> Frame:
         return frame(trace)

@@ -1,65 +1,103 @@
-"""``autogen_token_limited``: AutoGen's ``TokenLimitedChatCompletionContext`` (POLICIES.md §4).
+"""``autogen_token_limited``: AutoGen's ``TokenLimitedChatCompletionContext`` (autogen-core 0.7.5).
 
-- Trigger: every call whose view (every event in it, system message and tool specs included, at their
-  recorded sizes) exceeds ``token_limit``; ``token_limit`` null means AutoGen's default, the model's
-  remaining tokens: the trace's recorded context window (no limit when that is unknown).
-- Kept / removed: AutoGen pops the middle message (``len // 2`` of the messages, system / tools events
-  excluded) until the count fits, then drops a first tool result whose call is gone. ctxsim pops the
-  middle message together with its call/result partners (AutoGen pops one message and may orphan a tool
-  result; ctxsim never splits a pair), and drops every leading result whose call is gone.
-- The rest: removed from the request (DROPPED); the context's own list keeps everything, but the agent
-  has no handle: lost. AutoGen rebuilds the view per call from the full history, so a message popped for
-  one request could come back for a later one (the middle moves as the list grows); ctxsim's engine has
-  no restore, so a popped message stays popped: each call pops from the messages still in view (chosen).
-- Cache: the request changes from the popped span on, at the middle of the conversation, every call.
+Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=None, tool_schema=None)``;
+``token_limit`` must be > 0. Held call for call to the installed class by ``make oracle-autogen``.
+
+- Messages: every event but ``system`` / ``tools`` ones (``AssistantAgent`` prepends its system message
+  to what the context returns; tool schemas are given to the model, not to the context); one message per
+  event (AutoGen puts one turn's results in one ``FunctionExecutionResultMessage``: the same where a turn
+  issues one call, as in every golden trace).
+- Every call, ``get_messages`` starts again from the full history: while the count exceeds
+  ``token_limit`` it pops the single message at ``len // 2`` (never its partner), then drops the first
+  message when that is a tool result. A message popped for one request comes back in a later one when
+  the middle has moved past it: ctxsim restores it (DROPPED -> VERBATIM at its original size).
+- ``token_count``: what the count covers. ``framework`` (default: AutoGen's own scope): the model
+  client's ``count_tokens`` over the context's messages only (ctxsim's per-event sizes: the client's
+  count is a local function of the messages), no system message, no tool schema. ``provider``: the
+  whole request as the provider reports it (system message and tool specs, the call's residual).
+- ``token_limit`` null: AutoGen's ``remaining_tokens`` (the model's window minus the count): the trace's
+  recorded context window (no limit when unknown).
+- Split pairs: a popped call can leave its result in the request, or the reverse; such requests are
+  counted in the ``unpaired_tool_messages`` metric (providers usually reject them; AutoGen sends them).
+- Records: a restore is no compaction: the change table lists each pop (a message popped again after
+  a restore is listed again); the final states, the ledger and the facts follow the view.
+- Cache: the request changes from the first popped message on, mid-conversation, on most calls.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.errors import ConfigError
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, frame
 from sim.types import ItemState, Trace
 
-DROPPED = ItemState.DROPPED
+DROPPED, VERBATIM = ItemState.DROPPED, ItemState.VERBATIM
+TOKEN_COUNTS = ("framework", "provider")
+
+
+def check_token_count(policy: str, value: object) -> None:
+    if value not in TOKEN_COUNTS:
+        raise ConfigError(f"policy '{policy}': token_count={value!r} is not one of {', '.join(TOKEN_COUNTS)}")
+
+
+class _State:
+    __slots__ = ("frame", "unpaired")
+
+    def __init__(self, f: Frame) -> None:
+        self.frame = f
+        self.unpaired = 0  # requests so far holding a call or result without its partner
 
 
 @register
 @dataclass(frozen=True)
 class AutogenTokenLimited(Policy):
-    """Pop middle messages until the request fits token_limit (AutoGen TokenLimitedChatCompletionContext)."""
+    """Pop the middle message until the count fits token_limit, from the full history every call
+    (AutoGen TokenLimitedChatCompletionContext)."""
 
     token_limit: int | None = None
+    token_count: str = "framework"
 
     name = "autogen_token_limited"
     acts_before_call = True
-    conformance_settings = ({"token_limit": 1500}, {"token_limit": 4000})
+    splits_pairs = True
+    conformance_settings = ({"token_limit": 1500}, {"token_limit": 4000, "token_count": "provider"})
 
     def __post_init__(self) -> None:
         if self.token_limit is not None:
             check_int(self.name, "token_limit", self.token_limit, 1)
+        check_token_count(self.name, self.token_count)
 
-    def start(self, trace: Trace) -> Frame:
-        return frame(trace)
+    def start(self, trace: Trace) -> _State:
+        return _State(frame(trace))
 
     def limit(self, trace: Trace) -> int | None:
         return self.token_limit if self.token_limit is not None else trace.context_window
 
-    def before_call(self, trace: Trace, f: Frame, view: View, call: int, status=None) -> list[Change]:
+    def unpaired_requests(self, state: _State) -> int:
+        return state.unpaired
+
+    def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None) -> list[Change]:
+        f, events = state.frame, trace.events
+        msgs = f.messages[: f.in_view(view.n)]
+        kept = list(msgs)
         limit = self.limit(trace)
-        total = view.total
-        if limit is None or total <= limit:
-            return []
-        kept = [i for i in f.messages[: f.in_view(view.n)] if view.state[i] != DROPPED]
-        popped: list[int] = []
-        while total > limit and kept:
-            middle = kept[len(kept) // 2]
-            for i in f.group.get(middle, (middle,)):
-                if i < view.n and view.state[i] != DROPPED:
-                    kept.remove(i)
-                    popped.append(i)
-                    total -= view.tokens[i]
-        while kept and kept[0] in f.issuer:  # a first tool result whose call is gone
-            popped.append(kept.pop(0))
-        return [Change(i, DROPPED, 0, 0, "pop-middle") for i in sorted(popped)]
+        if limit is not None:
+            count = sum(events[i].tokens for i in kept)
+            if self.token_count == "provider":  # the request as sent: instruction events and residual
+                count = trace.arrays.prefix[view.n] + int(trace.arrays.residual[call])
+            while count > limit and kept:
+                count -= events[kept.pop(len(kept) // 2)].tokens
+        if kept and events[kept[0]].kind == "tool_result":  # a first tool result
+            kept.pop(0)
+        keep = set(kept)
+        changes = []
+        for i in msgs:
+            gone = i not in keep
+            if gone and view.state[i] != DROPPED:
+                changes.append(Change(i, DROPPED, 0, 0, "pop-middle"))
+            elif not gone and view.state[i] == DROPPED:  # the middle moved past it: sent again
+                changes.append(Change(i, VERBATIM, events[i].tokens, events[i].bytes, "restore"))
+        state.unpaired += any((r in keep) != (a in keep) for r, a in f.issuer.items() if r < view.n)
+        return changes

@@ -120,11 +120,14 @@ class Decision(NamedTuple):
     """What ``before_call`` / ``on_overflow`` may return when a plain list of changes is not enough.
     ``summary``: one metered summarizer call, or a list of them (a framework that summarizes again when
     one pass was not enough). ``stop``: a finish reason that ends the run before this call is sent (a
-    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered."""
+    framework's compaction failure, e.g. ``compaction-insufficient``); its summaries are still metered.
+    ``forgets_summary``: the previous summary is replaced by text that holds nothing (no summary call):
+    the facts it kept are lost."""
 
     changes: Sequence[Change] = ()
     summary: SummaryCall | list[SummaryCall] | None = None
     stop: str | None = None
+    forgets_summary: bool = False
 
 
 class AfterCall(NamedTuple):
@@ -185,6 +188,9 @@ class Policy:
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
     reports_status: ClassVar[bool] = False  # appends a run-status line to each request
     spills: ClassVar[bool] = False  # may move items out of view behind a handle (settle or pre-call)
+    # may send a tool call without its result or the reverse (a framework that pops single messages);
+    # such a policy counts those requests (``unpaired_requests``) and brings dropped items back
+    splits_pairs: ClassVar[bool] = False
 
     def start(self, trace: Trace) -> Any:
         """Fresh per-run state."""
@@ -234,6 +240,11 @@ class Policy:
         """The plans of ``[self.plan(t) for t in traces]``; a policy may compute many runs' plans in one
         pass (the engine's fast path asks once per batch)."""
         return Plans.of([self.plan(t) for t in traces])
+
+    def unpaired_requests(self, state: Any) -> int:
+        """Only where ``splits_pairs`` is true: requests of the run so far that held a tool call or
+        result without its partner (the ``unpaired_tool_messages`` metric)."""
+        return 0
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         """What the policy declares about every view it builds, checked by the conformance checker."""

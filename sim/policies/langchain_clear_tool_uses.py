@@ -1,12 +1,18 @@
-"""``langchain_clear_tool_uses``: LangChain ``ContextEditingMiddleware`` with ``ClearToolUsesEdit``.
+"""``langchain_clear_tool_uses``: LangChain ``ContextEditingMiddleware`` with ``ClearToolUsesEdit``
+(langchain 1.5.2). Held call for call to the installed middleware in a real ``create_agent`` graph by
+``make oracle-langchain``.
 
 Knobs (LangChain's names; ``trigger`` -> ``trigger_tokens``): ``trigger_tokens`` 100,000, ``keep`` 3,
-``clear_at_least`` 0, ``exclude_tools`` none, ``clear_tool_inputs`` false; placeholder ``[cleared]``.
+``clear_at_least`` 0, ``exclude_tools`` none, ``clear_tool_inputs`` false; placeholder ``[cleared]``;
+``token_count``.
 
-- Trigger: before each model call the middleware counts the state's messages, which are never edited,
-  so the count is the unedited request (original sizes of every item in view + the call's residual;
-  LangChain's own counter is approximate, ctxsim uses the trace's token sizes). It fires when that
-  count exceeds ``trigger_tokens`` and, since the history only grows, on every call after.
+- Trigger: before each model call the middleware counts the request's messages, which are never
+  edited in the state, so the count is unedited. ``token_count`` ``framework`` (default: LangChain's
+  ``token_count_method="approximate"``, a local count): the messages only, no system prompt, no tool
+  specs (ctxsim's per-event sizes stand for the approximation). ``provider``: the model's count
+  (``token_count_method="model"``): system prompt, tools and messages, here the whole request with the
+  call's residual. It fires when the count exceeds ``trigger_tokens`` and, since the history only
+  grows, on every call after.
 - Kept: the newest ``keep`` tool results (counted over all tool results); results of excluded tools.
 - Transform: older tool results, oldest first, become ``[cleared]``; with ``clear_at_least`` > 0 the
   loop stops as soon as at least that many tokens are reclaimed (LangChain's reading of the knob, unlike
@@ -37,6 +43,7 @@ from sim.policies.anthropic_clear_tool_uses import (
     text_size,
     unedited_tokens,
 )
+from sim.policies.autogen_token_limited import check_token_count
 from sim.policies.base import Change, View, register
 from sim.types import Trace
 
@@ -48,10 +55,19 @@ PLACEHOLDER = "[cleared]"
 class LangchainClearToolUses(ClearToolUsesKnobs):
     """LangChain ClearToolUsesEdit: a per-call copy with old tool results cleared, re-done every call."""
 
+    token_count: str = "framework"
+
     name = "langchain_clear_tool_uses"
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_token_count(self.name, self.token_count)
+
     def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
-        if unedited_tokens(trace, view, call) <= self.trigger_tokens:
+        counted = unedited_tokens(trace, view, call)
+        if self.token_count == "framework":  # the request's messages only
+            counted -= instruction_tokens(trace, view.n) + int(trace.arrays.residual[call])
+        if counted <= self.trigger_tokens:
             return []
         ptok, pbytes = text_size(trace, PLACEHOLDER)
         itok, ibytes = text_size(trace, INPUT_PLACEHOLDER)
@@ -71,3 +87,15 @@ class LangchainClearToolUses(ClearToolUsesKnobs):
                 changes[a] = Change(a, MASKED, itok, ibytes, "clear-input")
                 reclaimed += events[a].tokens - itok
         return [changes[i] for i in sorted(changes)]
+
+
+def _instruction_prefix(trace: Trace) -> list[int]:
+    out = [0]
+    for e in trace.events:
+        out.append(out[-1] + (e.tokens if e.kind in ("system", "tools") else 0))
+    return out
+
+
+def instruction_tokens(trace: Trace, n: int) -> int:
+    """Tokens of the system prompt and tool specs among events [0, n): the agent's system message."""
+    return trace.derived("instruction_prefix", _instruction_prefix)[n]

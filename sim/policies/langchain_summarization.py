@@ -1,56 +1,108 @@
-"""``langchain_summarization``: LangChain's ``SummarizationMiddleware``.
+"""``langchain_summarization``: LangChain's ``SummarizationMiddleware`` (langchain 1.5.2, langchain-core
+1.8.3). Held call for call to the installed middleware in a real ``create_agent`` graph by
+``make oracle-langchain``.
 
-Knobs (LangChain's names): ``trigger`` tokens (null = off; the messages / fraction forms are not
-modelled), ``keep`` 20 messages, ``trim_tokens_to_summarize`` 4,000. The summary size rule is ctxsim's:
-clamp(``summary_ratio`` x summarized tokens, ``summary_min_tokens``, ``summary_max_tokens``).
+Knobs (LangChain's names and defaults): ``trigger`` null (off), a plain integer (tokens) or LangChain's
+pair ``[tokens|messages|fraction, value]``; ``keep`` 20 messages, a plain integer (messages) or a pair;
+``trim_tokens_to_summarize`` 4,000 (null: no trim); ``token_count``. The summary size rule is ctxsim's:
+clamp(``summary_ratio`` x the tokens the summarizer is given, ``summary_min_tokens``,
+``summary_max_tokens``). A fraction is of the model's maximum input (the trace's recorded window; unknown:
+a fraction trigger never fires and a fraction ``keep`` falls back to 20 messages, as LangChain does
+without a model profile).
 
-- Trigger: before a model call, the request (view + the call's residual; LangChain counts the state's
-  messages approximately) reaches ``trigger``.
-- Messages: the non-instruction events in view (``system`` and ``tools`` events are not state messages),
-  the previous summary counting as one message. Kept: the newest ``keep``; the cutoff moves earlier
-  while it falls on a tool result, so a call and its results stay together (LangChain's safe cutoff).
-- Transform: the messages before the cutoff are removed from the state and replaced by one summary
-  message ("Here is a summary of the conversation to date:") in the slot of the first summarized item.
-  The summarizer only sees those messages trimmed to their newest ``trim_tokens_to_summarize`` tokens
-  (``trim_messages`` strategy "last", partial message allowed): the newest messages up to and including
-  the one crossing the budget are SUMMARIZED (extended back to the issuing call of any result among
-  them); the older ones are DROPPED: removed without ever reaching the summarizer (a trimmed previous
-  summary just vanishes: its slot holds 0 tokens and stays SUMMARIZED). Not modelled:
-  ``start_on="human"`` (which can trim further), and the engine still offers the previous summary's
-  kept facts to the new one even when that summary was trimmed away.
-- Summary call: input = the seen tokens (at most ``trim_tokens_to_summarize``) + the prompt; output by
-  the size rule over the seen items' tokens.
-- State rewrite (RemoveMessage): persistent; removed items are not recoverable.
-- Cache: each summarization rewrites from the first removed item on.
+- State messages: the non-instruction events not yet replaced (``system`` / ``tools`` are the agent's
+  system message), the summary message (a human message) first once there is one.
+- Trigger, before each model node: the count of the state's messages (LangChain's token counter: the
+  messages only, no system prompt, no tools) reaches ``trigger``; with ``token_count`` ``provider`` also
+  when the newest model response in the state reported a total (its request + its output) that reaches
+  it (LangChain's reported-usage check, live when the response came from the summarization model's
+  provider). ``framework`` (default): the local count only.
+- Cutoff: ``len - keep`` messages (tokens: the fewest newest messages within ``keep`` tokens); on a tool
+  result it moves back to the model message that issued it.
+- The summarizer is given ``trim_messages(strategy="last", allow_partial=True, start_on="human")`` of the
+  replaced messages: the newest up to the budget, the crossing message cut to its last lines when they
+  fit (a cut message weighs ``scale_tokens`` of the bytes kept), then everything before the oldest human
+  message kept is dropped. That often leaves nothing (mini-swe-agent's only human message is the task,
+  and later the summary): no summarizer call, the fixed text "Previous conversation was too long to
+  summarize." stands for them and every fact they held is lost (the previous summary's too).
+- Transform: a state rewrite (``RemoveMessage(REMOVE_ALL_MESSAGES)``, the summary message, the kept
+  ones): persistent. The summary message sits in the slot of the first replaced message (SUMMARIZED,
+  its size); the others the summarizer was given are SUMMARIZED at 0 tokens, those it never saw DROPPED.
+- Summary call: input = the prompt + what the summarizer was given; output by the size rule.
+- Cache: each summarization rewrites from the first replaced message on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from sim.information import issuer_of
-from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
-from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
-from sim.policies.base import Change, Policy, View, check_int, register
+from sim.errors import ConfigError
+from sim.policies.anthropic_clear_tool_uses import text_size
+from sim.policies.autogen_token_limited import check_token_count
+from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.policies.strands_sliding_window import frame
+from sim.tokens import scale_tokens
 from sim.types import ItemState, Trace
 
+SUMMARIZED, DROPPED, VERBATIM = ItemState.SUMMARIZED, ItemState.DROPPED, ItemState.VERBATIM
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
+FALLBACK = "Previous conversation was too long to summarize."
 SUMMARY_PROMPT = (
     "<role>Context Extraction Assistant</role> Extract the highest quality and most relevant context from "
     "the conversation history below, so the conversation can continue without the messages removed. "
     "Respond only with the extracted context."
 )
+KINDS = ("tokens", "messages", "fraction")
+DEFAULT_KEEP = 20  # LangChain's messages to keep, also its fallback for an unresolvable token target
+
+
+def size_spec(policy: str, knob: str, value: Any, plain: str) -> tuple[str, float]:
+    """A knob as LangChain's (kind, value) pair; a plain integer counts ``plain``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (plain, value)
+    if not (isinstance(value, list | tuple) and len(value) == 2 and value[0] in KINDS):
+        raise ConfigError(
+            f"policy '{policy}': {knob}={value!r} is not an integer or a pair "
+            "[tokens|messages|fraction, value]"
+        )
+    kind, v = value
+    if kind == "fraction":
+        ok = isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 1
+    else:
+        ok = isinstance(v, int) and not isinstance(v, bool) and v > 0
+    if not ok:
+        rng = "a number in (0, 1]" if kind == "fraction" else "an integer > 0"
+        raise ConfigError(f"policy '{policy}': {knob}={list(value)!r}: {kind} must be {rng}")
+    return kind, v
+
+
+class _State:
+    __slots__ = ("frame", "carrier", "reported", "lines")
+
+    def __init__(self, trace: Trace) -> None:
+        self.frame = frame(trace)
+        self.carrier = -1  # the slot of the summary message
+        self.reported: dict[int, int] = {}  # call -> the total its provider reported (request + output)
+        self.lines: dict[int, list[int]] = {}  # event -> bytes of its lines (LangChain's text splitter)
+
+
+def line_bytes(text: str) -> list[int]:
+    """Bytes of each piece of LangChain's default text splitter (split on newline, kept)."""
+    parts = text.split("\n")
+    return [len(p.encode()) + 1 for p in parts[:-1]] + [len(parts[-1].encode())]
 
 
 @register
 @dataclass(frozen=True)
 class LangchainSummarization(Policy):
     """LangChain SummarizationMiddleware: over the trigger, all but the newest ``keep`` messages become a
-    summary of their newest ``trim_tokens_to_summarize`` tokens."""
+    summary of what ``trim_messages`` leaves of them (or a fixed text when it leaves nothing)."""
 
-    trigger: int | None = None
-    keep: int = 20
-    trim_tokens_to_summarize: int = 4000
+    trigger: Any = None
+    keep: Any = DEFAULT_KEEP
+    trim_tokens_to_summarize: int | None = 4000
+    token_count: str = "framework"
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
     summary_max_tokens: int = 2048
@@ -59,60 +111,191 @@ class LangchainSummarization(Policy):
     acts_before_call = True
     conformance_settings = (
         {"trigger": 800, "keep": 4, "summary_min_tokens": 32},
-        {"trigger": 1200, "keep": 3, "trim_tokens_to_summarize": 200, "summary_min_tokens": 32},
-    )
+        {"trigger": ["tokens", 1200], "keep": ["tokens", 300], "trim_tokens_to_summarize": 200,
+         "summary_min_tokens": 32, "token_count": "provider"},
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
+        from sim.policies.anthropic_server_compaction import check_summary_knobs
+
         if self.trigger is not None:
-            check_int(self.name, "trigger", self.trigger, 1)
-        check_int(self.name, "keep", self.keep, 0)
-        check_int(self.name, "trim_tokens_to_summarize", self.trim_tokens_to_summarize, 1)
+            size_spec(self.name, "trigger", self.trigger, "tokens")
+        size_spec(self.name, "keep", self.keep, "messages")
+        if self.trim_tokens_to_summarize is not None:
+            check_int(self.name, "trim_tokens_to_summarize", self.trim_tokens_to_summarize, 1)
+        check_token_count(self.name, self.token_count)
         check_summary_knobs(self)
 
-    def start(self, trace: Trace) -> SummaryState:
-        return SummaryState()
+    def start(self, trace: Trace) -> _State:
+        return _State(trace)
 
-    def before_call(self, trace: Trace, state: SummaryState, view: View, call: int, status=None):
-        if self.trigger is None or request_tokens(trace, view, call) < self.trigger:
+    # ------------------------------------------------------------------------------------ helpers
+    def _human(self, trace: Trace, state: _State, i: int) -> bool:
+        return i == state.carrier or trace.events[i].kind == "user"
+
+    def _lines(self, trace: Trace, state: _State, view: View, i: int) -> list[int]:
+        if i == state.carrier:  # the summary message: the prefix's two lines, then its text
+            pbytes = len(SUMMARY_PREFIX.encode())
+            return [pbytes - 1, 1, view.nbytes[i] - pbytes]
+        got = state.lines.get(i)
+        if got is None:
+            got = state.lines[i] = line_bytes(trace.events[i].content or "")
+        return got
+
+    def _full_bytes(self, trace: Trace, state: _State, view: View, i: int) -> int:
+        return view.nbytes[i] if i == state.carrier else sum(self._lines(trace, state, view, i))
+
+    def _met(self, trace: Trace, state: _State, msgs: list[int], count: int, view: View) -> bool:
+        kind, value = size_spec(self.name, "trigger", self.trigger, "tokens")
+        if kind == "messages":
+            return len(msgs) >= value
+        if kind == "fraction":
+            if trace.context_window is None:
+                return False
+            value = max(int(trace.context_window * value), 1)
+        if count >= value:
+            return True
+        if self.token_count != "provider":
+            return False
+        issuing = trace.derived("call_of_event", _call_of_event)
+        newest = next((i for i in reversed(msgs) if trace.events[i].kind == "assistant"), None)
+        reported = state.reported.get(issuing.get(newest, -1), -1) if newest is not None else -1
+        return reported >= value
+
+    def _safe_cutoff(self, trace: Trace, state: _State, msgs: list[int], c: int) -> int:
+        f, events = state.frame, trace.events
+        if c >= len(msgs) or events[msgs[c]].kind != "tool_result" or msgs[c] == state.carrier:
+            return c
+        issuers, j = set(), c
+        while j < len(msgs) and events[msgs[j]].kind == "tool_result" and msgs[j] != state.carrier:
+            if msgs[j] in f.issuer:
+                issuers.add(f.issuer[msgs[j]])
+            j += 1
+        for i in range(c - 1, -1, -1):
+            if msgs[i] in issuers:
+                return i
+        return j
+
+    def _cutoff(self, trace: Trace, state: _State, view: View, msgs: list[int]) -> int:
+        kind, value = size_spec(self.name, "keep", self.keep, "messages")
+        if kind != "messages":
+            target = None
+            if kind == "tokens":
+                target = value
+            elif trace.context_window is not None:
+                target = int(trace.context_window * value)
+            if target is not None:
+                return self._token_cutoff(trace, state, view, msgs, max(target, 1))
+            value = DEFAULT_KEEP
+        if len(msgs) <= value:
+            return 0
+        return self._safe_cutoff(trace, state, msgs, len(msgs) - value)
+
+    def _token_cutoff(self, trace: Trace, state: _State, view: View, msgs: list[int], target: int) -> int:
+        if not msgs:
+            return 0
+        suffix = [0] * (len(msgs) + 1)  # suffix[m] = tokens of msgs[m:]
+        for m in range(len(msgs) - 1, -1, -1):
+            suffix[m] = suffix[m + 1] + view.tokens[msgs[m]]
+        if suffix[0] <= target:
+            return 0
+        left, right, candidate = 0, len(msgs), len(msgs)
+        for _ in range(len(msgs).bit_length() + 1):  # LangChain's binary search, as written
+            if left >= right:
+                break
+            mid = (left + right) // 2
+            if suffix[mid] <= target:
+                candidate, right = mid, mid
+            else:
+                left = mid + 1
+        if candidate == len(msgs):
+            candidate = left
+        if candidate >= len(msgs):
+            if len(msgs) == 1:
+                return 0
+            candidate = len(msgs) - 1
+        return self._safe_cutoff(trace, state, msgs, candidate)
+
+    def _trim(self, trace: Trace, state: _State, view: View, span: list[int]) -> list[tuple[int, int]]:
+        """What the summarizer is given: (item, tokens) oldest first, the crossing one maybe cut."""
+        sizes = [view.tokens[i] for i in span]
+        if self.trim_tokens_to_summarize is None:
+            return list(zip(span, sizes, strict=True))
+        budget = self.trim_tokens_to_summarize
+        taken: list[tuple[int, int]] = []  # newest first
+        if sum(sizes) <= budget:
+            taken = list(zip(reversed(span), reversed(sizes), strict=True))
+        else:
+            base = 0
+            for i, s in zip(reversed(span), reversed(sizes), strict=True):
+                if base + s > budget:
+                    break
+                taken.append((i, s))
+                base += s
+            if len(taken) < len(span):  # the crossing message, cut to its last lines that fit
+                i = span[len(span) - 1 - len(taken)]
+                lines = self._lines(trace, state, view, i)
+                full = self._full_bytes(trace, state, view, i)
+                if i == state.carrier or trace.events[i].content:  # LangChain cuts only a non-empty text
+                    rev = lines[::-1]
+                    left, right = 0, len(rev)
+                    for _ in range(len(rev).bit_length()):
+                        if left >= right:
+                            break
+                        mid = (left + right + 1) // 2
+                        if base + scale_tokens(view.tokens[i], full, sum(rev[:mid])) <= budget:
+                            left = mid
+                        else:
+                            right = mid - 1
+                    if left > 0:
+                        taken.append((i, scale_tokens(view.tokens[i], full, sum(rev[:left]))))
+        while taken and not self._human(trace, state, taken[-1][0]):  # start_on="human"
+            taken.pop()
+        return taken[::-1]
+
+    # ---------------------------------------------------------------------------------- decision
+    def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        if call > 0 and status is not None and status.last_input is not None:
+            state.reported[call - 1] = status.last_input + (status.last_output or 0)
+        if self.trigger is None:
             return ()
-        events = trace.events
-        msgs = messages(trace, view)
+        f = state.frame
+        msgs = [i for i in f.messages[: f.in_view(view.n)] if view.state[i] == VERBATIM]
         if state.carrier >= 0:
-            msgs = [state.carrier, *msgs]
-        cutoff = len(msgs) - self.keep
-        while cutoff > 0 and events[msgs[cutoff]].kind == "tool_result":
-            cutoff -= 1
+            msgs.insert(0, state.carrier)
+        count = sum(view.tokens[i] for i in msgs)
+        if not self._met(trace, state, msgs, count, view):
+            return ()
+        cutoff = self._cutoff(trace, state, view, msgs)
         if cutoff <= 0:
             return ()
         span = msgs[:cutoff]
-        # the summarizer sees the newest messages of the span up to trim_tokens_to_summarize
-        seen_from, total = len(span), 0
-        while seen_from > 0 and total < self.trim_tokens_to_summarize:
-            seen_from -= 1
-            total += view.tokens[span[seen_from]]
-        issuers = trace.derived("issuers", issuer_of)
-        first = span[seen_from]
-        for i in span[seen_from:]:  # never separate a summarized result from its (dropped) call
-            a = issuers.get(i)
-            if a is not None and a < first:
-                first = a
-        seen = [i for i in span if i >= first]
-        # trimmed messages leave without reaching the summarizer; a trimmed previous summary empties its
-        # slot but the slot's event stays SUMMARIZED (it stood for the summary, not for a lone call)
-        dropped = [
-            Change(i, ItemState.SUMMARIZED if i == state.carrier else ItemState.DROPPED, 0, 0, "trimmed")
-            for i in span
-            if i < first
-        ]
-        basis = sum(view.tokens[i] for i in seen)
-        instruction, _ = text_size(trace, SUMMARY_PROMPT)
-        summary_in = min(basis, self.trim_tokens_to_summarize) + instruction
-        if state.carrier >= 0 and state.carrier < first:  # the previous summary was trimmed away
-            state.carrier = -1
-        covered = [i for i in seen if i != state.carrier]
-        if not covered:
-            return dropped
-        return (
-            summarize(self, trace, state, view, covered, summary_in, SUMMARY_PREFIX, tuple(dropped), basis)
-            or dropped
-        )
+        given = self._trim(trace, state, view, span)
+        seen = {i for i, _ in given}
+        slot = span[0]
+        bpt = trace.bytes_per_token or 4.0
+        if given:
+            basis = sum(t for _, t in given)
+            out = min(
+                max(round(self.summary_ratio * basis), self.summary_min_tokens), self.summary_max_tokens
+            )
+            ptok, pbytes = text_size(trace, SUMMARY_PREFIX)
+            tokens, nbytes = ptok + out, pbytes + round(out * bpt)
+            summary = SummaryCall(text_size(trace, SUMMARY_PROMPT)[0] + basis, out)
+        else:
+            tokens, nbytes = text_size(trace, SUMMARY_PREFIX + FALLBACK)
+            summary = None
+        changes = [Change(slot, SUMMARIZED, tokens, nbytes, "summary")]
+        for i in span[1:]:
+            changes.append(
+                Change(i, SUMMARIZED, 0, 0, "summarized")
+                if i in seen
+                else Change(i, DROPPED, 0, 0, "trimmed")
+            )
+        state.carrier = slot
+        return Decision(changes, summary, forgets_summary=summary is None)
+
+
+def _call_of_event(trace: Trace) -> dict[int, int]:
+    """assistant event -> the call that produced it."""
+    return {c.event_index: c.index for c in trace.calls}

@@ -1,19 +1,24 @@
-"""``strands_sliding_window``: Strands Agents' ``SlidingWindowConversationManager`` (POLICIES.md §4).
+"""``strands_sliding_window``: Strands Agents' ``SlidingWindowConversationManager`` (strands-agents
+1.62.0). Held call for call to a real ``Agent`` by ``make oracle-strands``.
 
-- Messages: every event but ``system`` / ``tools`` ones (Strands keeps the system prompt and the tool
-  specs outside ``agent.messages``); each event counts as one message. Choice: Strands puts all results
-  of one turn in a single user message, ctxsim counts each tool result as its own message.
-- Trigger: more than ``window_size`` messages in view. Chosen: applied before every model call (Strands'
-  ``per_turn`` mode); by default Strands applies it after each agent invocation, which a single-task
-  trace would never reach.
-- Kept: the newest ``window_size`` messages, the trim point moved forward (newer) to a valid boundary:
-  the window never starts on a tool result whose call it does not hold (Strands' rule "the oldest
-  message cannot be a toolResult"). When no valid boundary exists, nothing is trimmed that call.
-- The rest: deleted (DROPPED), together with their tool call/result partners. A state rewrite
-  (``messages[:] = messages[trim:]``): not recoverable. The trim point only moves forward.
+Knobs (Strands' names and defaults): ``window_size`` 40 (0: delete every message on each reduction),
+``should_truncate_results`` true, ``per_turn`` false (true: before every model call; N: every N-th).
+Not modelled: ``pin_first``, ``proactive_compression``.
+
+- Messages: every event but ``system`` / ``tools`` ones (the agent's system prompt and tool specs);
+  one message per event (Strands puts one turn's results in one user message: the same where a turn
+  issues one call, as in every golden trace).
+- When: after each agent invocation (``apply_management``: before the next user message, which a
+  single-task run never reaches), before model calls per ``per_turn`` (a retry after an overflow is a
+  model call too), and on a context-window overflow (``reduce_context`` with the error).
+- ``apply_management``: with more than ``window_size`` messages, reduce. Reduce: on an overflow with
+  ``should_truncate_results``, first cut the oldest tool result (its first and last 200 characters kept
+  around a ``[truncated: N chars removed]`` notice; MASKED at ``scale_tokens`` of the bytes kept) unless
+  it is short or already cut; otherwise delete the messages before the trim point: from ``len -
+  window_size`` (2 once within the window) forward to the next plain user message, else to the next
+  tool call followed by its result; none -> nothing (an overflow: the run ends, ``context-overflow``).
+- The rest: deleted (DROPPED), a state rewrite, not recoverable; the start only moves forward.
 - Cache: every trim rewrites the whole prefix after the system prompt / tool specs.
-- Not modelled: ``should_truncate_results`` (on a context overflow Strands first truncates the oldest
-  tool result); overflow recovery is not offered.
 
 The module also holds the pair/boundary helpers the AutoGen window policies share.
 """
@@ -23,10 +28,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from sim.errors import ConfigError
 from sim.policies.base import Change, Policy, View, check_int, register
+from sim.tokens import scale_tokens
 from sim.types import ItemState, Trace
 
-DROPPED = ItemState.DROPPED
+DROPPED, MASKED = ItemState.DROPPED, ItemState.MASKED
 NOT_MESSAGES = ("system", "tools")
 
 
@@ -114,19 +121,114 @@ class KeepNewest(Policy):
         return changes
 
 
+PRESERVE_CHARS = 200  # should_truncate_results keeps this many characters at each end
+TRUNCATED = "... [truncated:"
+
+
+def truncated_text(text: str) -> str | None:
+    """Strands' truncation of a tool result's text, or None when it leaves the text alone."""
+    if TRUNCATED in text or len(text) <= 2 * PRESERVE_CHARS:
+        return None
+    removed = len(text) - 2 * PRESERVE_CHARS
+    head, tail = text[:PRESERVE_CHARS], text[-PRESERVE_CHARS:]
+    return f"{head}...\n\n... [truncated: {removed} chars removed] ...\n\n...{tail}"
+
+
+class _SlidingState:
+    __slots__ = ("frame", "start", "truncated", "model_calls")
+
+    def __init__(self, f: Frame) -> None:
+        self.frame = f
+        self.start = 0  # messages[:start] are deleted (only moves forward)
+        self.truncated: set[int] = set()
+        self.model_calls = 0  # BeforeModelCallEvents so far (per_turn=N counts them)
+
+
 @register
 @dataclass(frozen=True)
-class StrandsSlidingWindow(KeepNewest):
-    """Keep the newest window_size messages; older ones are deleted (Strands SlidingWindow)."""
+class StrandsSlidingWindow(Policy):
+    """Strands SlidingWindowConversationManager: over window_size messages, delete the oldest up to the
+    next plain user message (else the next tool call and its result)."""
 
     window_size: int = 40
+    should_truncate_results: bool = True
+    per_turn: bool | int = False
 
     name = "strands_sliding_window"
-    reason = "sliding-window"
-    conformance_settings = ({"window_size": 3}, {"window_size": 6})
+    acts_before_call = True
+    recovers = True
+    overflow_retries = 1 << 20  # Strands retries after every reduction; each one deletes or cuts something
+    conformance_settings = ({"window_size": 3, "per_turn": True}, {"window_size": 6, "per_turn": 2})
 
     def __post_init__(self) -> None:
-        check_int(self.name, "window_size", self.window_size, 1)
+        check_int(self.name, "window_size", self.window_size, 0)
+        if not isinstance(self.should_truncate_results, bool):
+            value = self.should_truncate_results
+            raise ConfigError(f"policy '{self.name}': should_truncate_results={value!r} is not true or false")
+        if not isinstance(self.per_turn, bool):
+            check_int(self.name, "per_turn", self.per_turn, 1)
 
-    def window(self) -> int:
-        return self.window_size
+    def start(self, trace: Trace) -> _SlidingState:
+        return _SlidingState(frame(trace))
+
+    def _reduce(self, trace: Trace, state: _SlidingState, view: View, upto: int, overflow: bool):
+        """``reduce_context`` over the messages among events [0, upto); None: Strands raises."""
+        f, events = state.frame, trace.events
+        msgs = f.messages[state.start : f.in_view(upto)]
+        if self.window_size == 0:
+            state.start += len(msgs)
+            return [Change(i, DROPPED, 0, 0, self.name) for i in msgs]
+        if overflow and self.should_truncate_results:
+            oldest = next((i for i in msgs if events[i].kind == "tool_result"), None)
+            if oldest is not None and oldest not in state.truncated:
+                text = truncated_text(events[oldest].content or "")
+                if text is not None:
+                    state.truncated.add(oldest)
+                    old, new = len((events[oldest].content or "").encode()), len(text.encode())
+                    return [
+                        Change(oldest, MASKED, scale_tokens(events[oldest].tokens, old, new), new, "truncate")
+                    ]
+        n = len(msgs)
+        start = 2 if n <= self.window_size else n - self.window_size
+        trim = next((t for t in range(start, n) if events[msgs[t]].kind == "user"), n)
+        if trim >= n:  # no plain user message: the next tool call followed by its result
+            trim = next(
+                (t for t in range(start, n - 1)
+                 if events[msgs[t]].tool_call_ids and events[msgs[t + 1]].kind == "tool_result"),
+                None,
+            )  # fmt: skip
+            if trim is None:
+                return None if overflow else []
+        state.start += trim
+        return [Change(i, DROPPED, 0, 0, "sliding-window") for i in msgs[:trim]]
+
+    def _manage(self, trace: Trace, state: _SlidingState, view: View, upto: int) -> list[Change]:
+        """``apply_management``: reduce when more than window_size messages."""
+        f = state.frame
+        if f.in_view(upto) - state.start <= self.window_size:
+            return []
+        return self._reduce(trace, state, view, upto, False) or []
+
+    def _before_model_call(self, trace: Trace, state: _SlidingState, view: View) -> list[Change]:
+        if self.per_turn is False:
+            return []
+        state.model_calls += 1
+        if self.per_turn is True or state.model_calls % self.per_turn == 0:
+            return self._manage(trace, state, view, view.n)
+        return []
+
+    def before_call(self, trace: Trace, state: _SlidingState, view: View, call: int, status=None):
+        changes: list[Change] = []
+        if call > 0:  # the invocation before this call's user message ended: apply_management
+            prev = trace.calls[call - 1].event_index
+            user = next((i for i in range(prev + 1, view.n) if trace.events[i].kind == "user"), None)
+            if user is not None:
+                changes += self._manage(trace, state, view, user)
+        changes += self._before_model_call(trace, state, view)
+        return changes
+
+    def on_overflow(self, trace: Trace, state: _SlidingState, view: View, call: int, status=None):
+        changes = self._reduce(trace, state, view, view.n, True)
+        if changes is None:
+            return None
+        return changes + self._before_model_call(trace, state, view)

@@ -1,50 +1,85 @@
-"""``strands_summarizing``: Strands Agents' ``SummarizingConversationManager`` (POLICIES.md §4).
+"""``strands_summarizing``: Strands Agents' ``SummarizingConversationManager`` (strands-agents 1.62.0).
+Held call for call to a real ``Agent`` by ``make oracle-strands``.
 
-- Messages: every event but ``system`` / ``tools`` ones (each tool result one message), the running
-  summary counting as one message at the front.
-- Trigger: a context-window overflow (``on_overflow``), and proactively before a call whose view exceeds
-  ``proactive_threshold`` x ``context_window``. ``context_window`` null (chosen default) means the trace's
-  recorded window; when that is unknown too, only overflow triggers.
+Knobs (Strands' names and defaults): ``summary_ratio`` 0.3 (Strands clamps it to [0.1, 0.8]),
+``preserve_recent_messages`` 10, ``proactive_compression`` null (off) or ``{compression_threshold:
+float in (0, 1]}`` (Strands' mapping; ``true`` means 0.7), flattened in result rows to
+``policy.proactive_compression.compression_threshold``. ``context_window``: the model's
+``context_window_limit`` (null: the trace's recorded window, else Strands' default 200,000). The summary
+size rule is ctxsim's: clamp(``summary_size_ratio`` x the tokens the summarizer is given,
+``summary_min_tokens``, ``summary_max_tokens``). Not modelled: ``summarization_agent``, ``pin_first``.
+
+- Messages: every event but ``system`` / ``tools`` ones (one message per event), the summary (a user
+  message) first once there is one.
+- When: on a context-window overflow (``reduce_context`` with the error: a failure ends the run,
+  ``context-overflow``), and, with ``proactive_compression``, before every model call (a retry after an
+  overflow too) whose projected input reaches threshold x ``context_window``. Projected input (Strands'
+  own scope): the usage the provider reported for the newest assistant message (its request + output)
+  plus ctxsim's sizes of the messages after it; with no such message, the system prompt, tool specs
+  and every message.
 - Cut: the oldest max(1, int(``summary_ratio`` x messages)) messages, at most messages -
-  ``preserve_recent_messages``; the split point moves forward past tool results so a result never loses
-  its call. Nothing to do (too few messages, or no valid split) -> no reduction (Strands raises).
-- The rest: summarized (SUMMARIZED) into one user message in the slot of the first covered event; the
-  previous summary is among the oldest messages, so summaries are incremental. The task message is not
-  protected (as in Strands). A state rewrite; originals not recoverable.
-- Summary size (Strands does not fix one): clamp(``summary_size_ratio`` x covered tokens,
-  ``summary_min_tokens``, ``summary_max_tokens``), the seed engine's values; summarizer input = the
-  instruction + the covered messages (previous summary included).
+  ``preserve_recent_messages`` (none left: no reduction); the split moves forward past tool results and
+  tool calls whose result does not follow. The summary message replaces them (the previous summary is
+  among them: summaries are incremental), SUMMARIZED in the slot of the first one.
+- Overflow: Strands reduces and retries until the request fits. When the same state overflows twice at
+  one call (the summary of a summary no smaller), Strands would loop forever: the run ends with finish
+  reason ``compaction-loop``.
+- Summary call: input = the instruction + what it was given; a state rewrite, not recoverable.
 - Cache: each reduction rewrites the prefix from the summary slot on.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sim.errors import ConfigError
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.policies.langchain_clear_tool_uses import instruction_tokens
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
 from sim.policies.strands_sliding_window import Frame, frame
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
-SUMMARIZED = ItemState.SUMMARIZED
+SUMMARIZED, VERBATIM = ItemState.SUMMARIZED, ItemState.VERBATIM
+DEFAULT_COMPRESSION_THRESHOLD = 0.7
+DEFAULT_CONTEXT_WINDOW_LIMIT = 200_000  # Strands' estimate when the model has no context_window_limit
 
 
 class _State:
-    __slots__ = ("frame", "covered_upto", "carrier", "summary_tokens")
+    __slots__ = ("frame", "carrier", "reported", "overflowed", "call")
 
     def __init__(self, f: Frame) -> None:
         self.frame = f
-        self.covered_upto = 0  # message events before this are summarized
-        self.carrier = -1
-        self.summary_tokens = 0
+        self.carrier = -1  # the slot of the summary message
+        self.reported: dict[int, int] = {}  # call -> its provider's report (request + output)
+        self.overflowed: set[tuple] = set()  # states that overflowed at the current call
+        self.call = -1
 
 
-def _ratio(p, knob: str) -> None:
-    r = getattr(p, knob)
-    if not (isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1):
-        raise ConfigError(f"policy '{p.name}': {knob}={r!r} is not a number in (0, 1]")
+def _number(p, knob: str, value: Any, lo: float, hi: float, lo_open: bool = True) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and value <= hi
+    ok = ok and (value > lo if lo_open else value >= lo)
+    if not ok:
+        raise ConfigError(
+            f"policy '{p.name}': {knob}={value!r} is not a number in {'(' if lo_open else '['}{lo}, {hi}]"
+        )
+
+
+def compression_threshold(p, value: Any) -> float | None:
+    """Strands' ``proactive_compression``: null / false (off), true (0.7), or {compression_threshold}."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return DEFAULT_COMPRESSION_THRESHOLD
+    if not isinstance(value, dict) or set(value) - {"compression_threshold"}:
+        raise ConfigError(
+            f"policy '{p.name}': proactive_compression={value!r} is not null, true or "
+            "{compression_threshold: x}"
+        )
+    t = value.get("compression_threshold", DEFAULT_COMPRESSION_THRESHOLD)
+    _number(p, "proactive_compression.compression_threshold", t, 0, 1)
+    return t
 
 
 @register
@@ -54,7 +89,7 @@ class StrandsSummarizing(Policy):
 
     summary_ratio: float = 0.3
     preserve_recent_messages: int = 10
-    proactive_threshold: float = 0.7
+    proactive_compression: Any = None
     context_window: int | None = None
     summary_size_ratio: float = 0.1
     summary_min_tokens: int = 256
@@ -63,56 +98,122 @@ class StrandsSummarizing(Policy):
     name = "strands_summarizing"
     acts_before_call = True
     recovers = True
+    overflow_retries = 1 << 20  # Strands reduces until the request fits; a repeated state ends the run
     conformance_settings = (
-        {"context_window": 2000, "preserve_recent_messages": 2, "summary_min_tokens": 10},
-        {"context_window": 5000, "summary_ratio": 0.5, "preserve_recent_messages": 3},
-    )
+        {"context_window": 2000, "preserve_recent_messages": 2, "summary_min_tokens": 10,
+         "proactive_compression": {"compression_threshold": 0.7}},
+        {"context_window": 5000, "summary_ratio": 0.5, "preserve_recent_messages": 3,
+         "proactive_compression": True},
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        _ratio(self, "summary_ratio")
-        _ratio(self, "proactive_threshold")
-        _ratio(self, "summary_size_ratio")
+        _number(self, "summary_ratio", self.summary_ratio, -1e9, 1e9, lo_open=False)  # Strands clamps it
+        _number(self, "summary_size_ratio", self.summary_size_ratio, 0, 1)
+        compression_threshold(self, self.proactive_compression)
         check_int(self.name, "preserve_recent_messages", self.preserve_recent_messages, 0)
         if self.context_window is not None:
             check_int(self.name, "context_window", self.context_window, 1)
         check_int(self.name, "summary_min_tokens", self.summary_min_tokens, 1)
         check_int(self.name, "summary_max_tokens", self.summary_max_tokens, self.summary_min_tokens)
 
+    def params(self) -> dict[str, Any]:
+        """The knobs, ``proactive_compression`` flattened to its threshold (as result rows hold it)."""
+        out = super().params()
+        out["proactive_compression.compression_threshold"] = compression_threshold(
+            self, out.pop("proactive_compression")
+        )
+        return out
+
     def start(self, trace: Trace) -> _State:
         return _State(frame(trace))
 
+    # ---------------------------------------------------------------------------------- Strands' steps
+    def _messages(self, state: _State, view: View) -> list[int]:
+        f = state.frame
+        msgs = [i for i in f.messages[: f.in_view(view.n)] if view.state[i] == VERBATIM]
+        return [state.carrier, *msgs] if state.carrier >= 0 else msgs
+
+    def _summarize_oldest(self, trace: Trace, state: _State, msgs: list[int], size: dict[int, int]):
+        """``_summarize_oldest``: (changes, summary call, messages after), or None where Strands raises."""
+        events = trace.events
+        ratio = max(0.1, min(0.8, self.summary_ratio))
+        n = len(msgs)
+        count = min(max(1, int(n * ratio)), n - self.preserve_recent_messages)
+        if count <= 0:
+            return None
+        if count < n:  # adjust_split_point_for_tool_pairs: forward past results and unanswered calls
+            while count < n:
+                e = events[msgs[count]] if msgs[count] != state.carrier else None
+                if e is not None and (
+                    e.kind == "tool_result"
+                    or (e.tool_call_ids and count + 1 < n and events[msgs[count + 1]].kind != "tool_result")
+                ):
+                    count += 1
+                else:
+                    break
+            else:
+                return None
+        covered = msgs[:count]
+        basis = sum(size[i] for i in covered)
+        out = min(
+            max(round(self.summary_size_ratio * basis), self.summary_min_tokens), self.summary_max_tokens
+        )
+        slot = covered[0]
+        bpt = trace.bytes_per_token
+        changes = [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered[1:]]
+        changes.insert(0, Change(slot, SUMMARIZED, out, round(out * (bpt or 4.0)), "summary"))
+        instruction = estimate_tokens(len(SUMMARIZER_INSTRUCTION.encode()), bpt)
+        state.carrier = slot
+        size[slot] = out
+        return changes, SummaryCall(instruction + basis, out), [slot, *msgs[count:]]
+
+    def _projected(
+        self, trace: Trace, state: _State, view: View, msgs: list[int], size: dict[int, int]
+    ) -> int:
+        """Strands' projected input tokens: the newest reported usage plus the messages after it."""
+        calls = trace.derived("call_of_event", _call_of_event)
+        for j in range(len(msgs) - 1, -1, -1):
+            c = calls.get(msgs[j]) if msgs[j] != state.carrier else None
+            if c is not None and c in state.reported:
+                return state.reported[c] + sum(size[i] for i in msgs[j + 1 :])
+        return instruction_tokens(trace, view.n) + sum(size[i] for i in msgs)
+
+    def _proactive(self, trace: Trace, state: _State, view: View, msgs: list[int], size: dict[int, int]):
+        threshold = compression_threshold(self, self.proactive_compression)
+        if threshold is None:
+            return None
+        limit = self.context_window or trace.context_window or DEFAULT_CONTEXT_WINDOW_LIMIT
+        if self._projected(trace, state, view, msgs, size) / limit < threshold:
+            return None
+        return self._summarize_oldest(trace, state, msgs, size)  # a failure is swallowed
+
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
-        window = self.context_window if self.context_window is not None else trace.context_window
-        if window is None or view.total <= self.proactive_threshold * window:
-            return ()
-        return self.reduce(trace, state, view) or ()
+        if call > 0 and status is not None and status.last_input is not None:
+            state.reported[call - 1] = status.last_input + (status.last_output or 0)
+        state.call, state.overflowed = call, set()
+        msgs = self._messages(state, view)
+        size = {i: view.tokens[i] for i in msgs}
+        done = self._proactive(trace, state, view, msgs, size)
+        return Decision(done[0], done[1]) if done else ()
 
     def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
-        return self.reduce(trace, state, view)
-
-    def reduce(self, trace: Trace, state: _State, view: View) -> Decision | None:
-        f = state.frame
-        live = [i for i in f.messages[: f.in_view(view.n)] if i >= state.covered_upto]
-        has_summary = state.carrier >= 0
-        length = len(live) + has_summary
-        count = min(max(1, int(length * self.summary_ratio)), length - self.preserve_recent_messages)
-        split = count - has_summary  # position in ``live`` of the first message kept
-        while 0 <= split < len(live) and not f.valid(live[split]):
-            split += 1
-        if split <= 0 or split >= len(live):
+        msgs = self._messages(state, view)
+        size = {i: view.tokens[i] for i in msgs}
+        signature = tuple((i, size[i]) for i in msgs)
+        if signature in state.overflowed:  # Strands would summarize and overflow again forever
+            return Decision(stop="compaction-loop")
+        state.overflowed.add(signature)
+        done = self._summarize_oldest(trace, state, msgs, size)
+        if done is None:
             return None
-        covered = live[:split]
-        start, cut = covered[0], live[split]
-        span = sum(view.tokens[i] for i in covered)
-        bpt = trace.bytes_per_token
-        instruction = estimate_tokens(len(SUMMARIZER_INSTRUCTION.encode()), bpt)
-        total = state.summary_tokens + span
-        out = min(
-            max(round(self.summary_size_ratio * total), self.summary_min_tokens), self.summary_max_tokens
-        )
-        carrier = state.carrier if has_summary else start
-        changes = [Change(carrier, SUMMARIZED, out, round(out * (bpt or 4.0)), "summary")]
-        changes += [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered if i != carrier]
-        call = SummaryCall(instruction + total, out)
-        state.carrier, state.covered_upto, state.summary_tokens = carrier, cut, out
-        return Decision(changes, call)
+        changes, summaries, msgs = list(done[0]), [done[1]], done[2]
+        again = self._proactive(trace, state, view, msgs, size)  # the retry's BeforeModelCallEvent
+        if again is not None:
+            changes += again[0]
+            summaries.append(again[1])
+        return Decision(changes, summaries)
+
+
+def _call_of_event(trace: Trace) -> dict[int, int]:
+    """assistant event -> the call that produced it."""
+    return {c.event_index: c.index for c in trace.calls}
