@@ -158,6 +158,34 @@ def test_a_masked_read_is_not_a_need_of_the_masked_call(tmp_path, step_messages)
     assert (m["calls"], m["refetch_calls"]) == (7, 1)
 
 
+def test_the_issues_run_grep_then_the_editor_replays_in_its_12_calls(tmp_path):
+    """The issue's shape: ``grep -n`` reads the file, ``str_replace_editor`` views and edits it, then 8
+    more steps and the submission, under last_n_observations n=5. Before, the editor's commands had no
+    rules: the answer "needed" grep's read, masked by then, and the replay added a refetch (13 calls)."""
+    cat = "Here's the result of running `cat -n` on /repo/src/a.py:\n     1\tx = 1\n"
+    steps = [
+        ("grep -n x src/a.py", "1:x = 1"),
+        ("str_replace_editor view /repo/src/a.py", cat),
+        ("str_replace_editor str_replace /repo/src/a.py --old_str 'x = 1' --new_str 'x = 2'", "edited"),
+        *[(f"python check_{k}.py", "ok") for k in range(8)],
+        ("submit", DIFF),
+    ]
+    p = tmp_path / "inst__x-1.traj"
+    p.write_text(json.dumps(_swe_v1(steps, [{"type": "last_n_observations", "n": 5}])))
+    (t,) = load_path(p)
+    assert t.events[5].provides == ("read:src/a.py@5",)
+    assert t.events[6].needs == ("read:src/a.py@5",)  # the edit needs the view, not grep's read
+    assert t.events[7].supersedes == ("read:src/a.py@5",)
+    assert t.events[24].needs == ("constraint@0", "goal@1")
+    m = compute_metrics(replay(t, recorded_replay_policy(t)))
+    assert (m["calls"], m["refetch_calls"], m["retrieve_calls"], m["answer_outcome"]) == (
+        12,
+        0,
+        0,
+        "complete",
+    )
+
+
 # ---------------------------------------------------------------------------------- SWE-agent's tools
 def test_swe_tool_ops():
     assert swe_tool_op('open "src/a.py" 120') == SweToolOp("open", window=True, names=("src/a.py",))
