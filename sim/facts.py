@@ -232,7 +232,6 @@ def _norm(path: str, root: str | None = None) -> str:
 
 _WINDOW = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.M)
 _CAT_N = re.compile(r"Here's the result of running `cat -n` on (\S+?):?\s*$", re.M)
-_SEARCH_FILE = re.compile(r"^Found \d+ matches for \".*\" in (.+?):\s*$", re.M)
 _LISTED = re.compile(r"^(\S+?)(?: \(\d+ matches\))?\s*$")
 _WINDOWED = frozenset({"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "append"})
 _EDITOR_EDITS = frozenset({"create", "str_replace", "insert", "undo_edit"})
@@ -320,8 +319,10 @@ def _tool_reads(op: SweToolOp, body: str, root: str | None) -> list[str]:
         m = _WINDOW.search(body)
     elif op.view is not None:
         m = _CAT_N.search(body)
-    elif op.search:
-        m = _SEARCH_FILE.search(body)
+    elif op.search:  # its first line: Found N matches for "TERM" in F:
+        first = body.lstrip().split("\n", 1)[0].rstrip()
+        if first.startswith("Found ") and first.endswith(":") and " in " in first:
+            return [_norm(first[:-1].rsplit(" in ", 1)[1], root)]
     return [_norm(m.group(1), root)] if m else []
 
 
