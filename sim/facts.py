@@ -21,6 +21,24 @@ The rules, documented here because ``needs`` decide what a policy may and may no
   ``constraint@E`` (the rules the agent works under); the final answer needs both.
 Commands the rules do not recognise (``python x.py``, ``ls``, ``find``) provide and need nothing.
 
+SWE-agent's own tools (``swe_tool_op`` reads an action's first line; paths are made relative to the
+run's working directory, ``root``):
+
+- The windowed editor: the result of ``open``, ``goto``, ``scroll_up``, ``scroll_down``, ``create``,
+  ``edit``, ``insert`` or ``append`` that shows a window of a file (its ``[File: F (N lines total)]``
+  header) is a **read** of F, and F becomes the open file. ``edit``, ``insert`` and ``append`` are
+  **edits** of the open file; ``create F`` an edit of F.
+- ``str_replace_editor view F``: a read of F when its result is the file (``Here's the result of
+  running `cat -n` on F``; a folder's listing is not). ``create``, ``str_replace``, ``insert`` and
+  ``undo_edit`` of F are edits of F (their result shows a snippet, not the file: not a read).
+- ``search_file TERM [F]``: a read of the file its result names (``Found N matches for "TERM" in F``),
+  as ``grep TERM F``. ``find_file`` and ``search_dir`` read no file (as ``find`` and ``grep -r``);
+  their result **lists** paths: a later ``open`` or ``str_replace_editor`` command naming a listed path
+  P, before any read of P, needs ``found:P@E`` (kind ``path``, span: the line that names P), provided by
+  the newest listing naming P.
+- Edits need the latest read of their file and end it, as shell edits do; the final answer's needs
+  are the same (the latest read of each changed file). ``submit`` and other tools provide nothing.
+
 Where each fact sits (``swe_fact_table``; a cut keeps exactly the facts inside the bytes it shows): a
 read is the whole result (the file as printed: a cut of it loses it), a task or constraint the whole
 message, an error the line that shows it (the last line matching the error pattern, else the
@@ -34,6 +52,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Sequence
 from typing import NamedTuple
 
 _BASH_BLOCK = re.compile(r"```bash\s*\n(.*?)```", re.S)
@@ -201,12 +220,85 @@ def changed_files(diff_text: str) -> list[str]:
     return list(dict.fromkeys(_DIFF_FILE.findall(diff_text or "")))
 
 
-def _norm(path: str) -> str:
+def _norm(path: str, root: str | None = None) -> str:
     p = path.strip()
+    if root and p.startswith(root.rstrip("/") + "/"):
+        p = p[len(root.rstrip("/")) + 1 :]
     for prefix in ("/testbed/", "./"):
         if p.startswith(prefix):
             p = p[len(prefix) :]
     return p
+
+
+_WINDOW = re.compile(r"^\[File: (.+?) \(\d+ lines total\)\]", re.M)
+_CAT_N = re.compile(r"Here's the result of running `cat -n` on (\S+?):?\s*$", re.M)
+_LISTED = re.compile(r"^(\S+?)(?: \(\d+ matches\))?\s*$")
+_WINDOWED = frozenset({"open", "goto", "scroll_up", "scroll_down", "create", "edit", "insert", "append"})
+_EDITOR_EDITS = frozenset({"create", "str_replace", "insert", "undo_edit"})
+OPEN_FILE = "\0open"  # an edit of SWE-agent's open file, resolved when the command runs
+
+
+class SweToolOp(NamedTuple):
+    """What one SWE-agent tool command does to files (the module's rules)."""
+
+    tool: str
+    edits: tuple[str, ...] = ()  # files written (OPEN_FILE: the open file)
+    view: str | None = None  # str_replace_editor view: the file, if its result shows it
+    window: bool = False  # its result's [File: F ...] window is a read of F
+    search: bool = False  # search_file: its result names the file searched
+    listing: bool = False  # find_file / search_dir: its result lists paths
+    names: tuple[str, ...] = ()  # the path it names (open, str_replace_editor): may need a listing
+
+
+def swe_tool_op(action: str) -> SweToolOp | None:
+    """The rule of a SWE-agent tool command (module doc); None for anything else (a shell command)."""
+    first = (action or "").strip().split("\n", 1)[0]
+    words = _tokens(first)
+    if not words:
+        return None
+    tool = words[0]
+    if tool == "str_replace_editor":
+        if len(words) < 3:
+            return SweToolOp(tool)
+        command, path = words[1], words[2]
+        if command == "view":
+            return SweToolOp(tool, view=path, names=(path,))
+        if command in _EDITOR_EDITS:
+            return SweToolOp(tool, edits=(path,), names=(path,))
+        return SweToolOp(tool)
+    if tool in _WINDOWED:
+        if tool == "create":
+            return SweToolOp(tool, edits=tuple(words[1:2]), window=True)
+        if tool in ("edit", "insert", "append"):
+            return SweToolOp(tool, edits=(OPEN_FILE,), window=True)
+        return SweToolOp(tool, window=True, names=tuple(words[1:2]) if tool == "open" else ())
+    if tool == "search_file":
+        return SweToolOp(tool, search=True)
+    if tool in ("find_file", "search_dir"):
+        return SweToolOp(tool, listing=True)
+    return None
+
+
+def _listed(body: str) -> dict[str, tuple[int, int]]:
+    """Paths a find_file / search_dir result lists -> the character range of the line naming each."""
+    out: dict[str, tuple[int, int]] = {}
+    pos = 0
+    for k, line in enumerate(body.split("\n")):
+        start, pos = pos, pos + len(line) + 1
+        text = line.rstrip("\r")
+        if k == 0 or not text.strip() or text.startswith(("End of matches", "More than", "No matches")):
+            continue
+        m = _LISTED.match(text)
+        if m and ("/" in m.group(1) or "." in m.group(1)):
+            out.setdefault(m.group(1), (start, start + len(text)))
+    return out
+
+
+def _char_span(text: str, a: int, b: int) -> tuple[int, int]:
+    if text.isascii():
+        return a, b
+    head = len(text[:a].encode())
+    return head, head + len(text[a:b].encode())
 
 
 class FactTable(NamedTuple):
@@ -218,6 +310,20 @@ class FactTable(NamedTuple):
     kinds: list[list[str]]
     needs: list[list[str]]
     supersedes: list[list[str]]
+
+
+def _tool_reads(op: SweToolOp, body: str, root: str | None) -> list[str]:
+    """The file a SWE-agent tool's result shows (module doc), as a one-item list, else none."""
+    m = None
+    if op.window:
+        m = _WINDOW.search(body)
+    elif op.view is not None:
+        m = _CAT_N.search(body)
+    elif op.search:  # its first line: Found N matches for "TERM" in F:
+        first = body.lstrip().split("\n", 1)[0].rstrip()
+        if first.startswith("Found ") and first.endswith(":") and " in " in first:
+            return [_norm(first[:-1].rsplit(" in ", 1)[1], root)]
+    return [_norm(m.group(1), root)] if m else []
 
 
 def swe_facts(events: list[tuple[str, str | None]]) -> tuple[list[list[str]], list[list[str]]]:
@@ -247,8 +353,14 @@ def error_span(text: str) -> tuple[int, int] | None:
     return head, head + len(text[start:end].encode())
 
 
-def swe_fact_table(events: list[tuple[str, str | None]]) -> FactTable:
-    """``swe_facts`` with where each fact sits, its kind and what each event makes stale (module doc)."""
+def swe_fact_table(
+    events: list[tuple[str, str | None]],
+    tools: Sequence[SweToolOp | None] | None = None,
+    root: str | None = None,
+) -> FactTable:
+    """``swe_facts`` with where each fact sits, its kind and what each event makes stale (module doc).
+    ``tools``: per event, the SWE-agent tool command of an assistant event (``swe_tool_op``), which
+    replaces the shell rules for it; ``root``: the working directory SWE-agent's paths are relative to."""
     n = len(events)
     provides: list[list[str]] = [[] for _ in range(n)]
     spans: list[list[tuple[int, int] | None]] = [[] for _ in range(n)]
@@ -265,7 +377,9 @@ def swe_fact_table(events: list[tuple[str, str | None]]) -> FactTable:
     latest_error: str | None = None
     error_of_command: dict[str, str] = {}  # command text -> the error its latest run reported
     error_before_edit: dict[str, str | None] = {}
-    pending: tuple[list[str], list[str], str] | None = None  # (reads, edits, command) awaiting its result
+    pending: tuple[list[str], list[str], str, SweToolOp | None] | None = None  # awaiting its result
+    open_file: str | None = None  # SWE-agent's open file: the latest window shown
+    listed: dict[str, tuple[int, tuple[int, int]]] = {}  # path -> (newest listing naming it, line span)
     last_assistant = max((i for i, (k, _) in enumerate(events) if k == "assistant"), default=-1)
     standing: list[str] = []  # the task and the system messages' constraints: the answer needs them
     task_seen = False
@@ -278,18 +392,40 @@ def swe_fact_table(events: list[tuple[str, str | None]]) -> FactTable:
             provide(i, f"goal@{i}", None, "goal")
             standing.append(f"goal@{i}")
         elif kind == "assistant":
-            cmd = command_of(text or "")
-            reads, edits = classify(cmd) if cmd else ([], [])
-            reads, edits = [_norm(r) for r in reads], [_norm(e) for e in edits]
+            op = tools[i] if tools is not None else None
+            if op is not None:
+                cmd = text or ""
+                reads = []
+                edits = [open_file if e == OPEN_FILE else _norm(e, root) for e in op.edits]
+                edits = [e for e in edits if e]
+                for p in op.names:
+                    p = _norm(p, root)
+                    if p in listed and p not in latest_read:
+                        src, span = listed.pop(p)
+                        fact = f"found:{p}@{src}"
+                        provide(src, fact, span, "path")
+                        needs[i].append(fact)
+            else:
+                cmd = command_of(text or "")
+                reads, edits = classify(cmd) if cmd else ([], [])
+                reads, edits = [_norm(r) for r in reads], [_norm(e) for e in edits]
             for f in dict.fromkeys(edits):
                 if f in latest_read:
                     needs[i].append(latest_read[f])
                 error_before_edit.setdefault(f, latest_error)
-            pending = (reads, edits, cmd or "")
+            pending = (reads, edits, cmd or "", op)
         elif kind == "tool_result" and pending is not None:
-            reads, edits, cmd = pending
+            reads, edits, cmd, op = pending
             pending = None
             stale: dict[str, None] = {}
+            if op is not None:
+                reads = _tool_reads(op, text or "", root)
+                if op.window and reads:
+                    open_file = reads[0]
+                if op.listing:
+                    body = text or ""
+                    for p, (a, b) in _listed(body).items():
+                        listed[_norm(p, root)] = (i, _char_span(body, a, b))
             for f in edits:
                 old = latest_read.pop(f, None)  # the file changed: earlier reads no longer describe it
                 if old is not None:

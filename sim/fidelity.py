@@ -16,9 +16,19 @@ import numpy as np
 from sim.cache import CACHE_DIR, cache_rules, fit_implicit
 from sim.engine import cost_model, replay
 from sim.models import resolve
-from sim.policies.base import make_policy
+from sim.policies.base import Policy, make_policy
 from sim.tokens import estimate_text_tokens, estimate_tokens
 from sim.types import Trace
+
+
+def recorded_replay_policy(t: Trace) -> Policy:
+    """The ctxsim policy that replays a trace as it was recorded: SWE-agent's ``last_n_observations``
+    (``observation_masking`` with its n and polling) re-masks what the run masked; any other recorded
+    policy left the trace's events as they were sent (cut results are imported cut), so it is ``raw``."""
+    p = t.recorded_policy or {}
+    if p.get("name") == "observation_masking":
+        return make_policy("observation_masking", n=p["n"], polling=p.get("polling", 1))
+    return make_policy("raw")
 
 
 def _pct_errors(pred: Iterable[float], rec: Iterable[float]) -> list[float]:
@@ -52,7 +62,6 @@ def evaluate(traces: list[Trace]) -> dict:
     (``sim.models.resolve``), never the trace's own provider numbers: they say how well ctxsim sizes a
     trace that has none."""
     traces = [t for t in traces if has_usage(t)]
-    raw = make_policy("raw")
     per_trace, train = [], []
     held: dict[str, list[float]] = {"cached": [], "text": [], "bytes": [], "cost": [], "run_cost": []}
     totals = {"calls": 0, "exact": 0, "pred_cached": 0, "rec_cached": 0, "pred_cost": 0, "rec_cost": 0.0}
@@ -62,7 +71,7 @@ def evaluate(traces: list[Trace]) -> dict:
     fallbacks = sorted({m for t in traces for m in resolve(t.model).warnings()})
     for t in traces:
         facts = resolve(t.model)
-        r = replay(t, raw, window=None)
+        r = replay(t, recorded_replay_policy(t), window=None)
         agent = r.calls["kind"] == 0
         rec_in = np.array([c.input_tokens if c.input_tokens is not None else -1 for c in t.calls])
         rec_cached = [c.cache_read_tokens for c in t.calls]

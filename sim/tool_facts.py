@@ -24,6 +24,15 @@ what a policy may forget:
   keys and list positions) supersedes the fact of the earlier value there (a reservation's status
   after an update). Results of other shapes are never superseded.
 
+- **Files.** Where the importer marks a call as a file read or edit (``Message.file_ops``: OpenHands'
+  file editor — a ``read`` action or ``str_replace_editor view`` is a read, its ``create``,
+  ``str_replace``, ``insert`` and ``undo_edit`` an edit; Claude Code's ``Read`` a read, ``Edit``,
+  ``MultiEdit``, ``Write`` and ``NotebookEdit`` edits), the result of a read of P provides ``read:P@E``
+  (kind ``path``, the whole result) unless it reports an error (it starts with ``Error``, ``ERROR`` or
+  ``<tool_use_error>``). An edit of P needs the latest read of P; its result, unless it reports an
+  error, makes that read stale (the file changed), as does a newer read of P. The final answer needs the
+  latest read of each file the run edited, when one came after its last edit.
+
 Each fact's span is the UTF-8 byte range of its first occurrence in the result (a JSON string: the text
 between its quotes). Linear time: every text is scanned once with regular expressions, and a JSON text
 is followed with an explicit stack (deeper than 64 levels, it is read as plain text).
@@ -46,6 +55,7 @@ _QUOTED = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?")
 _MAX_DEPTH = 64
+_FILE_ERRORS = ("Error", "ERROR", "<tool_use_error>")  # a file call's result that reports a failure
 
 
 class _Value(NamedTuple):
@@ -205,6 +215,9 @@ def tool_fact_table(messages: Sequence, tool_call_ids: Sequence[str | None]) -> 
     issuer: dict[str, int] = {}
     chosen: dict[int, dict[str, _Value]] = {}  # result -> fact -> where it sits
     pending_error: str | None = None
+    file_of: dict[str, tuple[str, str]] = {}  # call id -> (op, path) of a file call
+    latest_read: dict[str, str] = {}  # path -> its newest read fact
+    edited: dict[str, None] = {}  # paths edited, in order
     standing: list[str] = []
     task_seen = False
     last_assistant = max((i for i, m in enumerate(messages) if m.kind == "assistant"), default=-1)
@@ -225,6 +238,17 @@ def tool_fact_table(messages: Sequence, tool_call_ids: Sequence[str | None]) -> 
                 kinds[i].append("error")
                 spans[i].append(error_span(text) or _first_line(text))
                 pending_error = fact
+            op = file_of.pop(tool_call_ids[i], None) if tool_call_ids[i] is not None else None
+            if op is not None and not text.lstrip().startswith(_FILE_ERRORS):
+                kind, path = op
+                old = latest_read.pop(path, None)
+                if old is not None:
+                    supersedes[i].append(old)
+                if kind == "read":
+                    latest_read[path] = f"read:{path}@{i}"
+                    provides[i].append(latest_read[path])
+                    kinds[i].append("path")
+                    spans[i].append(None)
             continue
         if m.kind == "assistant":
             for cid in m.tool_call_ids:
@@ -241,7 +265,16 @@ def tool_fact_table(messages: Sequence, tool_call_ids: Sequence[str | None]) -> 
             if pending_error is not None:
                 needs[i].append(pending_error)
                 pending_error = None
+            for cid, kind, path in getattr(m, "file_ops", ()):
+                file_of[cid] = (kind, path)
+                if kind == "edit":
+                    edited[path] = None
+                    if path in latest_read and latest_read[path] not in needs[i]:
+                        needs[i].append(latest_read[path])
             if i == last_assistant:
+                needs[i].extend(
+                    r for p in edited if (r := latest_read.get(p)) is not None and r not in needs[i]
+                )
                 needs[i].extend(f for f in standing if f not in seen)
             for w in _written(text):
                 first_from_tool.setdefault(w, False)
@@ -299,4 +332,4 @@ def _stale_values(messages, tool_call_ids, issuer, values_of, chosen, supersedes
                 stale[old[1]] = None
                 gone.add(old[1])
             at[key] = (v.value, facts.get(v.value))
-        supersedes[i] = list(stale)
+        supersedes[i].extend(f for f in stale if f not in supersedes[i])

@@ -131,11 +131,28 @@ def test_demonstrations_are_marked(swe_traces):
     assert marsh.outcome["demonstration"] is True and marsh.outcome["scripted_model"] == "replay"
 
 
-def test_shell_reads_give_facts(swe_traces):
+def test_shell_and_tool_commands_give_facts(swe_traces):
+    """pydicom: ``create`` / ``edit`` windows are reads of reproduce_bug.py, ``find_file`` lists the
+    handler that ``open`` then needs, each ``edit`` of it shows a new window, tracebacks are errors."""
     (t,) = swe_traces["v0_gpt4_pydicom__pydicom-1458/pydicom__pydicom-1458.traj"]
-    provided = [f for e in t.events for f in e.provides]
-    assert provided  # error facts from the reproduction script's tracebacks
-    assert all(f.startswith(("read:", "error@", "goal@", "constraint@")) for f in provided)
+    handler = "pydicom/pixel_data_handlers/numpy_handler.py"
+    assert [f for e in t.events for f in e.provides] == [
+        "constraint@0",
+        "goal@1",
+        "read:reproduce_bug.py@3",
+        "read:reproduce_bug.py@5",
+        "error@7",
+        f"found:{handler}@9",
+        f"read:{handler}@11",
+        f"read:{handler}@13",
+        "error@13",
+        f"read:{handler}@15",
+        "error@15",
+        f"read:{handler}@17",
+        "error@17",
+        f"read:{handler}@19",
+    ]
+    assert t.events[24].needs == (f"read:{handler}@19", "error@7", "constraint@0", "goal@1")
 
 
 def test_recorded_policy_mapping():

@@ -29,7 +29,10 @@ Mapping.
   Its calls after the boundary saw the summary, not the history before it: the trace keeps the whole
   history append-only, the provider's count falls while the view grows, and the per-call residuals
   carry the difference, so raw replay of a compacted session stays exact but no event is marked as
-  dropped.
+  dropped. A need of a call after the boundary whose fact only events before it provided is dropped
+  (``sim.recorded_request``: the recorded request did not hold it).
+- Facts: ``sim.tool_facts``, with ``Read`` a file read and ``Edit``, ``MultiEdit``, ``Write`` and
+  ``NotebookEdit`` file edits (``file_ops``).
 - Not conversation, so skipped: ``system`` records otherwise (local notices, hooks), other record
   types (``file-history-snapshot``, ``queue-operation``, ...; counted per file in the outcome), sidechain
   records (``isSidechain``: a sub-agent's own conversation; a warning counts them), and records shown
@@ -115,6 +118,7 @@ class _Session:
     compact_boundaries: int = 0
     compact_summaries: int = 0
     compact_triggers: list = field(default_factory=list)  # "auto" or "manual" (/compact), per boundary
+    boundaries: list = field(default_factory=list)  # message count at each compaction
     summaries: list[dict] = field(default_factory=list)
 
 
@@ -171,6 +175,7 @@ def load(path: Path) -> Iterator[Trace]:
             if d.get("subtype") == "compact_boundary":
                 cs = sessions.setdefault(sid, _Session(sid))
                 cs.compact_boundaries += 1
+                cs.boundaries.append(len(cs.messages))
                 meta = d.get("compactMetadata") if isinstance(d.get("compactMetadata"), dict) else {}
                 cs.compact_triggers.append(meta.get("trigger"))
             else:
@@ -205,6 +210,7 @@ def load(path: Path) -> Iterator[Trace]:
         else:
             if d.get("isCompactSummary") is True:
                 s.compact_summaries += 1
+                s.boundaries.append(len(s.messages))
             _add_user(s, msg.get("content"), ts)
 
     if bad_utf8 is not None:
@@ -226,6 +232,7 @@ def load(path: Path) -> Iterator[Trace]:
             warn(file, f"session {s.sid}: no assistant messages (no model calls); skipped")
             continue
         compacted = s.compact_boundaries or s.compact_summaries
+        hide_before_compactions(s.messages, s.boundaries)
         yield build_trace(
             trace_id=s.sid,
             source_format=FORMAT,
@@ -245,17 +252,57 @@ def load(path: Path) -> Iterator[Trace]:
         )
 
 
+_READ_TOOLS = {"Read": "file_path"}
+_EDIT_TOOLS = {
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "Write": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+
+
+def file_ops(content) -> tuple[tuple[str, str, str], ...]:
+    """Claude Code's file calls for ``sim.tool_facts``: ``Read`` reads its ``file_path``; ``Edit``,
+    ``MultiEdit``, ``Write`` and ``NotebookEdit`` edit theirs."""
+    out = []
+    for b in content if isinstance(content, list) else ():
+        if not isinstance(b, dict) or b.get("type") != "tool_use" or not isinstance(b.get("id"), str):
+            continue
+        name, args = b.get("name"), b.get("input")
+        for kind, table in (("read", _READ_TOOLS), ("edit", _EDIT_TOOLS)):
+            key = table.get(name) if isinstance(name, str) else None
+            path = args.get(key) if key and isinstance(args, dict) else None
+            if isinstance(path, str) and path:
+                out.append((b["id"], kind, path))
+    return tuple(out)
+
+
+def hide_before_compactions(messages: list[Message], boundaries: list[int]) -> None:
+    """Each message before a compaction was not sent from the first call after it on (it saw the summary
+    instead): its ``hidden_from`` (``sim.recorded_request``) is that call's message index."""
+    calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    for b in sorted(set(boundaries)):
+        after = next((i for i in calls if i >= b), None)
+        if after is None:
+            continue
+        for m in messages[:b]:
+            if m.hidden_from is None:
+                m.hidden_from = after
+
+
 def _add_assistant(s: _Session, msg: dict, ts: float | None, file: str, record: str) -> None:
     mid = msg.get("id") if isinstance(msg.get("id"), str) else None
     model = msg.get("model") if isinstance(msg.get("model"), str) else None
     text, ids = _assistant_content(msg.get("content"))
+    ops = file_ops(msg.get("content"))
     if mid is not None and mid == s.last_message_id and s.last_assistant is not None:
         m = s.messages[s.last_assistant]  # another content block of the same response
         m.content = "\n".join(p for p in (m.content, text) if p)
         m.tool_call_ids = m.tool_call_ids + ids
+        m.file_ops = m.file_ops + ops
         i = s.last_assistant
     else:
-        s.messages.append(Message("assistant", text, tool_call_ids=ids, timestamp=ts))
+        s.messages.append(Message("assistant", text, tool_call_ids=ids, timestamp=ts, file_ops=ops))
         i = s.last_assistant = len(s.messages) - 1
         s.last_message_id = mid
     if model == _SYNTHETIC:

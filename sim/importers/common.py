@@ -35,6 +35,7 @@ from pathlib import Path, PurePosixPath
 from sim.errors import TraceError
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
 from sim.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
+from sim.recorded_request import present_needs
 from sim.tokens import (
     calibrated_bytes_per_token,
     derive_sizes,
@@ -69,9 +70,11 @@ class Message:
     fact_kinds: tuple[str | None, ...] = ()
     supersedes: tuple[str, ...] = ()
     calls: tuple[tuple[str, str], ...] = ()  # assistant: (tool name, arguments text) per issued call
+    file_ops: tuple[tuple[str, str, str], ...] = ()  # assistant: (call id, "read"/"edit", path) (tool_facts)
     source_type: str | None = None  # the source framework's type of the event (sim.types.Event)
     url: str | None = None  # a browser output's page address
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
+    hidden_from: int | None = None  # first message index whose recorded request lacked it (recorded_request)
 
 
 @dataclass
@@ -571,6 +574,12 @@ def build_trace(
         from sim.tool_facts import tool_fact_table
 
         facts = tool_fact_table(messages, [tcid for _, tcid in events_kw])
+    # a need counts only if the request the recorded agent sent held its fact (sim.recorded_request)
+    needs = present_needs(
+        [m.provides for m in messages] if facts is None else facts.provides,
+        [m.needs for m in messages] if facts is None else facts.needs,
+        [m.hidden_from for m in messages],
+    )
     events = tuple(
         Event(
             index=i,
@@ -586,7 +595,7 @@ def build_trace(
             bounded=m.bounded,
             timestamp=m.timestamp,
             provides=tuple(m.provides) if facts is None else tuple(facts.provides[i]),
-            needs=tuple(m.needs) if facts is None else tuple(facts.needs[i]),
+            needs=tuple(needs[i]),
             fact_spans=tuple(m.fact_spans) if facts is None else tuple(facts.spans[i]),
             fact_kinds=tuple(m.fact_kinds) if facts is None else tuple(facts.kinds[i]),
             supersedes=tuple(m.supersedes) if facts is None else tuple(facts.supersedes[i]),

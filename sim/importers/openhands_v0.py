@@ -53,6 +53,10 @@ prompt_tokens`` and the cache fields are copied; a record whose cache fields exc
 only be counting them beside, and is summed instead. Per-call ``costs`` are matched by position when
 there is one per call.
 
+Facts: ``sim.tool_facts``, with the file editor's calls marked (``file_op``): a ``read`` action (the
+editor's ``view``) reads its ``path``, an ``edit`` action edits it. Every event before a call was sent
+to it (the cut ones as cut), so every need counts (``sim.recorded_request``).
+
 Not modelled: a condenser's rewrites of the history (``condensation`` actions) - later calls keep the
 append-only view and their residuals absorb the difference; a model call whose response failed to parse
 (OpenHands records only the resulting error, neither the call nor its usage); images.
@@ -265,17 +269,26 @@ class _History:
         if tcid is None and a not in _NO_TOOL_ACTIONS and a != "finish":
             tcid = f"call-{eid}"  # no recorded id (older files): observations pair through their cause
         self.tool_call_of[eid] = tcid
+        op = file_op(a, args, tcid)
         if rid is not None and rid in self.call_of_response:  # a further tool call of the same response
             i = self.call_of_response[rid]
             m = self.messages[i]
             if tcid is not None and tcid not in m.tool_call_ids:
                 m.tool_call_ids = (*m.tool_call_ids, tcid)
+                m.file_ops = (*m.file_ops, *op)
             return
         text = _response_text(resp) if resp else None
         if text is None:
             text = _action_text(e, a, args)
         self.messages.append(
-            Message("assistant", text, (tcid,) if tcid else (), timestamp=ts, source_type=f"action:{a}")
+            Message(
+                "assistant",
+                text,
+                (tcid,) if tcid else (),
+                timestamp=ts,
+                source_type=f"action:{a}",
+                file_ops=op,
+            )
         )
         i = len(self.messages) - 1
         if rid is not None:
@@ -494,6 +507,21 @@ def _legacy(history: list) -> list:
         else:
             out.append(h)
     return out
+
+
+def file_op(action, args: Mapping, tcid: str | None) -> tuple[tuple[str, str, str], ...]:
+    """The file editor's calls for ``sim.tool_facts``: a ``read`` action (or the editor's ``view``) reads
+    its path, an ``edit`` action (``create``, ``str_replace``, ``insert``, ``undo_edit``, or the older
+    LLM-based edit with no command) edits it."""
+    path = args.get("path")
+    if tcid is None or not isinstance(path, str) or not path or action not in ("read", "edit"):
+        return ()
+    command = args.get("command")
+    if action == "read" or command == "view":
+        return ((tcid, "read", path),)
+    if command in (None, "", "create", "str_replace", "insert", "undo_edit"):
+        return ((tcid, "edit", path),)
+    return ()
 
 
 def recorded_policy(condenser, max_chars: int | None, assumed: bool = False) -> dict:

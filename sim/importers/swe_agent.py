@@ -32,15 +32,21 @@ object or a JSON string). The mapping:
   ``instant_empty_submit``, ``human``...) are no model: the trace gets none and ``outcome`` marks it a
   demonstration, as it does a run whose ``model_stats`` are all zero (a hand-written demo such as the
   EnIGMA ``katy.traj``).
-- Facts: ``sim.facts.swe_facts`` over the run, an action's command being its ``action`` field (the
+- Facts: ``sim.facts.swe_fact_table`` over the run, an action's command being its ``action`` field (the
   command SWE-agent ran) wrapped as a bash block, else the message text. SWE-agent's own tools
-  (``open``, ``edit``, ``str_replace_editor`` ...) are not shell commands; they are passed as no command
-  (their bodies are file text, which the shell rules would misread), so only plain shell reads and edits
-  give read/edit facts. Observations that report errors give error facts either way.
+  (``open``, ``edit``, ``str_replace_editor``, ``find_file`` ...) are not shell commands (their bodies
+  are file text, which the shell rules would misread): they follow the tool rules of ``sim.facts``
+  (``swe_tool_op``), paths relative to the run's working directory (the steps' ``state.working_dir``).
+  Observations that report errors give error facts either way.
+- What each call's request held (``sim.recorded_request``): a step's ``messages`` (1.x: the history as
+  sent at the next call) show which observations were masked; without them, a recorded
+  ``last_n_observations`` masks by SWE-agent's rule. A need whose fact the request did not hold is
+  dropped: replaying the run under its recorded policy finds nothing missing.
 - An observation SWE-agent cut (its ``<response clipped>`` notice) is marked ``bounded``.
 
 Not modelled: per-call sizes as recorded (1.x ``trajectory[].messages`` holds the processed request of
-each step, unused), per-step ``execution_time``, the editor state line's tags, and subroutine agents.
+each step; only which observations it masked is used), per-step ``execution_time``, the editor state
+line's tags, and subroutine agents.
 """
 
 from __future__ import annotations
@@ -52,11 +58,12 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from sim.errors import TraceError
-from sim.facts import command_of, swe_fact_table
+from sim.facts import SweToolOp, command_of, swe_fact_table, swe_tool_op
 from sim.importers import Importer, register
 from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
 from sim.jsonl import parse_json
+from sim.recorded_request import masked_from
 from sim.traceio import lone_surrogate
 from sim.types import Trace
 
@@ -238,6 +245,55 @@ def _facts_text(action, content: str) -> str:
     return content if command_of(content) else ""
 
 
+def _tool_op(action) -> SweToolOp | None:
+    """The SWE-agent tool rule of an action (``sim.facts.swe_tool_op``); None for a shell command."""
+    if not isinstance(action, str) or not action.strip():
+        return None
+    return swe_tool_op(action) if action.split()[0] in _SWE_TOOLS else None
+
+
+def _working_dir(trajectory: list) -> str | None:
+    """The run's working directory, from the first step whose ``state`` (an object, or JSON text in
+    0.x) names one."""
+    for step in trajectory:
+        state = step.get("state") if isinstance(step, Mapping) else None
+        if isinstance(state, str):
+            try:
+                state = parse_json(state)
+            except (json.JSONDecodeError, ValueError):
+                continue
+        wd = state.get("working_dir") if isinstance(state, Mapping) else None
+        if isinstance(wd, str) and wd.startswith("/") and len(wd) > 1:
+            return wd
+    return None
+
+
+def _hidden_from(
+    messages: list[Message], origin: list[int | None], trajectory: list, policy: dict
+) -> list[int | None]:
+    """Per message, the first call message whose recorded request lacked it whole (module doc)."""
+    calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    at_history = {h: j for j, h in enumerate(origin) if h is not None}
+    sent = [s.get("messages") if isinstance(s, Mapping) else None for s in trajectory]
+    if any(isinstance(ms, list) for ms in sent):
+        hidden: list[int | None] = [None] * len(messages)
+        for k, ms in enumerate(sent):
+            if not isinstance(ms, list) or k + 1 >= len(calls):
+                continue
+            for h, rec in enumerate(ms):  # step k's messages: the request of call k + 1, in history order
+                j = at_history.get(h)
+                if j is None or hidden[j] is not None or not isinstance(rec, Mapping):
+                    continue
+                if messages[j].kind in ("tool_result", "user") and (text_of(rec.get("content")) or "") != (
+                    messages[j].content or ""
+                ):
+                    hidden[j] = calls[k + 1]
+        return hidden
+    if policy.get("name") == "observation_masking":
+        return masked_from([m.kind for m in messages], policy["n"], policy.get("polling", 1))
+    return [None] * len(messages)
+
+
 def _assistant_text(m: Mapping) -> tuple[str, tuple[str, ...]]:
     """Text and tool-call ids of an action; 1.x function calls are rendered after the thought."""
     text = text_of(m.get("content")) or ""
@@ -272,6 +328,8 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
 
     messages: list[Message] = []
     facts_text: list[str] = []
+    tools: list[SweToolOp | None] = []
+    origin: list[int | None] = []  # the history index of each message (None: from trajectory)
     demos = unpaired = 0
     pending: str | None = None  # the latest action's call id, until an observation answers it
     n_actions = 0
@@ -283,6 +341,8 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
             demos += 1
             continue
         role = m.get("role")
+        origin.append(i)
+        tools.append(None)
         if role == "system":
             text = text_of(m.get("content")) or ""
             messages.append(Message("system", text))
@@ -292,6 +352,7 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
             ids = ids or (f"call-{n_actions}",)
             messages.append(Message("assistant", text, ids))
             facts_text.append(_facts_text(m.get("action"), text))
+            tools[-1] = _tool_op(m.get("action"))
             pending = ids[0]
             n_actions += 1
         elif role in ("user", "tool"):
@@ -333,21 +394,30 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
                 cid = f"call-{n_actions}"
                 messages.append(Message("assistant", text, (cid,)))
                 facts_text.append(_facts_text(step.get("action"), text))
+                tools.append(_tool_op(step.get("action")))
+                origin.append(None)
                 pending = cid
                 n_actions += 1
             obs = step.get("observation")
             obs = "" if obs is None else text_of(obs) or ""
             messages.append(Message("tool_result", obs, tool_call_id=pending, bounded=_CLIPPED in obs))
             facts_text.append(obs)
+            tools.append(None)
+            origin.append(None)
             pending = None
             added += 1
-    facts = swe_fact_table([(m.kind, t) for m, t in zip(messages, facts_text, strict=True)])
+    facts = swe_fact_table(
+        [(m.kind, t) for m, t in zip(messages, facts_text, strict=True)], tools, _working_dir(trajectory)
+    )
+    cfg = _replay_config(data, file) or _args_yaml(path, file)
+    policy = recorded_policy(_processors(cfg))
+    hidden = _hidden_from(messages, origin, trajectory, policy)
     for j, m in enumerate(messages):
         m.provides, m.needs = tuple(facts.provides[j]), tuple(facts.needs[j])
         m.fact_spans, m.fact_kinds = tuple(facts.spans[j]), tuple(facts.kinds[j])
         m.supersedes = tuple(facts.supersedes[j])
+        m.hidden_from = hidden[j]
 
-    cfg = _replay_config(data, file) or _args_yaml(path, file)
     model = _model(cfg)
     info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
@@ -372,7 +442,7 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
         usage={},
         model=None if scripted else model,
         agent="SWE-agent 1.x" if v1 else "SWE-agent 0.x",
-        recorded_policy=recorded_policy(_processors(cfg)),
+        recorded_policy=policy,
         outcome=outcome,
     )
 
