@@ -327,11 +327,19 @@ DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` 
     (
         "seed_engine",
         (
-            "policy.context_token_limit=16000,24000,32000,48000,64000",
+            "policy.context_token_limit=null,16000,24000,32000,48000,64000",
             "policy.keep_recent_tokens=2000,4000,8000,16000",
         ),
     ),
 )
+
+
+def _knob(row: dict, key: str):
+    """A summary row's policy knob as an int, None when unset (NaN in a column of floats)."""
+    v = row.get(f"policy.{key}")
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return int(v)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -340,7 +348,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import shutil
 
     from sim.results import summary, varying_columns
-    from sim.size import recommend, settings_from_results
+    from sim.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
     from sim.sweep import SweepSpec, run_sweep
 
     out = Path(args.out)
@@ -358,24 +366,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
             csv=True,
         )
         paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
-    rec = recommend(settings_from_results(paths[-1]), 0.95, "seed_engine")
-    best = rec.get("recommended") or {}
-    shown = []
+    rec = verdict_from_results(paths[-1], "seed_engine")
+    best = rec.get("recommended") or {"context_token_limit": None}
+    shown: list[dict] = []
+    shown_base = False
     for path in paths:
         rows = summary(path)
         knobs = [c for c in varying_columns(rows) if c.startswith("policy.")]
         for r in rows:
-            if r["policy"] == "seed_engine" and any(r[f"policy.{k}"] != v for k, v in best.items()):
-                continue  # of the sized grid, show the recommended setting
+            if r["policy"] == "seed_engine":
+                unset = _knob(r, "context_token_limit") is None
+                if unset and shown_base:
+                    continue  # the limit unset, keep_recent_tokens changes nothing: one row
+                if not unset and any(_knob(r, k) != v for k, v in best.items()):
+                    continue  # of the sized grid, show no compaction and the recommended setting
+                shown_base = shown_base or unset
             label = " ".join([r["policy"], *(f"{k.split('.', 1)[1]}={r[k]}" for k in knobs)])
+            if r["policy"] == "seed_engine" and _knob(r, "context_token_limit") is None:
+                label = "seed_engine no compaction (context_token_limit unset)"
             # the demo's model is the default one (extractive summaries): no summarizer column
             rest = {k: v for k, v in r.items() if not k.startswith("policy") and k != "summarizer"}
             shown.append({"setting": label, **rest})
     print(format_table(shown, list(shown[0])))
     print(
-        f"\nsized over {len(settings_from_results(paths[-1]))} seed-engine settings x the embedded suite "
-        f"(priced as {args.pricing}):\n{rec['advice']}"
+        f"\nsized over {len(settings_from_results(paths[-1])) - 1} seed-engine settings against no "
+        "compaction "
+        f"x the embedded suite (priced as {args.pricing}):\n{rec['advice']}"
     )
+    if line := tied_text(rec):
+        print(line)
+    print(recommendation_line(rec))
     try:
         from sim.report import make_report
     except ImportError:
@@ -567,12 +587,22 @@ def _int_list(text: str, option: str) -> list[int]:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    """Recommend context_token_limit and keep_recent_tokens from the user's traces."""
+    """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.importers import load_paths
     from sim.models import resolve_window
     from sim.policies.base import knobs, policy_class
     from sim.pricing import price_named
-    from sim.size import DEFAULT_KEEPS, DEFAULT_LIMITS, evaluate, recommend
+    from sim.size import (
+        DEFAULT_KEEPS,
+        DEFAULT_LIMITS,
+        evaluate,
+        grid_limits,
+        largest_summary,
+        output_reserve,
+        recommendation_line,
+        tied_text,
+        verdict,
+    )
     from sim.tables import json_line
 
     cls = policy_class(args.policy)
@@ -583,14 +613,14 @@ def cmd_size(args: argparse.Namespace) -> int:
         )
     if not 0 < args.target_completion <= 1:
         raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
+    if not 0 <= args.max_facts_lost_increase <= 1:
+        raise ConfigError(f"--max-facts-lost-increase {args.max_facts_lost_increase} is not in [0, 1]")
     pricing = args.model or "auto"
     if args.model:
         price_named(args.model)
     window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
     limits = _int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
     keeps = _int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
-    if isinstance(window, int):
-        limits = [v for v in limits if v <= window] or [window]
     if args.dataset:
         from sim.traceio import load_dataset_traces
 
@@ -601,34 +631,67 @@ def cmd_size(args: argparse.Namespace) -> int:
         raise ConfigError("size: give trace PATHs or --dataset")
     if not traces:
         raise ConfigError("size: no traces")
+    reserve, summary = output_reserve(traces), largest_summary(args.policy)
+    win = window if isinstance(window, int) else None
+    kept = grid_limits(limits, win, reserve, summary)
+    if not kept:
+        raise ConfigError(
+            f"--limits: every limit is above window {win} - output reserve {reserve} - largest summary "
+            f"{summary} = {win - reserve - summary}"
+        )
+    behaviour = {"on_missing": args.on_missing}
     results = evaluate(
         traces,
         args.policy,
-        limits,
+        kept,
         keeps,
         window,
         pricing,
         lambda i, n: _progress(i, n, "sizing settings"),
-        args.on_missing,
+        behaviour,
     )
-    rec = recommend(results, args.target_completion, args.policy)
+    rec = verdict(
+        results,
+        policy_name=args.policy,
+        target=args.target_completion,
+        max_facts_lost_increase=args.max_facts_lost_increase,
+        window=win,
+        reserve=reserve,
+        summary=summary,
+    )
+    rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
     if args.format == "json":
         sys.stdout.write(json_line(rec) + "\n")
         return 0
     rows = [
         {
-            "context_token_limit": r.context_token_limit,
-            "keep_recent_tokens": r.keep_recent_tokens,
-            "mean_cost_usd": round(r.mean_cost_usd, 4),
-            "completion": round(r.completion, 3),
-            "overflow_runs": r.overflow_runs,
+            "context_token_limit": g["context_token_limit"],
+            "keep_recent_tokens": g["keep_recent_tokens"],
+            "mean_cost_usd": round(g["mean_cost_usd"], 4),
+            "saving_ci_usd": "-"
+            if "saving_ci" not in g
+            else f"{g['saving_ci'][0]:+.4f}..{g['saving_ci'][1]:+.4f}",
+            "completion": round(g["completion"], 3),
+            "facts_lost": g["facts_lost"],
+            "refetch_calls": g["refetch_calls"],
+            "overflow_runs": g["overflow_runs"],
+            "eligible": g.get("eligible", "baseline"),
         }
-        for r in results
+        for g in [{**rec["baseline"], "context_token_limit": "none"}, *rec["grid"]]
     ]
     print(format_table(rows, list(rows[0])))
+    left = rec["grid_limits_left_out"]
     print(
-        f"\n{len(traces)} traces, {len(results)} settings of {args.policy}; target completion "
-        f"{args.target_completion:.0%}.\n{rec['advice']}"
+        f"\n{len(traces)} traces, {len(results) - 1} settings of {args.policy} against no compaction; "
+        f"target completion {args.target_completion:.0%}, facts lost at most "
+        f"+{args.max_facts_lost_increase:.0%} of facts seen."
+        + (
+            f" Limits left out of the grid (above window - output reserve {reserve} - largest summary "
+            f"{summary}): {', '.join(map(str, left))}; the highest safe limit, {max(kept)}, stands in."
+            if left
+            else ""
+        )
+        + f"\n{rec['advice']}"
     )
     if rec.get("runners_up"):
         print(
@@ -639,6 +702,9 @@ def cmd_size(args: argparse.Namespace) -> int:
                 for r in rec["runners_up"]
             )
         )
+    if line := tied_text(rec):
+        print(line)
+    print(recommendation_line(rec))
     return 0
 
 
@@ -685,7 +751,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim.results import results_file
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
-    md, page = make_report(paths, Path(args.output), trace_id=args.trace)
+    md, page = make_report(paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed)
+    from sim.report import verdict_of
+
+    if rec := verdict_of(md):
+        print(rec)
     print(md)
     print(page)
     return 0
@@ -859,7 +929,19 @@ def build_parser() -> argparse.ArgumentParser:
     sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
     sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
     sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
-    sz.add_argument("--target-completion", type=float, default=0.95, help="default 0.95")
+    sz.add_argument(
+        "--target-completion",
+        type=float,
+        default=0.95,
+        help="share of runs whose answer must complete under a recommended setting (default 0.95)",
+    )
+    sz.add_argument(
+        "--max-facts-lost-increase",
+        type=float,
+        default=0.05,
+        help="how much more of the facts seen a recommended setting may lose than no compaction "
+        "(default 0.05: 5 percentage points)",
+    )
     sz.add_argument("--limits", help="context_token_limit values, comma-separated")
     sz.add_argument("--keeps", help="keep_recent_tokens values, comma-separated")
     sz.add_argument(
@@ -914,6 +996,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("paths", nargs="+", metavar="RESULTS")
     rp.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     rp.add_argument("--trace", metavar="ID", help="trace of the per-call figures (default: most calls)")
+    rp.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="report results of different ctxsim versions, suites or pricing together (said in the report)",
+    )
     rp.set_defaults(func=cmd_report)
     from sim.gate import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
 

@@ -712,7 +712,160 @@ def _compare(doc: _Doc, frames: list[Any], settings: list[_Setting], paths: list
 
 
 # ------------------------------------------------------------------------------------------------ report
-def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None = None) -> tuple[Path, Path]:
+def _distinct(frames: list[Any], column: str) -> list[str]:
+    return sorted({str(v) for f in frames if column in f for v in f[column].dropna()})
+
+
+def _check_mixed(frames: list[Any], paths: list[Path], allow_mixed: bool) -> list[str]:
+    """The ctxsim versions, scenarios and pricing the files mix: refused unless ``allow_mixed`` (then
+    said in the report). Comparing runs of different code, traces or prices would mislead silently."""
+    mixed = []
+    for column, what in (
+        ("ctxsim_version", "ctxsim versions"),
+        ("scenario", "suites"),
+        ("pricing", "pricing"),
+    ):
+        values = _distinct(frames, column)
+        if len(values) > 1:
+            mixed.append(f"{what} {', '.join(values)}")
+    if mixed and not allow_mixed:
+        raise ConfigError(
+            f"report: the results mix {'; '.join(mixed)} ({', '.join(str(p) for p in paths)}); "
+            "report them separately, or pass --allow-mixed"
+        )
+    return mixed
+
+
+def _sizing(frames: list[Any], paths: list[Path]) -> tuple[int, str, dict] | None:
+    """The sizing verdict (``sim.size.verdict``, as ``size`` and ``demo`` compute it) of the first policy
+    swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
+    from sim.size import verdict_from_frame
+
+    keys = ("policy.context_token_limit", "policy.keep_recent_tokens")
+    for i, df in enumerate(frames):
+        if not set(keys) <= set(df.columns):
+            continue
+        for policy in sorted({str(v) for v in df["policy"]}):
+            g = df[df["policy"] == policy]
+            limit = g[keys[0]]
+            if limit.isna().any() and limit.notna().any() and g["cost_microusd"].notna().all():
+                return i, policy, verdict_from_frame(g, str(paths[i]), policy)
+    return None
+
+
+def _sized_setting(settings: list[_Setting], source: int, policy: str, rec: dict) -> _Setting | None:
+    """The table's setting the verdict names: the recommendation, or no compaction without one."""
+    want = rec.get("recommended") or {"context_token_limit": None}
+    for s in settings:
+        if s.source != source or s.policy != policy:
+            continue
+        if all(_knob(s, f"policy.{k}") == v for k, v in want.items()):
+            return s
+    return None
+
+
+def _knob(s: _Setting, key: str):
+    v = s.summary.get(key)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return int(v)
+
+
+def _verdict_blocks(doc: _Doc, sized: tuple[int, str, dict] | None, settings: list[_Setting], paths) -> None:
+    from sim.size import recommendation_line, tied_text
+
+    doc.h(2, "Sizing verdict")
+    if sized is None:
+        doc.p(
+            "_No sizing verdict: no results file holds a policy swept over `context_token_limit` × "
+            "`keep_recent_tokens` with a no-compaction setting (`policy.context_token_limit=null`) to "
+            "compare with._"
+        )
+        return
+    i, policy, rec = sized
+    doc.p(
+        f"From `{paths[i]}`: `{policy}`'s {rec['settings'] - 1} compacting settings against no compaction, "
+        f"paired on the same {rec['traces']} traces (target completion {rec['target_completion']:.0%}, "
+        f"facts lost at most +{rec['max_facts_lost_increase']:.0%} of facts seen; the same verdict as "
+        f"`ctxsim size` and `ctxsim demo`). **{recommendation_line(rec)}.** {rec['advice']}"
+    )
+    if line := tied_text(rec):
+        doc.p(line[0].upper() + line[1:] + ".")
+    base = rec["baseline"]
+    if rec.get("recommended"):
+        pr = rec["paired"]
+        fl, rf = pr["facts_lost_change"], pr["refetch_change"]
+        ci = pr["saving_ci"]
+        tci = pr["tokens_saving_ci"]
+        rows = [
+            [
+                "mean cost per run (USD)",
+                _usd(base["mean_cost_usd"]),
+                _usd(rec["mean_cost_usd"]),
+                f"saving {_usd(base['mean_cost_usd'] - rec['mean_cost_usd'])} (95% CI {_usd(ci[0])} to "
+                f"{_usd(ci[1])})",
+            ],
+            ["cumulative input tokens per run", "", "", f"saving {_int(tci[0])} to {_int(tci[1])} (95% CI)"],
+            [
+                "facts lost (total)",
+                _int(base["facts_lost"]),
+                next(_int(g["facts_lost"]) for g in rec["grid"] if _same(g, rec["recommended"])),
+                f"{fl['per_run']:+.3f} per run (95% CI {fl['per_run_ci'][0]:+.3f} to "
+                f"{fl['per_run_ci'][1]:+.3f}); {fl['share_of_facts_seen']:+.1%} of facts seen",
+            ],
+            [
+                "refetch calls (total)",
+                _int(base["refetch_calls"]),
+                next(_int(g["refetch_calls"]) for g in rec["grid"] if _same(g, rec["recommended"])),
+                f"{rf['per_run']:+.3f} per run (95% CI {rf['per_run_ci'][0]:+.3f} to "
+                f"{rf['per_run_ci'][1]:+.3f})",
+            ],
+            ["answer completion", _pct(base["completion"]), _pct(rec["completion"]), ""],
+            [
+                "runs by answer_outcome (change)",
+                "",
+                "",
+                ", ".join(f"{o} {n:+d}" for o, n in pr["outcome_change"].items()),
+            ],
+        ]
+        doc.table(
+            ["metric", "no compaction", "recommended", "paired difference"], rows, [False, True, True, False]
+        )
+
+
+def verdict_of(md: Path) -> str | None:
+    """The recommendation line a written report states (for ``report`` to print it as ``size`` does)."""
+    m = re.search(r"\*\*(recommended: [^*]+)\.\*\*", md.read_text(encoding="utf-8"))
+    return m.group(1) if m else None
+
+
+def _same(g: dict, want: dict) -> bool:
+    return all(g.get(k) == v for k, v in want.items())
+
+
+def _trend_sentence(settings: list[_Setting], sized: tuple[int, str, dict] | None) -> str:
+    """What the sized grid's table shows from its most to its least aggressive compacting setting, in
+    its own numbers (never a fixed claim the table could contradict)."""
+    if sized is None:
+        return ""
+    grid = sized[2]["grid"]
+    most = min(grid, key=lambda g: (g["context_token_limit"], g["keep_recent_tokens"]))
+    least = max(grid, key=lambda g: (g["context_token_limit"], g["keep_recent_tokens"]))
+    if most is least:
+        return ""
+    base = sized[2]["baseline"]
+    return (
+        f" In `{sized[1]}`'s grid the most aggressive setting ({most['context_token_limit']}/"
+        f"{most['keep_recent_tokens']}) costs {_usd(most['mean_cost_usd'])} per run and loses "
+        f"{most['facts_lost']:,} facts; the least ({least['context_token_limit']}/"
+        f"{least['keep_recent_tokens']}) {_usd(least['mean_cost_usd'])} and {least['facts_lost']:,}; "
+        f"no compaction {_usd(base['mean_cost_usd'])} and {base['facts_lost']:,}."
+    )
+
+
+def make_report(
+    results_paths: list[Path], out_dir: Path, trace_id: str | None = None, allow_mixed: bool = False
+) -> tuple[Path, Path]:
     """Write ``out_dir/report.md``, ``out_dir/report.html`` (self-contained) and ``out_dir/figures/*.png``
     from one or more sweep results (a ``results.parquet`` or its folder). With two paths the second is
     compared with the first (baseline vs candidate). ``trace_id`` picks the trace of the per-call figures
@@ -721,6 +874,7 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     if not paths:
         raise ConfigError("report: give at least one results file or sweep folder")
     frames, settings = _load(paths)
+    mixed = _check_mixed(frames, paths, allow_mixed)
     out_dir = Path(out_dir)
     doc = _Doc()
     doc.h(1, "ctxsim sweep report")
@@ -742,14 +896,23 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
         f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
         f"ids S1–S{len(settings)} as in the table below."
     )
-    front = _pareto(settings)
-    rec = _recommended(settings)
-    rec_cost = rec.summary["mean_cost_usd"]
+    from sim import __version__
+
+    versions = _distinct(frames, "ctxsim_version")
     doc.p(
-        f"**Recommended setting: {rec.sid} {rec.label}**: the highest answer completion "
-        f"({_pct(rec.summary['answer_completed'])}) at the lowest mean cost among those "
-        f"({_usd(rec_cost)} per run, {_int(rec.summary['cumulative_input_tokens'] / rec.summary['runs'])} "
-        f"cumulative input tokens per run)."
+        f"Results written by ctxsim {', '.join(versions) or 'unknown'}; this report by ctxsim {__version__}."
+        + (f" **Mixed (--allow-mixed): {'; '.join(mixed)}.**" if mixed else "")
+    )
+    front = _pareto(settings)
+    sized = _sizing(frames, paths)
+    rec = _sized_setting(settings, sized[0], sized[1], sized[2]) if sized else None
+    _verdict_blocks(doc, sized, settings, paths)
+    if rec is None:  # no verdict: the per-call figures show the best-completing, cheapest setting
+        rec = _recommended(settings)
+    rec_name = (
+        "recommended setting"
+        if sized and sized[2].get("recommended")
+        else ("no-compaction setting (the verdict)" if sized else "best-completing, cheapest setting")
     )
 
     # ---- table (figure 5)
@@ -789,8 +952,7 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     doc.p(
         "Cumulative input tokens and facts lost are sums over the setting's runs; the cache hit rate is "
         "Σ cache reads ÷ Σ input tokens; completion is the share of runs that reached their final answer "
-        "with every needed fact. Read it for the cheapest setting that still completes: cost and "
-        "cumulative input fall as compaction gets more aggressive, facts lost tend to rise."
+        "with every needed fact." + _trend_sentence(settings, sized)
     )
 
     # ---- figure 1
@@ -841,7 +1003,7 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
             "`--trace ID`._"
         )
     else:
-        _trace_figures(doc, trace, settings, rec)
+        _trace_figures(doc, trace, settings, rec, rec_name)
 
     # ---- baseline vs candidate
     if len(paths) >= 2:
@@ -864,7 +1026,7 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     return md, page
 
 
-def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) -> None:
+def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, rec_name: str) -> None:
     tid = trace.trace_id
     pricing = _pricing(rec.frame["pricing_setting"].iloc[0]) if "pricing_setting" in rec.frame else "auto"
     curves: list[tuple[str, Any]] = []
@@ -929,7 +1091,7 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
         "view_composition.png",
         _fig_composition(calls, by_state, f"{rec.sid} {rec.label}", tid),
         f"Stacked tokens in view by item state per agent call, trace {tid}, setting {rec.sid}",
-        f"What each agent request of `{tid}` held under the recommended setting {rec.sid}, by item state "
+        f"What each agent request of `{tid}` held under the {rec_name} {rec.sid}, by item state "
         f"({', '.join(present)}). Drops in the stack are compactions; at the last call "
         f"{_pct(last['verbatim'] / final if final else None)} of the view's {final:,} tokens are verbatim.",
     )

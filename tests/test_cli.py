@@ -298,7 +298,7 @@ def test_demo_sizes_compares_and_reports(capsys, tmp_path):
     out = tmp_path / "latest"
     code, text, _ = run(capsys, "demo", EMBEDDED_SUITE / "closed_loop.jsonl", "--out", out, "--workers", "1")
     assert code == 0
-    assert "Ship context_token_limit=" in text and "observation_masking n=1" in text
+    assert "recommended: seed_engine " in text and "observation_masking n=1" in text
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert (out / "sweeps" / "seed_engine" / "results.parquet").is_file()
 

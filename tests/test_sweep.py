@@ -94,7 +94,7 @@ def test_run_key_stable_and_sensitive():
 def test_experiment_and_args():
     spec = load_experiment("size_seed_engine")
     assert spec.policy == "seed_engine" and spec.scenario == "embedded"
-    assert len(expand_grid(list(spec.grid))) == 36
+    assert len(expand_grid(list(spec.grid))) == 42  # 6 x 6 pairs and 6 with the limit unset (no compaction)
     spec2, workers = spec_from_args(
         ["experiment=size_seed_engine", "workers=2", "results.path=/tmp/x"], csv=True
     )
