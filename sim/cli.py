@@ -588,6 +588,7 @@ def _int_list(text: str, option: str) -> list[int]:
 
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
+    from sim.assumptions import assumptions, assumptions_text
     from sim.importers import load_paths
     from sim.models import resolve_window
     from sim.policies.base import knobs, policy_class
@@ -633,6 +634,9 @@ def cmd_size(args: argparse.Namespace) -> int:
         raise ConfigError("size: no traces")
     reserve, summary = output_reserve(traces), largest_summary(args.policy)
     win = window if isinstance(window, int) else None
+    if window == "auto":  # every trace's recorded model has the same window: size against it
+        recorded = {resolve_window(t.model) for t in traces}
+        win = recorded.pop() if len(recorded) == 1 else None
     kept = grid_limits(limits, win, reserve, summary)
     if not kept:
         raise ConfigError(
@@ -660,6 +664,10 @@ def cmd_size(args: argparse.Namespace) -> int:
         summary=summary,
     )
     rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
+    sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
+    rec["assumptions"] = assumptions(traces, results[0].trace_hashes, sources, pricing, window, behaviour)
+    for line in rec["assumptions"]["warnings"]:
+        _warn(line)
     if args.format == "json":
         sys.stdout.write(json_line(rec) + "\n")
         return 0
@@ -704,6 +712,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         )
     if line := tied_text(rec):
         print(line)
+    print(assumptions_text(rec["assumptions"]))
     print(recommendation_line(rec))
     return 0
 

@@ -903,6 +903,25 @@ def make_report(
         f"Results written by ctxsim {', '.join(versions) or 'unknown'}; this report by ctxsim {__version__}."
         + (f" **Mixed (--allow-mixed): {'; '.join(mixed)}.**" if mixed else "")
     )
+
+    def values(col: str) -> str:
+        vs = sorted({"none" if v is None or v != v else str(v) for f in frames if col in f for v in f[col]})
+        return ", ".join(vs) or "unknown"
+
+    mock = [
+        f"{label} {values(col)}"
+        for label, col in (
+            ("window", "model.window"),
+            ("on_missing", "model.on_missing"),
+            ("summarizer", "summarizer"),
+            ("retrieval_recall", "model.retrieval_recall"),
+            ("max_turns", "model.max_turns"),
+        )
+    ]
+    doc.p(
+        f"Assumed mock model: {'; '.join(mock)} (window none: each trace's recorded model's; max_turns "
+        "none: no step limit)."
+    )
     front = _pareto(settings)
     sized = _sizing(frames, paths)
     rec = _sized_setting(settings, sized[0], sized[1], sized[2]) if sized else None

@@ -98,8 +98,11 @@ def _order(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
 
 
 def output_reserve(traces: Sequence[Trace]) -> int:
-    """The largest output any recorded call produced (0 when none is recorded)."""
-    return max((c.output_tokens or 0 for t in traces for c in t.calls), default=0)
+    """The largest output of any call, as the mock model replays it (the recorded output, or its
+    estimate from the turn's text when the recording has none); 0 without calls."""
+    from sim.model import ReplayModel
+
+    return max((int(ReplayModel(t).respond_all().max(initial=0)) for t in traces), default=0)
 
 
 def largest_summary(policy_name: str) -> int:

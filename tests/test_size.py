@@ -161,3 +161,43 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     assert main(["report", *sweeps, "-o", str(tmp_path / "r")]) == 0
     report = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended: ")]
     assert len(demo) == 1 and demo == size == report
+
+
+def test_size_prints_every_assumption(capsys):
+    from sim import __version__
+    from sim.assumptions import traces_hash
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+    from sim.traceio import trace_hash
+
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"
+    args = ["size", str(suite), "--model", "claude-sonnet-4-5", "--limits", "16000", "--keeps", "2000"]
+    assert main([*args, "--format", "json", "--on-missing", "fail"]) == 0
+    out, err = capsys.readouterr()
+    a = json.loads(out)["assumptions"]
+    traces = list(load_paths([suite]))
+    recorded = sorted({t.model or "" for t in traces})
+    assert a["traces"] == {
+        "count": len(traces),
+        "sources": [str(suite)],
+        "hash": traces_hash([trace_hash(t) for t in reversed(traces)]),  # order does not matter
+    }
+    assert a["recorded_models"] == recorded
+    assert a["priced_model"] == {"model": "claude-sonnet-4-5", "price_table_as_of": "2025-11"}
+    assert a["window"] == 200000 and a["ctxsim_version"] == __version__
+    assert a["cache_rules"][0]["family"] == "anthropic" and a["cache_rules"][0]["writes"] is True
+    assert a["mock_model"] == {
+        "on_missing": "fail",
+        "summary_fact_tokens": 40,
+        "summarizer": "extractive",
+        "retrieval_recall": 1.0,
+        "max_turns": None,
+    }
+    assert a["retrieval_recall"] == 1.0
+    # the recorded model is not the priced one: said on standard error and in the JSON
+    assert len(a["warnings"]) == len(recorded) and f"the traces record model {recorded[0]!r}" in err
+    assert main(args) == 0
+    text = capsys.readouterr().out
+    assert "  priced as: claude-sonnet-4-5 (price table as of 2025-11)\n  window: 200,000 tokens\n" in text
+    assert "  mock model: on_missing=refetch, summary_fact_tokens=40, summarizer=extractive" in text
+    assert f"  ctxsim {__version__}\n" in text
