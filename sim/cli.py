@@ -598,9 +598,13 @@ def cmd_size(args: argparse.Namespace) -> int:
         DEFAULT_LIMITS,
         evaluate,
         grid_limits,
+        keep_check,
         largest_summary,
+        load_bearing_results,
         output_reserve,
         recommendation_line,
+        rules_text,
+        runaway_budgets,
         tied_text,
         verdict,
     )
@@ -664,6 +668,9 @@ def cmd_size(args: argparse.Namespace) -> int:
         summary=summary,
     )
     rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
+    rec["budgets"] = runaway_budgets(results[0])
+    chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
+    rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
     sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
     rec["assumptions"] = assumptions(traces, results[0].trace_hashes, sources, pricing, window, behaviour)
     for line in rec["assumptions"]["warnings"]:
@@ -712,6 +719,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         )
     if line := tied_text(rec):
         print(line)
+    print(rules_text(rec["budgets"], rec["keep_check"]))
     print(assumptions_text(rec["assumptions"]))
     print(recommendation_line(rec))
     return 0

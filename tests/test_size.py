@@ -122,6 +122,8 @@ def test_size_on_the_shared_runs_200k_needs_no_compaction(capsys, mini_dir):
     assert rec["baseline"]["peak_context_tokens_p99"] == 62157 and rec["grid_limits_left_out"] == [200000]
     assert rec["safety_net"] == {"low": 150000, "high": 192000, "fires_on_these_traces": False}
     assert (rec["settings"], rec["eligible_settings"], rec["never_fire"], rec["traces"]) == (47, 0, 18, 40)
+    assert (rec["budgets"]["token_budget"], rec["budgets"]["cost_budget_microusd"]) == (6_200_000, 3_100_000)
+    assert rec["keep_check"] == {"load_bearing_results": 165, "p90_tokens": 1095, "max_tokens": 3321}
     cheapest = min(rec["grid"], key=lambda g: g["mean_cost_usd"])
     assert (cheapest["context_token_limit"], cheapest["keep_recent_tokens"]) == (16000, 2000)
     assert cheapest["saving_ci"][0] < 0 < cheapest["saving_ci"][1] and not cheapest["eligible"]
@@ -201,3 +203,38 @@ def test_size_prints_every_assumption(capsys):
     assert "  priced as: claude-sonnet-4-5 (price table as of 2025-11)\n  window: 200,000 tokens\n" in text
     assert "  mock model: on_missing=refetch, summary_fact_tokens=40, summarizer=extractive" in text
     assert f"  ctxsim {__version__}\n" in text
+
+
+def test_runaway_budgets_and_the_keep_check():
+    from types import SimpleNamespace
+
+    from sim.size import keep_check, load_bearing_results, runaway_budgets
+
+    base = setting(None, None, [1_000_000, 2_000_000, 3_000_000, 4_000_000])
+    base = SettingResult(**{**base.__dict__, "output": np.array([1000.0, 2000.0, 3000.0, 4000.0])})
+    b = runaway_budgets(base)
+    # input tokens are 10x cost: 10M..40M, + output; p99 by linear interpolation: 39.7M + 3970
+    assert (b["p99_tokens"], b["p99_cost_microusd"]) == (39_703_970, 3_970_000)
+    assert (b["token_budget"], b["cost_budget_microusd"]) == (80_000_000, 8_000_000)
+    assert (b["runs_stopped_by_token_budget"], b["runs_stopped_by_cost_budget"]) == (0, 0)
+
+    def ev(i, kind, tokens, provides=(), needs=()):
+        return SimpleNamespace(index=i, kind=kind, tokens=tokens, provides=provides, needs=needs)
+
+    events = (
+        ev(0, "tool_result", 500, provides=("a",)),
+        ev(1, "tool_result", 3000, provides=("b",)),  # nobody needs b
+        ev(2, "assistant", 10, needs=("a",)),
+        ev(3, "tool_result", 1500, provides=("c",)),
+        ev(4, "assistant", 10, needs=("c",)),
+    )
+    trace = SimpleNamespace(trace_id="t", events=events)  # only the events are read
+    assert load_bearing_results([trace]) == [1500, 500]
+    assert keep_check([1500, 500], 1000) == {
+        "load_bearing_results": 2,
+        "p90_tokens": 1400,
+        "max_tokens": 1500,
+        "keep_recent_tokens": 1000,
+        "holds_p90": False,
+    }
+    assert keep_check([], 1000) is None
