@@ -329,6 +329,9 @@ DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` 
         (
             "policy.context_token_limit=null,16000,24000,32000,48000,64000",
             "policy.keep_recent_tokens=2000,4000,8000,16000",
+            # the verdict's sensitivity to the mock model (the report's table)
+            "model.on_missing=refetch,fail,degrade",
+            "model.summarizer=extractive,oracle",
         ),
     ),
 )
@@ -374,6 +377,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
         rows = summary(path)
         knobs = [c for c in varying_columns(rows) if c.startswith("policy.")]
         for r in rows:
+            if (r.get("model.on_missing") or "refetch") != "refetch" or (
+                r.get("summarizer") or "extractive"
+            ) != "extractive":
+                continue  # the sensitivity sweep's other mock behaviours: in the report's table
             if r["policy"] == "seed_engine":
                 unset = _knob(r, "context_token_limit") is None
                 if unset and shown_base:
@@ -385,7 +392,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             if r["policy"] == "seed_engine" and _knob(r, "context_token_limit") is None:
                 label = "seed_engine no compaction (context_token_limit unset)"
             # the demo's model is the default one (extractive summaries): no summarizer column
-            rest = {k: v for k, v in r.items() if not k.startswith("policy") and k != "summarizer"}
+            rest = {
+                k: v
+                for k, v in r.items()
+                if not k.startswith("policy") and k not in ("summarizer", "model.on_missing")
+            }
             shown.append({"setting": label, **rest})
     print(format_table(shown, list(shown[0])))
     print(
@@ -605,6 +616,9 @@ def cmd_size(args: argparse.Namespace) -> int:
         recommendation_line,
         rules_text,
         runaway_budgets,
+        sensitivity,
+        sensitivity_behaviours,
+        sensitivity_text,
         tied_text,
         verdict,
     )
@@ -647,7 +661,7 @@ def cmd_size(args: argparse.Namespace) -> int:
             f"--limits: every limit is above window {win} - output reserve {reserve} - largest summary "
             f"{summary} = {win - reserve - summary}"
         )
-    behaviour = {"on_missing": args.on_missing}
+    behaviour = {"on_missing": args.on_missing, "summarizer": args.summarizer}
     results = evaluate(
         traces,
         args.policy,
@@ -668,6 +682,30 @@ def cmd_size(args: argparse.Namespace) -> int:
         summary=summary,
     )
     rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
+    if args.sensitivity:
+        verdicts = []
+        others = sensitivity_behaviours()
+        for n, b in enumerate(others, start=1):
+            _progress(n, len(others), "sensitivity: mock behaviours")
+            if b == behaviour:
+                verdicts.append((b, rec))
+                continue
+            other = evaluate(traces, args.policy, kept, keeps, window, pricing, None, b)
+            verdicts.append(
+                (
+                    b,
+                    verdict(
+                        other,
+                        policy_name=args.policy,
+                        target=args.target_completion,
+                        max_facts_lost_increase=args.max_facts_lost_increase,
+                        window=win,
+                        reserve=reserve,
+                        summary=summary,
+                    ),
+                )
+            )
+        rec["sensitivity"] = sensitivity(verdicts)
     rec["budgets"] = runaway_budgets(results[0])
     chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
     rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
@@ -719,6 +757,32 @@ def cmd_size(args: argparse.Namespace) -> int:
         )
     if line := tied_text(rec):
         print(line)
+    if "sensitivity" in rec:
+        sens = rec["sensitivity"]
+        table = [
+            {
+                **{k: r[k] for k in ("on_missing", "summarizer", "verdict")},
+                "recommended": (
+                    f"{r['context_token_limit']}/{r['keep_recent_tokens']}"
+                    if r["context_token_limit"]
+                    else "-"
+                ),
+                "mean_cost_usd": round(r["mean_cost_usd"], 4),
+                "completion": round(r["completion"], 3),
+                "saving_ci_usd": "-"
+                if r["saving_ci"] is None
+                else "{:+.4f}..{:+.4f}".format(*r["saving_ci"]),
+                "eligible_settings": r["eligible_settings"],
+            }
+            for r in sens["rows"]
+        ]
+        print("\nsensitivity to the mock model (model.on_missing x model.summarizer):")
+        print(format_table(table, list(table[0])))
+        print(sensitivity_text(sens) + "\n")
+    print(
+        f"verdict under the mock model on_missing={args.on_missing}, summarizer={args.summarizer}"
+        + (" (oracle: an upper bound)" if args.summarizer == "oracle" else "")
+    )
     print(rules_text(rec["budgets"], rec["keep_check"]))
     print(assumptions_text(rec["assumptions"]))
     print(recommendation_line(rec))
@@ -966,6 +1030,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("refetch", "fail", "degrade"),
         default="refetch",
         help="what the agent does when a needed fact is gone (default refetch: re-read, at a cost)",
+    )
+    sz.add_argument(
+        "--summarizer",
+        choices=("extractive", "oracle"),
+        default="extractive",
+        help="the mock model's summarizer (default extractive; oracle is an upper bound)",
+    )
+    sz.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also recompute the verdict under every --on-missing x --summarizer and say whether it holds",
     )
     sz.add_argument("--format", choices=("table", "json"), default="table")
     sz.set_defaults(func=cmd_size)

@@ -831,6 +831,55 @@ def _verdict_blocks(doc: _Doc, sized: tuple[int, str, dict] | None, settings: li
         doc.table(
             ["metric", "no compaction", "recommended", "paired difference"], rows, [False, True, True, False]
         )
+    _sensitivity_blocks(doc, rec)
+
+
+def _sensitivity_blocks(doc: _Doc, rec: dict) -> None:
+    """The verdict's mock behaviour, and the table of verdicts under every behaviour the results hold."""
+    mock = ", ".join(f"{k}={v}" for k, v in rec.get("mock_model", {}).items())
+    if "sensitivity" in rec:
+        from sim.size import sensitivity_text
+
+        sens = rec["sensitivity"]
+        doc.p(
+            f"The verdict above assumes the mock model {mock}. The same verdict under every mock behaviour "
+            "the results hold (`model.on_missing` × `model.summarizer`; oracle is an upper bound):"
+        )
+        doc.table(
+            [
+                "on_missing",
+                "summarizer",
+                "verdict",
+                "recommended",
+                "mean cost (USD)",
+                "completion",
+                "saving 95% CI",
+            ],
+            [
+                [
+                    r["on_missing"],
+                    r["summarizer"],
+                    r["verdict"],
+                    f"{r['context_token_limit']}/{r['keep_recent_tokens']}"
+                    if r["context_token_limit"]
+                    else "—",
+                    _usd(r["mean_cost_usd"]),
+                    _pct(r["completion"]),
+                    "—"
+                    if r["saving_ci"] is None
+                    else f"{_usd(r['saving_ci'][0])} to {_usd(r['saving_ci'][1])}",
+                ]
+                for r in sens["rows"]
+            ],
+            [False, False, False, False, True, True, True],
+        )
+        doc.p(sensitivity_text(sens))
+    else:
+        doc.p(
+            f"The verdict assumes the mock model {mock or 'of the results'}; the results hold no other mock "
+            "behaviour, so its sensitivity is not shown (sweep `model.on_missing=refetch,fail,degrade "
+            "model.summarizer=extractive,oracle` too, or run `ctxsim size --sensitivity`)."
+        )
 
 
 def verdict_of(md: Path) -> str | None:

@@ -595,10 +595,39 @@ def settings_from_frame(df, where: str) -> list[SettingResult]:
 DEMO_TARGET = 0.95  # what `demo` and `report` size against (``size``'s defaults)
 
 
+BEHAVIOUR_COLUMNS = (("on_missing", "model.on_missing"), ("summarizer", "summarizer"))
+
+
 def verdict_from_frame(df, where: str, policy_name: str) -> dict:
     """``verdict`` over one policy's rows of a sweep, with ``size``'s default tolerances (no window: a
-    sweep's results do not say which window the user ships)."""
-    return verdict(settings_from_frame(df, where), policy_name=policy_name, target=DEMO_TARGET)
+    sweep's results do not say which window the user ships). A sweep over the mock behaviour
+    (``model.on_missing``, ``model.summarizer``) is split by it: the verdict is the default behaviour's
+    (refetch, extractive; else the first), and ``sensitivity`` holds every behaviour's."""
+    cols = [c for _, c in BEHAVIOUR_COLUMNS if c in df.columns]
+    if not cols:
+        return verdict(settings_from_frame(df, where), policy_name=policy_name, target=DEMO_TARGET)
+    keys = df[cols].astype(str)
+    combos = sorted({tuple(r) for r in keys.itertuples(index=False)})
+    verdicts = []
+    for combo in combos:
+        g = df[(keys == list(combo)).all(axis=1)]
+        rec = verdict(settings_from_frame(g, where), policy_name=policy_name, target=DEMO_TARGET)
+        names = [n for n, c in BEHAVIOUR_COLUMNS if c in df.columns]
+        verdicts.append((dict(zip(names, combo, strict=True)), rec))
+    default = next(
+        (
+            r
+            for b, r in verdicts
+            if b.get("on_missing", "refetch") == "refetch"
+            and b.get("summarizer", "extractive") == "extractive"
+        ),
+        verdicts[0][1],
+    )
+    out = dict(default)
+    out["mock_model"] = next(b for b, r in verdicts if r is default)
+    if len(verdicts) > 1:
+        out["sensitivity"] = sensitivity(verdicts)
+    return out
 
 
 def verdict_from_results(path, policy_name: str = "seed_engine") -> dict:
@@ -618,3 +647,49 @@ def recommendation_line(rec: dict) -> str:
             f"keep_recent_tokens={r['keep_recent_tokens']}"
         )
     return f"recommended: {rec['policy']} without compaction ({rec['verdict']})"
+
+
+# ------------------------------------------------------------------------------------------ sensitivity
+def sensitivity_behaviours() -> list[dict]:
+    """Every ``model.on_missing`` x ``model.summarizer``: the mock behaviours a verdict is checked under."""
+    from sim.model import ON_MISSING, SUMMARIZERS
+
+    return [{"on_missing": om, "summarizer": sm} for om in ON_MISSING for sm in SUMMARIZERS]
+
+
+def sensitivity(verdicts: Sequence[tuple[dict, dict]]) -> dict:
+    """One row per mock behaviour (its verdict, recommendation, cost, completion and saving CI) and
+    whether the recommendation is the same under all of them."""
+    rows = []
+    for behaviour, rec in verdicts:
+        r = rec.get("recommended")
+        rows.append(
+            {
+                **behaviour,
+                "verdict": rec["verdict"],
+                "context_token_limit": r["context_token_limit"] if r else None,
+                "keep_recent_tokens": r["keep_recent_tokens"] if r else None,
+                "mean_cost_usd": rec["mean_cost_usd"],
+                "completion": rec["completion"],
+                "saving_ci": rec["paired"]["saving_ci"] if rec.get("paired") else None,
+                "eligible_settings": rec["eligible_settings"],
+            }
+        )
+    holds = len({(x["verdict"], x["context_token_limit"], x["keep_recent_tokens"]) for x in rows}) == 1
+    return {"rows": rows, "holds": holds}
+
+
+def sensitivity_text(sens: dict) -> str:
+    """The sensitivity table's closing sentence."""
+    if sens["holds"]:
+        return f"The verdict holds under all {len(sens['rows'])} mock behaviours."
+    each = [
+        f"{x['on_missing']}/{x['summarizer']}: "
+        + (
+            f"{x['context_token_limit']}/{x['keep_recent_tokens']}"
+            if x["context_token_limit"]
+            else x["verdict"]
+        )
+        for x in sens["rows"]
+    ]
+    return f"The verdict does NOT hold under every mock behaviour ({'; '.join(each)})."

@@ -163,6 +163,10 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     assert main(["report", *sweeps, "-o", str(tmp_path / "r")]) == 0
     report = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended: ")]
     assert len(demo) == 1 and demo == size == report
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "| on_missing | summarizer | verdict | recommended |" in md  # the demo sweeps the behaviours
+    assert md.count("| refetch | extractive |") == 1
+    assert ("The verdict holds under all 6 mock behaviours." in md) or ("does NOT hold" in md)
 
 
 def test_size_prints_every_assumption(capsys):
@@ -238,3 +242,30 @@ def test_runaway_budgets_and_the_keep_check():
         "holds_p90": False,
     }
     assert keep_check([], 1000) is None
+
+
+def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
+    from sim.paths import EMBEDDED_SUITE
+
+    suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")
+    args = ["size", suite, "--model", "claude-sonnet-4-5", "--limits", "16000", "--keeps", "2000,8000"]
+    assert main([*args, "--format", "json", "--sensitivity"]) == 0
+    sens = json.loads(capsys.readouterr().out)["sensitivity"]
+    assert [(r["on_missing"], r["summarizer"]) for r in sens["rows"]] == [
+        (om, sm) for om in ("refetch", "fail", "degrade") for sm in ("extractive", "oracle")
+    ]
+    for row in sens["rows"]:  # each row is the verdict `size` gives under that behaviour alone
+        one = ["--on-missing", row["on_missing"], "--summarizer", row["summarizer"], "--format", "json"]
+        assert main([*args, *one]) == 0
+        rec = json.loads(capsys.readouterr().out)
+        assert (row["verdict"], row["mean_cost_usd"], row["completion"]) == (
+            rec["verdict"],
+            rec["mean_cost_usd"],
+            rec["completion"],
+        )
+    keys = {(r["verdict"], r["context_token_limit"], r["keep_recent_tokens"]) for r in sens["rows"]}
+    assert sens["holds"] == (len(keys) == 1)
+    assert main([*args, "--sensitivity"]) == 0
+    text = capsys.readouterr().out
+    assert "sensitivity to the mock model (model.on_missing x model.summarizer):" in text
+    assert "verdict under the mock model on_missing=refetch, summarizer=extractive" in text
