@@ -65,7 +65,7 @@ RUN_TABLE_COLUMNS = [
     "peak_context_tokens",
     "growth_exponent",
     "cache_hit_rate",
-    "cost_microusd",
+    "cost_usd",  # the table for people is in USD; json/csv keep the exact integer cost_microusd
     "compactions",
     "finish_reason",
 ]
@@ -201,7 +201,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(csv_text(rows))
     else:
-        print(format_table(rows, RUN_TABLE_COLUMNS))
+        shown = [
+            {**r, "cost_usd": None if r["cost_microusd"] is None else f"{r['cost_microusd'] / 1e6:.4f}"}
+            for r in rows
+        ]
+        print(format_table(shown, RUN_TABLE_COLUMNS))
         if len(rows) > 1:
             print(_totals_line(rows))
         if behaviour["summarizer"] == UPPER_BOUND:
@@ -790,6 +794,30 @@ def cmd_size(args: argparse.Namespace) -> int:
 
 
 # ----------------------------------------------------------------------------------------------- sweep
+def _sweep_flags(args: argparse.Namespace) -> list[str]:
+    """The flags every subcommand takes, as the sweep's KEY=VALUE words (given before the words, so a
+    word on the line wins): --policy, --pricing, --model (pricing and window of that model), --window,
+    --allow-module."""
+    words = []
+    if args.policy:
+        words.append(f"policy={args.policy}")
+    if args.model:
+        from sim.models import resolve_window
+        from sim.pricing import price_named
+
+        price_named(args.model)  # an unknown name: exit 2 with the closest ones
+        words.append(f"pricing={args.model}")
+        if args.window is None and (w := resolve_window(args.model)) is not None:
+            words.append(f"model.window={w}")
+    if args.pricing:
+        words.append(f"pricing={args.pricing}")
+    if args.window is not None:
+        words.append(f"model.window={args.window}")
+    if args.allow_module:
+        words.append("allow_modules=" + ",".join(args.allow_module))
+    return words
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
@@ -798,6 +826,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return hydra_main(args.items + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
+    args.items = _sweep_flags(args) + list(args.items)
     spec, workers = spec_from_args(args.items, csv=args.csv)
     path = run_sweep(spec, workers=workers)
     print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
@@ -832,7 +861,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim.results import results_file
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
-    md, page = make_report(paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed)
+
+    def step(msg: str) -> None:
+        if sys.stderr.isatty():
+            print(f"report: {msg}", file=sys.stderr, flush=True)
+
+    md, page = make_report(
+        paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed, progress=step
+    )
     from sim.report import verdict_of
 
     if rec := verdict_of(md):
@@ -852,6 +888,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debug", action="store_true", help="on an internal error (exit 3), print the traceback too"
     )
+    from sim import __version__
+
+    p.add_argument("--version", action="version", version=f"ctxsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(
@@ -1056,6 +1095,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")
     sw.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
+    sw.add_argument("--policy", help="the policy (as policy=NAME)")
+    sw.add_argument("--pricing", metavar="MODEL", help="price every call as this model (as pricing=MODEL)")
+    sw.add_argument(
+        "--model",
+        metavar="NAME",
+        help="price and window as this model (pricing=NAME model.window=its window)",
+    )
+    sw.add_argument("--window", type=int, help="provider context window in tokens (as model.window=N)")
+    sw.add_argument(
+        "--allow-module",
+        action="append",
+        metavar="MODULE",
+        help="let a policy config's _target_ name a Policy subclass from this module (as allow_modules=)",
+    )
     sw.add_argument(
         "-m",
         "--multirun",
@@ -1100,6 +1153,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _unknown_arguments(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
+    """Exit 2 with the subcommand's usage and, per unknown flag, the closest flags it takes."""
+    import difflib
+
+    sub = next(a.choices[command] for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
+    hints = []
+    for x in extra:
+        name = x.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flags, n=2, cutoff=0.6) if name.startswith("-") else []
+        hints.append(f"{x!r}" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    sub.error(f"unrecognized arguments: {', '.join(hints)}")
+
+
 def _show_notice(message, category, filename, lineno, file=None, line=None) -> None:
     print(f"ctxsim: warning: {message}", file=sys.stderr)
 
@@ -1121,7 +1188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("run", "explain", "sweep") and all(_OVERRIDE.match(x) for x in extra):
             args.items.extend(extra)
         else:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            _unknown_arguments(parser, args.command, extra)
     return run_command(args.func, args, debug=debug)
 
 

@@ -913,7 +913,11 @@ def _trend_sentence(settings: list[_Setting], sized: tuple[int, str, dict] | Non
 
 
 def make_report(
-    results_paths: list[Path], out_dir: Path, trace_id: str | None = None, allow_mixed: bool = False
+    results_paths: list[Path],
+    out_dir: Path,
+    trace_id: str | None = None,
+    allow_mixed: bool = False,
+    progress=None,
 ) -> tuple[Path, Path]:
     """Write ``out_dir/report.md``, ``out_dir/report.html`` (self-contained) and ``out_dir/figures/*.png``
     from one or more sweep results (a ``results.parquet`` or its folder). With two paths the second is
@@ -922,6 +926,8 @@ def make_report(
     paths = [Path(p) for p in results_paths]
     if not paths:
         raise ConfigError("report: give at least one results file or sweep folder")
+    step = progress or (lambda _msg: None)  # the work takes seconds: say what it is doing
+    step("reading results")
     frames, settings = _load(paths)
     mixed = _check_mixed(frames, paths, allow_mixed)
     out_dir = Path(out_dir)
@@ -972,6 +978,7 @@ def make_report(
         "none: no step limit)."
     )
     front = _pareto(settings)
+    step("sizing verdict (paired bootstrap)")
     sized = _sizing(frames, paths)
     rec = _sized_setting(settings, sized[0], sized[1], sized[2]) if sized else None
     _verdict_blocks(doc, sized, settings, paths)
@@ -1024,6 +1031,7 @@ def make_report(
     )
 
     # ---- figure 1
+    step("figures: cost vs completion, heatmaps")
     doc.h(2, "Cost vs answer completion")
     if any(s.summary["mean_cost_usd"] is not None for s in settings):
         names = ", ".join(s.sid for s in settings if s.sid in front)
@@ -1071,6 +1079,7 @@ def make_report(
             "`--trace ID`._"
         )
     else:
+        step(f"figures: replaying trace {trace.trace_id}")
         _trace_figures(doc, trace, settings, rec, rec_name)
 
     # ---- baseline vs candidate

@@ -635,6 +635,16 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     out_rows = [rows[k] for k in unique]
     for key, row in zip(unique, out_rows, strict=True):  # in place: the rows are this merge's own copies
         row["scenario"], row["setting"] = labels[key]
+    unpriced = sum(r.get("cost_microusd") is None for r in out_rows)
+    if unpriced:
+        from sim.pricing import price_table
+
+        choices = ", ".join(sorted(p.model for p in price_table().values()))
+        _note(
+            f"warning: {unpriced} of {len(out_rows)} runs are unpriced (their traces' recorded model has no "
+            f"price): their cost is empty; price them with pricing=MODEL (or --pricing MODEL), one of "
+            f"{choices}"
+        )
     store.write_table(out_rows, results)
     if spec.csv:
         from sim.tables import write_rows
