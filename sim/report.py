@@ -190,6 +190,9 @@ class _Setting:
     frame: Any  # this setting's rows (pandas DataFrame)
 
 
+_DEFAULT_MOCK = ("model.on_missing=refetch", "model.summarizer=extractive")
+
+
 def _key(values) -> tuple:
     from sim.results import _py
 
@@ -229,7 +232,11 @@ def _load(paths: list[Path]) -> tuple[list[Any], list[_Setting]]:
             g = groups[_key([row[k] for k in keys])]
             ovs = sorted({str(s) for s in g["setting"].dropna()}) if "setting" in g else []
             overrides = ovs[0] if len(ovs) == 1 else " / ".join(ovs)
-            shown = " ".join(o.removeprefix("policy.") for o in overrides.split()) or "(defaults)"
+            # the default mock behaviour goes without saying; any other is part of the label
+            shown = (
+                " ".join(o.removeprefix("policy.") for o in overrides.split() if o not in _DEFAULT_MOCK)
+                or "(defaults)"
+            )
             label = f"{row['policy']} {shown}"
             if row.get("summarizer") == UPPER_BOUND:
                 label += f" [{UPPER_BOUND} summarizer: upper bound]"
@@ -332,34 +339,17 @@ def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
                 edgecolor="white",
                 linewidth=0.6,
             )
-        # points closer than 2% of the cost range (same completion) share one label: "S1, S2"
-        span = max(s.summary["mean_cost_usd"] for s in priced) - min(
-            s.summary["mean_cost_usd"] for s in priced
-        )
-        clusters: list[list[_Setting]] = []
-        for s in sorted(priced, key=lambda s: (s.summary["answer_completed"], s.summary["mean_cost_usd"])):
-            last = clusters[-1][-1] if clusters else None
-            if (
-                last is not None
-                and abs(last.summary["answer_completed"] - s.summary["answer_completed"]) < 0.02
-                and s.summary["mean_cost_usd"] - last.summary["mean_cost_usd"] <= 0.02 * span
-            ):
-                clusters[-1].append(s)
-            else:
-                clusters.append([s])
-        for n, group in enumerate(clusters):
-            # labels of neighbours at the same completion alternate above and below their points
-            prev = clusters[n - 1][0] if n else None
-            alt = (
-                prev is not None
-                and abs(prev.summary["answer_completed"] - group[0].summary["answer_completed"]) < 0.02
-            )
+        # only the frontier's points are labelled (every id is in the table): dozens of settings at the
+        # same completion would otherwise overprint; the frontier's labels alternate above and below
+        on_front = sorted((s for s in priced if s.sid in front), key=lambda s: s.summary["mean_cost_usd"])
+        for n, s in enumerate(on_front):
             ax.annotate(
-                ", ".join(g.sid for g in sorted(group, key=lambda g: int(g.sid[1:]))),
-                (group[0].summary["mean_cost_usd"], group[0].summary["answer_completed"]),
+                s.sid,
+                (s.summary["mean_cost_usd"], s.summary["answer_completed"]),
                 textcoords="offset points",
-                xytext=(4, -13 if alt and n % 2 else 6),
-                fontsize=8.5,
+                xytext=(6, 7 if n % 2 == 0 else -14),
+                fontsize=9,
+                fontweight="bold",
             )
         fr = sorted(
             (s for s in priced if s.sid in front),
@@ -394,13 +384,18 @@ def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
         ax.set_title("Cost vs answer completion per policy setting")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"${x:,.3f}"))
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        ax.set_ylim(-0.05, 1.08)
+        # a y-range that shows the differences: from just under the lowest completion to 100%
+        low = min(s.summary["answer_completed"] for s in priced)
+        floor = max(0.0, min(low - 0.05, 0.9))
+        ax.set_ylim(floor, 1.0 + (1.0 - floor) * 0.06)
+        if floor > 0:
+            ax.text(0.01, 0.01, f"y axis from {floor:.0%}", transform=ax.transAxes, fontsize=8, color="grey")
         lo = min(s.summary["mean_cost_usd"] for s in priced)
         hi = max(s.summary["mean_cost_usd"] for s in priced)
         pad = (hi - lo) * 0.08 or max(hi * 0.05, 1e-4)
         ax.set_xlim(max(0.0, lo - pad), hi + pad * 1.6)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="lower right", title="policy")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="policy", borderaxespad=0)
         return _png(fig)
 
 
@@ -424,6 +419,13 @@ def _grid_candidate(settings: list[_Setting]) -> tuple[list[_Setting], str, str]
     return None
 
 
+def _tick(v) -> str:
+    """A knob value on an axis: an unset limit is no compaction (the baseline), not 'None'."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "unset\n(no compaction)"
+    return f"{int(v):,}" if isinstance(v, int | float) and float(v).is_integer() else str(v)
+
+
 def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
     import matplotlib as mpl
     import numpy as np
@@ -443,28 +445,38 @@ def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
     with mpl.rc_context(_RC):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
         panels = (
-            (axes[0], cost, "viridis", None, None, "mean cost per run (USD)", lambda v: f"${v:.4f}"),
-            (
-                axes[1],
-                done,
-                "RdYlGn",
-                0.0,
-                1.0,
-                "answer completion (share of runs)",
-                lambda v: f"{100 * v:.0f}%",
-            ),
+            (axes[0], cost, "viridis", "mean cost per run (USD)", lambda v: f"${v:.4f}"),
+            (axes[1], done, "RdYlGn", "answer completion (share of runs)", lambda v: f"{100 * v:.0f}%"),
         )
-        for ax, m, cmap, vmin, vmax, title, fmt in panels:
+        for ax, m, cmap, title, fmt in panels:
             masked = np.ma.masked_invalid(m)
+            # the colour scale spans the grid's own range, and its label says how small that range is
+            lo_v, hi_v = (float(np.nanmin(m)), float(np.nanmax(m))) if masked.count() else (0.0, 1.0)
+            if hi_v > lo_v:
+                vmin, vmax = lo_v, hi_v
+            elif m is done:  # one value: the usual 0-100% scale, so 100% is green
+                vmin, vmax = 0.0, 1.0
+            else:
+                vmin, vmax = lo_v * 0.99, hi_v * 1.01 + 1e-9
             im = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
-            ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-            ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+            ax.set_xticks(range(len(xs)), [_tick(v) for v in xs])
+            ax.set_yticks(range(len(ys)), [_tick(v) for v in ys])
             ax.set_xlabel(kx.removeprefix("policy.") + " (tokens)" * ("token" in kx))
             ax.set_ylabel(ky.removeprefix("policy.") + " (tokens)" * ("token" in ky))
             ax.set_title(title)
             cb = fig.colorbar(im, ax=ax, shrink=0.85)
-            cb.set_label(title)
-            lo, hi = (vmin, vmax) if vmin is not None else (np.nanmin(m), np.nanmax(m))
+            span = (
+                f"all {fmt(lo_v)}: no difference"
+                if hi_v == lo_v
+                else f"range {fmt(lo_v)}–{fmt(hi_v)}"
+                + (
+                    f" ({100 * (hi_v - lo_v):.1f} pp)"
+                    if m is done
+                    else f" ({(hi_v - lo_v) / hi_v:.1%} of the top)"
+                )
+            )
+            cb.set_label(f"{title}\n{span}".replace("$", r"\$"))  # a literal $, not mathtext
+            lo, hi = lo_v, hi_v
             for i in range(len(ys)):
                 for j in range(len(xs)):
                     v = m[i, j]
@@ -474,7 +486,7 @@ def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
                     frac = 0.5 if hi == lo else (v - lo) / (hi - lo)
                     dark = frac < 0.55 if cmap == "viridis" else (frac < 0.2 or frac > 0.85)
                     ax.text(
-                        j, i, fmt(v), ha="center", va="center", fontsize=9, color="white" if dark else "black"
+                        j, i, fmt(v), ha="center", va="center", fontsize=8, color="white" if dark else "black"
                     )
         fig.suptitle(f"{group[0].policy}: mean cost and completion over the grid")
         fig.tight_layout()
@@ -507,7 +519,8 @@ def _fig_cumulative(curves: list[tuple[str, Any]], trace_id: str) -> bytes:
         ax.grid(True, alpha=0.3)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
+        # below the axes, never over the curves
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False, fontsize=8.5)
         return _png(fig)
 
 
@@ -560,24 +573,38 @@ _CATEGORY_COLUMN = {
 }
 
 
-def _fig_working_set(calls: list[int], columns: dict[str, Any], label: str, trace_id: str) -> bytes:
+def _fig_working_set(
+    calls: list[int], columns: dict[str, Any], label: str, trace_id: str, reserve: Any = None
+) -> bytes:
     import matplotlib as mpl
     import numpy as np
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     plt = _plt()
     with mpl.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(9, 5.2))
-        names = [n for n, _ in CATEGORY_COLOURS if np.asarray(columns[_CATEGORY_COLUMN[n]]).any()]
+        fig, ax = plt.subplots(figsize=(10, 5.2))
+        names = [n for n, _ in CATEGORY_COLOURS]
         colour = dict(CATEGORY_COLOURS)
+        layers = [np.asarray(columns[_CATEGORY_COLUMN[n]]) / 1e3 for n in names]
+        has_reserve = reserve is not None and len(reserve) and (np.asarray(reserve) >= 0).all()
+        if has_reserve:  # the eighth category: the window's free room, on top
+            layers.append(np.asarray(reserve) / 1e3)
         ax.stackplot(
             np.asarray(calls) + 1,
-            *[np.asarray(columns[_CATEGORY_COLUMN[n]]) / 1e3 for n in names],
-            labels=names,
-            colors=[colour[n] for n in names],
+            *layers,
+            colors=[colour[n] for n in names] + (["#EEEEEE"] if has_reserve else []),
             alpha=0.9,
             linewidth=0,
         )
+        last = {n: float(v[-1]) if len(v) else 0.0 for n, v in zip(names, layers, strict=False)}
+        # all eight in the legend, each with its size at the last call (0 too: absent, not forgotten)
+        handles = [
+            Patch(color="#EEEEEE", label=f"reserve (free window) {layers[-1][-1]:,.1f}k")
+            if has_reserve
+            else Patch(facecolor="white", edgecolor="grey", label="reserve: no window set")
+        ]
+        handles += [Patch(color=colour[n], label=f"{n} {last[n]:,.1f}k") for n in reversed(names)]
         ax.set_xlabel("agent call number (recorded call)")
         ax.set_ylabel("tokens in view (thousands)")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
@@ -585,8 +612,13 @@ def _fig_working_set(calls: list[int], columns: dict[str, Any], label: str, trac
         ax.grid(True, alpha=0.3)
         ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
         ax.set_ylim(bottom=0)
-        handles, labels = ax.get_legend_handles_labels()
-        ax.legend(handles[::-1], labels[::-1], loc="upper left", title="category")
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            title="category (at the last call)",
+            borderaxespad=0,
+        )
         return _png(fig)
 
 
@@ -946,11 +978,7 @@ def make_report(
         if all("pricing" in f for f in frames)
         else []
     )
-    doc.p(
-        f"Results: {src}. Scenario: {', '.join(f'`{s}`' for s in scen) or 'unknown'}; priced as "
-        f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
-        f"ids S1–S{len(settings)} as in the table below."
-    )
+    intro_at = len(doc.blocks)  # the intro counts the settings shown, known after the verdict
     from sim import __version__
 
     versions = _distinct(frames, "ctxsim_version")
@@ -977,9 +1005,37 @@ def make_report(
         f"Assumed mock model: {'; '.join(mock)} (window none: each trace's recorded model's; max_turns "
         "none: no step limit)."
     )
-    front = _pareto(settings)
     step("sizing verdict (paired bootstrap)")
     sized = _sizing(frames, paths)
+    hidden = 0
+    if sized and "sensitivity" in sized[2]:  # the other mock behaviours are in the sensitivity table only
+        i, policy, srec = sized
+        want = srec["mock_model"]
+
+        def other(s: _Setting) -> bool:
+            got = {"on_missing": s.summary.get("model.on_missing"), "summarizer": s.summary.get("summarizer")}
+            return s.source == i and s.policy == policy and any(got[k] != v for k, v in want.items())
+
+        hidden = sum(map(other, settings))
+        settings = [s for s in settings if not other(s)]
+        for n, s in enumerate(settings, 1):
+            s.sid = f"S{n}"
+    doc.blocks.insert(
+        intro_at,
+        (
+            "p",
+            f"Results: {src}. Scenario: {', '.join(f'`{s}`' for s in scen) or 'unknown'}; priced as "
+            f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
+            f"ids S1–S{len(settings)} as in the table below"
+            + (
+                f" (under the verdict's mock model; {hidden} settings under the other mock behaviours are "
+                "in the sensitivity table only)."
+                if hidden
+                else "."
+            ),
+        ),
+    )
+    front = _pareto(settings)
     rec = _sized_setting(settings, sized[0], sized[1], sized[2]) if sized else None
     _verdict_blocks(doc, sized, settings, paths)
     if rec is None:  # no verdict: the per-call figures show the best-completing, cheapest setting
@@ -1184,7 +1240,11 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, re
     doc.figure(
         "working_set.png",
         _fig_working_set(
-            record.calls["recorded_call"][agent].tolist(), columns, f"{rec.sid} {rec.label}", tid
+            record.calls["recorded_call"][agent].tolist(),
+            columns,
+            f"{rec.sid} {rec.label}",
+            tid,
+            ws["reserve_tokens"][agent],
         ),
         f"Stacked tokens in view by working-set category per agent call, trace {tid}, setting {rec.sid}",
         f"The same requests by the eight categories of a context ledger (rules in `sim/working_set.py`: "
