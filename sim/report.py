@@ -1096,8 +1096,15 @@ def make_report(
             _fig_pareto(settings, front),
             "Mean cost per run against answer completion, one point per setting, Pareto frontier dashed",
             f"Each point is a policy setting (ids as in the table); the dashed step line is the Pareto "
-            f"frontier ({names}): no other setting is both cheaper and completes more often, so a choice "
-            f"should come from the frontier, and settings to its right pay more for no completion gain.",
+            f"frontier ({names}): no other setting is both cheaper and completes more often, and settings "
+            f"to its right pay more for no completion gain. Only the frontier's points are labelled; every "
+            f"id is in the table."
+            + (
+                f" The sizing verdict chooses within `{sized[1]}`'s grid against its own no-compaction "
+                "setting; a frontier point of another policy is a choice of policy, not of its size."
+                if sized
+                else ""
+            ),
         )
     else:
         doc.p("_Not drawn: no setting is priced (every `cost_microusd` is empty); rerun with `pricing=`._")
