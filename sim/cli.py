@@ -371,6 +371,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             pricing=args.pricing,
             results=str(sweeps / policy),
             csv=True,
+            skip_invalid=True,  # keep_recent_tokens 16000 with limit 16000 is refused: skipped, said so
         )
         paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
     rec = verdict_from_results(paths[-1], "seed_engine")
@@ -827,7 +828,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from sim.sweep import run_sweep, spec_from_args
 
     args.items = _sweep_flags(args) + list(args.items)
-    spec, workers = spec_from_args(args.items, csv=args.csv)
+    spec, workers = spec_from_args(args.items, csv=args.csv, skip_invalid=args.skip_invalid)
     path = run_sweep(spec, workers=workers)
     print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
     print(f"summary: ctxsim results {path.parent}")
@@ -1095,6 +1096,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")
     sw.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
+    sw.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip grid points the policy refuses (a note names each) instead of exit 2",
+    )
     sw.add_argument("--policy", help="the policy (as policy=NAME)")
     sw.add_argument("--pricing", metavar="MODEL", help="price every call as this model (as pricing=MODEL)")
     sw.add_argument(

@@ -107,12 +107,12 @@ def test_experiment_and_args():
 
 # ----------------------------------------------------------------------------------------- sweep runs
 def test_sweep_rows_and_invalid_settings_skipped(corpus, tmp_path, capsys):
-    spec = _spec(
-        corpus,
-        tmp_path / "s",
-        policy="seed_engine",
-        grid=("policy.context_token_limit=16000,32000", "policy.keep_recent_tokens=4000,20000"),
-    )
+    grid = ("policy.context_token_limit=16000,32000", "policy.keep_recent_tokens=4000,20000")
+    refused = _spec(corpus, tmp_path / "r", policy="seed_engine", grid=grid)
+    with pytest.raises(ConfigError, match="keep_recent_tokens=20000 is not below .*--skip-invalid"):
+        run_sweep(refused, progress=False)  # as `run` refuses it: exit 2, nothing run
+    assert not (tmp_path / "r").exists()
+    spec = _spec(corpus, tmp_path / "s", policy="seed_engine", grid=grid, skip_invalid=True)
     df = _read(run_sweep(spec, progress=False))
     assert "skipping setting policy.context_token_limit=16000 policy.keep_recent_tokens=20000" in (
         capsys.readouterr().err
