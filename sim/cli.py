@@ -65,7 +65,7 @@ RUN_TABLE_COLUMNS = [
     "peak_context_tokens",
     "growth_exponent",
     "cache_hit_rate",
-    "cost_microusd",
+    "cost_usd",  # the table for people is in USD; json/csv keep the exact integer cost_microusd
     "compactions",
     "finish_reason",
 ]
@@ -201,7 +201,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         sys.stdout.write(csv_text(rows))
     else:
-        print(format_table(rows, RUN_TABLE_COLUMNS))
+        shown = [
+            {**r, "cost_usd": None if r["cost_microusd"] is None else f"{r['cost_microusd'] / 1e6:.4f}"}
+            for r in rows
+        ]
+        print(format_table(shown, RUN_TABLE_COLUMNS))
         if len(rows) > 1:
             print(_totals_line(rows))
         if behaviour["summarizer"] == UPPER_BOUND:
@@ -327,11 +331,22 @@ DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` 
     (
         "seed_engine",
         (
-            "policy.context_token_limit=16000,24000,32000,48000,64000",
+            "policy.context_token_limit=null,16000,24000,32000,48000,64000",
             "policy.keep_recent_tokens=2000,4000,8000,16000",
+            # the verdict's sensitivity to the mock model (the report's table)
+            "model.on_missing=refetch,fail,degrade",
+            "model.summarizer=extractive,oracle",
         ),
     ),
 )
+
+
+def _knob(row: dict, key: str):
+    """A summary row's policy knob as an int, None when unset (NaN in a column of floats)."""
+    v = row.get(f"policy.{key}")
+    if v is None or (isinstance(v, float) and v != v):
+        return None
+    return int(v)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -340,7 +355,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     import shutil
 
     from sim.results import summary, varying_columns
-    from sim.size import recommend, settings_from_results
+    from sim.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
     from sim.sweep import SweepSpec, run_sweep
 
     out = Path(args.out)
@@ -356,26 +371,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
             pricing=args.pricing,
             results=str(sweeps / policy),
             csv=True,
+            skip_invalid=True,  # keep_recent_tokens 16000 with limit 16000 is refused: skipped, said so
         )
         paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
-    rec = recommend(settings_from_results(paths[-1]), 0.95, "seed_engine")
-    best = rec.get("recommended") or {}
-    shown = []
+    rec = verdict_from_results(paths[-1], "seed_engine")
+    best = rec.get("recommended") or {"context_token_limit": None}
+    shown: list[dict] = []
+    shown_base = False
     for path in paths:
         rows = summary(path)
         knobs = [c for c in varying_columns(rows) if c.startswith("policy.")]
         for r in rows:
-            if r["policy"] == "seed_engine" and any(r[f"policy.{k}"] != v for k, v in best.items()):
-                continue  # of the sized grid, show the recommended setting
+            if (r.get("model.on_missing") or "refetch") != "refetch" or (
+                r.get("summarizer") or "extractive"
+            ) != "extractive":
+                continue  # the sensitivity sweep's other mock behaviours: in the report's table
+            if r["policy"] == "seed_engine":
+                unset = _knob(r, "context_token_limit") is None
+                if unset and shown_base:
+                    continue  # the limit unset, keep_recent_tokens changes nothing: one row
+                if not unset and any(_knob(r, k) != v for k, v in best.items()):
+                    continue  # of the sized grid, show no compaction and the recommended setting
+                shown_base = shown_base or unset
             label = " ".join([r["policy"], *(f"{k.split('.', 1)[1]}={r[k]}" for k in knobs)])
+            if r["policy"] == "seed_engine" and _knob(r, "context_token_limit") is None:
+                label = "seed_engine no compaction (context_token_limit unset)"
             # the demo's model is the default one (extractive summaries): no summarizer column
-            rest = {k: v for k, v in r.items() if not k.startswith("policy") and k != "summarizer"}
+            rest = {
+                k: v
+                for k, v in r.items()
+                if not k.startswith("policy") and k not in ("summarizer", "model.on_missing")
+            }
             shown.append({"setting": label, **rest})
     print(format_table(shown, list(shown[0])))
     print(
-        f"\nsized over {len(settings_from_results(paths[-1]))} seed-engine settings x the embedded suite "
-        f"(priced as {args.pricing}):\n{rec['advice']}"
+        f"\nsized over {len(settings_from_results(paths[-1])) - 1} seed-engine settings against no "
+        "compaction "
+        f"x the embedded suite (priced as {args.pricing}):\n{rec['advice']}"
     )
+    if line := tied_text(rec):
+        print(line)
+    print(recommendation_line(rec))
     try:
         from sim.report import make_report
     except ImportError:
@@ -567,12 +603,30 @@ def _int_list(text: str, option: str) -> list[int]:
 
 
 def cmd_size(args: argparse.Namespace) -> int:
-    """Recommend context_token_limit and keep_recent_tokens from the user's traces."""
+    """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
+    from sim.assumptions import assumptions, assumptions_text
     from sim.importers import load_paths
     from sim.models import resolve_window
     from sim.policies.base import knobs, policy_class
     from sim.pricing import price_named
-    from sim.size import DEFAULT_KEEPS, DEFAULT_LIMITS, evaluate, recommend
+    from sim.size import (
+        DEFAULT_KEEPS,
+        DEFAULT_LIMITS,
+        evaluate,
+        grid_limits,
+        keep_check,
+        largest_summary,
+        load_bearing_results,
+        output_reserve,
+        recommendation_line,
+        rules_text,
+        runaway_budgets,
+        sensitivity,
+        sensitivity_behaviours,
+        sensitivity_text,
+        tied_text,
+        verdict,
+    )
     from sim.tables import json_line
 
     cls = policy_class(args.policy)
@@ -583,14 +637,14 @@ def cmd_size(args: argparse.Namespace) -> int:
         )
     if not 0 < args.target_completion <= 1:
         raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
+    if not 0 <= args.max_facts_lost_increase <= 1:
+        raise ConfigError(f"--max-facts-lost-increase {args.max_facts_lost_increase} is not in [0, 1]")
     pricing = args.model or "auto"
     if args.model:
         price_named(args.model)
     window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
     limits = _int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
     keeps = _int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
-    if isinstance(window, int):
-        limits = [v for v in limits if v <= window] or [window]
     if args.dataset:
         from sim.traceio import load_dataset_traces
 
@@ -601,34 +655,101 @@ def cmd_size(args: argparse.Namespace) -> int:
         raise ConfigError("size: give trace PATHs or --dataset")
     if not traces:
         raise ConfigError("size: no traces")
+    reserve, summary = output_reserve(traces), largest_summary(args.policy)
+    win = window if isinstance(window, int) else None
+    if window == "auto":  # every trace's recorded model has the same window: size against it
+        recorded = {resolve_window(t.model) for t in traces}
+        win = recorded.pop() if len(recorded) == 1 else None
+    kept = grid_limits(limits, win, reserve, summary)
+    if not kept:
+        raise ConfigError(
+            f"--limits: every limit is above window {win} - output reserve {reserve} - largest summary "
+            f"{summary} = {win - reserve - summary}"
+        )
+    behaviour = {"on_missing": args.on_missing, "summarizer": args.summarizer}
     results = evaluate(
         traces,
         args.policy,
-        limits,
+        kept,
         keeps,
         window,
         pricing,
         lambda i, n: _progress(i, n, "sizing settings"),
-        args.on_missing,
+        behaviour,
     )
-    rec = recommend(results, args.target_completion, args.policy)
+    rec = verdict(
+        results,
+        policy_name=args.policy,
+        target=args.target_completion,
+        max_facts_lost_increase=args.max_facts_lost_increase,
+        window=win,
+        reserve=reserve,
+        summary=summary,
+    )
+    rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
+    if args.sensitivity:
+        verdicts = []
+        others = sensitivity_behaviours()
+        for n, b in enumerate(others, start=1):
+            _progress(n, len(others), "sensitivity: mock behaviours")
+            if b == behaviour:
+                verdicts.append((b, rec))
+                continue
+            other = evaluate(traces, args.policy, kept, keeps, window, pricing, None, b)
+            verdicts.append(
+                (
+                    b,
+                    verdict(
+                        other,
+                        policy_name=args.policy,
+                        target=args.target_completion,
+                        max_facts_lost_increase=args.max_facts_lost_increase,
+                        window=win,
+                        reserve=reserve,
+                        summary=summary,
+                    ),
+                )
+            )
+        rec["sensitivity"] = sensitivity(verdicts)
+    rec["budgets"] = runaway_budgets(results[0])
+    chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
+    rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
+    sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
+    rec["assumptions"] = assumptions(traces, results[0].trace_hashes, sources, pricing, window, behaviour)
+    for line in rec["assumptions"]["warnings"]:
+        _warn(line)
     if args.format == "json":
         sys.stdout.write(json_line(rec) + "\n")
         return 0
     rows = [
         {
-            "context_token_limit": r.context_token_limit,
-            "keep_recent_tokens": r.keep_recent_tokens,
-            "mean_cost_usd": round(r.mean_cost_usd, 4),
-            "completion": round(r.completion, 3),
-            "overflow_runs": r.overflow_runs,
+            "context_token_limit": g["context_token_limit"],
+            "keep_recent_tokens": g["keep_recent_tokens"],
+            "mean_cost_usd": round(g["mean_cost_usd"], 4),
+            "saving_ci_usd": "-"
+            if "saving_ci" not in g
+            else f"{g['saving_ci'][0]:+.4f}..{g['saving_ci'][1]:+.4f}",
+            "completion": round(g["completion"], 3),
+            "facts_lost": g["facts_lost"],
+            "refetch_calls": g["refetch_calls"],
+            "overflow_runs": g["overflow_runs"],
+            "eligible": g.get("eligible", "baseline"),
         }
-        for r in results
+        for g in [{**rec["baseline"], "context_token_limit": "none"}, *rec["grid"]]
     ]
     print(format_table(rows, list(rows[0])))
+    left = rec["grid_limits_left_out"]
     print(
-        f"\n{len(traces)} traces, {len(results)} settings of {args.policy}; target completion "
-        f"{args.target_completion:.0%}.\n{rec['advice']}"
+        f"\n{len(traces)} traces, {len(results) - 1} settings of {args.policy} against no compaction; "
+        f"target completion {args.target_completion:.0%}, facts lost at most "
+        f"+{args.max_facts_lost_increase:.0%} of facts seen."
+        + (
+            f" Limits left out of the grid (above window - output reserve {reserve} - largest summary "
+            f"{summary}): {', '.join(map(str, left))}; the highest safe limit, {max(kept)}, stands in."
+            if left
+            else ""
+        )
+        + f"\n{rec['advice']}"
     )
     if rec.get("runners_up"):
         print(
@@ -639,10 +760,65 @@ def cmd_size(args: argparse.Namespace) -> int:
                 for r in rec["runners_up"]
             )
         )
+    if line := tied_text(rec):
+        print(line)
+    if "sensitivity" in rec:
+        sens = rec["sensitivity"]
+        table = [
+            {
+                **{k: r[k] for k in ("on_missing", "summarizer", "verdict")},
+                "recommended": (
+                    f"{r['context_token_limit']}/{r['keep_recent_tokens']}"
+                    if r["context_token_limit"]
+                    else "-"
+                ),
+                "mean_cost_usd": round(r["mean_cost_usd"], 4),
+                "completion": round(r["completion"], 3),
+                "saving_ci_usd": "-"
+                if r["saving_ci"] is None
+                else "{:+.4f}..{:+.4f}".format(*r["saving_ci"]),
+                "eligible_settings": r["eligible_settings"],
+            }
+            for r in sens["rows"]
+        ]
+        print("\nsensitivity to the mock model (model.on_missing x model.summarizer):")
+        print(format_table(table, list(table[0])))
+        print(sensitivity_text(sens) + "\n")
+    print(
+        f"verdict under the mock model on_missing={args.on_missing}, summarizer={args.summarizer}"
+        + (" (oracle: an upper bound)" if args.summarizer == "oracle" else "")
+    )
+    print(rules_text(rec["budgets"], rec["keep_check"]))
+    print(assumptions_text(rec["assumptions"]))
+    print(recommendation_line(rec))
     return 0
 
 
 # ----------------------------------------------------------------------------------------------- sweep
+def _sweep_flags(args: argparse.Namespace) -> list[str]:
+    """The flags every subcommand takes, as the sweep's KEY=VALUE words (given before the words, so a
+    word on the line wins): --policy, --pricing, --model (pricing and window of that model), --window,
+    --allow-module."""
+    words = []
+    if args.policy:
+        words.append(f"policy={args.policy}")
+    if args.model:
+        from sim.models import resolve_window
+        from sim.pricing import price_named
+
+        price_named(args.model)  # an unknown name: exit 2 with the closest ones
+        words.append(f"pricing={args.model}")
+        if args.window is None and (w := resolve_window(args.model)) is not None:
+            words.append(f"model.window={w}")
+    if args.pricing:
+        words.append(f"pricing={args.pricing}")
+    if args.window is not None:
+        words.append(f"model.window={args.window}")
+    if args.allow_module:
+        words.append("allow_modules=" + ",".join(args.allow_module))
+    return words
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
@@ -651,7 +827,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return hydra_main(args.items + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
-    spec, workers = spec_from_args(args.items, csv=args.csv)
+    args.items = _sweep_flags(args) + list(args.items)
+    spec, workers = spec_from_args(args.items, csv=args.csv, skip_invalid=args.skip_invalid)
     path = run_sweep(spec, workers=workers)
     print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
     print(f"summary: ctxsim results {path.parent}")
@@ -685,7 +862,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim.results import results_file
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
-    md, page = make_report(paths, Path(args.output), trace_id=args.trace)
+
+    def step(msg: str) -> None:
+        if sys.stderr.isatty():
+            print(f"report: {msg}", file=sys.stderr, flush=True)
+
+    md, page = make_report(
+        paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed, progress=step
+    )
+    from sim.report import verdict_of
+
+    if rec := verdict_of(md):
+        print(rec)
     print(md)
     print(page)
     return 0
@@ -701,6 +889,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debug", action="store_true", help="on an internal error (exit 3), print the traceback too"
     )
+    from sim import __version__
+
+    p.add_argument("--version", action="version", version=f"ctxsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(
@@ -859,7 +1050,19 @@ def build_parser() -> argparse.ArgumentParser:
     sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
     sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
     sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
-    sz.add_argument("--target-completion", type=float, default=0.95, help="default 0.95")
+    sz.add_argument(
+        "--target-completion",
+        type=float,
+        default=0.95,
+        help="share of runs whose answer must complete under a recommended setting (default 0.95)",
+    )
+    sz.add_argument(
+        "--max-facts-lost-increase",
+        type=float,
+        default=0.05,
+        help="how much more of the facts seen a recommended setting may lose than no compaction "
+        "(default 0.05: 5 percentage points)",
+    )
     sz.add_argument("--limits", help="context_token_limit values, comma-separated")
     sz.add_argument("--keeps", help="keep_recent_tokens values, comma-separated")
     sz.add_argument(
@@ -867,6 +1070,17 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("refetch", "fail", "degrade"),
         default="refetch",
         help="what the agent does when a needed fact is gone (default refetch: re-read, at a cost)",
+    )
+    sz.add_argument(
+        "--summarizer",
+        choices=("extractive", "oracle"),
+        default="extractive",
+        help="the mock model's summarizer (default extractive; oracle is an upper bound)",
+    )
+    sz.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also recompute the verdict under every --on-missing x --summarizer and say whether it holds",
     )
     sz.add_argument("--format", choices=("table", "json"), default="table")
     sz.set_defaults(func=cmd_size)
@@ -882,6 +1096,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")
     sw.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
+    sw.add_argument(
+        "--skip-invalid",
+        action="store_true",
+        help="skip grid points the policy refuses (a note names each) instead of exit 2",
+    )
+    sw.add_argument("--policy", help="the policy (as policy=NAME)")
+    sw.add_argument("--pricing", metavar="MODEL", help="price every call as this model (as pricing=MODEL)")
+    sw.add_argument(
+        "--model",
+        metavar="NAME",
+        help="price and window as this model (pricing=NAME model.window=its window)",
+    )
+    sw.add_argument("--window", type=int, help="provider context window in tokens (as model.window=N)")
+    sw.add_argument(
+        "--allow-module",
+        action="append",
+        metavar="MODULE",
+        help="let a policy config's _target_ name a Policy subclass from this module (as allow_modules=)",
+    )
     sw.add_argument(
         "-m",
         "--multirun",
@@ -914,11 +1147,30 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("paths", nargs="+", metavar="RESULTS")
     rp.add_argument("-o", "--output", required=True, metavar="DIR", help="output folder")
     rp.add_argument("--trace", metavar="ID", help="trace of the per-call figures (default: most calls)")
+    rp.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="report results of different ctxsim versions, suites or pricing together (said in the report)",
+    )
     rp.set_defaults(func=cmd_report)
     from sim.gate import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
 
     add_gate_parser(sub)
     return p
+
+
+def _unknown_arguments(parser: argparse.ArgumentParser, command: str, extra: list[str]) -> None:
+    """Exit 2 with the subcommand's usage and, per unknown flag, the closest flags it takes."""
+    import difflib
+
+    sub = next(a.choices[command] for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = sorted({o for a in sub._actions for o in a.option_strings if o.startswith("--")})
+    hints = []
+    for x in extra:
+        name = x.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flags, n=2, cutoff=0.6) if name.startswith("-") else []
+        hints.append(f"{x!r}" + (f" (did you mean {' or '.join(close)}?)" if close else ""))
+    sub.error(f"unrecognized arguments: {', '.join(hints)}")
 
 
 def _show_notice(message, category, filename, lineno, file=None, line=None) -> None:
@@ -942,7 +1194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("run", "explain", "sweep") and all(_OVERRIDE.match(x) for x in extra):
             args.items.extend(extra)
         else:
-            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+            _unknown_arguments(parser, args.command, extra)
     return run_command(args.func, args, debug=debug)
 
 

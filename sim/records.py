@@ -218,6 +218,9 @@ class RunRecord:
 
         df = pd.DataFrame({c: self.calls[c] for c in CALL_COLUMNS})
         df["kind"] = pd.Categorical.from_codes(df["kind"], categories=list(CALL_KINDS)).astype(str)
+        # an unpriced call's cost is unknown: empty in every table written, never the -1 kept in memory
+        cost = df["cost_microusd"].astype("Int64")
+        df["cost_microusd"] = cost.mask(cost < 0)
         df.insert(0, "policy", self.policy)
         df.insert(0, "trace_id", self.trace_id)
         return df

@@ -190,6 +190,9 @@ class _Setting:
     frame: Any  # this setting's rows (pandas DataFrame)
 
 
+_DEFAULT_MOCK = ("model.on_missing=refetch", "model.summarizer=extractive")
+
+
 def _key(values) -> tuple:
     from sim.results import _py
 
@@ -229,7 +232,11 @@ def _load(paths: list[Path]) -> tuple[list[Any], list[_Setting]]:
             g = groups[_key([row[k] for k in keys])]
             ovs = sorted({str(s) for s in g["setting"].dropna()}) if "setting" in g else []
             overrides = ovs[0] if len(ovs) == 1 else " / ".join(ovs)
-            shown = " ".join(o.removeprefix("policy.") for o in overrides.split()) or "(defaults)"
+            # the default mock behaviour goes without saying; any other is part of the label
+            shown = (
+                " ".join(o.removeprefix("policy.") for o in overrides.split() if o not in _DEFAULT_MOCK)
+                or "(defaults)"
+            )
             label = f"{row['policy']} {shown}"
             if row.get("summarizer") == UPPER_BOUND:
                 label += f" [{UPPER_BOUND} summarizer: upper bound]"
@@ -332,34 +339,17 @@ def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
                 edgecolor="white",
                 linewidth=0.6,
             )
-        # points closer than 2% of the cost range (same completion) share one label: "S1, S2"
-        span = max(s.summary["mean_cost_usd"] for s in priced) - min(
-            s.summary["mean_cost_usd"] for s in priced
-        )
-        clusters: list[list[_Setting]] = []
-        for s in sorted(priced, key=lambda s: (s.summary["answer_completed"], s.summary["mean_cost_usd"])):
-            last = clusters[-1][-1] if clusters else None
-            if (
-                last is not None
-                and abs(last.summary["answer_completed"] - s.summary["answer_completed"]) < 0.02
-                and s.summary["mean_cost_usd"] - last.summary["mean_cost_usd"] <= 0.02 * span
-            ):
-                clusters[-1].append(s)
-            else:
-                clusters.append([s])
-        for n, group in enumerate(clusters):
-            # labels of neighbours at the same completion alternate above and below their points
-            prev = clusters[n - 1][0] if n else None
-            alt = (
-                prev is not None
-                and abs(prev.summary["answer_completed"] - group[0].summary["answer_completed"]) < 0.02
-            )
+        # only the frontier's points are labelled (every id is in the table): dozens of settings at the
+        # same completion would otherwise overprint; the frontier's labels alternate above and below
+        on_front = sorted((s for s in priced if s.sid in front), key=lambda s: s.summary["mean_cost_usd"])
+        for n, s in enumerate(on_front):
             ax.annotate(
-                ", ".join(g.sid for g in sorted(group, key=lambda g: int(g.sid[1:]))),
-                (group[0].summary["mean_cost_usd"], group[0].summary["answer_completed"]),
+                s.sid,
+                (s.summary["mean_cost_usd"], s.summary["answer_completed"]),
                 textcoords="offset points",
-                xytext=(4, -13 if alt and n % 2 else 6),
-                fontsize=8.5,
+                xytext=(6, 7 if n % 2 == 0 else -14),
+                fontsize=9,
+                fontweight="bold",
             )
         fr = sorted(
             (s for s in priced if s.sid in front),
@@ -394,13 +384,18 @@ def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
         ax.set_title("Cost vs answer completion per policy setting")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"${x:,.3f}"))
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        ax.set_ylim(-0.05, 1.08)
+        # a y-range that shows the differences: from just under the lowest completion to 100%
+        low = min(s.summary["answer_completed"] for s in priced)
+        floor = max(0.0, min(low - 0.05, 0.9))
+        ax.set_ylim(floor, 1.0 + (1.0 - floor) * 0.06)
+        if floor > 0:
+            ax.text(0.01, 0.01, f"y axis from {floor:.0%}", transform=ax.transAxes, fontsize=8, color="grey")
         lo = min(s.summary["mean_cost_usd"] for s in priced)
         hi = max(s.summary["mean_cost_usd"] for s in priced)
         pad = (hi - lo) * 0.08 or max(hi * 0.05, 1e-4)
         ax.set_xlim(max(0.0, lo - pad), hi + pad * 1.6)
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="lower right", title="policy")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), title="policy", borderaxespad=0)
         return _png(fig)
 
 
@@ -424,6 +419,13 @@ def _grid_candidate(settings: list[_Setting]) -> tuple[list[_Setting], str, str]
     return None
 
 
+def _tick(v) -> str:
+    """A knob value on an axis: an unset limit is no compaction (the baseline), not 'None'."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "unset\n(no compaction)"
+    return f"{int(v):,}" if isinstance(v, int | float) and float(v).is_integer() else str(v)
+
+
 def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
     import matplotlib as mpl
     import numpy as np
@@ -443,28 +445,38 @@ def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
     with mpl.rc_context(_RC):
         fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
         panels = (
-            (axes[0], cost, "viridis", None, None, "mean cost per run (USD)", lambda v: f"${v:.4f}"),
-            (
-                axes[1],
-                done,
-                "RdYlGn",
-                0.0,
-                1.0,
-                "answer completion (share of runs)",
-                lambda v: f"{100 * v:.0f}%",
-            ),
+            (axes[0], cost, "viridis", "mean cost per run (USD)", lambda v: f"${v:.4f}"),
+            (axes[1], done, "RdYlGn", "answer completion (share of runs)", lambda v: f"{100 * v:.0f}%"),
         )
-        for ax, m, cmap, vmin, vmax, title, fmt in panels:
+        for ax, m, cmap, title, fmt in panels:
             masked = np.ma.masked_invalid(m)
+            # the colour scale spans the grid's own range, and its label says how small that range is
+            lo_v, hi_v = (float(np.nanmin(m)), float(np.nanmax(m))) if masked.count() else (0.0, 1.0)
+            if hi_v > lo_v:
+                vmin, vmax = lo_v, hi_v
+            elif m is done:  # one value: the usual 0-100% scale, so 100% is green
+                vmin, vmax = 0.0, 1.0
+            else:
+                vmin, vmax = lo_v * 0.99, hi_v * 1.01 + 1e-9
             im = ax.imshow(masked, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", origin="lower")
-            ax.set_xticks(range(len(xs)), [str(v) for v in xs])
-            ax.set_yticks(range(len(ys)), [str(v) for v in ys])
+            ax.set_xticks(range(len(xs)), [_tick(v) for v in xs])
+            ax.set_yticks(range(len(ys)), [_tick(v) for v in ys])
             ax.set_xlabel(kx.removeprefix("policy.") + " (tokens)" * ("token" in kx))
             ax.set_ylabel(ky.removeprefix("policy.") + " (tokens)" * ("token" in ky))
             ax.set_title(title)
             cb = fig.colorbar(im, ax=ax, shrink=0.85)
-            cb.set_label(title)
-            lo, hi = (vmin, vmax) if vmin is not None else (np.nanmin(m), np.nanmax(m))
+            span = (
+                f"all {fmt(lo_v)}: no difference"
+                if hi_v == lo_v
+                else f"range {fmt(lo_v)}–{fmt(hi_v)}"
+                + (
+                    f" ({100 * (hi_v - lo_v):.1f} pp)"
+                    if m is done
+                    else f" ({(hi_v - lo_v) / hi_v:.1%} of the top)"
+                )
+            )
+            cb.set_label(f"{title}\n{span}".replace("$", r"\$"))  # a literal $, not mathtext
+            lo, hi = lo_v, hi_v
             for i in range(len(ys)):
                 for j in range(len(xs)):
                     v = m[i, j]
@@ -474,7 +486,7 @@ def _fig_heatmaps(group: list[_Setting], kx: str, ky: str) -> bytes:
                     frac = 0.5 if hi == lo else (v - lo) / (hi - lo)
                     dark = frac < 0.55 if cmap == "viridis" else (frac < 0.2 or frac > 0.85)
                     ax.text(
-                        j, i, fmt(v), ha="center", va="center", fontsize=9, color="white" if dark else "black"
+                        j, i, fmt(v), ha="center", va="center", fontsize=8, color="white" if dark else "black"
                     )
         fig.suptitle(f"{group[0].policy}: mean cost and completion over the grid")
         fig.tight_layout()
@@ -507,7 +519,8 @@ def _fig_cumulative(curves: list[tuple[str, Any]], trace_id: str) -> bytes:
         ax.grid(True, alpha=0.3)
         ax.set_xlim(left=0)
         ax.set_ylim(bottom=0)
-        ax.legend(loc="upper left")
+        # below the axes, never over the curves
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), ncol=1, frameon=False, fontsize=8.5)
         return _png(fig)
 
 
@@ -560,24 +573,38 @@ _CATEGORY_COLUMN = {
 }
 
 
-def _fig_working_set(calls: list[int], columns: dict[str, Any], label: str, trace_id: str) -> bytes:
+def _fig_working_set(
+    calls: list[int], columns: dict[str, Any], label: str, trace_id: str, reserve: Any = None
+) -> bytes:
     import matplotlib as mpl
     import numpy as np
+    from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
     plt = _plt()
     with mpl.rc_context(_RC):
-        fig, ax = plt.subplots(figsize=(9, 5.2))
-        names = [n for n, _ in CATEGORY_COLOURS if np.asarray(columns[_CATEGORY_COLUMN[n]]).any()]
+        fig, ax = plt.subplots(figsize=(10, 5.2))
+        names = [n for n, _ in CATEGORY_COLOURS]
         colour = dict(CATEGORY_COLOURS)
+        layers = [np.asarray(columns[_CATEGORY_COLUMN[n]]) / 1e3 for n in names]
+        has_reserve = reserve is not None and len(reserve) and (np.asarray(reserve) >= 0).all()
+        if has_reserve:  # the eighth category: the window's free room, on top
+            layers.append(np.asarray(reserve) / 1e3)
         ax.stackplot(
             np.asarray(calls) + 1,
-            *[np.asarray(columns[_CATEGORY_COLUMN[n]]) / 1e3 for n in names],
-            labels=names,
-            colors=[colour[n] for n in names],
+            *layers,
+            colors=[colour[n] for n in names] + (["#EEEEEE"] if has_reserve else []),
             alpha=0.9,
             linewidth=0,
         )
+        last = {n: float(v[-1]) if len(v) else 0.0 for n, v in zip(names, layers, strict=False)}
+        # all eight in the legend, each with its size at the last call (0 too: absent, not forgotten)
+        handles = [
+            Patch(color="#EEEEEE", label=f"reserve (free window) {layers[-1][-1]:,.1f}k")
+            if has_reserve
+            else Patch(facecolor="white", edgecolor="grey", label="reserve: no window set")
+        ]
+        handles += [Patch(color=colour[n], label=f"{n} {last[n]:,.1f}k") for n in reversed(names)]
         ax.set_xlabel("agent call number (recorded call)")
         ax.set_ylabel("tokens in view (thousands)")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
@@ -585,8 +612,13 @@ def _fig_working_set(calls: list[int], columns: dict[str, Any], label: str, trac
         ax.grid(True, alpha=0.3)
         ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
         ax.set_ylim(bottom=0)
-        handles, labels = ax.get_legend_handles_labels()
-        ax.legend(handles[::-1], labels[::-1], loc="upper left", title="category")
+        ax.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            title="category (at the last call)",
+            borderaxespad=0,
+        )
         return _png(fig)
 
 
@@ -712,7 +744,213 @@ def _compare(doc: _Doc, frames: list[Any], settings: list[_Setting], paths: list
 
 
 # ------------------------------------------------------------------------------------------------ report
-def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None = None) -> tuple[Path, Path]:
+def _distinct(frames: list[Any], column: str) -> list[str]:
+    return sorted({str(v) for f in frames if column in f for v in f[column].dropna()})
+
+
+def _check_mixed(frames: list[Any], paths: list[Path], allow_mixed: bool) -> list[str]:
+    """The ctxsim versions, scenarios and pricing the files mix: refused unless ``allow_mixed`` (then
+    said in the report). Comparing runs of different code, traces or prices would mislead silently."""
+    mixed = []
+    for column, what in (
+        ("ctxsim_version", "ctxsim versions"),
+        ("scenario", "suites"),
+        ("pricing", "pricing"),
+    ):
+        values = _distinct(frames, column)
+        if len(values) > 1:
+            mixed.append(f"{what} {', '.join(values)}")
+    if mixed and not allow_mixed:
+        raise ConfigError(
+            f"report: the results mix {'; '.join(mixed)} ({', '.join(str(p) for p in paths)}); "
+            "report them separately, or pass --allow-mixed"
+        )
+    return mixed
+
+
+def _sizing(frames: list[Any], paths: list[Path]) -> tuple[int, str, dict] | None:
+    """The sizing verdict (``sim.size.verdict``, as ``size`` and ``demo`` compute it) of the first policy
+    swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
+    from sim.size import verdict_from_frame
+
+    keys = ("policy.context_token_limit", "policy.keep_recent_tokens")
+    for i, df in enumerate(frames):
+        if not set(keys) <= set(df.columns):
+            continue
+        for policy in sorted({str(v) for v in df["policy"]}):
+            g = df[df["policy"] == policy]
+            limit = g[keys[0]]
+            if limit.isna().any() and limit.notna().any() and g["cost_microusd"].notna().all():
+                return i, policy, verdict_from_frame(g, str(paths[i]), policy)
+    return None
+
+
+def _sized_setting(settings: list[_Setting], source: int, policy: str, rec: dict) -> _Setting | None:
+    """The table's setting the verdict names: the recommendation, or no compaction without one."""
+    want = rec.get("recommended") or {"context_token_limit": None}
+    for s in settings:
+        if s.source != source or s.policy != policy:
+            continue
+        if all(_knob(s, f"policy.{k}") == v for k, v in want.items()):
+            return s
+    return None
+
+
+def _knob(s: _Setting, key: str):
+    v = s.summary.get(key)
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return int(v)
+
+
+def _verdict_blocks(doc: _Doc, sized: tuple[int, str, dict] | None, settings: list[_Setting], paths) -> None:
+    from sim.size import recommendation_line, tied_text
+
+    doc.h(2, "Sizing verdict")
+    if sized is None:
+        doc.p(
+            "_No sizing verdict: no results file holds a policy swept over `context_token_limit` × "
+            "`keep_recent_tokens` with a no-compaction setting (`policy.context_token_limit=null`) to "
+            "compare with._"
+        )
+        return
+    i, policy, rec = sized
+    doc.p(
+        f"From `{paths[i]}`: `{policy}`'s {rec['settings'] - 1} compacting settings against no compaction, "
+        f"paired on the same {rec['traces']} traces (target completion {rec['target_completion']:.0%}, "
+        f"facts lost at most +{rec['max_facts_lost_increase']:.0%} of facts seen; the same verdict as "
+        f"`ctxsim size` and `ctxsim demo`). **{recommendation_line(rec)}.** {rec['advice']}"
+    )
+    if line := tied_text(rec):
+        doc.p(line[0].upper() + line[1:] + ".")
+    base = rec["baseline"]
+    if rec.get("recommended"):
+        pr = rec["paired"]
+        fl, rf = pr["facts_lost_change"], pr["refetch_change"]
+        ci = pr["saving_ci"]
+        tci = pr["tokens_saving_ci"]
+        rows = [
+            [
+                "mean cost per run (USD)",
+                _usd(base["mean_cost_usd"]),
+                _usd(rec["mean_cost_usd"]),
+                f"saving {_usd(base['mean_cost_usd'] - rec['mean_cost_usd'])} (95% CI {_usd(ci[0])} to "
+                f"{_usd(ci[1])})",
+            ],
+            ["cumulative input tokens per run", "", "", f"saving {_int(tci[0])} to {_int(tci[1])} (95% CI)"],
+            [
+                "facts lost (total)",
+                _int(base["facts_lost"]),
+                next(_int(g["facts_lost"]) for g in rec["grid"] if _same(g, rec["recommended"])),
+                f"{fl['per_run']:+.3f} per run (95% CI {fl['per_run_ci'][0]:+.3f} to "
+                f"{fl['per_run_ci'][1]:+.3f}); {fl['share_of_facts_seen']:+.1%} of facts seen",
+            ],
+            [
+                "refetch calls (total)",
+                _int(base["refetch_calls"]),
+                next(_int(g["refetch_calls"]) for g in rec["grid"] if _same(g, rec["recommended"])),
+                f"{rf['per_run']:+.3f} per run (95% CI {rf['per_run_ci'][0]:+.3f} to "
+                f"{rf['per_run_ci'][1]:+.3f})",
+            ],
+            ["answer completion", _pct(base["completion"]), _pct(rec["completion"]), ""],
+            [
+                "runs by answer_outcome (change)",
+                "",
+                "",
+                ", ".join(f"{o} {n:+d}" for o, n in pr["outcome_change"].items()),
+            ],
+        ]
+        doc.table(
+            ["metric", "no compaction", "recommended", "paired difference"], rows, [False, True, True, False]
+        )
+    _sensitivity_blocks(doc, rec)
+
+
+def _sensitivity_blocks(doc: _Doc, rec: dict) -> None:
+    """The verdict's mock behaviour, and the table of verdicts under every behaviour the results hold."""
+    mock = ", ".join(f"{k}={v}" for k, v in rec.get("mock_model", {}).items())
+    if "sensitivity" in rec:
+        from sim.size import sensitivity_text
+
+        sens = rec["sensitivity"]
+        doc.p(
+            f"The verdict above assumes the mock model {mock}. The same verdict under every mock behaviour "
+            "the results hold (`model.on_missing` × `model.summarizer`; oracle is an upper bound):"
+        )
+        doc.table(
+            [
+                "on_missing",
+                "summarizer",
+                "verdict",
+                "recommended",
+                "mean cost (USD)",
+                "completion",
+                "saving 95% CI",
+            ],
+            [
+                [
+                    r["on_missing"],
+                    r["summarizer"],
+                    r["verdict"],
+                    f"{r['context_token_limit']}/{r['keep_recent_tokens']}"
+                    if r["context_token_limit"]
+                    else "—",
+                    _usd(r["mean_cost_usd"]),
+                    _pct(r["completion"]),
+                    "—"
+                    if r["saving_ci"] is None
+                    else f"{_usd(r['saving_ci'][0])} to {_usd(r['saving_ci'][1])}",
+                ]
+                for r in sens["rows"]
+            ],
+            [False, False, False, False, True, True, True],
+        )
+        doc.p(sensitivity_text(sens))
+    else:
+        doc.p(
+            f"The verdict assumes the mock model {mock or 'of the results'}; the results hold no other mock "
+            "behaviour, so its sensitivity is not shown (sweep `model.on_missing=refetch,fail,degrade "
+            "model.summarizer=extractive,oracle` too, or run `ctxsim size --sensitivity`)."
+        )
+
+
+def verdict_of(md: Path) -> str | None:
+    """The recommendation line a written report states (for ``report`` to print it as ``size`` does)."""
+    m = re.search(r"\*\*(recommended: [^*]+)\.\*\*", md.read_text(encoding="utf-8"))
+    return m.group(1) if m else None
+
+
+def _same(g: dict, want: dict) -> bool:
+    return all(g.get(k) == v for k, v in want.items())
+
+
+def _trend_sentence(settings: list[_Setting], sized: tuple[int, str, dict] | None) -> str:
+    """What the sized grid's table shows from its most to its least aggressive compacting setting, in
+    its own numbers (never a fixed claim the table could contradict)."""
+    if sized is None:
+        return ""
+    grid = sized[2]["grid"]
+    most = min(grid, key=lambda g: (g["context_token_limit"], g["keep_recent_tokens"]))
+    least = max(grid, key=lambda g: (g["context_token_limit"], g["keep_recent_tokens"]))
+    if most is least:
+        return ""
+    base = sized[2]["baseline"]
+    return (
+        f" In `{sized[1]}`'s grid the most aggressive setting ({most['context_token_limit']}/"
+        f"{most['keep_recent_tokens']}) costs {_usd(most['mean_cost_usd'])} per run and loses "
+        f"{most['facts_lost']:,} facts; the least ({least['context_token_limit']}/"
+        f"{least['keep_recent_tokens']}) {_usd(least['mean_cost_usd'])} and {least['facts_lost']:,}; "
+        f"no compaction {_usd(base['mean_cost_usd'])} and {base['facts_lost']:,}."
+    )
+
+
+def make_report(
+    results_paths: list[Path],
+    out_dir: Path,
+    trace_id: str | None = None,
+    allow_mixed: bool = False,
+    progress=None,
+) -> tuple[Path, Path]:
     """Write ``out_dir/report.md``, ``out_dir/report.html`` (self-contained) and ``out_dir/figures/*.png``
     from one or more sweep results (a ``results.parquet`` or its folder). With two paths the second is
     compared with the first (baseline vs candidate). ``trace_id`` picks the trace of the per-call figures
@@ -720,7 +958,10 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     paths = [Path(p) for p in results_paths]
     if not paths:
         raise ConfigError("report: give at least one results file or sweep folder")
+    step = progress or (lambda _msg: None)  # the work takes seconds: say what it is doing
+    step("reading results")
     frames, settings = _load(paths)
+    mixed = _check_mixed(frames, paths, allow_mixed)
     out_dir = Path(out_dir)
     doc = _Doc()
     doc.h(1, "ctxsim sweep report")
@@ -737,19 +978,72 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
         if all("pricing" in f for f in frames)
         else []
     )
+    intro_at = len(doc.blocks)  # the intro counts the settings shown, known after the verdict
+    from sim import __version__
+
+    versions = _distinct(frames, "ctxsim_version")
     doc.p(
-        f"Results: {src}. Scenario: {', '.join(f'`{s}`' for s in scen) or 'unknown'}; priced as "
-        f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
-        f"ids S1–S{len(settings)} as in the table below."
+        f"Results written by ctxsim {', '.join(versions) or 'unknown'}; this report by ctxsim {__version__}."
+        + (f" **Mixed (--allow-mixed): {'; '.join(mixed)}.**" if mixed else "")
+    )
+
+    def values(col: str) -> str:
+        vs = sorted({"none" if v is None or v != v else str(v) for f in frames if col in f for v in f[col]})
+        return ", ".join(vs) or "unknown"
+
+    mock = [
+        f"{label} {values(col)}"
+        for label, col in (
+            ("window", "model.window"),
+            ("on_missing", "model.on_missing"),
+            ("summarizer", "summarizer"),
+            ("retrieval_recall", "model.retrieval_recall"),
+            ("max_turns", "model.max_turns"),
+        )
+    ]
+    doc.p(
+        f"Assumed mock model: {'; '.join(mock)} (window none: each trace's recorded model's; max_turns "
+        "none: no step limit)."
+    )
+    step("sizing verdict (paired bootstrap)")
+    sized = _sizing(frames, paths)
+    hidden = 0
+    if sized and "sensitivity" in sized[2]:  # the other mock behaviours are in the sensitivity table only
+        i, policy, srec = sized
+        want = srec["mock_model"]
+
+        def other(s: _Setting) -> bool:
+            got = {"on_missing": s.summary.get("model.on_missing"), "summarizer": s.summary.get("summarizer")}
+            return s.source == i and s.policy == policy and any(got[k] != v for k, v in want.items())
+
+        hidden = sum(map(other, settings))
+        settings = [s for s in settings if not other(s)]
+        for n, s in enumerate(settings, 1):
+            s.sid = f"S{n}"
+    doc.blocks.insert(
+        intro_at,
+        (
+            "p",
+            f"Results: {src}. Scenario: {', '.join(f'`{s}`' for s in scen) or 'unknown'}; priced as "
+            f"{', '.join(f'`{p}`' for p in pricing) or 'unpriced'}. {len(settings)} policy settings, "
+            f"ids S1–S{len(settings)} as in the table below"
+            + (
+                f" (under the verdict's mock model; {hidden} settings under the other mock behaviours are "
+                "in the sensitivity table only)."
+                if hidden
+                else "."
+            ),
+        ),
     )
     front = _pareto(settings)
-    rec = _recommended(settings)
-    rec_cost = rec.summary["mean_cost_usd"]
-    doc.p(
-        f"**Recommended setting: {rec.sid} {rec.label}**: the highest answer completion "
-        f"({_pct(rec.summary['answer_completed'])}) at the lowest mean cost among those "
-        f"({_usd(rec_cost)} per run, {_int(rec.summary['cumulative_input_tokens'] / rec.summary['runs'])} "
-        f"cumulative input tokens per run)."
+    rec = _sized_setting(settings, sized[0], sized[1], sized[2]) if sized else None
+    _verdict_blocks(doc, sized, settings, paths)
+    if rec is None:  # no verdict: the per-call figures show the best-completing, cheapest setting
+        rec = _recommended(settings)
+    rec_name = (
+        "recommended setting"
+        if sized and sized[2].get("recommended")
+        else ("no-compaction setting (the verdict)" if sized else "best-completing, cheapest setting")
     )
 
     # ---- table (figure 5)
@@ -789,11 +1083,11 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     doc.p(
         "Cumulative input tokens and facts lost are sums over the setting's runs; the cache hit rate is "
         "Σ cache reads ÷ Σ input tokens; completion is the share of runs that reached their final answer "
-        "with every needed fact. Read it for the cheapest setting that still completes: cost and "
-        "cumulative input fall as compaction gets more aggressive, facts lost tend to rise."
+        "with every needed fact." + _trend_sentence(settings, sized)
     )
 
     # ---- figure 1
+    step("figures: cost vs completion, heatmaps")
     doc.h(2, "Cost vs answer completion")
     if any(s.summary["mean_cost_usd"] is not None for s in settings):
         names = ", ".join(s.sid for s in settings if s.sid in front)
@@ -802,8 +1096,15 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
             _fig_pareto(settings, front),
             "Mean cost per run against answer completion, one point per setting, Pareto frontier dashed",
             f"Each point is a policy setting (ids as in the table); the dashed step line is the Pareto "
-            f"frontier ({names}): no other setting is both cheaper and completes more often, so a choice "
-            f"should come from the frontier, and settings to its right pay more for no completion gain.",
+            f"frontier ({names}): no other setting is both cheaper and completes more often, and settings "
+            f"to its right pay more for no completion gain. Only the frontier's points are labelled; every "
+            f"id is in the table."
+            + (
+                f" The sizing verdict chooses within `{sized[1]}`'s grid against its own no-compaction "
+                "setting; a frontier point of another policy is a choice of policy, not of its size."
+                if sized
+                else ""
+            ),
         )
     else:
         doc.p("_Not drawn: no setting is priced (every `cost_microusd` is empty); rerun with `pricing=`._")
@@ -841,7 +1142,8 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
             "`--trace ID`._"
         )
     else:
-        _trace_figures(doc, trace, settings, rec)
+        step(f"figures: replaying trace {trace.trace_id}")
+        _trace_figures(doc, trace, settings, rec, rec_name)
 
     # ---- baseline vs candidate
     if len(paths) >= 2:
@@ -864,7 +1166,7 @@ def make_report(results_paths: list[Path], out_dir: Path, trace_id: str | None =
     return md, page
 
 
-def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) -> None:
+def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, rec_name: str) -> None:
     tid = trace.trace_id
     pricing = _pricing(rec.frame["pricing_setting"].iloc[0]) if "pricing_setting" in rec.frame else "auto"
     curves: list[tuple[str, Any]] = []
@@ -929,7 +1231,7 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
         "view_composition.png",
         _fig_composition(calls, by_state, f"{rec.sid} {rec.label}", tid),
         f"Stacked tokens in view by item state per agent call, trace {tid}, setting {rec.sid}",
-        f"What each agent request of `{tid}` held under the recommended setting {rec.sid}, by item state "
+        f"What each agent request of `{tid}` held under the {rec_name} {rec.sid}, by item state "
         f"({', '.join(present)}). Drops in the stack are compactions; at the last call "
         f"{_pct(last['verbatim'] / final if final else None)} of the view's {final:,} tokens are verbatim.",
     )
@@ -945,7 +1247,11 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting) ->
     doc.figure(
         "working_set.png",
         _fig_working_set(
-            record.calls["recorded_call"][agent].tolist(), columns, f"{rec.sid} {rec.label}", tid
+            record.calls["recorded_call"][agent].tolist(),
+            columns,
+            f"{rec.sid} {rec.label}",
+            tid,
+            ws["reserve_tokens"][agent],
         ),
         f"Stacked tokens in view by working-set category per agent call, trace {tid}, setting {rec.sid}",
         f"The same requests by the eight categories of a context ledger (rules in `sim/working_set.py`: "

@@ -116,12 +116,14 @@ def read_results(path: str | Path, required: dict[str, str] = SUMMARY_COLUMNS):
 
 def setting_columns(columns) -> list[str]:
     """What names a policy setting: the policy and every knob, in the file's order, and the mock model's
-    summarizer where the results record it (an ``oracle`` summary is an upper bound, never pooled with
-    an ``extractive`` one)."""
+    summarizer and ``model.on_missing`` where the results record them (an ``oracle`` summary is an upper
+    bound, never pooled with an ``extractive`` one; an agent that fails on a missing fact is never pooled
+    with one that re-reads it)."""
     return [
         "policy",
         *(c for c in columns if c.startswith("policy.")),
         *(["summarizer"] if "summarizer" in columns else []),
+        *(["model.on_missing"] if "model.on_missing" in columns else []),
     ]
 
 

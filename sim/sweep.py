@@ -86,6 +86,7 @@ class SweepSpec:
     name: str | None = None
     composed: dict | None = None  # one setting already composed (a Hydra job): used as is, no grid
     allow_modules: tuple[str, ...] = ()  # modules whose Policy subclasses a policy _target_ may name
+    skip_invalid: bool = False  # skip a grid point the policy refuses (with a note) instead of exit 2
 
     @property
     def results_dir(self) -> Path:
@@ -125,6 +126,7 @@ EXPERIMENT_KEYS = (
     "results",
     "chunk_size",
     "csv",
+    "skip_invalid",
 )
 
 
@@ -197,6 +199,9 @@ def load_experiment(name: str) -> SweepSpec:
     csv = data.get("csv", defaults["csv"])
     if not isinstance(csv, bool):
         raise ConfigError(f"{src}: key 'csv': {csv!r} is not true or false")
+    skip = data.get("skip_invalid", False)
+    if not isinstance(skip, bool):
+        raise ConfigError(f"{src}: key 'skip_invalid': {skip!r} is not true or false")
     if not isinstance(data.get("description", ""), str):
         raise ConfigError(f"{src}: key 'description': expected a string")
     return SweepSpec(
@@ -208,6 +213,7 @@ def load_experiment(name: str) -> SweepSpec:
         chunk_size=chunk,
         csv=csv,
         name=text("name", None, nullable=True) or path.stem,
+        skip_invalid=skip,
     )
 
 
@@ -223,7 +229,9 @@ SPEC_KEYS = (
 )
 
 
-def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, int]:
+def spec_from_args(
+    items: Iterable[str], csv: bool = False, skip_invalid: bool = False
+) -> tuple[SweepSpec, int]:
     """The command line's ``KEY=VALUE`` words (``scenario=``, ``policy=``, ``results.path=``,
     ``workers=``, ``experiment=``, ``pricing=``, ``chunk_size=``; ``policy.*``/``model.*`` are grid
     overrides) into a spec and a worker count. Words given next to ``experiment=`` override or extend
@@ -276,6 +284,7 @@ def spec_from_args(items: Iterable[str], csv: bool = False) -> tuple[SweepSpec, 
         csv=csv or base.csv,
         name=base.name,
         allow_modules=allow,
+        skip_invalid=skip_invalid or base.skip_invalid,
     )
     return spec, workers
 
@@ -413,6 +422,11 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
             model_window(cfg)
             model_behaviour(cfg)
         except ConfigError as exc:
+            if not spec.skip_invalid:  # as `run` refuses it: exit 2 before any run
+                raise ConfigError(
+                    f"sweep: setting {' '.join(ovs) or '(defaults)'}: {exc}; pass --skip-invalid (an "
+                    "experiment: skip_invalid: true) to skip the settings the policy refuses"
+                ) from None
             log(f"skipping setting {' '.join(ovs) or '(defaults)'}: {exc}")
             continue
         out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params()), allow))
@@ -635,6 +649,16 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     out_rows = [rows[k] for k in unique]
     for key, row in zip(unique, out_rows, strict=True):  # in place: the rows are this merge's own copies
         row["scenario"], row["setting"] = labels[key]
+    unpriced = sum(r.get("cost_microusd") is None for r in out_rows)
+    if unpriced:
+        from sim.pricing import price_table
+
+        choices = ", ".join(sorted(p.model for p in price_table().values()))
+        _note(
+            f"warning: {unpriced} of {len(out_rows)} runs are unpriced (their traces' recorded model has no "
+            f"price): their cost is empty; price them with pricing=MODEL (or --pricing MODEL), one of "
+            f"{choices}"
+        )
     store.write_table(out_rows, results)
     if spec.csv:
         from sim.tables import write_rows

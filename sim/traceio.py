@@ -468,6 +468,8 @@ def load_dataset_traces(
     bounded memory (a corpus larger than memory); otherwise ``datasets`` builds its Arrow cache first."""
     import datasets  # lazy: heavy, and only this path needs it
 
+    datasets.disable_progress_bars()  # its bars would leak into ctxsim's output
+
     items = [source] if isinstance(source, str | Path) else list(source)
     files: list[str] = []
     for item in map(Path, items):

@@ -298,7 +298,7 @@ def test_demo_sizes_compares_and_reports(capsys, tmp_path):
     out = tmp_path / "latest"
     code, text, _ = run(capsys, "demo", EMBEDDED_SUITE / "closed_loop.jsonl", "--out", out, "--workers", "1")
     assert code == 0
-    assert "Ship context_token_limit=" in text and "observation_masking n=1" in text
+    assert "recommended: seed_engine " in text and "observation_masking n=1" in text
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert (out / "sweeps" / "seed_engine" / "results.parquet").is_file()
 
@@ -349,3 +349,77 @@ def test_explain_shows_a_missed_retrieval(capsys):
     ]
     code, _, err = run(capsys, *args, "model.retrieval_recall=1.5")
     assert code == 2 and "model.retrieval_recall=1.5 is not a number in [0, 1]" in err
+
+
+def test_version_did_you_mean_and_the_sweep_flags(capsys, tmp_path):
+    import pandas as pd
+
+    from sim import __version__
+    from sim.paths import EMBEDDED_SUITE
+
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0 and capsys.readouterr().out == f"ctxsim {__version__}\n"
+    with pytest.raises(SystemExit) as e:
+        main(["size", "scenarios/suite", "--target-complete", "0.9"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("usage: ctxsim size ")
+    assert "'--target-complete' (did you mean --target-completion?)" in err
+    # sweep takes the flags the other commands take, beside its KEY=VALUE words
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"
+    code, _, _ = run(
+        capsys,
+        "sweep",
+        "--policy",
+        "raw",
+        "--model",
+        "claude-sonnet-4-5",
+        f"scenario={suite}",
+        f"results.path={tmp_path / 's'}",
+    )
+    df = pd.read_parquet(tmp_path / "s" / "results.parquet")
+    assert code == 0 and set(df["pricing"]) == {"claude-sonnet-4-5"} and set(df["model.window"]) == {200000}
+    code, _, _ = run(
+        capsys,
+        "sweep",
+        "--policy",
+        "raw",
+        "--pricing",
+        "gpt-4o",
+        "--window",
+        "64000",
+        f"scenario={suite}",
+        f"results.path={tmp_path / 't'}",
+    )
+    df = pd.read_parquet(tmp_path / "t" / "results.parquet")
+    assert code == 0 and set(df["pricing"]) == {"gpt-4o"} and set(df["model.window"]) == {64000}
+    code, _, err = run(capsys, "sweep", "--policy", "raw", "--model", "gpt-9", f"scenario={suite}")
+    assert code == 2 and "--pricing gpt-9: no such model" in err
+
+
+def test_an_unpriced_calls_cost_is_empty_not_minus_one(capsys, tmp_path):
+    import pandas as pd
+
+    from sim.paths import EMBEDDED_SUITE
+
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"  # synthetic: no price
+    for ext in ("csv", "jsonl", "parquet"):
+        assert run(capsys, "run", suite, "--calls", tmp_path / f"c.{ext}")[0] == 0
+    assert pd.read_parquet(tmp_path / "c.parquet")["cost_microusd"].isna().all()
+    assert all(json.loads(line)["cost_microusd"] is None for line in (tmp_path / "c.jsonl").open())
+    assert pd.read_csv(tmp_path / "c.csv")["cost_microusd"].isna().all()
+    assert run(capsys, "run", suite, "--calls", tmp_path / "p.parquet", "--pricing", "gpt-4o")[0] == 0
+    priced = pd.read_parquet(tmp_path / "p.parquet")["cost_microusd"]
+    assert priced.notna().all() and (priced >= 0).all() and priced.sum() > 0
+
+
+def test_an_unpriced_sweep_warns_and_names_the_pricing_choices(capsys, tmp_path):
+    from sim.paths import EMBEDDED_SUITE
+
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"
+    code, _, err = run(capsys, "sweep", "policy=raw", f"scenario={suite}", f"results.path={tmp_path / 'u'}")
+    assert code == 0 and "warning: 4 of 4 runs are unpriced" in err and "claude-sonnet-4-5" in err
+    code, _, err = run(
+        capsys, "sweep", "policy=raw", f"scenario={suite}", f"results.path={tmp_path / 'p'}", "pricing=gpt-4o"
+    )
+    assert code == 0 and "unpriced" not in err

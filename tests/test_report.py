@@ -85,7 +85,7 @@ def test_markdown_table_lists_every_setting(report):
             label = f"seed_engine context_token_limit={limit} keep_recent_tokens={keep}"
             assert any(label in r for r in rows), label
     assert all(r.count("|") == 12 for r in rows)  # 11 columns
-    assert "Recommended setting: S" in text
+    assert "No sizing verdict" in text  # no no-compaction setting in this sweep
     assert "Baseline vs candidate" not in text  # one results file: no comparison
 
 
@@ -130,3 +130,22 @@ def test_no_grid_note(sweeps):
     text = md.read_text(encoding="utf-8")
     assert "_Not drawn: the results hold no 2-D grid" in text
     assert page.read_text(encoding="utf-8").count("data:image/png;base64,") == 4
+
+
+def test_mixed_versions_are_refused_unless_allowed(sweeps, tmp_path, capsys):
+    import pandas as pd
+
+    from sim.cli import main
+
+    grid, base, _ = sweeps
+    df = pd.read_parquet(base / "results.parquet" if base.is_dir() else base)
+    df["ctxsim_version"] = "0.0.1"
+    other = tmp_path / "old.parquet"
+    df.to_parquet(other)
+    assert main(["report", str(other), str(grid), "-o", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "report: the results mix ctxsim versions 0.0.1, " in err and "--allow-mixed" in err
+    assert not (tmp_path / "r").exists()
+    assert main(["report", str(other), str(grid), "-o", str(tmp_path / "r"), "--allow-mixed"]) == 0
+    text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    assert "**Mixed (--allow-mixed): ctxsim versions 0.0.1, " in text

@@ -94,7 +94,7 @@ def test_run_key_stable_and_sensitive():
 def test_experiment_and_args():
     spec = load_experiment("size_seed_engine")
     assert spec.policy == "seed_engine" and spec.scenario == "embedded"
-    assert len(expand_grid(list(spec.grid))) == 36
+    assert len(expand_grid(list(spec.grid))) == 42  # 6 x 6 pairs and 6 with the limit unset (no compaction)
     spec2, workers = spec_from_args(
         ["experiment=size_seed_engine", "workers=2", "results.path=/tmp/x"], csv=True
     )
@@ -107,12 +107,12 @@ def test_experiment_and_args():
 
 # ----------------------------------------------------------------------------------------- sweep runs
 def test_sweep_rows_and_invalid_settings_skipped(corpus, tmp_path, capsys):
-    spec = _spec(
-        corpus,
-        tmp_path / "s",
-        policy="seed_engine",
-        grid=("policy.context_token_limit=16000,32000", "policy.keep_recent_tokens=4000,20000"),
-    )
+    grid = ("policy.context_token_limit=16000,32000", "policy.keep_recent_tokens=4000,20000")
+    refused = _spec(corpus, tmp_path / "r", policy="seed_engine", grid=grid)
+    with pytest.raises(ConfigError, match="keep_recent_tokens=20000 is not below .*--skip-invalid"):
+        run_sweep(refused, progress=False)  # as `run` refuses it: exit 2, nothing run
+    assert not (tmp_path / "r").exists()
+    spec = _spec(corpus, tmp_path / "s", policy="seed_engine", grid=grid, skip_invalid=True)
     df = _read(run_sweep(spec, progress=False))
     assert "skipping setting policy.context_token_limit=16000 policy.keep_recent_tokens=20000" in (
         capsys.readouterr().err
