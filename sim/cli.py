@@ -677,15 +677,19 @@ def cmd_size(args: argparse.Namespace) -> int:
         lambda i, n: _progress(i, n, "sizing settings"),
         behaviour,
     )
-    rec = verdict(
-        results,
-        policy_name=args.policy,
-        target=args.target_completion,
-        max_facts_lost_increase=args.max_facts_lost_increase,
-        window=win,
-        reserve=reserve,
-        summary=summary,
-    )
+
+    def judge(res: list) -> dict:  # the same rule and tolerances for every mock behaviour
+        return verdict(
+            res,
+            policy_name=args.policy,
+            target=args.target_completion,
+            max_facts_lost_increase=args.max_facts_lost_increase,
+            window=win,
+            reserve=reserve,
+            summary=summary,
+        )
+
+    rec = judge(results)
     rec["grid_limits_left_out"] = [v for v in limits if v not in kept]
     if args.sensitivity:
         verdicts = []
@@ -696,20 +700,7 @@ def cmd_size(args: argparse.Namespace) -> int:
                 verdicts.append((b, rec))
                 continue
             other = evaluate(traces, args.policy, kept, keeps, window, pricing, None, b)
-            verdicts.append(
-                (
-                    b,
-                    verdict(
-                        other,
-                        policy_name=args.policy,
-                        target=args.target_completion,
-                        max_facts_lost_increase=args.max_facts_lost_increase,
-                        window=win,
-                        reserve=reserve,
-                        summary=summary,
-                    ),
-                )
-            )
+            verdicts.append((b, judge(other)))
         rec["sensitivity"] = sensitivity(verdicts)
     rec["budgets"] = runaway_budgets(results[0])
     chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
