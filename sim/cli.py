@@ -99,6 +99,7 @@ def iter_runs(
     files = expand_paths(paths) if paths else []
     unpriced: set[str] = set()
     uncalibrated: set[str] = set()
+    unwindowed: set[str] = set()
     sources: list[tuple[str, Any]] = [(f.name, lambda f=f: load_path(f)) for f in files]
     if scenarios:
         from scenarios.closed_loop import scenario
@@ -126,11 +127,15 @@ def iter_runs(
             if model.estimated:
                 estimated_runs += 1
                 estimated_calls += model.estimated
-            # each model's fallbacks, once, where they are used: its price, and the calibration that
-            # sized a run without provider numbers
+            # each model's fallbacks, once, where they are used: its price, its window (when looked
+            # up), and the calibration that sized a run without provider numbers
             if pricing == "auto" and (trace.model or "") not in unpriced:
                 unpriced.add(trace.model or "")
                 for line in resolve(trace.model).warnings("pricing", "cache_family"):
+                    _warn(line)
+            if window == "auto" and (trace.model or "") not in unwindowed:
+                unwindowed.add(trace.model or "")
+                for line in resolve(trace.model).warnings("window"):
                     _warn(line)
             if (
                 (trace.model or "") not in uncalibrated

@@ -89,8 +89,11 @@ def test_run_warns_once_per_model_naming_the_calibration_fallback(capsys, tmp_pa
     assert main(["run", str(tmp_path / "t.jsonl"), "--format", "json", "--pricing", "gpt-4o"]) == 0
     out, err = capsys.readouterr()
     assert [json.loads(line)["trace_id"] for line in out.splitlines()] == ["hand", "no-usage", "no-usage"]
-    # priced by --pricing: nothing about pricing; the sizes of the runs without usage were estimated
+    # priced by --pricing: nothing about pricing; its window is looked up (none: said once); the sizes
+    # of the runs without usage were estimated
     assert [line for line in err.splitlines() if "acme/frobnicator-7" in line] == [
+        "ctxsim: warning: model 'acme/frobnicator-7' has no context window in conf/model/providers/: "
+        "no over-window check",
         "ctxsim: warning: model 'acme/frobnicator-7' has no bytes-per-token calibration in "
         "conf/calibration/bytes_per_token.yaml: the default 4.0 bytes per token is used",
         "ctxsim: warning: model 'acme/frobnicator-7' has no character-class calibration in "
