@@ -155,6 +155,37 @@ def iter_runs(
         _progress(i, len(sources), "replaying")
 
 
+def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tuple[int | str, str]:
+    """``--model NAME`` (price as NAME, and NAME's window unless ``--window`` is given) and ``--window N``
+    on ``run`` and ``explain``, as ``size`` and ``sweep`` take them: (window, pricing)."""
+    if args.model:
+        from sim.models import resolve_window
+        from sim.pricing import price_named
+
+        price_named(args.model)  # an unknown name: exit 2 with the closest ones
+        if pricing not in ("auto", args.model):
+            raise ConfigError(f"--model {args.model} and --pricing {pricing} disagree: give one")
+        pricing = args.model
+        if args.window is None and (w := resolve_window(args.model)) is not None:
+            window = w
+    if args.window is not None:
+        if args.window < 1:
+            raise ConfigError(f"--window {args.window} is not an integer >= 1")
+        window = args.window
+    return window, pricing
+
+
+def model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--model", metavar="NAME", help="price and window as this model (as --pricing NAME model.window=...)"
+    )
+    p.add_argument(
+        "--window",
+        type=int,
+        help="provider context window in tokens (as model.window=N; default: the model's)",
+    )
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
@@ -172,12 +203,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     allow = check_allow_modules(args.allow_module or ())  # the command line's, never the config's
     cfg = compose(args.policy, overrides, allow)
     policy, window, behaviour = build_policy(cfg, allow), model_window(cfg), model_behaviour(cfg)
+    window, pricing = model_flags(args, window, args.pricing)
     rows, frames, ledger = [], [], []
     dataset = (args.dataset, args.split, args.streaming) if args.dataset else None
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
-    for batch in iter_runs(paths, policy, window, args.pricing, behaviour, args.scenario, dataset):
+    for batch in iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset):
         batch_rows = result_rows([rec for _, rec in batch], __version__)
         for (trace, rec), row in zip(batch, batch_rows, strict=True):
             if stream_out:
@@ -447,6 +479,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     allow = check_allow_modules(args.allow_module or ())
     cfg = compose(args.policy, overrides, allow)
     policy, window, behaviour = build_policy(cfg, allow), model_window(cfg), model_behaviour(cfg)
+    window, pricing = model_flags(args, window, args.pricing)
     traces = list(load_path(Path(paths[0])))
     if args.trace:
         traces = [t for t in traces if t.trace_id == args.trace]
@@ -472,7 +505,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             seen["columns"], seen["why"] = policy.explain(trace, view.policy_state, view, k)
 
     rec = replay(
-        trace, policy, ReplayModel(trace, **behaviour), observer=observe, window=window, pricing=args.pricing
+        trace, policy, ReplayModel(trace, **behaviour), observer=observe, window=window, pricing=pricing
     )
     if not seen:
         print(f"call {args.call} was never sent: the run ended with {rec.finish_reason}")
@@ -504,7 +537,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{c['view_tokens']:,} + residual {c['residual_tokens']:,} + status line {c['status_tokens']:,}; "
         f"cache read {c['cache_read_tokens']:,}, write {c['cache_write_tokens']:,}, uncached "
         f"{c['uncached_input_tokens']:,}; cost "
-        f"{c['cost_microusd'] if c['cost_microusd'] >= 0 else 'unpriced'} micro-USD; "
+        f"{'$%.6f' % (c['cost_microusd'] / 1e6) if c['cost_microusd'] >= 0 else 'unpriced'}; "
         f"first changed item {c['first_changed']}"
     )
     ws = working_set(trace, rec)
@@ -940,6 +973,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="price every call as this model (conf/pricing/); default: each trace's recorded model",
     )
+    model_options(r)
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser(
@@ -999,7 +1033,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--policy", default="raw")
     e.add_argument("--call", type=int, required=True, help="recorded call index (0-based)")
     e.add_argument("--trace", help="trace_id, when the file holds several traces")
-    e.add_argument("--pricing", default="auto", metavar="MODEL")
+    e.add_argument(
+        "--pricing",
+        default="auto",
+        metavar="MODEL",
+        help="price every call as this model (conf/pricing/); default: the trace's recorded model",
+    )
+    model_options(e)
     e.add_argument(
         "--allow-module",
         action="append",

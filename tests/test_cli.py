@@ -428,3 +428,32 @@ def test_an_unpriced_sweep_warns_and_names_the_pricing_choices(capsys, tmp_path)
         capsys, "sweep", "policy=raw", f"scenario={suite}", f"results.path={tmp_path / 'p'}", "pricing=gpt-4o"
     )
     assert code == 0 and "unpriced" not in err
+
+
+def test_run_and_explain_take_model_and_window(capsys):
+    """--model and --window on run and explain, as size and sweep take them."""
+    from sim.paths import EMBEDDED_SUITE
+
+    suite = EMBEDDED_SUITE / "closed_loop.jsonl"
+    code, out, _ = run(capsys, "run", suite, "--window", "5000", "--format", "json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [(r["trace_id"], r["finish_reason"], r["calls"]) for r in rows] == [
+        ("grep_and_read", "context-overflow", 3),
+        ("working_set_16k", "context-overflow", 4),
+        ("needle", "context-overflow", 1),
+        ("spill", "context-overflow", 3),
+    ]
+    code, out, _ = run(capsys, "run", suite, "--model", "gpt-4o", "--format", "json")
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and {(r["pricing"], r["finish_reason"]) for r in rows} == {("gpt-4o", "completed")}
+    code, out, _ = run(capsys, "explain", suite, "--trace", "needle", "--call", "0", "--model", "gpt-4o")
+    assert code == 0 and "uncached 750; cost $0.002475;" in out  # priced at gpt-4o's rates, in USD
+    code, out, _ = run(capsys, "explain", suite, "--trace", "needle", "--call", "0", "--window", "100")
+    assert code == 0 and "call 0 was never sent: the run ended with context-overflow" in out
+    for argv, message in (
+        (["--model", "gpt-4o", "--pricing", "claude-sonnet-4-5"], "disagree: give one"),
+        (["--window", "0"], "--window 0 is not an integer >= 1"),
+        (["--model", "gpt-9"], "gpt-9"),
+    ):
+        code, _, err = run(capsys, "run", suite, *argv)
+        assert code == 2 and message in err
