@@ -1,6 +1,7 @@
 """The command line: formats, determinism, and one clear line with exit 2 for every kind of bad input."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,7 @@ import pytest
 from builders import swe_trace
 
 from sim.cli import main
+from sim.importers import load_path
 from sim.traceio import trace_to_dict, write_traces
 
 
@@ -457,3 +459,24 @@ def test_run_and_explain_take_model_and_window(capsys):
     ):
         code, _, err = run(capsys, "run", suite, *argv)
         assert code == 2 and message in err
+
+
+def test_datasets_progress_bars_never_reach_ctxsim_output(tmp_path):
+    """`datasets` draws "Generating train split: N examples" bars on standard error even without a
+    terminal; ctxsim turns them off, so standard error holds only ctxsim's own lines."""
+    pytest.importorskip("datasets")
+    from sim.paths import EMBEDDED_SUITE
+
+    exe = shutil.which("ctxsim") or str(__import__("pathlib").Path(sys.executable).parent / "ctxsim")
+    data = tmp_path / "d.parquet"
+    write_traces(list(load_path(EMBEDDED_SUITE / "closed_loop.jsonl")), data)
+    env = {**os.environ, "HF_DATASETS_CACHE": str(tmp_path / "cache")}  # a fresh cache: the split is built
+    p = subprocess.run(
+        [exe, "run", "--dataset", str(data), "--format", "json", "--pricing", "gpt-4o"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 4
+    assert "examples" not in p.stderr and all(line.startswith("ctxsim: ") for line in p.stderr.splitlines())
