@@ -527,7 +527,6 @@ def _fig_cumulative(curves: list[tuple[str, Any]], trace_id: str) -> bytes:
 def _fig_composition(calls: list[int], by_state: dict[int, list[int]], label: str, trace_id: str) -> bytes:
     import matplotlib as mpl
     import numpy as np
-    from matplotlib.ticker import FuncFormatter
 
     plt = _plt()
     with mpl.rc_context(_RC):
@@ -541,16 +540,23 @@ def _fig_composition(calls: list[int], by_state: dict[int, list[int]], label: st
             alpha=0.9,
             linewidth=0,
         )
-        ax.set_xlabel("agent call number (recorded call)")
-        ax.set_ylabel("tokens in view (thousands)")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
-        ax.set_title(f"View composition by item state: trace {trace_id}\nunder {label}")
-        ax.grid(True, alpha=0.3)
-        ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
-        ax.set_ylim(bottom=0)
+        _view_axes(ax, f"View composition by item state: trace {trace_id}\nunder {label}", calls)
         handles, labels = ax.get_legend_handles_labels()
         ax.legend(handles[::-1], labels[::-1], loc="upper left", title="item state")
         return _png(fig)
+
+
+def _view_axes(ax, title: str, calls: list) -> None:
+    """The axes the two per-call view figures share: calls along x, thousands of tokens up y."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.set_xlabel("agent call number (recorded call)")
+    ax.set_ylabel("tokens in view (thousands)")
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
+    ax.set_ylim(bottom=0)
 
 
 CATEGORY_COLOURS = (  # the working set's seven view categories (sim.working_set), bottom to top
@@ -579,7 +585,6 @@ def _fig_working_set(
     import matplotlib as mpl
     import numpy as np
     from matplotlib.patches import Patch
-    from matplotlib.ticker import FuncFormatter
 
     plt = _plt()
     with mpl.rc_context(_RC):
@@ -605,13 +610,7 @@ def _fig_working_set(
             else Patch(facecolor="white", edgecolor="grey", label="reserve: no window set")
         ]
         handles += [Patch(color=colour[n], label=f"{n} {last[n]:,.1f}k") for n in reversed(names)]
-        ax.set_xlabel("agent call number (recorded call)")
-        ax.set_ylabel("tokens in view (thousands)")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}k"))
-        ax.set_title(f"Working set by category: trace {trace_id}\nunder {label}")
-        ax.grid(True, alpha=0.3)
-        ax.set_xlim(1, max(1, calls[-1] + 1) if calls else 1)
-        ax.set_ylim(bottom=0)
+        _view_axes(ax, f"Working set by category: trace {trace_id}\nunder {label}", calls)
         ax.legend(
             handles=handles,
             loc="upper left",
