@@ -79,7 +79,9 @@ def _job(cfg) -> None:
     )
     try:
         run_sweep(spec, workers=1, progress=False, merge=False)
-    except ConfigError as exc:  # e.g. keep_recent_tokens >= context_token_limit: skip this grid point
+    except ConfigError as exc:  # e.g. keep_recent_tokens >= context_token_limit (``check_grid`` ran first)
+        if not cfg.skip_invalid:
+            raise ConfigError(f"sweep -m: setting {' '.join(task)}: {exc}") from None
         print(f"ctxsim: sweep: skipping setting {' '.join(task)}: {exc}", file=sys.stderr)
     except CtxsimError as exc:  # bad input (a damaged trace): exit 2 for the whole multirun
         # as a ConfigError of one argument: a launcher pickles it back from another process
@@ -89,10 +91,12 @@ def _job(cfg) -> None:
 # ------------------------------------------------------------------------------------------ the words
 _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
-_TOP_WORDS = ("scenario", "results.path", "pricing", "chunk_size", "csv", "allow_modules", "workers")
+_TOP_WORDS = (
+    "scenario", "results.path", "pricing", "chunk_size", "csv", "skip_invalid", "allow_modules", "workers",
+)  # fmt: skip
 ALLOWED_WORDS = (
     "policy=NAME[,NAME...], policy.KEY=V, model.KEY=V, scenario=, results.path=, pricing=, chunk_size=, "
-    "csv=, allow_modules=MOD[,MOD...], workers=, hydra/launcher=NAME, hydra.launcher.KEY=V"
+    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, hydra/launcher=NAME, hydra.launcher.KEY=V"
 )
 
 
@@ -289,8 +293,9 @@ def _check_top(words: Words) -> None:
     for key in ("chunk_size",):
         if key in top and not (top[key].isdigit() and int(top[key]) >= 1):
             raise ConfigError(f"sweep -m: '{key}={top[key]}': expected an integer >= 1")
-    if "csv" in top and top["csv"].lower() not in ("true", "false"):
-        raise ConfigError(f"sweep -m: 'csv={top['csv']}': expected true or false")
+    for key in ("csv", "skip_invalid"):
+        if key in top and top[key].lower() not in ("true", "false"):
+            raise ConfigError(f"sweep -m: '{key}={top[key]}': expected true or false")
     if "pricing" in top and top["pricing"] not in ("auto", "none", "null"):
         from sim.pricing import price_named
 
@@ -304,6 +309,37 @@ def _check_top(words: Words) -> None:
         raise ConfigError("sweep -m: 'results.path=': expected a folder")
 
 
+def check_grid(words: Words) -> None:
+    """Every grid point composed and built before Hydra runs a job, as a plain ``sweep`` does: a setting
+    the policy refuses (keep_recent_tokens >= context_token_limit, say) exits 2 naming it, unless
+    ``skip_invalid=true``, when its job skips it with a note. Hydra's own parser expands the sweep
+    syntax (``a,b``, ``range()``, ``choice()``), so the points are the ones the launcher will run."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import HydraException
+
+    from sim.sweep import SweepSpec, check_settings
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([w for w, _, _ in words.knobs])
+        grid = BasicSweeper.split_arguments(parsed, None)[0]
+    except HydraException as exc:
+        raise ConfigError(f"sweep -m: {str(exc).strip().splitlines()[0]}") from None
+    skip = words.top.get("skip_invalid", "false").lower() == "true"
+    valid = 0
+    for p in words.policies:
+        spec = SweepSpec(policy=p, skip_invalid=True, allow_modules=words.allow_modules)
+        refused: list[str] = []
+        valid += check_settings(spec, grid, refused.append)
+        if refused and not skip:
+            raise ConfigError(
+                f"sweep -m: policy {p}: {refused[0].removeprefix('skipping ')}; pass --skip-invalid "
+                "(or skip_invalid=true) to skip the settings the policy refuses"
+            )
+    if not valid:
+        raise ConfigError(f"sweep -m: none of the {len(grid) * len(words.policies)} settings is valid")
+
+
 def main(items: Sequence[str]) -> int:
     import hydra
 
@@ -315,6 +351,7 @@ def main(items: Sequence[str]) -> int:
     knob_names, defaults = verify_hydra_config(words)
     _check_knobs(words, knob_names)
     _check_top(words)
+    check_grid(words)
     app = hydra.main(config_path=str(CONF_DIR), config_name="sweep_app", version_base=None)(_job)
     argv, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
     sys.argv = ["ctxsim-sweep", "-m", *words.overrides]

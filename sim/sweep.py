@@ -400,9 +400,13 @@ def _compose_fast(policy: str, base: dict[str, Any], ovs: list[str]) -> dict[str
     return cfg
 
 
-def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
+def _settings(
+    spec: SweepSpec, log: Callable[[str], None], grid: list[list[str]] | None = None
+) -> list[Setting]:
     """Compose every grid point; skip (with a note) the ones the policy refuses, e.g. keep >= limit.
-    A bad key or unknown policy is an error for every point, so it stops the sweep before any run."""
+    A bad key or unknown policy is an error for every point, so it stops the sweep before any run.
+    ``grid``: the points already expanded (``sweep -m`` expands Hydra's sweep syntax with Hydra's own
+    parser); default ``expand_grid(spec.grid)``."""
     from sim.config import build_policy, compose, model_behaviour, model_window
 
     allow = spec.allow_modules
@@ -411,7 +415,7 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
         model_window(spec.composed)
         model_behaviour(spec.composed)
         return [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()), allow)]
-    grid = expand_grid(list(spec.grid))
+    grid = expand_grid(list(spec.grid)) if grid is None else grid
     base = compose(spec.policy, [], allow)
     out = []
     for i, ovs in enumerate(grid):
@@ -433,6 +437,14 @@ def _settings(spec: SweepSpec, log: Callable[[str], None]) -> list[Setting]:
     if not out:
         raise ConfigError(f"sweep: none of the {len(grid)} settings is valid")
     return out
+
+
+def check_settings(
+    spec: SweepSpec, grid: list[list[str]], log: Callable[[str], None] = lambda _m: None
+) -> int:
+    """How many of ``grid``'s points ``spec.policy`` accepts; a refused point raises ConfigError (exit 2)
+    unless ``spec.skip_invalid``, as in a plain sweep. ``sweep -m`` calls it before Hydra runs a job."""
+    return len(_settings(spec, log, grid))
 
 
 def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:

@@ -251,3 +251,33 @@ def test_hydra_multirun_equals_in_process_sweep(tmp_path):
     a = pd.read_parquet(tmp_path / "hydra" / "results.parquet")
     b = pd.read_parquet(tmp_path / "pool" / "results.parquet")
     assert len(a) == 8 and a.equals(b)
+
+
+def test_hydra_multirun_refuses_a_setting_before_any_job_or_skips_it(tmp_path, capsys):
+    """`sweep -m` treats a setting the policy refuses as plain `sweep` does: exit 2 before any job runs
+    (nothing written), or with --skip-invalid the other points run and the refused one is named."""
+    import pandas as pd
+
+    from sim.cli import main
+    from sim.paths import EMBEDDED_SUITE
+
+    scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
+    words = [
+        "policy=seed_engine",
+        "policy.context_token_limit=16000,32000",
+        "policy.keep_recent_tokens=4000,20000",
+        f"scenario={scenario}",
+    ]
+    out = tmp_path / "refused"
+    assert main(["sweep", "-m", *words, f"results.path={out}"]) == 2
+    err = capsys.readouterr().err
+    assert "setting policy.context_token_limit=16000 policy.keep_recent_tokens=20000" in err
+    assert "--skip-invalid" in err and not out.exists()
+    out = tmp_path / "skipped"
+    assert main(["sweep", "-m", "--skip-invalid", *words, f"results.path={out}"]) == 0
+    assert "skipping setting policy.context_token_limit=16000 policy.keep_recent_tokens=20000" in (
+        capsys.readouterr().err
+    )
+    df = pd.read_parquet(out / "results.parquet")
+    got = sorted(set(zip(df["policy.context_token_limit"], df["policy.keep_recent_tokens"], strict=True)))
+    assert got == [(16000, 4000), (32000, 4000), (32000, 20000)]
