@@ -118,7 +118,11 @@ def _render_html(doc: _Doc, title: str) -> str:
         if b[0] == "h":
             out.append(f"<h{b[1]}>{_inline(b[2])}</h{b[1]}>")
         elif b[0] == "p":
-            out.append(f"<p>{_inline(b[1])}</p>")
+            text = b[1]
+            if len(text) > 2 and text[0] == text[-1] == "_":  # a note in Markdown italics: the same here
+                out.append(f"<p><em>{_inline(text[1:-1])}</em></p>")
+            else:
+                out.append(f"<p>{_inline(text)}</p>")
         elif b[0] == "table":
             _, cols, rows, right = b
             out.append(
@@ -384,12 +388,24 @@ def _fig_pareto(settings: list[_Setting], front: set[str]) -> bytes:
         ax.set_title("Cost vs answer completion per policy setting")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"${x:,.3f}"))
         ax.yaxis.set_major_formatter(PercentFormatter(1.0))
-        # a y-range that shows the differences: from just under the lowest completion to 100%
-        low = min(s.summary["answer_completed"] for s in priced)
-        floor = max(0.0, min(low - 0.05, 0.9))
-        ax.set_ylim(floor, 1.0 + (1.0 - floor) * 0.06)
-        if floor > 0:
-            ax.text(0.01, 0.01, f"y axis from {floor:.0%}", transform=ax.transAxes, fontsize=8, color="grey")
+        # a y-range that shows the differences: from just under the lowest completion to 100%; when
+        # every setting completes alike there is no difference to show, and the axis says so
+        done = [s.summary["answer_completed"] for s in priced]
+        low = min(done)
+        if low == max(done):
+            ax.set_ylim(low - 0.02, low + 0.02)
+            ax.set_yticks([low])  # one tick: no 101% beside a 100% that nothing exceeds
+            ax.text(
+                0.01, 0.03, f"every setting completes {low:.1%} of runs: only cost separates them",
+                transform=ax.transAxes, fontsize=8.5, color="grey",
+            )  # fmt: skip
+        else:
+            floor = max(0.0, min(low - 0.05, 0.9))
+            ax.set_ylim(floor, 1.0 + (1.0 - floor) * 0.06)
+            if floor > 0:
+                ax.text(
+                    0.01, 0.01, f"y axis from {floor:.0%}", transform=ax.transAxes, fontsize=8, color="grey"
+                )
         lo = min(s.summary["mean_cost_usd"] for s in priced)
         hi = max(s.summary["mean_cost_usd"] for s in priced)
         pad = (hi - lo) * 0.08 or max(hi * 0.05, 1e-4)
@@ -1149,8 +1165,8 @@ def make_report(
         _compare(doc, frames, settings, paths)
         if len(paths) > 2:
             doc.p(
-                f"_Only the first two results files are compared; {len(paths) - 2} more are in the "
-                "table and figures only._"
+                f"_Only the first two results files are compared; the other {len(paths) - 2} "
+                f"{'is' if len(paths) == 3 else 'are'} in the table and figures only._"
             )
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -1171,6 +1187,9 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, re
     curves: list[tuple[str, Any]] = []
     skipped: list[str] = []
     chosen = _cheapest([s for s in settings if not (s.policy == "raw" and not s.overrides)], MAX_CURVES)
+    with_rec = rec not in chosen and not (rec.policy == "raw" and not rec.overrides)
+    if with_rec:  # the setting the verdict ships is the curve a reader looks for
+        chosen = [*chosen[: MAX_CURVES - 1], rec]
     try:
         curves.append(("raw", _replay(trace, "raw", "", pricing).calls["input_tokens"]))
     except ConfigError as exc:
@@ -1196,7 +1215,13 @@ def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, re
             _fig_cumulative(curves, tid),
             f"Cumulative input tokens by call for trace {tid}, raw and policy settings",
             f"Trace `{tid}` ({len(trace.calls)} recorded calls) replayed under `raw` (dashed) and "
-            f"{'the ' + str(len(chosen)) + ' cheapest settings' if left_out > 0 else 'every setting'}: raw "
+            + (
+                f"the {len(chosen) - with_rec} cheapest settings"
+                + (f" and the {rec_name} {rec.sid}" if with_rec else "")
+                if left_out > 0
+                else "every setting"
+            )
+            + ": raw "
             f"resends the whole history each call, so its cumulative input bends upward (quadratic); a "
             f"policy that bounds the view grows close to linearly, and the gap is what it saves.{ratio}",
         )
