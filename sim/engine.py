@@ -17,6 +17,11 @@ retrieval, degrade) are rows inserted where the loop would make them, all comput
 laid end to end. A run that would exceed its window, or whose model fails on a missing fact, is handed
 to the loop. The conformance checker holds the two paths to identical records for every registered
 policy.
+
+A trace of several runs of one conversation (``Trace.runs``) always takes the loop: at each run's first
+call the policy's compaction carries into the run (``Policy.persists_compaction``) or every item goes
+back to what it was when it settled (the seed engine without its durable record), and the policy's
+``start_run`` gives the state the run goes on with; each run's opening prompt is recorded.
 """
 
 from __future__ import annotations

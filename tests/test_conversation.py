@@ -342,6 +342,25 @@ def test_shared_claude_code_fixture_has_three_runs():
     assert compute_metrics(replay(t, make_policy("raw")))["runs"] == 3
 
 
+@pytest.mark.parametrize(
+    ("sub", "trace_id", "starts"),
+    [
+        ("openhands-sdk-v1", "cd945624-03b9-487e-bdd4-018e3f531dfd", (0, 2)),  # a message sent after it ran
+        ("openhands-v0/runtime_test_trajs/basic_interactions.json", "basic_interactions", (0, 1, 2)),
+    ],
+)
+def test_openhands_resumed_conversations_have_runs(sub, trace_id, starts):
+    from sim.importers import load_paths
+    from sim.paths import traces_dir
+
+    path = traces_dir() / sub
+    if not path.exists():
+        pytest.skip(f"shared traces not found at {path} (set CTXSIM_TRACES)")
+    (t,) = [t for t in load_paths([path]) if t.trace_id == trace_id]
+    assert t.run_starts == starts and t.runs == len(starts)
+    assert all(t.events[t.calls[k].view_end - 1].kind == "user" for k in starts[1:])  # a user's message
+
+
 # ------------------------------------------------------------------------------------------- report
 def test_report_draws_conversation_growth(conv, tmp_path):
     from sim.report import make_report

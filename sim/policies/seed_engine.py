@@ -70,6 +70,17 @@ Rules, in the order a turn meets them:
 
 Compaction changes only the view; the durable store is never rewritten.
 
+Runs of one Conversation (a trace of several runs, ``run_index``). A new Run starts from
+``initialCompactionState``: its own instruction/input block (the events from its first to its first
+assistant turn, the input JSON-stringified twice) is the protected block, the blocks of earlier runs are
+plain history, and its first trigger estimates the whole view (no anchor). What the history holds is the
+durable compaction record's business (``persist_compaction``): on, the covered records stay rendered as
+the summary and the cleared results stay cleared (the state carries on, its cut and bound included);
+off, the history is every prior run's raw records as they settled (envelopes and rejected results
+kept), re-estimated message by message, so the first turn over the limit compacts it again from the
+start. Budgets, warnings and the run-status counters stay conversation-wide (the engine's are per Run:
+not modelled).
+
 What a replay cannot know, and how it is approximated:
 - Tool names and call parameters: the canonical trace has neither; every tool-call part is named
   ``bash`` with params ``{}`` (the assistant's text carries what the recording said).
