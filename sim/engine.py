@@ -122,11 +122,11 @@ def replay_many(
     models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
-    if any(t.runs > 1 for t in traces):
+    if not all(t.is_simple for t in traces):
         # a conversation of several runs carries (or resets) compaction state at each run boundary: only
         # the per-call loop models that, so the batch path never sees one (it declines, never guesses)
         out: list[RunRecord | None] = [None] * len(traces)
-        simple = [i for i, t in enumerate(traces) if t.runs == 1]
+        simple = [i for i, t in enumerate(traces) if t.is_simple]
         done = replay_many([traces[i] for i in simple], policy, [models[i] for i in simple], window, pricing)
         for i, r in zip(simple, done, strict=True):
             out[i] = r

@@ -127,6 +127,12 @@ class Trace:
         return self.calls[-1].run_index + 1 if self.calls else 1
 
     @property
+    def is_simple(self) -> bool:
+        """A trace the fast paths (batch, grid) handle: one run. A conversation of several runs replays
+        through the per-call loop only (the engine's reference), never to a guessed answer."""
+        return self.runs == 1
+
+    @property
     def run_starts(self) -> tuple[int, ...]:
         """Per run, the index of its first call (its opening prompt); runs are consecutive."""
         starts = self._cache.get("run_starts")
