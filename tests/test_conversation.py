@@ -17,7 +17,7 @@ from sim.conversation import per_run
 from sim.engine import replay, replay_many
 from sim.errors import ConfigError, TraceError
 from sim.metrics import compute_metrics
-from sim.policies.base import make_policy
+from sim.policies.base import make_policy, registered
 from sim.traceio import trace_from_dict, trace_hash, trace_to_dict, write_traces
 from sim.types import ItemState
 from sim.working_set import calls_table
@@ -384,3 +384,20 @@ def test_report_draws_conversation_growth(conv, tmp_path):
     assert "](figures/conversation_growth.png)" in text
     assert (md.parent / "figures" / "conversation_growth.png").read_bytes()[:4] == b"\x89PNG"
     assert "conversation` (5 runs)" in text and "16,896 tokens in run 5" in text and "609,104" in text
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_every_policy_conforms_on_a_conversation(name):
+    """Every registered policy on the 5-run conversation, with the conformance checker's settings (for
+    seed_engine also without the durable record): deterministic, input untouched, pairs never split,
+    sizes sane, its declared bound kept in every request of every run."""
+    from test_conformance import settings_of
+
+    from sim.conformance import check_policy
+
+    t = conversation()
+    settings = settings_of(name)
+    if name == "seed_engine":
+        settings = settings + [{**s, "persist_compaction": False} for s in settings]
+    for params in settings:
+        assert check_policy(make_policy(name, **params), [t]) == [], params
