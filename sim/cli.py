@@ -547,6 +547,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{'$%.6f' % (c['cost_microusd'] / 1e6) if c['cost_microusd'] >= 0 else 'unpriced'}; "
         f"first changed item {c['first_changed']}"
     )
+    if trace.runs > 1:  # a conversation: which run, and what that run opened on
+        run = trace.calls[args.call].run_index
+        start = trace.run_starts[run]
+        opening = rec.opening_prompts[run] if run < len(rec.opening_prompts) else None
+        print(
+            f"run {run + 1} of the conversation's {trace.runs} (its calls {start}-"
+            f"{(trace.run_starts + (len(trace.calls),))[run + 1] - 1})"
+            + (f"; it opened on {opening:,} tokens" if opening is not None else "")
+            + (" (this call)" if args.call == start else "")
+        )
     ws = working_set(trace, rec)
     print(
         "working set: "

@@ -401,3 +401,13 @@ def test_every_policy_conforms_on_a_conversation(name):
         settings = settings + [{**s, "persist_compaction": False} for s in settings]
     for params in settings:
         assert check_policy(make_policy(name, **params), [t]) == [], params
+
+
+def test_explain_names_the_run(conv, tmp_path, capsys):
+    path = tmp_path / "conv.jsonl"
+    write_traces([conv], path)
+    argv = ["explain", str(path), "--policy", "seed_engine", f"policy.context_token_limit={LIMIT}"]
+    assert main([*argv, f"policy.keep_recent_tokens={KEEP}", "--call", "28"]) == 0
+    out = capsys.readouterr().out
+    assert "run 4 of the conversation's 5 (its calls 28-35); it opened on 15,601 tokens (this call)" in out
+    assert "the whole view (no call reported yet, a new run, or the view was just compacted)" in out

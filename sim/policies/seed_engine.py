@@ -860,7 +860,7 @@ def _why(rec: dict) -> list[str]:
     terms = (
         f"last input {rec['last_input']:,} + its output {rec['last_output']:,} + appended {rec['appended']:,}"
         if rec["anchored"]
-        else "the whole view (no call reported yet, or the view was just compacted)"
+        else "the whole view (no call reported yet, a new run, or the view was just compacted)"
     )
     lines = [f"seed estimate {rec['estimate']:,} = {terms}; + output contract {rec['contract']}"]
     limit = rec["limit"]
