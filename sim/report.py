@@ -1214,7 +1214,7 @@ def _conversation_section(doc: _Doc, frames: list[Any], rec: _Setting, step) -> 
         f"Conversation `{trace.trace_id}` ({trace.runs} runs). Left: the opening prompt each run is handed "
         f"(every prior run's records as the carried compaction renders them, plus the run's own task); "
         f"under raw it grows by every run's raw output. Right, for {rec.sid}: the live context (the last "
-        f"input of each run) stays at {shown.live_context_tokens[-1]:,} tokens in run {last} while the "
+        f"input of each run) is {shown.live_context_tokens[-1]:,} tokens in run {last} while the "
         f"lifetime cumulative input reaches {shown.cumulative_input_tokens[-1]:,}: the live number is what "
         f"a window must hold, the lifetime one what is paid.",
     )
