@@ -146,7 +146,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         tcid = e.get("tool_call_id")
         if tcid is not None and tcid not in issued:
             out.append((f"{p}.tool_call_id", f"'{tcid}' answers no earlier assistant tool call"))
-    out.extend(_run_problems(d))
+    out.extend(run_problems(d))
     prefix = [0]
     for e in events:
         prefix.append(prefix[-1] + e["tokens"])
@@ -195,7 +195,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
     return out or schema.bound_problems(d)  # sums of a replay must fit int64 (sim.limits)
 
 
-def _run_problems(d: dict) -> list[tuple[str, str]]:
+def run_problems(d: dict) -> list[tuple[str, str]]:
     """Runs of a conversation (version 2): numbered 0, 1, ... in event order, a call in its event's run,
     every run with a call (its opening prompt)."""
     out: list[tuple[str, str]] = []

@@ -411,3 +411,15 @@ def test_explain_names_the_run(conv, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "run 4 of the conversation's 5 (its calls 28-35); it opened on 15,601 tokens (this call)" in out
     assert "the whole view (no call reported yet, a new run, or the view was just compacted)" in out
+
+
+def test_an_importers_inconsistent_runs_are_refused():
+    """A built trace (an importer's) whose calls disagree with their events' runs is a TraceError."""
+    from sim.importers.common import checked
+
+    t = conversation()
+    bad = dataclasses.replace(t, calls=tuple(dataclasses.replace(c, run_index=0) for c in t.calls))
+    with pytest.raises(TraceError, match="belongs to run 1") as err:
+        checked(bad, "x.jsonl")
+    assert err.value.field == "calls[10].run_index"
+    assert checked(t, "x.jsonl") is t

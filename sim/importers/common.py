@@ -666,11 +666,22 @@ def build_trace(
 
 
 def checked(t: Trace, file: str) -> Trace:
-    """``t``, once its numbers are in the canonical ranges and its sums fit (``sim.schema.number_problems``);
-    else the first problem, naming file, trace and field."""
+    """``t``, once its numbers are in the canonical ranges, its sums fit (``sim.schema.number_problems``)
+    and its runs are numbered as the schema says (``sim.traceio.run_problems``); else the first problem,
+    naming file, trace and field."""
     from sim.schema import number_problems
 
     found = number_problems(t)
+    if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
+        from sim.traceio import run_problems
+
+        found += run_problems(
+            {
+                "schema_version": 2,
+                "events": [{"run_index": e.run_index} for e in t.events],
+                "calls": [{"event_index": c.event_index, "run_index": c.run_index} for c in t.calls],
+            }
+        )
     for key in ("recorded_policy", "outcome"):  # written as JSON text: JSON has no NaN or infinity
         try:
             json.dumps(getattr(t, key), allow_nan=False)
