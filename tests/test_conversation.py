@@ -423,3 +423,14 @@ def test_an_importers_inconsistent_runs_are_refused():
         checked(bad, "x.jsonl")
     assert err.value.field == "calls[10].run_index"
     assert checked(t, "x.jsonl") is t
+
+
+def test_a_conversation_that_stops_early(conv):
+    """A window of 30,000 tokens stops raw in run 2: the row keeps the trace's 5 runs, the per-run figures
+    cover the runs reached."""
+    r = replay(conv, make_policy("raw"), window=30000)
+    m = compute_metrics(r)
+    assert r.finish_reason == "context-overflow" and r.opening_prompts == (1689, 20257)
+    assert (m["runs"], m["max_opening_prompt_tokens"], m["live_context_tokens"]) == (5, 20257, 29319)
+    pr = per_run(conv, r)
+    assert pr.live_context_tokens == [19771, 29319] and pr.cumulative_input_tokens == [104007, 226787]
