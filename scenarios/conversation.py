@@ -10,8 +10,10 @@ prompt), 6-9 tool steps whose raw outputs (greps, file reads, test runs) dominat
 final answer. Within a run every step needs the previous step's fact and the final answer needs the
 run's first read (``file:run<r>``), so a policy that forgets inside a run pays re-reads; no run needs
 another run's facts (each task stands alone, so what carries between runs is cost, not information).
-Runs start an hour apart (a provider's prompt cache has expired). Text-free, seeded, every call's
-recorded input the sum of its view (recorded policy ``raw``).
+Runs start an hour apart (a provider's prompt cache has expired). The instructions are sent once, at
+the start of the conversation: a later run opens with the user's task alone (as a Claude Code
+session's later prompts do), so under the seed engine they are history like the rest. Text-free,
+seeded, every call's recorded input the sum of its view (recorded policy ``raw``).
 """
 
 from __future__ import annotations

@@ -75,6 +75,9 @@ def test_conversation_round_trips_as_version_2(conv, tmp_path):
     assert d["schema_version"] == 2
     assert d["events"][21]["run_index"] == 1 and "run_index" not in d["events"][20]
     assert trace_from_dict(d) == conv
+    from sim.traceio import redact
+
+    assert [e.run_index for e in redact(conv).events] == [e.run_index for e in conv.events]
     for name in ("c.jsonl", "c.parquet"):
         write_traces([conv], tmp_path / name)
         from sim.importers import load_path
