@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError, TraceError
+from sim.errors import ConfigError, TraceError, UnknownNameError
 from sim.exitcodes import run_command
 from sim.jsonl import json_lines
 
@@ -56,6 +56,7 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------- run
+CONVERSATION_COLUMNS = ["runs", "max_opening_prompt_tokens", "live_context_tokens"]
 RUN_TABLE_COLUMNS = [
     "trace_id",
     "policy",
@@ -102,9 +103,14 @@ def iter_runs(
     unwindowed: set[str] = set()
     sources: list[tuple[str, Any]] = [(f.name, lambda f=f: load_path(f)) for f in files]
     if scenarios:
-        from scenarios.closed_loop import scenario
+        from scenarios.closed_loop import SCENARIOS, scenario
+        from scenarios.conversation import SCENARIOS as CONVERSATIONS
 
-        built = [scenario(name) for name in scenarios]  # unknown names fail before any run
+        # unknown names fail before any run, listing every scripted scenario
+        for name in scenarios:
+            if name not in SCENARIOS and name not in CONVERSATIONS:
+                raise UnknownNameError("scenario", name, {**SCENARIOS, **CONVERSATIONS})
+        built = [CONVERSATIONS[n]() if n in CONVERSATIONS else scenario(n) for n in scenarios]
         sources += [(t.trace_id, lambda t=t: [t]) for t in built]
     if dataset is not None:
         from sim.traceio import load_dataset_traces
@@ -242,7 +248,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             {**r, "cost_usd": None if r["cost_microusd"] is None else f"{r['cost_microusd'] / 1e6:.4f}"}
             for r in rows
         ]
-        print(format_table(shown, RUN_TABLE_COLUMNS))
+        conversations = any(r.get("runs", 1) > 1 for r in rows)  # per-run figures: --calls
+        print(format_table(shown, RUN_TABLE_COLUMNS + (CONVERSATION_COLUMNS if conversations else [])))
         if len(rows) > 1:
             print(_totals_line(rows))
         if behaviour["summarizer"] == UPPER_BOUND:
@@ -540,6 +547,16 @@ def cmd_explain(args: argparse.Namespace) -> int:
         f"{'$%.6f' % (c['cost_microusd'] / 1e6) if c['cost_microusd'] >= 0 else 'unpriced'}; "
         f"first changed item {c['first_changed']}"
     )
+    if trace.runs > 1:  # a conversation: which run, and what that run opened on
+        run = trace.calls[args.call].run_index
+        start = trace.run_starts[run]
+        opening = rec.opening_prompts[run] if run < len(rec.opening_prompts) else None
+        print(
+            f"run {run + 1} of the conversation's {trace.runs} (its calls {start}-"
+            f"{(trace.run_starts + (len(trace.calls),))[run + 1] - 1})"
+            + (f"; it opened on {opening:,} tokens" if opening is not None else "")
+            + (" (this call)" if args.call == start else "")
+        )
     ws = working_set(trace, rec)
     print(
         "working set: "
@@ -947,7 +964,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--scenario",
         action="append",
         metavar="ID",
-        help="replay a scripted closed-loop scenario: grep_and_read, working_set_16k, needle (repeatable)",
+        help="replay a scripted scenario: grep_and_read, working_set_16k, needle, spill, or conversation "
+        "(5 runs of one conversation) (repeatable)",
     )
     r.add_argument(
         "--policy", default="raw", help="registered policy or preset (see `ctxsim policies`); default raw"
@@ -1125,10 +1143,11 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep",
         help="replay a scenario under every setting of a grid; resumable, parallel",
         description="Replay every trace of a scenario under every point of a grid of policy settings. "
-        "Words: scenario=embedded|PATH|dataset:NAME, policy=NAME, policy.KEY=V1,V2,... (Hydra-style "
-        "multirun values; several keys give the product), model.KEY=V, results.path=DIR, workers=N, "
-        "chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml). Finished chunks "
-        "are kept in DIR/parts/: an interrupted sweep resumes when the same command is run again.",
+        "Words: scenario=embedded|conversation|PATH|dataset:NAME, policy=NAME, policy.KEY=V1,V2,... "
+        "(Hydra-style multirun values; several keys give the product), model.KEY=V, results.path=DIR, "
+        "workers=N, chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml). "
+        "Finished chunks are kept in DIR/parts/: an interrupted sweep resumes when the same command is run "
+        "again.",
         epilog="example: ctxsim sweep experiment=size_seed_engine workers=2",
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")

@@ -100,6 +100,8 @@ FIELDS = (
     "missed",
     "final_answered",
     "window",
+    "runs",
+    "opening_prompts",
 )
 
 

@@ -17,6 +17,11 @@ retrieval, degrade) are rows inserted where the loop would make them, all comput
 laid end to end. A run that would exceed its window, or whose model fails on a missing fact, is handed
 to the loop. The conformance checker holds the two paths to identical records for every registered
 policy.
+
+A trace of several runs of one conversation (``Trace.runs``) always takes the loop: at each run's first
+call the policy's compaction carries into the run (``Policy.persists_compaction``) or every item goes
+back to what it was when it settled (the seed engine without its durable record), and the policy's
+``start_run`` gives the state the run goes on with; each run's opening prompt is recorded.
 """
 
 from __future__ import annotations
@@ -90,6 +95,13 @@ def replay(
     model = model or trace.derived("replay_model", ReplayModel)
     if observer is None:
         return replay_many([trace], policy, [model], window, pricing)[0]
+    return _loop_one(trace, policy, model, observer, window, pricing)
+
+
+def _loop_one(
+    trace: Trace, policy: Policy, model: ReplayModel, observer: Observer | None, window, pricing
+) -> RunRecord:
+    """One run through the per-call loop, set up as ``replay`` sets it up."""
     rules, price = _rules_and_price(trace.model, pricing)
     _check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
@@ -110,6 +122,18 @@ def replay_many(
     models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
+    if not all(t.is_simple for t in traces):
+        # a conversation of several runs carries (or resets) compaction state at each run boundary: only
+        # the per-call loop models that, so the batch path never sees one (it declines, never guesses)
+        out: list[RunRecord | None] = [None] * len(traces)
+        simple = [i for i, t in enumerate(traces) if t.is_simple]
+        done = replay_many([traces[i] for i in simple], policy, [models[i] for i in simple], window, pricing)
+        for i, r in zip(simple, done, strict=True):
+            out[i] = r
+        for i, t in enumerate(traces):
+            if out[i] is None:
+                out[i] = _loop_one(t, policy, models[i], None, window, pricing)
+        return out  # type: ignore[return-value]
     fast = (policy.plans or not policy.acts_before_call) and not (
         policy.recovers or policy.checks_after_call or policy.reports_status
     )
@@ -222,6 +246,7 @@ def _record(
     final_answered=True,
     window=None,
     unpaired=0,
+    opening_prompts=(),
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
@@ -273,6 +298,8 @@ def _record(
             "missed": missed,
             "final_answered": final_answered,
             "window": window,
+            "runs": trace.runs,
+            "opening_prompts": tuple(opening_prompts),
         },
         primed,
     )
@@ -337,6 +364,11 @@ def _replay_loop(
     max_steps = model.max_turns
     steps = 0  # the agent's own steps so far (STEP_KINDS rows)
     final_answered = False
+    # a conversation of several runs: each run's first call, what settle time made of each item (a run
+    # that does not persist compaction opens on those), and each run's opening prompt
+    run_starts = set(trace.run_starts[1:]) if trace.runs > 1 else set()
+    settled: dict[int, object] = {}
+    openings: list[int] = []
 
     def change(k: int, ch) -> None:
         nonlocal delta
@@ -361,7 +393,40 @@ def _replay_loop(
                 ch = settle(trace, state, i, view)
                 if ch is not None:
                     change(k, ch)
+                    if run_starts:
+                        settled[i] = ch
         view.n, view.total = end, prefix[end] + delta
+
+    def restore() -> int:
+        """A new run without the durable compaction record: every item in view goes back to what it was
+        when it settled (prior runs' raw records, their settle-time bounds kept). Returns the first item
+        that changed (-1: none). Not a compaction: the change table does not list it."""
+        nonlocal delta
+        base_bytes = a.bytes.tolist()
+        first = -1
+        for i in range(view.n):
+            ch = settled.get(i)
+            if ch is None:
+                tokens, nbytes, st = original[i], base_bytes[i], 0
+            else:
+                tokens, nbytes, st = ch.tokens, ch.nbytes, int(ch.state)
+            if vt[i] == tokens and vb[i] == nbytes and vs[i] == st:
+                continue
+            d = tokens - vt[i]
+            delta += d
+            fen.add(i, d)
+            vt[i], vb[i], vs[i] = tokens, nbytes, st
+            if first < 0:
+                first = i
+            if facts is not None:
+                if ch is not None and ch.state in POSITIONAL:
+                    facts.shown[i] = shown_ranges(ch.state, ch.kept, ch.nbytes)
+                else:
+                    facts.shown.pop(i, None)
+        if facts is not None:
+            facts.kept = set()  # the summary that held them is gone with the compaction state
+        view.total = prefix[view.n] + delta
+        return first
 
     def row(kind, k, inp, out, view_tokens, resid, st, recorded, first, changed, stable) -> None:
         """Append one request's row with its modelled cache split and cost; account it in the status.
@@ -503,15 +568,25 @@ def _replay_loop(
 
     def calls_loop(ncalls: int) -> tuple[str, bool]:
         """Every recorded call in turn: (finish reason, did the final call get its agent turn)."""
-        nonlocal prev_view, prev_items
+        nonlocal prev_view, prev_items, state
         finish, answered = "completed", False
         for k in range(ncalls):
             status.elapsed_s = elapsed[k]
+            restored = -1
+            if k in run_starts:  # a new run of the conversation: carry the compaction state, or drop it
+                persisted = policy.persists_compaction
+                if not persisted:
+                    restored = restore()
+                state = policy.start_run(trace, state, trace.calls[k].run_index, view, persisted)
+                view.policy_state = state
             admit(k, view_end[k])
-            first, changed = -1, 0
+            if run_starts and (k == 0 or k in run_starts):
+                openings.append(max(view.total + extra + residual[k], 0))
+            first, changed = restored, 0
             if policy.acts_before_call:
                 decision = policy.before_call(trace, state, view, k, status)
-                first, changed = apply(k, decision)
+                f2, changed = apply(k, decision)
+                first = f2 if restored < 0 or 0 <= f2 < restored else restored
                 if isinstance(decision, Decision) and decision.stop is not None:
                     finish = decision.stop  # the framework's compaction failed: this call is never sent
                     break
@@ -591,4 +666,5 @@ def _replay_loop(
         final_answered=final_answered,
         window=window,
         unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
+        opening_prompts=openings,
     )

@@ -209,6 +209,40 @@ def warnings(rs: Records) -> list[int]:
     return [len(r.warnings) for r in rs]
 
 
+# ------------------------------------------------------------------ conversations of several runs
+def runs(rs: Records) -> list[int]:
+    """Runs of the conversation the trace holds (1: a trace of one run)."""
+    return [r.runs for r in rs]
+
+
+def opening_prompt_tokens(r: RunRecord) -> tuple[int, ...]:
+    """Per run reached, the tokens of its opening prompt: the prompt the conversation hands the run at its
+    first call (every prior run's records as the carried compaction state renders them, plus the run's
+    own instructions and task), before the policy's pre-call seam acts on it. Empty for one run."""
+    return r.opening_prompts
+
+
+def max_opening_prompt_tokens(rs: Records) -> list[int | None]:
+    """Largest opening prompt of any run after the first (None: the trace has one run, or the replay
+    stopped in the first): what a long-lived conversation carries into every new run."""
+    return [max(r.opening_prompts[1:]) if len(r.opening_prompts) > 1 else None for r in rs]
+
+
+def live_context_tokens(rs: Records) -> list[int]:
+    """Input tokens of the last request the agent made (an agent, grace or re-read step, never a summary
+    call: its input is the transcript, not the context), in the last run reached: the context the
+    conversation lives at now, the seed's "number to watch" beside the lifetime counters. 0: no call."""
+    return [_last_step_input(r, len(r.column("kind"))) for r in rs]
+
+
+def _last_step_input(r: RunRecord, end: int) -> int:
+    kinds, inputs = r.column("kind"), r.column("input_tokens")
+    for j in range(end - 1, -1, -1):
+        if kinds[j] != SUMMARY:
+            return inputs[j]
+    return 0
+
+
 METRICS: dict[str, Callable[[Records], list]] = {
     "calls": calls,
     "cumulative_input_tokens": cumulative_input_tokens,
@@ -236,6 +270,9 @@ METRICS: dict[str, Callable[[Records], list]] = {
     "answer_completed": answer_completed,
     "answer_outcome": answer_outcome,
     "answer_fact_recall": answer_fact_recall,
+    "runs": runs,
+    "max_opening_prompt_tokens": max_opening_prompt_tokens,
+    "live_context_tokens": live_context_tokens,
 }
 
 

@@ -126,6 +126,11 @@ class RunRecord:
     missed: tuple[str, ...] = ()  # facts a retrieval missed (a (trace, fact) misses every time); sorted
     final_answered: bool = True  # the recorded final call got its agent turn (not a grace turn)
     window: int | None = None  # the provider's window the run was replayed with (None: no limit)
+    # A conversation of several runs (schema version 2): its number of runs, and per run reached the
+    # tokens of its opening prompt as the conversation hands it over (before the policy's pre-call seam
+    # at the run's first call; ``sim.metrics.opening_prompt_tokens``). Empty for a trace of one run.
+    runs: int = 1
+    opening_prompts: tuple[int, ...] = ()
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 

@@ -1160,6 +1160,9 @@ def make_report(
         step(f"figures: replaying trace {trace.trace_id}")
         _trace_figures(doc, trace, settings, rec, rec_name)
 
+    # ---- conversations of several runs (only when the results hold one)
+    _conversation_section(doc, frames, rec, step)
+
     # ---- baseline vs candidate
     if len(paths) >= 2:
         _compare(doc, frames, settings, paths)
@@ -1179,6 +1182,100 @@ def make_report(
     page = out_dir / "report.html"
     page.write_text(_render_html(doc, "ctxsim sweep report"), encoding="utf-8")
     return md, page
+
+
+def _conversation_section(doc: _Doc, frames: list[Any], rec: _Setting, step) -> None:
+    """Conversation-level growth, drawn only when some result row is a conversation of several runs:
+    the first such trace (by id) of the shown setting's rows, replayed under raw, that setting and, for a
+    policy with a durable compaction record, the setting without it."""
+    from sim.results import _py
+
+    if not any("runs" in f and (f["runs"].dropna() > 1).any() for f in frames):
+        return
+    doc.h(2, "Conversation growth, run by run")
+    frame = rec.frame
+    ids = sorted(
+        str(t) for t, n in zip(frame["trace_id"], frame["runs"], strict=True) if _py(n) is not None and n > 1
+    )
+    trace = _find_trace(frames, ids[0]) if ids else None
+    if trace is None:
+        doc.p(
+            f"_Not drawn: no conversation of several runs among the rows of {rec.sid}, or its scenario "
+            "cannot be read._"
+        )
+        return
+    step(f"figures: replaying conversation {trace.trace_id}")
+    from sim.conversation import per_run
+
+    pricing = _pricing(rec.frame["pricing_setting"].iloc[0]) if "pricing_setting" in rec.frame else "auto"
+    lines: list[tuple[str, Any]] = []
+    variants = [("raw", "raw", ""), (f"{rec.sid} {rec.label}", rec.policy, rec.overrides)]
+    if "policy.persist_compaction" in frame and _py(frame["policy.persist_compaction"].iloc[0]) is True:
+        label = f"{rec.sid} without the durable compaction record"
+        variants.append((label, rec.policy, f"{rec.overrides} policy.persist_compaction=false".strip()))
+    for label, policy, overrides in variants:
+        try:
+            lines.append((label, per_run(trace, _replay(trace, policy, overrides, pricing))))
+        except ConfigError as exc:
+            doc.p(f"_{label} not drawn: {exc}._")
+    if len(lines) < 2:
+        return
+    shown = lines[1][1]
+    last = len(shown.live_context_tokens)
+    doc.figure(
+        "conversation_growth.png",
+        _fig_conversation(lines, trace.trace_id),
+        f"Opening prompt per run, and live context against the lifetime cumulative input, conversation "
+        f"{trace.trace_id}",
+        f"Conversation `{trace.trace_id}` ({trace.runs} runs). Left: the opening prompt each run is handed "
+        f"(every prior run's records as the carried compaction renders them, plus the run's own task); "
+        f"under raw it grows by every run's raw output. Right, for {rec.sid}: the live context (the last "
+        f"input of each run) is {shown.live_context_tokens[-1]:,} tokens in run {last} while the "
+        f"lifetime cumulative input reaches {shown.cumulative_input_tokens[-1]:,}: the live number is what "
+        f"a window must hold, the lifetime one what is paid.",
+    )
+
+
+def _fig_conversation(lines: list[tuple[str, Any]], trace_id: str) -> bytes:
+    import matplotlib as mpl
+
+    plt = _plt()
+    with mpl.rc_context(_RC):
+        fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.6))
+        for j, (label, pr) in enumerate(lines):
+            runs = list(range(1, len(pr.opening_prompt_tokens) + 1))
+            values = [0 if v is None else v / 1e3 for v in pr.opening_prompt_tokens]
+            raw = label == "raw"
+            ax.plot(
+                runs,
+                values,
+                marker="o",
+                label=label,
+                color="black" if raw else plt.get_cmap("tab10")(j % 10),
+                linestyle="--" if raw else "-",
+            )
+        ax.set_xlabel("run of the conversation")
+        ax.set_ylabel("opening prompt (thousands of tokens)")
+        ax.set_title(f"Opening prompt per run: {trace_id}")
+        ax.grid(True, alpha=0.3)
+        ax.set_ylim(bottom=0)
+        ax.legend(loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False, fontsize=8.5)
+        label, pr = lines[1]
+        runs = list(range(1, len(pr.live_context_tokens) + 1))
+        bx.plot(runs, [v / 1e3 for v in pr.live_context_tokens], marker="o", color="tab:blue")
+        bx.set_ylabel("live context: last input of the run (thousands)", color="tab:blue")
+        bx.set_ylim(bottom=0)
+        cx = bx.twinx()
+        cx.plot(runs, [v / 1e6 for v in pr.cumulative_input_tokens], marker="s", color="tab:red")
+        cx.set_ylabel("lifetime cumulative input (millions)", color="tab:red")
+        cx.set_ylim(bottom=0)
+        bx.set_xlabel("run of the conversation")
+        bx.set_title(f"Live context vs lifetime input: {label.split()[0]}")
+        bx.grid(True, alpha=0.3)
+        for a in (ax, bx):
+            a.set_xticks(runs)
+        fig.tight_layout()
+        return _png(fig)
 
 
 def _trace_figures(doc: _Doc, trace, settings: list[_Setting], rec: _Setting, rec_name: str) -> None:

@@ -1,4 +1,4 @@
-"""Canonical trace v1: the machine-checkable schema (JSON Schema subset) and its validator.
+"""Canonical trace v2 (v1 still reads): the machine-checkable schema (JSON Schema subset) and its validator.
 
 The dict below is the source of truth; ``scenarios/trace.schema.json`` is written from it
 (``python -m sim.schema``) and a test keeps the two equal. The validator supports exactly the
@@ -28,7 +28,14 @@ from sim.limits import (
 )
 from sim.paths import REPO
 from sim.tokens import estimate_tokens
-from sim.types import EVENT_KINDS, FACT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
+from sim.types import (
+    EVENT_KINDS,
+    FACT_KINDS,
+    SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
+    TOKEN_PROVENANCES,
+    USAGE_PROVENANCES,
+)
 
 _INT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _OPT_INT = {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT}
@@ -81,6 +88,10 @@ EVENT_SCHEMA = {
             "description": "the source framework's type of the event (OpenHands V0: action:recall, ...)",
         },
         "url": {"type": ["string", "null"], "description": "a browser output's page address"},
+        "run_index": {
+            **_OPT_INT,
+            "description": "version 2: the run of the conversation (0 or absent: the first)",
+        },
     },
 }
 
@@ -106,6 +117,7 @@ CALL_SCHEMA = {
         "usage_provenance": {"type": "string", "enum": list(USAGE_PROVENANCES)},
         "timestamp": _TIME,
         "recorded_cost_usd": {"type": ["number", "null"], "minimum": 0},
+        "run_index": {**_OPT_INT, "description": "version 2: its event's run (absent: taken from it)"},
     },
 }
 
@@ -116,7 +128,7 @@ TRACE_SCHEMA = {
     "additionalProperties": False,
     "required": ["schema_version", "trace_id", "source_format", "events", "calls"],
     "properties": {
-        "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]},
+        "schema_version": {"type": "integer", "enum": list(SCHEMA_VERSIONS)},
         "trace_id": {"type": "string"},
         "source_format": {"type": "string"},
         "source_file": {"type": ["string", "null"]},
@@ -238,7 +250,7 @@ def conforms(d) -> bool:
     speed (a corpus has millions of events). False means: ask ``problems`` for the messages."""
     if type(d) is not dict or not _TOP_KEYS.issuperset(d) or type(d.get("schema_version")) is not int:
         return False
-    if d["schema_version"] != SCHEMA_VERSION:
+    if d["schema_version"] not in SCHEMA_VERSIONS:
         return False
     if type(d.get("trace_id")) is not str or type(d.get("source_format")) is not str:
         return False
@@ -280,6 +292,7 @@ def conforms(d) -> bool:
             and _str_list(e.get("supersedes"))
             and (e.get("source_type") is None or type(e["source_type"]) is str)
             and (e.get("url") is None or type(e["url"]) is str)
+            and _opt_nat(e.get("run_index"))
         ):
             return False
     for c in calls:
@@ -300,6 +313,7 @@ def conforms(d) -> bool:
             and c.get("usage_provenance", "provider") in _UPROV
             and _opt_time(c.get("timestamp"))
             and _opt_cost(c.get("recorded_cost_usd"))
+            and _opt_nat(c.get("run_index"))
         ):
             return False
     return True

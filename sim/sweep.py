@@ -324,6 +324,10 @@ def load_scenario(scenario: str) -> Iterator[Any]:
         from sim.importers import load_paths
 
         return load_paths([EMBEDDED_SUITE])
+    if scenario == "conversation":  # the generator's 5-run conversation, as `run --scenario conversation`
+        from scenarios.conversation import conversation
+
+        return iter([conversation()])
     if scenario.startswith("dataset:"):
         from sim.traceio import load_dataset_traces
 
@@ -333,7 +337,8 @@ def load_scenario(scenario: str) -> Iterator[Any]:
         path = REPO / path
     if not path.exists():
         raise ConfigError(
-            f"scenario '{scenario}': not 'embedded', 'dataset:NAME_OR_PATH' or an existing file or folder"
+            f"scenario '{scenario}': not 'embedded', 'conversation', 'dataset:NAME_OR_PATH' or an existing "
+            "file or folder"
         )
     from sim.importers import load_paths
 

@@ -49,6 +49,7 @@ def event_to_dict(e: Event) -> dict:
         # written only when known: traces of other formats keep their bytes and hashes
         **({"source_type": e.source_type} if e.source_type is not None else {}),
         **({"url": e.url} if e.url is not None else {}),
+        **({"run_index": e.run_index} if e.run_index else {}),  # version 2, written beyond the first run
     }
 
 
@@ -66,12 +67,19 @@ def call_to_dict(c: Call) -> dict:
         "usage_provenance": c.usage_provenance,
         "timestamp": c.timestamp,
         "recorded_cost_usd": c.recorded_cost_usd,
+        **({"run_index": c.run_index} if c.run_index else {}),
     }
+
+
+def schema_version_of(t: Trace) -> int:
+    """The lowest schema version that holds ``t``: a trace of one run is written as version 1, byte for
+    byte as before (so its hash, and every baseline keyed by it, stays the same)."""
+    return SCHEMA_VERSION if t.runs > 1 else 1
 
 
 def trace_to_dict(t: Trace) -> dict:
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": schema_version_of(t),
         "trace_id": t.trace_id,
         "source_format": t.source_format,
         "source_file": t.source_file,
@@ -138,6 +146,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         tcid = e.get("tool_call_id")
         if tcid is not None and tcid not in issued:
             out.append((f"{p}.tool_call_id", f"'{tcid}' answers no earlier assistant tool call"))
+    out.extend(run_problems(d))
     prefix = [0]
     for e in events:
         prefix.append(prefix[-1] + e["tokens"])
@@ -184,6 +193,48 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             if not ok:
                 out.append((key, "expected a JSON object encoded as a string"))
     return out or schema.bound_problems(d)  # sums of a replay must fit int64 (sim.limits)
+
+
+def run_problems(d: dict) -> list[tuple[str, str]]:
+    """Runs of a conversation (version 2): numbered 0, 1, ... in event order, a call in its event's run,
+    every run with a call (its opening prompt)."""
+    out: list[tuple[str, str]] = []
+    events, calls = d["events"], d["calls"]
+    prev, starts = 0, [0]
+    for i, e in enumerate(events):
+        r = e.get("run_index") or 0
+        if r and d["schema_version"] < 2:
+            out.append(
+                (f"{p_of(i)}.run_index", f"needs schema_version 2, the record says {d['schema_version']}")
+            )
+            return out
+        if r not in (prev, prev + 1) or (i == 0 and r != 0):
+            first = 0 if i == 0 else prev
+            allowed = "0" if i == 0 else f"{first} or {first + 1}"
+            out.append(
+                (
+                    f"{p_of(i)}.run_index",
+                    f"expected {allowed} (runs are numbered 0, 1, ... in order), got {r}",
+                )
+            )
+            return out
+        if r == prev + 1:
+            starts.append(i)
+        prev = r
+    with_call = set()
+    for j, c in enumerate(calls):
+        ei = c["event_index"]
+        own = (events[ei].get("run_index") or 0) if ei < len(events) else None
+        r = c.get("run_index")
+        if r is not None and own is not None and r != own:
+            out.append((f"calls[{j}].run_index", f"is {r} but its event {ei} belongs to run {own}"))
+        if own is not None:
+            with_call.add(own)
+    for r, i in enumerate(starts):
+        if r not in with_call and events:
+            out.append((f"{p_of(i)}.run_index", f"run {r} has no call (every run opens with a request)"))
+            break
+    return out
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -262,6 +313,7 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             supersedes=tuple(e.get("supersedes") or ()),
             source_type=e.get("source_type"),
             url=e.get("url"),
+            run_index=e.get("run_index") or 0,
         )
         for e in d["events"]
     )
@@ -279,6 +331,7 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
             usage_provenance=c.get("usage_provenance", "provider"),
             timestamp=c.get("timestamp"),
             recorded_cost_usd=c.get("recorded_cost_usd"),
+            run_index=d["events"][c["event_index"]].get("run_index") or 0,
         )
         for c in d["calls"]
     )
@@ -391,6 +444,7 @@ def arrow_schema():
             ("supersedes", pa.list_(pa.string())),
             ("source_type", pa.string()),
             ("url", pa.string()),
+            ("run_index", pa.int64()),
         ]
     )
     call = pa.struct(
@@ -407,6 +461,7 @@ def arrow_schema():
             ("usage_provenance", pa.string()),
             ("timestamp", pa.float64()),
             ("recorded_cost_usd", pa.float64()),
+            ("run_index", pa.int64()),
         ]
     )
     return pa.schema(

@@ -8,7 +8,10 @@ from enum import IntEnum
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+# 2: a trace may hold several runs of one conversation (``run_index`` on events and calls). A trace that
+# uses nothing of version 2 is still written as version 1, so its bytes and hash stay what they were.
+SCHEMA_VERSION = 2
+SCHEMA_VERSIONS = (1, 2)  # versions a reader accepts
 
 EVENT_KINDS = ("system", "tools", "user", "assistant", "tool_result")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -66,6 +69,9 @@ class Event:
     # browser output's page address (OpenHands' placeholder names it).
     source_type: str | None = None
     url: str | None = None
+    # Which run of the conversation the event belongs to (0: the first; schema version 2). Runs are
+    # consecutive: a run's events follow the previous run's, and its first call is its opening prompt.
+    run_index: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +94,7 @@ class Call:
     usage_provenance: str = "provider"
     timestamp: float | None = None
     recorded_cost_usd: float | None = None
+    run_index: int = 0  # the run of the conversation this call belongs to (its assistant event's)
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,27 @@ class Trace:
         if v is None:
             v = self._cache[key] = build(self)
         return v
+
+    @property
+    def runs(self) -> int:
+        """Runs of the conversation this trace holds (1 for a trace of one run)."""
+        return self.calls[-1].run_index + 1 if self.calls else 1
+
+    @property
+    def is_simple(self) -> bool:
+        """A trace the fast paths (batch, grid) handle: one run. A conversation of several runs replays
+        through the per-call loop only (the engine's reference), never to a guessed answer."""
+        return self.runs == 1
+
+    @property
+    def run_starts(self) -> tuple[int, ...]:
+        """Per run, the index of its first call (its opening prompt); runs are consecutive."""
+        starts = self._cache.get("run_starts")
+        if starts is None:
+            starts = self._cache["run_starts"] = tuple(
+                k for k, c in enumerate(self.calls) if k == 0 or c.run_index != self.calls[k - 1].run_index
+            )
+        return starts
 
     @property
     def arrays(self) -> TraceArrays:

@@ -190,8 +190,27 @@ def working_set(trace: Trace, r: RunRecord) -> dict[str, np.ndarray]:
 
 
 def calls_table(trace: Trace, r: RunRecord):
-    """``r.calls_frame()`` with the eight category columns after the record's own."""
+    """``r.calls_frame()`` with the eight category columns after the record's own, then the run of the
+    conversation each row belongs to (``run_index``), the run's opening prompt on its first agent row
+    (conversations of several runs; ``sim.metrics.opening_prompt_tokens``) and its live context on its
+    last agent step (``sim.metrics.live_context_tokens``), empty elsewhere (``sim.conversation``)."""
+    import pandas as pd
+
+    from sim.conversation import per_run
+
     df = r.calls_frame()
     for name, col in working_set(trace, r).items():
         df[name] = col
+    runs = per_run(trace, r)
+    opening: list[int | None] = [None] * len(runs.row_run)
+    live: list[int | None] = [None] * len(runs.row_run)
+    for run, j in enumerate(runs.opening_row):
+        if j is not None:
+            opening[j] = runs.opening_prompt_tokens[run]
+    for run, j in enumerate(runs.last_row):
+        if j >= 0:
+            live[j] = runs.live_context_tokens[run]
+    df["run_index"] = runs.row_run
+    df["opening_prompt_tokens"] = pd.array(opening, dtype="Int64")
+    df["live_context_tokens"] = pd.array(live, dtype="Int64")
     return df

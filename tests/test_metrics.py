@@ -99,4 +99,7 @@ def test_metric_names_are_the_documented_ones():
         "answer_completed",
         "answer_outcome",
         "answer_fact_recall",
+        "runs",
+        "max_opening_prompt_tokens",
+        "live_context_tokens",
     ]

@@ -56,7 +56,15 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, anthropic_usage, build_trace, iso_timestamp, warn
+from sim.importers.common import (
+    Message,
+    Usage,
+    anthropic_usage,
+    build_trace,
+    iso_timestamp,
+    number_runs,
+    warn,
+)
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
 from sim.types import Trace
 
@@ -119,6 +127,7 @@ class _Session:
     compact_summaries: int = 0
     compact_triggers: list = field(default_factory=list)  # "auto" or "manual" (/compact), per boundary
     boundaries: list = field(default_factory=list)  # message count at each compaction
+    run_starts: list = field(default_factory=list)  # message index of each new task the user typed
     summaries: list[dict] = field(default_factory=list)
 
 
@@ -211,7 +220,8 @@ def load(path: Path) -> Iterator[Trace]:
             if d.get("isCompactSummary") is True:
                 s.compact_summaries += 1
                 s.boundaries.append(len(s.messages))
-            _add_user(s, msg.get("content"), ts)
+            prompt = not (d.get("isMeta") is True or d.get("isCompactSummary") is True)
+            _add_user(s, msg.get("content"), ts, prompt)
 
     if bad_utf8 is not None:
         warn(file, f"not valid UTF-8 (first at line {bad_utf8}); undecodable bytes replaced")
@@ -233,6 +243,7 @@ def load(path: Path) -> Iterator[Trace]:
             continue
         compacted = s.compact_boundaries or s.compact_summaries
         hide_before_compactions(s.messages, s.boundaries)
+        number_runs(s.messages, s.run_starts)
         yield build_trace(
             trace_id=s.sid,
             source_format=FORMAT,
@@ -341,9 +352,10 @@ def _assistant_content(content) -> tuple[str, tuple[str, ...]]:
     return "\n".join(p for p in lines if p), tuple(ids)
 
 
-def _add_user(s: _Session, content, ts: float | None) -> None:
+def _add_user(s: _Session, content, ts: float | None, prompt: bool = True) -> None:
     if not isinstance(content, list):
         text = content if isinstance(content, str) else ("" if content is None else json.dumps(content))
+        _new_task(s, text, prompt)
         s.messages.append(Message("user", text, timestamp=ts))
         return
     rest: list[str] = []
@@ -363,7 +375,26 @@ def _add_user(s: _Session, content, ts: float | None) -> None:
         else:
             rest.append(_block_text([b]))
     if rest or not any_result:  # text beside results, or an empty content list: a user message
-        s.messages.append(Message("user", "\n".join(p for p in rest if p), timestamp=ts))
+        text = "\n".join(p for p in rest if p)
+        _new_task(s, text, prompt and not any_result)
+        s.messages.append(Message("user", text, timestamp=ts))
+
+
+# Claude Code's own user records that are no task: local commands and their output, the caveat before
+# them, an interruption notice
+_NOT_TASKS = (
+    "<command-name>",
+    "<local-command-stdout>",
+    "<command-message>",
+    "Caveat: ",
+    "[Request interrupted",
+)
+
+
+def _new_task(s: _Session, text: str, prompt: bool) -> None:
+    """A user's prompt after the model has answered opens a new run of the session's conversation."""
+    if prompt and text.strip() and s.last_assistant is not None and not text.lstrip().startswith(_NOT_TASKS):
+        s.run_starts.append(len(s.messages))
 
 
 def _block_text(content) -> str:

@@ -75,6 +75,7 @@ class Message:
     url: str | None = None  # a browser output's page address
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
     hidden_from: int | None = None  # first message index whose recorded request lacked it (recorded_request)
+    run_index: int = 0  # the run of the conversation it belongs to (``number_runs``)
 
 
 @dataclass
@@ -509,6 +510,27 @@ def text_of(content) -> str | None:
     return json.dumps(content, sort_keys=True, ensure_ascii=False)
 
 
+def number_runs(messages: Sequence[Message], starts: Sequence[int]) -> int:
+    """Number the runs of a conversation: each message index in ``starts`` (a user's new task) opens a
+    run, which holds the messages up to the next one. A start with no model call before the next start
+    (a task the log never answered) opens no run: its messages stay in the run before. Returns the runs.
+    """
+    calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    bounds = sorted({b for b in starts if 0 < b < len(messages)})
+    kept: list[int] = []
+    for j, b in enumerate(bounds):
+        end = bounds[j + 1] if j + 1 < len(bounds) else len(messages)
+        before = kept[-1] if kept else 0
+        if any(b <= i < end for i in calls) and any(before <= i < b for i in calls):
+            kept.append(b)
+    run = 0
+    for i, m in enumerate(messages):
+        if run < len(kept) and i == kept[run]:
+            run += 1
+        m.run_index = run
+    return run + 1
+
+
 def build_trace(
     *,
     trace_id: str,
@@ -601,6 +623,7 @@ def build_trace(
             supersedes=tuple(m.supersedes) if facts is None else tuple(facts.supersedes[i]),
             source_type=m.source_type,
             url=m.url,
+            run_index=m.run_index,
         )
         for i, (m, tcid) in enumerate(events_kw)
     )
@@ -621,6 +644,7 @@ def build_trace(
                 usage_provenance="provider" if u.input_tokens is not None else "none",
                 timestamp=u.timestamp if u.timestamp is not None else messages[i].timestamp,
                 recorded_cost_usd=u.cost_usd,
+                run_index=messages[i].run_index,
             )
         )
     return checked(
@@ -642,11 +666,22 @@ def build_trace(
 
 
 def checked(t: Trace, file: str) -> Trace:
-    """``t``, once its numbers are in the canonical ranges and its sums fit (``sim.schema.number_problems``);
-    else the first problem, naming file, trace and field."""
+    """``t``, once its numbers are in the canonical ranges, its sums fit (``sim.schema.number_problems``)
+    and its runs are numbered as the schema says (``sim.traceio.run_problems``); else the first problem,
+    naming file, trace and field."""
     from sim.schema import number_problems
 
     found = number_problems(t)
+    if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
+        from sim.traceio import run_problems
+
+        found += run_problems(
+            {
+                "schema_version": 2,
+                "events": [{"run_index": e.run_index} for e in t.events],
+                "calls": [{"event_index": c.event_index, "run_index": c.run_index} for c in t.calls],
+            }
+        )
     for key in ("recorded_policy", "outcome"):  # written as JSON text: JSON has no NaN or infinity
         try:
             json.dumps(getattr(t, key), allow_nan=False)

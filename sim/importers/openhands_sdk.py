@@ -47,7 +47,16 @@ from pathlib import Path
 
 from sim.errors import TraceError
 from sim.importers import Importer, register
-from sim.importers.common import Message, Usage, build_trace, iso_timestamp, read_json_file, text_of, warn
+from sim.importers.common import (
+    Message,
+    Usage,
+    build_trace,
+    iso_timestamp,
+    number_runs,
+    read_json_file,
+    text_of,
+    warn,
+)
 from sim.importers.openhands_v0 import cmd_output_text, cost_of, token_usage, tool_call_line
 from sim.types import Trace
 
@@ -150,6 +159,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     messages: list[Message] = []
     usage: dict[int, Usage] = {}
     last_action: tuple[str, int] | None = None  # (response id, message index) of the latest ActionEvent
+    run_starts: list[int] = []
     for name, e in events:
         kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
         first = len(messages)  # the messages this event adds carry its kind (sim.types.Event.source_type)
@@ -176,6 +186,8 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
             extended = _text(e.get("extended_content"))
             if extended:
                 text = f"{text}\n{extended}" if text else extended
+            if role == "user" and e.get("source") != "agent" and any(m.kind == "assistant" for m in messages):
+                run_starts.append(len(messages))  # a message sent to the conversation after it ran: a new run
             messages.append(Message(role, text, timestamp=ts))
             rid = e.get("llm_response_id")
             if role == "assistant" and isinstance(rid, str) and rid in usages:
@@ -230,6 +242,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
     window = llm.get("max_input_tokens")
     trace_id = state.get("id") if isinstance(state.get("id"), str) and state.get("id") else folder
+    number_runs(messages, run_starts)
     return build_trace(
         trace_id=trace_id,
         source_format=FORMAT,

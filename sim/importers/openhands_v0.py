@@ -78,6 +78,7 @@ from sim.importers.common import (
     build_trace,
     iso_timestamp,
     load_json,
+    number_runs,
     openai_usage,
     read_json_file,
     text_of,
@@ -183,6 +184,7 @@ class _History:
         self.tool_call_of: dict = {}  # kept action id -> its tool call id (None: a user action or reply)
         self.skipped: set = set()
         self.agent_version: str | None = None
+        self.run_starts: list[int] = []  # a user's message after the agent acted: it resumes (a new run)
 
     def add(self, e, pos: int) -> None:
         rec = f"{self.record} history[{pos}]"
@@ -247,6 +249,8 @@ class _History:
                 text = f"User executed the command:\n{args.get('command', '')}"
             else:
                 text = _str(e.get("message"), json.dumps(dict(args), ensure_ascii=False))
+            if a == "message" and any(m.kind == "assistant" for m in self.messages):
+                self.run_starts.append(len(self.messages))
             self.messages.append(Message("user", text, timestamp=ts, source_type=f"action:{a}"))
             self.tool_call_of[eid] = None
             return
@@ -577,6 +581,7 @@ def convert_history(
             warn(file, f"{record}: {len(costs)} recorded costs for {len(calls)} calls; costs not matched")
     if agent and conv.agent_version:
         agent = f"{agent} {conv.agent_version}"
+    number_runs(conv.messages, conv.run_starts)
     return build_trace(
         trace_id=trace_id,
         source_format=source_format,

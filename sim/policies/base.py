@@ -196,6 +196,21 @@ class Policy:
         """Fresh per-run state."""
         return None
 
+    # A conversation of several runs (``Trace.runs``). Most frameworks keep their compaction in the
+    # conversation itself (a summary message, cleared results, a condensation event), so it carries into
+    # the next run: the default. A policy whose compaction lives in per-run state says False (the seed
+    # engine without its durable compaction record, ``persist_compaction=false``); the engine then puts
+    # every item back as it settled before the new run opens.
+    @property
+    def persists_compaction(self) -> bool:
+        return True
+
+    def start_run(self, trace: Trace, state: Any, run: int, view: View, persisted: bool) -> Any:
+        """At the first call of run ``run`` (>= 1), before its events are admitted: the state the run
+        goes on with. ``persisted``: the view kept its compaction (else every item is back as it
+        settled). Default: the state carries over."""
+        return state
+
     def settle(self, trace: Trace, state: Any, index: int, view: View) -> Change | None:
         """Once, as event ``index`` enters the store and the view (tool-result bounds)."""
         return None

@@ -70,6 +70,17 @@ Rules, in the order a turn meets them:
 
 Compaction changes only the view; the durable store is never rewritten.
 
+Runs of one Conversation (a trace of several runs, ``run_index``). A new Run starts from
+``initialCompactionState``: its own instruction/input block (the events from its first to its first
+assistant turn, the input JSON-stringified twice) is the protected block, the blocks of earlier runs are
+plain history, and its first trigger estimates the whole view (no anchor). What the history holds is the
+durable compaction record's business (``persist_compaction``): on, the covered records stay rendered as
+the summary and the cleared results stay cleared (the state carries on, its cut and bound included);
+off, the history is every prior run's raw records as they settled (envelopes and rejected results
+kept), re-estimated message by message, so the first turn over the limit compacts it again from the
+start. Budgets, warnings and the run-status counters stay conversation-wide (the engine's are per Run:
+not modelled).
+
 What a replay cannot know, and how it is approximated:
 - Tool names and call parameters: the canonical trace has neither; every tool-call part is named
   ``bash`` with params ``{}`` (the assistant's text carries what the recording said).
@@ -148,7 +159,10 @@ def nearing(used: float, limit: float) -> bool:
 class _Events:
     """What the policy reads of a trace, derived once (every setting of a sweep shares it)."""
 
-    __slots__ = ("jb", "escapes", "input", "input_jb2", "block_end", "issuer", "id_json", "elapsed", "ids")
+    __slots__ = (
+        "jb", "escapes", "input", "input_jb2", "block_end", "issuer", "id_json", "elapsed", "ids", "blocks",
+        "inputs",
+    )  # fmt: skip
 
     def __init__(self, trace: Trace) -> None:
         events = trace.events
@@ -167,14 +181,22 @@ class _Events:
                 k = min(max(e.lines - 1, 0), e.bytes // 2)
                 self.jb.append(e.bytes + 2 + k)
                 self.escapes.append(k)
-        self.input_jb2 = 0
-        if self.input >= 0:
-            e = events[self.input]
-            self.input_jb2 = (
-                e.json2_bytes
-                if e.json2_bytes is not None
-                else json2_bytes(e.content if e.content is not None else self.stand_in(trace, e.index))
-            )
+        # each run's instruction/input block [first event, first assistant event) and its input (the
+        # first user event there), whose text is JSON-stringified twice; one run: the trace's own
+        self.blocks: list[tuple[int, int]] = []
+        self.inputs: dict[int, int] = {}  # input event -> its json2 bytes
+        for start in _run_first_events(trace):
+            end = next((e.index for e in events[start:] if e.kind == "assistant"), len(events))
+            self.blocks.append((start, end))
+            first_user = next((e.index for e in events[start:end] if e.kind == "user"), -1)
+            if first_user >= 0:
+                e = events[first_user]
+                self.inputs[first_user] = (
+                    e.json2_bytes
+                    if e.json2_bytes is not None
+                    else json2_bytes(e.content if e.content is not None else self.stand_in(trace, e.index))
+                )
+        self.input_jb2 = self.inputs.get(self.input, 0)
         by_id: dict[str, int] = {}
         self.issuer: dict[int, int] = {}
         self.id_json: dict[int, list[int]] = {}
@@ -254,6 +276,12 @@ def json_text(text: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------- run state
+def _run_first_events(trace: Trace) -> list[int]:
+    """The first event of each run of the conversation (one run: [0])."""
+    events = trace.events
+    return [0] + [i for i in range(1, len(events)) if events[i].run_index != events[i - 1].run_index]
+
+
 class _State:
     """One run's state: the engine's ``ContextCompactionState`` over messages, budget bookkeeping and
     a log of every turn's decision (``explain`` and the oracle's golden test read it)."""
@@ -269,7 +297,11 @@ class _State:
         self.est: list[int] = []  # estimate of the source message
         self.est_cleared: list[int] = []  # ... rendered with its results cleared (tool messages)
         self.tool_msgs: list[int] = []  # unprotected tool messages, ascending
-        self.protected_end = 0  # messages [0, protected_end) are the instruction/input block
+        # messages [protected_start, protected_end) are the current run's instruction/input block: the
+        # events of ``block``; a later run's block replaces it (prior runs' blocks are history then)
+        self.protected_start = 0
+        self.protected_end = 0
+        self.block = info.blocks[0] if info.blocks else (0, 0)
         self.built = 0  # events turned into messages so far
         # ContextCompactionState
         self.cleared_through = 0
@@ -321,6 +353,7 @@ class SeedEngine(Policy):
     summary_ratio: float = 0.1
     summary_min_tokens: int = 256
     summary_max_tokens: int = 2048
+    persist_compaction: bool = True  # the durable compaction record (a conversation of several runs)
 
     name = "seed_engine"
     settles = True
@@ -328,6 +361,11 @@ class SeedEngine(Policy):
     recovers = True
 
     def __post_init__(self) -> None:
+        if not isinstance(self.persist_compaction, bool):
+            raise ConfigError(
+                f"policy '{self.name}': persist_compaction={self.persist_compaction!r} is not true or false"
+            )
+
         def bad(knob: str, allowed: str) -> ConfigError:
             return ConfigError(f"policy '{self.name}': {knob}={getattr(self, knob)!r} is not {allowed}")
 
@@ -384,6 +422,28 @@ class SeedEngine(Policy):
 
     def start(self, trace: Trace) -> _State:
         return _State(trace.derived("seed_engine_events", _Events))
+
+    # ----------------------------------------------------------------------------- a new run
+    @property
+    def persists_compaction(self) -> bool:  # type: ignore[override]
+        return self.persist_compaction
+
+    def start_run(self, trace: Trace, state: _State, run: int, view: View, persisted: bool) -> _State:
+        """A new Run of the conversation: the engine's compaction state is fresh (initialCompactionState);
+        the history it is handed renders what the durable record covers as the summary and cleared results
+        (``persisted``), or is every prior run's raw records (settle-time bounds kept) without it. The
+        new run's instructions and input are its protected block; the first estimate is the whole view."""
+        if persisted:
+            state.last_msgs = -1
+        else:
+            fresh = _State(state.info)
+            for name in ("envelopes", "rejected", "rejecting", "warned", "token_exhausted", "exhausted",
+                         "grace_next", "log"):  # fmt: skip
+                setattr(fresh, name, getattr(state, name))
+            state = fresh
+        state.block = state.info.blocks[run]
+        state.protected_start = state.protected_end = len(state.role)
+        return state
 
     # ----------------------------------------------------------------------------- tool-result bound
     def settle(self, trace: Trace, state: _State, index: int, view: View) -> Change | None:
@@ -453,7 +513,7 @@ class SeedEngine(Policy):
                 size = MESSAGE["system"] + info.jb[i]
                 role = "system"
             elif kind == "user":
-                text = info.input_jb2 if i == info.input else info.jb[i]
+                text = info.inputs[i] if i in info.inputs else info.jb[i]
                 size = MESSAGE["user"] + parts_bytes((TEXT_PART + text,))
                 role = "user"
             else:  # assistant: its text (when it has one) and its tool calls
@@ -477,7 +537,9 @@ class SeedEngine(Policy):
         state.cleared_parts.append(None)
         state.est.append(est)
         state.est_cleared.append(est_cleared)
-        if i < state.info.block_end:
+        if state.block[0] <= i < state.block[1]:
+            if state.protected_end <= state.protected_start:
+                state.protected_start = m
             state.protected_end = m + 1
         elif role == "tool":
             state.tool_msgs.append(m)
@@ -604,7 +666,7 @@ class SeedEngine(Policy):
         self, trace, state: _State, view: View, pending: dict[int, Change], changes, rec
     ) -> Decision:
         cut = self._cut(state)
-        covered = [m for m in range(state.summarized_through, cut) if m >= state.protected_end]
+        covered = [m for m in range(state.summarized_through, cut) if not _protected(state, m)]
         if not covered:
             return Decision(changes)
         bpt = trace.bytes_per_token
@@ -665,7 +727,7 @@ class SeedEngine(Policy):
                 else:
                     n = json_units(e.content, e.chars, e.bytes, info.jb[i])
                 segments.append(("[tool result bash: ", n, RESULT_CLIP, "]"))
-            elif e.kind == "user" and i == info.input:
+            elif e.kind == "user" and i in info.inputs:
                 segments.append(("", json_units(e.content, e.chars, e.bytes, info.jb[i]), None, ""))
             else:
                 if e.bytes > 0 or e.kind != "assistant":
@@ -765,7 +827,7 @@ class SeedEngine(Policy):
             m = of.get(i)
             if m is None:
                 continue
-            covered = m < state.summarized_through and m >= state.protected_end
+            covered = m < state.summarized_through and not _protected(state, m)
             if i == state.carrier and state.summary is not None:
                 est[i] = state.summary_est
             elif covered:
@@ -786,6 +848,10 @@ class SeedEngine(Policy):
         ]
 
 
+def _protected(state: _State, m: int) -> bool:
+    return state.protected_start <= m < state.protected_end
+
+
 def _why(rec: dict) -> list[str]:
     """The trigger's terms and what compaction did, in words (explain)."""
     if rec["limit"] is None:
@@ -794,7 +860,7 @@ def _why(rec: dict) -> list[str]:
     terms = (
         f"last input {rec['last_input']:,} + its output {rec['last_output']:,} + appended {rec['appended']:,}"
         if rec["anchored"]
-        else "the whole view (no call reported yet, or the view was just compacted)"
+        else "the whole view (no call reported yet, a new run, or the view was just compacted)"
     )
     lines = [f"seed estimate {rec['estimate']:,} = {terms}; + output contract {rec['contract']}"]
     limit = rec["limit"]
