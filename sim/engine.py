@@ -42,6 +42,7 @@ from sim.information import (
     shown_ranges,
     span_of,
 )
+from sim.ledger import moved_totals
 from sim.ledger import totals as ledger_totals
 from sim.limits import run_sum_problem
 from sim.model import ReplayModel
@@ -93,7 +94,44 @@ def replay(
     rules, price = _rules_and_price(trace.model, pricing)
     _check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
-    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price))  # type: ignore[arg-type]
+    children = _replay_children(trace, policy, model, window, pricing)
+    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price), children)  # type: ignore[arg-type]
+
+
+def _replay_children(
+    trace: Trace, policy: Policy, model: ReplayModel, window: int | str | None, pricing: str | None
+) -> tuple[RunRecord, ...]:
+    """The records of a trace's children, each replayed under the same policy (its own state) and the
+    parent's mock model behaviour; a child's children recurse (nesting is bounded at load)."""
+    if not trace.children:
+        return ()
+    kids = [c.trace for c in trace.children]
+    return tuple(replay_many(kids, policy, [model.like(k) for k in kids], window, pricing))
+
+
+def _replay_composite(
+    traces: list[Trace],
+    policy: Policy,
+    models: list[ReplayModel],
+    window: int | str | None,
+    pricing: str | None,
+) -> list[RunRecord]:
+    """``replay_many`` of a batch holding traces with children or transforms: those go to the per-call
+    loop (the fast paths decline them), with their children replayed first; the rest as usual."""
+    out: list[RunRecord | None] = [None] * len(traces)
+    simple = [j for j, t in enumerate(traces) if not t.composite]
+    if simple:
+        done = replay_many([traces[j] for j in simple], policy, [models[j] for j in simple], window, pricing)
+        for j, r in zip(simple, done, strict=True):
+            out[j] = r
+    for j, (trace, model) in enumerate(zip(traces, models, strict=True)):
+        if out[j] is None:
+            rules, price = _rules_and_price(trace.model, pricing)
+            _check_priced(policy, trace, price)
+            w = resolve_window(trace.model) if window == AUTO else window
+            kids = _replay_children(trace, policy, model, window, pricing)
+            out[j] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price), kids)  # type: ignore[arg-type]
+    return out  # type: ignore[return-value]
 
 
 def replay_many(
@@ -110,6 +148,8 @@ def replay_many(
     models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
+    if any(t.composite for t in traces):
+        return _replay_composite(traces, policy, models, window, pricing)
     fast = (policy.plans or not policy.acts_before_call) and not (
         policy.recovers or policy.checks_after_call or policy.reports_status
     )
@@ -222,6 +262,7 @@ def _record(
     final_answered=True,
     window=None,
     unpaired=0,
+    children=(),
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
@@ -273,11 +314,12 @@ def _record(
             "missed": missed,
             "final_answered": final_answered,
             "window": window,
+            "children": children,
         },
         primed,
     )
     if ledger is None:  # derived once, from the record
-        object.__setattr__(record, "ledger", ledger_totals(trace, record))
+        object.__setattr__(record, "ledger", moved_totals(trace, ledger_totals(trace, record)))
     return record
 
 
@@ -293,6 +335,7 @@ def _replay_loop(
     observer: Observer | None,
     window: int | None,
     cost: CostModel,
+    children: tuple[RunRecord, ...] = (),
 ) -> RunRecord:
     a = trace.arrays
     events_ = trace.events
@@ -591,4 +634,5 @@ def _replay_loop(
         final_answered=final_answered,
         window=window,
         unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
+        children=children,
     )

@@ -126,6 +126,9 @@ class RunRecord:
     missed: tuple[str, ...] = ()  # facts a retrieval missed (a (trace, fact) misses every time); sorted
     final_answered: bool = True  # the recorded final call got its agent turn (not a grace turn)
     window: int | None = None  # the provider's window the run was replayed with (None: no limit)
+    # the records of the trace's children (sub-agent runs), each replayed under the same policy and
+    # mock model behaviour; their spend rolls into the parent's totals (sim.metrics)
+    children: tuple[RunRecord, ...] = field(default=(), repr=False)
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 

@@ -1,4 +1,5 @@
-"""Canonical trace v1: the machine-checkable schema (JSON Schema subset) and its validator.
+"""Canonical trace v2 (v1 records load as v2 without children): the machine-checkable schema (JSON Schema
+subset) and its validator.
 
 The dict below is the source of truth; ``scenarios/trace.schema.json`` is written from it
 (``python -m sim.schema``) and a test keeps the two equal. The validator supports exactly the
@@ -28,7 +29,14 @@ from sim.limits import (
 )
 from sim.paths import REPO
 from sim.tokens import estimate_tokens
-from sim.types import EVENT_KINDS, FACT_KINDS, SCHEMA_VERSION, TOKEN_PROVENANCES, USAGE_PROVENANCES
+from sim.types import (
+    EVENT_KINDS,
+    FACT_KINDS,
+    SCHEMA_VERSION,
+    SCHEMA_VERSIONS,
+    TOKEN_PROVENANCES,
+    USAGE_PROVENANCES,
+)
 
 _INT = {"type": "integer", "minimum": 0, "maximum": MAX_COUNT}
 _OPT_INT = {"type": ["integer", "null"], "minimum": 0, "maximum": MAX_COUNT}
@@ -116,7 +124,7 @@ TRACE_SCHEMA = {
     "additionalProperties": False,
     "required": ["schema_version", "trace_id", "source_format", "events", "calls"],
     "properties": {
-        "schema_version": {"type": "integer", "enum": [SCHEMA_VERSION]},
+        "schema_version": {"type": "integer", "enum": list(SCHEMA_VERSIONS)},
         "trace_id": {"type": "string"},
         "source_format": {"type": "string"},
         "source_file": {"type": ["string", "null"]},
@@ -128,6 +136,11 @@ TRACE_SCHEMA = {
         "outcome": {"type": "string", "description": "JSON object as a string"},
         "events": {"type": "array", "items": EVENT_SCHEMA},
         "calls": {"type": "array", "items": CALL_SCHEMA},
+        "children": {
+            "type": "string",
+            "description": "version 2: sub-agent runs, a JSON array as a string of {parent_call (the "
+            "spawning call's index), tool_call_id (its tool call, or null), trace (a canonical record)}",
+        },
     },
 }
 
@@ -238,7 +251,7 @@ def conforms(d) -> bool:
     speed (a corpus has millions of events). False means: ask ``problems`` for the messages."""
     if type(d) is not dict or not _TOP_KEYS.issuperset(d) or type(d.get("schema_version")) is not int:
         return False
-    if d["schema_version"] != SCHEMA_VERSION:
+    if d["schema_version"] not in SCHEMA_VERSIONS:
         return False
     if type(d.get("trace_id")) is not str or type(d.get("source_format")) is not str:
         return False
@@ -247,7 +260,7 @@ def conforms(d) -> bool:
             return False
     if not _opt_nat(d.get("context_window")) or not _opt_ratio(d.get("bytes_per_token")):
         return False
-    for k in ("recorded_policy", "outcome"):
+    for k in ("recorded_policy", "outcome", "children"):
         if k in d and type(d[k]) is not str:
             return False
     events, calls = d.get("events"), d.get("calls")

@@ -8,7 +8,12 @@ from enum import IntEnum
 
 import numpy as np
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Version 2 adds optional children (sub-agent runs, ``Child``); a version-1 trace is a version-2 trace
+# without them, and hashes as it always did (``sim.traceio.trace_hash``).
+SCHEMA_VERSIONS = (1, 2)
+MAX_CHILD_DEPTH = 4  # a child's child's ... : deeper nesting is refused (bounded cost of any input)
+MAX_CHILDREN = 10_000  # children of one trace, all depths together
 
 EVENT_KINDS = ("system", "tools", "user", "assistant", "tool_result")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -105,6 +110,10 @@ class Trace:
     recorded_policy: dict = field(default_factory=dict)
     outcome: dict = field(default_factory=dict)
     source_file: str | None = None
+    # Sub-agent runs this run spawned (schema version 2; empty in version 1), in order of parent call.
+    children: tuple[Child, ...] = ()
+    # What a what-if transform moved where (``sim.transforms``); never written to a canonical file.
+    moved: tuple[Moved, ...] = ()
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def derived(self, key: str, build):
@@ -115,11 +124,48 @@ class Trace:
         return v
 
     @property
+    def composite(self) -> bool:
+        """Holds children or a what-if transform's declarations: the fast paths (batch, grid) decline
+        such a trace and the per-call loop replays it."""
+        return bool(self.children or self.moved)
+
+    @property
     def arrays(self) -> TraceArrays:
         a = self._cache.get("arrays")
         if a is None:
             a = self._cache["arrays"] = TraceArrays.build(self)
         return a
+
+
+@dataclass(frozen=True)
+class Child:
+    """A sub-agent run: its own events, calls and usage, spawned by call ``parent_call`` of its parent.
+    The parent's view holds only the child's report (the tool result answering ``tool_call_id``, when
+    the source names it); the child's spend is accounted into the parent's totals on replay."""
+
+    parent_call: int
+    trace: Trace
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One what-if transform's declaration of what it moved where: recorded calls ``[first, end)`` of
+    the source trace became call ``call`` of the transformed one (a delegation, a brokered program),
+    ``child`` the child that holds them now (None: they stayed in the parent). ``tokens_moved``: their
+    events' tokens the parent no longer holds; ``tokens_after``: what it holds instead (the report, the
+    brokered result); ``facts_lost``: facts those events provided that no longer reach the parent."""
+
+    transform: str
+    first: int
+    end: int
+    call: int
+    child: int | None
+    tokens_moved: int
+    tokens_after: int
+    facts_kept: tuple[str, ...] = ()
+    facts_lost: tuple[str, ...] = ()
+    fact_kinds_lost: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)

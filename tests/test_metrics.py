@@ -99,4 +99,9 @@ def test_metric_names_are_the_documented_ones():
         "answer_completed",
         "answer_outcome",
         "answer_fact_recall",
+        "child_calls",
+        "child_input_tokens",
+        "child_cost_microusd",
+        "parent_input_tokens",
+        "child_exhausted",
     ]
