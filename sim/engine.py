@@ -315,6 +315,7 @@ def _record(
             "final_answered": final_answered,
             "window": window,
             "children": children,
+            "transforms": trace.applied,
         },
         primed,
     )

@@ -129,6 +129,7 @@ class RunRecord:
     # the records of the trace's children (sub-agent runs), each replayed under the same policy and
     # mock model behaviour; their spend rolls into the parent's totals (sim.metrics)
     children: tuple[RunRecord, ...] = field(default=(), repr=False)
+    transforms: tuple[str, ...] = ()  # what-if transforms applied to the trace (sim.transforms), in order
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 

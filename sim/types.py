@@ -114,6 +114,7 @@ class Trace:
     children: tuple[Child, ...] = ()
     # What a what-if transform moved where (``sim.transforms``); never written to a canonical file.
     moved: tuple[Moved, ...] = ()
+    applied: tuple[str, ...] = ()  # labels of the transforms applied, in order (``Transform.label``)
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def derived(self, key: str, build):

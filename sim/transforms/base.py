@@ -86,7 +86,8 @@ def apply_all(trace: Trace, transforms: Sequence[Transform], model: ReplayModel)
     """``trace`` through each transform in turn (each sees the previous one's output and a model like
     ``model`` for it), children untouched (a transform rewrites the run it is given)."""
     for t in transforms:
-        trace = t.apply(trace, model if model.trace is trace else model.like(trace))
+        out = t.apply(trace, model if model.trace is trace else model.like(trace))
+        trace = dataclasses.replace(out, applied=(*out.applied, t.label()))
     return trace
 
 
