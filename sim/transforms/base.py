@@ -54,11 +54,17 @@ def register(cls: type[Transform]) -> type[Transform]:
     return cls
 
 
-def registered() -> dict[str, type[Transform]]:
-    from sim.plugins import import_modules
+_LOADED: list[bool] = []  # once every module of sim.transforms is imported (each registers its own)
 
-    if not _REGISTRY:
+
+def registered() -> dict[str, type[Transform]]:
+    """The closed registry: the transforms of sim.transforms' modules (no entry points: a transform
+    rewrites the trace every metric is computed from, so only ctxsim's own are trusted)."""
+    if not _LOADED:
+        from sim.plugins import import_modules
+
         import_modules("sim.transforms", skip="base")
+        _LOADED.append(True)
     return dict(sorted(_REGISTRY.items()))
 
 
