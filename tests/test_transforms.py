@@ -193,9 +193,9 @@ def test_transforms_compose_and_renumber_earlier_declarations():
 
 def test_the_command_line_binds_each_override_to_its_transform(tmp_path, capsys):
     rest, specs = take_transforms(
-        ["run", "x.jsonl", "--transform", "delegate_research", "transform.report_tokens=80", "--transform=code_mode",
-         "transform.n=2", "--format", "json"]
-    )  # fmt: skip
+        ["run", "x.jsonl", "--transform", "delegate_research", "transform.report_tokens=80"]
+        + ["--transform=code_mode", "transform.n=2", "--format", "json"]
+    )
     assert rest == ["run", "x.jsonl", "--format", "json"]
     assert specs == [("delegate_research", ["transform.report_tokens=80"]), ("code_mode", ["transform.n=2"])]
     built = compose_transforms(specs)
