@@ -155,3 +155,32 @@ def test_fast_paths_decline_traces_with_children(monkeypatch):
     looped = replay(WITH_CHILD, policy, observer=lambda k, v: None)
     assert compute_metrics(batch[1]) == compute_metrics(looped)
     assert compute_metrics(batch[0]) == compute_metrics(replay(PARENT, policy, observer=lambda k, v: None))
+
+
+def test_a_sweep_over_traces_with_children_reports_parent_vs_child_spend(tmp_path):
+    """Children ride through a sweep (their spend in the rows) and the report draws the parent vs child
+    figure only then: the same sweep without children has no such section."""
+    import pandas as pd
+
+    from sim.report import make_report
+    from sim.sweep import SweepSpec, run_sweep
+
+    out = {}
+    for name, traces in (("kids", [WITH_CHILD, KID]), ("plain", [PARENT, KID])):
+        scenario = tmp_path / f"{name}.jsonl"
+        write_traces(traces, scenario)
+        spec = SweepSpec(
+            policy="raw", scenario=str(scenario), pricing="claude-sonnet-4-5", results=str(tmp_path / name)
+        )
+        path = run_sweep(spec, workers=1, progress=False)
+        df = pd.read_parquet(path)
+        out[name] = (df, make_report([path], tmp_path / f"{name}-report")[0])
+    df, md = out["kids"]
+    assert df["child_input_tokens"].tolist() == [880, 0] and df["parent_input_tokens"].tolist() == [320, 880]
+    assert df["cumulative_input_tokens"].tolist() == [1200, 880]
+    text = md.read_text(encoding="utf-8")
+    assert "## Parent vs child spend" in text and "](figures/parent_vs_child_spend.png)" in text
+    assert (md.parent / "figures" / "parent_vs_child_spend.png").read_bytes()[:4] == b"\x89PNG"
+    _, plain = out["plain"]
+    assert "Parent vs child spend" not in plain.read_text(encoding="utf-8")
+    assert not (plain.parent / "figures" / "parent_vs_child_spend.png").exists()
