@@ -1218,7 +1218,15 @@ def _fig_child_spend(spend: list[tuple[str, int, int, float | None, float | None
         panels = [("input tokens", [s[1] for s in spend], [s[2] for s in spend], lambda v, _p: f"{v:,.0f}")]
         if priced:
             panels.append(
-                ("cost (USD)", [s[3] for s in spend], [s[4] for s in spend], lambda v, _p: f"{v:,.2f}")
+                (
+                    "cost (USD)",
+                    [s[3] for s in spend],
+                    [s[4] for s in spend],
+                    # a few cents still read: four decimals below a dollar
+                    (lambda v, _p: f"{v:,.2f}")
+                    if max(p + c for *_, p, c in spend) >= 1  # type: ignore[operator]
+                    else (lambda v, _p: f"{v:,.4f}"),
+                )
             )
         for ax, (title, parent, child, fmt) in zip(axes, panels, strict=True):
             ax.barh(y, parent, color="#4c72b0", label="parent's own calls")
