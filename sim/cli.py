@@ -873,17 +873,16 @@ def _sweep_flags(args: argparse.Namespace) -> list[str]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
+    words = [w for name, ovs in getattr(args, "transforms", None) or () for w in (f"transform={name}", *ovs)]
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
         from sim.hydra_sweep import main as hydra_main
 
+        if words or any(it.split("=", 1)[0].startswith("transform") for it in args.items):
+            raise ConfigError("sweep -m: transforms are not supported with Hydra's multirun; drop -m")
         return hydra_main(args.items + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
-    if getattr(args, "transforms", None) or any(it.startswith("transform=") for it in args.items):
-        raise ConfigError(
-            "sweep: transforms are not supported by sweep yet; use `ctxsim run` or `ctxsim size`"
-        )
-    args.items = _sweep_flags(args) + list(args.items)
+    args.items = _sweep_flags(args) + list(args.items) + words
     spec, workers = spec_from_args(args.items, csv=args.csv, skip_invalid=args.skip_invalid)
     path = run_sweep(spec, workers=workers)
     print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
@@ -1256,7 +1255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sim.transforms.config import take_transforms
 
         try:
-            argv, transforms = take_transforms(argv)
+            argv, transforms = take_transforms(argv, loose=argv[0] == "sweep")
         except CtxsimError as exc:
             print(f"ctxsim: error: {exc}", file=sys.stderr)
             return exc.exit_code

@@ -224,3 +224,28 @@ def test_the_command_line_binds_each_override_to_its_transform(tmp_path, capsys)
     assert "has no knob 'n'; knobs: min_span, report_tokens" in capsys.readouterr().err
     assert main(["run", str(p), "--transform", "delegate"]) == 2
     assert "did you mean 'delegate_research'" in capsys.readouterr().err
+
+
+def test_sweep_takes_transforms_and_keys_runs_by_them(tmp_path, capsys):
+    """`sweep ... transform=NAME transform.KEY=V` (and `--transform`): rows as `run` gives them, run keys
+    that differ from the same sweep without the transform, the plain sweep's keys unchanged."""
+    import pandas as pd
+
+    p = tmp_path / "run.jsonl"
+    write_traces([research_run()], p)
+    base = ["sweep", "policy=raw", f"scenario={p}"]
+    assert main([*base, f"results.path={tmp_path / 'plain'}"]) == 0
+    assert main([*base, "transform=delegate_research", "transform.report_tokens=80",
+                 f"results.path={tmp_path / 'words'}"]) == 0  # fmt: skip
+    assert main([*base, "--transform", "delegate_research", "transform.report_tokens=80",
+                 f"results.path={tmp_path / 'flag'}"]) == 0  # fmt: skip
+    plain, words, flag = (
+        pd.read_parquet(tmp_path / n / "results.parquet") for n in ("plain", "words", "flag")
+    )
+    assert words["run_key"].tolist() == flag["run_key"].tolist() != plain["run_key"].tolist()
+    assert (words["cumulative_input_tokens"].tolist(), words["child_calls"].tolist()) == ([2545], [4])
+    assert words["transforms"].tolist() == ["delegate_research(min_span=2,report_tokens=80)"]
+    assert (plain["cumulative_input_tokens"].tolist(), plain["transforms"].tolist()) == ([2855], [""])
+    capsys.readouterr()
+    assert main([*base, "transform.n=2", f"results.path={tmp_path / 'bad'}"]) == 2
+    assert "follows the transform=NAME it sets" in capsys.readouterr().err

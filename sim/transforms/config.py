@@ -18,9 +18,11 @@ from sim.transforms.base import Transform, make_transform, registered
 Spec = tuple[str, list[str]]  # (name, its transform.KEY=VALUE overrides)
 
 
-def take_transforms(argv: Sequence[str]) -> tuple[list[str], list[Spec]]:
+def take_transforms(argv: Sequence[str], loose: bool = False) -> tuple[list[str], list[Spec]]:
     """Split ``--transform NAME`` (or ``--transform=NAME``) and the ``transform.KEY=VALUE`` words after
-    it (until the next ``--transform``) out of a command line: (the other words, the specs in order)."""
+    it (until the next ``--transform``) out of a command line: (the other words, the specs in order).
+    ``loose`` (sweep, whose own ``transform=NAME`` words take overrides too): a ``transform.KEY=VALUE``
+    before any ``--transform`` stays among the other words instead of being an error."""
     rest: list[str] = []
     specs: list[Spec] = []
     i = 0
@@ -35,7 +37,7 @@ def take_transforms(argv: Sequence[str]) -> tuple[list[str], list[Spec]]:
                 name, i = a.partition("=")[2], i + 1
             specs.append((name, []))
             continue
-        if a.startswith("transform.") and "=" in a:
+        if a.startswith("transform.") and "=" in a and (specs or not loose):
             if not specs:
                 raise ConfigError(
                     f"override '{a}': a transform.KEY=VALUE follows the --transform NAME it sets"
