@@ -309,7 +309,11 @@ def _canonical_problems(path: Path) -> Iterator[str]:
 
         try:
             for row, d in parquet_rows(path):
-                d = {k: v for k, v in d.items() if v is not None or k not in ("recorded_policy", "outcome")}
+                d = {
+                    k: v
+                    for k, v in d.items()
+                    if v is not None or k not in ("recorded_policy", "outcome", "children")
+                }
                 yield from report(f"row {row}", d)
         except TraceError as exc:  # a damaged file: its rows up to the damage are checked, then this
             yield str(exc)

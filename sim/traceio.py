@@ -70,8 +70,10 @@ def call_to_dict(c: Call) -> dict:
 
 
 def trace_to_dict(t: Trace) -> dict:
+    """The canonical record, at the lowest schema version that holds it: a trace without children is a
+    version-1 record, byte for byte as before (older readers load it; its hash is unchanged)."""
     return {
-        "schema_version": SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION if t.children else 1,
         "trace_id": t.trace_id,
         "source_format": t.source_format,
         "source_file": t.source_file,
@@ -103,12 +105,9 @@ def children_json(children: Sequence[Child]) -> str:
 
 
 def trace_hash(t: Trace) -> str:
-    """sha256 over the canonical content; the source file name is provenance, not content. A trace
-    without children hashes as its version-1 record did (results keyed by it stay valid)."""
+    """sha256 over the canonical content; the source file name is provenance, not content."""
     d = trace_to_dict(t)
     d.pop("source_file")
-    if not t.children:
-        d["schema_version"] = 1
     blob = json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 

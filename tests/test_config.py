@@ -70,7 +70,7 @@ def test_no_outputs_folder_created(tmp_path, monkeypatch):
 
 def test_committed_schema_file_is_current():
     assert schema.SCHEMA_FILE.read_text() == schema.schema_text()
-    assert json.loads(schema.SCHEMA_FILE.read_text())["title"] == "ctxsim canonical trace v1"
+    assert json.loads(schema.SCHEMA_FILE.read_text())["title"] == "ctxsim canonical trace v2"
 
 
 def test_conf_dir_has_groups():
