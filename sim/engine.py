@@ -95,6 +95,8 @@ def replay(
     _check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
     children = _replay_children(trace, policy, model, window, pricing)
+    run = after_children(trace, children)
+    model, trace = (model, trace) if run is trace else (model.like(run), run)
     return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price), children)  # type: ignore[arg-type]
 
 
@@ -107,6 +109,42 @@ def _replay_children(
         return ()
     kids = [c.trace for c in trace.children]
     return tuple(replay_many(kids, policy, [model.like(k) for k in kids], window, pricing))
+
+
+def child_answered(r: RunRecord) -> bool:
+    """The child settled with an answer: its own final turn, or a grace turn after a budget ran out (a
+    success for the parent, effect-agent's ``SubagentCompleted``); otherwise it failed
+    (``SubagentFailed``: missing information, an overflow, a budget without a grace turn, ...)."""
+    return r.final_answered or r.kind_count(GRACE) > 0
+
+
+def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
+    """The parent as its children left it: a child that failed sent no report, so the tool result
+    answering its call provides no facts (declared lost: ``Moved`` of kind ``child-failed``). The run
+    keeps the recorded trace's identity (its hash). Without a failed child: ``trace`` itself."""
+    import dataclasses
+
+    from sim.types import Moved
+
+    failed = {
+        c.tool_call_id: (j, c.parent_call)
+        for j, (c, r) in enumerate(zip(trace.children, kids, strict=True))
+        if c.tool_call_id is not None and not child_answered(r)
+    }
+    if not failed:
+        return trace
+    events, moved = list(trace.events), []
+    for i, e in enumerate(events):
+        if e.kind == "tool_result" and e.tool_call_id in failed and e.provides:
+            j, k = failed[e.tool_call_id]
+            kinds = e.fact_kinds or (None,) * len(e.provides)
+            moved.append(Moved("child-failed", k, k + 1, k, j, 0, 0, (), e.provides, tuple(kinds)))
+            events[i] = dataclasses.replace(e, provides=(), fact_spans=(), fact_kinds=())
+    if not moved:
+        return trace
+    out = dataclasses.replace(trace, events=tuple(events), moved=(*trace.moved, *moved))
+    out._cache["trace_hash"] = trace.derived("trace_hash", trace_hash)
+    return out
 
 
 def _replay_composite(
@@ -130,7 +168,9 @@ def _replay_composite(
             _check_priced(policy, trace, price)
             w = resolve_window(trace.model) if window == AUTO else window
             kids = _replay_children(trace, policy, model, window, pricing)
-            out[j] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price), kids)  # type: ignore[arg-type]
+            run = after_children(trace, kids)
+            m = model if run is trace else model.like(run)
+            out[j] = _replay_loop(run, policy, m, None, w, CostModel(rules, price), kids)  # type: ignore[arg-type]
     return out  # type: ignore[return-value]
 
 

@@ -147,6 +147,12 @@ def child_exhausted(rs: Records) -> list[int]:
     return [sum(_settled_on_grace(c) for c in r.children) for r in rs]
 
 
+def child_failed(rs: Records) -> list[int]:
+    """Children that settled without an answer (no final turn, no grace turn): their report never
+    reached the parent, and the facts it held count lost (effect-agent's ``SubagentFailed``)."""
+    return [sum(not (c.final_answered or c.kind_count(GRACE)) for c in r.children) for r in rs]
+
+
 def _ledger(field: str) -> Callable[[Records], list[int]]:
     get = attrgetter(f"ledger.{field}")
 
@@ -296,6 +302,7 @@ METRICS: dict[str, Callable[[Records], list]] = {
     "child_cost_microusd": child_cost_microusd,
     "parent_input_tokens": parent_input_tokens,
     "child_exhausted": child_exhausted,
+    "child_failed": child_failed,
 }
 
 

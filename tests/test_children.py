@@ -183,3 +183,34 @@ def test_a_sweep_over_traces_with_children_reports_parent_vs_child_spend(tmp_pat
     _, plain = out["plain"]
     assert "Parent vs child spend" not in plain.read_text(encoding="utf-8")
     assert not (plain.parent / "figures" / "parent_vs_child_spend.png").exists()
+
+
+def test_a_child_that_fails_sends_no_report():
+    """The child's last turn needs a fact of its first result, which observation masking (n=1) hides;
+    under model.on_missing=fail the child ends with missing-information: no answer, so the parent's
+    tool result for it (the report, providing 'rep', which the parent's answer needs) brings nothing
+    and the parent fails too. With refetch the child re-reads, answers, and the parent completes."""
+    from sim.model import ReplayModel
+
+    kid_events = list(KID.events)
+    kid_events[3] = dataclasses.replace(kid_events[3], provides=("seen",))
+    kid_events[6] = dataclasses.replace(kid_events[6], needs=("seen",))
+    kid = dataclasses.replace(KID, events=tuple(kid_events))
+    par_events = list(PARENT.events)
+    par_events[3] = dataclasses.replace(par_events[3], provides=("rep",))
+    par_events[4] = dataclasses.replace(par_events[4], needs=("rep",))
+    parent = dataclasses.replace(PARENT, events=tuple(par_events), children=(Child(0, kid, "c0"),))
+    policy = make_policy("observation_masking", n=1)
+    for on_missing, child_finish, parent_finish, failed in (
+        ("fail", "missing-information", "missing-information", 1),
+        ("refetch", "completed", "completed", 0),
+    ):
+        r = replay(parent, policy, ReplayModel(parent, on_missing=on_missing))
+        m = compute_metrics(r)
+        assert (r.children[0].finish_reason, r.finish_reason, m["child_failed"]) == (
+            child_finish,
+            parent_finish,
+            failed,
+        )
+        assert m["facts_lost"] == failed  # 'rep' never reached the parent
+        assert r.trace_hash == trace_hash(parent)  # the same run, whatever its child did

@@ -104,4 +104,5 @@ def test_metric_names_are_the_documented_ones():
         "child_cost_microusd",
         "parent_input_tokens",
         "child_exhausted",
+        "child_failed",
     ]
