@@ -249,3 +249,17 @@ def test_sweep_takes_transforms_and_keys_runs_by_them(tmp_path, capsys):
     capsys.readouterr()
     assert main([*base, "transform.n=2", f"results.path={tmp_path / 'bad'}"]) == 2
     assert "follows the transform=NAME it sets" in capsys.readouterr().err
+
+
+def test_size_takes_transforms(tmp_path, capsys):
+    """`size --transform`: the sizing runs on the transformed traces (here the 80-token report loses fa,
+    which the edit needs: the baseline no longer completes)."""
+    p = tmp_path / "run.jsonl"
+    write_traces([research_run()], p)
+    argv = ["size", str(p), "--limits", "1000,2000", "--keeps", "200", "--format", "json"]
+    assert main(argv) == 0
+    plain = json.loads(capsys.readouterr().out)["baseline"]
+    assert main([*argv, "--transform", "delegate_research", "transform.report_tokens=80"]) == 0
+    moved = json.loads(capsys.readouterr().out)["baseline"]
+    assert (plain["facts_lost"], plain["facts_seen"], plain["completion"]) == (0, 3, 1.0)
+    assert (moved["facts_lost"], moved["facts_seen"], moved["completion"]) == (1, 3, 0.0)
