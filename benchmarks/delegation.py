@@ -1,9 +1,10 @@
 """What delegating research costs on the 40 shared mini-swe-agent runs (issue 25's numbers): the seed
 engine without delegation against ``delegate_research`` with ``report_tokens`` 500 and 2,000 (``min_span``
-2), every call priced as claude-sonnet-4-5: the parent's cumulative input, the children's, the total cost
-including the children, facts lost and answers completed. Each setting is measured twice: the seed
-engine's defaults (no ``context_token_limit``: it never compacts) and 16000/8000 (``ctxsim size``'s
-recommendation for these runs).
+2; also 120, where reports start to drop facts on these runs) and ``code_mode`` n=3, every call priced as
+claude-sonnet-4-5: the parent's cumulative input, the children's, the total cost including the children,
+facts lost and answers completed. Each is measured twice: the seed engine's defaults (no
+``context_token_limit``: it never compacts) and 16000/8000 (``ctxsim size``'s recommendation for these
+runs).
 
     python benchmarks/delegation.py [--repeats N] [--summarizer extractive|oracle]
 
@@ -28,16 +29,25 @@ from sim.transforms.base import apply_all, make_transform
 MINI = "mini-swe-agent-gemini3pro/trajs"
 PRICING = "claude-sonnet-4-5"
 POLICIES = [("defaults", {}), ("16000/8000", {"context_token_limit": 16000, "keep_recent_tokens": 8000})]
-# 500 and 2000: the issue's; 120 (3 facts at 40 tokens a fact): where the report starts to drop facts here
-DELEGATION = [("none", None), ("report 120", 120), ("report 500", 500), ("report 2000", 2000)]
+# 500 and 2000: the issue's; 120 (3 facts at 40 tokens a fact): where the report starts to drop facts
+# here; code_mode n=3 (its default) for comparison
+DELEGATION: list[tuple[str, tuple[str, dict] | None]] = [
+    ("none", None),
+    ("report 120", ("delegate_research", {"min_span": 2, "report_tokens": 120})),
+    ("report 500", ("delegate_research", {"min_span": 2, "report_tokens": 500})),
+    ("report 2000", ("delegate_research", {"min_span": 2, "report_tokens": 2000})),
+    ("code_mode n=3", ("code_mode", {"n": 3})),
+]
 
 
-def measure(traces, knobs: dict, report: int | None, summarizer: str) -> tuple[dict, int, float]:
-    """(column sums and counts, spans delegated, CPU seconds) of one setting over the traces."""
+def measure(
+    traces, knobs: dict, transform: tuple[str, dict] | None, summarizer: str
+) -> tuple[dict, int, float]:
+    """(column sums and counts, spans moved, CPU seconds) of one setting over the traces."""
     t0 = time.process_time()
     models = [ReplayModel(t, summarizer=summarizer) for t in traces]
-    if report is not None:
-        step = [make_transform("delegate_research", min_span=2, report_tokens=report)]
+    if transform is not None:
+        step = [make_transform(transform[0], **transform[1])]
         runs = [apply_all(t, step, m) for t, m in zip(traces, models, strict=True)]
         models = [m.like(t) for t, m in zip(runs, models, strict=True)]
     else:
@@ -61,7 +71,7 @@ def measure(traces, knobs: dict, report: int | None, summarizer: str) -> tuple[d
     }
     sums["answer_completed"] = sum(bool(m["answer_completed"]) for m in ms)
     sums["runs"] = len(ms)
-    return sums, sum(len(t.children) for t in runs), cpu
+    return sums, sum(len(t.moved) for t in runs), cpu
 
 
 def main() -> None:
@@ -73,17 +83,17 @@ def main() -> None:
     print(f"# delegate_research on {len(traces)} mini-swe-agent runs (seed_engine, priced as {PRICING})\n")
     print(f"summarizer {args.summarizer}; CPU: median of {args.repeats} repeats\n")
     head = (
-        "| seed_engine | delegation | spans | parent calls | child calls | parent input | child input | "
+        "| seed_engine | transform | spans moved | parent calls | child calls | parent input | child input | "
         "total input | vs none | total cost USD | child cost USD | vs none | facts lost | completed | CPU s |"
     )
     print(head)
     print("|" + "---|" * (head.count("|") - 1))
     for label, knobs in POLICIES:
         base = None
-        for name, report in DELEGATION:
+        for name, transform in DELEGATION:
             cpus = []
             for _ in range(args.repeats):
-                s, spans, cpu = measure(traces, knobs, report, args.summarizer)
+                s, spans, cpu = measure(traces, knobs, transform, args.summarizer)
                 cpus.append(cpu)
             base = base or s
             d_in = s["cumulative_input_tokens"] / base["cumulative_input_tokens"] - 1
