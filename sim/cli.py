@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sim.errors import ConfigError, TraceError, UnknownNameError
+from sim.errors import ConfigError, CtxsimError, TraceError, UnknownNameError
 from sim.exitcodes import run_command
 from sim.jsonl import json_lines
 
@@ -86,9 +86,10 @@ def iter_runs(
     behaviour: dict[str, Any] | None = None,
     scenarios: list[str] | None = None,
     dataset: tuple[str, str, bool] | None = None,
+    transforms: Sequence[Any] = (),
 ) -> Iterator[list[tuple[Any, Any]]]:
     """Batches of (trace, record) for every trace in the given files, in file order (a batch never
-    spans two files)."""
+    spans two files); each trace through ``transforms`` (``sim.transforms``) first."""
     from sim.engine import BATCH, replay_many
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
@@ -151,6 +152,11 @@ def iter_runs(
                 uncalibrated.add(trace.model or "")
                 for line in resolve(trace.model).warnings("bytes_per_token", "text_coefficients"):
                     _warn(line)
+            if transforms:
+                from sim.transforms.base import apply_all
+
+                trace = apply_all(trace, transforms, model)
+                model = model.like(trace)
             batch.append(trace)
             models.append(model)
         if estimated_runs:
@@ -210,12 +216,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = compose(args.policy, overrides, allow)
     policy, window, behaviour = build_policy(cfg, allow), model_window(cfg), model_behaviour(cfg)
     window, pricing = model_flags(args, window, args.pricing)
+    transforms = _transforms(args)
     rows, frames, ledger = [], [], []
     dataset = (args.dataset, args.split, args.streaming) if args.dataset else None
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
-    for batch in iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset):
+    for batch in iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms):
         batch_rows = result_rows([rec for _, rec in batch], __version__)
         for (trace, rec), row in zip(batch, batch_rows, strict=True):
             if stream_out:
@@ -256,6 +263,16 @@ def cmd_run(args: argparse.Namespace) -> int:
             note = "it keeps what later actions need; an upper bound, not a harness"
             print(f"summarizer {UPPER_BOUND}: {note}")
     return 0
+
+
+def _transforms(args: argparse.Namespace) -> list[Any]:
+    """The command line's ``--transform NAME [transform.KEY=VALUE ...]``, composed (none: [])."""
+    specs = getattr(args, "transforms", None)
+    if not specs:
+        return []
+    from sim.transforms.config import compose_transforms
+
+    return compose_transforms(specs)
 
 
 def _totals_line(rows: list[dict[str, Any]]) -> str:
@@ -299,7 +316,11 @@ def _canonical_problems(path: Path) -> Iterator[str]:
 
         try:
             for row, d in parquet_rows(path):
-                d = {k: v for k, v in d.items() if v is not None or k not in ("recorded_policy", "outcome")}
+                d = {
+                    k: v
+                    for k, v in d.items()
+                    if v is not None or k not in ("recorded_policy", "outcome", "children")
+                }
                 yield from report(f"row {row}", d)
         except TraceError as exc:  # a damaged file: its rows up to the damage are checked, then this
             yield str(exc)
@@ -710,6 +731,12 @@ def cmd_size(args: argparse.Namespace) -> int:
         raise ConfigError("size: give trace PATHs or --dataset")
     if not traces:
         raise ConfigError("size: no traces")
+    if transforms := _transforms(args):
+        from sim.model import ReplayModel
+        from sim.transforms.base import apply_all
+
+        what = {"on_missing": args.on_missing, "summarizer": args.summarizer}
+        traces = [apply_all(t, transforms, ReplayModel(t, **what)) for t in traces]
     reserve, summary = output_reserve(traces), largest_summary(args.policy)
     win = window if isinstance(window, int) else None
     if window == "auto":  # every trace's recorded model has the same window: size against it
@@ -867,14 +894,17 @@ def _sweep_flags(args: argparse.Namespace) -> list[str]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
+    words = [w for name, ovs in getattr(args, "transforms", None) or () for w in (f"transform={name}", *ovs)]
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
         from sim.hydra_sweep import main as hydra_main
 
+        if words or any(it.split("=", 1)[0].startswith("transform") for it in args.items):
+            raise ConfigError("sweep -m: transforms are not supported with Hydra's multirun; drop -m")
         flags = _sweep_flags(args) + (["skip_invalid=true"] if args.skip_invalid else [])
         return hydra_main(flags + list(args.items) + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
-    args.items = _sweep_flags(args) + list(args.items)
+    args.items = _sweep_flags(args) + list(args.items) + words
     spec, workers = spec_from_args(args.items, csv=args.csv, skip_invalid=args.skip_invalid)
     path = run_sweep(spec, workers=workers)
     print(f"results: {path}" + (f" (and {path.with_suffix('.csv').name})" if spec.csv else ""))
@@ -1244,6 +1274,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere on the line, not only before the command
     argv = [a for a in argv if a != "--debug"]
+    transforms: list = []
+    if argv[:1] and argv[0] in ("run", "size", "sweep"):  # --transform NAME [transform.KEY=V ...]
+        from sim.transforms.config import take_transforms
+
+        try:
+            argv, transforms = take_transforms(argv, loose=argv[0] == "sweep")
+        except CtxsimError as exc:
+            print(f"ctxsim: error: {exc}", file=sys.stderr)
+            return exc.exit_code
     # `run PATH... --policy X policy.n=10`: overrides may follow options, which argparse leaves over
     args, extra = parser.parse_known_args(argv)
     if extra:
@@ -1251,6 +1290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.items.extend(extra)
         else:
             _unknown_arguments(parser, args.command, extra)
+    args.transforms = transforms
     return run_command(args.func, args, debug=debug)
 
 

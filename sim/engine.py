@@ -47,6 +47,7 @@ from sim.information import (
     shown_ranges,
     span_of,
 )
+from sim.ledger import moved_totals
 from sim.ledger import totals as ledger_totals
 from sim.limits import run_sum_problem
 from sim.model import ReplayModel
@@ -105,7 +106,79 @@ def _loop_one(
     rules, price = _rules_and_price(trace.model, pricing)
     _check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
-    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price))  # type: ignore[arg-type]
+    children = _replay_children(trace, policy, model, window, pricing)
+    run = after_children(trace, children)
+    model, trace = (model, trace) if run is trace else (model.like(run), run)
+    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price), children)  # type: ignore[arg-type]
+
+
+def _replay_children(
+    trace: Trace, policy: Policy, model: ReplayModel, window: int | str | None, pricing: str | None
+) -> tuple[RunRecord, ...]:
+    """The records of a trace's children, each replayed under the same policy (its own state) and the
+    parent's mock model behaviour; a child's children recurse (nesting is bounded at load)."""
+    if not trace.children:
+        return ()
+    kids = [c.trace for c in trace.children]
+    return tuple(replay_many(kids, policy, [model.like(k) for k in kids], window, pricing))
+
+
+def child_answered(r: RunRecord) -> bool:
+    """The child settled with an answer: its own final turn, or a grace turn after a budget ran out (a
+    success for the parent, effect-agent's ``SubagentCompleted``); otherwise it failed
+    (``SubagentFailed``: missing information, an overflow, a budget without a grace turn, ...)."""
+    return r.final_answered or r.kind_count(GRACE) > 0
+
+
+def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
+    """The parent as its children left it: a child that failed sent no report, so the tool result
+    answering its call provides no facts (declared lost: ``Moved`` of kind ``child-failed``). The run
+    keeps the recorded trace's identity (its hash). Without a failed child: ``trace`` itself."""
+    import dataclasses
+
+    from sim.types import Moved
+
+    failed = {
+        c.tool_call_id: (j, c.parent_call)
+        for j, (c, r) in enumerate(zip(trace.children, kids, strict=True))
+        if c.tool_call_id is not None and not child_answered(r)
+    }
+    if not failed:
+        return trace
+    events, moved = list(trace.events), []
+    for i, e in enumerate(events):
+        if e.kind == "tool_result" and e.tool_call_id in failed and e.provides:
+            j, k = failed[e.tool_call_id]
+            kinds = e.fact_kinds or (None,) * len(e.provides)
+            moved.append(Moved("child-failed", k, k + 1, k, j, 0, 0, (), e.provides, tuple(kinds)))
+            events[i] = dataclasses.replace(e, provides=(), fact_spans=(), fact_kinds=())
+    if not moved:
+        return trace
+    out = dataclasses.replace(trace, events=tuple(events), moved=(*trace.moved, *moved))
+    out._cache["trace_hash"] = trace.derived("trace_hash", trace_hash)
+    return out
+
+
+def _replay_composite(
+    traces: list[Trace],
+    policy: Policy,
+    models: list[ReplayModel],
+    window: int | str | None,
+    pricing: str | None,
+) -> list[RunRecord]:
+    """``replay_many`` of a batch holding traces that are not simple (``Trace.is_simple``: several runs,
+    children or transforms): those go to the per-call loop, their children replayed first; the rest as
+    usual."""
+    out: list[RunRecord | None] = [None] * len(traces)
+    simple = [j for j, t in enumerate(traces) if t.is_simple]
+    if simple:
+        done = replay_many([traces[j] for j in simple], policy, [models[j] for j in simple], window, pricing)
+        for j, r in zip(simple, done, strict=True):
+            out[j] = r
+    for j, (trace, model) in enumerate(zip(traces, models, strict=True)):
+        if out[j] is None:
+            out[j] = _loop_one(trace, policy, model, None, window, pricing)
+    return out  # type: ignore[return-value]
 
 
 def replay_many(
@@ -123,17 +196,9 @@ def replay_many(
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     if not all(t.is_simple for t in traces):
-        # a conversation of several runs carries (or resets) compaction state at each run boundary: only
-        # the per-call loop models that, so the batch path never sees one (it declines, never guesses)
-        out: list[RunRecord | None] = [None] * len(traces)
-        simple = [i for i, t in enumerate(traces) if t.is_simple]
-        done = replay_many([traces[i] for i in simple], policy, [models[i] for i in simple], window, pricing)
-        for i, r in zip(simple, done, strict=True):
-            out[i] = r
-        for i, t in enumerate(traces):
-            if out[i] is None:
-                out[i] = _loop_one(t, policy, models[i], None, window, pricing)
-        return out  # type: ignore[return-value]
+        # several runs of one conversation, children or a transform's moves: only the per-call loop
+        # models them, so the batch path never sees such a trace (it declines, never guesses)
+        return _replay_composite(traces, policy, models, window, pricing)
     fast = (policy.plans or not policy.acts_before_call) and not (
         policy.recovers or policy.checks_after_call or policy.reports_status
     )
@@ -247,6 +312,7 @@ def _record(
     window=None,
     unpaired=0,
     opening_prompts=(),
+    children=(),
 ) -> RunRecord:
     """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
     ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
@@ -300,11 +366,13 @@ def _record(
             "window": window,
             "runs": trace.runs,
             "opening_prompts": tuple(opening_prompts),
+            "children": children,
+            "transforms": trace.applied,
         },
         primed,
     )
     if ledger is None:  # derived once, from the record
-        object.__setattr__(record, "ledger", ledger_totals(trace, record))
+        object.__setattr__(record, "ledger", moved_totals(trace, ledger_totals(trace, record)))
     return record
 
 
@@ -320,6 +388,7 @@ def _replay_loop(
     observer: Observer | None,
     window: int | None,
     cost: CostModel,
+    children: tuple[RunRecord, ...] = (),
 ) -> RunRecord:
     a = trace.arrays
     events_ = trace.events
@@ -667,4 +736,5 @@ def _replay_loop(
         window=window,
         unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
         opening_prompts=openings,
+        children=children,
     )

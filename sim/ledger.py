@@ -373,6 +373,26 @@ def final_shown(r: RunRecord, offset: int = 0) -> dict[int, tuple[tuple[int, int
     return out
 
 
+def moved_totals(trace: Trace, t: LedgerTotals) -> LedgerTotals:
+    """``t`` with what a what-if transform declared lost (``Trace.moved``): facts the source trace's
+    events provided that no longer reach the parent (a report that left them out, a brokered result cut
+    short) count as seen and lost, each once, by kind. A trace without transforms: ``t`` itself."""
+    if not trace.moved:
+        return t
+    kinds: dict[str, str | None] = {}
+    for m in trace.moved:
+        for f, k in zip(m.facts_lost, m.fact_kinds_lost or (None,) * len(m.facts_lost), strict=True):
+            kinds.setdefault(f, k)
+    d = t._asdict()
+    d["facts_seen"] += len(kinds)
+    d["facts_lost"] += len(kinds)
+    for k in kinds.values():
+        if k is not None:
+            d[f"facts_seen_{k}"] += 1
+            d[f"facts_lost_{k}"] += 1
+    return LedgerTotals(**d)
+
+
 def totals(trace: Trace, r: RunRecord) -> LedgerTotals:
     """End-of-run totals of one replayed run (a batch replay computes them with ``totals_many``)."""
     n = len(r.item_state)
@@ -522,6 +542,36 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
         else:
             outcome = ";".join("verbatim" for _ in provides)
         rows.append(_row(r, trace, k, CALL_KINDS[kind], src, 0, added, outcome, raw=True))
+    rows.extend(moved_entries(trace, r))
+    return rows
+
+
+def moved_entries(trace: Trace, r: RunRecord) -> list[dict]:
+    """One row per what-if transform declaration (``Trace.moved``): operation ``<transform>`` on the
+    call that now stands for the moved calls, ``item`` -1 (no single item), the tokens the parent held
+    before and holds after, its facts kept (``derived``) and lost."""
+    rows = []
+    for m in trace.moved:
+        facts = (*m.facts_kept, *m.facts_lost)
+        where = "child" if m.child is not None else "call"
+        rows.append(
+            {
+                "trace_id": r.trace_id,
+                "policy": r.policy,
+                "recorded_call": m.call,
+                "operation": f"{m.transform}:calls {m.first}-{m.end - 1} to {where} "
+                + (str(m.child) if m.child is not None else str(m.call)),
+                "item": -1,
+                "item_kind": "tool_result",
+                "tokens_before": m.tokens_moved,
+                "tokens_after": m.tokens_after,
+                "facts": ";".join(facts),
+                "fact_kinds": ";".join(k or "" for k in (*("",) * len(m.facts_kept), *m.fact_kinds_lost))
+                if m.fact_kinds_lost
+                else ";".join("" for _ in facts),
+                "facts_outcome": ";".join(["derived"] * len(m.facts_kept) + ["lost"] * len(m.facts_lost)),
+            }
+        )
     return rows
 
 

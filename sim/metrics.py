@@ -23,18 +23,25 @@ def calls(rs: Records) -> list[int]:
     return [r.n_calls for r in rs]
 
 
+def child_total(r: RunRecord, column: str) -> int:
+    """Σ of a call column over the run's children and theirs (a sub-agent's spend is its parent's)."""
+    return sum(c.total(column) + child_total(c, column) for c in r.children) if r.children else 0
+
+
 def _total(column: str, name: str, doc: str) -> Callable[[Records], list[int]]:
-    """The metric ``name``: each run's total of a call column."""
+    """The metric ``name``: each run's total of a call column, its children's included."""
 
     def value(rs: Records) -> list[int]:
-        return [r.total(column) for r in rs]
+        return [r.total(column) + child_total(r, column) if r.children else r.total(column) for r in rs]
 
     value.__name__, value.__doc__ = name, doc
     return value
 
 
 cumulative_input_tokens = _total(
-    "input_tokens", "cumulative_input_tokens", "Sum of input tokens over all calls: the quadratic quantity."
+    "input_tokens",
+    "cumulative_input_tokens",
+    "Sum of input tokens over all calls, the children's included: the quadratic quantity.",
 )
 cumulative_output_tokens = _total("output_tokens", "cumulative_output_tokens", "Sum of output tokens.")
 cache_read_tokens = _total(
@@ -80,17 +87,70 @@ def _growth_exponents(rs: Records) -> list[float | None]:
 
 
 def cache_hit_rate(rs: Records) -> list[float | None]:
-    """cache_read_tokens / cumulative_input_tokens."""
+    """cache_read_tokens / cumulative_input_tokens (children included in both)."""
+    reads, inputs = cache_read_tokens(rs), cumulative_input_tokens(rs)
+    return [round(read / total, 6) if total else None for read, total in zip(reads, inputs, strict=True)]
+
+
+def _priced(r: RunRecord) -> bool:
+    """The run and every child of it has a price (a partial sum would mislead)."""
+    return r.pricing is not None and all(_priced(c) for c in r.children)
+
+
+def cost_microusd(rs: Records) -> list[int | None]:
+    """Cache-aware cost in micro-USD at the priced model's rates, the children's included; None when a
+    model has no price (the engine prices every row of a priced run, and none of an unpriced one)."""
     return [
-        round(r.total("cache_read_tokens") / total, 6) if (total := r.total("input_tokens")) else None
+        (
+            r.total("cost_microusd") + child_total(r, "cost_microusd")
+            if r.children
+            else r.total("cost_microusd")
+        )
+        if _priced(r)
+        else None
         for r in rs
     ]
 
 
-def cost_microusd(rs: Records) -> list[int | None]:
-    """Cache-aware cost in micro-USD at the priced model's rates; None when the model has no price
-    (the engine prices every row of a priced run, and none of an unpriced one)."""
-    return [None if r.pricing is None else r.total("cost_microusd") for r in rs]
+def _child_rows(r: RunRecord) -> int:
+    return sum(c.n_calls + _child_rows(c) for c in r.children)
+
+
+def child_calls(rs: Records) -> list[int]:
+    """Model requests of the run's children (and theirs): rows, summaries and grace turns included."""
+    return [_child_rows(r) if r.children else 0 for r in rs]
+
+
+def child_input_tokens(rs: Records) -> list[int]:
+    """Input tokens of the children's calls (part of ``cumulative_input_tokens``)."""
+    return [child_total(r, "input_tokens") for r in rs]
+
+
+def child_cost_microusd(rs: Records) -> list[int | None]:
+    """Cost of the children's calls (part of ``cost_microusd``); None when a model has no price."""
+    return [child_total(r, "cost_microusd") if _priced(r) else None for r in rs]
+
+
+def parent_input_tokens(rs: Records) -> list[int]:
+    """Input tokens of the run's own calls: ``cumulative_input_tokens`` without the children's."""
+    return [r.total("input_tokens") for r in rs]
+
+
+def _settled_on_grace(r: RunRecord) -> bool:
+    return r.finish_reason.startswith("budget-exhausted") and r.kind_count(GRACE) > 0
+
+
+def child_exhausted(rs: Records) -> list[int]:
+    """Children whose run settled on a grace answer after a budget ran out: a success for the parent,
+    with ``exhausted`` visible to it (effect-agent's ``SubagentCompleted`` carries ``finishReason``
+    budget-exhausted and the ``exhausted`` dimension)."""
+    return [sum(_settled_on_grace(c) for c in r.children) for r in rs]
+
+
+def child_failed(rs: Records) -> list[int]:
+    """Children that settled without an answer (no final turn, no grace turn): their report never
+    reached the parent, and the facts it held count lost (effect-agent's ``SubagentFailed``)."""
+    return [sum(not (c.final_answered or c.kind_count(GRACE)) for c in r.children) for r in rs]
 
 
 def _ledger(field: str) -> Callable[[Records], list[int]]:
@@ -273,6 +333,13 @@ METRICS: dict[str, Callable[[Records], list]] = {
     "runs": runs,
     "max_opening_prompt_tokens": max_opening_prompt_tokens,
     "live_context_tokens": live_context_tokens,
+    # appended (issue 25): a run's sub-agents; the totals above include their spend
+    "child_calls": child_calls,
+    "child_input_tokens": child_input_tokens,
+    "child_cost_microusd": child_cost_microusd,
+    "parent_input_tokens": parent_input_tokens,
+    "child_exhausted": child_exhausted,
+    "child_failed": child_failed,
 }
 
 

@@ -119,6 +119,13 @@ class ReplayModel:
         self._output: list[int] | None = None
         self._draws: dict[str, bool] = {}
 
+    def like(self, trace: Trace) -> ReplayModel:
+        """The same behaviour for another trace (a child's run is answered as its parent's is)."""
+        return ReplayModel(
+            trace, self.on_missing, self.summary_fact_tokens, self.summarizer, self.retrieval_recall,
+            self.max_turns,
+        )  # fmt: skip
+
     @property
     def exact(self) -> bool:
         """Every retrieval succeeds and no step limit can end the run: what the batch path assumes."""

@@ -131,6 +131,10 @@ class RunRecord:
     # at the run's first call; ``sim.metrics.opening_prompt_tokens``). Empty for a trace of one run.
     runs: int = 1
     opening_prompts: tuple[int, ...] = ()
+    # the records of the trace's children (sub-agent runs), each replayed under the same policy and
+    # mock model behaviour; their spend rolls into the parent's totals (sim.metrics)
+    children: tuple[RunRecord, ...] = field(default=(), repr=False)
+    transforms: tuple[str, ...] = ()  # what-if transforms applied to the trace (sim.transforms), in order
     _lists: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # derived, cached
     _totals: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # column sums
 

@@ -1143,6 +1143,21 @@ def make_report(
             f"cost.",
         )
 
+    # ---- parent vs child spend: only when some run had children (sub-agents)
+    spend = _child_spend(settings)
+    if spend:
+        doc.h(2, "Parent vs child spend")
+        doc.figure(
+            "parent_vs_child_spend.png",
+            _fig_child_spend(spend),
+            "Input tokens and cost of the parents' own calls and of their children's, per setting",
+            "Each bar is a policy setting (ids as in the table), summed over its runs: the parents' own "
+            "calls (`parent_input_tokens`; cost `cost_microusd` − `child_cost_microusd`) and their "
+            "children's, the sub-agents' (`child_input_tokens`, `child_cost_microusd`). The table's "
+            "cumulative input and cost include both. A large child share says delegation moved the work; "
+            "whether it saved any is the whole bar against the setting without it.",
+        )
+
     # ---- figures 3 and 4: replays of one trace
     doc.h(2, "One trace, call by call")
     tid = trace_id or _choose_trace(settings)
@@ -1275,6 +1290,67 @@ def _fig_conversation(lines: list[tuple[str, Any]], trace_id: str) -> bytes:
         for a in (ax, bx):
             a.set_xticks(runs)
         fig.tight_layout()
+        return _png(fig)
+
+
+def _child_spend(settings: list[_Setting]) -> list[tuple[str, int, int, float | None, float | None]]:
+    """Per setting: (id, parent input, child input, parent cost USD, child cost USD) summed over its
+    runs; empty unless some run had children (results without the columns: none)."""
+    from sim.results import exact_sum
+
+    cols = ("child_calls", "child_input_tokens", "child_cost_microusd", "parent_input_tokens")
+    if not all(c in s.frame for s in settings for c in cols):
+        return []
+    if not any(exact_sum(s.frame["child_calls"]) for s in settings):
+        return []
+    out = []
+    for s in settings:
+        f = s.frame
+        priced = not f["cost_microusd"].isna().any() and not f["child_cost_microusd"].isna().any()
+        child_cost = exact_sum(f["child_cost_microusd"]) / 1e6 if priced else None
+        cost = exact_sum(f["cost_microusd"]) / 1e6 - child_cost if child_cost is not None else None
+        out.append(
+            (s.sid, exact_sum(f["parent_input_tokens"]), exact_sum(f["child_input_tokens"]), cost, child_cost)
+        )
+    return out
+
+
+def _fig_child_spend(spend: list[tuple[str, int, int, float | None, float | None]]) -> bytes:
+    import matplotlib as mpl
+    from matplotlib.ticker import FuncFormatter
+
+    plt = _plt()
+    priced = all(p is not None for *_, p, _c in spend)
+    with mpl.rc_context(_RC):
+        fig, axes = plt.subplots(
+            1, 2 if priced else 1, figsize=(9 if priced else 5.5, 0.5 * len(spend) + 1.8)
+        )
+        axes = list(axes) if priced else [axes]
+        ids = [s[0] for s in spend]
+        y = list(range(len(spend)))
+        panels = [("input tokens", [s[1] for s in spend], [s[2] for s in spend], lambda v, _p: f"{v:,.0f}")]
+        if priced:
+            panels.append(
+                (
+                    "cost (USD)",
+                    [s[3] for s in spend],
+                    [s[4] for s in spend],
+                    # a few cents still read: four decimals below a dollar
+                    (lambda v, _p: f"{v:,.2f}")
+                    if max(p + c for *_, p, c in spend) >= 1  # type: ignore[operator]
+                    else (lambda v, _p: f"{v:,.4f}"),
+                )
+            )
+        for ax, (title, parent, child, fmt) in zip(axes, panels, strict=True):
+            ax.barh(y, parent, color="#4c72b0", label="parent's own calls")
+            ax.barh(y, child, left=parent, color="#dd8452", label="children (sub-agents)")
+            ax.set_yticks(y, ids)
+            ax.invert_yaxis()
+            ax.set_xlabel(title)
+            ax.xaxis.set_major_formatter(FuncFormatter(fmt))
+            ax.grid(axis="x", alpha=0.3)
+        axes[0].legend(loc="lower right")
+        fig.suptitle("Parent vs child spend, summed over each setting's runs")
         return _png(fig)
 
 

@@ -140,6 +140,11 @@ TRACE_SCHEMA = {
         "outcome": {"type": "string", "description": "JSON object as a string"},
         "events": {"type": "array", "items": EVENT_SCHEMA},
         "calls": {"type": "array", "items": CALL_SCHEMA},
+        "children": {
+            "type": "string",
+            "description": "version 2: sub-agent runs, a JSON array as a string of {parent_call (the "
+            "spawning call's index), tool_call_id (its tool call, or null), trace (a canonical record)}",
+        },
     },
 }
 
@@ -259,7 +264,7 @@ def conforms(d) -> bool:
             return False
     if not _opt_nat(d.get("context_window")) or not _opt_ratio(d.get("bytes_per_token")):
         return False
-    for k in ("recorded_policy", "outcome"):
+    for k in ("recorded_policy", "outcome", "children"):
         if k in d and type(d[k]) is not str:
             return False
     events, calls = d.get("events"), d.get("calls")

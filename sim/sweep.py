@@ -13,6 +13,7 @@ damaged part is set aside and its runs redone (``sim.resultstore``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -87,6 +88,8 @@ class SweepSpec:
     composed: dict | None = None  # one setting already composed (a Hydra job): used as is, no grid
     allow_modules: tuple[str, ...] = ()  # modules whose Policy subclasses a policy _target_ may name
     skip_invalid: bool = False  # skip a grid point the policy refuses (with a note) instead of exit 2
+    # what-if transforms before the policy (sim.transforms): (name, its transform.KEY=VALUE words)
+    transforms: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def results_dir(self) -> Path:
@@ -242,10 +245,17 @@ def spec_from_args(
     defaults = sweep_defaults()
     top: dict[str, str] = {}
     grid: list[str] = []
+    transforms: list[tuple[str, list[str]]] = []
     for it in items:
         key, value = _split_override(it)
         check_value(value, f"sweep: '{it}'")
-        if key in SPEC_KEYS:
+        if key == "transform":  # transform=NAME, then its transform.KEY=VALUE words (repeatable)
+            transforms.append((value, []))
+        elif key.startswith("transform."):
+            if not transforms:
+                raise ConfigError(f"sweep: '{it}': a transform.KEY=VALUE follows the transform=NAME it sets")
+            transforms[-1][1].append(it)
+        elif key in SPEC_KEYS:
             top[key] = value
         elif key.lstrip("+~").split(".", 1)[0] in ("policy", "model"):
             grid.append(it)
@@ -285,6 +295,7 @@ def spec_from_args(
         name=base.name,
         allow_modules=allow,
         skip_invalid=skip_invalid or base.skip_invalid,
+        transforms=tuple((name, tuple(ovs)) for name, ovs in transforms),
     )
     return spec, workers
 
@@ -441,6 +452,11 @@ def _settings(
         out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params()), allow))
     if not out:
         raise ConfigError(f"sweep: none of the {len(grid)} settings is valid")
+    if spec.transforms:  # the same transforms before every setting: in its config, so in its run keys
+        from sim.transforms.config import compose_transforms
+
+        steps = [{"name": t.name, **t.params()} for t in compose_transforms(spec.transforms)]
+        out = [dataclasses.replace(s, cfg={**s.cfg, "transforms": steps}) for s in out]
     return out
 
 
@@ -459,6 +475,7 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     from sim.engine import replay_many
     from sim.model import ReplayModel
     from sim.tables import result_rows
+    from sim.traceio import trace_hash
 
     cfg = chunk.setting.cfg
     policy = build_policy(cfg, chunk.setting.allow_modules)
@@ -467,11 +484,20 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     traces = _traces(chunk.scenario)
     batch = [traces[index] for index, _, _ in chunk.runs]
     models = [ReplayModel(t, **behaviour) for t in batch]
+    hashes = [t.derived("trace_hash", trace_hash) for t in batch]  # of the traces as the scenario holds them
+    if cfg.get("transforms"):
+        from sim.transforms.base import apply_all, make_transform
+
+        steps = [make_transform(**step) for step in cfg["transforms"]]
+        batch = [apply_all(t, steps, m) for t, m in zip(batch, models, strict=True)]
+        models = [m.like(t) for t, m in zip(batch, models, strict=True)]
     records = replay_many(batch, policy, models, window=window, pricing=pricing)
     rows = []
-    for (index, key, expected), result in zip(chunk.runs, result_rows(records, __version__), strict=True):
+    for (index, key, expected), result, source in zip(
+        chunk.runs, result_rows(records, __version__), hashes, strict=True
+    ):
         row = {"run_key": key, **result}
-        if row["trace_hash"] != expected:
+        if source != expected:
             raise ConfigError(f"scenario {chunk.scenario}: trace {index} changed during the sweep")
         row["scenario"] = chunk.scenario
         row["pricing_setting"] = chunk.pricing
@@ -579,9 +605,10 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> SweepRuns:
     out = []
     for s in settings:
         model = s.cfg.get("model") or {}
+        # a setting with transforms keys its runs by them too (without, the keys are as they were)
+        params = {**s.params, "transforms": s.cfg["transforms"]} if s.cfg.get("transforms") else s.params
         runs = tuple(
-            (i, run_key(h, s.name, s.params, model, spec.pricing, __version__), h)
-            for i, h in enumerate(hashes)
+            (i, run_key(h, s.name, params, model, spec.pricing, __version__), h) for i, h in enumerate(hashes)
         )
         out.append((s, runs))
     return SweepRuns(spec, tuple(out))

@@ -37,6 +37,7 @@ def result_row(
     row["ctxsim_version"] = version
     row["finish_reason"] = r.finish_reason
     row.update(compute_metrics(r) if metrics is None else metrics)
+    row["transforms"] = ";".join(r.transforms)  # appended (issue 25): "" when none
     return row
 
 

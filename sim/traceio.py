@@ -17,7 +17,7 @@ from sim.atomicfile import atomic_path as atomic_path  # where writers have alwa
 from sim.errors import TraceError
 from sim.jsonl import json_lines, parse_json
 from sim.tokens import json2_bytes, json_bytes
-from sim.types import SCHEMA_VERSION, Call, Event, Trace
+from sim.types import MAX_CHILD_DEPTH, MAX_CHILDREN, SCHEMA_VERSION, Call, Child, Event, Trace
 
 CANONICAL_FORMAT = "ctxsim-canonical"
 
@@ -72,12 +72,13 @@ def call_to_dict(c: Call) -> dict:
 
 
 def schema_version_of(t: Trace) -> int:
-    """The lowest schema version that holds ``t``: a trace of one run is written as version 1, byte for
-    byte as before (so its hash, and every baseline keyed by it, stays the same)."""
-    return SCHEMA_VERSION if t.runs > 1 else 1
+    """The lowest schema version that holds ``t``: a trace of one run without children is written as
+    version 1, byte for byte as before (so its hash, and every baseline keyed by it, stays the same)."""
+    return SCHEMA_VERSION if t.runs > 1 or t.children else 1
 
 
 def trace_to_dict(t: Trace) -> dict:
+    """The canonical record, at the lowest schema version that holds it (``schema_version_of``)."""
     return {
         "schema_version": schema_version_of(t),
         "trace_id": t.trace_id,
@@ -91,7 +92,23 @@ def trace_to_dict(t: Trace) -> dict:
         "outcome": json.dumps(t.outcome, sort_keys=True),
         "events": [event_to_dict(e) for e in t.events],
         "calls": [call_to_dict(c) for c in t.calls],
+        # schema version 2: written only when present (a trace without children keeps its bytes)
+        **({"children": children_json(t.children)} if t.children else {}),
     }
+
+
+def children_json(children: Sequence[Child]) -> str:
+    """A trace's children as one JSON string (like the outcome: one Arrow type for every row whatever
+    the nesting): a list of ``{parent_call, tool_call_id, trace}``, each trace a canonical record."""
+    return json.dumps(
+        [
+            {"parent_call": c.parent_call, "tool_call_id": c.tool_call_id, "trace": trace_to_dict(c.trace)}
+            for c in children
+        ],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
 
 
 def trace_hash(t: Trace) -> str:
@@ -278,9 +295,49 @@ def _fact_problems(e: dict, p: str) -> list[tuple[str, str]]:
     return out
 
 
-def trace_problems(d) -> list[tuple[str, str]]:
+def trace_problems(d, depth: int = 0, count: list[int] | None = None) -> list[tuple[str, str]]:
+    """Problems of a record as (field path, message); a child's fields are named from the top
+    (``children[0].events[3].tokens``). ``depth``/``count``: nesting so far and children met so far."""
     found = [] if schema.conforms(d) else schema.problems(d, schema.TRACE_SCHEMA)
-    return found or semantic_problems(d)
+    found = found or semantic_problems(d)
+    if not found and "children" in d:
+        found = _children_problems(d, depth, [0] if count is None else count)
+    return found
+
+
+def _children_problems(d: dict, depth: int, count: list[int]) -> list[tuple[str, str]]:
+    """A record's ``children``: a JSON array (as a string) of {parent_call, tool_call_id, trace}, each
+    spawned by one of the record's calls (and, when named, one of that call's tool calls), each trace a
+    valid record; nesting at most MAX_CHILD_DEPTH deep and MAX_CHILDREN children in all."""
+    try:
+        kids = parse_json(d["children"])
+    except json.JSONDecodeError as exc:
+        return [("children", f"expected a JSON array encoded as a string ({exc.msg}, column {exc.colno})")]
+    if not isinstance(kids, list):
+        return [("children", "expected a JSON array of children encoded as a string")]
+    if kids and depth + 1 > MAX_CHILD_DEPTH:
+        return [("children", f"children nest deeper than {MAX_CHILD_DEPTH} levels")]
+    count[0] += len(kids)
+    if count[0] > MAX_CHILDREN:
+        return [("children", f"more than {MAX_CHILDREN:,} children in one trace (all levels together)")]
+    calls, events = d["calls"], d["events"]
+    for j, c in enumerate(kids):
+        p = f"children[{j}]"
+        if not isinstance(c, dict) or set(c) - {"parent_call", "tool_call_id", "trace"}:
+            return [(p, "expected an object with parent_call, tool_call_id and trace")]
+        pc = c.get("parent_call")
+        if type(pc) is not int or not 0 <= pc < len(calls):
+            return [(f"{p}.parent_call", f"expected a call index in [0, {len(calls)}), got {pc!r}")]
+        tcid = c.get("tool_call_id")
+        issued = events[calls[pc]["event_index"]].get("tool_call_ids") or ()
+        if tcid is not None and (type(tcid) is not str or tcid not in issued):
+            return [(f"{p}.tool_call_id", f"{tcid!r} is not a tool call of call {pc}")]
+        if not isinstance(c.get("trace"), dict):
+            return [(f"{p}.trace", "expected a canonical trace record (an object)")]
+        inner = trace_problems(c["trace"], depth + 1, count)
+        if inner:
+            return [(f"{p}.trace.{f}" if f != "<record>" else f"{p}.trace", m) for f, m in inner]
+    return []
 
 
 def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace:
@@ -347,6 +404,21 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace
         recorded_policy=parse_json(d.get("recorded_policy", "{}")),
         outcome=parse_json(d.get("outcome", "{}")),
         source_file=d.get("source_file"),
+        children=_children_of(d, file, record),
+    )
+
+
+def _children_of(d: dict, file: str, record: str) -> tuple[Child, ...]:
+    """The children of a record that passed ``trace_problems`` (built, not validated again)."""
+    if "children" not in d:
+        return ()
+    return tuple(
+        Child(
+            c["parent_call"],
+            trace_from_dict(c["trace"], file, f"{record} children[{j}]"),
+            c.get("tool_call_id"),
+        )
+        for j, c in enumerate(parse_json(d["children"]))
     )
 
 
@@ -414,7 +486,7 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines()[0][:200] if text else "") or type(exc).__name__
 
 
-_NULLABLE_TOP = {"source_file", "agent", "model", "context_window", "bytes_per_token"}
+_NULLABLE_TOP = {"source_file", "agent", "model", "context_window", "bytes_per_token"}  # "children" absent
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -478,6 +550,7 @@ def arrow_schema():
             ("outcome", pa.string()),
             ("events", pa.list_(ev)),
             ("calls", pa.list_(call)),
+            ("children", pa.string()),  # schema version 2: a JSON array as a string (children_json)
         ]
     )
 
@@ -598,4 +671,5 @@ def redact(t: Trace) -> Trace:
         )
         for e in t.events
     )
-    return dataclasses.replace(t, events=events, outcome={"redacted": True})
+    children = tuple(Child(c.parent_call, redact(c.trace), c.tool_call_id) for c in t.children)
+    return dataclasses.replace(t, events=events, outcome={"redacted": True}, children=children)

@@ -8,10 +8,13 @@ from enum import IntEnum
 
 import numpy as np
 
-# 2: a trace may hold several runs of one conversation (``run_index`` on events and calls). A trace that
-# uses nothing of version 2 is still written as version 1, so its bytes and hash stay what they were.
+# 2: a trace may hold several runs of one conversation (``run_index`` on events and calls) and children
+# (sub-agent runs, ``Child``). A trace that uses nothing of version 2 is still written as version 1, so
+# its bytes and hash stay what they were.
 SCHEMA_VERSION = 2
 SCHEMA_VERSIONS = (1, 2)  # versions a reader accepts
+MAX_CHILD_DEPTH = 4  # a child's child's ... : deeper nesting is refused (bounded cost of any input)
+MAX_CHILDREN = 10_000  # children of one trace, all depths together
 
 EVENT_KINDS = ("system", "tools", "user", "assistant", "tool_result")
 KIND_CODE = {k: i for i, k in enumerate(EVENT_KINDS)}
@@ -112,6 +115,11 @@ class Trace:
     recorded_policy: dict = field(default_factory=dict)
     outcome: dict = field(default_factory=dict)
     source_file: str | None = None
+    # Sub-agent runs this run spawned (schema version 2; empty in version 1), in order of parent call.
+    children: tuple[Child, ...] = ()
+    # What a what-if transform moved where (``sim.transforms``); never written to a canonical file.
+    moved: tuple[Moved, ...] = ()
+    applied: tuple[str, ...] = ()  # labels of the transforms applied, in order (``Transform.label``)
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
 
     def derived(self, key: str, build):
@@ -128,9 +136,10 @@ class Trace:
 
     @property
     def is_simple(self) -> bool:
-        """A trace the fast paths (batch, grid) handle: one run. A conversation of several runs replays
-        through the per-call loop only (the engine's reference), never to a guessed answer."""
-        return self.runs == 1
+        """A trace the fast paths (batch, grid) handle: one run, no children, no transform's moves. A
+        conversation of several runs or a composite trace replays through the per-call loop only (the
+        engine's reference), never to a guessed answer."""
+        return self.runs == 1 and not self.composite
 
     @property
     def run_starts(self) -> tuple[int, ...]:
@@ -143,11 +152,48 @@ class Trace:
         return starts
 
     @property
+    def composite(self) -> bool:
+        """Holds children or a what-if transform's declarations: the fast paths (batch, grid) decline
+        such a trace and the per-call loop replays it."""
+        return bool(self.children or self.moved)
+
+    @property
     def arrays(self) -> TraceArrays:
         a = self._cache.get("arrays")
         if a is None:
             a = self._cache["arrays"] = TraceArrays.build(self)
         return a
+
+
+@dataclass(frozen=True)
+class Child:
+    """A sub-agent run: its own events, calls and usage, spawned by call ``parent_call`` of its parent.
+    The parent's view holds only the child's report (the tool result answering ``tool_call_id``, when
+    the source names it); the child's spend is accounted into the parent's totals on replay."""
+
+    parent_call: int
+    trace: Trace
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Moved:
+    """One what-if transform's declaration of what it moved where: recorded calls ``[first, end)`` of
+    the source trace became call ``call`` of the transformed one (a delegation, a brokered program),
+    ``child`` the child that holds them now (None: they stayed in the parent). ``tokens_moved``: their
+    events' tokens the parent no longer holds; ``tokens_after``: what it holds instead (the report, the
+    brokered result); ``facts_lost``: facts those events provided that no longer reach the parent."""
+
+    transform: str
+    first: int
+    end: int
+    call: int
+    child: int | None
+    tokens_moved: int
+    tokens_after: int
+    facts_kept: tuple[str, ...] = ()
+    facts_lost: tuple[str, ...] = ()
+    fact_kinds_lost: tuple[str | None, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -264,7 +264,10 @@ def test_run_scenario_conversation_prints_one_row(tmp_path, capsys):
     row = rows[0]
     assert (row["runs"], row["max_opening_prompt_tokens"], row["live_context_tokens"]) == (5, 16474, 16896)
     assert row["policy.persist_compaction"] is True
-    assert list(row)[-3:] == ["runs", "max_opening_prompt_tokens", "live_context_tokens"]
+    keys = list(row)  # appended after the columns that were there, in this order
+    i = keys.index("runs")
+    assert keys[i : i + 3] == ["runs", "max_opening_prompt_tokens", "live_context_tokens"]
+    assert i > keys.index("answer_fact_recall")
     import pandas as pd
 
     assert pd.read_csv(calls)["opening_prompt_tokens"].dropna().astype(int).tolist() == list(PERSIST_OPENINGS)

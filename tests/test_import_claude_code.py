@@ -3,6 +3,7 @@ of records to messages, and the real-world mess a session file holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from pathlib import Path
@@ -273,7 +274,7 @@ def test_non_utf8_bytes_in_a_line_warn_and_import(tmp_path):
     check(t)
 
 
-def test_sidechains_duplicates_and_other_records_are_skipped(tmp_path):
+def test_duplicates_other_records_and_an_unspawned_sidechain_are_skipped(tmp_path):
     records = [
         {"type": "file-history-snapshot", "messageId": "m", "snapshot": {}},
         rec("user", "u1", "Main task."),
@@ -287,7 +288,10 @@ def test_sidechains_duplicates_and_other_records_are_skipped(tmp_path):
     with pytest.warns(ImportNotice) as w:
         t = list(load_path(write(tmp_path, records)))[0]
     notices = " ".join(str(x.message) for x in w)
-    assert "1 sidechain" not in notices and "2 sidechain (sub-agent) records skipped" in notices
+    # the sidechain begins before the session's first call: no call spawned it
+    assert "2 sidechain (sub-agent) records imported as 1 child of their sessions" in notices
+    assert "session S: sidechain 0 begins before any call; skipped" in notices
+    assert t.children == ()
     assert "1 repeats an earlier record's uuid (first at line 6)" in notices
     assert "1 not valid JSON (first at line 8)" in notices
     assert [e.content for e in t.events] == ["Main task.", "Main answer."]
@@ -317,3 +321,60 @@ def test_sniff_refuses_canonical_and_openhands_jsonl(tmp_path):
     )
     assert not _sniff(openhands)
     assert not _sniff(tmp_path / "absent.jsonl")  # never raises
+
+
+def sidechain_session() -> list:
+    """A session whose first call runs a Task: its sub-agent's records (a sidechain: prompt, a Grep,
+    its result, the report) are written before the Task's result reaches the session."""
+    return [
+        rec("user", "u1", "Where is parse_config defined?"),
+        asst("a1", [tool_use("t1", name="Task", prompt="Find parse_config")], u=usage(100, 10)),
+        rec("user", "s1", "Find parse_config", isSidechain=True),
+        asst("s2", [tool_use("g1", name="Grep", pattern="def parse_config")], u=usage(50, 5))
+        | {"isSidechain": True, "parentUuid": "s1"},
+        rec("user", "s3", tool_result("g1", "src/config.py:12:def parse_config(path):"), isSidechain=True)
+        | {"parentUuid": "s2"},
+        asst("s4", text("parse_config is at src/config.py:12"), u=usage(80, 8))
+        | {"isSidechain": True, "parentUuid": "s3"},
+        rec("user", "u2", tool_result("t1", "parse_config is at src/config.py:12")),
+        asst("a2", text("It is defined in src/config.py, line 12."), u=usage(130, 4)),
+    ]
+
+
+def test_sidechains_import_as_children_and_their_tokens_join_the_parents_totals(tmp_path):
+    """Issue 25 item 2: a sub-agent's own records become a child (parent_call: the Task call; its own
+    events, calls and usage); the parent keeps only the Task's result; replayed, the child's tokens and
+    cost are the parent's too (exact: raw replay reproduces recorded inputs)."""
+    from sim.engine import replay
+    from sim.metrics import compute_metrics
+    from sim.policies.base import make_policy
+    from sim.traceio import iter_jsonl, write_traces
+
+    with pytest.warns(ImportNotice, match="4 sidechain .sub-agent. records imported as 1 child"):
+        t = list(load_path(write(tmp_path, sidechain_session())))[0]
+    assert [e.kind for e in t.events] == ["user", "assistant", "tool_result", "assistant"]
+    assert [c.input_tokens for c in t.calls] == [100, 130]
+    (child,) = t.children
+    assert (child.parent_call, child.tool_call_id) == (0, "t1")
+    kid = child.trace
+    assert kid.trace_id == "S/sidechain-0" and kid.model == "claude-sonnet-4-5"
+    assert [e.kind for e in kid.events] == ["user", "assistant", "tool_result", "assistant"]
+    assert [(c.input_tokens, c.output_tokens) for c in kid.calls] == [(50, 5), (80, 8)]
+    check(t)
+    check(kid)
+    out = tmp_path / "canonical.jsonl"
+    write_traces([t], out)
+    (back,) = iter_jsonl(out)
+    assert back.children[0].trace.events == kid.events and back.children[0].parent_call == 0
+    m = compute_metrics(replay(back, make_policy("raw")))
+    own = compute_metrics(replay(dataclasses.replace(back, children=()), make_policy("raw")))
+    alone = compute_metrics(replay(kid, make_policy("raw")))
+    assert (m["parent_input_tokens"], m["child_input_tokens"], m["cumulative_input_tokens"]) == (
+        230,
+        130,
+        360,
+    )
+    assert (m["calls"], m["child_calls"], m["cumulative_output_tokens"]) == (2, 2, 27)
+    assert own["cumulative_input_tokens"] == 230 and own["child_calls"] == 0
+    assert m["child_cost_microusd"] == alone["cost_microusd"] > 0
+    assert m["cost_microusd"] == own["cost_microusd"] + alone["cost_microusd"]

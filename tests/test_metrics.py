@@ -102,4 +102,10 @@ def test_metric_names_are_the_documented_ones():
         "runs",
         "max_opening_prompt_tokens",
         "live_context_tokens",
+        "child_calls",
+        "child_input_tokens",
+        "child_cost_microusd",
+        "parent_input_tokens",
+        "child_exhausted",
+        "child_failed",
     ]

@@ -34,9 +34,13 @@ Mapping.
 - Facts: ``sim.tool_facts``, with ``Read`` a file read and ``Edit``, ``MultiEdit``, ``Write`` and
   ``NotebookEdit`` file edits (``file_ops``).
 - Not conversation, so skipped: ``system`` records otherwise (local notices, hooks), other record
-  types (``file-history-snapshot``, ``queue-operation``, ...; counted per file in the outcome), sidechain
-  records (``isSidechain``: a sub-agent's own conversation; a warning counts them), and records shown
-  only in Claude Code's transcript (``isVisibleInTranscriptOnly``).
+  types (``file-history-snapshot``, ``queue-operation``, ...; counted per file in the outcome), and
+  records shown only in Claude Code's transcript (``isVisibleInTranscriptOnly``).
+- Sidechain records (``isSidechain``: a sub-agent's own conversation, e.g. a ``Task`` tool's) become
+  children of their session's trace (schema version 2): one per ``agentId``, or, without one, per chain
+  of ``parentUuid`` links; each is spawned by the session's last assistant message before its first
+  record and answers that call's next tool call still without a result. The parent's own events keep
+  only what it received (the Task tool's result: the sub-agent's report); a notice counts them.
 - Not recorded in the log, so not modelled: the system prompt and tool definitions Claude Code
   sends. The first call's provider count covers them and is split over the events before it.
 
@@ -48,6 +52,7 @@ replaced (one warning names the first such line). A file with no conversation re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
@@ -66,7 +71,7 @@ from sim.importers.common import (
     warn,
 )
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
-from sim.types import Trace
+from sim.types import Child, Trace
 
 FORMAT = "claude-code"
 _CONVERSATION = ("user", "assistant")
@@ -140,6 +145,7 @@ def load(path: Path) -> Iterator[Trace]:
     first_bad: dict[str, int] = {}
     ignored: Counter[str] = Counter()
     sidechain = 0
+    sides: dict[str, list[_Side]] = {}  # session id -> its sub-agents' conversations, in order
 
     def skip(reason: str, lineno: int) -> None:
         bad[reason] += 1
@@ -193,9 +199,9 @@ def load(path: Path) -> Iterator[Trace]:
         if kind not in _CONVERSATION:
             ignored[kind] += 1
             continue
-        if d.get("isSidechain") is True:
+        side = d.get("isSidechain") is True
+        if side:
             sidechain += 1
-            continue
         if d.get("isVisibleInTranscriptOnly") is True and not d.get("isCompactSummary"):
             ignored["transcript-only"] += 1
             continue
@@ -203,7 +209,10 @@ def load(path: Path) -> Iterator[Trace]:
         if not isinstance(msg, dict) or "content" not in msg:
             skip(f"{kind} record without a message object holding content", lineno)
             continue
-        s = sessions.setdefault(sid, _Session(sid))
+        if side:
+            s = _side_session(sides.setdefault(sid, []), sessions.setdefault(sid, _Session(sid)), d)
+        else:
+            s = sessions.setdefault(sid, _Session(sid))
         uuid = d.get("uuid") if isinstance(d.get("uuid"), str) else None
         if uuid is not None and uuid in s.uuids:
             skip("repeats an earlier record's uuid", lineno)
@@ -229,7 +238,12 @@ def load(path: Path) -> Iterator[Trace]:
         detail = "; ".join(f"{n} {reason} (first at line {first_bad[reason]})" for reason, n in bad.items())
         warn(file, f"skipped records: {detail}")
     if sidechain:
-        warn(file, f"{sidechain} sidechain (sub-agent) records skipped: not the session's own conversation")
+        n = sum(len(v) for v in sides.values())
+        warn(
+            file,
+            f"{sidechain} sidechain (sub-agent) records imported as {n} "
+            f"{'child' if n == 1 else 'children'} of their sessions",
+        )
     for sm in summaries:
         sid = owner.get(sm["leaf_uuid"]) if isinstance(sm["leaf_uuid"], str) else None
         target = sessions.get(sid) if sid else next(iter(sessions.values()), None)
@@ -244,7 +258,7 @@ def load(path: Path) -> Iterator[Trace]:
         compacted = s.compact_boundaries or s.compact_summaries
         hide_before_compactions(s.messages, s.boundaries)
         number_runs(s.messages, s.run_starts)
-        yield build_trace(
+        trace = build_trace(
             trace_id=s.sid,
             source_format=FORMAT,
             file=file,
@@ -261,6 +275,72 @@ def load(path: Path) -> Iterator[Trace]:
                 "ignored_records_in_file": dict(sorted(ignored.items())),
             },
         )
+        kids = _children(file, trace, sides.get(s.sid, ()))
+        yield dataclasses.replace(trace, children=kids) if kids else trace
+
+
+@dataclass
+class _Side:
+    """One sub-agent's conversation (a sidechain) and where its parent session was when it began."""
+
+    session: _Session
+    agent_id: str | None
+    parent_messages: int  # messages of the parent session before the sidechain's first record
+
+
+def _side_session(sides: list[_Side], parent: _Session, d: dict) -> _Session:
+    """The sidechain a record belongs to: by ``agentId`` when Claude Code writes one; otherwise the one
+    holding its ``parentUuid``, else (no link) the latest one, unless the record is a user record
+    without a link: a sub-agent's prompt, which begins a new sidechain."""
+    agent = d.get("agentId") if isinstance(d.get("agentId"), str) else None
+    up = d.get("parentUuid")
+    for side in reversed(sides):
+        if agent is not None and side.agent_id == agent:
+            return side.session
+        if agent is None and side.agent_id is None and isinstance(up, str) and up in side.session.uuids:
+            return side.session
+    unlinked = not (isinstance(up, str) and any(up in x.session.uuids for x in sides))
+    if agent is None and sides and sides[-1].agent_id is None and unlinked and d.get("type") == "assistant":
+        return sides[-1].session
+    new = _Side(_Session(parent.sid), agent, len(parent.messages))
+    new.session.model, new.session.version = parent.model, parent.version
+    sides.append(new)
+    return new.session
+
+
+def _children(file: str, parent: Trace, sides) -> tuple[Child, ...]:
+    """Each sidechain as a child of the parent call before it began: the last assistant message written
+    before the sidechain's first record (Claude Code's Task call waits for its sub-agent), answering
+    that call's tool calls still without a result in order (parallel Task calls each get one)."""
+    out: list[Child] = []
+    taken: dict[int, int] = {}
+    call_of = {c.event_index: c.index for c in parent.calls}
+    for n, side in enumerate(sides):
+        s = side.session
+        if not any(m.kind == "assistant" for m in s.messages):
+            warn(file, f"session {parent.trace_id}: sidechain {n} has no assistant messages; skipped")
+            continue
+        spawner = next((i for i in range(side.parent_messages - 1, -1, -1) if i in call_of), None)
+        if spawner is None:
+            warn(file, f"session {parent.trace_id}: sidechain {n} begins before any call; skipped")
+            continue
+        answered = {e.tool_call_id for e in parent.events[: side.parent_messages]}
+        pending = [t for t in parent.events[spawner].tool_call_ids if t not in answered]
+        j = taken.get(spawner, 0)
+        taken[spawner] = j + 1
+        child = build_trace(
+            trace_id=f"{parent.trace_id}/{side.agent_id or f'sidechain-{n}'}",
+            source_format=FORMAT,
+            file=file,
+            messages=s.messages,
+            usage=s.usage,
+            model=s.model or parent.model,
+            agent=parent.agent,
+            recorded_policy={"name": "raw"},
+            outcome={"sidechain": n},
+        )
+        out.append(Child(call_of[spawner], child, pending[j] if j < len(pending) else None))
+    return tuple(out)
 
 
 _READ_TOOLS = {"Read": "file_path"}
