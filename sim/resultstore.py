@@ -9,11 +9,19 @@ them (a run's numbers follow from its key), so a key held by several parts gives
 
 A part that cannot be read as a results part (truncated, not Parquet, no ``run_key``, wrong schema) is
 moved to ``DIR/parts/quarantine/`` with a warning naming it, and its runs count as not done.
+
+Beside ``results.parquet`` a sweep leaves ``results.receipt.json``: the digest of the plan it merged
+(``sim.plandigest``), the sha256 of the bytes it wrote, and the identity (size, mtime, inode, ctime) of
+every part it merged from. A rerun whose plan digest matches, while results.parquet still hashes to those
+bytes and every such part is still there unchanged, is finished: it reads no part, composes no setting
+and loads no trace (``receipt_vouches``). Anything else — another sweep's receipt, a part rewritten,
+moved or quarantined, a results.parquet replaced — takes the full path (scan, plan, merge if needed).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 from collections.abc import Callable, Collection, Iterable
@@ -26,6 +34,7 @@ from sim.errors import ConfigError
 
 PARTS = "parts"
 RESULTS = "results.parquet"
+RECEIPT = "results.receipt.json"
 QUARANTINE = "quarantine"
 KEY = "run_key"
 LABELS = ("scenario", "setting")  # what a run was asked under; not part of its key
@@ -37,11 +46,17 @@ Warn = Callable[[str], None]
 
 @dataclass(frozen=True)
 class Part:
-    """One part file as scanned: its keys (file order) and modification time."""
+    """One part file as scanned or written: its keys (file order), modification time and identity."""
 
     path: Path
     keys: tuple[str, ...]
     mtime_ns: int
+    identity: tuple[int, ...] = ()  # (size, mtime_ns, inode, ctime_ns) when read or written
+
+
+def identity(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes whenever a file is rewritten, replaced or touched: ctime cannot be set back."""
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 class DamagedPart(Exception):
@@ -65,11 +80,22 @@ def table(rows: list[dict[str, Any]]):
     return pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
 
 
-def write_table(rows: list[dict[str, Any]], path: Path) -> None:
+def write_table(rows: list[dict[str, Any]], path: Path) -> str:
+    """Write the rows atomically; returns the sha256 of the bytes this writer wrote (read back from its
+    own temporary file, so another writer replacing ``path`` meanwhile cannot change the answer)."""
     import pyarrow.parquet as pq
 
     with atomic_path(path) as tmp:  # page checksums: a flipped bit is an error on reading, not a number
         pq.write_table(table(rows), tmp, write_page_checksum=True)
+        return file_sha256(tmp)
+
+
+def file_sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
 
 
 def part_name(keys: Iterable[str]) -> str:
@@ -81,10 +107,13 @@ def part_name(keys: Iterable[str]) -> str:
 
 
 def write_part(parts_dir: Path, rows: list[dict[str, Any]]) -> Part:
+    """Write one chunk's rows as a part; what comes back is small (a path, keys, a stat): a worker
+    writes its own part and sends only this to the parent."""
     keys = tuple(r[KEY] for r in rows)
     path = Path(parts_dir) / part_name(keys)
     write_table(rows, path)
-    return Part(path, keys, path.stat().st_mtime_ns)
+    st = os.stat(path)
+    return Part(path, keys, st.st_mtime_ns, identity(st))
 
 
 # ------------------------------------------------------------------------------------------------ scan
@@ -92,7 +121,7 @@ def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [type(exc).__name__])[0]
 
 
-def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
+def _read_keys(path: Path) -> tuple[tuple[str, ...], os.stat_result]:
     """The ``run_key`` column of a part (nothing else is read) and its mtime; DamagedPart when the file
     is not a results part."""
     import pyarrow as pa
@@ -116,13 +145,13 @@ def _read_keys(path: Path) -> tuple[tuple[str, ...], int]:
             keys = pf.read(columns=[KEY], use_threads=False).column(0).to_pylist()
     except pa.ArrowException as exc:
         raise DamagedPart(f"unreadable Parquet ({_first_line(exc)})") from None
-    mtime_ns = os.stat(path).st_mtime_ns  # after the read: a part replaced meanwhile counts as the newer
+    st = os.stat(path)  # after the read: a part replaced meanwhile counts as the newer
     for i, k in enumerate(keys):
         if not (isinstance(k, str) and _KEY_TEXT.match(k)):
             raise DamagedPart(f"row {i}: {KEY} {k!r} is not a run key (64 hex digits)")
     if len(set(keys)) != len(keys):
         raise DamagedPart(f"a {KEY} repeats")
-    return tuple(keys), mtime_ns
+    return tuple(keys), st
 
 
 def quarantine(path: Path, reason: str, warn: Warn, consequence: str) -> Path | None:
@@ -163,7 +192,7 @@ def scan(
     out, moved = [], []
     for path in sorted(parts_dir.glob("part-*.parquet")):
         try:
-            keys, mtime_ns = _read_keys(path)
+            keys, st = _read_keys(path)
         except FileNotFoundError:  # moved away (quarantined) by another process since the listing
             continue
         except DamagedPart as exc:
@@ -174,7 +203,7 @@ def scan(
                 quarantine(path, f"unreadable ({exc.strerror or _first_line(exc)})", warn, consequence)
             )
             continue
-        out.append(Part(path, keys, mtime_ns))
+        out.append(Part(path, keys, st.st_mtime_ns, identity(st)))
     return out, [m for m in moved if m is not None]
 
 
@@ -251,6 +280,84 @@ def results_current(
         return True
     pairs = zip(got.column(LABELS[0]).to_pylist(), got.column(LABELS[1]).to_pylist(), strict=True)
     return list(pairs) == labels
+
+
+# ---------------------------------------------------------------------------------------------- receipt
+MAX_RECEIPT_BYTES = 64 << 20  # ~600k parts; a larger (or foreign) receipt is not read: the full path runs
+_PART_NAME = re.compile(r"part-[0-9a-f]{32}\.parquet\Z")
+
+
+def write_receipt(
+    results_dir: Path, plan: str, results_sha256: str, sources: Iterable[Part], facts: dict[str, Any]
+) -> None:
+    """Say what ``results.parquet`` is: the merge of ``sources`` (every part holding one of its keys)
+    under the plan with digest ``plan``, with bytes of sha256 ``results_sha256``; ``facts``: what the
+    plan said (totals, notes), said again by a rerun that stops at the receipt."""
+    srcs = sorted(sources, key=lambda p: p.path.name)
+    if any(len(p.identity) != 4 for p in srcs):
+        return
+    data = {
+        "format": 1,
+        "plan": plan,
+        "results_sha256": results_sha256,
+        "sources": [[p.path.name, *p.identity] for p in srcs],
+        **facts,
+    }
+    with atomic_path(Path(results_dir) / RECEIPT) as tmp:
+        tmp.write_text(json.dumps(data, sort_keys=True, separators=(",", ":")), encoding="utf-8")
+
+
+def receipt_vouches(results_dir: Path, plan: str) -> dict[str, Any] | None:
+    """The receipt's data when it vouches that ``results.parquet`` is the finished merge of the plan with
+    digest ``plan``: the same digest, every part it names still there with the same identity (size,
+    mtime, inode, ctime), and results.parquet's bytes hashing to the recorded sha256. None otherwise
+    (absent, unreadable, another plan's, a part changed or gone): the caller takes the full path."""
+    results_dir = Path(results_dir)
+    path = results_dir / RECEIPT
+    try:
+        if os.stat(path).st_size > MAX_RECEIPT_BYTES:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("format") != 1 or data.get("plan") != plan:
+        return None
+    sources = data.get("sources")
+    if not isinstance(sources, list) or not sources:
+        return None
+    parts_dir = results_dir / PARTS
+    for entry in sources:
+        if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
+            return None
+        if not _PART_NAME.match(entry[0]):
+            return None
+        try:
+            st = os.stat(parts_dir / entry[0])
+        except OSError:
+            return None
+        if list(identity(st)) != entry[1:]:
+            return None
+    try:
+        sha = file_sha256(results_dir / RESULTS)
+    except OSError:
+        return None
+    return data if sha == data.get("results_sha256") else None
+
+
+def current_sha256(
+    results: Path, keys: list[str], labels: list[tuple[str, str]] | None, sources: Iterable[Part]
+) -> str | None:
+    """The sha256 of ``results.parquet`` when ``results_current`` finds it current, taken from the very
+    file it checked (None if it is not current or was replaced meanwhile): what a receipt records."""
+    try:
+        before = os.stat(results)
+        if not results_current(results, keys, labels, sources):
+            return None
+        sha = file_sha256(results)
+        after = os.stat(results)
+    except OSError:
+        return None
+    return sha if identity(before) == identity(after) else None
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
