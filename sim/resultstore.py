@@ -80,13 +80,16 @@ def table(rows: list[dict[str, Any]]):
     return pa.table({c: pa.array([r.get(c) for r in rows]) for c in cols})
 
 
-def write_table(rows: list[dict[str, Any]], path: Path) -> str:
-    """Write the rows atomically; returns the sha256 of the bytes this writer wrote (read back from its
-    own temporary file, so another writer replacing ``path`` meanwhile cannot change the answer)."""
+def write_table(rows: list[dict[str, Any]] | Any, path: Path) -> str:
+    """Write the rows (or an Arrow table of them, ``merged``) atomically; returns the sha256 of the bytes
+    this writer wrote (read back from its own temporary file, so another writer replacing ``path``
+    meanwhile cannot change the answer)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    data = rows if isinstance(rows, pa.Table) else table(rows)
     with atomic_path(path) as tmp:  # page checksums: a flipped bit is an error on reading, not a number
-        pq.write_table(table(rows), tmp, write_page_checksum=True)
+        pq.write_table(data, tmp, write_page_checksum=True)
         return file_sha256(tmp)
 
 
@@ -219,30 +222,64 @@ def holders(parts: Iterable[Part], wanted: Collection[str]) -> list[Part]:
 # ----------------------------------------------------------------------------------------------- merge
 def collect(
     parts: list[Part], wanted: Collection[str], warn: Warn, consequence: str = "its runs will be run again"
-) -> tuple[dict[str, dict[str, Any]], set[str]]:
-    """(row by key, wanted keys without a row). Each key's row comes from the first part by name that
-    holds it and reads whole; a part that fails a full read is quarantined and the next holder is used.
-    Only parts holding a wanted key not yet found are read."""
+) -> tuple[list[Any], set[str]]:
+    """(Arrow tables holding one row per wanted key found, wanted keys without a row). Each key's row
+    comes from the first part by name that holds it and reads whole; a part that fails a full read is
+    quarantined and the next holder is used. Only parts holding a wanted key not yet found are read.
+    Rows stay in Arrow: a merge of 200,000 runs through Python dicts took ~55 s of the parent's CPU."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     wanted = set(wanted)
-    rows: dict[str, dict[str, Any]] = {}
+    found: set[str] = set()
+    pieces = []
     for part in sorted(parts, key=lambda p: p.path.name):
-        if not any(k in wanted and k not in rows for k in part.keys):
+        if not any(k in wanted and k not in found for k in part.keys):
             continue
-        try:
-            read = pq.read_table(str(part.path), page_checksum_verification=True).to_pylist()
+        try:  # ParquetFile.read without threads: ~4 ms a 64-row part against ~7 ms through read_table
+            with pq.ParquetFile(str(part.path), page_checksum_verification=True) as pf:
+                read = pf.read(use_threads=False)
         except FileNotFoundError:
             continue
         except (pa.ArrowException, OSError) as exc:
             quarantine(part.path, f"unreadable Parquet ({_first_line(exc)})", warn, consequence)
             continue
-        for row in read:
-            key = row.get(KEY)
-            if key in wanted and key not in rows:
-                rows[key] = row
-    return rows, wanted - set(rows)
+        keys = read.column(KEY).to_pylist() if KEY in read.schema.names else []
+        take = [i for i, k in enumerate(keys) if k in wanted and k not in found]
+        if not take:
+            continue
+        found.update(keys[i] for i in take)
+        pieces.append(read if len(take) == read.num_rows else read.take(take))
+    return pieces, wanted - found
+
+
+def merged(pieces: list[Any], labels: Callable[[str], tuple[str, str]] | None = None) -> Any:
+    """The pieces of ``collect`` as one Arrow table sorted by run key, with each row's (scenario,
+    setting) set from ``labels`` when given: the table ``table(rows)`` makes of the same rows in key
+    order, so results.parquet has the same bytes (same columns in the same order, the same types —
+    a column empty in one part and typed in another takes the type, ints and floats mixed give floats).
+    Parts whose columns differ (several policies in one store) go through the rows as before."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pieces:
+        return table([])
+    names = pieces[0].schema.names
+    if any(p.schema.names != names for p in pieces) or (
+        labels is not None and any(c not in names for c in LABELS)
+    ):
+        rows = sorted((r for p in pieces for r in p.to_pylist()), key=lambda r: r[KEY])
+        if labels is not None:
+            for r in rows:
+                r[LABELS[0]], r[LABELS[1]] = labels(r[KEY])
+        return table(rows)
+    out = pa.concat_tables(pieces, promote_options="permissive")
+    out = out.take(pc.sort_indices(out.column(KEY)))
+    if labels is not None:
+        got = [labels(k) for k in out.column(KEY).to_pylist()]
+        for i, name in enumerate(LABELS):
+            out = out.set_column(names.index(name), name, pa.array([g[i] for g in got]))
+    return out.combine_chunks()
 
 
 def results_current(
@@ -366,11 +403,11 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     return pq.read_table(path, page_checksum_verification=True).to_pylist()
 
 
-def merge_all(results_dir: Path, warn: Warn) -> tuple[Path, list[dict[str, Any]] | None]:
+def merge_all(results_dir: Path, warn: Warn) -> tuple[Path, Any]:
     """Every finished run under ``results_dir/parts`` into ``results.parquet``, one row per key (sorted),
-    labels as the parts hold them. Returns (path, rows written, or None when the file was current).
-    A damaged part found here stops the merge (ConfigError): which runs it held is unknown, and a
-    results.parquet without them would look complete; rerunning the sweep recomputes them."""
+    labels as the parts hold them. Returns (path, the Arrow table written, or None when the file was
+    current). A damaged part found here stops the merge (ConfigError): which runs it held is unknown,
+    and a results.parquet without them would look complete; rerunning the sweep recomputes them."""
     results_dir = Path(results_dir)
     consequence = "run the same sweep again to recompute its runs"
     parts, moved = scan(results_dir, warn, consequence)
@@ -387,14 +424,14 @@ def merge_all(results_dir: Path, warn: Warn) -> tuple[Path, list[dict[str, Any]]
     unique_holders = sum(len(p.keys) for p in parts) == len(keys)
     if unique_holders and results_current(results, keys, None, parts):
         return results, None
-    rows, missing = collect(parts, keys, warn, consequence)
+    pieces, missing = collect(parts, keys, warn, consequence)
     if missing:
         raise ConfigError(
             f"sweep: {len(missing)} runs under {results_dir / PARTS} were in damaged parts (moved to "
             "quarantine); results.parquet not written: run the same sweep again to recompute them"
         )
-    out = [rows[k] for k in keys]
     try:
+        out = merged(pieces)
         write_table(out, results)
     except (TypeError, ValueError) as exc:  # pyarrow's ArrowInvalid/ArrowTypeError derive from these
         raise ConfigError(

@@ -790,7 +790,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
             raise
         if not merge:  # a Hydra job: the multirun's end merges every job's parts (merge_parts)
             return parts_dir
-        rows, missing = store.collect(parts, wanted, _note)
+        pieces, missing = store.collect(parts, wanted, _note)
         if not missing:
             break
         # parts that vanished or failed a full read since the scan: run their runs again
@@ -802,27 +802,26 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     others = len(store.done_keys(parts) - wanted)
     if others:
         _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
-    out_rows = [rows[k] for k in unique]
-    for key, row in zip(unique, out_rows, strict=True):  # in place: the rows are this merge's own copies
-        row["scenario"], row["setting"] = labels[key]
-    unpriced = sum(r.get("cost_microusd") is None for r in out_rows)
+    merged = store.merged(pieces, labels.__getitem__)
+    n = merged.num_rows
+    unpriced = merged.column("cost_microusd").null_count if "cost_microusd" in merged.schema.names else n
     if unpriced:
         from sim.pricing import price_table
 
         choices = ", ".join(sorted(p.model for p in price_table().values()))
         _note(
-            f"warning: {unpriced} of {len(out_rows)} runs are unpriced (their traces' recorded model has no "
+            f"warning: {unpriced} of {n} runs are unpriced (their traces' recorded model has no "
             f"price): their cost is empty; price them with pricing=MODEL (or --pricing MODEL), one of "
             f"{choices}"
         )
-    sha = store.write_table(out_rows, results)
+    sha = store.write_table(merged, results)
     if plan_id is not None:
         sources = store.holders([p for p in parts if p.path.exists()], wanted)
         store.write_receipt(out, plan_id, sha, sources, facts)
     if spec.csv:
         from sim.tables import write_rows
 
-        write_rows(out_rows, out / "results.csv")
+        write_rows(merged.to_pylist(), out / "results.csv")
     return results
 
 
@@ -852,9 +851,10 @@ def merge_parts(results_dir: Path, csv: bool = False) -> Path:
     results.parquet is current."""
     from sim import resultstore as store
 
-    results, rows = store.merge_all(Path(results_dir), _note)
+    results, written = store.merge_all(Path(results_dir), _note)
     if csv:
         from sim.tables import write_rows
 
-        write_rows(rows if rows is not None else store.read_rows(results), Path(results_dir) / "results.csv")
+        rows = written.to_pylist() if written is not None else store.read_rows(results)
+        write_rows(rows, Path(results_dir) / "results.csv")
     return results

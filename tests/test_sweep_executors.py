@@ -166,6 +166,61 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
         sweep._run_chunk(chunk)
 
 
+# ------------------------------------------------------------------------------------------------ merge
+def _row_merge(parts_dir: Path, labels=None) -> bytes:
+    """The merge as it was, through Python rows: every part's rows, one per key, sorted, labelled."""
+    import sim.resultstore as store
+
+    rows: dict[str, dict] = {}
+    for path in sorted(parts_dir.glob("part-*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            rows.setdefault(row["run_key"], row)
+    out = [rows[k] for k in sorted(rows)]
+    for row in out:
+        if labels is not None:
+            row["scenario"], row["setting"] = labels(row["run_key"])
+    target = parts_dir.parent / "row-merge.parquet"
+    store.write_table(out, target)
+    return target.read_bytes()
+
+
+def test_the_arrow_merge_writes_the_row_merges_bytes(tmp_path):
+    """Parts whose columns are typed differently (empty in one part, ints in one and floats in another)
+    merge to the bytes the row merge writes: the types come out as table(rows) infers them."""
+    import sim.resultstore as store
+
+    parts_dir = tmp_path / "s" / "parts"
+    key = [f"{i:064x}" for i in range(7)]
+
+    def row(i, a, b, c):
+        return {"run_key": key[i], "trace_hash": f"h{i}", "policy": "p", "a": a, "b": b, "c": c}
+
+    first = [row(5, 1, 2, None), row(0, None, 3, None), row(3, 4, 5, None)]
+    second = [row(1, None, 2.5, None), row(6, None, 1.0, None)]
+    third = [row(2, 7, None, None), row(4, 8, 9, None), row(3, 4, 5, None)]  # key 3 held twice
+    for rows in (first, second, third):
+        for r in rows:
+            r.update(scenario="as-written", setting="s")
+        store.write_part(parts_dir, rows)
+    parts, _ = store.scan(tmp_path / "s", print)
+    pieces, missing = store.collect(parts, key, print)
+    assert missing == set() and sum(p.num_rows for p in pieces) == 7
+
+    def labels(k: str) -> tuple[str, str]:
+        return ("scenario-x", f"n={int(k, 16)}")
+
+    table = store.merged(pieces, labels)
+    assert table.column("run_key").to_pylist() == key
+    assert [str(table.schema.field(c).type) for c in "abc"] == ["int64", "double", "null"]
+    store.write_table(table, tmp_path / "arrow.parquet")
+    assert (tmp_path / "arrow.parquet").read_bytes() == _row_merge(parts_dir, labels)
+
+
+def test_a_sweeps_results_are_the_row_merges_bytes(corpus, tmp_path):
+    results = run_sweep(_spec(corpus, tmp_path / "m", policy="seed_engine", grid=()), progress=False)
+    assert results.read_bytes() == _row_merge(tmp_path / "m" / "parts")
+
+
 # ----------------------------------------------------------------------------------------------- resume
 def _forbid_work(monkeypatch) -> list[tuple]:
     """Fail on composing a setting, loading a trace or writing a table; record every Parquet read."""
