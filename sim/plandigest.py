@@ -101,7 +101,7 @@ def code_digest() -> str:
         sim_dir = Path(__file__).resolve().parent
         parts = {
             "sim": _py_digest(sim_dir),  # sources only: __pycache__ changes as Python writes bytecode
-            "conf": tree_digest(CONF_DIR),
+            "conf": tree_digest(CONF_DIR) if CONF_DIR.is_dir() else None,
             "deps": deps,
             "python": list(sys.version_info[:2]),
         }

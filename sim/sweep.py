@@ -381,7 +381,8 @@ def run_keys(
     # sorted keys: "trace_hash" is the last key but "version" (a plain string), so the last occurrence
     # of its empty value is the top-level one even if a knob's value holds the same text
     head, mark, tail = template.rpartition('"trace_hash":""')
-    assert mark, template
+    if not mark:  # json.dumps always writes the key; this would be a bug, not bad input
+        raise RuntimeError(f"run_keys: no trace_hash in {template[:200]}")
     start = hashlib.sha256((head + '"trace_hash":').encode("utf-8"))
     end = tail.encode("utf-8")
     out = []
