@@ -71,8 +71,8 @@ def run_chunks(
     started = not ray.is_initialized()
     if started:
         kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
-        if address is None:
-            ray.init(num_cpus=max(1, workers), **kw)
+        if address is None:  # "local": a new instance even where `ray start` left one running
+            ray.init(address="local", num_cpus=max(1, workers), **kw)
         else:
             ray.init(address=address, **kw)
     try:

@@ -1,6 +1,6 @@
-"""``executor=ray`` on a local Ray instance with 2 CPUs: the same part files and a byte-identical
-results.parquet as the in-process pool (workers=1 and workers=2); a ctxsim error inside a Ray task is
-exit 2, as in the pool; a rerun of the finished sweep starts no Ray at all."""
+"""``executor=ray`` on a local Ray instance with 2 CPUs (started by the sweep itself): the same part
+files and a byte-identical results.parquet as the in-process pool (workers=1 and workers=2); a ctxsim
+error inside a Ray task is exit 2, as in the pool; a rerun of the finished sweep starts no Ray at all."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray instance with 2 CPUs for this module; sweeps use the connection as it is."""
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level="WARNING")
     try:
         yield ray
     finally:
@@ -60,12 +60,25 @@ def _tree(out: Path) -> dict[str, bytes]:
     return files
 
 
-def test_ray_writes_the_pools_parts_and_results_byte_for_byte(corpus, tmp_path, local_ray, monkeypatch):
+def test_ray_writes_the_pools_parts_and_results_byte_for_byte(corpus, tmp_path, monkeypatch):
+    """The sweep starts its own local Ray with `workers` = 2 CPUs, and stops it at the end."""
     import sim.rayexec as rayexec
 
-    assert local_ray.cluster_resources().get("CPU") == 2
+    assert not ray.is_initialized()
+    started: list[dict] = []
+    real_init = ray.init
+
+    def init(*args, **kw):
+        started.append(kw)
+        out = real_init(*args, **kw)
+        started.append({"cpus": ray.cluster_resources().get("CPU")})
+        return out
+
+    monkeypatch.setattr(ray, "init", init)
     on_ray = tmp_path / "ray"
     run_sweep(_spec(corpus, on_ray, executor="ray"), workers=2, progress=False)
+    assert [started[0]["address"], started[0]["num_cpus"], started[1]["cpus"]] == ["local", 2, 2]
+    assert not ray.is_initialized()
     pool1 = tmp_path / "pool1"
     run_sweep(_spec(corpus, pool1), workers=1, progress=False)
     pool2 = tmp_path / "pool2"
@@ -73,10 +86,10 @@ def test_ray_writes_the_pools_parts_and_results_byte_for_byte(corpus, tmp_path, 
     ray_files = _tree(on_ray)
     assert len(ray_files) == 3 * 3 + 1  # 8 traces in chunks of 3: 3 parts per setting, and results
     assert ray_files == _tree(pool1) == _tree(pool2)
-    # a rerun of the finished sweep stops at the receipt: no Ray task
+    # a rerun of the finished sweep stops at the receipt: no Ray task, no Ray started
     monkeypatch.setattr(rayexec, "run_chunks", lambda *a: pytest.fail("Ray ran a chunk"))
     run_sweep(_spec(corpus, on_ray, executor="ray"), workers=2, progress=False)
-    assert _tree(on_ray) == ray_files
+    assert _tree(on_ray) == ray_files and len(started) == 2
 
 
 def test_a_ctxsim_error_in_a_ray_task_is_exit_2(corpus, tmp_path, local_ray):
