@@ -1175,9 +1175,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay every trace of a scenario under every point of a grid of policy settings. "
         "Words: scenario=embedded|conversation|PATH|dataset:NAME, policy=NAME, policy.KEY=V1,V2,... "
         "(Hydra-style multirun values; several keys give the product), model.KEY=V, results.path=DIR, "
-        "workers=N, chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml). "
-        "Finished chunks are kept in DIR/parts/: an interrupted sweep resumes when the same command is run "
-        "again.",
+        "workers=N, chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml), "
+        "executor=pool|ray (ray: chunks as Ray tasks, pip install 'ctxsim[ray]'), "
+        "ray.address=auto|HOST:PORT (default: a local Ray with `workers` CPUs). Finished chunks are kept "
+        "in DIR/parts/: an interrupted sweep resumes when the same command is run again.",
         epilog="example: ctxsim sweep experiment=size_seed_engine workers=2",
     )
     sw.add_argument("items", nargs="*", metavar="KEY=VALUE")

@@ -53,6 +53,8 @@ def policy_names() -> list[str]:
 def check_policy_name(name: Any) -> str:
     """``name`` if it is a plain name of a registered policy or a preset; otherwise UnknownNameError
     listing the choices (a path, ``..`` or anything but ``[A-Za-z0-9_]`` is never a policy name)."""
+    if isinstance(name, str) and POLICY_NAME.fullmatch(name) and (policy_dir() / f"{name}.yaml").is_file():
+        return name  # a preset by definition: no need to import every policy module to say so
     names = policy_names()
     if not isinstance(name, str) or not POLICY_NAME.fullmatch(name) or name not in names:
         raise UnknownNameError("policy", str(name), names)

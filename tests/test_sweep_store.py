@@ -492,12 +492,19 @@ def test_resume_of_a_finished_sweep_reads_run_keys_only_and_writes_nothing(corpu
     n_parts = len(_parts(out))
     calls = _spy_reads(monkeypatch)
     monkeypatch.setattr(store, "write_table", lambda *a: pytest.fail("results.parquet written again"))
+    # the receipt vouches for results.parquet: not one Parquet read
+    assert run_sweep(_spec(corpus, out), progress=False) == results
+    assert (results.read_bytes(), results.stat().st_mtime_ns) == before and calls == []
+    # without it (a store of an older ctxsim, a copied folder): one run_key column per part, and run_key
+    # + labels of results.parquet; never a whole table; the receipt is written again
+    (out / "results.receipt.json").unlink()
     assert run_sweep(_spec(corpus, out), progress=False) == results
     assert (results.read_bytes(), results.stat().st_mtime_ns) == before
-    # one run_key column per part, and run_key + labels of results.parquet; never a whole table
     assert calls.count(("ParquetFile.read", ("run_key",))) == n_parts
     assert calls.count(("ParquetFile.read", ("run_key", "scenario", "setting"))) == 1
     assert len(calls) == n_parts + 1
+    assert (out / "results.receipt.json").is_file()
+    assert run_sweep(_spec(corpus, out), progress=False) == results and len(calls) == n_parts + 1
 
 
 def test_csv_is_rewritten_from_current_results(corpus, tmp_path):

@@ -1,0 +1,323 @@
+"""Who does a sweep's work: workers write their own parts and send back only keys, take the traces'
+hashes from the parent instead of hashing again, and give byte-identical parts and results.parquet for
+any worker count; a rerun of a finished sweep stops at the receipt (no part read, no setting composed,
+no trace loaded); ``executor=`` is a closed choice and importing ctxsim never imports Ray."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from scenarios.swe_like import generate_suite
+from sim.errors import ConfigError, UnknownNameError
+from sim.importers import load_paths
+from sim.paths import EMBEDDED_SUITE, REPO
+from sim.sweep import SweepSpec, run_key, run_keys, run_sweep, spec_from_args
+from sim.traceio import write_traces
+
+GRID = ("policy.n=1,3,10",)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("corpus") / "small.jsonl"
+    traces = list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 4)  # 8 runs
+    write_traces(traces, out)
+    return out
+
+
+def _spec(corpus: Path, out: Path, **kw) -> SweepSpec:
+    base = dict(
+        policy="observation_masking",
+        grid=GRID,
+        scenario=str(corpus),
+        pricing="claude-sonnet-4-5",
+        results=str(out),
+        chunk_size=5,
+    )
+    base.update(kw)
+    return SweepSpec(**base)
+
+
+def _tree(out: Path) -> dict[str, bytes]:
+    """Every part and results.parquet, by name, as bytes."""
+    files = {p.name: p.read_bytes() for p in sorted((out / "parts").glob("part-*.parquet"))}
+    files["results.parquet"] = (out / "results.parquet").read_bytes()
+    return files
+
+
+# ----------------------------------------------------------------------------------------------- keys
+def test_run_keys_are_run_key_byte_for_byte():
+    hashes = ["sha256:" + "ab" * 32, "sha256:" + "01" * 32, 'odd "quoted" \\ hash é']
+    cases = [
+        ("seed_engine", {"context_token_limit": 16000, "keep_recent_tokens": None}, {"window": 200000}, None),
+        # a knob whose value holds the very text the key's template is cut at, and a nested trace_hash
+        ("x", {"note": '"trace_hash":""', "deep": {"trace_hash": "", "z": [1, 2.5]}}, {}, "gpt-4o"),
+        ("ünï", {"a": "ß", "b": True}, {"on_missing": "refetch"}, "claude-sonnet-4-5"),
+    ]
+    for policy, params, model, pricing in cases:
+        want = [run_key(h, policy, params, model, pricing, "9.9") for h in hashes]
+        assert run_keys(hashes, policy, params, model, pricing, "9.9") == want
+
+
+# ------------------------------------------------------------------------------------ workers and bytes
+def test_parts_and_results_are_the_same_bytes_for_any_worker_count(corpus, tmp_path):
+    one = _tree_of(run_sweep(_spec(corpus, tmp_path / "w1"), workers=1, progress=False))
+    two = _tree_of(run_sweep(_spec(corpus, tmp_path / "w2"), workers=2, progress=False))
+    assert len(one) == 3 * 2 + 1  # 8 traces in chunks of 5: 2 parts per setting, and results.parquet
+    assert one == two
+    assert pq.read_metadata(tmp_path / "w1" / "results.parquet").num_rows == 24
+
+
+def _tree_of(results: Path) -> dict[str, bytes]:
+    return _tree(results.parent)
+
+
+SPY = """
+import os, sys
+import sim.resultstore as store
+import sim.traceio as traceio
+import sim.engine as engine
+import sim.model as model
+import sim.sweep as s
+
+parent = os.getpid()
+log = {log!r}
+
+
+def note(what):
+    with open(log, "a", encoding="utf-8") as f:
+        f.write(f"{{what}} {{os.getpid()}}\\n")
+
+
+real_write_part, real_hash = store.write_part, traceio.trace_hash
+
+
+def write_part(*a, **kw):
+    note("part")
+    return real_write_part(*a, **kw)
+
+
+def trace_hash(t):
+    note("hash")
+    return real_hash(t)
+
+
+store.write_part = write_part
+traceio.trace_hash = engine.trace_hash = model.trace_hash = trace_hash
+spec = s.SweepSpec(policy="observation_masking", grid={grid!r}, scenario={corpus!r},
+                   pricing="claude-sonnet-4-5", results={out!r}, chunk_size=5)
+s.run_sweep(spec, workers=2, progress=False)
+print(parent)
+"""
+
+
+def test_forked_workers_write_their_parts_and_never_hash_a_trace(corpus, tmp_path):
+    """The parent hashes each trace once while planning; every part is written by a worker (6 chunks, 6
+    parts, none by the parent) and no worker computes a trace hash."""
+    log = tmp_path / "log.txt"
+    code = SPY.format(log=str(log), grid=GRID, corpus=str(corpus), out=str(tmp_path / "s"))
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    parent = proc.stdout.strip()
+    events = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+    hashes = [pid for what, pid in events if what == "hash"]
+    parts = [pid for what, pid in events if what == "part"]
+    assert hashes == [parent] * 8  # one per trace, in the parent
+    assert len(parts) == 6 and parent not in parts
+
+
+def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_path, monkeypatch):
+    """A worker that did not inherit the traces (spawned, a Ray task) loads them, checks the scenario's
+    bytes against the parent's digest and uses the parent's hashes: no trace is hashed. If the file
+    changed after planning, the chunk stops with exit 2 instead of running other traces under old keys."""
+    import sim.engine as engine
+    import sim.model as model
+    import sim.sweep as sweep
+    import sim.traceio as traceio
+
+    local = tmp_path / "corpus.jsonl"
+    local.write_bytes(corpus.read_bytes())
+    runs = sweep.plan(_spec(local, tmp_path / "p"), log=lambda msg: None)
+    chunk = runs.chunks(())[0]
+    assert chunk.scenario_digest is not None and len(chunk.runs) == 5
+    sweep._TRACES.clear()  # as a process that did not fork from the parent
+
+    def no_hash(t):
+        raise AssertionError("a worker hashed a trace")
+
+    for mod in (traceio, engine, model):
+        monkeypatch.setattr(mod, "trace_hash", no_hash)
+    rows = sweep._run_chunk(chunk)
+    assert [r["run_key"] for r in rows] == [key for _, key, _ in chunk.runs]
+    assert [r["trace_hash"] for r in rows] == [h for _, _, h in chunk.runs]
+
+    sweep._TRACES.clear()
+    local.write_bytes(corpus.read_bytes() + b"\n")  # a blank line more: same traces, other bytes
+    with pytest.raises(ConfigError, match="changed during the sweep"):
+        sweep._run_chunk(chunk)
+
+
+# ------------------------------------------------------------------------------------------------ merge
+def _row_merge(parts_dir: Path, labels=None) -> bytes:
+    """The merge as it was, through Python rows: every part's rows, one per key, sorted, labelled."""
+    import sim.resultstore as store
+
+    rows: dict[str, dict] = {}
+    for path in sorted(parts_dir.glob("part-*.parquet")):
+        for row in pq.read_table(path).to_pylist():
+            rows.setdefault(row["run_key"], row)
+    out = [rows[k] for k in sorted(rows)]
+    for row in out:
+        if labels is not None:
+            row["scenario"], row["setting"] = labels(row["run_key"])
+    target = parts_dir.parent / "row-merge.parquet"
+    store.write_table(out, target)
+    return target.read_bytes()
+
+
+def test_the_arrow_merge_writes_the_row_merges_bytes(tmp_path):
+    """Parts whose columns are typed differently (empty in one part, ints in one and floats in another)
+    merge to the bytes the row merge writes: the types come out as table(rows) infers them."""
+    import sim.resultstore as store
+
+    parts_dir = tmp_path / "s" / "parts"
+    key = [f"{i:064x}" for i in range(7)]
+
+    def row(i, a, b, c):
+        return {"run_key": key[i], "trace_hash": f"h{i}", "policy": "p", "a": a, "b": b, "c": c}
+
+    first = [row(5, 1, 2, None), row(0, None, 3, None), row(3, 4, 5, None)]
+    second = [row(1, None, 2.5, None), row(6, None, 1.0, None)]
+    third = [row(2, 7, None, None), row(4, 8, 9, None), row(3, 4, 5, None)]  # key 3 held twice
+    for rows in (first, second, third):
+        for r in rows:
+            r.update(scenario="as-written", setting="s")
+        store.write_part(parts_dir, rows)
+    parts, _ = store.scan(tmp_path / "s", print)
+    pieces, missing = store.collect(parts, key, print)
+    assert missing == set() and sum(p.num_rows for p in pieces) == 7
+
+    def labels(k: str) -> tuple[str, str]:
+        return ("scenario-x", f"n={int(k, 16)}")
+
+    table = store.merged(pieces, labels)
+    assert table.column("run_key").to_pylist() == key
+    assert [str(table.schema.field(c).type) for c in "abc"] == ["int64", "double", "null"]
+    store.write_table(table, tmp_path / "arrow.parquet")
+    assert (tmp_path / "arrow.parquet").read_bytes() == _row_merge(parts_dir, labels)
+
+
+def test_a_sweeps_results_are_the_row_merges_bytes(corpus, tmp_path):
+    results = run_sweep(_spec(corpus, tmp_path / "m", policy="seed_engine", grid=()), progress=False)
+    assert results.read_bytes() == _row_merge(tmp_path / "m" / "parts")
+
+
+# ----------------------------------------------------------------------------------------------- resume
+def _forbid_work(monkeypatch) -> list[tuple]:
+    """Fail on composing a setting, loading a trace or writing a table; record every Parquet read."""
+    import pyarrow.parquet as pqm
+
+    import sim.resultstore as store
+    import sim.sweep as sweep
+
+    reads: list[tuple] = []
+    monkeypatch.setattr(sweep, "_settings", lambda *a: pytest.fail("a setting was composed"))
+    monkeypatch.setattr(sweep, "load_scenario", lambda *a: pytest.fail("the scenario was loaded"))
+    monkeypatch.setattr(store, "write_table", lambda *a: pytest.fail("a table was written"))
+    real_read, real_read_table = pqm.ParquetFile.read, pqm.read_table
+    monkeypatch.setattr(
+        pqm.ParquetFile, "read", lambda self, *a, **k: reads.append(a) or real_read(self, *a, **k)
+    )
+    monkeypatch.setattr(pqm, "read_table", lambda *a, **k: reads.append(a) or real_read_table(*a, **k))
+    return reads
+
+
+def test_rerun_of_a_finished_sweep_stops_at_the_receipt(corpus, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "r"
+    spec = _spec(
+        corpus,
+        out,
+        policy="seed_engine",
+        grid=("policy.context_token_limit=32000", "policy.keep_recent_tokens=2000,40000"),
+        skip_invalid=True,
+    )
+    results = run_sweep(spec, progress=False)
+    first = capsys.readouterr().err
+    skipped = "skipping setting policy.context_token_limit=32000 policy.keep_recent_tokens=40000"
+    assert skipped in first
+    receipt = json.loads((out / "results.receipt.json").read_text(encoding="utf-8"))
+    assert receipt["total"] == 8 and receipt["repeats"] == 0 and len(receipt["sources"]) == 2
+    before = (results.read_bytes(), results.stat().st_mtime_ns, _tree(out))
+    reads = _forbid_work(monkeypatch)
+    assert run_sweep(spec, progress=False) == results
+    err = capsys.readouterr().err
+    assert reads == []  # not one Parquet read: neither a part nor results.parquet
+    assert (results.read_bytes(), results.stat().st_mtime_ns, _tree(out)) == before
+    # the notes a full rerun gives, in the same words
+    assert skipped in err and f"resuming: 8 of 8 runs already in {out / 'parts'}" in err
+
+
+@pytest.mark.parametrize("change", ["touch a part", "remove a part", "results.parquet", "other plan"])
+def test_the_receipt_vouches_for_nothing_that_changed(corpus, tmp_path, monkeypatch, change):
+    """Each change sends the rerun down the full path (it composes the settings again) and the
+    results are those of a fresh sweep; the next rerun stops at the new receipt."""
+    import sim.sweep as sweep
+
+    out = tmp_path / "c"
+    spec = _spec(corpus, out)
+    fresh = run_sweep(spec, progress=False).read_bytes()
+    part = sorted((out / "parts").glob("part-*.parquet"))[0]
+    if change == "touch a part":
+        os.utime(part)
+    elif change == "remove a part":
+        part.unlink()
+    elif change == "results.parquet":
+        (out / "results.parquet").write_bytes(b"not parquet")
+    else:
+        run_sweep(_spec(corpus, out, grid=("policy.n=1,3",)), progress=False)
+    composed: list[int] = []
+    real = sweep._settings
+    monkeypatch.setattr(sweep, "_settings", lambda *a: composed.append(1) or real(*a))
+    assert run_sweep(spec, progress=False).read_bytes() == fresh and composed == [1]
+    assert run_sweep(spec, progress=False).read_bytes() == fresh and composed == [1]
+
+
+# ----------------------------------------------------------------------------------------------- words
+def test_executor_is_a_closed_choice():
+    spec, workers = spec_from_args(["policy=raw", "executor=ray", "ray.address=auto", "workers=3"])
+    assert (spec.executor, spec.ray_address, workers) == ("ray", "auto", 3)
+    spec, _ = spec_from_args(["policy=raw", "executor=ray", "ray.address=ray://head.example:10001"])
+    assert spec.ray_address == "ray://head.example:10001"
+    assert spec_from_args(["policy=raw"])[0].executor == "pool"
+    with pytest.raises(UnknownNameError) as exc:
+        spec_from_args(["policy=raw", "executor=rey"])
+    assert str(exc.value) == "unknown executor 'rey'; registered: pool, ray; did you mean 'ray'?"
+    with pytest.raises(ConfigError, match="'ray.address=auto' needs executor=ray"):
+        spec_from_args(["policy=raw", "ray.address=auto"])
+    with pytest.raises(ConfigError, match="expected auto, HOST:PORT or ray://HOST:PORT"):
+        spec_from_args(["policy=raw", "executor=ray", "ray.address=sim.rayexec:_task"])
+
+
+def test_cli_unknown_executor_exits_2_with_the_choices(corpus, tmp_path):
+    words = ["sweep", "policy=raw", f"scenario={corpus}", f"results.path={tmp_path / 'x'}", "executor=dask"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "sim.cli", *words], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    assert "unknown executor 'dask'; registered: pool, ray" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "x").exists()
+
+
+def test_importing_ctxsim_does_not_import_ray():
+    code = "import sys, sim, sim.cli, sim.sweep, sim.resultstore; print('ray' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
