@@ -38,6 +38,9 @@ from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SeedEngine, _State
 from sim.pricing import Price
 from sim.records import AGENT, CALL_COLUMNS, SUMMARY, change_table
 from sim.seed_messages import (
+    ELISION_RESERVE,
+    INPUT_BUDGET,
+    INSTRUCTION_CHARS,
     NO_SUMMARY,
     OUTPUT_CONTRACT_TOKENS,
     SUMMARY_PREFIX,
@@ -57,6 +60,11 @@ _POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)
 
 def grid_declines(policies: Sequence, trace: Trace, model: ReplayModel) -> str | None:
     """Why the grid path cannot replay these settings on this trace (None: it can)."""
+    return settings_decline(policies) or trace_declines(trace, model)
+
+
+def settings_decline(policies: Sequence) -> str | None:
+    """Why the grid path cannot replay these settings together (None: it can), whatever the trace."""
     if not policies or not all(type(p) is SeedEngine for p in policies):
         return "not seed_engine"
     first = policies[0]
@@ -65,6 +73,11 @@ def grid_declines(policies: Sequence, trace: Trace, model: ReplayModel) -> str |
         return "settings differ in a knob other than context_token_limit / keep_recent_tokens"
     if first.checks_after_call:
         return "budgets"
+    return None
+
+
+def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
+    """Why the grid path cannot replay this trace under this mock model (None: it can)."""
     if type(model) is not ReplayModel or model.max_turns is not None:
         return "mock model with a turn limit"
     if not trace.calls:
@@ -151,6 +164,17 @@ class _Static:
             back[m] = last if self.role_tool[m] else m
         self.back = back
         self.blocks = [proto._block(trace, state, m) for m in range(M)]
+        self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
+        self.tm_saving_l = self.tm_saving.tolist()
+        self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
+        self.m_tok = [0, *np.cumsum(tok[self.m_items]).tolist()]  # ... of every message's items
+        self.ep = [0, *np.cumsum(self.est).tolist()]  # message estimates
+        tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
+        self.sv = [0, *np.cumsum(tool_saving).tolist()]  # what clearing saves (any tool message: _rendered)
+        self.prefix_l = self.prefix.tolist()
+        nonempty = [0 if b is None else 1 for b in self.blocks]
+        self.bl = [0, *np.cumsum([b or 0 for b in self.blocks]).tolist()]
+        self.bc = [0, *np.cumsum(nonempty).tolist()]
         self.natural: dict[tuple[int, int], int] = {}
         bpt = trace.bytes_per_token
         self.ph_bytes = len(PRUNE_PLACEHOLDER.encode())
@@ -162,6 +186,19 @@ class _Static:
         self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
         self.tools_before = np.zeros(K, dtype=np.int64)
         self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
+
+    def prompt_chars(self, m0: int, cut: int, previous: int | None) -> int:
+        """``prompt_units`` of messages [m0, cut)'s blocks after the previous summary: its arithmetic from
+        prefix sums while nothing is elided (the blocks fit the budget), else the function itself."""
+        count = self.bc[cut] - self.bc[m0]
+        total = self.bl[cut] - self.bl[m0]
+        prev = None if previous is None else 19 + previous
+        fixed = (0 if prev is None else prev + 2) + INSTRUCTION_CHARS
+        if total + 2 * count > INPUT_BUDGET - fixed - ELISION_RESERVE:
+            return prompt_units([b for b in self.blocks[m0:cut] if b is not None], previous)[0]
+        lines = count + (prev is not None)
+        transcript = total + (prev or 0) + 2 * max(lines - 1, 0)
+        return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>")
 
     def natural_bound(self, keep: int, k: int) -> int:
         """choosePruneBound with nothing cleared yet, over the tool messages in view at call k (0: none
@@ -187,7 +224,7 @@ class _Static:
 class GridRun:
     """One lane's replay: its call columns, changes and final items (``record`` builds the RunRecord)."""
 
-    calls: dict[str, np.ndarray]
+    table: np.ndarray  # the lane's call table, one row per column of CALL_COLUMNS (a view of the grid's)
     changes: list[tuple[int, int, int, int, int, int]] | None
     item_state: np.ndarray | None
     item_tokens: np.ndarray | None
@@ -243,7 +280,6 @@ def replay_grid(
     cur = np.broadcast_to(st.tok0, (S, st.N)).copy()
     cur_state = np.broadcast_to(st.state0, (S, st.N)).copy() if records else None
     compaction_calls = [0] * S
-    n_summaries = [0] * S
     summary_rows: list[tuple[int, int, int, int, int]] = []  # (lane, call, input, output, view items)
     events: list[list] | None = [[] for _ in range(S)] if records else None
     # agent rows, one per (call, lane)
@@ -254,6 +290,9 @@ def replay_grid(
     nchanged = np.zeros((K, S), dtype=np.int64)
     stable = np.zeros((K, S), dtype=np.int64)
     prev_items = 0
+    tm, tm_off, tm_tok, saving = st.tm, st.tm_off_l, st.tm_tok, st.tm_saving_l
+    m_off, m_tok, ep, sv, back = st.m_off_l, st.m_tok, st.ep, st.sv, st.back
+    first_item, pe, ph, prefix = st.first, st.protected_end, st.ph_tokens, st.prefix_l
     sums_before: list[int] = [0] * S  # summary rows so far (row numbers of change events)
     for k in range(K):
         n = st.view_end[k]
@@ -272,62 +311,73 @@ def replay_grid(
             lim, keep = limits[s], keeps[s]
             row = k + sums_before[s]
             ve = int(view_est[s])
-            d_tok = 0
+            d_old = d_tok = 0
             first = -1
             changed = 0
-            ev = events[s] if events is not None else None
-            pruned = False
+            pruned = summarized = False
             c0 = ct[s]
             if mode != "summarize":
                 bound = max(c0, st.natural_bound(keep, k))
                 if bound > c0:
-                    a, b = bisect_left(st.tm, c0), bisect_left(st.tm, bound)
-                    av = max(a, bisect_left(st.tm, stt[s]))
-                    if b > av:
-                        ve -= int(st.tm_saving[b] - st.tm_saving[av])
-                        idx = st.tm_items[st.tm_off[av] : st.tm_off[b]]
-                        before = cur[s, idx]
-                        d_tok += st.ph_tokens * len(idx) - int(before.sum())
-                        cur[s, idx] = st.ph_tokens
+                    a, b = bisect_left(tm, c0), bisect_left(tm, bound)
+                    av = max(a, bisect_left(tm, stt[s]))
+                    if b > av:  # the newly cleared messages still in view (not under the summary)
+                        ve -= saving[b] - saving[av]
+                        o0, o1 = tm_off[av], tm_off[b]
+                        d_tok += ph * (o1 - o0) - (tm_tok[b] - tm_tok[av])
+                        first, changed = first_item[tm[av]], o1 - o0
+                        pruned = True
                         if records:
+                            idx = st.tm_items[o0:o1]
+                            before = cur[s, idx]
+                            cur[s, idx] = ph
                             cur_state[s, idx] = _MASKED
-                            ph = st.ph_tokens
-                            ev.extend(
+                            events[s].extend(
                                 (k, _PRUNE_KIND, i, v - ph, ph, row)
                                 for i, v in zip(idx.tolist(), before.tolist(), strict=True)
                             )
-                        first, changed = int(idx[0]), len(idx)
-                        pruned = True
                     ct[s] = bound
-            summarize = mode != "prune" and not (mode != "summarize" and ct[s] > c0 and ve <= lim)
-            summarized = False
-            if summarize:
+            if mode != "prune" and not (mode != "summarize" and ct[s] > c0 and ve <= lim):
                 c = ct[s]
-                rend = st.est[:M].copy()
-                if c > 0:
-                    cl = st.role_tool[: min(c, M)]
-                    rend[: min(c, M)][cl] = st.est_cleared[: min(c, M)][cl]
-                suffix = np.cumsum(rend[::-1])
-                hit = np.flatnonzero(suffix >= keep)
-                cut = M - 1 - int(hit[0]) if len(hit) else 0
-                cut = st.back[cut] if cut > 0 else 0
+                cM = min(c, M)
+                top = ep[M] - sv[cM]
+
+                def kept_from(m: int, top=top, cM=cM) -> int:  # rendered estimate of messages [m, M)
+                    return top - ep[m] + sv[min(m, cM)]
+
+                lo, hi = 0, M  # the last message from which the kept tail reaches keep
+                while lo < hi:
+                    mid = (lo + hi) // 2
+                    if kept_from(mid) >= keep:
+                        lo = mid + 1
+                    else:
+                        hi = mid
+                cut = back[lo - 1] if lo > 1 else 0
                 cut = max(cut, stt[s])
-                m0 = max(stt[s], st.protected_end)
+                m0 = max(stt[s], pe)
                 if cut > m0:
-                    idx = st.m_items[st.m_off[m0] : st.m_off[cut]]
-                    before = cur[s, idx]
-                    covered_tokens = summary_tokens[s] + int(before.sum())
-                    blocks = [b for b in st.blocks[m0:cut] if b is not None]
-                    chars, _ = prompt_units(blocks, summary_bytes[s])
+                    nc = m_off[cut] - m_off[m0]
+                    j0, j1 = bisect_left(tm, m0), bisect_left(tm, min(cut, c))
+                    covered = m_tok[cut] - m_tok[m0]
+                    if j1 > j0:  # cleared results under the summary count at the placeholder's size
+                        covered += ph * (tm_off[j1] - tm_off[j0]) - (tm_tok[j1] - tm_tok[j0])
+                    covered_tokens = summary_tokens[s] + covered
+                    chars = st.prompt_chars(m0, cut, summary_bytes[s])
                     s_in = estimate_tokens(chars, bpt)
                     out = min(max(round(ratio * covered_tokens), smin), smax)
                     text = round(out * (bpt or 4.0)) or len(NO_SUMMARY)
-                    ve -= int(rend[m0:cut].sum()) + summary_est[s]
+                    ve -= kept_from(m0) - kept_from(cut) + summary_est[s]
                     summary_bytes[s], summary_est[s] = text, estimate(summary_message(text))
                     ve += summary_est[s]
                     stt[s] = cut
                     msg_tokens = out + st.prefix_tokens
-                    car = carrier[s] if carrier[s] >= 0 else int(idx[0])
+                    if carrier[s] >= 0:
+                        car, old_car, others, n_others = carrier[s], summary_tokens[s], covered, nc
+                    else:  # the first summary: its first covered item carries it
+                        car = first_item[m0]
+                        cleared_head = j1 > j0 and tm[j0] == m0
+                        old_car = ph if cleared_head else int(st.tok0[car])
+                        others, n_others = covered - old_car, nc - 1
                     carrier[s], summary_tokens[s] = car, msg_tokens
                     row += 1
                     summary_rows.append((s, k, s_in, out, n))
@@ -335,39 +385,43 @@ def replay_grid(
                     if summary_in is None:
                         summary_in = np.full(S, -1, dtype=np.int64)
                     summary_in[s] = s_in
-                    old_car = int(cur[s, car])
-                    others = idx[idx != car]
-                    ob = cur[s, others]
-                    d_tok += msg_tokens - old_car - int(ob.sum())
+                    d_tok += msg_tokens - old_car - others
                     if records:
                         # changes are applied in order: the pruned items first (their row is the agent
                         # row, after the summary row), then the carrier and the covered items
+                        ev = events[s]
                         for j in range(len(ev)):
                             e = ev[j]
                             if e[0] == k and e[5] == row - 1:
                                 ev[j] = (*e[:5], row)
-                        ev.append((k, _SUMMARY_KIND, car, old_car - msg_tokens, msg_tokens, row))
-                        pairs = zip(others.tolist(), ob.tolist(), strict=True)
+                        idx = st.m_items[m_off[m0] : m_off[cut]]
+                        rest = idx[idx != car]
+                        ob = cur[s, rest]
+                        ev.append((k, _SUMMARY_KIND, car, int(cur[s, car]) - msg_tokens, msg_tokens, row))
+                        pairs = zip(rest.tolist(), ob.tolist(), strict=True)
                         ev.extend((k, _SUMMARY_KIND, i, v, 0, row) for i, v in pairs)
                         cur_state[s, car] = _SUMMARIZED
-                        cur_state[s, others] = _SUMMARIZED
-                    cur[s, car] = msg_tokens
-                    cur[s, others] = 0
+                        cur_state[s, rest] = _SUMMARIZED
+                        cur[s, car] = msg_tokens
+                        cur[s, rest] = 0
                     first = car
-                    changed += 1 + len(others)
-                    n_summaries[s] += 1
+                    changed += 1 + n_others
                     sums_before[s] += 1
                     summarized = True
             view_est[s] = ve
-            delta[s] += d_tok
+            if d_tok:
+                d_old = int(delta[s])
+                delta[s] = d_old + d_tok
+            else:
+                d_old = int(delta[s])
             compaction_calls[s] += pruned + summarized
             if first >= 0:
                 first_k[s] = first
                 changed_k[s] = changed
-                if first < prev_items:
+                if first < prev_items:  # every earlier change lies below the first one now
                     if stable_k is None:
                         stable_k = {}
-                    stable_k[s] = int(cur[s, :first].sum())
+                    stable_k[s] = prefix[first] + (0 if summarized else d_old)
         total = st.prefix[n] + delta
         if status_on:
             last = last_in if summary_in is None else np.where(summary_in >= 0, summary_in, last_in)
@@ -480,13 +534,14 @@ def _assemble(
     out_s = np.add.reduceat(col["output_tokens"], lo).tolist()
     peak_s = np.maximum.reduceat(col["input_tokens"], lo).tolist()
     for j, s in enumerate(lanes.tolist()):
-        cols = {c: table[i, bounds[j] : bounds[j + 1]] for i, c in enumerate(CALL_COLUMNS)}
+        lane = table[:, bounds[j] : bounds[j + 1]]
         ev = None
         if events is not None:
+            cols = dict(zip(CALL_COLUMNS, lane, strict=True))
             ev = _settle_events(st, cols) + events[s]
             ev.sort(key=lambda e: (e[0], 0 if e[2] in st.settled_items and e[1] == _BOUND_KIND else 1))
         out[s] = GridRun(
-            cols,
+            lane,
             ev,
             None if cur_state is None else cur_state[s].copy(),
             None if events is None else cur[s].copy(),
@@ -517,9 +572,10 @@ def record(trace: Trace, policy: SeedEngine, model: ReplayModel, run: GridRun, r
     from sim.engine import _record
 
     assert run.changes is not None
+    cols = {c: v.copy() for c, v in zip(CALL_COLUMNS, run.table, strict=True)}
     return _record(
-        trace, policy, model, {c: np.array(v) for c, v in run.calls.items()}, run.item_state,
-        change_table(run.changes), (rules, price), run.item_tokens, cuts=run.cuts, window=window,
+        trace, policy, model, cols, run.item_state, change_table(run.changes), (rules, price),
+        run.item_tokens, cuts=run.cuts, window=window,
     )  # fmt: skip
 
 

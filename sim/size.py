@@ -137,33 +137,69 @@ def evaluate(
     pricing: str | None,
     progress: Callable[[int, int], None] | None = None,
     behaviour: dict | None = None,
+    grid: bool = True,
 ) -> list[SettingResult]:
-    """The baseline (limit unset) first, then every (limit, keep) with keep < limit."""
-    from sim.engine import replay_many
+    """The baseline (limit unset) first, then every (limit, keep) with keep < limit. Every setting of a
+    trace is replayed at once on the grid path (``sim.gridpath``) where it applies; the runs it declines
+    or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
+    ``grid=False`` replays everything that way (the reference the grid path is held to)."""
+    from sim.engine import AUTO, _rules_and_price, replay_many
+    from sim.gridpath import metrics, replay_grid, settings_decline, trace_declines
     from sim.metrics import compute_metrics_many
     from sim.model import ReplayModel
+    from sim.models import resolve_window
     from sim.policies.base import make_policy
 
-    grid: list[tuple[int | None, int | None]] = [(None, None)]
-    grid += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
-    if len(grid) == 1:
+    settings: list[tuple[int | None, int | None]] = [(None, None)]
+    settings += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
+    if len(settings) == 1:
         raise ConfigError("size: no setting with keep_recent_tokens < context_token_limit in the grid")
     order, hashes = _order(traces)
     ordered = [traces[i] for i in order]
+    policies = [
+        make_policy(
+            policy_name, **({} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep})
+        )
+        for lim, keep in settings
+    ]
+    models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
+    ms: list[list[dict | None]] = [[None] * len(ordered) for _ in settings]
+    overflow = [0] * len(settings)
+    todo: list[list[int]] = [[] for _ in settings]  # per setting: the traces the loop replays
+    grid = grid and settings_decline(policies) is None
+    for pos, (t, model) in enumerate(zip(ordered, models, strict=True)):
+        if not grid or trace_declines(t, model) is not None:
+            for todo_j in todo:
+                todo_j.append(pos)
+            continue
+        rules, price = _rules_and_price(t.model, pricing)
+        w = resolve_window(t.model) if window == AUTO else window
+        for j, run in enumerate(replay_grid(t, policies, model, w, rules, price)):  # type: ignore[arg-type]
+            if run is None:
+                todo[j].append(pos)
+            else:
+                ms[j][pos] = metrics(run, price is not None)
+        if progress:
+            progress(pos + 1, len(ordered))
+    for j, positions in enumerate(todo):
+        if not positions:
+            continue
+        records = replay_many(
+            [ordered[p] for p in positions], policies[j], [models[p] for p in positions], window, pricing
+        )
+        for p, r, m in zip(positions, records, compute_metrics_many(records), strict=True):
+            ms[j][p] = m
+            overflow[j] += r.finish_reason == "context-overflow"
     out = []
-    for n, (lim, keep) in enumerate(grid, start=1):
-        knobs = {} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep}
-        policy = make_policy(policy_name, **knobs)
-        models = [ReplayModel(t, **(behaviour or {})) for t in ordered]
-        records = replay_many(ordered, policy, models, window=window, pricing=pricing)
-        ms = compute_metrics_many(records)
-        for t, m in zip(ordered, ms, strict=True):
+    for j, (lim, keep) in enumerate(settings):
+        mj: list[dict] = ms[j]  # type: ignore[assignment]
+        for t, m in zip(ordered, mj, strict=True):
             if m["cost_microusd"] is None:
                 raise ConfigError(
                     f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"
                 )
 
-        def col(name: str, ms=ms) -> np.ndarray:
+        def col(name: str, ms=mj) -> np.ndarray:
             return np.array([m[name] or 0 for m in ms], dtype=np.float64)
 
         out.append(
@@ -176,16 +212,14 @@ def evaluate(
                 col("facts_seen"),
                 col("facts_lost"),
                 col("refetch_calls"),
-                tuple(str(m["answer_outcome"]) for m in ms),
-                np.array([bool(m["answer_completed"]) for m in ms]),
-                sum(r.finish_reason == "context-overflow" for r in records),
+                tuple(str(m["answer_outcome"]) for m in mj),
+                np.array([bool(m["answer_completed"]) for m in mj]),
+                overflow[j],
                 col("peak_context_tokens"),
                 col("compactions"),
                 col("cumulative_output_tokens"),
             )
         )
-        if progress:
-            progress(n, len(grid))
     return out
 
 

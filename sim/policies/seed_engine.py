@@ -101,6 +101,8 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.errors import ConfigError
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
 from sim.seed_messages import (
@@ -247,6 +249,8 @@ def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
 
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+# bytes of each ASCII character's JSON escape (what the character loop below adds per character)
+_ASCII_ESCAPED = np.array([len(json.dumps(chr(c), ensure_ascii=False).encode()) - 2 for c in range(128)])
 
 
 def json_text(text: str) -> str:
