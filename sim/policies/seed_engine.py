@@ -231,6 +231,10 @@ def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
     nbytes = len(content.encode())
     if content.isascii() and not _NEEDS_ESCAPE.search(content):  # the JSON text is the content in quotes
         h, t = max(head - 1, 0), max(tail - 1, 0)
+    elif content.isascii():  # one byte a character: the characters whose escapes fit, from the sums
+        escaped = _ASCII_ESCAPED[np.frombuffer(content.encode(), dtype=np.uint8)]
+        h = int(np.searchsorted(np.cumsum(escaped), head - 1, side="right"))  # 1 + spent <= head
+        t = int(np.searchsorted(np.cumsum(escaped[::-1]), tail - 1, side="right"))
     else:
         h = t = 0
         used = 1  # the opening quote
