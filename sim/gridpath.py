@@ -175,7 +175,6 @@ class _Static:
         nonempty = [0 if b is None else 1 for b in self.blocks]
         self.bl = [0, *np.cumsum([b or 0 for b in self.blocks]).tolist()]
         self.bc = [0, *np.cumsum(nonempty).tolist()]
-        self.natural: dict[tuple[int, int], int] = {}
         bpt = trace.bytes_per_token
         self.ph_bytes = len(PRUNE_PLACEHOLDER.encode())
         self.ph_tokens = estimate_tokens(self.ph_bytes, bpt)
@@ -200,24 +199,17 @@ class _Static:
         transcript = total + (prev or 0) + 2 * max(lines - 1, 0)
         return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>")
 
-    def natural_bound(self, keep: int, k: int) -> int:
-        """choosePruneBound with nothing cleared yet, over the tool messages in view at call k (0: none
+    def natural_bounds(self, T: int, keeps: np.ndarray) -> list[int]:
+        """choosePruneBound with nothing cleared yet over the first T tool messages, for each keep (0: none
         cleared). With a bound already at b the reference's walk gives max(b, this): it stops at the
         first message not kept or already cleared, whichever comes first from the newest."""
-        T = self.tools_at[k]
-        key = (keep, T)
-        got = self.natural.get(key)
-        if got is None:
-            got = 0
-            if T > 1:
-                budget = keep - int(self.tm_est[T - 1])
-                older = self.tm_est[: T - 1][::-1]  # newest first
-                spent = np.cumsum(older)
-                over = np.flatnonzero(spent > budget)
-                if len(over):
-                    got = self.tm[T - 2 - int(over[0])] + 1
-            self.natural[key] = got
-        return got
+        if T <= 1:
+            return [0] * len(keeps)
+        budget = keeps - int(self.tm_est[T - 1])  # the newest always spends the budget
+        spent = np.cumsum(self.tm_est[: T - 1][::-1])  # the older ones, newest first
+        kept = np.searchsorted(spent, budget, side="right")  # kept while budget - spent >= 0
+        bound = np.array(self.tm, dtype=np.int64)[T - 2 - np.minimum(kept, T - 2)] + 1
+        return np.where(kept >= T - 1, 0, bound).tolist()
 
 
 @dataclass
@@ -228,9 +220,17 @@ class GridRun:
     changes: list[tuple[int, int, int, int, int, int]] | None
     item_state: np.ndarray | None
     item_tokens: np.ndarray | None
-    compactions: int
     cuts: list
-    sums: dict[str, int]  # cost_microusd, input_tokens, output_tokens totals and the largest input (peak)
+
+
+@dataclass
+class GridResult:
+    """The lanes of one trace that stayed on the grid, their figures, and (when asked) their runs."""
+
+    lanes: np.ndarray  # the settings replayed here (the others left the grid: replay them with the loop)
+    sums: dict[str, np.ndarray]  # per lane in ``lanes``: cost_microusd, input_tokens, output_tokens
+    # totals, peak (the largest input) and compactions
+    runs: list[GridRun | None] | None  # per setting, with ``records``
 
 
 def replay_grid(
@@ -241,14 +241,18 @@ def replay_grid(
     rules: CacheRules,
     price: Price | None,
     records: bool = False,
-) -> list[GridRun | None]:
-    """Each setting's run on ``trace`` (None: the lane left the grid, replay it with the loop). With
-    ``records`` the lanes also keep their change tables and final items (what a RunRecord holds)."""
+) -> GridResult:
+    """Every setting's run on ``trace``; a setting missing from ``lanes`` left the grid (replay it with
+    the loop). With ``records`` the lanes also keep their change tables and final items (``runs``: what
+    a RunRecord holds)."""
     proto = policies[0]
     st = trace.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto))
     S, K = len(policies), st.K
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
     keeps = [p.keep_recent_tokens for p in policies]
+    keep_values = np.array(sorted(set(keeps)), dtype=np.int64)
+    keep_at = [int(v) for v in np.searchsorted(keep_values, keeps)]
+    natural: dict[int, list[int]] = {}  # tool messages in view -> each keep's natural prune bound
     limits = limit.tolist()
     has_limit = limit < NO_LIMIT
     mode, ratio = proto.mode, proto.summary_ratio
@@ -317,7 +321,11 @@ def replay_grid(
             pruned = summarized = False
             c0 = ct[s]
             if mode != "summarize":
-                bound = max(c0, st.natural_bound(keep, k))
+                T = st.tools_at[k]
+                got = natural.get(T)
+                if got is None:
+                    got = natural[T] = st.natural_bounds(T, keep_values)
+                bound = max(c0, got[keep_at[s]])
                 if bound > c0:
                     a, b = bisect_left(tm, c0), bisect_left(tm, bound)
                     av = max(a, bisect_left(tm, stt[s]))
@@ -525,36 +533,28 @@ def _assemble(
     if counts.size:
         top = max(int(counts.max()), -int(counts.min()))
         if run_sum_problem(top, int(per_lane.max())) is not None:
-            return [None] * S  # the loop refuses the run with its own error
-    out: list[GridRun | None] = [None] * S
-    bounds = starts.tolist()
+            return GridResult(np.zeros(0, dtype=np.int64), {}, [None] * S)  # the loop refuses it
     lo = starts[:-1]
-    cost_s = np.add.reduceat(col["cost_microusd"], lo).tolist()
-    in_s = np.add.reduceat(col["input_tokens"], lo).tolist()
-    out_s = np.add.reduceat(col["output_tokens"], lo).tolist()
-    peak_s = np.maximum.reduceat(col["input_tokens"], lo).tolist()
+    sums = {
+        "cost_microusd": np.add.reduceat(col["cost_microusd"], lo),
+        "input_tokens": np.add.reduceat(col["input_tokens"], lo),
+        "output_tokens": np.add.reduceat(col["output_tokens"], lo),
+        "peak": np.maximum.reduceat(col["input_tokens"], lo),
+        "compactions": st.bound_calls + np.array(compaction_calls, dtype=np.int64)[lanes],
+    }
+    result = GridResult(lanes, sums, None)
+    if events is None:
+        return result
+    runs: list[GridRun | None] = [None] * S
+    bounds = starts.tolist()
     for j, s in enumerate(lanes.tolist()):
         lane = table[:, bounds[j] : bounds[j + 1]]
-        ev = None
-        if events is not None:
-            cols = dict(zip(CALL_COLUMNS, lane, strict=True))
-            ev = _settle_events(st, cols) + events[s]
-            ev.sort(key=lambda e: (e[0], 0 if e[2] in st.settled_items and e[1] == _BOUND_KIND else 1))
-        out[s] = GridRun(
-            lane,
-            ev,
-            None if cur_state is None else cur_state[s].copy(),
-            None if events is None else cur[s].copy(),
-            st.bound_calls + compaction_calls[s],
-            st.cuts,
-            {
-                "cost_microusd": cost_s[j],
-                "input_tokens": in_s[j],
-                "output_tokens": out_s[j],
-                "peak": peak_s[j],
-            },  # fmt: skip
-        )
-    return out
+        cols = dict(zip(CALL_COLUMNS, lane, strict=True))
+        ev = _settle_events(st, cols) + events[s]
+        ev.sort(key=lambda e: (e[0], 0 if e[2] in st.settled_items and e[1] == _BOUND_KIND else 1))
+        runs[s] = GridRun(lane, ev, cur_state[s].copy(), cur[s].copy(), st.cuts)
+    result.runs = runs
+    return result
 
 
 def _settle_events(st: _Static, cols) -> list:
@@ -577,21 +577,3 @@ def record(trace: Trace, policy: SeedEngine, model: ReplayModel, run: GridRun, r
         trace, policy, model, cols, run.item_state, change_table(run.changes), (rules, price),
         run.item_tokens, cuts=run.cuts, window=window,
     )  # fmt: skip
-
-
-def metrics(run: GridRun, priced: bool) -> dict[str, object]:
-    """The metrics ``ctxsim size`` reads of a lane, from its sums (as ``sim.metrics`` defines them for a
-    run without facts that completed: every fact figure 0, the answer complete)."""
-    sums = run.sums
-    return {
-        "cost_microusd": sums["cost_microusd"] if priced else None,
-        "cumulative_input_tokens": sums["input_tokens"],
-        "cumulative_output_tokens": sums["output_tokens"],
-        "peak_context_tokens": sums["peak"],
-        "compactions": run.compactions,
-        "facts_seen": 0,
-        "facts_lost": 0,
-        "refetch_calls": 0,
-        "answer_outcome": "complete",
-        "answer_completed": True,
-    }

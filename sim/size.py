@@ -144,7 +144,7 @@ def evaluate(
     or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
     ``grid=False`` replays everything that way (the reference the grid path is held to)."""
     from sim.engine import AUTO, _rules_and_price, replay_many
-    from sim.gridpath import metrics, replay_grid, settings_decline, trace_declines
+    from sim.gridpath import replay_grid, settings_decline, trace_declines
     from sim.metrics import compute_metrics_many
     from sim.model import ReplayModel
     from sim.models import resolve_window
@@ -163,8 +163,12 @@ def evaluate(
         for lim, keep in settings
     ]
     models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
-    ms: list[list[dict | None]] = [[None] * len(ordered) for _ in settings]
-    overflow = [0] * len(settings)
+    S, n = len(settings), len(ordered)
+    figures = {name: np.zeros((S, n), dtype=np.float64) for name in _FIGURES}
+    priced = np.ones((S, n), dtype=bool)
+    outcome = [["complete"] * n for _ in settings]  # what every run on the grid path comes to
+    completed = np.ones((S, n), dtype=bool)
+    overflow = [0] * S
     todo: list[list[int]] = [[] for _ in settings]  # per setting: the traces the loop replays
     grid = grid and settings_decline(policies) is None
     for pos, (t, model) in enumerate(zip(ordered, models, strict=True)):
@@ -174,13 +178,17 @@ def evaluate(
             continue
         rules, price = _rules_and_price(t.model, pricing)
         w = resolve_window(t.model) if window == AUTO else window
-        for j, run in enumerate(replay_grid(t, policies, model, w, rules, price)):  # type: ignore[arg-type]
-            if run is None:
+        res = replay_grid(t, policies, model, w, rules, price)  # type: ignore[arg-type]
+        if len(res.lanes) < S:
+            for j in sorted(set(range(S)) - set(res.lanes.tolist())):
                 todo[j].append(pos)
-            else:
-                ms[j][pos] = metrics(run, price is not None)
+        for name, key in _FIGURES.items():
+            if key is not None:
+                figures[name][res.lanes, pos] = res.sums[key]
+        if price is None:
+            priced[res.lanes, pos] = False
         if progress:
-            progress(pos + 1, len(ordered))
+            progress(pos + 1, n)
     for j, positions in enumerate(todo):
         if not positions:
             continue
@@ -188,39 +196,53 @@ def evaluate(
             [ordered[p] for p in positions], policies[j], [models[p] for p in positions], window, pricing
         )
         for p, r, m in zip(positions, records, compute_metrics_many(records), strict=True):
-            ms[j][p] = m
+            for name in _FIGURES:
+                figures[name][j, p] = m[name] or 0
+            priced[j, p] = m["cost_microusd"] is not None
+            outcome[j][p] = str(m["answer_outcome"])
+            completed[j, p] = bool(m["answer_completed"])
             overflow[j] += r.finish_reason == "context-overflow"
     out = []
     for j, (lim, keep) in enumerate(settings):
-        mj: list[dict] = ms[j]  # type: ignore[assignment]
-        for t, m in zip(ordered, mj, strict=True):
-            if m["cost_microusd"] is None:
-                raise ConfigError(
-                    f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"
-                )
-
-        def col(name: str, ms=mj) -> np.ndarray:
-            return np.array([m[name] or 0 for m in ms], dtype=np.float64)
-
+        if not priced[j].all():
+            t = ordered[int(np.flatnonzero(~priced[j])[0])]
+            raise ConfigError(
+                f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"
+            )
+        f = {name: figures[name][j] for name in _FIGURES}
         out.append(
             SettingResult(
                 lim,
                 keep,
                 tuple(hashes),
-                col("cost_microusd"),
-                col("cumulative_input_tokens"),
-                col("facts_seen"),
-                col("facts_lost"),
-                col("refetch_calls"),
-                tuple(str(m["answer_outcome"]) for m in mj),
-                np.array([bool(m["answer_completed"]) for m in mj]),
+                f["cost_microusd"],
+                f["cumulative_input_tokens"],
+                f["facts_seen"],
+                f["facts_lost"],
+                f["refetch_calls"],
+                tuple(outcome[j]),
+                completed[j],
                 overflow[j],
-                col("peak_context_tokens"),
-                col("compactions"),
-                col("cumulative_output_tokens"),
+                f["peak_context_tokens"],
+                f["compactions"],
+                f["cumulative_output_tokens"],
             )
         )
     return out
+
+
+# the metrics a sizing reads of every run, and the grid path's sum that gives each (None: 0 on the grid
+# path, which replays no trace with facts)
+_FIGURES = {
+    "cost_microusd": "cost_microusd",
+    "cumulative_input_tokens": "input_tokens",
+    "facts_seen": None,
+    "facts_lost": None,
+    "refetch_calls": None,
+    "peak_context_tokens": "peak",
+    "compactions": "compactions",
+    "cumulative_output_tokens": "output_tokens",
+}
 
 
 # ------------------------------------------------------------------------------------------- statistics
