@@ -265,33 +265,60 @@ def bootstrap_ci(values: np.ndarray, rng: np.random.Generator, n: int = BOOTSTRA
 def paired(base: SettingResult, s: SettingResult) -> dict:
     """The setting against the baseline on the same traces: savings (baseline − setting; positive is
     cheaper) and changes (setting − baseline) with 95% paired bootstrap intervals."""
-    if base.trace_hashes != s.trace_hashes:
-        raise ConfigError(f"size: setting {s.label} did not run the baseline's traces")
+    return paired_many(base, [s])[0]
+
+
+def paired_many(base: SettingResult, settings: Sequence[SettingResult]) -> list[dict]:
+    """``[paired(base, s) for s in settings]``, the same numbers: each setting's resampled means as
+    ``_ci`` takes them, the percentiles of all settings in one call per figure (a percentile along an
+    axis is the per-row one), and no resampling of a difference that is zero on every trace (its
+    interval is [0, 0])."""
+    for s in settings:
+        if base.trace_hashes != s.trace_hashes:
+            raise ConfigError(f"size: setting {s.label} did not run the baseline's traces")
     n = len(base.cost)
-    idx = _rng(base.trace_hashes, s.label).integers(0, n, size=(BOOTSTRAP, n))
-    saving = (base.cost - s.cost) / 1e6
-    tokens = base.tokens - s.tokens
-    lost = s.facts_lost - base.facts_lost
-    refetch = s.refetch - base.refetch
+    diffs = [
+        (
+            (base.cost - s.cost) / 1e6,
+            base.tokens - s.tokens,
+            s.facts_lost - base.facts_lost,
+            s.refetch - base.refetch,
+        )
+        for s in settings
+    ]
+    zero = np.zeros(BOOTSTRAP)
+    means = [[], [], [], []]  # per figure, per setting: the resampled means
+    for s, values in zip(settings, diffs, strict=True):
+        idx = _rng(base.trace_hashes, s.label).integers(0, n, size=(BOOTSTRAP, n))
+        for f, v in enumerate(values):
+            means[f].append(v[idx].mean(axis=1) if v.any() else zero)
+    bounds = [
+        np.percentile(np.array(m), [2.5, 97.5], axis=1).T.tolist() if m else [] for m in means
+    ]  # per figure: (lo, hi) of each setting
+    out = []
+    for j, (s, (saving, tokens, lost, refetch)) in enumerate(zip(settings, diffs, strict=True)):
 
-    def interval(v: np.ndarray, dp: int) -> list[float]:
-        return [round(x, dp) for x in _ci(v, idx)]
+        def interval(f: int, dp: int, j=j) -> list[float]:
+            return [round(float(x), dp) for x in bounds[f][j]]
 
-    return {
-        "saving_usd": round(float(saving.mean()), 6),
-        "saving_ci": interval(saving, 6),
-        "tokens_saving": round(float(tokens.mean()), 1),
-        "tokens_saving_ci": interval(tokens, 1),
-        "runs_dearer": int((saving < 0).sum()),
-        "facts_lost_change": {
-            "per_run": round(float(lost.mean()), 3),
-            "per_run_ci": interval(lost, 3),
-            "share_of_facts_seen": round(s.facts_lost_share - base.facts_lost_share, 4),
-            "setting_share": round(s.facts_lost_share, 4),
-        },
-        "refetch_change": {"per_run": round(float(refetch.mean()), 3), "per_run_ci": interval(refetch, 3)},
-        "outcome_change": {o: s.outcome.count(o) - base.outcome.count(o) for o in OUTCOMES},
-    }
+        out.append(
+            {
+                "saving_usd": round(float(saving.mean()), 6),
+                "saving_ci": interval(0, 6),
+                "tokens_saving": round(float(tokens.mean()), 1),
+                "tokens_saving_ci": interval(1, 1),
+                "runs_dearer": int((saving < 0).sum()),
+                "facts_lost_change": {
+                    "per_run": round(float(lost.mean()), 3),
+                    "per_run_ci": interval(2, 3),
+                    "share_of_facts_seen": round(s.facts_lost_share - base.facts_lost_share, 4),
+                    "setting_share": round(s.facts_lost_share, 4),
+                },
+                "refetch_change": {"per_run": round(float(refetch.mean()), 3), "per_run_ci": interval(3, 3)},
+                "outcome_change": {o: s.outcome.count(o) - base.outcome.count(o) for o in OUTCOMES},
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------ the seed's rules
@@ -419,8 +446,7 @@ def verdict(
         largest_request = int(base.peak.max()) + reserve
     net = safety_net(window, reserve, summary, largest_request)
     rows = []
-    for s in cands:
-        pr = paired(base, s)
+    for s, pr in zip(cands, paired_many(base, cands), strict=True):
         reasons = []
         if pr["saving_ci"][0] <= 0:
             reasons.append("saving CI includes zero")
