@@ -23,7 +23,7 @@ to the loop's, lane by lane.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
@@ -85,11 +85,6 @@ def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
     if any(e.needs or e.provides for e in trace.events):
         return "facts"
     return None
-
-
-def _digits(x: np.ndarray) -> np.ndarray:
-    """Decimal digits of non-negative integers (0 has one)."""
-    return 1 + np.searchsorted(_POW10, x, side="right")
 
 
 class _Static:
@@ -171,7 +166,9 @@ class _Static:
         self.ep = [0, *np.cumsum(self.est).tolist()]  # message estimates
         tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
         self.sv = [0, *np.cumsum(tool_saving).tolist()]  # what clearing saves (any tool message: _rendered)
+        self.dv = [e - v for e, v in zip(self.ep, self.sv, strict=True)]  # prefix sums of rendered-cleared
         self.prefix_l = self.prefix.tolist()
+        self.residual_l = self.residual.tolist()
         nonempty = [0 if b is None else 1 for b in self.blocks]
         self.bl = [0, *np.cumsum([b or 0 for b in self.blocks]).tolist()]
         self.bc = [0, *np.cumsum(nonempty).tolist()]
@@ -185,6 +182,13 @@ class _Static:
         self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
         self.tools_before = np.zeros(K, dtype=np.int64)
         self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
+
+    def status_fixed(self, base: int) -> list[int]:
+        """Per call: the status line's length but for its tokens and last-context numbers."""
+        turns = [len(str(k + 1)) for k in range(self.K)]
+        tools = [len(str(v)) for v in self.tools_before.tolist()]
+        secs = [len(str(v)) for v in self.elapsed_s.tolist()]
+        return [base + 2 + a + b + c for a, b, c in zip(turns, tools, secs, strict=True)]
 
     def prompt_chars(self, m0: int, cut: int, previous: int | None) -> int:
         """``prompt_units`` of messages [m0, cut)'s blocks after the previous summary: its arithmetic from
@@ -277,7 +281,6 @@ def replay_grid(
     view_est = np.zeros(S, dtype=np.int64)
     delta = np.zeros(S, dtype=np.int64)
     last_in = np.zeros(S, dtype=np.int64)
-    last_out = np.zeros(S, dtype=np.int64)
     tokens = np.zeros(S, dtype=np.int64)
     prev_view = np.zeros(S, dtype=np.int64)
     alive = np.ones(S, dtype=bool)
@@ -295,18 +298,21 @@ def replay_grid(
     stable = np.zeros((K, S), dtype=np.int64)
     prev_items = 0
     tm, tm_off, tm_tok, saving = st.tm, st.tm_off_l, st.tm_tok, st.tm_saving_l
-    m_off, m_tok, ep, sv, back = st.m_off_l, st.m_tok, st.ep, st.sv, st.back
+    m_off, m_tok, ep, sv, dv, back = st.m_off_l, st.m_tok, st.ep, st.sv, st.dv, st.back
     first_item, pe, ph, prefix = st.first, st.protected_end, st.ph_tokens, st.prefix_l
     sums_before: list[int] = [0] * S  # summary rows so far (row numbers of change events)
+    trigger = np.where(has_limit, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)  # fires above this
+    appended = st.appended.tolist()
+    status_fixed = st.status_fixed(base_len) if status_on else None
     for k in range(K):
         n = st.view_end[k]
         M = st.msgs_at[k]
-        view_est += st.appended[k]
+        view_est += appended[k]
         if k == 0:
-            est_now = view_est.copy()
-        else:
-            est_now = np.where(last_in > 0, last_in + last_out + st.appended[k], view_est)
-        fire = np.flatnonzero(alive & has_limit & (est_now + OUTPUT_CONTRACT_TOKENS > limit)).tolist()
+            est_now = view_est
+        else:  # nextContextEstimate: the last call's input and output and what was appended since
+            est_now = np.where(last_in > 0, last_in + (out_l[k - 1] + appended[k]), view_est)
+        fire = np.flatnonzero(est_now > trigger).tolist()
         summary_in = None
         first_k = firsts[k]
         changed_k = nchanged[k]
@@ -348,18 +354,17 @@ def replay_grid(
             if mode != "prune" and not (mode != "summarize" and ct[s] > c0 and ve <= lim):
                 c = ct[s]
                 cM = min(c, M)
-                top = ep[M] - sv[cM]
+                top = ep[M] - sv[cM]  # rendered estimate of the whole view: cleared at the placeholder
 
-                def kept_from(m: int, top=top, cM=cM) -> int:  # rendered estimate of messages [m, M)
-                    return top - ep[m] + sv[min(m, cM)]
+                def kept_from(m: int, top=top, cM=cM, M=M) -> int:  # rendered estimate of [m, M)
+                    return ep[M] - ep[m] if m >= cM else top - dv[m]
 
-                lo, hi = 0, M  # the last message from which the kept tail reaches keep
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if kept_from(mid) >= keep:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                # the kept tail grows as its start moves back: the messages from which it reaches keep
+                # are a prefix [0, lo); past the bound estimates are whole, before it rendered
+                if cM < M and ep[M] - ep[cM] >= keep:
+                    lo = bisect_right(ep, ep[M] - keep, cM, M)
+                else:
+                    lo = bisect_right(dv, top - keep, 0, cM)
                 cut = back[lo - 1] if lo > 1 else 0
                 cut = max(cut, stt[s])
                 m0 = max(stt[s], pe)
@@ -391,7 +396,7 @@ def replay_grid(
                     summary_rows.append((s, k, s_in, out, n))
                     tokens[s] += s_in + out
                     if summary_in is None:
-                        summary_in = np.full(S, -1, dtype=np.int64)
+                        summary_in = {}
                     summary_in[s] = s_in
                     d_tok += msg_tokens - old_car - others
                     if records:
@@ -430,25 +435,25 @@ def replay_grid(
                     if stable_k is None:
                         stable_k = {}
                     stable_k[s] = prefix[first] + (0 if summarized else d_old)
-        total = st.prefix[n] + delta
-        if status_on:
-            last = last_in if summary_in is None else np.where(summary_in >= 0, summary_in, last_in)
-            length = (
-                base_len
-                + len(str(k + 1))
-                + len(str(int(st.tools_before[k])))
-                + _digits(tokens)
-                + _digits(last)
-                + len(str(int(st.elapsed_s[k])))
+        total = delta + st.prefix_l[n]
+        if status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
+            last = last_in
+            if summary_in is not None:
+                last = last_in.copy()
+                last[list(summary_in)] = list(summary_in.values())
+            digits = np.searchsorted(_POW10, tokens, side="right") + np.searchsorted(
+                _POW10, last, side="right"
             )
-            stok = line_tokens[length]
+            stok = line_tokens[digits + status_fixed[k]]
+            req = total + (st.residual_l[k] + stok)
         else:
             stok = 0
-        req = np.maximum(total + st.residual[k] + stok, 0)
-        if window is not None:
-            over = alive & (req > window)
-            if over.any():
-                alive &= ~over
+            req = total + st.residual_l[k]
+        np.maximum(req, 0, out=req)
+        if window is not None and (req > window).any():  # refused: the loop replays what follows
+            over = req > window
+            alive &= ~over
+            trigger[over] = NO_LIMIT
         inp[k] = req
         sts[k] = stok
         vtok[k] = total
@@ -456,9 +461,9 @@ def replay_grid(
         if stable_k is not None:
             for s, v in stable_k.items():
                 stable[k, s] = v
-        o = out_l[k]
-        tokens += req + o
-        last_in, last_out = req, np.full(S, o, dtype=np.int64)
+        tokens += req
+        tokens += out_l[k]
+        last_in = req
         prev_view = total
         prev_items = n
     return _assemble(
