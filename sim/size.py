@@ -33,6 +33,7 @@ DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)
 DEFAULT_KEEPS = (2000, 4000, 8000, 12000, 16000, 20000)
 BOOTSTRAP = 2000
 DEFAULT_MAX_FACTS_LOST_INCREASE = 0.05  # share of the facts seen, over the baseline's
+GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (settings x runs)
 OUTCOMES = ("complete", "grace", "degraded", "failed")  # sim.metrics.ANSWER_OUTCOMES, without importing it
 
 
@@ -144,7 +145,8 @@ def evaluate(
     or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
     ``grid=False`` replays everything that way (the reference the grid path is held to)."""
     from sim.engine import AUTO, _rules_and_price, replay_many
-    from sim.gridpath import replay_grid, settings_decline, trace_declines
+    from sim.gridlanes import grid_figures
+    from sim.gridpath import settings_decline, trace_declines
     from sim.metrics import compute_metrics_many
     from sim.model import ReplayModel
     from sim.models import resolve_window
@@ -171,24 +173,34 @@ def evaluate(
     overflow = [0] * S
     todo: list[list[int]] = [[] for _ in settings]  # per setting: the traces the loop replays
     grid = grid and settings_decline(policies) is None
+    batches: dict[int, tuple[tuple, list[int]]] = {}  # runs priced alike go on the grid together
     for pos, (t, model) in enumerate(zip(ordered, models, strict=True)):
         if not grid or trace_declines(t, model) is not None:
             for todo_j in todo:
                 todo_j.append(pos)
             continue
-        rules, price = _rules_and_price(t.model, pricing)
-        w = resolve_window(t.model) if window == AUTO else window
-        res = replay_grid(t, policies, model, w, rules, price)  # type: ignore[arg-type]
-        if len(res.lanes) < S:
-            for j in sorted(set(range(S)) - set(res.lanes.tolist())):
-                todo[j].append(pos)
-        for name, key in _FIGURES.items():
-            if key is not None:
-                figures[name][res.lanes, pos] = res.sums[key]
-        if price is None:
-            priced[res.lanes, pos] = False
-        if progress:
-            progress(pos + 1, n)
+        setup = _rules_and_price(t.model, pricing)
+        batches.setdefault(id(setup), (setup, []))[1].append(pos)
+    done = 0
+    for (rules, price), positions in batches.values():
+        for lo in range(0, len(positions), GRID_BATCH):
+            chunk = positions[lo : lo + GRID_BATCH]
+            ts = [ordered[p] for p in chunk]
+            windows = [resolve_window(t.model) if window == AUTO else window for t in ts]
+            ok, sums = grid_figures(ts, policies, [models[p] for p in chunk], windows, rules, price)
+            cols = np.array(chunk)
+            for name, key in _FIGURES.items():
+                if key is not None:
+                    figures[name][:, cols] = sums[key]
+            if price is None:
+                priced[:, cols] = False
+            for j, r in zip(*np.nonzero(~ok), strict=True):  # lanes that left the grid
+                todo[int(j)].append(chunk[int(r)])
+            done += len(chunk)
+            if progress:
+                progress(done, n)
+    for todo_j in todo:
+        todo_j.sort()
     for j, positions in enumerate(todo):
         if not positions:
             continue

@@ -1,0 +1,386 @@
+"""The grid path over many traces at once: every (setting, run) pair of a ``seed_engine`` grid is a lane,
+and all lanes advance together, call position by call position, as array operations.
+
+``sim.gridpath`` replays the settings of one trace together and builds their records; this module is
+the same arithmetic with the runs laid side by side too, for the figures a sizing reads (cost, input
+and output totals, the largest request, compactions). Per-run tables are laid end to end with offsets
+(``sim.gridpath._Static`` of each trace: message estimates, tool-message prefix sums, transcript
+blocks), so a lane's prune bound, summary cut and the sums they move are ``searchsorted`` and prefix
+sums over the whole batch. The natural prune bound of every (run, keep, call) is a precomputed table: the
+bound only moves forward for a fixed keep. The cache and cost of each request are computed as it is made
+(``sim.cache.CostModel.step`` over the lanes), so no call table is kept. Lanes are ordered by their
+run's length, longest first, so the lanes still running at a call position are a prefix of the arrays.
+
+Rare events take the long way: a summary whose transcript must be elided (over the 80,000-character
+budget) is measured by ``prompt_units`` lane by lane; a lane whose request would exceed the window
+leaves the grid (``ok`` is False) and the caller replays it with the per-call loop. ``sim.conformance``
+and the tests hold these figures to the per-call loop's metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sim.cache import CacheRules
+from sim.gridpath import NO_LIMIT, _Static
+from sim.model import ReplayModel
+from sim.policies.base import RunStatus
+from sim.policies.seed_engine import SeedEngine
+from sim.pricing import Price
+from sim.seed_messages import (
+    ELISION_RESERVE,
+    INPUT_BUDGET,
+    INSTRUCTION_CHARS,
+    NO_SUMMARY,
+    OUTPUT_CONTRACT_TOKENS,
+    prompt_units,
+    summary_message,
+)
+from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN
+
+_POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)
+_SUMMARY_FIXED = summary_message(0)  # the summary message's bytes but for its text
+_TRANSCRIPT_FRAME = INSTRUCTION_CHARS + len("\n\n<transcript>\n") + len("\n</transcript>")
+
+
+def _ceil_tokens(nbytes: np.ndarray, bpt: np.ndarray) -> np.ndarray:
+    """``sim.tokens.estimate_tokens`` over arrays (the same float division and ceiling)."""
+    return np.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt).astype(np.int64)
+
+
+class _Batch:
+    """The runs' tables laid end to end: per-run offsets into flat arrays, per-call tables padded."""
+
+    def __init__(self, statics: list[_Static], bpts: list[float], windows: list[int | None], keeps) -> None:
+        R = len(statics)
+        self.K = K = max(s.K for s in statics)
+        self.ncalls = np.array([s.K for s in statics], dtype=np.int64)
+
+        def padded(get, dtype=np.int64) -> np.ndarray:
+            out = np.zeros((R, K), dtype=dtype)
+            for r, s in enumerate(statics):
+                v = get(s)
+                out[r, : len(v)] = v
+            return out
+
+        self.prefix_at = padded(lambda s: s.prefix[s.view_end])
+        self.residual = padded(lambda s: s.residual)
+        self.appended = padded(lambda s: s.appended)
+        self.elapsed = padded(lambda s: s.elapsed, np.float64)
+        self.view_end = padded(lambda s: np.array(s.view_end, dtype=np.int64))
+        self.msgs_at = padded(lambda s: np.array(s.msgs_at, dtype=np.int64))
+        self.bpt = np.array([SEED_BYTES_PER_TOKEN if b is None else b for b in bpts], dtype=np.float64)
+        self.window = np.array([NO_LIMIT if w is None else w for w in windows], dtype=np.int64)
+        self.ph = np.array([s.ph_tokens for s in statics], dtype=np.int64)
+        self.prefix_tokens = np.array([s.prefix_tokens for s in statics], dtype=np.int64)
+        self.bound_calls = np.array([s.bound_calls for s in statics], dtype=np.int64)
+        # per-message prefix arrays (M + 1 entries a run, each run's continuing the last's values)
+        msgs = np.array([len(s.ep) for s in statics], dtype=np.int64)
+        self.po = np.zeros(R, dtype=np.int64)
+        self.po[1:] = np.cumsum(msgs)[:-1]
+
+        def chained(lists) -> np.ndarray:
+            parts, base = [], 0
+            for v in lists:
+                a = np.asarray(v, dtype=np.int64)
+                parts.append(a + base)
+                base += int(a[-1]) - int(a[0])
+            return np.concatenate(parts)
+
+        self.ep = chained([s.ep for s in statics])
+        self.sv = chained([s.sv for s in statics])
+        self.dv = self.ep - self.sv
+        self.bl = chained([s.bl for s in statics])
+        self.bc = chained([s.bc for s in statics])
+        self.mo_items = chained([s.m_off_l for s in statics])  # items of messages (counts)
+        self.m_tok = chained([s.m_tok for s in statics])
+        pad = [0]  # per-message arrays get one filler entry a run, so they share the offsets
+        self.back = np.concatenate([np.array(s.back + pad, dtype=np.int64) for s in statics])
+        self.first_item = np.concatenate([np.array(list(s.first) + pad, dtype=np.int64) for s in statics])
+        self.tok_first = np.concatenate(
+            [np.append(s.tok0[np.array(s.first, dtype=np.int64)], 0) for s in statics]
+        )
+        self.pe = np.array([s.protected_end for s in statics], dtype=np.int64)
+        # per-tool-message arrays: T + 1 entries a run; tm positions as global message positions
+        tms = np.array([len(s.tm) + 1 for s in statics], dtype=np.int64)
+        self.to = np.zeros(R, dtype=np.int64)
+        self.to[1:] = np.cumsum(tms)[:-1]
+        self.tmg = np.concatenate(  # the past-the-end filler keeps the array ascending
+            [np.array(s.tm + [len(s.ep) - 1]) + po for s, po in zip(statics, self.po.tolist(), strict=True)]
+        )
+        self.t_count = chained([s.tm_off_l for s in statics])
+        self.t_tok = chained([s.tm_tok for s in statics])
+        self.t_saving = chained([s.tm_saving_l for s in statics])
+        self.t_first = np.concatenate(
+            [np.array([s.first[m] for m in s.tm] + pad, dtype=np.int64) for s in statics]
+        )
+        self.io = np.zeros(R, dtype=np.int64)  # items' settled prefix sums, per run
+        self.io[1:] = np.cumsum([len(s.prefix) for s in statics])[:-1]
+        self.prefix = np.concatenate([s.prefix for s in statics])
+        # the natural prune bound of (run, keep, call): the first T tool messages at call k
+        self.keeps = np.asarray(keeps, dtype=np.int64)
+        nb = np.zeros((R, len(keeps), K), dtype=np.int64)
+        for r, s in enumerate(statics):
+            by_t: dict[int, list[int]] = {}
+            for k, T in enumerate(s.tools_at):
+                if T not in by_t:
+                    by_t[T] = s.natural_bounds(T, self.keeps)
+                nb[r, :, k] = by_t[T]
+        self.natural = nb
+        self.statics = statics
+
+
+def grid_figures(
+    traces: Sequence,
+    policies: Sequence[SeedEngine],
+    models: Sequence[ReplayModel],
+    windows: Sequence[int | None],
+    rules: CacheRules,
+    price: Price | None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
+    it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
+    ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
+    settings ``settings_decline``; all runs priced alike (``rules``, ``price``)."""
+    proto = policies[0]
+    statics = [
+        t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
+    ]
+    S, R = len(policies), len(traces)
+    keep_values = sorted({p.keep_recent_tokens for p in policies})
+    b = _Batch(statics, [t.bytes_per_token for t in traces], list(windows), keep_values)
+    outputs = np.zeros((R, b.K), dtype=np.int64)
+    for r, m in enumerate(models):
+        o = np.asarray(m.respond_all(), dtype=np.int64)
+        outputs[r, : len(o)] = o
+    status_on = proto.reports_status
+    fixed = np.zeros((R, b.K), dtype=np.int64)
+    if status_on:
+        zero = RunStatus()
+        zero.turns = -1
+        base = len(proto._status_text(zero, 0).encode()) - 5  # less the "0" of each of its five numbers
+        for r, s in enumerate(statics):
+            fixed[r, : s.K] = s.status_fixed(base)
+    # lanes: runs longest first, each run's settings side by side (the running lanes are a prefix)
+    order = np.argsort(-b.ncalls, kind="stable")
+    L = S * R
+    lane_run = np.repeat(order, S)
+    lane_set = np.tile(np.arange(S), R)
+    limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
+    keep_at = np.searchsorted(np.array(keep_values), [p.keep_recent_tokens for p in policies])
+    lane_limit = limit[lane_set]
+    lane_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)[lane_set]
+    lane_keep_at = keep_at[lane_set]
+    trigger = np.where(lane_limit < NO_LIMIT, lane_limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
+    running = np.array([int((b.ncalls > k).sum()) * S for k in range(b.K)], dtype=np.int64)
+    mode, ratio = proto.mode, proto.summary_ratio
+    smin, smax = proto.summary_min_tokens, proto.summary_max_tokens
+    po, io = b.po[lane_run], b.io[lane_run]
+    bpt, ph, window = b.bpt[lane_run], b.ph[lane_run], b.window[lane_run]
+    z = np.zeros(L, dtype=np.int64)
+    ct, stt, view_est, delta = z.copy(), z.copy(), z.copy(), z.copy()
+    s_bytes, s_est, s_tokens, carrier = np.full(L, -1), z.copy(), z.copy(), np.full(L, -1)
+    last_in, tokens, prev_view, prev_items = z.copy(), z.copy(), z.copy(), z.copy()
+    cost, inp_sum, out_sum, peak, compactions = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
+    cached, expires = z.copy(), np.full(L, -1.0)
+    ok = np.ones(L, dtype=bool)
+    minp, life, frac, gran, writes = (
+        rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
+    )  # fmt: skip
+
+    def price_of(uncached, read, write, out) -> np.ndarray:
+        if price is None:
+            return np.full(len(uncached), -1, dtype=np.int64)
+        return price.cost_all(uncached, read, write, out)
+
+    for k in range(b.K):
+        A = int(running[k])
+        rr = lane_run[:A]
+        sl = slice(0, A)
+        app = b.appended[rr, k]
+        view_est[sl] += app
+        if k == 0:
+            est_now = view_est[sl]
+        else:
+            li = last_in[sl]
+            est_now = np.where(li > 0, li + outputs[rr, k - 1] + app, view_est[sl])
+        F = np.flatnonzero(est_now > trigger[sl])
+        first = np.full(A, -1, dtype=np.int64)  # the first item changed before this request
+        summary_in = None
+        if len(F):
+            r = rr[F]
+            pF = po[F]
+            c0, st0 = ct[F], stt[F]
+            veF = view_est[F]
+            d_old = delta[F]
+            dtok = np.zeros(len(F), dtype=np.int64)
+            firstF = np.full(len(F), -1, dtype=np.int64)
+            moved = np.zeros(len(F), dtype=bool)
+            summarized = np.zeros(len(F), dtype=bool)
+            if mode != "summarize":
+                bound = np.maximum(c0, b.natural[r, lane_keep_at[F], k])
+                moved = bound > c0
+                a = np.searchsorted(b.tmg, pF + c0)
+                bb = np.searchsorted(b.tmg, pF + bound)
+                av = np.maximum(a, np.searchsorted(b.tmg, pF + st0))
+                has = moved & (bb > av)
+                veF = veF - np.where(has, b.t_saving[bb] - b.t_saving[av], 0)
+                cnt = b.t_count[bb] - b.t_count[av]
+                dtok += np.where(has, ph[F] * cnt - (b.t_tok[bb] - b.t_tok[av]), 0)
+                firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
+                compactions[F] += has
+                ct[F] = np.where(moved, bound, c0)
+            if mode == "prune":
+                summ = np.zeros(len(F), dtype=bool)
+            elif mode == "summarize":
+                summ = np.ones(len(F), dtype=bool)
+            else:
+                summ = ~(moved & (veF <= lane_limit[F]))
+            G = np.flatnonzero(summ)
+            if len(G):
+                g = F[G]
+                rg, pg = r[G], pF[G]
+                c = ct[g]
+                M = b.msgs_at[rg, k]
+                cM = np.minimum(c, M)
+                gM, gcM = pg + M, pg + cM
+                keep = lane_keep[g]
+                top = b.ep[gM] - b.sv[gcM]
+                whole = (cM < M) & (b.ep[gM] - b.ep[gcM] >= keep)
+                lo_whole = np.clip(np.searchsorted(b.ep, b.ep[gM] - keep, side="right"), gcM, gM)
+                lo_part = np.clip(np.searchsorted(b.dv, top - keep, side="right"), pg, gcM)
+                lo = np.where(whole, lo_whole, lo_part) - pg
+                cut = np.where(lo > 1, b.back[pg + np.maximum(lo - 1, 0)], 0)
+                cut = np.maximum(cut, stt[g])
+                m0 = np.maximum(stt[g], b.pe[rg])
+                H = np.flatnonzero(cut > m0)
+                if len(H):
+                    h = g[H]
+                    rh, qh, cut, m0, c, cM, gM = rg[H], pg[H], cut[H], m0[H], c[H], cM[H], gM[H]
+                    top = top[H]
+
+                    def kept_from(m, qh=qh, cM=cM, gM=gM, top=top):
+                        return np.where(m >= cM, b.ep[gM] - b.ep[qh + m], top - b.dv[qh + m])
+
+                    j0 = np.searchsorted(b.tmg, qh + m0)
+                    j1 = np.searchsorted(b.tmg, qh + np.minimum(cut, c))
+                    cleared = j1 > j0
+                    covered = b.m_tok[qh + cut] - b.m_tok[qh + m0]
+                    covered += np.where(
+                        cleared, ph[h] * (b.t_count[j1] - b.t_count[j0]) - (b.t_tok[j1] - b.t_tok[j0]), 0
+                    )
+                    covered_tokens = s_tokens[h] + covered
+                    prev = s_bytes[h]
+                    has_prev = prev >= 0
+                    count = b.bc[qh + cut] - b.bc[qh + m0]
+                    total = b.bl[qh + cut] - b.bl[qh + m0]
+                    fixed_len = np.where(has_prev, 19 + prev + 2, 0) + INSTRUCTION_CHARS
+                    lines = count + has_prev
+                    chars = (
+                        _TRANSCRIPT_FRAME
+                        + total
+                        + np.where(has_prev, 19 + prev, 0)
+                        + 2 * np.maximum(lines - 1, 0)
+                    )
+                    elide = np.flatnonzero(total + 2 * count > INPUT_BUDGET - fixed_len - ELISION_RESERVE)
+                    for e in elide.tolist():  # over the transcript budget: the function itself
+                        st_r = statics[int(rh[e])]
+                        blocks = [x for x in st_r.blocks[int(m0[e]) : int(cut[e])] if x is not None]
+                        chars[e] = prompt_units(blocks, None if prev[e] < 0 else int(prev[e]))[0]
+                    s_in = _ceil_tokens(chars, bpt[h])
+                    out = np.clip(np.rint(ratio * covered_tokens), smin, smax).astype(np.int64)
+                    text = np.rint(out * bpt[h]).astype(np.int64)
+                    text = np.where(text == 0, len(NO_SUMMARY), text)
+                    new_est = -(-(_SUMMARY_FIXED + text) // 4)
+                    vh = veF[G][H] - (kept_from(m0) - kept_from(cut) + s_est[h]) + new_est
+                    veF[G[H]] = vh
+                    s_bytes[h], s_est[h] = text, new_est
+                    stt[h] = cut
+                    msg_tokens = out + b.prefix_tokens[rh]
+                    fresh = carrier[h] < 0
+                    car_new = b.first_item[qh + m0]
+                    cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
+                    old_new = np.where(cleared_head, ph[h], b.tok_first[qh + m0])
+                    old_car = np.where(fresh, old_new, s_tokens[h])
+                    others = np.where(fresh, covered - old_new, covered)
+                    carrier[h] = np.where(fresh, car_new, carrier[h])
+                    s_tokens[h] = msg_tokens
+                    dtok[G[H]] += msg_tokens - old_car - others
+                    firstF[G[H]] = carrier[h]
+                    tokens[h] += s_in + out
+                    inp_sum[h] += s_in
+                    out_sum[h] += out
+                    np.maximum.at(peak, h, s_in)
+                    zeros = np.zeros(len(h), dtype=np.int64)
+                    cost[h] += price_of(s_in, zeros, zeros, out)
+                    compactions[h] += 1
+                    summary_in = (h, s_in)
+                    summarized[G[H]] = True
+            view_est[F] = veF
+            delta[F] = d_old + dtok
+            first[F] = firstF
+            stable_F = b.prefix[io[F] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
+        total = delta[sl] + b.prefix_at[rr, k]
+        if status_on:
+            last = last_in[sl]
+            if summary_in is not None:
+                last = last.copy()
+                last[summary_in[0]] = summary_in[1]
+            digits = np.searchsorted(_POW10, tokens[sl], "right") + np.searchsorted(_POW10, last, "right")
+            stok = _ceil_tokens(digits + fixed[rr, k], bpt[sl])
+            req = total + b.residual[rr, k] + stok
+        else:
+            req = total + b.residual[rr, k]
+        np.maximum(req, 0, out=req)
+        over = req > window[sl]
+        if over.any():
+            ok[:A] &= ~over
+            trigger[:A][over] = NO_LIMIT
+        stable = prev_view[sl].copy()
+        if len(F):
+            use = (firstF >= 0) & (firstF < prev_items[F])
+            stable[F[use]] = stable_F[use]
+        # the cache: the entry the last cacheable request left, if alive and the prefix long enough
+        t = b.elapsed[rr, k]
+        read = np.zeros(A, dtype=np.int64)
+        hit = (t <= expires[sl]) & (stable >= minp)
+        if hit.any():
+            reusable = np.minimum(stable, cached[sl])
+            if frac != 1.0:
+                reusable = np.floor(reusable * frac).astype(np.int64)
+            if gran != 1:
+                reusable = reusable // gran * gran
+            read = np.where(hit, np.minimum(reusable, req), 0)
+        cacheable = total >= minp
+        write = np.where(cacheable, np.maximum(np.minimum(total, req) - read, 0), 0) if writes else 0 * read
+        cached[sl] = np.where(cacheable, total, cached[sl])
+        expires[sl] = np.where(cacheable, t + life, expires[sl])
+        o = outputs[rr, k]
+        cost[sl] += price_of(req - read - write, read, write, o)
+        inp_sum[sl] += req
+        out_sum[sl] += o
+        np.maximum(peak[sl], req, out=peak[sl])
+        tokens[sl] += req + o
+        last_in[sl] = req
+        prev_view[sl] = total
+        prev_items[sl] = b.view_end[rr, k]
+    # back to (setting, run) order
+    idx = np.empty(L, dtype=np.int64)
+    idx[:] = lane_run * S + lane_set  # lane -> position in run-major order
+    figures = {
+        "cost_microusd": cost,
+        "input_tokens": inp_sum,
+        "output_tokens": out_sum,
+        "peak": peak,
+        "compactions": compactions + b.bound_calls[lane_run],
+    }
+    out_figs = {}
+    for name, v in figures.items():
+        a = np.empty(L, dtype=np.int64)
+        a[idx] = v
+        out_figs[name] = a.reshape(R, S).T
+    okr = np.empty(L, dtype=bool)
+    okr[idx] = ok
+    return okr.reshape(R, S).T, out_figs
