@@ -119,16 +119,22 @@ class _Batch:
         self.io = np.zeros(R, dtype=np.int64)  # items' settled prefix sums, per run
         self.io[1:] = np.cumsum([len(s.prefix) for s in statics])[:-1]
         self.prefix = np.concatenate([s.prefix for s in statics])
-        # the natural prune bound of (run, keep, call): the first T tool messages at call k
+        # the natural prune bound of (run, keep, call) over the first T tool messages at call k: the
+        # older ones are kept, newest first, while their estimates' sum stays within keep less the
+        # newest's; in prefix sums C of the estimates, the first one not kept is the last i < T - 1
+        # with C[i] < C[T-1] - budget (``sim.gridpath._Static.natural_bounds``, one message at a time)
         self.keeps = np.asarray(keeps, dtype=np.int64)
-        nb = np.zeros((R, len(keeps), K), dtype=np.int64)
-        for r, s in enumerate(statics):
-            by_t: dict[int, list[int]] = {}
-            for k, T in enumerate(s.tools_at):
-                if T not in by_t:
-                    by_t[T] = s.natural_bounds(T, self.keeps)
-                nb[r, :, k] = by_t[T]
-        self.natural = nb
+        c = chained([[0, *np.cumsum(s.tm_est).tolist()] for s in statics])
+        T = padded(lambda s: np.array(s.tools_at, dtype=np.int64))
+        newest = np.array([int(x) for s in statics for x in s.tm_est.tolist() + [0]], dtype=np.int64)
+        t0 = self.to[:, None]
+        top = np.maximum(t0 + T - 1, t0)
+        budget = self.keeps[:, None, None] - newest[top][None]  # (keep, run, call)
+        x = c[top][None] - budget
+        p = np.clip(np.searchsorted(c, x, side="left"), t0[None], top[None]) - t0[None]
+        bound = self.tmg[np.maximum(t0[None] + p - 1, 0)] - self.po[:, None][None] + 1
+        nb = np.where((T[None] > 1) & (p > 0), bound, 0)
+        self.natural = np.ascontiguousarray(nb.transpose(1, 0, 2))  # (run, keep, call)
         self.statics = statics
 
 
