@@ -82,7 +82,7 @@ def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
         return "mock model with a turn limit"
     if not trace.calls:
         return "no calls"
-    if any(e.needs or e.provides for e in trace.events):
+    if any(e.needs or e.provides or e.supersedes for e in trace.events):
         return "facts"
     return None
 
