@@ -98,9 +98,9 @@ def test_size_gives_the_same_results_on_and_off_the_grid():
 
 def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
     """Recorded text (JSON escapes, non-ASCII, bounded results) and the recorded model's window."""
-    from sim.models import resolve_window
-
     from dataclasses import replace
+
+    from sim.models import resolve_window
 
     def without_facts(t):
         facts = {"provides": (), "needs": (), "fact_spans": (), "fact_kinds": (), "supersedes": ()}
@@ -115,3 +115,42 @@ def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
         )
     ]
     assert check_grid(policies, traces, window) == []
+
+
+def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
+    from sim.bench import load_kernel
+    from sim.engine import _rules_and_price
+    from sim.gridlanes import grid_figures
+
+    kernel = load_kernel()
+    limits, keeps = np.array([8000, 16000, 16000, 64000]), np.array([1000, 1000, 12000, 4000])
+    models = [ReplayModel(t) for t in TRACES]
+    got = kernel.kernel(kernel.Inputs(TRACES, models, keeps), limits, keeps)
+    policies = [
+        make_policy(
+            "seed_engine",
+            context_token_limit=int(a),
+            keep_recent_tokens=int(b),
+            mode="prune",
+            run_status="off",
+        )
+        for a, b in zip(limits, keeps, strict=True)
+    ]
+    assert check_grid(policies, TRACES, None, PRICE) == []
+    rules, price = _rules_and_price(None, PRICE)
+    _, figures = grid_figures(TRACES, policies, models, [None] * len(TRACES), rules, price)
+    assert np.array_equal(got, figures["input_tokens"]) and got.shape == (4, 6)
+
+
+def test_bench_grid_reports_both_rates_and_their_ratio(capsys):
+    from sim.cli import main
+
+    assert main(["bench", "--grid", "--traces", "3", "--repeats", "1", "--format", "json"]) == 0
+    import json
+
+    row = json.loads(capsys.readouterr().out)
+    assert row["same_cumulative_input"] is True and row["settings"] == 395
+    assert row["grid_calls_per_s"] > 0 and row["ratio"] == round(
+        row["grid_calls_per_s"] / row["kernel_calls_per_s"], 4
+    )
+    assert main(["bench", "--grid", "--traces", "0"]) == 2
