@@ -151,28 +151,29 @@ def grid_figures(
     ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``)."""
     proto = policies[0]
+    S, R = len(policies), len(traces)
+    # runs longest first, each run's settings side by side: the lanes still running are a prefix
+    order = sorted(range(R), key=lambda r: -len(traces[r].calls))
+    traces = [traces[r] for r in order]
     statics = [
         t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
     ]
-    S, R = len(policies), len(traces)
     keep_values = sorted({p.keep_recent_tokens for p in policies})
-    b = _Batch(statics, [t.bytes_per_token for t in traces], list(windows), keep_values)
+    b = _Batch(statics, [t.bytes_per_token for t in traces], [windows[r] for r in order], keep_values)
     outputs = np.zeros((R, b.K), dtype=np.int64)
-    for r, m in enumerate(models):
-        o = np.asarray(m.respond_all(), dtype=np.int64)
-        outputs[r, : len(o)] = o
+    for i, r in enumerate(order):
+        o = np.asarray(models[r].respond_all(), dtype=np.int64)
+        outputs[i, : len(o)] = o
     status_on = proto.reports_status
     fixed = np.zeros((R, b.K), dtype=np.int64)
     if status_on:
         zero = RunStatus()
         zero.turns = -1
         base = len(proto._status_text(zero, 0).encode()) - 5  # less the "0" of each of its five numbers
-        for r, s in enumerate(statics):
-            fixed[r, : s.K] = s.status_fixed(base)
-    # lanes: runs longest first, each run's settings side by side (the running lanes are a prefix)
-    order = np.argsort(-b.ncalls, kind="stable")
+        for r, st_r in enumerate(statics):
+            fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
     L = S * R
-    lane_run = np.repeat(order, S)
+    lane_run = np.repeat(np.arange(R), S)
     lane_set = np.tile(np.arange(S), R)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
     keep_at = np.searchsorted(np.array(keep_values), [p.keep_recent_tokens for p in policies])
@@ -180,43 +181,54 @@ def grid_figures(
     lane_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)[lane_set]
     lane_keep_at = keep_at[lane_set]
     trigger = np.where(lane_limit < NO_LIMIT, lane_limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
-    running = np.array([int((b.ncalls > k).sum()) * S for k in range(b.K)], dtype=np.int64)
+    running = [int((b.ncalls > k).sum()) for k in range(b.K)]  # runs still going at call k
     mode, ratio = proto.mode, proto.summary_ratio
     smin, smax = proto.summary_min_tokens, proto.summary_max_tokens
     po, io = b.po[lane_run], b.io[lane_run]
-    bpt, ph, window = b.bpt[lane_run], b.ph[lane_run], b.window[lane_run]
+    bpt, ph = b.bpt[lane_run], b.ph[lane_run]
+    bpt_col, window_col = b.bpt[:, None], b.window[:, None]
     z = np.zeros(L, dtype=np.int64)
     ct, stt, view_est, delta = z.copy(), z.copy(), z.copy(), z.copy()
     s_bytes, s_est, s_tokens, carrier = np.full(L, -1), z.copy(), z.copy(), np.full(L, -1)
-    last_in, tokens, prev_view, prev_items = z.copy(), z.copy(), z.copy(), z.copy()
-    cost, inp_sum, out_sum, peak, compactions = z.copy(), z.copy(), z.copy(), z.copy(), z.copy()
-    cached, expires = z.copy(), np.full(L, -1.0)
+    tokens, s_out, cost, peak, compactions, cached = (
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+        z.copy(),
+    )
+    expires = np.full(L, -1.0)
     ok = np.ones(L, dtype=bool)
+    # the same state as (run, setting) tables: the per-call work broadcasts each run's numbers
+    ve2, d2, tok2, cost2, peak2 = (x.reshape(R, S) for x in (view_est, delta, tokens, cost, peak))
+    cached2, exp2, ok2, trig2 = (x.reshape(R, S) for x in (cached, expires, ok, trigger))
+    last2 = np.zeros((R, S), dtype=np.int64)  # the last agent request (the previous call's, by reference)
+    prev2 = np.zeros((R, S), dtype=np.int64)  # the last request's view tokens
     minp, life, frac, gran, writes = (
         rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
     )  # fmt: skip
 
     def price_of(uncached, read, write, out) -> np.ndarray:
         if price is None:
-            return np.full(len(uncached), -1, dtype=np.int64)
+            return np.full(np.shape(uncached), -1, dtype=np.int64)
         return price.cost_all(uncached, read, write, out)
 
     for k in range(b.K):
-        A = int(running[k])
-        rr = lane_run[:A]
-        sl = slice(0, A)
-        app = b.appended[rr, k]
-        view_est[sl] += app
+        Ar = running[k]
+        app = b.appended[:Ar, k, None]
+        ve = ve2[:Ar]
+        ve += app
         if k == 0:
-            est_now = view_est[sl]
+            est_now = ve
         else:
-            li = last_in[sl]
-            est_now = np.where(li > 0, li + outputs[rr, k - 1] + app, view_est[sl])
-        F = np.flatnonzero(est_now > trigger[sl])
-        first = np.full(A, -1, dtype=np.int64)  # the first item changed before this request
+            li = last2[:Ar]
+            est_now = np.where(li > 0, li + (outputs[:Ar, k - 1, None] + app), ve)
+        F = np.flatnonzero(est_now > trig2[:Ar])
         summary_in = None
+        prev_items = b.view_end[:, k - 1] if k else np.zeros(R, dtype=np.int64)
         if len(F):
-            r = rr[F]
+            r = F // S
             pF = po[F]
             c0, st0 = ct[F], stt[F]
             veF = view_est[F]
@@ -316,8 +328,7 @@ def grid_figures(
                     dtok[G[H]] += msg_tokens - old_car - others
                     firstF[G[H]] = carrier[h]
                     tokens[h] += s_in + out
-                    inp_sum[h] += s_in
-                    out_sum[h] += out
+                    s_out[h] += out
                     np.maximum.at(peak, h, s_in)
                     zeros = np.zeros(len(h), dtype=np.int64)
                     cost[h] += price_of(s_in, zeros, zeros, out)
@@ -326,67 +337,66 @@ def grid_figures(
                     summarized[G[H]] = True
             view_est[F] = veF
             delta[F] = d_old + dtok
-            first[F] = firstF
             stable_F = b.prefix[io[F] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
-        total = delta[sl] + b.prefix_at[rr, k]
-        if status_on:
-            last = last_in[sl]
+        total = d2[:Ar] + b.prefix_at[:Ar, k, None]
+        if status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
+            last = last2[:Ar]
             if summary_in is not None:
                 last = last.copy()
-                last[summary_in[0]] = summary_in[1]
-            digits = np.searchsorted(_POW10, tokens[sl], "right") + np.searchsorted(_POW10, last, "right")
-            stok = _ceil_tokens(digits + fixed[rr, k], bpt[sl])
-            req = total + b.residual[rr, k] + stok
+                last.ravel()[summary_in[0]] = summary_in[1]
+            digits = np.searchsorted(_POW10, tok2[:Ar], "right") + np.searchsorted(_POW10, last, "right")
+            digits += fixed[:Ar, k, None]
+            stok = np.ceil(digits / bpt_col[:Ar]).astype(np.int64)  # estimate_tokens of the line
+            req = total + b.residual[:Ar, k, None] + stok
         else:
-            req = total + b.residual[rr, k]
+            req = total + b.residual[:Ar, k, None]
         np.maximum(req, 0, out=req)
-        over = req > window[sl]
-        if over.any():
-            ok[:A] &= ~over
-            trigger[:A][over] = NO_LIMIT
-        stable = prev_view[sl].copy()
+        over = req > window_col[:Ar]
+        if over.any():  # refused by the provider: the loop replays what follows
+            ok2[:Ar] &= ~over
+            trig2[:Ar][over] = NO_LIMIT
+        stable = prev2[:Ar].copy()
         if len(F):
-            use = (firstF >= 0) & (firstF < prev_items[F])
-            stable[F[use]] = stable_F[use]
+            use = (firstF >= 0) & (firstF < prev_items[F // S])
+            stable.ravel()[F[use]] = stable_F[use]
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
-        t = b.elapsed[rr, k]
-        read = np.zeros(A, dtype=np.int64)
-        hit = (t <= expires[sl]) & (stable >= minp)
+        t = b.elapsed[:Ar, k, None]
+        read = 0
+        hit = (t <= exp2[:Ar]) & (stable >= minp)
         if hit.any():
-            reusable = np.minimum(stable, cached[sl])
+            reusable = np.minimum(stable, cached2[:Ar])
             if frac != 1.0:
                 reusable = np.floor(reusable * frac).astype(np.int64)
             if gran != 1:
                 reusable = reusable // gran * gran
             read = np.where(hit, np.minimum(reusable, req), 0)
         cacheable = total >= minp
-        write = np.where(cacheable, np.maximum(np.minimum(total, req) - read, 0), 0) if writes else 0 * read
-        cached[sl] = np.where(cacheable, total, cached[sl])
-        expires[sl] = np.where(cacheable, t + life, expires[sl])
-        o = outputs[rr, k]
-        cost[sl] += price_of(req - read - write, read, write, o)
-        inp_sum[sl] += req
-        out_sum[sl] += o
-        np.maximum(peak[sl], req, out=peak[sl])
-        tokens[sl] += req + o
-        last_in[sl] = req
-        prev_view[sl] = total
-        prev_items[sl] = b.view_end[rr, k]
-    # back to (setting, run) order
-    idx = np.empty(L, dtype=np.int64)
-    idx[:] = lane_run * S + lane_set  # lane -> position in run-major order
+        write = np.where(cacheable, np.maximum(np.minimum(total, req) - read, 0), 0) if writes else 0
+        np.copyto(cached2[:Ar], total, where=cacheable)
+        np.copyto(exp2[:Ar], t + life, where=cacheable)
+        o = outputs[:Ar, k, None]
+        uncached = req - read - write
+        cost2[:Ar] += price_of(
+            uncached,
+            np.broadcast_to(read, req.shape),
+            np.broadcast_to(write, req.shape),
+            np.broadcast_to(o, req.shape),
+        )
+        np.maximum(peak2[:Ar], req, out=peak2[:Ar])
+        tk = tok2[:Ar]
+        tk += req
+        tk += o
+        last2 = req
+        prev2 = total
+    # back to (setting, run) order, runs as given
+    out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
         "cost_microusd": cost,
-        "input_tokens": inp_sum,
-        "output_tokens": out_sum,
+        "input_tokens": tokens - out_total,
+        "output_tokens": out_total,
         "peak": peak,
         "compactions": compactions + b.bound_calls[lane_run],
     }
-    out_figs = {}
-    for name, v in figures.items():
-        a = np.empty(L, dtype=np.int64)
-        a[idx] = v
-        out_figs[name] = a.reshape(R, S).T
-    okr = np.empty(L, dtype=bool)
-    okr[idx] = ok
-    return okr.reshape(R, S).T, out_figs
+    back = np.argsort(order)
+    out_figs = {name: v.reshape(R, S)[back].T for name, v in figures.items()}
+    return ok.reshape(R, S)[back].T, out_figs
