@@ -35,7 +35,6 @@ from sim.seed_messages import (
     INSTRUCTION_CHARS,
     NO_SUMMARY,
     OUTPUT_CONTRACT_TOKENS,
-    prompt_units,
     summary_message,
 )
 from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN
@@ -48,6 +47,28 @@ _TRANSCRIPT_FRAME = INSTRUCTION_CHARS + len("\n\n<transcript>\n") + len("\n</tra
 def _ceil_tokens(nbytes: np.ndarray, bpt: np.ndarray) -> np.ndarray:
     """``sim.tokens.estimate_tokens`` over arrays (the same float division and ceiling)."""
     return np.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt).astype(np.int64)
+
+
+_MARKER = len("[…  messages omitted from summary input …]")  # the elision marker but for its number
+
+
+def _elided_chars(w, lo, hi, budget, prev, bc) -> np.ndarray:
+    """``prompt_units`` of covered spans whose blocks pass the budget (``lo``, ``hi``: the span's
+    messages in the batch's per-message arrays; ``w``: prefix sums of block length + joiner, ``bc``: of
+    blocks): the head takes whole blocks up to half the budget, the tail whole blocks from the end up to
+    the rest, and a marker counts the blocks left out between them."""
+    half = budget // 2
+    head_end = np.clip(np.searchsorted(w, w[lo] + half, side="right") - 1, lo, hi)
+    head = w[head_end] - w[lo]
+    tail_start = np.clip(np.searchsorted(w, w[hi] - (budget - head), side="left"), head_end, hi)
+    tail = w[hi] - w[tail_start]
+    n_head, n_tail = bc[head_end] - bc[lo], bc[hi] - bc[tail_start]
+    omitted = bc[tail_start] - bc[head_end]
+    has_prev = prev >= 0
+    marker = np.where(omitted > 0, _MARKER + np.searchsorted(_POW10, omitted, side="right") + 1, 0)
+    lines = has_prev + n_head + (omitted > 0) + n_tail
+    text = np.where(has_prev, 19 + prev, 0) + (head - 2 * n_head) + marker + (tail - 2 * n_tail)
+    return _TRANSCRIPT_FRAME + text + 2 * np.maximum(lines - 1, 0)
 
 
 class _Batch:
@@ -94,6 +115,7 @@ class _Batch:
         self.dv = self.ep - self.sv
         self.bl = chained([s.bl for s in statics])
         self.bc = chained([s.bc for s in statics])
+        self.w = self.bl + 2 * self.bc  # block lengths with their joiners (the transcript's budget)
         self.mo_items = chained([s.m_off_l for s in statics])  # items of messages (counts)
         self.m_tok = chained([s.m_tok for s in statics])
         pad = [0]  # per-message arrays get one filler entry a run, so they share the offsets
@@ -302,11 +324,17 @@ def grid_figures(
                         + np.where(has_prev, 19 + prev, 0)
                         + 2 * np.maximum(lines - 1, 0)
                     )
-                    elide = np.flatnonzero(total + 2 * count > INPUT_BUDGET - fixed_len - ELISION_RESERVE)
-                    for e in elide.tolist():  # over the transcript budget: the function itself
-                        st_r = statics[int(rh[e])]
-                        blocks = [x for x in st_r.blocks[int(m0[e]) : int(cut[e])] if x is not None]
-                        chars[e] = prompt_units(blocks, None if prev[e] < 0 else int(prev[e]))[0]
+                    budget = INPUT_BUDGET - fixed_len - ELISION_RESERVE
+                    elide = np.flatnonzero(total + 2 * count > budget)
+                    if len(elide):  # over the transcript budget: whole blocks from both ends
+                        chars[elide] = _elided_chars(
+                            b.w,
+                            qh[elide] + m0[elide],
+                            qh[elide] + cut[elide],
+                            budget[elide],
+                            prev[elide],
+                            b.bc,
+                        )
                     s_in = _ceil_tokens(chars, bpt[h])
                     out = np.clip(np.rint(ratio * covered_tokens), smin, smax).astype(np.int64)
                     text = np.rint(out * bpt[h]).astype(np.int64)

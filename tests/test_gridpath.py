@@ -154,3 +154,29 @@ def test_bench_grid_reports_both_rates_and_their_ratio(capsys):
         row["grid_calls_per_s"] / row["kernel_calls_per_s"], 4
     )
     assert main(["bench", "--grid", "--traces", "0"]) == 2
+
+
+def test_the_elided_transcript_length_is_prompt_units():
+    """The grid's arithmetic for a summarizer transcript over its budget, against the function."""
+    from sim.gridlanes import _elided_chars
+    from sim.seed_messages import ELISION_RESERVE, INPUT_BUDGET, INSTRUCTION_CHARS, prompt_units
+
+    rng = np.random.default_rng(3)
+    blocks = [None if rng.random() < 0.2 else int(rng.integers(5, 2004)) for _ in range(400)]
+    bl = np.concatenate([[0], np.cumsum([b or 0 for b in blocks])])
+    bc = np.concatenate([[0], np.cumsum([b is not None for b in blocks])])
+    checked = 0
+    for _ in range(300):
+        lo, hi = sorted(int(x) for x in rng.integers(0, 401, 2))
+        prev = int(rng.choice([-1, int(rng.integers(1, 9000))]))
+        shown = [b for b in blocks[lo:hi] if b is not None]
+        fixed = (0 if prev < 0 else 19 + prev + 2) + INSTRUCTION_CHARS
+        budget = INPUT_BUDGET - fixed - ELISION_RESERVE
+        if sum(shown) + 2 * len(shown) <= budget:
+            continue
+        got = _elided_chars(
+            bl + 2 * bc, np.array([lo]), np.array([hi]), np.array([budget]), np.array([prev]), bc
+        )
+        assert int(got[0]) == prompt_units(shown, None if prev < 0 else prev)[0]
+        checked += 1
+    assert checked > 50
