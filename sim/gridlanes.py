@@ -167,11 +167,14 @@ def grid_figures(
     windows: Sequence[int | None],
     rules: CacheRules,
     price: Price | None,
+    rows: list | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
     ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
-    settings ``settings_decline``; all runs priced alike (``rules``, ``price``)."""
+    settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
+    receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
+    longest first (``replay_unlimited``: settings without a limit, which never summarize)."""
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the lanes still running are a prefix
@@ -377,6 +380,7 @@ def grid_figures(
             stok = np.ceil(digits / bpt_col[:Ar]).astype(np.int64)  # estimate_tokens of the line
             req = total + b.residual[:Ar, k, None] + stok
         else:
+            stok = 0
             req = total + b.residual[:Ar, k, None]
         np.maximum(req, 0, out=req)
         over = req > window_col[:Ar]
@@ -404,12 +408,20 @@ def grid_figures(
         np.copyto(exp2[:Ar], t + life, where=cacheable)
         o = outputs[:Ar, k, None]
         uncached = req - read - write
-        cost2[:Ar] += price_of(
+        c_row = price_of(
             uncached,
             np.broadcast_to(read, req.shape),
             np.broadcast_to(write, req.shape),
             np.broadcast_to(o, req.shape),
         )
+        cost2[:Ar] += c_row
+        if rows is not None:
+            rows.append((Ar, {
+                "input_tokens": req, "view_tokens": total, "status_tokens": np.broadcast_to(stok, req.shape),
+                "stable_prefix_tokens": stable, "cache_read_tokens": np.broadcast_to(read, req.shape),
+                "cache_write_tokens": np.broadcast_to(write, req.shape), "uncached_input_tokens": uncached,
+                "cost_microusd": c_row,
+            }))  # fmt: skip
         np.maximum(peak2[:Ar], req, out=peak2[:Ar])
         tk = tok2[:Ar]
         tk += req
@@ -428,3 +440,73 @@ def grid_figures(
     back = np.argsort(order)
     out_figs = {name: v.reshape(R, S)[back].T for name, v in figures.items()}
     return ok.reshape(R, S)[back].T, out_figs
+
+
+def unlimited_declines(policy) -> str | None:
+    """Why ``replay_unlimited`` cannot replay this policy (None: it can)."""
+    from sim.gridpath import settings_decline
+
+    if type(policy) is not SeedEngine or policy.context_token_limit is not None:
+        return "not a seed engine without a limit"
+    return settings_decline([policy])
+
+
+def replay_unlimited(
+    traces: Sequence, policy: SeedEngine, models: Sequence[ReplayModel], windows, rules, price
+) -> list:
+    """The records of ``policy`` (a seed engine without a limit: it never compacts, only bounds results
+    at settle time and appends its status line) on these runs, all replayed as lanes at once; None for
+    a run whose request exceeds its window (the loop says what follows). The records are the per-call
+    loop's: the status line's tokens from digit counts, the cache and cost as the requests are made."""
+    from sim.engine import _record
+    from sim.records import AGENT, CALL_COLUMNS, change_table
+
+    assert policy.context_token_limit is None
+    rows: list = []
+    ok, _ = grid_figures(traces, [policy], models, windows, rules, price, rows)
+    R = len(traces)
+    order = sorted(range(R), key=lambda r: -len(traces[r].calls))
+    rank = {r: i for i, r in enumerate(order)}
+    proto_key = f"grid_static_{policy.tool_result_max_bytes}"
+    params = policy.params()
+    tables = {name: np.zeros((R, len(rows)), dtype=np.int64) for name in rows[0][1]} if rows else {}
+    for k, (Ar, table) in enumerate(rows):  # each column as a (run, call) table, runs longest first
+        for name, v in table.items():
+            tables[name][:Ar, k] = v[:, 0]
+    out: list = []
+    for r, (t, m) in enumerate(zip(traces, models, strict=True)):
+        if not ok[0, r]:
+            out.append(None)
+            continue
+        i, st = rank[r], t.derived(proto_key, lambda t: _Static(t, policy))
+        K = st.K
+        cols = {name: np.empty(K, dtype=np.int64) for name in CALL_COLUMNS}
+        for name, table in tables.items():
+            cols[name][:] = table[i, :K]
+        cols["call"][:] = np.arange(K)
+        cols["kind"][:] = AGENT
+        cols["recorded_call"][:] = np.arange(K)
+        cols["output_tokens"][:] = np.asarray(m.respond_all(), dtype=np.int64)
+        cols["residual_tokens"][:] = st.residual
+        cols["recorded_input_tokens"][:] = st.recorded_input
+        cols["view_items"][:] = st.view_end
+        cols["first_changed"][:] = -1
+        cols["items_changed"][:] = 0
+        # the settle-time envelopes: the rows before their admitting call's (one row a call)
+        events = [(c, 0, j, before - after, after, c) for c, j, before, after in st.settled]
+        out.append(
+            _record(
+                t,
+                policy,
+                m,
+                cols,
+                st.state0.copy(),
+                change_table(events),
+                (rules, price),
+                st.tok0.copy(),
+                cuts=st.cuts,
+                window=windows[r],
+                params=params,
+            )  # fmt: skip
+        )
+    return out

@@ -180,3 +180,29 @@ def test_the_elided_transcript_length_is_prompt_units():
         assert int(got[0]) == prompt_units(shown, None if prev < 0 else prev)[0]
         checked += 1
     assert checked > 50
+
+
+@pytest.mark.parametrize("run_status", ["appended", "off"])
+def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status):
+    """No limit, no budgets: the runs are lanes (sim.gridlanes.replay_unlimited), the loop's records."""
+    import sim.engine
+    from sim.cache import CostModel
+    from sim.conformance import record_diff
+    from sim.engine import _rules_and_price, replay_many
+
+    policy = make_policy("seed_engine", run_status=run_status, tool_result_max_bytes=4096)
+    rules, price = _rules_and_price(None, PRICE)
+    models = [ReplayModel(t) for t in TRACES]
+    want = [
+        sim.engine._replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
+        for t, m in zip(TRACES, models, strict=True)
+    ]
+
+    def no_loop(*a, **k):
+        raise AssertionError("the per-call loop ran")
+
+    monkeypatch.setattr(sim.engine, "_replay_loop", no_loop)
+    got = replay_many(TRACES, policy, models, window=200000, pricing=PRICE)
+    assert all(record_diff(a, b) == [] for a, b in zip(want, got, strict=True))
+    assert sum(r.n_calls for r in got) == sum(len(t.calls) for t in TRACES)
+    assert any(len(r.changes["kind"]) for r in got)  # some results were bounded at settle time
