@@ -146,6 +146,10 @@ class _Batch:
         # newest's; in prefix sums C of the estimates, the first one not kept is the last i < T - 1
         # with C[i] < C[T-1] - budget (``sim.gridpath._Static.natural_bounds``, one message at a time)
         self.keeps = np.asarray(keeps, dtype=np.int64)
+        self.statics = statics
+        if not len(self.keeps):  # no lane has a limit: nothing is ever pruned
+            self.natural = np.zeros((R, 0, K), dtype=np.int64)
+            return
         c = chained([[0, *np.cumsum(s.tm_est).tolist()] for s in statics])
         T = padded(lambda s: np.array(s.tools_at, dtype=np.int64))
         newest = np.array([int(x) for s in statics for x in s.tm_est.tolist() + [0]], dtype=np.int64)
@@ -183,7 +187,7 @@ def grid_figures(
     statics = [
         t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
     ]
-    keep_values = sorted({p.keep_recent_tokens for p in policies})
+    keep_values = sorted({p.keep_recent_tokens for p in policies if p.context_token_limit is not None})
     b = _Batch(statics, [t.bytes_per_token for t in traces], [windows[r] for r in order], keep_values)
     outputs = np.zeros((R, b.K), dtype=np.int64)
     for i, r in enumerate(order):
@@ -201,7 +205,8 @@ def grid_figures(
     lane_run = np.repeat(np.arange(R), S)
     lane_set = np.tile(np.arange(S), R)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
-    keep_at = np.searchsorted(np.array(keep_values), [p.keep_recent_tokens for p in policies])
+    keep_at = np.searchsorted(np.array(keep_values, dtype=np.int64), [p.keep_recent_tokens for p in policies])
+    keep_at = np.minimum(keep_at, max(len(keep_values) - 1, 0))  # (a lane without a limit never looks)
     lane_limit = limit[lane_set]
     lane_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)[lane_set]
     lane_keep_at = keep_at[lane_set]

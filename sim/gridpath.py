@@ -185,6 +185,12 @@ class _Static:
 
     def status_fixed(self, base: int) -> list[int]:
         """Per call: the status line's length but for its tokens and last-context numbers."""
+        memo = self.__dict__.setdefault("_status_memo", {})
+        if base not in memo:
+            memo[base] = self._status_fixed(base)
+        return memo[base]
+
+    def _status_fixed(self, base: int) -> list[int]:
         turns = [len(str(k + 1)) for k in range(self.K)]
         tools = [len(str(v)) for v in self.tools_before.tolist()]
         secs = [len(str(v)) for v in self.elapsed_s.tolist()]
