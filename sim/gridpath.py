@@ -87,6 +87,15 @@ def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
     return None
 
 
+def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and the items of the item ranges [first, end) laid end to end."""
+    lengths = (end - first).astype(np.int64)
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    items = np.arange(int(off[-1]), dtype=np.int64) + np.repeat(first.astype(np.int64) - off[:-1], lengths)
+    return off, items
+
+
 class _Static:
     """What every lane of a trace shares: settled items, the messages and their estimates per call."""
 
@@ -142,15 +151,11 @@ class _Static:
         self.tm_saving = np.zeros(len(tm) + 1, dtype=np.int64)  # prefix sums of est - est_cleared
         if len(tm):
             np.cumsum(self.est[tm] - self.est_cleared[tm], out=self.tm_saving[1:])
-        items = [np.arange(self.first[m], self.end[m], dtype=np.int64) for m in self.tm]
-        self.tm_off = np.zeros(len(tm) + 1, dtype=np.int64)
-        self.tm_off[1:] = np.cumsum([len(x) for x in items]) if items else []
-        self.tm_items = np.concatenate(items) if items else np.zeros(0, dtype=np.int64)
+        self.tm_off, self.tm_items = _spans(np.array(self.first)[tm], np.array(self.end)[tm])
         M = len(state.role)
-        mitems = [np.arange(self.first[m], self.end[m], dtype=np.int64) for m in range(M)]
-        self.m_off = np.zeros(M + 1, dtype=np.int64)
-        self.m_off[1:] = np.cumsum([len(x) for x in mitems]) if mitems else []
-        self.m_items = np.concatenate(mitems) if mitems else np.zeros(0, dtype=np.int64)
+        self.m_off, self.m_items = _spans(
+            np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
+        )
         # chooseSummarizeCut steps back over tool messages: where each start lands
         back, last = [0] * M, 0
         for m in range(M):
