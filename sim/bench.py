@@ -93,3 +93,84 @@ def run_bench(
                 row["cores"] = os.cpu_count()
                 rows.append(row)
     return rows
+
+
+# ------------------------------------------------------------------------------------------ --grid
+def load_kernel():
+    """``benchmarks/kernel.py`` of this source tree (the bare kernel is a benchmark, not part of the
+    package): None when the tree has no benchmarks folder (an installed package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "kernel.py"
+    if not path.is_file():
+        return None
+    spec = importlib.util.spec_from_file_location("ctxsim_bench_kernel", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
+    """``ctxsim size``'s grid path (``sim.gridlanes`` over a 20 x 20 grid of the seed engine's defaults)
+    and the bare kernel (``benchmarks/kernel.py``, prune only) on the same SWE-like traces, in this run:
+    grid-calls per CPU second of each (median of ``repeats``; settings x calls per second) and their
+    ratio. The kernel's cumulative input is checked against the grid path's prune-only figures first."""
+    import numpy as np
+
+    from scenarios.swe_like import generate_run
+    from sim.engine import _rules_and_price
+    from sim.errors import ConfigError
+    from sim.gridlanes import grid_figures
+    from sim.model import ReplayModel
+    from sim.size import GRID_BATCH
+
+    kernel = load_kernel()
+    if kernel is None:
+        raise ConfigError("bench --grid: benchmarks/kernel.py not found (run from a source checkout)")
+    pin_one_core()
+    traces = [generate_run(7, i) for i in range(n_traces)]
+    models = [ReplayModel(t) for t in traces]
+    limits, keeps = kernel.grid_20x20()
+    rules, price = _rules_and_price(None, "claude-sonnet-4-5")
+    calls = sum(len(t.calls) for t in traces)
+
+    def grid_pass(**knobs) -> dict:
+        policies = [
+            make_policy("seed_engine", context_token_limit=int(a), keep_recent_tokens=int(b), **knobs)
+            for a, b in zip(limits, keeps, strict=True)
+        ]
+        out: dict = {}
+        for lo in range(0, n_traces, GRID_BATCH):
+            ts, ms = traces[lo : lo + GRID_BATCH], models[lo : lo + GRID_BATCH]
+            _, f = grid_figures(ts, policies, ms, [None] * len(ts), rules, price)
+            out.setdefault("input_tokens", []).append(f["input_tokens"])
+        return {k: np.concatenate(v, axis=1) for k, v in out.items()}
+
+    x = kernel.Inputs(traces, models, keeps)
+    same = np.array_equal(
+        kernel.kernel(x, limits, keeps), grid_pass(mode="prune", run_status="off")["input_tokens"]
+    )
+    if not same:
+        log("bench --grid: the kernel's cumulative input differs from the grid path's (prune only)")
+
+    def rate(fn) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            fn()
+            times.append(time.process_time() - t0)
+        return calls * len(limits) / statistics.median(times)
+
+    grid_rate = rate(grid_pass)
+    kernel_rate = rate(lambda: kernel.kernel(x, limits, keeps))
+    return {
+        "traces": n_traces,
+        "calls": calls,
+        "settings": len(limits),
+        "grid_calls_per_s": round(grid_rate),
+        "kernel_calls_per_s": round(kernel_rate),
+        "ratio": round(grid_rate / kernel_rate, 4),
+        "same_cumulative_input": same,
+        "repeats": repeats,
+    }

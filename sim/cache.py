@@ -132,15 +132,19 @@ def split_runs(
     stable: np.ndarray,
     out: np.ndarray,
     run_start: np.ndarray,
+    summary: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``CostModel.step`` over the requests of many runs laid end to end (no summary calls), each run
     starting with an empty cache: (cache_read, cache_write, uncached, cost_microusd) arrays.
     ``run_start[k]`` is the row where the run of row k starts. The cache entry alive at request k is
     the one the last earlier request of its run with a cacheable view left; everything follows from
     that request's time and size. One pass for a whole corpus: per-run numpy calls would cost more
-    than the arithmetic."""
+    than the arithmetic. ``summary``: which rows are summary calls (they neither read nor leave an entry,
+    as in ``CostModel.step``)."""
     n = len(inp)
     cacheable = view >= rules.min_prefix_tokens
+    if summary is not None:
+        cacheable &= ~summary
     last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
     prev = np.empty(n, dtype=np.int64)
     prev[:1] = -1
@@ -153,6 +157,8 @@ def split_runs(
         reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
     if rules.granularity != 1:
         reusable = reusable // rules.granularity * rules.granularity
+    if summary is not None:
+        alive &= ~summary
     read = np.where(alive, np.minimum(reusable, inp), 0)
     if rules.writes:
         write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)

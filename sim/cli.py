@@ -657,6 +657,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from sim.policies.base import policy_class
 
         policy_class(name)
+    if args.grid:
+        from sim.bench import run_grid_bench
+
+        if args.traces < 1 or args.repeats < 1:
+            raise ConfigError(
+                f"bench --grid: --traces {args.traces} and --repeats {args.repeats} must be >= 1"
+            )
+        row = run_grid_bench(args.traces, args.repeats, log=lambda m: _warn(m))
+        if args.format == "json":
+            sys.stdout.write(json_line(row) + "\n")
+        else:
+            print(format_table([row], list(row)))
+            print(
+                f"size's grid path: {row['grid_calls_per_s'] / 1e6:.1f}M grid-calls/s, "
+                f"{row['ratio']:.1%} of the bare kernel's {row['kernel_calls_per_s'] / 1e6:.1f}M "
+                f"(CPU time, median of {row['repeats']}, one core pinned)"
+            )
+        return 0 if row["same_cumulative_input"] else 3
     rows = run_bench(args.policy, args.corpus, args.repeats, log=lambda m: _warn(m))
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
@@ -1118,6 +1136,13 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--repeats", type=int, default=7, help="timed repeats per (policy, corpus); default 7")
     b.add_argument("--policy", action="append", help="only this policy (repeatable); default all registered")
     b.add_argument("--corpus", action="append", choices=("shared", "embedded"), help="only this corpus")
+    b.add_argument(
+        "--grid",
+        action="store_true",
+        help="calls/s of size's grid path (20 x 20 seed_engine settings) and its ratio to the bare kernel "
+        "(benchmarks/kernel.py), both measured in this run",
+    )
+    b.add_argument("--traces", type=int, default=200, help="SWE-like traces for --grid (default 200)")
     b.set_defaults(func=cmd_bench)
     sz = sub.add_parser(
         "size",

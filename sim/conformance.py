@@ -78,6 +78,56 @@ def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[
     return out
 
 
+def check_grid(
+    policies: list[Policy], traces: Iterable[Trace], window: int | None, pricing: str | None = "auto"
+) -> list[str]:
+    """Every way the grid path departs from the per-call loop on these settings and traces, as readable
+    lines (empty: none): ``sim.gridpath``'s record of each lane that stayed on the grid against the
+    loop's (every table and field), and ``sim.gridlanes``' figures of every lane against the loop's
+    metrics. A trace or grid the grid path declines is replayed by the loop only: nothing to compare."""
+    from sim.cache import CostModel
+    from sim.engine import _replay_loop, _rules_and_price
+    from sim.gridlanes import grid_figures
+    from sim.gridpath import record, replay_grid, settings_decline, trace_declines
+    from sim.metrics import compute_metrics_many
+
+    out: list[str] = []
+    if settings_decline(policies) is not None:
+        return out
+    for t in traces:
+        m = ReplayModel(t)
+        if trace_declines(t, m) is not None:
+            continue
+        rules, price = _rules_and_price(t.model, pricing)
+        refs = [_replay_loop(t, p, m, None, window, CostModel(rules, price)) for p in policies]
+        res = replay_grid(t, policies, m, window, rules, price, records=True)
+        ok, figures = grid_figures([t], policies, [m], [window], rules, price)
+        if sorted(res.lanes.tolist()) != sorted(int(s) for s in ok[:, 0].nonzero()[0]):
+            out.append(f"{t.trace_id}: the two grid paths keep different lanes on the grid")
+        for s, (p, ref, mt) in enumerate(zip(policies, refs, compute_metrics_many(refs), strict=True)):
+            label = f"{p.name} {p.context_token_limit}/{p.keep_recent_tokens} on {t.trace_id}"
+            run = res.runs[s] if res.runs is not None else None
+            if run is not None:
+                out.extend(
+                    f"{label}: grid record {d} differs"
+                    for d in record_diff(ref, record(t, p, m, run, rules, price, window))
+                )
+            if ok[s, 0]:
+                for key, metric in GRID_FIGURES:
+                    want, got = mt[metric], int(figures[key][s, 0])
+                    if want is not None and got != want:  # (an unpriced run's cost is None: unknown)
+                        out.append(f"{label}: grid figure {key} {got} != the loop's {metric} {want}")
+    return out
+
+
+GRID_FIGURES = (
+    ("cost_microusd", "cost_microusd"),
+    ("input_tokens", "cumulative_input_tokens"),
+    ("output_tokens", "cumulative_output_tokens"),
+    ("peak", "peak_context_tokens"),
+    ("compactions", "compactions"),
+)
+
 TABLES = ("calls", "changes", "compactions")
 FIELDS = (
     "finish_reason",

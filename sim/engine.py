@@ -210,6 +210,7 @@ def replay_many(
             _check_priced(policy, trace, price)
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
     setups = [by_model[t.model] for t in traces]
+    _replay_unlimited(traces, policy, models, setups, records)
     plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
     if plans is not None and not isinstance(plans, Plans):  # a plugin's plan_many may give one Plan per run
         plans = Plans.of(list(plans))
@@ -221,6 +222,8 @@ def replay_many(
         zip(traces, models, prepared_runs, setups, strict=True)
     ):
         rules, price, w = setup
+        if records[pos] is not None:  # replayed above
+            continue
         if prepared is None:
             records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:
@@ -241,6 +244,28 @@ def replay_many(
                 window=w,
             )  # fmt: skip
     return records  # type: ignore[return-value]
+
+
+def _replay_unlimited(traces, policy, models, setups, records) -> None:
+    """A seed engine without a limit never compacts: its runs are lanes of ``sim.gridlanes`` (status
+    line and cache as arrays over the runs), those it declines (facts, a turn limit) left to the loop."""
+    from sim.gridlanes import replay_unlimited, unlimited_declines
+    from sim.gridpath import trace_declines
+
+    if unlimited_declines(policy) is not None:
+        return
+    groups: dict[int, tuple[tuple, list[int]]] = {}
+    for pos, (t, m, setup) in enumerate(zip(traces, models, setups, strict=True)):
+        if trace_declines(t, m) is None:
+            groups.setdefault(id(setup), (setup, []))[1].append(pos)
+    for (rules, price, w), positions in groups.values():
+        for lo in range(0, len(positions), BATCH):
+            chunk = positions[lo : lo + BATCH]
+            got = replay_unlimited(
+                [traces[p] for p in chunk], policy, [models[p] for p in chunk], [w] * len(chunk), rules, price
+            )
+            for p, r in zip(chunk, got, strict=True):
+                records[p] = r
 
 
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:

@@ -97,7 +97,7 @@ def stand_in(nbytes: int, escapes: int) -> str:
     newlines spread evenly (each escapes to two bytes in JSON). Deterministic, so the oracle and the
     policy size the same text."""
     k = min(max(escapes, 0), nbytes // 2)
-    chars = ["abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(nbytes)]
+    chars = list(("abcdefghijklmnopqrstuvwxyz" * (nbytes // 26 + 1))[:nbytes])
     for j in range(k):
         chars[(j + 1) * nbytes // (k + 1)] = "\n"
     return "".join(chars)

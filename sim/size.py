@@ -33,6 +33,7 @@ DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)
 DEFAULT_KEEPS = (2000, 4000, 8000, 12000, 16000, 20000)
 BOOTSTRAP = 2000
 DEFAULT_MAX_FACTS_LOST_INCREASE = 0.05  # share of the facts seen, over the baseline's
+GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (settings x runs)
 OUTCOMES = ("complete", "grace", "degraded", "failed")  # sim.metrics.ANSWER_OUTCOMES, without importing it
 
 
@@ -137,56 +138,123 @@ def evaluate(
     pricing: str | None,
     progress: Callable[[int, int], None] | None = None,
     behaviour: dict | None = None,
+    grid: bool = True,
 ) -> list[SettingResult]:
-    """The baseline (limit unset) first, then every (limit, keep) with keep < limit."""
-    from sim.engine import replay_many
+    """The baseline (limit unset) first, then every (limit, keep) with keep < limit. Every setting of a
+    trace is replayed at once on the grid path (``sim.gridpath``) where it applies; the runs it declines
+    or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
+    ``grid=False`` replays everything that way (the reference the grid path is held to)."""
+    from sim.engine import AUTO, _rules_and_price, replay_many
+    from sim.gridlanes import grid_figures
+    from sim.gridpath import settings_decline, trace_declines
     from sim.metrics import compute_metrics_many
     from sim.model import ReplayModel
+    from sim.models import resolve_window
     from sim.policies.base import make_policy
 
-    grid: list[tuple[int | None, int | None]] = [(None, None)]
-    grid += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
-    if len(grid) == 1:
+    settings: list[tuple[int | None, int | None]] = [(None, None)]
+    settings += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
+    if len(settings) == 1:
         raise ConfigError("size: no setting with keep_recent_tokens < context_token_limit in the grid")
     order, hashes = _order(traces)
     ordered = [traces[i] for i in order]
+    policies = [
+        make_policy(
+            policy_name, **({} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep})
+        )
+        for lim, keep in settings
+    ]
+    models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
+    S, n = len(settings), len(ordered)
+    figures = {name: np.zeros((S, n), dtype=np.float64) for name in _FIGURES}
+    priced = np.ones((S, n), dtype=bool)
+    outcome = [["complete"] * n for _ in settings]  # what every run on the grid path comes to
+    completed = np.ones((S, n), dtype=bool)
+    overflow = [0] * S
+    todo: list[list[int]] = [[] for _ in settings]  # per setting: the traces the loop replays
+    grid = grid and settings_decline(policies) is None
+    batches: dict[int, tuple[tuple, list[int]]] = {}  # runs priced alike go on the grid together
+    for pos, (t, model) in enumerate(zip(ordered, models, strict=True)):
+        if not grid or trace_declines(t, model) is not None:
+            for todo_j in todo:
+                todo_j.append(pos)
+            continue
+        setup = _rules_and_price(t.model, pricing)
+        batches.setdefault(id(setup), (setup, []))[1].append(pos)
+    done = 0
+    for (rules, price), positions in batches.values():
+        for lo in range(0, len(positions), GRID_BATCH):
+            chunk = positions[lo : lo + GRID_BATCH]
+            ts = [ordered[p] for p in chunk]
+            windows = [resolve_window(t.model) if window == AUTO else window for t in ts]
+            ok, sums = grid_figures(ts, policies, [models[p] for p in chunk], windows, rules, price)
+            cols = np.array(chunk)
+            for name, key in _FIGURES.items():
+                if key is not None:
+                    figures[name][:, cols] = sums[key]
+            if price is None:
+                priced[:, cols] = False
+            for j, r in zip(*np.nonzero(~ok), strict=True):  # lanes that left the grid
+                todo[int(j)].append(chunk[int(r)])
+            done += len(chunk)
+            if progress:
+                progress(done, n)
+    for todo_j in todo:
+        todo_j.sort()
+    for j, positions in enumerate(todo):
+        if not positions:
+            continue
+        records = replay_many(
+            [ordered[p] for p in positions], policies[j], [models[p] for p in positions], window, pricing
+        )
+        for p, r, m in zip(positions, records, compute_metrics_many(records), strict=True):
+            for name in _FIGURES:
+                figures[name][j, p] = m[name] or 0
+            priced[j, p] = m["cost_microusd"] is not None
+            outcome[j][p] = str(m["answer_outcome"])
+            completed[j, p] = bool(m["answer_completed"])
+            overflow[j] += r.finish_reason == "context-overflow"
     out = []
-    for n, (lim, keep) in enumerate(grid, start=1):
-        knobs = {} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep}
-        policy = make_policy(policy_name, **knobs)
-        models = [ReplayModel(t, **(behaviour or {})) for t in ordered]
-        records = replay_many(ordered, policy, models, window=window, pricing=pricing)
-        ms = compute_metrics_many(records)
-        for t, m in zip(ordered, ms, strict=True):
-            if m["cost_microusd"] is None:
-                raise ConfigError(
-                    f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"
-                )
-
-        def col(name: str, ms=ms) -> np.ndarray:
-            return np.array([m[name] or 0 for m in ms], dtype=np.float64)
-
+    for j, (lim, keep) in enumerate(settings):
+        if not priced[j].all():
+            t = ordered[int(np.flatnonzero(~priced[j])[0])]
+            raise ConfigError(
+                f"size: trace {t.trace_id} (model {t.model!r}) has no price; choose one with --model"
+            )
+        f = {name: figures[name][j] for name in _FIGURES}
         out.append(
             SettingResult(
                 lim,
                 keep,
                 tuple(hashes),
-                col("cost_microusd"),
-                col("cumulative_input_tokens"),
-                col("facts_seen"),
-                col("facts_lost"),
-                col("refetch_calls"),
-                tuple(str(m["answer_outcome"]) for m in ms),
-                np.array([bool(m["answer_completed"]) for m in ms]),
-                sum(r.finish_reason == "context-overflow" for r in records),
-                col("peak_context_tokens"),
-                col("compactions"),
-                col("cumulative_output_tokens"),
+                f["cost_microusd"],
+                f["cumulative_input_tokens"],
+                f["facts_seen"],
+                f["facts_lost"],
+                f["refetch_calls"],
+                tuple(outcome[j]),
+                completed[j],
+                overflow[j],
+                f["peak_context_tokens"],
+                f["compactions"],
+                f["cumulative_output_tokens"],
             )
         )
-        if progress:
-            progress(n, len(grid))
     return out
+
+
+# the metrics a sizing reads of every run, and the grid path's sum that gives each (None: 0 on the grid
+# path, which replays no trace with facts)
+_FIGURES = {
+    "cost_microusd": "cost_microusd",
+    "cumulative_input_tokens": "input_tokens",
+    "facts_seen": None,
+    "facts_lost": None,
+    "refetch_calls": None,
+    "peak_context_tokens": "peak",
+    "compactions": "compactions",
+    "cumulative_output_tokens": "output_tokens",
+}
 
 
 # ------------------------------------------------------------------------------------------- statistics
@@ -209,33 +277,60 @@ def bootstrap_ci(values: np.ndarray, rng: np.random.Generator, n: int = BOOTSTRA
 def paired(base: SettingResult, s: SettingResult) -> dict:
     """The setting against the baseline on the same traces: savings (baseline − setting; positive is
     cheaper) and changes (setting − baseline) with 95% paired bootstrap intervals."""
-    if base.trace_hashes != s.trace_hashes:
-        raise ConfigError(f"size: setting {s.label} did not run the baseline's traces")
+    return paired_many(base, [s])[0]
+
+
+def paired_many(base: SettingResult, settings: Sequence[SettingResult]) -> list[dict]:
+    """``[paired(base, s) for s in settings]``, the same numbers: each setting's resampled means as
+    ``_ci`` takes them, the percentiles of all settings in one call per figure (a percentile along an
+    axis is the per-row one), and no resampling of a difference that is zero on every trace (its
+    interval is [0, 0])."""
+    for s in settings:
+        if base.trace_hashes != s.trace_hashes:
+            raise ConfigError(f"size: setting {s.label} did not run the baseline's traces")
     n = len(base.cost)
-    idx = _rng(base.trace_hashes, s.label).integers(0, n, size=(BOOTSTRAP, n))
-    saving = (base.cost - s.cost) / 1e6
-    tokens = base.tokens - s.tokens
-    lost = s.facts_lost - base.facts_lost
-    refetch = s.refetch - base.refetch
+    diffs = [
+        (
+            (base.cost - s.cost) / 1e6,
+            base.tokens - s.tokens,
+            s.facts_lost - base.facts_lost,
+            s.refetch - base.refetch,
+        )
+        for s in settings
+    ]
+    zero = np.zeros(BOOTSTRAP)
+    means = [[], [], [], []]  # per figure, per setting: the resampled means
+    for s, values in zip(settings, diffs, strict=True):
+        idx = _rng(base.trace_hashes, s.label).integers(0, n, size=(BOOTSTRAP, n))
+        for f, v in enumerate(values):
+            means[f].append(v[idx].mean(axis=1) if v.any() else zero)
+    bounds = [
+        np.percentile(np.array(m), [2.5, 97.5], axis=1).T.tolist() if m else [] for m in means
+    ]  # per figure: (lo, hi) of each setting
+    out = []
+    for j, (s, (saving, tokens, lost, refetch)) in enumerate(zip(settings, diffs, strict=True)):
 
-    def interval(v: np.ndarray, dp: int) -> list[float]:
-        return [round(x, dp) for x in _ci(v, idx)]
+        def interval(f: int, dp: int, j=j) -> list[float]:
+            return [round(float(x), dp) for x in bounds[f][j]]
 
-    return {
-        "saving_usd": round(float(saving.mean()), 6),
-        "saving_ci": interval(saving, 6),
-        "tokens_saving": round(float(tokens.mean()), 1),
-        "tokens_saving_ci": interval(tokens, 1),
-        "runs_dearer": int((saving < 0).sum()),
-        "facts_lost_change": {
-            "per_run": round(float(lost.mean()), 3),
-            "per_run_ci": interval(lost, 3),
-            "share_of_facts_seen": round(s.facts_lost_share - base.facts_lost_share, 4),
-            "setting_share": round(s.facts_lost_share, 4),
-        },
-        "refetch_change": {"per_run": round(float(refetch.mean()), 3), "per_run_ci": interval(refetch, 3)},
-        "outcome_change": {o: s.outcome.count(o) - base.outcome.count(o) for o in OUTCOMES},
-    }
+        out.append(
+            {
+                "saving_usd": round(float(saving.mean()), 6),
+                "saving_ci": interval(0, 6),
+                "tokens_saving": round(float(tokens.mean()), 1),
+                "tokens_saving_ci": interval(1, 1),
+                "runs_dearer": int((saving < 0).sum()),
+                "facts_lost_change": {
+                    "per_run": round(float(lost.mean()), 3),
+                    "per_run_ci": interval(2, 3),
+                    "share_of_facts_seen": round(s.facts_lost_share - base.facts_lost_share, 4),
+                    "setting_share": round(s.facts_lost_share, 4),
+                },
+                "refetch_change": {"per_run": round(float(refetch.mean()), 3), "per_run_ci": interval(3, 3)},
+                "outcome_change": {o: s.outcome.count(o) - base.outcome.count(o) for o in OUTCOMES},
+            }
+        )
+    return out
 
 
 # ------------------------------------------------------------------------------------ the seed's rules
@@ -363,8 +458,7 @@ def verdict(
         largest_request = int(base.peak.max()) + reserve
     net = safety_net(window, reserve, summary, largest_request)
     rows = []
-    for s in cands:
-        pr = paired(base, s)
+    for s, pr in zip(cands, paired_many(base, cands), strict=True):
         reasons = []
         if pr["saving_ci"][0] <= 0:
             reasons.append("saving CI includes zero")

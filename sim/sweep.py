@@ -554,6 +554,8 @@ def check_settings(
     """How many of ``grid``'s points ``spec.policy`` accepts; a refused point raises ConfigError (exit 2)
     unless ``spec.skip_invalid``, as in a plain sweep. ``sweep -m`` calls it before Hydra runs a job."""
     return len(_settings(spec, log, grid))
+
+
 def _hashed(traces: list[Any], chunk: Chunk) -> list[Any]:
     """The chunk's traces, each holding the parent's content hash: inherited under fork, taken from the
     chunk when the scenario's bytes were checked against the parent's, computed only without a digest

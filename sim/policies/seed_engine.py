@@ -112,6 +112,8 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.errors import ConfigError
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
 from sim.seed_messages import (
@@ -251,6 +253,10 @@ def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
     nbytes = len(content.encode())
     if content.isascii() and not _NEEDS_ESCAPE.search(content):  # the JSON text is the content in quotes
         h, t = max(head - 1, 0), max(tail - 1, 0)
+    elif content.isascii():  # one byte a character: the characters whose escapes fit, from the sums
+        escaped = _ASCII_ESCAPED[np.frombuffer(content.encode(), dtype=np.uint8)]
+        h = int(np.searchsorted(np.cumsum(escaped), head - 1, side="right"))  # 1 + spent <= head
+        t = int(np.searchsorted(np.cumsum(escaped[::-1]), tail - 1, side="right"))
     else:
         h = t = 0
         used = 1  # the opening quote
@@ -269,6 +275,8 @@ def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
 
 
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f]')
+# bytes of each ASCII character's JSON escape (what the character loop below adds per character)
+_ASCII_ESCAPED = np.array([len(json.dumps(chr(c), ensure_ascii=False).encode()) - 2 for c in range(128)])
 
 
 def json_text(text: str) -> str:

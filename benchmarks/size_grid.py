@@ -1,0 +1,76 @@
+"""``ctxsim size`` over a 20 x 20 grid of N SWE-like traces, as run by default (the no-compaction
+baseline and the paired bootstraps included, no --sensitivity): CPU time (user + sys of the process) and
+wall time of each repeat, their medians, and whether the answer is the per-call loop's.
+
+    python benchmarks/size_grid.py [N_TRACES] [REPEATS] [--loop]
+
+The traces are ``scenarios.swe_like.generate_run(7, i)`` written to a temporary folder; limits 16k to 168k
+by 8k, keeps 1k to 20k by 1k, priced as claude-sonnet-4-5 with its 200k window. ``--loop`` also runs the
+sizing once with the grid path off (``sim.size.evaluate(grid=False)``: every run on the per-call loop;
+minutes) and compares the two JSON answers byte for byte.
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMITS = ",".join(str(v) for v in range(16000, 168001, 8000))
+KEEPS = ",".join(str(v) for v in range(1000, 20001, 1000))
+LOOP = (
+    "import sys, sim.size as s\n"
+    "real = s.evaluate\n"
+    "s.evaluate = lambda *a, **k: real(*a, **{**k, 'grid': False})\n"
+    "from sim.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+def run(cmd: list[str], out: Path) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) of one child process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    with out.open("w") as f:
+        subprocess.run(cmd, stdout=f, stderr=subprocess.DEVNULL, check=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 500
+    repeats = int(args[1]) if len(args) > 1 else 3
+    sys.path.insert(0, str(ROOT))
+    from scenarios.swe_like import generate_run
+    from sim.traceio import write_traces
+
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "swe_like.jsonl"
+        write_traces([generate_run(7, i) for i in range(n)], corpus)
+        size = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--limits", LIMITS, "--keeps", KEEPS]
+        size += ["--format", "json"]
+        env_python = [sys.executable, "-m", "sim.cli", *size]
+        cpu, wall = [], []
+        for _ in range(repeats):
+            c, w = run(env_python, Path(tmp) / "grid.json")
+            cpu.append(c)
+            wall.append(w)
+            print(f"grid path: CPU {c:.2f} s, wall {w:.2f} s", flush=True)
+        print(
+            f"median of {repeats}: CPU {statistics.median(cpu):.2f} s, wall {statistics.median(wall):.2f} s"
+        )
+        if "--loop" in sys.argv:
+            c, w = run([sys.executable, "-c", LOOP, *size], Path(tmp) / "loop.json")
+            same = (Path(tmp) / "grid.json").read_bytes() == (Path(tmp) / "loop.json").read_bytes()
+            print(f"per-call loop: CPU {c:.2f} s, wall {w:.2f} s; same answer: {same}")
+
+
+if __name__ == "__main__":
+    main()

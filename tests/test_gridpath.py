@@ -1,0 +1,208 @@
+"""The grid path (sim.gridpath, sim.gridlanes): every setting of a seed_engine grid replayed together,
+held to the per-call loop's records and metrics; what it declines goes to the loop."""
+
+import numpy as np
+import pytest
+
+from scenarios.swe_like import generate_run
+from sim.conformance import check_grid
+from sim.gridpath import settings_decline, trace_declines
+from sim.model import ReplayModel
+from sim.policies.base import make_policy
+from sim.size import evaluate
+
+TRACES = [generate_run(7, i) for i in range(6)]
+PRICE = "claude-sonnet-4-5"
+
+
+def grid(**knobs):
+    points = [(8000, 1000), (8000, 4000), (16000, 1000), (16000, 12000), (32000, 4000), (64000, 12000)]
+    return [make_policy("seed_engine", **knobs)] + [
+        make_policy("seed_engine", context_token_limit=lim, keep_recent_tokens=keep, **knobs)
+        for lim, keep in points
+    ]
+
+
+@pytest.mark.parametrize("mode", ["prune-then-summarize", "prune", "summarize"])
+@pytest.mark.parametrize("run_status", ["appended", "off"])
+def test_grid_path_matches_the_loop(mode, run_status):
+    assert check_grid(grid(mode=mode, run_status=run_status), TRACES, 200000, PRICE) == []
+
+
+@pytest.mark.parametrize("window", [20000, 30000])
+def test_lanes_that_would_overflow_leave_the_grid_and_the_rest_still_match(window):
+    policies = grid(tool_result_max_bytes=4096)
+    assert check_grid(policies, TRACES, window, PRICE) == []
+    from sim.engine import _rules_and_price
+    from sim.gridlanes import grid_figures
+
+    rules, price = _rules_and_price(None, PRICE)
+    ok, _ = grid_figures(TRACES, policies, [ReplayModel(t) for t in TRACES], [window] * 6, rules, price)
+    assert not ok.all() and ok.any()  # some lanes left the grid, some stayed
+
+
+def test_checker_catches_a_wrong_figure(monkeypatch):
+    import sim.gridlanes
+
+    real = sim.gridlanes.grid_figures
+
+    def off_by_one(*a, **k):
+        ok, figures = real(*a, **k)
+        figures["input_tokens"] = figures["input_tokens"] + 1
+        return ok, figures
+
+    monkeypatch.setattr(sim.gridlanes, "grid_figures", off_by_one)
+    problems = check_grid(grid(), TRACES[:1], 200000, PRICE)
+    assert len(problems) == len(grid()) and "input_tokens" in problems[0]
+
+
+def test_the_grid_path_declines_what_it_does_not_model():
+    assert settings_decline(grid()) is None
+    assert settings_decline(grid() + [make_policy("observation_masking")]) == "not seed_engine"
+    assert settings_decline(grid(max_turns=5)) == "budgets"
+    assert "other than" in settings_decline(
+        [make_policy("seed_engine"), make_policy("seed_engine", mode="prune")]
+    )
+    assert trace_declines(TRACES[0], ReplayModel(TRACES[0], max_turns=3)) is not None
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+
+    with_facts = [t for t in load_paths([EMBEDDED_SUITE]) if any(e.needs for e in t.events)]
+    assert with_facts and trace_declines(with_facts[0], ReplayModel(with_facts[0])) == "facts"
+
+
+def test_size_gives_the_same_results_on_and_off_the_grid():
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+
+    traces = TRACES + list(load_paths([EMBEDDED_SUITE]))[:4]  # the suite's traces with facts: the loop
+    args = (traces, "seed_engine", [16000, 32000, 200000], [2000, 8000], 200000, PRICE)
+    on, off = evaluate(*args), evaluate(*args, grid=False)
+    assert len(on) == len(off) == 7
+    for a, b in zip(on, off, strict=True):
+        for f in (
+            "cost",
+            "tokens",
+            "facts_seen",
+            "facts_lost",
+            "refetch",
+            "completed",
+            "peak",
+            "compactions",
+            "output",
+        ):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+        assert (a.label, a.outcome, a.overflow_runs) == (b.label, b.outcome, b.overflow_runs)
+    assert any(s.compactions.sum() > 0 for s in on[1:])  # the grid compacts: not a vacuous comparison
+
+
+def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
+    """Recorded text (JSON escapes, non-ASCII, bounded results) and the recorded model's window."""
+    from dataclasses import replace
+
+    from sim.models import resolve_window
+
+    def without_facts(t):
+        facts = {"provides": (), "needs": (), "fact_spans": (), "fact_kinds": (), "supersedes": ()}
+        return replace(t, events=tuple(replace(e, **facts) for e in t.events))
+
+    traces = [without_facts(t) for t in mini_traces[:8]]
+    assert all(trace_declines(t, ReplayModel(t)) is None for t in traces)
+    window = resolve_window(traces[0].model)
+    policies = grid(tool_result_max_bytes=2048) + [
+        make_policy(
+            "seed_engine", context_token_limit=4000, keep_recent_tokens=500, tool_result_max_bytes=2048
+        )
+    ]
+    assert check_grid(policies, traces, window) == []
+
+
+def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
+    from sim.bench import load_kernel
+    from sim.engine import _rules_and_price
+    from sim.gridlanes import grid_figures
+
+    kernel = load_kernel()
+    limits, keeps = np.array([8000, 16000, 16000, 64000]), np.array([1000, 1000, 12000, 4000])
+    models = [ReplayModel(t) for t in TRACES]
+    got = kernel.kernel(kernel.Inputs(TRACES, models, keeps), limits, keeps)
+    policies = [
+        make_policy(
+            "seed_engine",
+            context_token_limit=int(a),
+            keep_recent_tokens=int(b),
+            mode="prune",
+            run_status="off",
+        )
+        for a, b in zip(limits, keeps, strict=True)
+    ]
+    assert check_grid(policies, TRACES, None, PRICE) == []
+    rules, price = _rules_and_price(None, PRICE)
+    _, figures = grid_figures(TRACES, policies, models, [None] * len(TRACES), rules, price)
+    assert np.array_equal(got, figures["input_tokens"]) and got.shape == (4, 6)
+
+
+def test_bench_grid_reports_both_rates_and_their_ratio(capsys):
+    from sim.cli import main
+
+    assert main(["bench", "--grid", "--traces", "3", "--repeats", "1", "--format", "json"]) == 0
+    import json
+
+    row = json.loads(capsys.readouterr().out)
+    assert row["same_cumulative_input"] is True and row["settings"] == 395
+    assert row["grid_calls_per_s"] > 0 and row["ratio"] == round(
+        row["grid_calls_per_s"] / row["kernel_calls_per_s"], 4
+    )
+    assert main(["bench", "--grid", "--traces", "0"]) == 2
+
+
+def test_the_elided_transcript_length_is_prompt_units():
+    """The grid's arithmetic for a summarizer transcript over its budget, against the function."""
+    from sim.gridlanes import _elided_chars
+    from sim.seed_messages import ELISION_RESERVE, INPUT_BUDGET, INSTRUCTION_CHARS, prompt_units
+
+    rng = np.random.default_rng(3)
+    blocks = [None if rng.random() < 0.2 else int(rng.integers(5, 2004)) for _ in range(400)]
+    bl = np.concatenate([[0], np.cumsum([b or 0 for b in blocks])])
+    bc = np.concatenate([[0], np.cumsum([b is not None for b in blocks])])
+    checked = 0
+    for _ in range(300):
+        lo, hi = sorted(int(x) for x in rng.integers(0, 401, 2))
+        prev = int(rng.choice([-1, int(rng.integers(1, 9000))]))
+        shown = [b for b in blocks[lo:hi] if b is not None]
+        fixed = (0 if prev < 0 else 19 + prev + 2) + INSTRUCTION_CHARS
+        budget = INPUT_BUDGET - fixed - ELISION_RESERVE
+        if sum(shown) + 2 * len(shown) <= budget:
+            continue
+        got = _elided_chars(
+            bl + 2 * bc, np.array([lo]), np.array([hi]), np.array([budget]), np.array([prev]), bc
+        )
+        assert int(got[0]) == prompt_units(shown, None if prev < 0 else prev)[0]
+        checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("run_status", ["appended", "off"])
+def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status):
+    """No limit, no budgets: the runs are lanes (sim.gridlanes.replay_unlimited), the loop's records."""
+    import sim.engine
+    from sim.cache import CostModel
+    from sim.conformance import record_diff
+    from sim.engine import _rules_and_price, replay_many
+
+    policy = make_policy("seed_engine", run_status=run_status, tool_result_max_bytes=4096)
+    rules, price = _rules_and_price(None, PRICE)
+    models = [ReplayModel(t) for t in TRACES]
+    want = [
+        sim.engine._replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
+        for t, m in zip(TRACES, models, strict=True)
+    ]
+
+    def no_loop(*a, **k):
+        raise AssertionError("the per-call loop ran")
+
+    monkeypatch.setattr(sim.engine, "_replay_loop", no_loop)
+    got = replay_many(TRACES, policy, models, window=200000, pricing=PRICE)
+    assert all(record_diff(a, b) == [] for a, b in zip(want, got, strict=True))
+    assert sum(r.n_calls for r in got) == sum(len(t.calls) for t in TRACES)
+    assert any(len(r.changes["kind"]) for r in got)  # some results were bounded at settle time
