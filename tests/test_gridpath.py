@@ -1,6 +1,8 @@
 """The grid path (sim.gridpath, sim.gridlanes): every setting of a seed_engine grid replayed together,
 held to the per-call loop's records and metrics; what it declines goes to the loop."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -206,3 +208,22 @@ def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status)
     assert all(record_diff(a, b) == [] for a, b in zip(want, got, strict=True))
     assert sum(r.n_calls for r in got) == sum(len(t.calls) for t in TRACES)
     assert any(len(r.changes["kind"]) for r in got)  # some results were bounded at settle time
+
+
+def test_grid_path_declines_conversations_and_size_answers_as_the_loop():
+    """A conversation of several runs is the loop's (the durable record across runs is not on the grid):
+    the grid path declines it by name, and size's figures over it are the loop's."""
+    from scenarios.conversation import conversation
+
+    conv = conversation()
+    assert conv.runs == 5
+    assert trace_declines(conv, ReplayModel(conv)) == "several runs, children or transforms"
+    traces = [conv, generate_run(7, 3)]
+    on = evaluate(traces, "seed_engine", [16000, 32000], [4000], window=None, pricing="claude-sonnet-4-5")
+    off = evaluate(traces, "seed_engine", [16000, 32000], [4000], None, "claude-sonnet-4-5", grid=False)
+    assert len(on) == len(off) == 3  # the baseline and the two settings
+    for a, b in zip(on, off, strict=True):
+        for f in dataclasses.fields(a):
+            x, y = getattr(a, f.name), getattr(b, f.name)
+            assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name
+    assert on[1].compactions[0] > 0  # the conversation compacts at 16k: not a vacuous comparison
