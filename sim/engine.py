@@ -24,12 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
-from sim.fastpath import Fenwick, Prepared, per_call, prepare_many, replay_columns
+from sim.fastpath import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
 from sim.information import (
     POSITIONAL,
     FactState,
@@ -106,14 +107,74 @@ def replay_many(
     """``[replay(t, policy, m, window=window, pricing=pricing) for t, m in zip(traces, models)]``: the
     same records, in order, with the fast path's cache and cost columns computed for all runs at once.
     ``models`` default to ``ReplayModel(t)`` per trace (one per trace, reused: it holds no run state)."""
+    return replay_table(traces, policy, models, window, pricing).records()
+
+
+class BatchGroup(NamedTuple):
+    """Runs of a ``ReplayTable`` the batch path replayed together under one price."""
+
+    positions: list[int]  # each run's place in the table
+    batch: Batch
+    rules: CacheRules
+    price: Price | None
+    windows: list[int | None]
+    kept: np.ndarray  # per run: the batch's answer stands (False: over its window, the loop's record)
+
+
+class ReplayTable:
+    """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those
+    the batch path did. Metrics and result rows read the columns (``sim.metrics.table_metric_columns``);
+    ``records()`` builds every run's ``RunRecord`` only for a caller that needs them."""
+
+    def __init__(self, traces, models, policy, loop: dict[int, RunRecord], groups: list[BatchGroup]):
+        self.traces, self.models, self.policy = traces, models, policy
+        self.loop, self.groups = loop, groups
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def records(self) -> list[RunRecord]:
+        records: list[RunRecord | None] = [None] * len(self.traces)
+        for pos, r in self.loop.items():
+            records[pos] = r
+        policy, params = self.policy, self.policy.params()
+        for g in self.groups:
+            columns = run_columns(g.batch)
+            kept = g.kept.tolist()
+            for pos, p, w, c, ok in zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True):
+                if not ok:
+                    continue
+                records[pos] = _record(
+                    p.trace, policy, p.model, c.calls, c.item_state, c.changes, (g.rules, g.price),
+                    c.item_tokens, recovered=p.recovered, degraded=p.degraded, rereads=p.rereads,
+                    answer_met=p.answer_met, compactions=c.compactions, ledger=c.ledger, params=params,
+                    primed=c.primed, cuts=c.cuts, window=w,
+                )  # fmt: skip
+        return records  # type: ignore[return-value]
+
+
+def batch_path(policy: Policy) -> bool:
+    """Whether the batch path may replay runs of ``policy`` (its decisions known ahead; no budgets, no
+    status line, no recovery); ``prepare_many`` may still hand single runs to the loop."""
+    return (policy.plans or not policy.acts_before_call) and not (
+        policy.recovers or policy.checks_after_call or policy.reports_status
+    )
+
+
+def replay_table(
+    traces: Sequence[Trace],
+    policy: Policy,
+    models: Sequence[ReplayModel] | None = None,
+    window: int | str | None = AUTO,
+    pricing: str | None = AUTO,
+) -> ReplayTable:
+    """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
     traces = list(traces)
     models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
-    fast = (policy.plans or not policy.acts_before_call) and not (
-        policy.recovers or policy.checks_after_call or policy.reports_status
-    )
-    records: list[RunRecord | None] = [None] * len(traces)
+    fast = batch_path(policy)
+    loop: dict[int, RunRecord] = {}
     by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
     for trace in traces:
         if trace.model not in by_model:  # the first run of each model: its setup, checked once
@@ -127,31 +188,29 @@ def replay_many(
     prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
     # runs priced alike are replayed together: one group per model setup (by identity: hashing the
     # price tables per run would cost more than the grouping saves)
-    groups: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
+    by_setup: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
     for pos, (trace, model, prepared, setup) in enumerate(
         zip(traces, models, prepared_runs, setups, strict=True)
     ):
         rules, price, w = setup
         if prepared is None:
-            records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
+            loop[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
         else:
-            groups.setdefault(id(setup), (rules, price, []))[2].append((pos, prepared, w))
-    params = policy.params()
-    for rules, price, runs in groups.values():
-        columns = replay_columns([p for _, p, _ in runs], rules, price)
-        for (pos, p, w), c in zip(runs, columns, strict=True):
-            if (
-                w is not None and c.primed.largest_input > w
-            ):  # refused by the provider: the loop decides what follows
-                records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
-                continue
-            records[pos] = _record(
-                p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                recovered=p.recovered, degraded=p.degraded, rereads=p.rereads, answer_met=p.answer_met,
-                compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed, cuts=c.cuts,
-                window=w,
-            )  # fmt: skip
-    return records  # type: ignore[return-value]
+            by_setup.setdefault(id(setup), (rules, price, []))[2].append((pos, prepared, w))
+    groups = []
+    for rules, price, runs in by_setup.values():
+        batch = replay_batch([p for _, p, _ in runs], rules, price)
+        windows = [w for _, _, w in runs]
+        kept = np.ones(len(runs), dtype=bool)
+        limits = set(windows)
+        if limits != {None}:  # refused by the provider: the loop decides what follows
+            w_arr = np.array([-1 if w is None else w for w in windows], dtype=np.int64)
+            kept = (w_arr < 0) | (batch.peaks <= w_arr)
+            for (pos, p, w), ok in zip(runs, kept.tolist(), strict=True):
+                if not ok:
+                    loop[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
+        groups.append(BatchGroup([pos for pos, _, _ in runs], batch, rules, price, windows, kept))
+    return ReplayTable(traces, models, policy, loop, groups)
 
 
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
@@ -189,6 +248,11 @@ def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules
 def _answer_needs(trace: Trace) -> tuple[str, ...]:
     """Facts the final answer (the last call's action) needs."""
     return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+
+
+def answer_needs_of(trace: Trace) -> int:
+    """How many facts the final answer needs (a record's ``answer_needs``)."""
+    return len(trace.derived("answer_needs", _answer_needs))
 
 
 def cost_model(trace: Trace, pricing: str | None) -> CostModel:

@@ -439,9 +439,9 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
     from sim import __version__
     from sim.config import build_policy, model_behaviour, model_window
-    from sim.engine import replay_many
+    from sim.engine import replay_table
     from sim.model import ReplayModel
-    from sim.tables import result_rows
+    from sim.tables import table_rows
 
     cfg = chunk.setting.cfg
     policy = build_policy(cfg, chunk.setting.allow_modules)
@@ -450,9 +450,9 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     traces = _traces(chunk.scenario)
     batch = [traces[index] for index, _, _ in chunk.runs]
     models = [ReplayModel(t, **behaviour) for t in batch]
-    records = replay_many(batch, policy, models, window=window, pricing=pricing)
+    replays = replay_table(batch, policy, models, window=window, pricing=pricing)
     rows = []
-    for (index, key, expected), result in zip(chunk.runs, result_rows(records, __version__), strict=True):
+    for (index, key, expected), result in zip(chunk.runs, table_rows(replays, __version__), strict=True):
         row = {"run_key": key, **result}
         if row["trace_hash"] != expected:
             raise ConfigError(f"scenario {chunk.scenario}: trace {index} changed during the sweep")
