@@ -98,8 +98,10 @@ def p_of(i: int) -> str:
     return f"events[{i}]"
 
 
-def semantic_problems(d: dict) -> list[tuple[str, str]]:
-    """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema."""
+def semantic_problems(d: dict, text_checked: bool = False) -> list[tuple[str, str]]:
+    """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema.
+    ``text_checked``: ``d`` was read by a reader that refuses lone surrogates in every string
+    (``sim.jsonl.parse_json``; Arrow, whose strings are valid UTF-8), so none is looked for again."""
     out: list[tuple[str, str]] = []
     events, calls = d["events"], d["calls"]
     issued: set[str] = set()
@@ -117,7 +119,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         if e["index"] != i:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
         c = e["content"]
-        if c is not None and lone_surrogate(c):
+        if c is not None and not text_checked and lone_surrogate(c):
             out.append((f"{p}.content", _SURROGATE_PROBLEM))
         elif c is not None:
             for key, actual in (
@@ -130,9 +132,10 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             for key, size in (("json_bytes", json_bytes), ("json2_bytes", json2_bytes)):
                 if e.get(key) is not None and e[key] != size(c):
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {size(c)}"))
-        for key in ("tool_call_id", "tool_call_ids", "provides", "needs", "supersedes"):
-            if _any_surrogate(e.get(key)):
-                out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
+        if not text_checked:
+            for key in ("tool_call_id", "tool_call_ids", "provides", "needs", "supersedes"):
+                if _any_surrogate(e.get(key)):
+                    out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
         if e["kind"] == "assistant":
             issued.update(e.get("tool_call_ids") or ())
         tcid = e.get("tool_call_id")
@@ -227,14 +230,15 @@ def _fact_problems(e: dict, p: str) -> list[tuple[str, str]]:
     return out
 
 
-def trace_problems(d) -> list[tuple[str, str]]:
+def trace_problems(d, text_checked: bool = False) -> list[tuple[str, str]]:
     found = [] if schema.conforms(d) else schema.problems(d, schema.TRACE_SCHEMA)
-    return found or semantic_problems(d)
+    return found or semantic_problems(d, text_checked)
 
 
-def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace:
-    """Validate and build. Raises TraceError naming the first problem's file, record and field."""
-    found = trace_problems(d)
+def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0", text_checked: bool = False) -> Trace:
+    """Validate and build. Raises TraceError naming the first problem's file, record and field.
+    ``text_checked``: see ``semantic_problems`` (the file readers here pass it)."""
+    found = trace_problems(d, text_checked)
     if found:
         field, msg = found[0]
         more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
@@ -319,14 +323,14 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
     for lineno, d, problem in json_lines(path):
         if problem is not None:
             raise TraceError(name, problem, record=f"line {lineno}")
-        yield trace_from_dict(d, name, f"line {lineno}")
+        yield trace_from_dict(d, name, f"line {lineno}", text_checked=True)
 
 
 def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
     name = path.name
     for row, d in parquet_rows(path, batch_size):
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
-        yield trace_from_dict(d, name, f"row {row}")
+        yield trace_from_dict(d, name, f"row {row}", text_checked=True)
 
 
 def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]:
@@ -480,6 +484,9 @@ def load_dataset_traces(
     label = ",".join(Path(f).name for f in files) if files else str(source)
     if not files and not (isinstance(source, str) and not Path(source).suffix):
         raise TraceError(str(source), "no such file or directory")
+    if files and split == "train" and all(_canonical_local(Path(f)) for f in files):
+        yield from _local_traces([Path(f) for f in files], label)
+        return
     try:
         if files:
             builder = "parquet" if all(f.endswith(".parquet") for f in files) else "json"
@@ -503,6 +510,43 @@ def load_dataset_traces(
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
         yield trace_from_dict(d, label, f"row {i}")
         i += 1
+
+
+def _canonical_local(path: Path) -> bool:
+    """A local file ``datasets`` would only turn into the canonical records it holds (its one split is
+    ``train``): canonical Parquet or JSON Lines, which ctxsim reads itself."""
+    suffix = path.suffix.lower()
+    return suffix == ".parquet" or (suffix == ".jsonl" and is_canonical_jsonl(path))
+
+
+def _local_traces(files: list[Path], label: str) -> Iterator[Trace]:
+    """The traces of local canonical files in order, read straight from the file (Arrow batches for
+    Parquet, one line at a time for JSON Lines) instead of through ``datasets``' row conversion: the same
+    records, numbered as ``datasets`` numbers them (rows across all files), memory bounded by a batch."""
+    i = 0
+    for path in files:
+        if path.suffix.lower() == ".parquet":
+            rows = parquet_rows(path)
+            while True:
+                try:
+                    got = next(rows, None)
+                except TraceError as exc:  # a damaged file: named as the dataset and its row
+                    raise TraceError(
+                        label, f"cannot read as a dataset: {exc.message}", record=f"row {i}"
+                    ) from None
+                if got is None:
+                    break
+                d = {k: v for k, v in got[1].items() if v is not None or k in _NULLABLE_TOP}
+                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
+                i += 1
+        else:
+            for _, d, problem in json_lines(path):
+                if problem is not None:
+                    raise TraceError(label, f"cannot read as a dataset: {problem}", record=f"row {i}")
+                if type(d) is dict:  # as datasets gives a row: a missing value is no field
+                    d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
+                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
+                i += 1
 
 
 def _dataset_problem(exc: BaseException) -> str:
