@@ -24,7 +24,7 @@ CANONICAL_FORMAT = "ctxsim-canonical"
 
 # ---------------------------------------------------------------------------------------- dict <-> Trace
 def event_to_dict(e: Event) -> dict:
-    return {
+    d = {
         "index": e.index,
         "kind": e.kind,
         "content": e.content,
@@ -37,19 +37,30 @@ def event_to_dict(e: Event) -> dict:
         "tool_call_id": e.tool_call_id,
         "bounded": e.bounded,
         "timestamp": e.timestamp,
-        **({"provides": list(e.provides)} if e.provides else {}),  # written only when present: traces
-        **({"needs": list(e.needs)} if e.needs else {}),  # without facts keep their bytes and hashes
-        # JSON sizes are written only beside a missing content (a text's own are derived from it)
-        **({"json_bytes": e.json_bytes} if e.content is None and e.json_bytes is not None else {}),
-        **({"json2_bytes": e.json2_bytes} if e.content is None and e.json2_bytes is not None else {}),
-        # positional facts, kinds and supersession: written only when present (older traces unchanged)
-        **({"fact_spans": [None if s is None else list(s) for s in e.fact_spans]} if e.fact_spans else {}),
-        **({"fact_kinds": list(e.fact_kinds)} if e.fact_kinds else {}),
-        **({"supersedes": list(e.supersedes)} if e.supersedes else {}),
-        # written only when known: traces of other formats keep their bytes and hashes
-        **({"source_type": e.source_type} if e.source_type is not None else {}),
-        **({"url": e.url} if e.url is not None else {}),
     }
+    # written only when present: traces without facts keep their bytes and hashes
+    if e.provides:
+        d["provides"] = list(e.provides)
+    if e.needs:
+        d["needs"] = list(e.needs)
+    if e.content is None:  # JSON sizes are written only beside a missing content (a text's own derive)
+        if e.json_bytes is not None:
+            d["json_bytes"] = e.json_bytes
+        if e.json2_bytes is not None:
+            d["json2_bytes"] = e.json2_bytes
+    # positional facts, kinds and supersession: written only when present (older traces unchanged)
+    if e.fact_spans:
+        d["fact_spans"] = [None if s is None else list(s) for s in e.fact_spans]
+    if e.fact_kinds:
+        d["fact_kinds"] = list(e.fact_kinds)
+    if e.supersedes:
+        d["supersedes"] = list(e.supersedes)
+    # written only when known: traces of other formats keep their bytes and hashes
+    if e.source_type is not None:
+        d["source_type"] = e.source_type
+    if e.url is not None:
+        d["url"] = e.url
+    return d
 
 
 def call_to_dict(c: Call) -> dict:
@@ -243,32 +254,7 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0", text_che
         field, msg = found[0]
         more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
         raise TraceError(file, msg + more, record=_record_name(record, d), field=field)
-    events = tuple(
-        Event(
-            index=e["index"],
-            kind=e["kind"],
-            content=e["content"],
-            bytes=e["bytes"],
-            chars=e["chars"],
-            lines=e["lines"],
-            tokens=e["tokens"],
-            tokens_provenance=e["tokens_provenance"],
-            tool_call_ids=tuple(e.get("tool_call_ids") or ()),
-            tool_call_id=e.get("tool_call_id"),
-            bounded=bool(e.get("bounded", False)),
-            timestamp=e.get("timestamp"),
-            provides=tuple(e.get("provides") or ()),
-            needs=tuple(e.get("needs") or ()),
-            json_bytes=e.get("json_bytes"),
-            json2_bytes=e.get("json2_bytes"),
-            fact_spans=tuple(None if s is None else (s[0], s[1]) for s in e.get("fact_spans") or ()),
-            fact_kinds=tuple(e.get("fact_kinds") or ()),
-            supersedes=tuple(e.get("supersedes") or ()),
-            source_type=e.get("source_type"),
-            url=e.get("url"),
-        )
-        for e in d["events"]
-    )
+    events = tuple(map(_event, d["events"]))
     calls = tuple(
         Call(
             index=c["index"],
@@ -298,6 +284,35 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0", text_che
         recorded_policy=parse_json(d.get("recorded_policy", "{}")),
         outcome=parse_json(d.get("outcome", "{}")),
         source_file=d.get("source_file"),
+    )
+
+
+def _event(e: dict) -> Event:
+    """An event of a validated record (positional: a corpus has millions of them)."""
+    g = e.get
+    spans = g("fact_spans")
+    return Event(
+        e["index"],
+        e["kind"],
+        e["content"],
+        e["bytes"],
+        e["chars"],
+        e["lines"],
+        e["tokens"],
+        e["tokens_provenance"],
+        tuple(g("tool_call_ids") or ()),
+        g("tool_call_id"),
+        bool(g("bounded", False)),
+        g("timestamp"),
+        tuple(g("provides") or ()),
+        tuple(g("needs") or ()),
+        g("json_bytes"),
+        g("json2_bytes"),
+        tuple(None if s is None else (s[0], s[1]) for s in spans) if spans else (),
+        tuple(g("fact_kinds") or ()),
+        tuple(g("supersedes") or ()),
+        g("source_type"),
+        g("url"),
     )
 
 
