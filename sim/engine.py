@@ -204,8 +204,9 @@ def replay_table(
         kept = np.ones(len(runs), dtype=bool)
         limits = set(windows)
         if limits != {None}:  # refused by the provider: the loop decides what follows
-            w_arr = np.array([-1 if w is None else w for w in windows], dtype=np.int64)
-            kept = (w_arr < 0) | (batch.peaks <= w_arr)
+            unlimited = np.array([w is None for w in windows], dtype=bool)
+            w_arr = np.array([0 if w is None else w for w in windows], dtype=np.int64)
+            kept = unlimited | (batch.peaks <= w_arr)
             for (pos, p, w), ok in zip(runs, kept.tolist(), strict=True):
                 if not ok:
                     loop[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
