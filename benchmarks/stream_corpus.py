@@ -1,7 +1,9 @@
-"""Benchmark (not a test): stream a generated corpus of about 1 GB through ``ctxsim run --dataset
---streaming`` and report the wall time and the peak resident memory of that process.
+"""Benchmark (not a test): stream a generated corpus of about 1 GB (or of ``--runs`` runs) through
+``ctxsim run --dataset --streaming`` and report the wall time, the CPU time (user + system) and the peak
+resident memory of that process, and simulated calls per CPU second.
 
-    .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0] [--format jsonl|parquet] [--keep DIR]
+    .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0 | --runs 10000] [--format jsonl|parquet]
+        [--keep DIR] [--repeats 1]
 
 The corpus is the embedded generator's SWE-like runs (text-free), written once as canonical JSON Lines or
 Parquet; distinct runs are generated up to ``--distinct`` and then repeated under new trace ids, which
@@ -14,7 +16,7 @@ import argparse
 import dataclasses
 import json
 import os
-import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,15 +30,16 @@ from scenarios.swe_like import generate_run  # noqa: E402
 from sim.traceio import trace_to_dict, write_traces  # noqa: E402
 
 
-def corpus(target_bytes: int, distinct: int, out: Path) -> tuple[int, int, int]:
-    """Write runs until the file passes ``target_bytes``; returns (runs, calls, bytes)."""
+def corpus(target_bytes: int, distinct: int, out: Path, runs: int | None = None) -> tuple[int, int, int]:
+    """Write runs until the file passes ``target_bytes`` (or ``runs`` of them); returns (runs, calls,
+    bytes)."""
     base = [generate_run(7, i) for i in range(distinct)]
     sizes = [len(json.dumps(trace_to_dict(t), separators=(",", ":"))) + 1 for t in base]
     n = 0
     total = 0
     calls = 0
     picks = []
-    while total < target_bytes:
+    while (total < target_bytes) if runs is None else (n < runs):
         k = n % distinct
         picks.append((n, k))
         total += sizes[k]
@@ -54,6 +57,8 @@ def corpus(target_bytes: int, distinct: int, out: Path) -> tuple[int, int, int]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gb", type=float, default=1.0)
+    p.add_argument("--runs", type=int, help="this many runs instead of --gb")
+    p.add_argument("--repeats", type=int, default=1, help="replays of the corpus (medians reported)")
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--distinct", type=int, default=200)
     p.add_argument("--policy", default="observation_masking")
@@ -63,33 +68,40 @@ def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"corpus.{args.format}"
     t0 = time.perf_counter()
-    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path)
+    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path, args.runs)
     gen_s = time.perf_counter() - t0
     size = f"{nbytes / 2**30:.2f} GiB"
     print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls ({gen_s:.0f} s to write)")
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(folder / "hf"))
-    cmd = [
-        str(REPO / ".venv" / "bin" / "ctxsim"),
-        "run",
-        "--dataset",
-        str(path),
-        "--streaming",
-        "--policy",
-        args.policy,
-        "--format",
-        "csv",
-    ]
-    t0 = time.perf_counter()
-    with open(os.devnull, "w") as sink:
-        proc = subprocess.run(cmd, stdout=sink, stderr=subprocess.PIPE, text=True, env=env, check=False)
-    wall = time.perf_counter() - t0
-    peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # Linux: KiB
-    if proc.returncode != 0:
-        print(proc.stderr, file=sys.stderr)
-        return proc.returncode
+    # this checkout's ctxsim, whatever is installed (``-c`` puts the working directory first on the path)
+    cmd = [sys.executable, "-c", "import sys; from sim.cli import main; sys.exit(main())"]
+    cmd += ["run", "--dataset", str(path), "--streaming", "--policy", args.policy, "--format", "csv"]
+    walls, cpus, peaks = [], [], []
+    for _ in range(args.repeats):
+        code = (
+            "import resource, subprocess, sys, os\n"
+            "with open(os.devnull, 'w') as sink:\n"
+            "    p = subprocess.run(sys.argv[1:], stdout=sink, stderr=subprocess.PIPE, text=True)\n"
+            "u = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(p.returncode, u.ru_utime + u.ru_stime, u.ru_maxrss)\n"
+            "sys.stderr.write(p.stderr)\n"
+        )  # a fresh parent per repeat: its children's peak RSS is this repeat's alone
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-c", code, *cmd], capture_output=True, text=True, env=env, cwd=REPO, check=False
+        )
+        walls.append(time.perf_counter() - t0)
+        rc, cpu, peak_kib = proc.stdout.split()
+        if int(rc) != 0:
+            print(proc.stderr, file=sys.stderr)
+            return int(rc)
+        cpus.append(float(cpu))
+        peaks.append(int(peak_kib) / 1024)  # Linux: KiB
+    wall, cpu, peak_mib = statistics.median(walls), statistics.median(cpus), max(peaks)
     print(
-        f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s, {calls / wall:,.0f} calls/s, "
-        f"peak RSS {peak_mib:,.0f} MiB"
+        f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s wall (loaded), {cpu:.1f} s CPU, "
+        f"{calls / cpu:,.0f} calls per CPU second, peak RSS {peak_mib:,.0f} MiB "
+        f"(median of {args.repeats}; CPU per repeat {', '.join(f'{c:.1f}' for c in cpus)} s)"
     )
     if not args.keep:
         import shutil

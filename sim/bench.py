@@ -2,8 +2,8 @@
 
 A benchmark, not a test: numbers depend on the machine. Corpora: ``shared`` (the 40 real mini-swe-agent
 runs under CTXSIM_TRACES) and ``embedded`` (the committed scenario suite). Traces are loaded once;
-each repeat replays every trace of the corpus in one batch (``replay_many``), metrics included, as
-``ctxsim run`` and sweeps do.
+each repeat replays every trace of the corpus in one batch (``replay_table``), metrics included, as
+``ctxsim run`` and sweeps do (from the batch's columns: no record per run).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from sim.engine import replay_many
+from sim.engine import replay_table
 from sim.importers import load_paths
-from sim.metrics import compute_metric_columns
+from sim.metrics import table_metric_columns
 from sim.paths import EMBEDDED_SUITE, traces_dir
 from sim.policies.base import make_policy, registered
 from sim.types import Trace, policy_json
@@ -56,7 +56,7 @@ def measure(
 
     def one_pass() -> float:
         t0 = time.perf_counter()
-        compute_metric_columns(replay_many(traces, policy))
+        table_metric_columns(replay_table(traces, policy))
         return time.perf_counter() - t0
 
     passes = max(1, int(min_seconds / max(one_pass(), 1e-6)))  # warm-up pass also fills per-trace caches

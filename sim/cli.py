@@ -87,10 +87,11 @@ def iter_runs(
     scenarios: list[str] | None = None,
     dataset: tuple[str, str, bool] | None = None,
     transforms: Sequence[Any] = (),
-) -> Iterator[list[tuple[Any, Any]]]:
-    """Batches of (trace, record) for every trace in the given files, in file order (a batch never
-    spans two files); each trace through ``transforms`` (``sim.transforms``) first."""
-    from sim.engine import BATCH, replay_many
+) -> Iterator[tuple[list[Any], Any]]:
+    """Batches of (traces, their replays as a ``sim.engine.ReplayTable``) for every trace in the given
+    files, in file order (a batch never spans two files); each trace through ``transforms``
+    (``sim.transforms``) first."""
+    from sim.engine import BATCH, replay_table
     from sim.importers import expand_paths, load_path
     from sim.model import ReplayModel
     from sim.models import resolve
@@ -125,8 +126,7 @@ def iter_runs(
         models: list[Any] = []
         for trace in itertools.chain(load(), [None]):
             if trace is None or len(batch) == BATCH:  # replay in batches: fast, and memory stays bounded
-                records = replay_many(batch, policy, models, window=window, pricing=pricing)
-                yield list(zip(batch, records, strict=True))
+                yield batch, replay_table(batch, policy, models, window=window, pricing=pricing)
                 batch, models = [], []
                 if trace is None:
                     break
@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
     from sim.model import UPPER_BOUND
-    from sim.tables import check_table_path, csv_text, json_line, result_rows, write_frames
+    from sim.tables import check_table_path, csv_text, json_line, table_rows, write_frames
     from sim.working_set import calls_table
 
     paths, overrides = split_args(args.items)
@@ -222,9 +222,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
-    for batch in iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms):
-        batch_rows = result_rows([rec for _, rec in batch], __version__)
-        for (trace, rec), row in zip(batch, batch_rows, strict=True):
+    for traces, table in iter_runs(
+        paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms
+    ):
+        # rows from the replays' columns; a record per run only for the tables that show its calls
+        batch_rows = table_rows(table, __version__)
+        records = table.records() if args.calls or args.ledger else [None] * len(traces)
+        for trace, rec, row in zip(traces, records, batch_rows, strict=True):
             if stream_out:
                 if args.format == "json":
                     sys.stdout.write(json_line(row) + "\n")

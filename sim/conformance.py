@@ -1,7 +1,8 @@
 """The conformance checker every registered policy must pass (after Gymnasium's env checker).
 
 Checks, on each given trace: the engine's fast path and its per-call loop give identical records (every
-table, final item, reaction and ledger total), deterministic (two replays give identical records), input
+table, final item, reaction and ledger total) and identical metrics (those the batch path reads from its
+columns without a record included), deterministic (two replays give identical records), input
 untouched (the trace's serialised content is unchanged), tool call/result pairs never split (never one
 dropped while the other is sent as it was; a policy declaring ``splits_pairs`` must count exactly the
 requests that split one), sizes sane (non-negative items, running total equal to the item
@@ -10,12 +11,14 @@ sum), and the policy's own declared bound respected in every request.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
-from sim.engine import replay
+from sim.engine import replay, replay_table
+from sim.metrics import compute_metric_columns, table_metric_columns
 from sim.model import ReplayModel
 from sim.policies.base import Policy, View
 from sim.records import RunRecord
@@ -72,6 +75,14 @@ def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[
         r3 = replay(t, policy, m)
         if record_diff(r2, r3):
             problems.append("not deterministic: two replays differ")
+        # metrics read from the batch's columns (no record built) must be the loop record's
+        table = replay_table([t], policy, None if m is None else [m])
+        cols, want = table_metric_columns(table), compute_metric_columns([r1])
+        problems.extend(
+            f"metric {k} differs between the per-call loop and the batch's columns"
+            for k in want
+            if json.dumps(cols[k]) != json.dumps(want[k])
+        )
         if trace_hash(t) != before:
             problems.append("the trace was modified")
         out.extend(f"{policy.name} on {t.trace_id}: {p}" for p in problems)

@@ -29,12 +29,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from itertools import accumulate
+from typing import NamedTuple
 
 import numpy as np
 
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
-from sim.fastpath import Fenwick, Prepared, per_call, prepare_many, replay_columns
+from sim.fastpath import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
 from sim.information import (
     POSITIONAL,
     FactState,
@@ -159,28 +160,6 @@ def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
     return out
 
 
-def _replay_composite(
-    traces: list[Trace],
-    policy: Policy,
-    models: list[ReplayModel],
-    window: int | str | None,
-    pricing: str | None,
-) -> list[RunRecord]:
-    """``replay_many`` of a batch holding traces that are not simple (``Trace.is_simple``: several runs,
-    children or transforms): those go to the per-call loop, their children replayed first; the rest as
-    usual."""
-    out: list[RunRecord | None] = [None] * len(traces)
-    simple = [j for j, t in enumerate(traces) if t.is_simple]
-    if simple:
-        done = replay_many([traces[j] for j in simple], policy, [models[j] for j in simple], window, pricing)
-        for j, r in zip(simple, done, strict=True):
-            out[j] = r
-    for j, (trace, model) in enumerate(zip(traces, models, strict=True)):
-        if out[j] is None:
-            out[j] = _loop_one(trace, policy, model, None, window, pricing)
-    return out  # type: ignore[return-value]
-
-
 def replay_many(
     traces: Sequence[Trace],
     policy: Policy,
@@ -191,18 +170,79 @@ def replay_many(
     """``[replay(t, policy, m, window=window, pricing=pricing) for t, m in zip(traces, models)]``: the
     same records, in order, with the fast path's cache and cost columns computed for all runs at once.
     ``models`` default to ``ReplayModel(t)`` per trace (one per trace, reused: it holds no run state)."""
+    return replay_table(traces, policy, models, window, pricing).records()
+
+
+class BatchGroup(NamedTuple):
+    """Runs of a ``ReplayTable`` the batch path replayed together under one price."""
+
+    positions: list[int]  # each run's place in the table
+    batch: Batch
+    rules: CacheRules
+    price: Price | None
+    windows: list[int | None]
+    kept: np.ndarray  # per run: the batch's answer stands (False: over its window, the loop's record)
+
+
+class ReplayTable:
+    """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those
+    the batch path did. Metrics and result rows read the columns (``sim.metrics.table_metric_columns``);
+    ``records()`` builds every run's ``RunRecord`` only for a caller that needs them."""
+
+    def __init__(self, traces, models, policy, loop: dict[int, RunRecord], groups: list[BatchGroup]):
+        self.traces, self.models, self.policy = traces, models, policy
+        self.loop, self.groups = loop, groups
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def records(self) -> list[RunRecord]:
+        records: list[RunRecord | None] = [None] * len(self.traces)
+        for pos, r in self.loop.items():
+            records[pos] = r
+        policy, params = self.policy, self.policy.params()
+        for g in self.groups:
+            columns = run_columns(g.batch)
+            kept = g.kept.tolist()
+            for pos, p, w, c, ok in zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True):
+                if not ok:
+                    continue
+                records[pos] = _record(
+                    p.trace, policy, p.model, c.calls, c.item_state, c.changes, (g.rules, g.price),
+                    c.item_tokens, recovered=p.recovered, degraded=p.degraded, rereads=p.rereads,
+                    answer_met=p.answer_met, compactions=c.compactions, ledger=c.ledger, params=params,
+                    primed=c.primed, cuts=c.cuts, window=w,
+                )  # fmt: skip
+        return records  # type: ignore[return-value]
+
+
+def batch_path(policy: Policy) -> bool:
+    """Whether the batch path may replay runs of ``policy`` (its decisions known ahead; no budgets, no
+    status line, no recovery); ``prepare_many`` may still hand single runs to the loop."""
+    return (policy.plans or not policy.acts_before_call) and not (
+        policy.recovers or policy.checks_after_call or policy.reports_status
+    )
+
+
+def replay_table(
+    traces: Sequence[Trace],
+    policy: Policy,
+    models: Sequence[ReplayModel] | None = None,
+    window: int | str | None = AUTO,
+    pricing: str | None = AUTO,
+) -> ReplayTable:
+    """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
     traces = list(traces)
     models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
-    if not all(t.is_simple for t in traces):
-        # several runs of one conversation, children or a transform's moves: only the per-call loop
-        # models them, so the batch path never sees such a trace (it declines, never guesses)
-        return _replay_composite(traces, policy, models, window, pricing)
-    fast = (policy.plans or not policy.acts_before_call) and not (
-        policy.recovers or policy.checks_after_call or policy.reports_status
-    )
-    records: list[RunRecord | None] = [None] * len(traces)
+    fast = batch_path(policy)
+    loop: dict[int, RunRecord] = {}
+    for pos, (trace, model) in enumerate(zip(traces, models, strict=True)):
+        if not trace.is_simple:
+            # several runs of one conversation, children or a transform's moves: only the per-call loop
+            # models them, so the batch and grid paths never see such a trace (they decline, never guess)
+            loop[pos] = _loop_one(trace, policy, model, None, window, pricing)
     by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
     for trace in traces:
         if trace.model not in by_model:  # the first run of each model: its setup, checked once
@@ -210,45 +250,47 @@ def replay_many(
             _check_priced(policy, trace, price)
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
     setups = [by_model[t.model] for t in traces]
-    _replay_unlimited(traces, policy, models, setups, records)
-    plans = policy.plan_many(traces) if fast and policy.acts_before_call else None
+    _replay_unlimited(traces, policy, models, setups, loop)
+    rest = [pos for pos in range(len(traces)) if pos not in loop]
+    if not rest:
+        return ReplayTable(traces, models, policy, loop, [])
+    sub = [traces[pos] for pos in rest]
+    plans = policy.plan_many(sub) if fast and policy.acts_before_call else None
     if plans is not None and not isinstance(plans, Plans):  # a plugin's plan_many may give one Plan per run
         plans = Plans.of(list(plans))
-    prepared_runs = prepare_many(traces, policy, models, plans) if fast else [None] * len(traces)
+    prepared_runs = (
+        prepare_many(sub, policy, [models[pos] for pos in rest], plans) if fast else [None] * len(rest)
+    )
     # runs priced alike are replayed together: one group per model setup (by identity: hashing the
     # price tables per run would cost more than the grouping saves)
-    groups: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
-    for pos, (trace, model, prepared, setup) in enumerate(
-        zip(traces, models, prepared_runs, setups, strict=True)
-    ):
-        rules, price, w = setup
-        if records[pos] is not None:  # replayed above
-            continue
+    by_setup: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
+    for pos, prepared in zip(rest, prepared_runs, strict=True):
+        rules, price, w = setups[pos]
         if prepared is None:
-            records[pos] = _replay_loop(trace, policy, model, None, w, CostModel(rules, price))
+            loop[pos] = _replay_loop(traces[pos], policy, models[pos], None, w, CostModel(rules, price))
         else:
-            groups.setdefault(id(setup), (rules, price, []))[2].append((pos, prepared, w))
-    params = policy.params()
-    for rules, price, runs in groups.values():
-        columns = replay_columns([p for _, p, _ in runs], rules, price)
-        for (pos, p, w), c in zip(runs, columns, strict=True):
-            if (
-                w is not None and c.primed.largest_input > w
-            ):  # refused by the provider: the loop decides what follows
-                records[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
-                continue
-            records[pos] = _record(
-                p.trace, policy, p.model, c.calls, c.item_state, c.changes, (rules, price), c.item_tokens,
-                recovered=p.recovered, degraded=p.degraded, rereads=p.rereads, answer_met=p.answer_met,
-                compactions=c.compactions, ledger=c.ledger, params=params, primed=c.primed, cuts=c.cuts,
-                window=w,
-            )  # fmt: skip
-    return records  # type: ignore[return-value]
+            by_setup.setdefault(id(setups[pos]), (rules, price, []))[2].append((pos, prepared, w))
+    groups = []
+    for rules, price, runs in by_setup.values():
+        batch = replay_batch([p for _, p, _ in runs], rules, price)
+        windows = [w for _, _, w in runs]
+        kept = np.ones(len(runs), dtype=bool)
+        limits = set(windows)
+        if limits != {None}:  # refused by the provider: the loop decides what follows
+            unlimited = np.array([w is None for w in windows], dtype=bool)
+            w_arr = np.array([0 if w is None else w for w in windows], dtype=np.int64)
+            kept = unlimited | (batch.peaks <= w_arr)
+            for (pos, p, w), ok in zip(runs, kept.tolist(), strict=True):
+                if not ok:
+                    loop[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
+        groups.append(BatchGroup([pos for pos, _, _ in runs], batch, rules, price, windows, kept))
+    return ReplayTable(traces, models, policy, loop, groups)
 
 
-def _replay_unlimited(traces, policy, models, setups, records) -> None:
+def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunRecord]) -> None:
     """A seed engine without a limit never compacts: its runs are lanes of ``sim.gridlanes`` (status
-    line and cache as arrays over the runs), those it declines (facts, a turn limit) left to the loop."""
+    line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
+    simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
     from sim.gridlanes import replay_unlimited, unlimited_declines
     from sim.gridpath import trace_declines
 
@@ -256,7 +298,7 @@ def _replay_unlimited(traces, policy, models, setups, records) -> None:
         return
     groups: dict[int, tuple[tuple, list[int]]] = {}
     for pos, (t, m, setup) in enumerate(zip(traces, models, setups, strict=True)):
-        if trace_declines(t, m) is None:
+        if pos not in records and trace_declines(t, m) is None:
             groups.setdefault(id(setup), (setup, []))[1].append(pos)
     for (rules, price, w), positions in groups.values():
         for lo in range(0, len(positions), BATCH):
@@ -265,7 +307,8 @@ def _replay_unlimited(traces, policy, models, setups, records) -> None:
                 [traces[p] for p in chunk], policy, [models[p] for p in chunk], [w] * len(chunk), rules, price
             )
             for p, r in zip(chunk, got, strict=True):
-                records[p] = r
+                if r is not None:  # None: handed back (over its window), the loop replays it
+                    records[p] = r
 
 
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
@@ -303,6 +346,11 @@ def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules
 def _answer_needs(trace: Trace) -> tuple[str, ...]:
     """Facts the final answer (the last call's action) needs."""
     return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+
+
+def answer_needs_of(trace: Trace) -> int:
+    """How many facts the final answer needs (a record's ``answer_needs``)."""
+    return len(trace.derived("answer_needs", _answer_needs))
 
 
 def cost_model(trace: Trace, pricing: str | None) -> CostModel:

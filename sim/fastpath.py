@@ -170,28 +170,47 @@ def prepare_many(
     way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1).
     ``plans``: the runs' plans, when the policy acts before calls."""
     counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
-    runs = []  # (trace, model, settled, reacts?)
-    for trace, model, n in zip(traces, models, counts, strict=True):
-        settled = []
-        if policy.settles:
+    needs = batch_derived(traces, "has_needs", _has_needs)
+    if not policy.settles:  # nothing settles: a run reacts when its plan hides a needed fact
+        spills = policy.spills
+        runs = [
+            (t, m, _NO_SETTLED, (n > 0 or spills) and hn)
+            for t, m, n, hn in zip(traces, models, counts, needs, strict=True)
+        ]
+    else:
+        runs = []  # (trace, model, settled, reacts?)
+        for trace, model, n, hn in zip(traces, models, counts, needs, strict=True):
             a = trace.arrays
             settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
-        hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
-        reacts = hides and trace.derived("has_needs", has_needs)
-        runs.append((trace, model, settled, reacts))
-    reactions = _reactions_many(traces, runs, plans) if any(r[3] for r in runs) else None
-    out: list[Prepared | None] = []
-    for j, (trace, model, settled, reacts) in enumerate(runs):
-        if not reacts:
-            p = _prepared((trace, model, settled, plans, j, None, False, (), (), None))
-        else:
-            reacted = reactions[j]  # type: ignore[index]
-            p = None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted))
-        limit = model.max_turns
-        if p is not None and limit is not None and len(trace.calls) + len(p.rereads) > limit:
-            p = None  # the agent's step limit ends this run: the loop says where
-        out.append(p)
-    return out
+            hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
+            runs.append((trace, model, settled, hides and hn))
+    if not any(r[3] for r in runs):  # no run reacts: each as it is
+        out = [
+            _prepared((t, m, st, plans, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)
+        ]
+    else:
+        reactions = _reactions_many(traces, runs, plans)
+        out = []
+        for j, (trace, model, settled, reacts) in enumerate(runs):
+            if not reacts:
+                p = _prepared((trace, model, settled, plans, j, None, False, (), (), None))
+            else:
+                reacted = reactions[j]
+                p = None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted))
+            out.append(p)
+    if any(m.max_turns is not None for m in models):
+        for j, (p, model) in enumerate(zip(out, models, strict=True)):
+            limit = model.max_turns
+            if p is not None and limit is not None and len(p.trace.calls) + len(p.rereads) > limit:
+                out[j] = None  # the agent's step limit ends this run: the loop says where
+    return out  # type: ignore[return-value]
+
+
+_NO_SETTLED: list = []  # shared by runs without settle-time changes (never written)
+
+
+def _has_needs(traces: Sequence[Trace]) -> list[bool]:
+    return [t.derived("has_needs", has_needs) for t in traces]
 
 
 class _NeedTables(NamedTuple):
@@ -486,6 +505,7 @@ class _Static(NamedTuple):
     facts_seen: list[int]  # per run: distinct facts its admitted items provide
     tokens_seen: list[int]  # ... and their recorded tokens
     kinds_seen: list[list[int]]  # ... and its facts of each kind
+    seen: tuple  # (facts_seen, tokens_seen, kinds_seen) as arrays (``sim.ledger.totals_columns``)
 
 
 def _static(traces: Sequence[Trace]) -> _Static:
@@ -538,15 +558,51 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         [seen_facts(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
         [seen_kinds(t, n) for t, n in zip(traces, stop_list, strict=True)],
+        (),
     )
-    for v in static:
+    static = static._replace(
+        seen=(
+            np.array(static.facts_seen, dtype=np.int64),
+            np.array(static.tokens_seen, dtype=np.int64),
+            np.array(static.kinds_seen, dtype=np.int64).reshape(len(traces), -1),
+        )
+    )
+    for v in (*static, *static.seen):
         if isinstance(v, np.ndarray):
             v.setflags(write=False)
     return static
 
 
+class Batch(NamedTuple):
+    """A batch's replay as columns over all its runs (``replay_batch``): what every run's metrics read,
+    per run in arrays, and what its record needs (``run_columns`` builds those only when asked)."""
+
+    runs: list[Prepared]
+    table: np.ndarray  # the call table of every run, one row per CALL_COLUMNS entry (read-only)
+    rows: _Rows
+    rows_per_run: np.ndarray
+    sums: np.ndarray  # (runs, CALL_COLUMNS): each run's total of every call column
+    peaks: np.ndarray  # per run: its largest request
+    kinds: np.ndarray  # (runs, CALL_KINDS): rows of each kind
+    compactions: np.ndarray  # (runs, COMPACTION_KINDS): compactions of each kind
+    reclaimed: np.ndarray  # per run: tokens its compactions reclaimed
+    growth: list  # per run: its growth exponent (None: under 4 calls)
+    ledger: tuple  # (facts seen, tokens seen, token outcomes, fact outcomes, kinds seen, the first, second
+    # and last as arrays): sim.ledger's totals_many and totals_columns
+    states: np.ndarray  # final item states, runs laid end to end
+    tok: np.ndarray  # final item sizes
+    item_bounds: np.ndarray  # run j's items: [item_bounds[j], item_bounds[j + 1])
+    changes: tuple  # (change parts, call_base, call_off, ncalls, first_row): ``_change_tables``
+    cuts: list  # per run: its settle-time cuts and paginations
+
+
 def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
     """Every run's rows, priced under one cache family and price, computed over the batch at once."""
+    return run_columns(replay_batch(runs, rules, price))
+
+
+def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -> Batch:
+    """The batch's rows and per-run totals, priced under one cache family and price, as columns."""
     st = _static([r.trace for r in runs])
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
     call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
@@ -654,9 +710,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    changes_of, compactions_of, compaction_counts = _change_tables(
-        change_parts, call_base, call_off, ncalls, first_row
-    )
+    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs))
     bounds = np.append(item_off, len(tok))
     shown = {
         int(item_off[j]) + i: ranges
@@ -667,23 +721,36 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown)
 
     table.setflags(write=False)
-    row_bounds = rows.bound_list
     sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
     if len(nonempty):
         sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
-    sums = sums.tolist()
+    width = len(CALL_KINDS)
     if n_rows > K:  # re-read rows: count kinds per run
-        width = len(CALL_KINDS)
-        kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width)
-        kinds = [tuple(k) for k in kinds.reshape(len(runs), width).tolist()]
+        kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
     else:
-        kinds = [(n,) + (0,) * (len(CALL_KINDS) - 1) for n in rows_per_run.tolist()]
-    item_bounds = bounds.tolist()
+        kinds = np.zeros((len(runs), width), dtype=np.int64)
+        kinds[:, 0] = rows_per_run
     growth = growth_exponents(cols["input_tokens"], rows.bounds)
-    peaks_l = peaks.tolist()
-    rows_l = rows_per_run.tolist()
+    return Batch(
+        runs, table, rows, rows_per_run, sums, peaks, kinds, compaction_counts, reclaimed, growth, ledger,
+        states, tok, bounds, (change_parts, call_base, call_off, ncalls, first_row), cuts,
+    )  # fmt: skip
+
+
+def run_columns(b: Batch) -> list[RunColumns]:
+    """Each run's share of a batch, with its record's tables: one ``RunColumns`` per run."""
+    changes_of, compactions_of = _change_tables(*b.changes)
+    ledger = totals_many(*b.ledger[:5])
+    sums = b.sums.tolist()
+    kinds = [tuple(k) for k in b.kinds.tolist()]
+    counts = [(tuple(k), r) for k, r in zip(b.compactions.tolist(), b.reclaimed.tolist(), strict=True)]
+    item_bounds = b.item_bounds.tolist()
+    row_bounds = b.rows.bound_list
+    peaks_l = b.peaks.tolist()
+    rows_l = b.rows_per_run.tolist()
+    table, states, tok, growth, cuts = b.table, b.states, b.tok, b.growth, b.cuts
     out = []
-    for j in range(len(runs)):
+    for j in range(len(b.runs)):
         i0, i1 = item_bounds[j], item_bounds[j + 1]
         out.append(
             _run_columns(
@@ -700,7 +767,7 @@ def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None)
                             rows_l[j],
                             peaks_l[j],
                             kinds[j],
-                            compaction_counts[j],
+                            counts[j],
                             growth[j],
                         )
                     ),
@@ -763,9 +830,10 @@ def _rows(rows_per_run: np.ndarray) -> _Rows:
     return rows
 
 
-def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -> list:
-    """Each run's ledger totals: its tokens and facts by category over what it saw (``reread``: the
-    items re-read, global ids; ``shown``: global item -> the byte ranges its cut or first page shows)."""
+def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -> tuple:
+    """What each run's ledger totals are made of (``sim.ledger.totals_many`` or ``totals_columns`` of it):
+    its tokens and facts by category over what it saw (``reread``: the items re-read, global ids;
+    ``shown``: global item -> the byte ranges its cut or first page shows)."""
     runs = len(st.ncalls)
     tokens = np.zeros((runs, 4), dtype=np.int64)
     facts = fact_outcome_counts(None, states, [()] * runs, reread)
@@ -773,7 +841,7 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -
         facts = fact_outcome_counts(st.facts, states, [()] * runs, reread, shown)  # no summaries: none kept
     if states.any():
         tokens = token_outcomes(st.original, tok, states, bounds)
-    return totals_many(st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen)
+    return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
 
 def _fold_plans(
@@ -939,47 +1007,55 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
     return row_call
 
 
-def _change_tables(parts, call_base, call_off, ncalls, first_row):
-    """Each run's change and compaction tables, from the batch's (sorted by global call, settle-time
-    changes of a call before its plan's), and its compaction counts (per kind, tokens reclaimed). Runs
-    without changes share one empty table. ``first_row``: per global call, the first row of the run's
-    calls table that sees its changes."""
-    runs = len(call_off)
-    if not parts:
-        return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs, [_NO_COMPACTION_COUNTS] * runs
+def _sorted_changes(parts) -> list[np.ndarray]:
+    """The batch's change parts as one set of columns, sorted by global call (settle-time changes of a
+    call before its plan's)."""
     cols = parts[0]
     if len(parts) > 1:
         cols = [concat(list(c)) for c in zip(*parts, strict=True)]
         order = np.argsort(cols[0], kind="stable")
         cols = [c[order] for c in cols]
-    call, kind, index, reclaimed, after = cols
-    changes = np.empty((len(CHANGE_COLUMNS), len(call)), dtype=np.int64)  # row by row: np.stack is slow
-    columns = (call - call_base[call], kind, index, reclaimed, after, first_row[call])
-    for row, col in zip(changes, columns, strict=True):
-        row[:] = col
-    # compaction counts without the compaction tables (each run groups its own when one is read): one
-    # compaction per distinct (call, kind)
+    return list(cols)
+
+
+def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's compactions per kind, (runs, COMPACTION_KINDS), and the tokens they reclaimed, from the
+    batch's changes without building any run's tables: one compaction per distinct (call, kind)."""
     width = len(COMPACTION_KINDS)
+    if not parts:
+        return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
+    call, kind, _, reclaimed, _ = _sorted_changes(parts)
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
         key = np.sort(key)
     group = key[value_starts(key)]
     # a run without calls shares its offset with the next run: "right" picks the last, the one with calls
     group_run = np.searchsorted(call_off, group // width, side="right") - 1
-    by_kind = (
-        np.bincount(group_run * width + group % width, minlength=runs * width).reshape(runs, width).tolist()
-    )
+    by_kind = np.bincount(group_run * width + group % width, minlength=runs * width).reshape(runs, width)
     change_run = np.searchsorted(call_off, call, side="right") - 1
     # float weights are exact here: token counts stay far below 2**53
-    reclaimed_by_run = np.bincount(change_run, reclaimed, minlength=runs).astype(np.int64).tolist()
-    counts = [(tuple(k), r) for k, r in zip(by_kind, reclaimed_by_run, strict=True)]
+    return by_kind, np.bincount(change_run, reclaimed, minlength=runs).astype(np.int64)
+
+
+def _change_tables(parts, call_base, call_off, ncalls, first_row):
+    """Each run's change and compaction tables, from the batch's changes. Runs without changes share one
+    empty table. ``first_row``: per global call, the first row of the run's calls table that sees its
+    changes."""
+    runs = len(call_off)
+    if not parts:
+        return [NO_CHANGES] * runs, [NO_COMPACTIONS] * runs
+    call, kind, index, reclaimed, after = _sorted_changes(parts)
+    changes = np.empty((len(CHANGE_COLUMNS), len(call)), dtype=np.int64)  # row by row: np.stack is slow
+    columns = (call - call_base[call], kind, index, reclaimed, after, first_row[call])
+    for row, col in zip(changes, columns, strict=True):
+        row[:] = col
     changes_of = _split_changes(
         changes,
         call.searchsorted(call_off).tolist(),
         call.searchsorted(call_off + ncalls).tolist(),
     )
     compactions_of = [NO_COMPACTIONS if c is NO_CHANGES else GroupedCompactions(c) for c in changes_of]
-    return changes_of, compactions_of, counts
+    return changes_of, compactions_of
 
 
 def _split_changes(block, starts, ends) -> list[Columns]:
@@ -992,7 +1068,6 @@ def _split_changes(block, starts, ends) -> list[Columns]:
     ]
 
 
-_NO_COMPACTION_COUNTS = ((0,) * len(COMPACTION_KINDS), 0)
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 
 

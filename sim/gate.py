@@ -426,14 +426,14 @@ def _build(gate: Gate, spec: PolicySpec, allow_modules: tuple[str, ...]):
 def run_policy(gate: Gate, spec: PolicySpec, traces: list[Any], allow_modules=()) -> list[dict[str, Any]]:
     """One result row per trace of the suite (``sim.tables.result_row``), in suite order."""
     from sim import __version__
-    from sim.engine import replay_many
+    from sim.engine import replay_table
     from sim.model import ReplayModel
-    from sim.tables import result_rows
+    from sim.tables import table_rows
 
     policy, window, behaviour = _build(gate, spec, tuple(allow_modules))
     pricing = None if gate.pricing in ("none", "null") else gate.pricing
     models = [ReplayModel(t, **behaviour) for t in traces]
-    return result_rows(replay_many(traces, policy, models, window=window, pricing=pricing), __version__)
+    return table_rows(replay_table(traces, policy, models, window=window, pricing=pricing), __version__)
 
 
 def _load_traces(gate: Gate) -> list[Any]:

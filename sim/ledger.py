@@ -479,6 +479,32 @@ def totals_many(
     return out
 
 
+def totals_columns(
+    facts_seen: list[int],
+    tokens_seen: list[int],
+    tokens: np.ndarray,
+    facts: np.ndarray,
+    kinds_seen: list[list[int]],
+) -> dict[str, list[int]]:
+    """``totals_many``'s numbers as columns, field name -> one int per run, without a tuple per run."""
+    fs = np.asarray(facts_seen, dtype=np.int64)
+    ts = np.asarray(tokens_seen, dtype=np.int64)
+    f = np.asarray(facts, dtype=np.int64).reshape(len(fs), -1)
+    t = np.asarray(tokens, dtype=np.int64).reshape(len(fs), 4)
+    ks = np.asarray(kinds_seen, dtype=np.int64).reshape(len(fs), _K)
+    cols = [
+        fs,
+        fs - f[:, :6].sum(axis=1),
+        *f[:, :6].T,
+        ts,
+        ts - t.sum(axis=1),
+        *t.T,
+        *ks.T,
+        *f[:, 6:].T,
+    ]
+    return {name: c.tolist() for name, c in zip(LedgerTotals._fields, cols, strict=True)}
+
+
 def entries(trace: Trace, r: RunRecord) -> list[dict]:
     """The ledger's rows: what each operation did to each item and its facts. A cut (truncate) keeps as
     derived the facts inside the bytes it shows and loses the rest; a pagination (paginate) shows the

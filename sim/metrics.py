@@ -8,13 +8,25 @@ measured in one pass per metric (a run's few calls make per-record function call
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 from operator import attrgetter
 
 import numpy as np
 
+from sim.batchmemo import batch_derived
 from sim.growth import growth_exponents
 from sim.ledger import LedgerTotals
-from sim.records import COMPACTION_KINDS, GRACE, PAGE, REFETCH, RETRIEVE, SUMMARY, UNKNOWN, RunRecord
+from sim.records import (
+    CALL_COLUMNS,
+    COMPACTION_KINDS,
+    GRACE,
+    PAGE,
+    REFETCH,
+    RETRIEVE,
+    SUMMARY,
+    UNKNOWN,
+    RunRecord,
+)
 
 Records = Sequence[RunRecord]
 
@@ -358,3 +370,138 @@ def compute_metrics_many(records: Sequence[RunRecord]) -> list[dict[str, object]
     columns = compute_metric_columns(records)
     names = list(columns)
     return [dict(zip(names, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+
+
+def table_metric_columns(table) -> dict[str, list]:
+    """``compute_metric_columns`` of a ``sim.engine.ReplayTable``'s runs, in order, without their records:
+    the batch path's runs measured from its columns (the same definitions, on per-run totals), the
+    loop's from their records."""
+    n = len(table)
+    if not table.loop and len(table.groups) == 1:  # one batch in order, every run its own: as it is
+        g = table.groups[0]
+        if g.positions == list(range(n)) and g.kept.all():
+            return _batch_metric_columns(g)
+    out: dict[str, list] = {name: [None] * n for name in METRICS}
+    if table.loop:
+        positions = list(table.loop)
+        for name, values in compute_metric_columns([table.loop[p] for p in positions]).items():
+            col = out[name]
+            for p, v in zip(positions, values, strict=True):
+                col[p] = v
+    for g in table.groups:
+        values = _batch_metric_columns(g)
+        kept = g.kept.tolist()
+        positions = g.positions
+        if all(kept):
+            for name, vs in values.items():
+                col = out[name]
+                for p, v in zip(positions, vs, strict=True):
+                    col[p] = v
+            continue
+        for name, vs in values.items():
+            col = out[name]
+            for p, v, ok in zip(positions, vs, kept, strict=True):
+                if ok:
+                    col[p] = v
+    return out
+
+
+_COL = {c: i for i, c in enumerate(CALL_COLUMNS)}
+
+
+def _batch_metric_columns(g) -> dict[str, list]:
+    """Every metric of a batch group's runs (``sim.engine.BatchGroup``), one list each: the record
+    definitions above, on the batch's per-run totals. Its runs completed (the batch path models no
+    budget, stop or limit), answered their final call, warned of nothing and split no pair."""
+    from sim.ledger import totals_columns
+
+    b = g.batch
+    runs = len(b.runs)
+    sums = b.sums.T
+    n_calls = b.rows_per_run.tolist()
+    total_in = sums[_COL["input_tokens"]].tolist()
+    reads = sums[_COL["cache_read_tokens"]].tolist()
+    kinds = b.kinds.T
+    counts = b.compactions
+    n_compactions = counts.sum(axis=1).tolist()
+    needs = batch_derived([p.trace for p in b.runs], "answer_needs", _answer_needs)
+    met = [n if p.answer_met is None else p.answer_met for p, n in zip(b.runs, needs, strict=True)]
+    degraded = [p.degraded for p in b.runs]
+    summary = kinds[SUMMARY]
+    if summary.any():
+        out_tok = np.where(b.table[_COL["kind"]] == SUMMARY, b.table[_COL["output_tokens"]], 0)
+        summary_tokens = np.zeros(runs, dtype=np.int64)
+        nonempty = b.rows.nonempty
+        summary_tokens[nonempty] = np.add.reduceat(out_tok, b.rows.nonempty_off)
+        summary_tokens = summary_tokens.tolist()
+    else:
+        summary_tokens = [0] * runs
+    done = [not d and m == k for d, m, k in zip(degraded, met, needs, strict=True)]
+    grace = kinds[GRACE].tolist()
+    cols: dict[str, list] = {
+        "calls": n_calls,
+        "cumulative_input_tokens": total_in,
+        "cumulative_output_tokens": sums[_COL["output_tokens"]].tolist(),
+        "peak_context_tokens": b.peaks.tolist(),
+        "growth_exponent": list(b.growth),
+        "cache_read_tokens": reads,
+        "cache_write_tokens": sums[_COL["cache_write_tokens"]].tolist(),
+        "uncached_input_tokens": sums[_COL["uncached_input_tokens"]].tolist(),
+        "cache_hit_rate": [round(r / t, 6) if t else None for r, t in zip(reads, total_in, strict=True)],
+        "cost_microusd": [None] * runs if g.price is None else sums[_COL["cost_microusd"]].tolist(),
+        "compactions": n_compactions,
+        **{f"compactions_{k}": counts[:, i].tolist() for i, k in enumerate(COMPACTION_KINDS)},
+        "compaction_frequency": list(map(_frequency, n_compactions, n_calls)),
+        "tokens_reclaimed": b.reclaimed.tolist(),
+        "summary_calls": summary.tolist(),
+        "summary_tokens": summary_tokens,
+        "exhausted": [False] * runs,
+        "warnings": [0] * runs,
+        "unpaired_tool_messages": [0] * runs,
+        **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
+        "refetch_calls": kinds[REFETCH].tolist(),
+        "retrieve_calls": kinds[RETRIEVE].tolist(),
+        "page_calls": kinds[PAGE].tolist(),
+        "answer_completed": done,
+        "answer_outcome": [
+            "complete" if ok else "grace" if gr else "degraded" for ok, gr in zip(done, grace, strict=True)
+        ],
+        "answer_fact_recall": [round(m / k, 6) if m != k else 1.0 for m, k in zip(met, needs, strict=True)],
+        # the batch path replays only simple traces (``Trace.is_simple``): one run, no children
+        "runs": [1] * runs,
+        "max_opening_prompt_tokens": [None] * runs,
+        "live_context_tokens": _live_context(b, runs),
+        "child_calls": [0] * runs,
+        "child_input_tokens": [0] * runs,
+        "child_cost_microusd": [None] * runs if g.price is None else [0] * runs,
+        "parent_input_tokens": total_in,
+        "child_exhausted": [0] * runs,
+        "child_failed": [0] * runs,
+    }
+    return {name: cols[name] for name in METRICS}
+
+
+def _live_context(b, runs: int) -> list[int]:
+    """``live_context_tokens`` of a batch's runs: the input of each run's last row that is not a summary
+    call (0: a run without one)."""
+    kind, inputs = b.table[_COL["kind"]], b.table[_COL["input_tokens"]]
+    step = np.flatnonzero(kind != SUMMARY)
+    out = np.zeros(runs, dtype=np.int64)
+    if len(step):
+        bounds = np.asarray(b.rows.bounds, dtype=np.int64)  # row offsets of the runs: [start_j, end_j)
+        last = np.searchsorted(step, bounds[1:], side="left") - 1  # last step row before each run's end
+        ok = (last >= 0) & (step[np.maximum(last, 0)] >= bounds[:-1])
+        out[ok] = inputs[step[last[ok]]]
+    return out.tolist()
+
+
+def _answer_needs(traces) -> list[int]:
+    from sim.engine import answer_needs_of
+
+    return [answer_needs_of(t) for t in traces]
+
+
+@lru_cache(maxsize=1 << 16)
+def _frequency(compactions: int, n_calls: int) -> float:
+    """``compaction_frequency`` of one run (few distinct pairs in a corpus: remembered)."""
+    return round(100 * compactions / n_calls, 4) if n_calls else 0.0

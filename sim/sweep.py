@@ -576,9 +576,9 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
     from sim import __version__
     from sim.config import build_policy, model_behaviour, model_window
-    from sim.engine import replay_many
+    from sim.engine import replay_table
     from sim.model import ReplayModel
-    from sim.tables import result_rows
+    from sim.tables import table_rows
     from sim.traceio import trace_hash
 
     cfg = chunk.setting.cfg
@@ -594,10 +594,10 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
         steps = [make_transform(**step) for step in cfg["transforms"]]
         batch = [apply_all(t, steps, m) for t, m in zip(batch, models, strict=True)]
         models = [m.like(t) for t, m in zip(batch, models, strict=True)]
-    records = replay_many(batch, policy, models, window=window, pricing=pricing)
+    replays = replay_table(batch, policy, models, window=window, pricing=pricing)
     rows = []
     for (index, key, expected), result, source in zip(
-        chunk.runs, result_rows(records, __version__), hashes, strict=True
+        chunk.runs, table_rows(replays, __version__), hashes, strict=True
     ):
         row = {"run_key": key, **result}
         if source != expected:

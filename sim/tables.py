@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError
-from sim.metrics import compute_metric_columns, compute_metrics
+from sim.metrics import compute_metric_columns, compute_metrics, table_metric_columns
 from sim.records import RunRecord
+from sim.traceio import trace_hash
 
 TABLE_SUFFIXES = (".csv", ".jsonl", ".parquet")
 
@@ -49,6 +50,45 @@ def result_rows(records: list[RunRecord], version: str) -> list[dict[str, Any]]:
         result_row(r, version, zip(names, values, strict=True))
         for r, values in zip(records, zip(*columns.values(), strict=True), strict=True)
     ]
+
+
+def table_rows(table, version: str) -> list[dict[str, Any]]:
+    """``result_rows`` of a ``sim.engine.ReplayTable``'s runs, in order, the same rows to the byte, from
+    its columns: no record is built for a run the batch path replayed."""
+    columns = table_columns(table, version)
+    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+
+
+def table_columns(table, version: str) -> dict[str, list]:
+    """``table_rows`` as columns: result column -> one value per run, in the rows' key order."""
+    metrics = table_metric_columns(table)
+    params = {f"policy.{k}": v for k, v in table.policy.params().items()}
+    n = len(table)
+    pricing: list[str | None] = [None] * n
+    finish: list[str] = ["completed"] * n
+    for g in table.groups:
+        priced = None if g.price is None else g.price.model
+        for pos in g.positions:
+            pricing[pos] = priced
+    hashes = [t.derived("trace_hash", trace_hash) for t in table.traces]
+    applied = [";".join(t.applied) for t in table.traces]
+    for pos, r in table.loop.items():
+        pricing[pos], finish[pos] = r.pricing, r.finish_reason
+        hashes[pos], applied[pos] = r.trace_hash, ";".join(r.transforms)
+    out: dict[str, list] = {
+        "trace_id": [t.trace_id for t in table.traces],
+        "trace_hash": hashes,
+        "policy": [table.policy.name] * n,
+    }
+    out.update((k, [v] * n) for k, v in params.items())
+    out["model"] = [m.name for m in table.models]
+    out["summarizer"] = [m.summarizer for m in table.models]
+    out["pricing"] = pricing
+    out["ctxsim_version"] = [version] * n
+    out["finish_reason"] = finish
+    out.update(metrics)
+    out["transforms"] = applied  # appended (issue 25), as result_row writes it
+    return out
 
 
 def json_line(row: Any) -> str:

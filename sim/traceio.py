@@ -24,7 +24,7 @@ CANONICAL_FORMAT = "ctxsim-canonical"
 
 # ---------------------------------------------------------------------------------------- dict <-> Trace
 def event_to_dict(e: Event) -> dict:
-    return {
+    d = {
         "index": e.index,
         "kind": e.kind,
         "content": e.content,
@@ -37,20 +37,32 @@ def event_to_dict(e: Event) -> dict:
         "tool_call_id": e.tool_call_id,
         "bounded": e.bounded,
         "timestamp": e.timestamp,
-        **({"provides": list(e.provides)} if e.provides else {}),  # written only when present: traces
-        **({"needs": list(e.needs)} if e.needs else {}),  # without facts keep their bytes and hashes
-        # JSON sizes are written only beside a missing content (a text's own are derived from it)
-        **({"json_bytes": e.json_bytes} if e.content is None and e.json_bytes is not None else {}),
-        **({"json2_bytes": e.json2_bytes} if e.content is None and e.json2_bytes is not None else {}),
-        # positional facts, kinds and supersession: written only when present (older traces unchanged)
-        **({"fact_spans": [None if s is None else list(s) for s in e.fact_spans]} if e.fact_spans else {}),
-        **({"fact_kinds": list(e.fact_kinds)} if e.fact_kinds else {}),
-        **({"supersedes": list(e.supersedes)} if e.supersedes else {}),
-        # written only when known: traces of other formats keep their bytes and hashes
-        **({"source_type": e.source_type} if e.source_type is not None else {}),
-        **({"url": e.url} if e.url is not None else {}),
-        **({"run_index": e.run_index} if e.run_index else {}),  # version 2, written beyond the first run
     }
+    # written only when present: traces without facts keep their bytes and hashes
+    if e.provides:
+        d["provides"] = list(e.provides)
+    if e.needs:
+        d["needs"] = list(e.needs)
+    if e.content is None:  # JSON sizes are written only beside a missing content (a text's own derive)
+        if e.json_bytes is not None:
+            d["json_bytes"] = e.json_bytes
+        if e.json2_bytes is not None:
+            d["json2_bytes"] = e.json2_bytes
+    # positional facts, kinds and supersession: written only when present (older traces unchanged)
+    if e.fact_spans:
+        d["fact_spans"] = [None if s is None else list(s) for s in e.fact_spans]
+    if e.fact_kinds:
+        d["fact_kinds"] = list(e.fact_kinds)
+    if e.supersedes:
+        d["supersedes"] = list(e.supersedes)
+    # written only when known: traces of other formats keep their bytes and hashes
+    if e.source_type is not None:
+        d["source_type"] = e.source_type
+    if e.url is not None:
+        d["url"] = e.url
+    if e.run_index:  # schema version 2, written beyond a conversation's first run
+        d["run_index"] = e.run_index
+    return d
 
 
 def call_to_dict(c: Call) -> dict:
@@ -123,8 +135,10 @@ def p_of(i: int) -> str:
     return f"events[{i}]"
 
 
-def semantic_problems(d: dict) -> list[tuple[str, str]]:
-    """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema."""
+def semantic_problems(d: dict, text_checked: bool = False) -> list[tuple[str, str]]:
+    """Cross-field rules a JSON Schema cannot say. Assumes ``d`` already passed the schema.
+    ``text_checked``: ``d`` was read by a reader that refuses lone surrogates in every string
+    (``sim.jsonl.parse_json``; Arrow, whose strings are valid UTF-8), so none is looked for again."""
     out: list[tuple[str, str]] = []
     events, calls = d["events"], d["calls"]
     issued: set[str] = set()
@@ -142,7 +156,7 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
         if e["index"] != i:
             out.append((f"{p}.index", f"expected {i} (events are numbered in order), got {e['index']}"))
         c = e["content"]
-        if c is not None and lone_surrogate(c):
+        if c is not None and not text_checked and lone_surrogate(c):
             out.append((f"{p}.content", _SURROGATE_PROBLEM))
         elif c is not None:
             for key, actual in (
@@ -155,9 +169,10 @@ def semantic_problems(d: dict) -> list[tuple[str, str]]:
             for key, size in (("json_bytes", json_bytes), ("json2_bytes", json2_bytes)):
                 if e.get(key) is not None and e[key] != size(c):
                     out.append((f"{p}.{key}", f"is {e[key]} but the content has {size(c)}"))
-        for key in ("tool_call_id", "tool_call_ids", "provides", "needs", "supersedes"):
-            if _any_surrogate(e.get(key)):
-                out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
+        if not text_checked:
+            for key in ("tool_call_id", "tool_call_ids", "provides", "needs", "supersedes"):
+                if _any_surrogate(e.get(key)):
+                    out.append((f"{p}.{key}", _SURROGATE_PROBLEM))
         if e["kind"] == "assistant":
             issued.update(e.get("tool_call_ids") or ())
         tcid = e.get("tool_call_id")
@@ -295,11 +310,14 @@ def _fact_problems(e: dict, p: str) -> list[tuple[str, str]]:
     return out
 
 
-def trace_problems(d, depth: int = 0, count: list[int] | None = None) -> list[tuple[str, str]]:
+def trace_problems(
+    d, text_checked: bool = False, depth: int = 0, count: list[int] | None = None
+) -> list[tuple[str, str]]:
     """Problems of a record as (field path, message); a child's fields are named from the top
-    (``children[0].events[3].tokens``). ``depth``/``count``: nesting so far and children met so far."""
+    (``children[0].events[3].tokens``). ``text_checked``: see ``semantic_problems``; ``depth``/``count``:
+    nesting so far and children met so far."""
     found = [] if schema.conforms(d) else schema.problems(d, schema.TRACE_SCHEMA)
-    found = found or semantic_problems(d)
+    found = found or semantic_problems(d, text_checked)
     if not found and "children" in d:
         found = _children_problems(d, depth, [0] if count is None else count)
     return found
@@ -334,46 +352,21 @@ def _children_problems(d: dict, depth: int, count: list[int]) -> list[tuple[str,
             return [(f"{p}.tool_call_id", f"{tcid!r} is not a tool call of call {pc}")]
         if not isinstance(c.get("trace"), dict):
             return [(f"{p}.trace", "expected a canonical trace record (an object)")]
-        inner = trace_problems(c["trace"], depth + 1, count)
+        inner = trace_problems(c["trace"], True, depth + 1, count)  # parse_json refused lone surrogates
         if inner:
             return [(f"{p}.trace.{f}" if f != "<record>" else f"{p}.trace", m) for f, m in inner]
     return []
 
 
-def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0") -> Trace:
-    """Validate and build. Raises TraceError naming the first problem's file, record and field."""
-    found = trace_problems(d)
+def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0", text_checked: bool = False) -> Trace:
+    """Validate and build. Raises TraceError naming the first problem's file, record and field.
+    ``text_checked``: see ``semantic_problems`` (the file readers here pass it)."""
+    found = trace_problems(d, text_checked)
     if found:
         field, msg = found[0]
         more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
         raise TraceError(file, msg + more, record=_record_name(record, d), field=field)
-    events = tuple(
-        Event(
-            index=e["index"],
-            kind=e["kind"],
-            content=e["content"],
-            bytes=e["bytes"],
-            chars=e["chars"],
-            lines=e["lines"],
-            tokens=e["tokens"],
-            tokens_provenance=e["tokens_provenance"],
-            tool_call_ids=tuple(e.get("tool_call_ids") or ()),
-            tool_call_id=e.get("tool_call_id"),
-            bounded=bool(e.get("bounded", False)),
-            timestamp=e.get("timestamp"),
-            provides=tuple(e.get("provides") or ()),
-            needs=tuple(e.get("needs") or ()),
-            json_bytes=e.get("json_bytes"),
-            json2_bytes=e.get("json2_bytes"),
-            fact_spans=tuple(None if s is None else (s[0], s[1]) for s in e.get("fact_spans") or ()),
-            fact_kinds=tuple(e.get("fact_kinds") or ()),
-            supersedes=tuple(e.get("supersedes") or ()),
-            source_type=e.get("source_type"),
-            url=e.get("url"),
-            run_index=e.get("run_index") or 0,
-        )
-        for e in d["events"]
-    )
+    events = tuple(map(_event, d["events"]))
     calls = tuple(
         Call(
             index=c["index"],
@@ -422,6 +415,36 @@ def _children_of(d: dict, file: str, record: str) -> tuple[Child, ...]:
     )
 
 
+def _event(e: dict) -> Event:
+    """An event of a validated record (positional: a corpus has millions of them)."""
+    g = e.get
+    spans = g("fact_spans")
+    return Event(
+        e["index"],
+        e["kind"],
+        e["content"],
+        e["bytes"],
+        e["chars"],
+        e["lines"],
+        e["tokens"],
+        e["tokens_provenance"],
+        tuple(g("tool_call_ids") or ()),
+        g("tool_call_id"),
+        bool(g("bounded", False)),
+        g("timestamp"),
+        tuple(g("provides") or ()),
+        tuple(g("needs") or ()),
+        g("json_bytes"),
+        g("json2_bytes"),
+        tuple(None if s is None else (s[0], s[1]) for s in spans) if spans else (),
+        tuple(g("fact_kinds") or ()),
+        tuple(g("supersedes") or ()),
+        g("source_type"),
+        g("url"),
+        g("run_index") or 0,
+    )
+
+
 def _record_name(record: str, d) -> str:
     tid = d.get("trace_id") if isinstance(d, dict) else None
     return f"{record} (trace_id {tid})" if isinstance(tid, str) else record
@@ -444,14 +467,14 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
     for lineno, d, problem in json_lines(path):
         if problem is not None:
             raise TraceError(name, problem, record=f"line {lineno}")
-        yield trace_from_dict(d, name, f"line {lineno}")
+        yield trace_from_dict(d, name, f"line {lineno}", text_checked=True)
 
 
 def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
     name = path.name
     for row, d in parquet_rows(path, batch_size):
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
-        yield trace_from_dict(d, name, f"row {row}")
+        yield trace_from_dict(d, name, f"row {row}", text_checked=True)
 
 
 def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]:
@@ -608,6 +631,9 @@ def load_dataset_traces(
     label = ",".join(Path(f).name for f in files) if files else str(source)
     if not files and not (isinstance(source, str) and not Path(source).suffix):
         raise TraceError(str(source), "no such file or directory")
+    if files and split == "train" and all(_canonical_local(Path(f)) for f in files):
+        yield from _local_traces([Path(f) for f in files], label)
+        return
     try:
         if files:
             builder = "parquet" if all(f.endswith(".parquet") for f in files) else "json"
@@ -631,6 +657,43 @@ def load_dataset_traces(
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
         yield trace_from_dict(d, label, f"row {i}")
         i += 1
+
+
+def _canonical_local(path: Path) -> bool:
+    """A local file ``datasets`` would only turn into the canonical records it holds (its one split is
+    ``train``): canonical Parquet or JSON Lines, which ctxsim reads itself."""
+    suffix = path.suffix.lower()
+    return suffix == ".parquet" or (suffix == ".jsonl" and is_canonical_jsonl(path))
+
+
+def _local_traces(files: list[Path], label: str) -> Iterator[Trace]:
+    """The traces of local canonical files in order, read straight from the file (Arrow batches for
+    Parquet, one line at a time for JSON Lines) instead of through ``datasets``' row conversion: the same
+    records, numbered as ``datasets`` numbers them (rows across all files), memory bounded by a batch."""
+    i = 0
+    for path in files:
+        if path.suffix.lower() == ".parquet":
+            rows = parquet_rows(path)
+            while True:
+                try:
+                    got = next(rows, None)
+                except TraceError as exc:  # a damaged file: named as the dataset and its row
+                    raise TraceError(
+                        label, f"cannot read as a dataset: {exc.message}", record=f"row {i}"
+                    ) from None
+                if got is None:
+                    break
+                d = {k: v for k, v in got[1].items() if v is not None or k in _NULLABLE_TOP}
+                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
+                i += 1
+        else:
+            for _, d, problem in json_lines(path):
+                if problem is not None:
+                    raise TraceError(label, f"cannot read as a dataset: {problem}", record=f"row {i}")
+                if type(d) is dict:  # as datasets gives a row: a missing value is no field
+                    d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
+                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
+                i += 1
 
 
 def _dataset_problem(exc: BaseException) -> str:

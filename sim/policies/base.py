@@ -181,6 +181,9 @@ class Policy:
     settles: ClassVar[bool] = False  # has a settle-time transform
     acts_before_call: ClassVar[bool] = False  # has a pre-call transform
     plans: ClassVar[bool] = False  # offers ``plan`` (vectorised pre-call decisions)
+    # its plan holds whatever settle-time changes another policy made first (its decisions read event
+    # positions, never item states or sizes): a ``pipeline`` step after settle-time steps keeps the plan
+    plans_after_settle: ClassVar[bool] = False
     # knob settings the conformance checker replays besides the defaults (tests/test_conformance.py)
     conformance_settings: ClassVar[tuple[dict, ...]] = ()
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)

@@ -120,6 +120,7 @@ class ObservationMasking(Policy):
     name = "observation_masking"
     acts_before_call = True
     plans = True
+    plans_after_settle = True  # the boundary counts observations; a placeholder's size, the event's lines
 
     def __post_init__(self) -> None:
         check_int(self.name, "n", self.n, 1)

@@ -101,6 +101,61 @@ class Pipeline(Policy):
     def spills(self) -> bool:  # type: ignore[override]
         return any(p.spills for p in self._built)
 
+    # Settings the conformance checker replays: steps the batch path takes together (settle-time cuts or
+    # spills, then one planned pre-call step), and two the loop keeps (a plan that reads item states
+    # after a settle-time step; two pre-call steps).
+    conformance_settings = (
+        {
+            "steps": (
+                {"name": "tool_result_head_tail", "max_chars": 50, "head_chars": 20, "tail_chars": 10},
+                {"name": "observation_masking", "n": 1},
+            )
+        },
+        {
+            "steps": (
+                {"name": "spill_large_results", "threshold_tokens": 100},
+                {"name": "observation_masking"},
+            )
+        },
+        {"steps": ({"name": "paginate_large_results"}, {"name": "openhands_observation_masking"})},
+        {"steps": ({"name": "observation_masking", "n": 3}, {"name": "openhands_observation_masking"})},
+    )
+
+    @property
+    def plans(self) -> bool:  # type: ignore[override]
+        """The batch path takes a pipeline whose pre-call decisions are one step's plan, and whose
+        settle-time steps each look at the event alone (``settle_all``), when that plan holds whatever
+        they changed first (``plans_after_settle``). Two pre-call steps go to the loop (the second reads
+        the view the first left, which no plan made from the trace alone can know)."""
+        acting = [p for p in self._built if p.acts_before_call]
+        settling = [p for p in self._built if p.settles and p not in acting]
+        return (
+            len(acting) == 1
+            and acting[0].plans
+            and (not settling or acting[0].plans_after_settle)
+            and all(type(p).settle_all is not Policy.settle_all for p in self._built if p.settles)
+        )
+
+    def plan(self, trace: Trace):
+        return next(p for p in self._built if p.acts_before_call).plan(trace)
+
+    def plan_many(self, traces):
+        return next(p for p in self._built if p.acts_before_call).plan_many(traces)
+
+    def settle_all(self, trace: Trace) -> list[Change] | None:
+        """Every step's settle-time changes, the first step's where two change one event (as ``settle``
+        decides), when each settling step gives them all at once; else None (asked per event)."""
+        settling = [p for p in self._built if p.settles]
+        if not settling or any(type(p).settle_all is Policy.settle_all for p in settling):
+            return None
+        if len(settling) == 1:
+            return settling[0].settle_all(trace)
+        first: dict[int, Change] = {}
+        for p in settling:
+            for ch in p.settle_all(trace) or ():
+                first.setdefault(ch.index, ch)
+        return [first[i] for i in sorted(first)]
+
     def start(self, trace: Trace) -> list:
         return [p.start(trace) for p in self._built]
 
