@@ -920,10 +920,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
         from sim.hydra_sweep import main as hydra_main
 
-        if words or any(it.split("=", 1)[0].startswith("transform") for it in args.items):
-            raise ConfigError("sweep -m: transforms are not supported with Hydra's multirun; drop -m")
         flags = _sweep_flags(args) + (["skip_invalid=true"] if args.skip_invalid else [])
-        return hydra_main(flags + list(args.items) + (["csv=true"] if args.csv else []))
+        return hydra_main(flags + list(args.items) + words + (["csv=true"] if args.csv else []))
     from sim.sweep import run_sweep, spec_from_args
 
     args.items = _sweep_flags(args) + list(args.items) + words

@@ -16,6 +16,7 @@ whole Hydra config is composed once with the Compose API and compared with ctxsi
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -56,6 +57,13 @@ def _task_allow_modules(task: Sequence[str]) -> tuple[str, ...]:
     return check_allow_modules(out, "allow_modules=")
 
 
+def _steps(value: str) -> dict:
+    """The transforms ``check_words`` composed (``transform_steps``), as a setting's config holds them:
+    each a registered transform's name and knobs (``sim.transforms.base.make_transform`` builds them)."""
+    steps = json.loads(value) if value else []
+    return {"transforms": steps} if steps else {}
+
+
 def _job(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
@@ -74,7 +82,7 @@ def _job(cfg) -> None:
         pricing=str(cfg.price_as),
         results=str(cfg.results.path),
         chunk_size=int(cfg.chunk_size),
-        composed={"policy": composed["policy"], "model": composed["model"]},
+        composed={"policy": composed["policy"], "model": composed["model"], **_steps(cfg.transform_steps)},
         allow_modules=_task_allow_modules(hc.overrides.task),
     )
     try:
@@ -96,7 +104,8 @@ _TOP_WORDS = (
 )  # fmt: skip
 ALLOWED_WORDS = (
     "policy=NAME[,NAME...], policy.KEY=V, model.KEY=V, scenario=, results.path=, pricing=, chunk_size=, "
-    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, hydra/launcher=NAME, hydra.launcher.KEY=V"
+    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, transform=NAME, transform.KEY=V, "
+    "hydra/launcher=NAME, hydra.launcher.KEY=V"
 )
 
 
@@ -110,6 +119,7 @@ class Words:
     launcher: tuple[str, ...]  # hydra/launcher=NAME and hydra.launcher.KEY=V
     knobs: tuple[tuple[str, str, str], ...]  # (word, "policy" | "model", first key after the group)
     top: dict  # scenario, results.path, pricing, chunk_size, csv as given
+    transforms: tuple[str, ...] = ()  # transform=NAME and transform.KEY=V words, in order
 
 
 def _refuse(word: str, why: str) -> ConfigError:
@@ -128,6 +138,7 @@ def check_words(items: Sequence[str]) -> Words:
     launcher: list[str] = []
     knobs: list[tuple[str, str, str]] = []
     top: dict[str, str] = {}
+    transform_words: list[str] = []
     for it in items:
         key, sep, value = it.partition("=")
         if key.startswith(("+", "~")):
@@ -137,7 +148,15 @@ def check_words(items: Sequence[str]) -> Words:
         check_value(value, f"sweep -m: '{it}'")
         if "_target_" in it:
             raise _refuse(it, "a _target_ is not allowed on the command line")
-        if key == "policy":
+        if key == "transform" or key.startswith("transform."):
+            # the same transforms before every grid point (a transform's knobs are fixed across a
+            # multirun, as in `sweep`): composed below and handed to each job as one value
+            if any(c in it for c in "\"'\\"):
+                raise _refuse(it, "quotes and backslashes are not allowed in a transform word")
+            if key != "transform" and not _DOTTED.fullmatch(key.removeprefix("transform.")):
+                raise _refuse(it, f"'{key}' is not a transform key")
+            transform_words.append(it)
+        elif key == "policy":
             policies = tuple(value.split(","))
             for name in policies:
                 check_policy_name(name)  # a plain name of a registered policy or a preset; never a path
@@ -169,7 +188,15 @@ def check_words(items: Sequence[str]) -> Words:
             out.append(it)
         else:
             raise _refuse(it, "not allowed")
-    return Words(tuple(out), policies, allow, tuple(launcher), tuple(knobs), top)
+    if transform_words:
+        from sim.sweep import transform_specs
+        from sim.transforms.config import compose_transforms
+
+        # composed here, once (a job cannot compose: Hydra is running it), as `sweep` composes them; an
+        # unknown name or knob exits 2 before any job. Handed to every job as one JSON string value.
+        steps = [{"name": t.name, **t.params()} for t in compose_transforms(transform_specs(transform_words))]
+        out.append(f"transform_steps='{json.dumps(steps, separators=(',', ':'))}'")
+    return Words(tuple(out), policies, allow, tuple(launcher), tuple(knobs), top, tuple(transform_words))
 
 
 def translate(items: Sequence[str]) -> list[str]:

@@ -262,6 +262,21 @@ def check_executor(executor: str, address: str | None) -> None:
         )
 
 
+def transform_specs(items: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """The ``transform=NAME`` words of a sweep, each with the ``transform.KEY=VALUE`` words after it, in
+    order (repeatable); the other words are left for the caller."""
+    transforms: list[tuple[str, list[str]]] = []
+    for it in items:
+        key, value = _split_override(it)
+        if key == "transform":
+            transforms.append((value, []))
+        elif key.startswith("transform."):
+            if not transforms:
+                raise ConfigError(f"sweep: '{it}': a transform.KEY=VALUE follows the transform=NAME it sets")
+            transforms[-1][1].append(it)
+    return transforms
+
+
 def spec_from_args(
     items: Iterable[str], csv: bool = False, skip_invalid: bool = False
 ) -> tuple[SweepSpec, int]:
@@ -277,16 +292,12 @@ def spec_from_args(
     defaults = sweep_defaults()
     top: dict[str, str] = {}
     grid: list[str] = []
-    transforms: list[tuple[str, list[str]]] = []
+    transforms = transform_specs(items)
     for it in items:
         key, value = _split_override(it)
         check_value(value, f"sweep: '{it}'")
-        if key == "transform":  # transform=NAME, then its transform.KEY=VALUE words (repeatable)
-            transforms.append((value, []))
-        elif key.startswith("transform."):
-            if not transforms:
-                raise ConfigError(f"sweep: '{it}': a transform.KEY=VALUE follows the transform=NAME it sets")
-            transforms[-1][1].append(it)
+        if key == "transform" or key.startswith("transform."):
+            continue  # transform_specs read them
         elif key in SPEC_KEYS:
             top[key] = value
         elif key.lstrip("+~").split(".", 1)[0] in ("policy", "model"):
@@ -518,7 +529,8 @@ def _settings(
         policy = build_policy(spec.composed, allow)
         model_window(spec.composed)
         model_behaviour(spec.composed)
-        return [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()), allow)]
+        one = [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()), allow)]
+        return _with_transforms(spec, one)
     grid = expand_grid(list(spec.grid)) if grid is None else grid
     base = compose(spec.policy, [], allow)
     out = []
@@ -540,12 +552,17 @@ def _settings(
         out.append(Setting(tuple(ovs), cfg, policy.name, dict(policy.params()), allow))
     if not out:
         raise ConfigError(f"sweep: none of the {len(grid)} settings is valid")
-    if spec.transforms:  # the same transforms before every setting: in its config, so in its run keys
-        from sim.transforms.config import compose_transforms
+    return _with_transforms(spec, out)
 
-        steps = [{"name": t.name, **t.params()} for t in compose_transforms(spec.transforms)]
-        out = [dataclasses.replace(s, cfg={**s.cfg, "transforms": steps}) for s in out]
-    return out
+
+def _with_transforms(spec: SweepSpec, settings: list[Setting]) -> list[Setting]:
+    """The same transforms before every setting: in its config, so in its run keys."""
+    if not spec.transforms:
+        return settings
+    from sim.transforms.config import compose_transforms
+
+    steps = [{"name": t.name, **t.params()} for t in compose_transforms(spec.transforms)]
+    return [dataclasses.replace(s, cfg={**s.cfg, "transforms": steps}) for s in settings]
 
 
 def check_settings(

@@ -281,3 +281,22 @@ def test_hydra_multirun_refuses_a_setting_before_any_job_or_skips_it(tmp_path, c
     df = pd.read_parquet(out / "results.parquet")
     got = sorted(set(zip(df["policy.context_token_limit"], df["policy.keep_recent_tokens"], strict=True)))
     assert got == [(16000, 4000), (32000, 4000), (32000, 20000)]
+
+
+def test_hydra_multirun_takes_transforms_as_the_in_process_sweep(tmp_path):
+    """`sweep -m transform=NAME transform.KEY=V` applies the same transform before every grid point, as
+    the in-process sweep does: the same rows, transforms named in each."""
+    import pandas as pd
+
+    from sim.cli import main
+    from sim.paths import EMBEDDED_SUITE
+
+    scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
+    words = ["policy=observation_masking", "policy.n=1,3", f"scenario={scenario}", "pricing=gpt-4o"]
+    words += ["transform=code_mode", "transform.n=2"]
+    assert main(["sweep", "-m", *words, f"results.path={tmp_path / 'hydra'}"]) == 0
+    assert main(["sweep", *words, f"results.path={tmp_path / 'pool'}"]) == 0
+    a = pd.read_parquet(tmp_path / "hydra" / "results.parquet")
+    b = pd.read_parquet(tmp_path / "pool" / "results.parquet")
+    assert len(a) == 8 and a.equals(b)
+    assert set(a["transforms"]) == {"code_mode(n=2,max_result_bytes=51200)"}
