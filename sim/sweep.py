@@ -348,17 +348,11 @@ def spec_from_args(
 
 
 # ------------------------------------------------------------------------------------------------- key
-def run_key(
-    trace_hash: str,
-    policy_name: str,
-    params: dict[str, Any],
-    model_cfg: dict[str, Any],
-    pricing: str | None,
-    version: str,
+def _key_blob(
+    trace_hash: str, policy_name: str, params: dict[str, Any], model_cfg: dict, pricing, version: str
 ) -> str:
-    """The identity of one run: sha256 over canonical JSON (sorted keys, no whitespace). Never Python's
-    ``hash()``, which is salted per process: keys must agree across workers, reruns and machines."""
-    blob = json.dumps(
+    """The canonical JSON a run key hashes (sorted keys, no whitespace)."""
+    return json.dumps(
         {
             "trace_hash": trace_hash,
             "policy": policy_name,
@@ -372,6 +366,19 @@ def run_key(
         ensure_ascii=False,
         allow_nan=False,
     )
+
+
+def run_key(
+    trace_hash: str,
+    policy_name: str,
+    params: dict[str, Any],
+    model_cfg: dict[str, Any],
+    pricing: str | None,
+    version: str,
+) -> str:
+    """The identity of one run: sha256 over canonical JSON (sorted keys, no whitespace). Never Python's
+    ``hash()``, which is salted per process: keys must agree across workers, reruns and machines."""
+    blob = _key_blob(trace_hash, policy_name, params, model_cfg, pricing, version)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
@@ -386,20 +393,7 @@ def run_keys(
     """``run_key`` of each trace hash under one setting, byte for byte the same blob, without encoding
     the setting again per trace: the canonical JSON is the same up to the trace hash, so its sha256 state
     before the hash is computed once and copied (200,000 keys: 3 s down to ~0.3 s)."""
-    template = json.dumps(
-        {
-            "trace_hash": "",
-            "policy": policy_name,
-            "params": params,
-            "model": model_cfg,
-            "pricing": pricing,
-            "version": version,
-        },
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-    )
+    template = _key_blob("", policy_name, params, model_cfg, pricing, version)
     # sorted keys: "trace_hash" is the last key but "version" (a plain string), so the last occurrence
     # of its empty value is the top-level one even if a knob's value holds the same text
     head, mark, tail = template.rpartition('"trace_hash":""')
