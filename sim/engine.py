@@ -67,6 +67,7 @@ from sim.records import (
     SUMMARY,
     RunRecord,
     change_table,
+    child_answered,
     compactions_of,
 )
 from sim.traceio import trace_hash
@@ -122,13 +123,6 @@ def _replay_children(
         return ()
     kids = [c.trace for c in trace.children]
     return tuple(replay_many(kids, policy, [model.like(k) for k in kids], window, pricing))
-
-
-def child_answered(r: RunRecord) -> bool:
-    """The child settled with an answer: its own final turn, or a grace turn after a budget ran out (a
-    success for the parent, effect-agent's ``SubagentCompleted``); otherwise it failed
-    (``SubagentFailed``: missing information, an overflow, a budget without a grace turn, ...)."""
-    return r.final_answered or r.kind_count(GRACE) > 0
 
 
 def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
@@ -480,7 +474,8 @@ def _replay_loop(
     original = a.tokens.tolist()[:stop]
     view = View()
     view.tokens = vt = list(original)
-    view.nbytes = vb = a.bytes.tolist()[:stop]
+    original_bytes = a.bytes.tolist()[:stop]
+    view.nbytes = vb = list(original_bytes)
     view.state = vs = [0] * stop
     prefix = list(accumulate(vt, initial=0))
     fen = Fenwick(stop)
@@ -544,12 +539,11 @@ def _replay_loop(
         when it settled (prior runs' raw records, their settle-time bounds kept). Returns the first item
         that changed (-1: none). Not a compaction: the change table does not list it."""
         nonlocal delta
-        base_bytes = a.bytes.tolist()
         first = -1
         for i in range(view.n):
             ch = settled.get(i)
             if ch is None:
-                tokens, nbytes, st = original[i], base_bytes[i], 0
+                tokens, nbytes, st = original[i], original_bytes[i], 0
             else:
                 tokens, nbytes, st = ch.tokens, ch.nbytes, int(ch.state)
             if vt[i] == tokens and vb[i] == nbytes and vs[i] == st:

@@ -4,7 +4,7 @@ For policies whose decisions are known ahead (settle-time transforms, a ``plan``
 a request is the prefix sum of settled sizes up to its view's end plus the net change planned before
 it. ``prepare_many`` gathers what each run says (its settle-time changes, its plan) and the mock
 model's reactions to facts the plans hide: which needs are unmet is found for all runs' (call, fact)
-pairs at once, and only the unmet ones are walked. ``replay_columns``
+pairs at once, and only the unmet ones are walked. ``replay_batch``
 then computes every run's rows in a few array steps over the whole batch: item, call and plan-entry
 arrays of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens
 of calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
@@ -594,11 +594,6 @@ class Batch(NamedTuple):
     item_bounds: np.ndarray  # run j's items: [item_bounds[j], item_bounds[j + 1])
     changes: tuple  # (change parts, call_base, call_off, ncalls, first_row): ``_change_tables``
     cuts: list  # per run: its settle-time cuts and paginations
-
-
-def replay_columns(runs: list[Prepared], rules: CacheRules, price: Price | None) -> list[RunColumns]:
-    """Every run's rows, priced under one cache family and price, computed over the batch at once."""
-    return run_columns(replay_batch(runs, rules, price))
 
 
 def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -> Batch:

@@ -24,9 +24,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim.cache import CacheRules
-from sim.gridpath import NO_LIMIT, _Static
+from sim.gridpath import NO_LIMIT, _Static, status_base_len
 from sim.model import ReplayModel
-from sim.policies.base import RunStatus
 from sim.policies.seed_engine import SeedEngine
 from sim.pricing import Price
 from sim.seed_messages import (
@@ -196,9 +195,7 @@ def grid_figures(
     status_on = proto.reports_status
     fixed = np.zeros((R, b.K), dtype=np.int64)
     if status_on:
-        zero = RunStatus()
-        zero.turns = -1
-        base = len(proto._status_text(zero, 0).encode()) - 5  # less the "0" of each of its five numbers
+        base = status_base_len(proto)
         for r, st_r in enumerate(statics):
             fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
     L = S * R

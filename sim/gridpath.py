@@ -58,9 +58,12 @@ _PRUNE_KIND, _SUMMARY_KIND, _BOUND_KIND = 1, 2, 0  # sim.records.KIND_OF_STATE o
 _POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)
 
 
-def grid_declines(policies: Sequence, trace: Trace, model: ReplayModel) -> str | None:
-    """Why the grid path cannot replay these settings on this trace (None: it can)."""
-    return settings_decline(policies) or trace_declines(trace, model)
+def status_base_len(proto) -> int:
+    """UTF-8 bytes of the seed engine's status line less its five numbers: the line of a status whose
+    numbers are all 0, less one byte each (the grid paths add each number's digit count)."""
+    zero = RunStatus()
+    zero.turns, zero.tool_calls, zero.tokens = -1, 0, 0
+    return len(proto._status_text(zero, 0).encode()) - 5
 
 
 def settings_decline(policies: Sequence) -> str | None:
@@ -279,9 +282,7 @@ def replay_grid(
     out_l = outputs.tolist()
     status_on = proto.reports_status
     if status_on:
-        zero = RunStatus()
-        zero.turns, zero.tool_calls, zero.tokens = -1, 0, 0
-        base_len = len(proto._status_text(zero, 0).encode()) - 5  # less the "0" of each of its five numbers
+        base_len = status_base_len(proto)
         lengths = np.arange(base_len + 5 * 20 + 1)
         line_tokens = np.array([estimate_tokens(int(n), bpt) for n in lengths], dtype=np.int64)
     # lane state

@@ -26,6 +26,7 @@ from sim.records import (
     SUMMARY,
     UNKNOWN,
     RunRecord,
+    child_answered,
 )
 
 Records = Sequence[RunRecord]
@@ -162,7 +163,7 @@ def child_exhausted(rs: Records) -> list[int]:
 def child_failed(rs: Records) -> list[int]:
     """Children that settled without an answer (no final turn, no grace turn): their report never
     reached the parent, and the facts it held count lost (effect-agent's ``SubagentFailed``)."""
-    return [sum(not (c.final_answered or c.kind_count(GRACE)) for c in r.children) for r in rs]
+    return [sum(not child_answered(c) for c in r.children) for r in rs]
 
 
 def _ledger(field: str) -> Callable[[Records], list[int]]:
@@ -287,13 +288,6 @@ def runs(rs: Records) -> list[int]:
     return [r.runs for r in rs]
 
 
-def opening_prompt_tokens(r: RunRecord) -> tuple[int, ...]:
-    """Per run reached, the tokens of its opening prompt: the prompt the conversation hands the run at its
-    first call (every prior run's records as the carried compaction state renders them, plus the run's
-    own instructions and task), before the policy's pre-call seam acts on it. Empty for one run."""
-    return r.opening_prompts
-
-
 def max_opening_prompt_tokens(rs: Records) -> list[int | None]:
     """Largest opening prompt of any run after the first (None: the trace has one run, or the replay
     stopped in the first): what a long-lived conversation carries into every new run."""
@@ -304,12 +298,12 @@ def live_context_tokens(rs: Records) -> list[int]:
     """Input tokens of the last request the agent made (an agent, grace or re-read step, never a summary
     call: its input is the transcript, not the context), in the last run reached: the context the
     conversation lives at now, the seed's "number to watch" beside the lifetime counters. 0: no call."""
-    return [_last_step_input(r, len(r.column("kind"))) for r in rs]
+    return [_last_step_input(r) for r in rs]
 
 
-def _last_step_input(r: RunRecord, end: int) -> int:
+def _last_step_input(r: RunRecord) -> int:
     kinds, inputs = r.column("kind"), r.column("input_tokens")
-    for j in range(end - 1, -1, -1):
+    for j in range(len(kinds) - 1, -1, -1):
         if kinds[j] != SUMMARY:
             return inputs[j]
     return 0
@@ -392,12 +386,6 @@ def table_metric_columns(table) -> dict[str, list]:
         values = _batch_metric_columns(g)
         kept = g.kept.tolist()
         positions = g.positions
-        if all(kept):
-            for name, vs in values.items():
-                col = out[name]
-                for p, v in zip(positions, vs, strict=True):
-                    col[p] = v
-            continue
         for name, vs in values.items():
             col = out[name]
             for p, v, ok in zip(positions, vs, kept, strict=True):

@@ -128,7 +128,7 @@ class RunRecord:
     window: int | None = None  # the provider's window the run was replayed with (None: no limit)
     # A conversation of several runs (schema version 2): its number of runs, and per run reached the
     # tokens of its opening prompt as the conversation hands it over (before the policy's pre-call seam
-    # at the run's first call; ``sim.metrics.opening_prompt_tokens``). Empty for a trace of one run.
+    # at the run's first call; ``sim.conversation.per_run`` reads them). Empty for a trace of one run.
     runs: int = 1
     opening_prompts: tuple[int, ...] = ()
     # the records of the trace's children (sub-agent runs), each replayed under the same policy and
@@ -309,3 +309,10 @@ def compactions_of(changes: Mapping[str, np.ndarray]) -> Columns:
     block = compaction_rows(c["recorded_call"], c["kind"], c["index"], c["tokens_reclaimed"])
     block.setflags(write=False)
     return Columns(COMPACTION_COLUMNS, block)
+
+
+def child_answered(r: RunRecord) -> bool:
+    """The child settled with an answer: its own final turn, or a grace turn after a budget ran out (a
+    success for the parent, effect-agent's ``SubagentCompleted``); otherwise it failed
+    (``SubagentFailed``: missing information, an overflow, a budget without a grace turn, ...)."""
+    return r.final_answered or r.kind_count(GRACE) > 0

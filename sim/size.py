@@ -94,7 +94,7 @@ def _order(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
     """Traces by content hash then id: the order ``settings_from_results`` reads a sweep in."""
     from sim.traceio import trace_hash
 
-    hashes = [trace_hash(t) for t in traces]
+    hashes = [t.derived("trace_hash", trace_hash) for t in traces]  # memoised: --sensitivity asks again
     order = sorted(range(len(traces)), key=lambda i: (hashes[i], traces[i].trace_id))
     return order, [hashes[i] for i in order]
 

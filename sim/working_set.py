@@ -192,7 +192,7 @@ def working_set(trace: Trace, r: RunRecord) -> dict[str, np.ndarray]:
 def calls_table(trace: Trace, r: RunRecord):
     """``r.calls_frame()`` with the eight category columns after the record's own, then the run of the
     conversation each row belongs to (``run_index``), the run's opening prompt on its first agent row
-    (conversations of several runs; ``sim.metrics.opening_prompt_tokens``) and its live context on its
+    (conversations of several runs; ``RunRecord.opening_prompts``) and its live context on its
     last agent step (``sim.metrics.live_context_tokens``), empty elsewhere (``sim.conversation``)."""
     import pandas as pd
 
