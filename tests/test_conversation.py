@@ -440,3 +440,28 @@ def test_a_conversation_that_stops_early(conv):
     assert (m["runs"], m["max_opening_prompt_tokens"], m["live_context_tokens"]) == (5, 20257, 29319)
     pr = per_run(conv, r)
     assert pr.live_context_tokens == [19771, 29319] and pr.cumulative_input_tokens == [104007, 226787]
+
+
+def test_a_pipeline_hands_each_run_to_its_steps():
+    """A pipeline of one seed_engine step opens every run as the seed engine alone does, with the
+    durable record and without it (the run hooks reach the step)."""
+    for persist, want in ((True, PERSIST_OPENINGS), (False, NO_RECORD_OPENINGS)):
+        step = {"name": "seed_engine", "context_token_limit": LIMIT, "keep_recent_tokens": KEEP}
+        step["persist_compaction"] = persist
+        r = replay(conversation(), make_policy("pipeline", steps=[step]), pricing=None)
+        assert r.opening_prompts == want
+
+
+def test_a_transform_keeps_each_call_in_its_run():
+    """code_mode merges round-trips inside one run: the merged calls and events keep their run, so the
+    conversation still has its five runs, opening where they did."""
+    from sim.model import ReplayModel
+    from sim.transforms.base import apply_all, make_transform
+
+    conv = conversation()
+    t = apply_all(conv, [make_transform("code_mode", n=2)], ReplayModel(conv))
+    assert t.moved and t.runs == 5
+    assert [e.run_index for e in t.events] == sorted(e.run_index for e in t.events)
+    assert [c.run_index for c in t.calls] == [t.events[c.event_index].run_index for c in t.calls]
+    opening = [t.events[t.calls[k].event_index - 1] for k in t.run_starts[1:]]
+    assert [e.kind for e in opening] == ["user"] * 4  # each later run still opens with its task

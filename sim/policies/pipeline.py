@@ -159,6 +159,14 @@ class Pipeline(Policy):
     def start(self, trace: Trace) -> list:
         return [p.start(trace) for p in self._built]
 
+    @property
+    def persists_compaction(self) -> bool:
+        """A conversation keeps the steps' compaction only if every step keeps its own."""
+        return all(p.persists_compaction for p in self._built)
+
+    def start_run(self, trace: Trace, state: list, run: int, view: View, persisted: bool) -> list:
+        return [p.start_run(trace, s, run, view, persisted) for p, s in zip(self._built, state, strict=True)]
+
     def settle(self, trace: Trace, state: list, index: int, view: View) -> Change | None:
         for p, st in zip(self._built, state, strict=True):
             if p.settles and (ch := p.settle(trace, st, index, view)) is not None:

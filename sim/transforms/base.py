@@ -219,8 +219,13 @@ def rebuild(
                 new_events.append(dataclasses.replace(e, index=len(new_events)))
             at = len(new_events)
             made, call = replace(g, first, end, at)
-            new_events.extend(made)
-            new_calls.append(dataclasses.replace(call, index=len(new_calls), event_index=at, view_end=at))
+            # a group stays inside one run (a run opens with a user turn, never a round-trip's result):
+            # what replaces it belongs to that run of the conversation
+            run = calls[first].run_index
+            new_events.extend(dataclasses.replace(e, run_index=run) for e in made)
+            new_calls.append(
+                dataclasses.replace(call, index=len(new_calls), event_index=at, view_end=at, run_index=run)
+            )
             pos, k, g = b, end, g + 1
             continue
         c = calls[k]

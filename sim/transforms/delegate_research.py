@@ -237,7 +237,7 @@ class DelegateResearch(Transform):
             )  # fmt: skip
         for e in events[a:b]:  # a fact superseded here that the child never had stays the parent's
             stale = tuple(f for f in e.supersedes if f in provided)
-            out.append(dataclasses.replace(e, index=e.index + shift, supersedes=stale))
+            out.append(dataclasses.replace(e, index=e.index + shift, supersedes=stale, run_index=0))
             provided.update(e.provides)
         at = len(out)
         out.append(
