@@ -897,18 +897,12 @@ def _sweep_flags(args: argparse.Namespace) -> list[str]:
     words = []
     if args.policy:
         words.append(f"policy={args.policy}")
-    if args.model:
-        from sim.models import resolve_window
-        from sim.pricing import price_named
-
-        price_named(args.model)  # an unknown name: exit 2 with the closest ones
-        words.append(f"pricing={args.model}")
-        if args.window is None and (w := resolve_window(args.model)) is not None:
-            words.append(f"model.window={w}")
-    if args.pricing:
-        words.append(f"pricing={args.pricing}")
-    if args.window is not None:
-        words.append(f"model.window={args.window}")
+    # as `run` reads them (``model_flags``): --model and a --pricing naming another model are refused
+    window, pricing = model_flags(args, None, args.pricing or "auto")
+    if pricing != "auto" or args.pricing:
+        words.append(f"pricing={pricing}")
+    if window is not None:
+        words.append(f"model.window={window}")
     if args.allow_module:
         words.append("allow_modules=" + ",".join(args.allow_module))
     return words

@@ -73,10 +73,18 @@ def scenario_path(scenario: str) -> Path | None:
 
 
 def scenario_digest(scenario: str) -> str | None:
-    """``tree_digest`` of the scenario's file or folder; None when it has none or cannot be read."""
+    """``tree_digest`` of the scenario's file or folder; None when it has none or cannot be read. A single
+    file is digested only when it is a canonical trace file, which reads nothing else: an importer of
+    another format may read beside it (SWE-agent's ``args.yaml`` sets the recorded policy and model),
+    and a digest of the file alone would vouch for results those bytes no longer give."""
     path = scenario_path(scenario)
     if path is None:
         return None
+    if path.is_file():
+        from sim.traceio import is_canonical_jsonl
+
+        if not (path.suffix == ".parquet" or (path.suffix == ".jsonl" and is_canonical_jsonl(path))):
+            return None
     try:
         return tree_digest(path)
     except OSError:

@@ -321,3 +321,20 @@ def test_importing_ctxsim_does_not_import_ray():
     code = "import sys, sim, sim.cli, sim.sweep, sim.resultstore; print('ray' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
+
+
+def test_a_receipt_vouches_only_for_a_file_that_reads_nothing_beside_it(tmp_path):
+    """A canonical trace file is digested; a file of another format is not (its importer may read a file
+    beside it: SWE-agent's args.yaml sets the recorded policy), so no receipt can skip its rerun."""
+    from scenarios.swe_like import generate_run
+    from sim.plandigest import scenario_digest
+    from sim.traceio import write_traces
+
+    canonical = tmp_path / "runs.jsonl"
+    write_traces([generate_run(7, 0)], canonical)
+    assert scenario_digest(str(canonical)) is not None
+    traj = tmp_path / "run.traj"
+    traj.write_text('{"trajectory": []}', encoding="utf-8")
+    (tmp_path / "args.yaml").write_text("agent: {}\n", encoding="utf-8")
+    assert scenario_digest(str(traj)) is None
+    assert scenario_digest(str(tmp_path)) is not None  # a folder's digest holds args.yaml itself
