@@ -50,7 +50,7 @@ def per_run(trace: Trace, r: RunRecord) -> PerRun:
         row_run,
         opening_row,
         last_row,
-        openings if r.opening_prompts else [None] * runs,
+        openings,
         [inputs[j] if j >= 0 else 0 for j in last_row],
         cumulative,
     )

@@ -161,15 +161,10 @@ def nearing(used: float, limit: float) -> bool:
 class _Events:
     """What the policy reads of a trace, derived once (every setting of a sweep shares it)."""
 
-    __slots__ = (
-        "jb", "escapes", "input", "input_jb2", "block_end", "issuer", "id_json", "elapsed", "ids", "blocks",
-        "inputs",
-    )  # fmt: skip
+    __slots__ = ("jb", "escapes", "issuer", "id_json", "elapsed", "ids", "blocks", "inputs")
 
     def __init__(self, trace: Trace) -> None:
         events = trace.events
-        self.block_end = next((e.index for e in events if e.kind == "assistant"), len(events))
-        self.input = next((e.index for e in events[: self.block_end] if e.kind == "user"), -1)
         self.jb: list[int] = []
         self.escapes: list[int] = []  # text-free events: newlines of their stand-in
         for e in events:
@@ -198,7 +193,6 @@ class _Events:
                     if e.json2_bytes is not None
                     else json2_bytes(e.content if e.content is not None else self.stand_in(trace, e.index))
                 )
-        self.input_jb2 = self.inputs.get(self.input, 0)
         by_id: dict[str, int] = {}
         self.issuer: dict[int, int] = {}
         self.id_json: dict[int, list[int]] = {}
