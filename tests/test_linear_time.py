@@ -146,3 +146,21 @@ def test_2000_sdk_folders_are_found_in_seconds(tmp_path):
     t = next(load_path(found[-1]))
     assert (t.trace_id, t.source_format) == ("c1999", "openhands-sdk-v1")
     assert [c.input_tokens for c in t.calls] == [50]
+
+
+def test_many_runs_and_compactions_in_one_session_stay_linear():
+    """A session of 40,000 prompts, each answered (and each a compaction boundary): numbering its runs
+    and hiding what each compaction covered visit each message a bounded number of times (both scanned
+    every call, or every earlier message, per boundary before: over an hour here)."""
+    from sim.importers.claude_code import hide_before_compactions
+    from sim.importers.common import Message, number_runs
+
+    n = 40_000
+    messages = [Message("user" if i % 2 == 0 else "assistant", "x") for i in range(2 * n)]
+    starts = list(range(0, 2 * n, 2))
+    t0 = time.perf_counter()
+    assert number_runs(messages, starts) == n
+    hide_before_compactions(messages, starts)
+    assert time.perf_counter() - t0 < SECONDS
+    assert [m.run_index for m in messages[:6]] == [0, 0, 1, 1, 2, 2]
+    assert [m.hidden_from for m in messages[:6]] == [3, 3, 5, 5, 7, 7]

@@ -52,6 +52,7 @@ replaced (one warning names the first such line). A file with no conversation re
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 from collections import Counter
@@ -372,13 +373,15 @@ def hide_before_compactions(messages: list[Message], boundaries: list[int]) -> N
     """Each message before a compaction was not sent from the first call after it on (it saw the summary
     instead): its ``hidden_from`` (``sim.recorded_request``) is that call's message index."""
     calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    done = 0  # messages before it were handled by an earlier boundary: each message is visited once
     for b in sorted(set(boundaries)):
-        after = next((i for i in calls if i >= b), None)
-        if after is None:
-            continue
-        for m in messages[:b]:
+        k = bisect.bisect_left(calls, b)
+        if k == len(calls):
+            break  # no call after this boundary, nor after any later one
+        for m in messages[done:b]:
             if m.hidden_from is None:
-                m.hidden_from = after
+                m.hidden_from = calls[k]
+        done = max(done, b)
 
 
 def _add_assistant(s: _Session, msg: dict, ts: float | None, file: str, record: str) -> None:

@@ -20,6 +20,7 @@ it cannot add up.
 
 from __future__ import annotations
 
+import bisect
 import bz2
 import json
 import lzma
@@ -515,13 +516,16 @@ def number_runs(messages: Sequence[Message], starts: Sequence[int]) -> int:
     run, which holds the messages up to the next one. A start with no model call before the next start
     (a task the log never answered) opens no run: its messages stay in the run before. Returns the runs.
     """
-    calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
+    calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]  # ascending: bisect, not scan
+
+    def any_call(lo: int, hi: int) -> bool:
+        return bisect.bisect_left(calls, lo) < bisect.bisect_left(calls, hi)
+
     bounds = sorted({b for b in starts if 0 < b < len(messages)})
     kept: list[int] = []
     for j, b in enumerate(bounds):
         end = bounds[j + 1] if j + 1 < len(bounds) else len(messages)
-        before = kept[-1] if kept else 0
-        if any(b <= i < end for i in calls) and any(before <= i < b for i in calls):
+        if any_call(b, end) and any_call(kept[-1] if kept else 0, b):
             kept.append(b)
     run = 0
     for i, m in enumerate(messages):
