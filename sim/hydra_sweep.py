@@ -190,11 +190,11 @@ def check_words(items: Sequence[str]) -> Words:
             raise _refuse(it, "not allowed")
     if transform_words:
         from sim.sweep import transform_specs
-        from sim.transforms.config import compose_transforms
+        from sim.transforms.config import transform_steps
 
         # composed here, once (a job cannot compose: Hydra is running it), as `sweep` composes them; an
         # unknown name or knob exits 2 before any job. Handed to every job as one JSON string value.
-        steps = [{"name": t.name, **t.params()} for t in compose_transforms(transform_specs(transform_words))]
+        steps = transform_steps(transform_specs(transform_words))
         out.append(f"transform_steps='{json.dumps(steps, separators=(',', ':'))}'")
     return Words(tuple(out), policies, allow, tuple(launcher), tuple(knobs), top, tuple(transform_words))
 

@@ -553,9 +553,9 @@ def _with_transforms(spec: SweepSpec, settings: list[Setting]) -> list[Setting]:
     """The same transforms before every setting: in its config, so in its run keys."""
     if not spec.transforms:
         return settings
-    from sim.transforms.config import compose_transforms
+    from sim.transforms.config import transform_steps
 
-    steps = [{"name": t.name, **t.params()} for t in compose_transforms(spec.transforms)]
+    steps = transform_steps(spec.transforms)
     return [dataclasses.replace(s, cfg={**s.cfg, "transforms": steps}) for s in settings]
 
 

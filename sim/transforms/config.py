@@ -82,3 +82,9 @@ def compose_transforms(specs: Sequence[Spec]) -> list[Transform]:
         knobs = OmegaConf.to_container(cfg, resolve=False)["transform"]  # type: ignore[index]
         out.append(make_transform(name, **knobs))  # type: ignore[arg-type]
     return out
+
+
+def transform_steps(specs: Sequence[Spec]) -> list[dict]:
+    """``compose_transforms`` as a setting's config holds them (and its run keys hash them): each step's
+    registered name and every knob, in order."""
+    return [{"name": t.name, **t.params()} for t in compose_transforms(specs)]
