@@ -131,13 +131,14 @@ def _canonical_sha(value: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def plan_digest(spec: Any, version: str) -> str | None:
+def plan_digest(spec: Any, version: str, scenario: str | None = None) -> str | None:
     """The identity of a sweep spec's plan, or None when the plan depends on something not digested
     here (see the module docstring). The executor, worker count and chunk size are not in it: they
-    never change a run key or a label."""
+    never change a run key or a label. ``scenario``: ``scenario_digest(spec.scenario)`` when the caller
+    has it (a large corpus is read once, not once per use)."""
     if spec.composed is not None or spec.allow_modules:
         return None
-    scenario = scenario_digest(spec.scenario)
+    scenario = scenario or scenario_digest(spec.scenario)
     if scenario is None:
         return None
     return _canonical_sha(

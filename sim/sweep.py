@@ -709,9 +709,10 @@ class SweepRuns:
         return todo
 
 
-def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> SweepRuns:
+def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None = None) -> SweepRuns:
     """The sweep's runs: settings composed (invalid ones skipped with a note), run keys computed. Every
-    check that can fail for the whole sweep fails here, before any run."""
+    check that can fail for the whole sweep fails here, before any run. ``digest``: the scenario's
+    ``scenario_digest`` when the caller took it already."""
     from sim import __version__
     from sim.plandigest import scenario_digest
     from sim.pricing import price_named
@@ -724,7 +725,7 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note) -> SweepRuns:
     check_executor(spec.executor, spec.ray_address)
     notes: list[str] = []
     settings = _settings(spec, lambda msg: notes.append(msg) or log(msg))
-    digest = scenario_digest(spec.scenario)
+    digest = digest or scenario_digest(spec.scenario)
     # memoised on each trace: forked workers inherit the hashes instead of computing them again
     hashes = [t.derived("trace_hash", trace_hash) for t in _traces(spec.scenario, digest)]
     if not hashes:
@@ -778,16 +779,17 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     folder at the same time; a rerun of a finished sweep whose results.parquet is current only checks."""
     from sim import __version__
     from sim import resultstore as store
-    from sim.plandigest import plan_digest
+    from sim.plandigest import plan_digest, scenario_digest
 
     check_executor(spec.executor, spec.ray_address)
     out = spec.results_dir
     parts_dir = out / PARTS
-    plan_id = plan_digest(spec, __version__) if merge else None
+    scenario = scenario_digest(spec.scenario)  # read once: the receipt and the plan both need it
+    plan_id = plan_digest(spec, __version__, scenario) if merge else None
     done = _finished(spec, plan_id)
     if done is not None:
         return done
-    runs = plan(spec)
+    runs = plan(spec, digest=scenario)
     all_keys = runs.keys()
     unique = sorted(set(all_keys))
     wanted = set(unique)
