@@ -20,6 +20,7 @@ and the tests hold these figures to the per-call loop's metrics.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -43,6 +44,12 @@ _SUMMARY_FIXED = summary_message(0)  # the summary message's bytes but for its t
 _TRANSCRIPT_FRAME = INSTRUCTION_CHARS + len("\n\n<transcript>\n") + len("\n</transcript>")
 
 
+def _clip(a, lo, hi) -> np.ndarray:
+    """``np.clip`` (minimum(maximum(a, lo), hi)) without its dispatch, which costs more than the
+    arithmetic on a call position's few lanes."""
+    return np.minimum(np.maximum(a, lo), hi)
+
+
 def _ceil_tokens(nbytes: np.ndarray, bpt: np.ndarray) -> np.ndarray:
     """``sim.tokens.estimate_tokens`` over arrays (the same float division and ceiling)."""
     return np.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt).astype(np.int64)
@@ -57,9 +64,9 @@ def _elided_chars(w, lo, hi, budget, prev, bc) -> np.ndarray:
     blocks): the head takes whole blocks up to half the budget, the tail whole blocks from the end up to
     the rest, and a marker counts the blocks left out between them."""
     half = budget // 2
-    head_end = np.clip(np.searchsorted(w, w[lo] + half, side="right") - 1, lo, hi)
+    head_end = _clip(np.searchsorted(w, w[lo] + half, side="right") - 1, lo, hi)
     head = w[head_end] - w[lo]
-    tail_start = np.clip(np.searchsorted(w, w[hi] - (budget - head), side="left"), head_end, hi)
+    tail_start = _clip(np.searchsorted(w, w[hi] - (budget - head), side="left"), head_end, hi)
     tail = w[hi] - w[tail_start]
     n_head, n_tail = bc[head_end] - bc[lo], bc[hi] - bc[tail_start]
     omitted = bc[tail_start] - bc[head_end]
@@ -143,15 +150,32 @@ class _Batch:
         # the natural prune bound of (run, keep, call) over the first T tool messages at call k: the
         # older ones are kept, newest first, while their estimates' sum stays within keep less the
         # newest's; in prefix sums C of the estimates, the first one not kept is the last i < T - 1
-        # with C[i] < C[T-1] - budget (``sim.gridpath._Static.natural_bounds``, one message at a time)
+        # with C[i] < C[T-1] - budget (``sim.gridpath._Static.natural_bounds``, one message at a time).
+        # ``natural_at`` looks it up for the lanes that trigger (a few in a hundred); ``natural`` is
+        # the whole table (``benchmarks/kernel.py``)
         self.keeps = np.asarray(keeps, dtype=np.int64)
         self.statics = statics
+        self.c = chained([[0, *np.cumsum(s.tm_est).tolist()] for s in statics])
+        self.tools_at = padded(lambda s: np.array(s.tools_at, dtype=np.int64))
+        self.newest = np.concatenate([np.append(s.tm_est.astype(np.int64), 0) for s in statics])
+
+    def natural_at(self, r: np.ndarray, keep_at: np.ndarray, k: int) -> np.ndarray:
+        """The natural prune bound of runs ``r`` at call ``k`` for the keeps at ``keep_at``."""
+        T = self.tools_at[r, k]
+        t0 = self.to[r]
+        top = np.maximum(t0 + T - 1, t0)
+        x = self.c[top] - (self.keeps[keep_at] - self.newest[top])
+        p = _clip(np.searchsorted(self.c, x, side="left"), t0, top) - t0
+        bound = self.tmg[np.maximum(t0 + p - 1, 0)] - self.po[r] + 1
+        return np.where((T > 1) & (p > 0), bound, 0)
+
+    @cached_property
+    def natural(self) -> np.ndarray:
+        """``natural_at`` of every (run, keep, call): an (R, keeps, K) table."""
+        R, K = len(self.ncalls), self.K
         if not len(self.keeps):  # no lane has a limit: nothing is ever pruned
-            self.natural = np.zeros((R, 0, K), dtype=np.int64)
-            return
-        c = chained([[0, *np.cumsum(s.tm_est).tolist()] for s in statics])
-        T = padded(lambda s: np.array(s.tools_at, dtype=np.int64))
-        newest = np.array([int(x) for s in statics for x in s.tm_est.tolist() + [0]], dtype=np.int64)
+            return np.zeros((R, 0, K), dtype=np.int64)
+        c, T, newest = self.c, self.tools_at, self.newest
         t0 = self.to[:, None]
         top = np.maximum(t0 + T - 1, t0)
         budget = self.keeps[:, None, None] - newest[top][None]  # (keep, run, call)
@@ -159,8 +183,20 @@ class _Batch:
         p = np.clip(np.searchsorted(c, x, side="left"), t0[None], top[None]) - t0[None]
         bound = self.tmg[np.maximum(t0[None] + p - 1, 0)] - self.po[:, None][None] + 1
         nb = np.where((T[None] > 1) & (p > 0), bound, 0)
-        self.natural = np.ascontiguousarray(nb.transpose(1, 0, 2))  # (run, keep, call)
-        self.statics = statics
+        return np.ascontiguousarray(nb.transpose(1, 0, 2))  # (run, keep, call)
+
+
+# the rows of the lanes' integer state, one column a lane: what a lane is (its run, its place in the
+# (run, setting) figures, its setting's numbers and its run's), then what its replay moves
+(_RUN, _LANE, _TRIG, _LIMIT, _KEEP, _KEEP_AT, _WIN, _PH, _PO, _IO) = range(10)
+(_CT, _STT, _VE, _DELTA, _S_BYTES, _S_EST, _S_TOK, _CARRIER) = range(10, 18)
+(_TOKENS, _S_OUT, _COST, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(18, 27)
+_ROWS = 27
+_EXPIRES, _BPT = 0, 1  # the float rows
+_FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _COST, _PEAK, _COMP, _OK])
+# the per-run tables of a call position, stacked so one gather serves a lane's run: what was appended,
+# the last call's output, the settled prefix, the residual, the status line's fixed length, the output
+_T_APP, _T_OPREV, _T_PREFIX, _T_RESID, _T_FIXED, _T_OUT = range(6)
 
 
 def grid_figures(
@@ -177,10 +213,18 @@ def grid_figures(
     ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
-    longest first (``replay_unlimited``: settings without a limit, which never summarize)."""
+    longest first (``replay_unlimited``: settings without a limit, which never summarize).
+
+    Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
+    one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
+    fired are replayed on their own. A run's lanes fire in the order of their triggers (a setting fires
+    when the pristine estimate first passes its trigger), so the lanes that start at a call position
+    are, per run, the next few settings in that order; each starts as a copy of the pristine lane.
+    Most lanes of a sizing grid never fire (limits above the run's largest estimate) or fire late,
+    so this replays a small share of the (setting, run) calls one by one."""
     proto = policies[0]
     S, R = len(policies), len(traces)
-    # runs longest first, each run's settings side by side: the lanes still running are a prefix
+    # runs longest first, each run's settings side by side: the runs still going are a prefix
     order = sorted(range(R), key=lambda r: -len(traces[r].calls))
     traces = [traces[r] for r in order]
     statics = [
@@ -188,50 +232,48 @@ def grid_figures(
     ]
     keep_values = sorted({p.keep_recent_tokens for p in policies if p.context_token_limit is not None})
     b = _Batch(statics, [t.bytes_per_token for t in traces], [windows[r] for r in order], keep_values)
-    outputs = np.zeros((R, b.K), dtype=np.int64)
+    K = b.K
+    outputs = np.zeros((R, K), dtype=np.int64)
     for i, r in enumerate(order):
         o = np.asarray(models[r].respond_all(), dtype=np.int64)
         outputs[i, : len(o)] = o
     status_on = proto.reports_status
-    fixed = np.zeros((R, b.K), dtype=np.int64)
+    fixed = np.zeros((R, K), dtype=np.int64)
     if status_on:
         base = status_base_len(proto)
         for r, st_r in enumerate(statics):
             fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
+    oprev = np.zeros((R, K), dtype=np.int64)
+    oprev[:, 1:] = outputs[:, :-1]
+    per_run = np.stack([b.appended, oprev, b.prefix_at, b.residual, fixed, outputs])  # (table, run, call)
+    per_run = np.ascontiguousarray(per_run.transpose(2, 0, 1))  # (call, table, run)
+    elapsed = np.ascontiguousarray(b.elapsed.T)  # (call, run)
+    running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
-    lane_set = np.tile(np.arange(S), R)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
     keep_at = np.searchsorted(np.array(keep_values, dtype=np.int64), [p.keep_recent_tokens for p in policies])
     keep_at = np.minimum(keep_at, max(len(keep_values) - 1, 0))  # (a lane without a limit never looks)
-    lane_limit = limit[lane_set]
-    lane_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)[lane_set]
-    lane_keep_at = keep_at[lane_set]
-    trigger = np.where(lane_limit < NO_LIMIT, lane_limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
-    running = [int((b.ncalls > k).sum()) for k in range(b.K)]  # runs still going at call k
+    set_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)
+    set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
+    by_trig = np.argsort(set_trig, kind="stable")  # the order a run's lanes fire in
+    trig_sorted = set_trig[by_trig]
+    started = np.zeros(R, dtype=np.int64)  # per run: its first settings in that order have started
     mode, ratio = proto.mode, proto.summary_ratio
     smin, smax = proto.summary_min_tokens, proto.summary_max_tokens
-    po, io = b.po[lane_run], b.io[lane_run]
-    bpt, ph = b.bpt[lane_run], b.ph[lane_run]
-    bpt_col, window_col = b.bpt[:, None], b.window[:, None]
-    z = np.zeros(L, dtype=np.int64)
-    ct, stt, view_est, delta = z.copy(), z.copy(), z.copy(), z.copy()
-    s_bytes, s_est, s_tokens, carrier = np.full(L, -1), z.copy(), z.copy(), np.full(L, -1)
-    tokens, s_out, cost, peak, compactions, cached = (
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-        z.copy(),
-    )
-    expires = np.full(L, -1.0)
-    ok = np.ones(L, dtype=bool)
-    # the same state as (run, setting) tables: the per-call work broadcasts each run's numbers
-    ve2, d2, tok2, cost2, peak2 = (x.reshape(R, S) for x in (view_est, delta, tokens, cost, peak))
-    cached2, exp2, ok2, trig2 = (x.reshape(R, S) for x in (cached, expires, ok, trigger))
-    last2 = np.zeros((R, S), dtype=np.int64)  # the last agent request (the previous call's, by reference)
-    prev2 = np.zeros((R, S), dtype=np.int64)  # the last request's view tokens
+    # the lanes: the pristine lane of every run first (runs in order), then the started ones
+    cap = R + L
+    state = np.zeros((_ROWS, cap), dtype=np.int64)
+    fstate = np.zeros((2, cap), dtype=np.float64)
+    state[_RUN, :R] = np.arange(R)
+    state[_LANE, :R] = -1
+    state[_TRIG, :R] = state[_LIMIT, :R] = NO_LIMIT
+    state[_WIN, :R], state[_PH, :R], state[_PO, :R], state[_IO, :R] = b.window, b.ph, b.po, b.io
+    state[_S_BYTES, :R] = state[_CARRIER, :R] = -1
+    state[_OK, :R] = 1
+    fstate[_EXPIRES, :R], fstate[_BPT, :R] = -1.0, b.bpt
+    n, n_pristine = R, R
+    finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
     minp, life, frac, gran, writes = (
         rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
     )  # fmt: skip
@@ -241,164 +283,91 @@ def grid_figures(
             return np.full(np.shape(uncached), -1, dtype=np.int64)
         return price.cost_all(uncached, read, write, out)
 
-    for k in range(b.K):
+    for k in range(K):
         Ar = running[k]
-        app = b.appended[:Ar, k, None]
-        ve = ve2[:Ar]
+        tab = per_run[k]
+        if Ar < n_pristine:  # runs that ended: their lanes are done (the rest keep their order)
+            live = state[_RUN, :n] < Ar
+            finished.append(state[_FIGURE_ROWS, :n][:, ~live])
+            m = int(live.sum())
+            state[:, :m] = state[:, :n][:, live]
+            fstate[:, :m] = fstate[:, :n][:, live]
+            n, n_pristine = m, Ar
+        # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
+        pr = state[:, :Ar]
+        app_p = tab[_T_APP, :Ar]
+        est_p = pr[_VE] + app_p
+        if k:
+            est_p = np.where(pr[_LAST] > 0, pr[_LAST] + (tab[_T_OPREV, :Ar] + app_p), est_p)
+        fired = np.where(pr[_OK] > 0, np.searchsorted(trig_sorted, est_p, side="left"), 0)
+        new = np.maximum(fired - started[:Ar], 0)
+        m = int(new.sum())
+        if m:
+            rr = np.repeat(np.arange(Ar), new)
+            at = np.arange(m) - np.repeat(np.cumsum(new) - new, new) + np.repeat(started[:Ar], new)
+            s_new = by_trig[at]
+            state[:, n : n + m] = state[:, rr]
+            fstate[:, n : n + m] = fstate[:, rr]
+            state[_LANE, n : n + m] = rr * S + s_new
+            state[_TRIG, n : n + m] = set_trig[s_new]
+            state[_LIMIT, n : n + m] = limit[s_new]
+            state[_KEEP, n : n + m] = set_keep[s_new]
+            state[_KEEP_AT, n : n + m] = keep_at[s_new]
+            np.maximum(started[:Ar], fired, out=started[:Ar])
+            n += m
+        st = state[:, :n]
+        fs = fstate[:, :n]
+        lr = st[_RUN]
+        X = tab.take(lr, axis=1)
+        app = X[_T_APP]
+        ve = st[_VE]
         ve += app
+        # the lanes that fire (the pristine lanes never do)
+        ve_s = ve[Ar:]
         if k == 0:
-            est_now = ve
+            est_s = ve_s
         else:
-            li = last2[:Ar]
-            est_now = np.where(li > 0, li + (outputs[:Ar, k - 1, None] + app), ve)
-        F = np.flatnonzero(est_now > trig2[:Ar])
+            last_s = st[_LAST, Ar:]
+            est_s = np.where(last_s > 0, last_s + (X[_T_OPREV, Ar:] + app[Ar:]), ve_s)
+        F = np.flatnonzero(est_s > st[_TRIG, Ar:]) + Ar
         summary_in = None
-        prev_items = b.view_end[:, k - 1] if k else np.zeros(R, dtype=np.int64)
         if len(F):
-            r = F // S
-            pF = po[F]
-            c0, st0 = ct[F], stt[F]
-            veF = view_est[F]
-            d_old = delta[F]
-            dtok = np.zeros(len(F), dtype=np.int64)
-            firstF = np.full(len(F), -1, dtype=np.int64)
-            moved = np.zeros(len(F), dtype=bool)
-            summarized = np.zeros(len(F), dtype=bool)
-            if mode != "summarize":
-                bound = np.maximum(c0, b.natural[r, lane_keep_at[F], k])
-                moved = bound > c0
-                a = np.searchsorted(b.tmg, pF + c0)
-                bb = np.searchsorted(b.tmg, pF + bound)
-                av = np.maximum(a, np.searchsorted(b.tmg, pF + st0))
-                has = moved & (bb > av)
-                veF = veF - np.where(has, b.t_saving[bb] - b.t_saving[av], 0)
-                cnt = b.t_count[bb] - b.t_count[av]
-                dtok += np.where(has, ph[F] * cnt - (b.t_tok[bb] - b.t_tok[av]), 0)
-                firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
-                compactions[F] += has
-                ct[F] = np.where(moved, bound, c0)
-            if mode == "prune":
-                summ = np.zeros(len(F), dtype=bool)
-            elif mode == "summarize":
-                summ = np.ones(len(F), dtype=bool)
-            else:
-                summ = ~(moved & (veF <= lane_limit[F]))
-            G = np.flatnonzero(summ)
-            if len(G):
-                g = F[G]
-                rg, pg = r[G], pF[G]
-                c = ct[g]
-                M = b.msgs_at[rg, k]
-                cM = np.minimum(c, M)
-                gM, gcM = pg + M, pg + cM
-                keep = lane_keep[g]
-                top = b.ep[gM] - b.sv[gcM]
-                whole = (cM < M) & (b.ep[gM] - b.ep[gcM] >= keep)
-                lo_whole = np.clip(np.searchsorted(b.ep, b.ep[gM] - keep, side="right"), gcM, gM)
-                lo_part = np.clip(np.searchsorted(b.dv, top - keep, side="right"), pg, gcM)
-                lo = np.where(whole, lo_whole, lo_part) - pg
-                cut = np.where(lo > 1, b.back[pg + np.maximum(lo - 1, 0)], 0)
-                cut = np.maximum(cut, stt[g])
-                m0 = np.maximum(stt[g], b.pe[rg])
-                H = np.flatnonzero(cut > m0)
-                if len(H):
-                    h = g[H]
-                    rh, qh, cut, m0, c, cM, gM = rg[H], pg[H], cut[H], m0[H], c[H], cM[H], gM[H]
-                    top = top[H]
-
-                    def kept_from(m, qh=qh, cM=cM, gM=gM, top=top):
-                        return np.where(m >= cM, b.ep[gM] - b.ep[qh + m], top - b.dv[qh + m])
-
-                    j0 = np.searchsorted(b.tmg, qh + m0)
-                    j1 = np.searchsorted(b.tmg, qh + np.minimum(cut, c))
-                    cleared = j1 > j0
-                    covered = b.m_tok[qh + cut] - b.m_tok[qh + m0]
-                    covered += np.where(
-                        cleared, ph[h] * (b.t_count[j1] - b.t_count[j0]) - (b.t_tok[j1] - b.t_tok[j0]), 0
-                    )
-                    covered_tokens = s_tokens[h] + covered
-                    prev = s_bytes[h]
-                    has_prev = prev >= 0
-                    count = b.bc[qh + cut] - b.bc[qh + m0]
-                    total = b.bl[qh + cut] - b.bl[qh + m0]
-                    fixed_len = np.where(has_prev, 19 + prev + 2, 0) + INSTRUCTION_CHARS
-                    lines = count + has_prev
-                    chars = (
-                        _TRANSCRIPT_FRAME
-                        + total
-                        + np.where(has_prev, 19 + prev, 0)
-                        + 2 * np.maximum(lines - 1, 0)
-                    )
-                    budget = INPUT_BUDGET - fixed_len - ELISION_RESERVE
-                    elide = np.flatnonzero(total + 2 * count > budget)
-                    if len(elide):  # over the transcript budget: whole blocks from both ends
-                        chars[elide] = _elided_chars(
-                            b.w,
-                            qh[elide] + m0[elide],
-                            qh[elide] + cut[elide],
-                            budget[elide],
-                            prev[elide],
-                            b.bc,
-                        )
-                    s_in = _ceil_tokens(chars, bpt[h])
-                    out = np.clip(np.rint(ratio * covered_tokens), smin, smax).astype(np.int64)
-                    text = np.rint(out * bpt[h]).astype(np.int64)
-                    text = np.where(text == 0, len(NO_SUMMARY), text)
-                    new_est = -(-(_SUMMARY_FIXED + text) // 4)
-                    vh = veF[G][H] - (kept_from(m0) - kept_from(cut) + s_est[h]) + new_est
-                    veF[G[H]] = vh
-                    s_bytes[h], s_est[h] = text, new_est
-                    stt[h] = cut
-                    msg_tokens = out + b.prefix_tokens[rh]
-                    fresh = carrier[h] < 0
-                    car_new = b.first_item[qh + m0]
-                    cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
-                    old_new = np.where(cleared_head, ph[h], b.tok_first[qh + m0])
-                    old_car = np.where(fresh, old_new, s_tokens[h])
-                    others = np.where(fresh, covered - old_new, covered)
-                    carrier[h] = np.where(fresh, car_new, carrier[h])
-                    s_tokens[h] = msg_tokens
-                    dtok[G[H]] += msg_tokens - old_car - others
-                    firstF[G[H]] = carrier[h]
-                    tokens[h] += s_in + out
-                    s_out[h] += out
-                    np.maximum.at(peak, h, s_in)
-                    zeros = np.zeros(len(h), dtype=np.int64)
-                    cost[h] += price_of(s_in, zeros, zeros, out)
-                    compactions[h] += 1
-                    summary_in = (h, s_in)
-                    summarized[G[H]] = True
-            view_est[F] = veF
-            delta[F] = d_old + dtok
-            stable_F = b.prefix[io[F] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
-        total = d2[:Ar] + b.prefix_at[:Ar, k, None]
+            Sf = st[:, F]
+            fF = fs[:, F]
+            stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, price_of)
+            if summary_in is not None:
+                summary_in = (F[summary_in[0]], summary_in[1])
+            st[:, F] = Sf
+        total = st[_DELTA] + X[_T_PREFIX]
         if status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
-            last = last2[:Ar]
+            last = st[_LAST]
             if summary_in is not None:
                 last = last.copy()
-                last.ravel()[summary_in[0]] = summary_in[1]
-            digits = np.searchsorted(_POW10, tok2[:Ar], "right") + np.searchsorted(_POW10, last, "right")
-            digits += fixed[:Ar, k, None]
-            stok = np.ceil(digits / bpt_col[:Ar]).astype(np.int64)  # estimate_tokens of the line
-            req = total + b.residual[:Ar, k, None] + stok
+                last[summary_in[0]] = summary_in[1]
+            digits = np.searchsorted(_POW10, st[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
+            digits += X[_T_FIXED]
+            stok = np.ceil(digits / fs[_BPT]).astype(np.int64)  # estimate_tokens of the line
+            req = total + X[_T_RESID] + stok
         else:
             stok = 0
-            req = total + b.residual[:Ar, k, None]
+            req = total + X[_T_RESID]
         np.maximum(req, 0, out=req)
-        over = req > window_col[:Ar]
+        over = req > st[_WIN]
         if over.any():  # refused by the provider: the loop replays what follows
-            ok2[:Ar] &= ~over
-            trig2[:Ar][over] = NO_LIMIT
-        stable = prev2[:Ar].copy()
+            st[_OK, over] = 0
+            st[_TRIG, over] = NO_LIMIT
+        stable = st[_PREV].copy()
         if len(F):
-            use = (firstF >= 0) & (firstF < prev_items[F // S])
-            stable.ravel()[F[use]] = stable_F[use]
+            prev_items = b.view_end[Sf[_RUN], k - 1] if k else 0
+            use = (firstF >= 0) & (firstF < prev_items)
+            stable[F[use]] = stable_F[use]
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
-        t = b.elapsed[:Ar, k, None]
+        t = elapsed[k].take(lr)
+        expires = fs[_EXPIRES]
         read = 0
-        hit = (t <= exp2[:Ar]) & (stable >= minp)
+        hit = (t <= expires) & (stable >= minp)
         if hit.any():
-            reusable = np.minimum(stable, cached2[:Ar])
+            reusable = np.minimum(stable, st[_CACHED])
             if frac != 1.0:
                 reusable = np.floor(reusable * frac).astype(np.int64)
             if gran != 1:
@@ -406,30 +375,34 @@ def grid_figures(
             read = np.where(hit, np.minimum(reusable, req), 0)
         cacheable = total >= minp
         write = np.where(cacheable, np.maximum(np.minimum(total, req) - read, 0), 0) if writes else 0
-        np.copyto(cached2[:Ar], total, where=cacheable)
-        np.copyto(exp2[:Ar], t + life, where=cacheable)
-        o = outputs[:Ar, k, None]
+        np.copyto(st[_CACHED], total, where=cacheable)
+        np.copyto(expires, t + life, where=cacheable)
+        o = X[_T_OUT]
         uncached = req - read - write
-        c_row = price_of(
-            uncached,
-            np.broadcast_to(read, req.shape),
-            np.broadcast_to(write, req.shape),
-            np.broadcast_to(o, req.shape),
-        )
-        cost2[:Ar] += c_row
+        c_row = price_of(uncached, np.broadcast_to(read, req.shape), np.broadcast_to(write, req.shape), o)
+        st[_COST] += c_row
         if rows is not None:
-            rows.append((Ar, {
-                "input_tokens": req, "view_tokens": total, "status_tokens": np.broadcast_to(stok, req.shape),
-                "stable_prefix_tokens": stable, "cache_read_tokens": np.broadcast_to(read, req.shape),
-                "cache_write_tokens": np.broadcast_to(write, req.shape), "uncached_input_tokens": uncached,
-                "cost_microusd": c_row,
-            }))  # fmt: skip
-        np.maximum(peak2[:Ar], req, out=peak2[:Ar])
-        tk = tok2[:Ar]
+            cols = {
+                "input_tokens": req, "view_tokens": total, "status_tokens": stok,
+                "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
+                "uncached_input_tokens": uncached, "cost_microusd": c_row,
+            }  # fmt: skip
+            rows.append((Ar, {name: _run_setting_table(v, st[_LANE], Ar, S) for name, v in cols.items()}))
+        np.maximum(st[_PEAK], req, out=st[_PEAK])
+        tk = st[_TOKENS]
         tk += req
         tk += o
-        last2 = req
-        prev2 = total
+        st[_LAST] = req
+        st[_PREV] = total
+    finished.append(state[_FIGURE_ROWS, :n])
+    done = np.concatenate(finished, axis=1)  # rows as _FIGURE_ROWS
+    pristine = done[:, done[1] < 0]
+    by_run = np.zeros((len(_FIGURE_ROWS), R), dtype=np.int64)
+    by_run[:, pristine[0]] = pristine
+    lanes = by_run[:, lane_run]  # every lane as its run's pristine lane, then the started ones
+    started_lanes = done[:, done[1] >= 0]
+    lanes[:, started_lanes[1]] = started_lanes
+    tokens, s_out, cost, peak, compactions, ok = lanes[2:]
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -441,7 +414,135 @@ def grid_figures(
     }
     back = np.argsort(order)
     out_figs = {name: v.reshape(R, S)[back].T for name, v in figures.items()}
-    return ok.reshape(R, S)[back].T, out_figs
+    return (ok > 0).reshape(R, S)[back].T, out_figs
+
+
+def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
+    """A column of the lanes as a (run, setting) table: each run's pristine value where its lane has
+    not started, the started lanes' own values where they have."""
+    v = np.broadcast_to(v, lane.shape)
+    out = np.empty((Ar, S), dtype=np.int64)
+    out[:] = v[:Ar, None]
+    out.reshape(-1)[lane[Ar:]] = v[Ar:]
+    return out
+
+
+def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smin, smax, price_of):
+    """The lanes whose trigger fires at call ``k`` (``Sf``: their state, updated in place; ``fF``:
+    their float state): prune to the natural bound, then summarize where the mode says so and the cut
+    moves. Returns the stable prefix each lane's change leaves, the first item changed (-1: none) and
+    the summarized lanes with their summary call's input (None: no summary)."""
+    nF = Sf.shape[1]
+    r, pF = Sf[_RUN], Sf[_PO]
+    ph = Sf[_PH]
+    veF = Sf[_VE]
+    d_old = Sf[_DELTA].copy()
+    dtok = np.zeros(nF, dtype=np.int64)
+    firstF = np.full(nF, -1, dtype=np.int64)
+    moved = np.zeros(nF, dtype=bool)
+    summarized = np.zeros(nF, dtype=bool)
+    summary_in = None
+    if mode != "summarize":
+        c0, st0 = Sf[_CT], Sf[_STT]
+        bound = np.maximum(c0, b.natural_at(r, Sf[_KEEP_AT], k))
+        moved = bound > c0
+        a = np.searchsorted(b.tmg, pF + c0)
+        bb = np.searchsorted(b.tmg, pF + bound)
+        av = np.maximum(a, np.searchsorted(b.tmg, pF + st0))
+        has = moved & (bb > av)
+        veF -= np.where(has, b.t_saving[bb] - b.t_saving[av], 0)
+        cnt = b.t_count[bb] - b.t_count[av]
+        dtok += np.where(has, ph * cnt - (b.t_tok[bb] - b.t_tok[av]), 0)
+        firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
+        Sf[_COMP] += has
+        Sf[_CT] = bound
+    if mode == "prune":
+        G = np.zeros(0, dtype=np.int64)
+    elif mode == "summarize":
+        G = np.arange(nF)
+    else:
+        G = np.flatnonzero(~(moved & (veF <= Sf[_LIMIT])))
+    if len(G):
+        rg, pg = r[G], pF[G]
+        c = Sf[_CT, G]
+        M = b.msgs_at[rg, k]
+        cM = np.minimum(c, M)
+        gM, gcM = pg + M, pg + cM
+        keep = Sf[_KEEP, G]
+        top = b.ep[gM] - b.sv[gcM]
+        whole = (cM < M) & (b.ep[gM] - b.ep[gcM] >= keep)
+        lo_whole = _clip(np.searchsorted(b.ep, b.ep[gM] - keep, side="right"), gcM, gM)
+        lo_part = _clip(np.searchsorted(b.dv, top - keep, side="right"), pg, gcM)
+        lo = np.where(whole, lo_whole, lo_part) - pg
+        cut = np.where(lo > 1, b.back[pg + np.maximum(lo - 1, 0)], 0)
+        stG = Sf[_STT, G]
+        cut = np.maximum(cut, stG)
+        m0 = np.maximum(stG, b.pe[rg])
+        H = np.flatnonzero(cut > m0)
+        if len(H):
+            h = G[H]  # the summarizing lanes, as positions in Sf
+            rh, qh, cut, m0, c, cM, gM = rg[H], pg[H], cut[H], m0[H], c[H], cM[H], gM[H]
+            top = top[H]
+
+            def kept_from(m, qh=qh, cM=cM, gM=gM, top=top):
+                return np.where(m >= cM, b.ep[gM] - b.ep[qh + m], top - b.dv[qh + m])
+
+            ph_h = ph[h]
+            j0 = np.searchsorted(b.tmg, qh + m0)
+            j1 = np.searchsorted(b.tmg, qh + np.minimum(cut, c))
+            cleared = j1 > j0
+            covered = b.m_tok[qh + cut] - b.m_tok[qh + m0]
+            placeholders = ph_h * (b.t_count[j1] - b.t_count[j0]) - (b.t_tok[j1] - b.t_tok[j0])
+            covered += np.where(cleared, placeholders, 0)
+            s_tok = Sf[_S_TOK, h]
+            covered_tokens = s_tok + covered
+            prev = Sf[_S_BYTES, h]
+            has_prev = prev >= 0
+            count = b.bc[qh + cut] - b.bc[qh + m0]
+            total = b.bl[qh + cut] - b.bl[qh + m0]
+            fixed_len = np.where(has_prev, 19 + prev + 2, 0) + INSTRUCTION_CHARS
+            lines = count + has_prev
+            chars = _TRANSCRIPT_FRAME + total + np.where(has_prev, 19 + prev, 0)
+            chars += 2 * np.maximum(lines - 1, 0)
+            budget = INPUT_BUDGET - fixed_len - ELISION_RESERVE
+            elide = np.flatnonzero(total + 2 * count > budget)
+            if len(elide):  # over the transcript budget: whole blocks from both ends
+                chars[elide] = _elided_chars(
+                    b.w, qh[elide] + m0[elide], qh[elide] + cut[elide], budget[elide], prev[elide], b.bc
+                )
+            bpt = fF[_BPT, h]
+            s_in = _ceil_tokens(chars, bpt)
+            out = _clip(np.rint(ratio * covered_tokens), smin, smax).astype(np.int64)
+            text = np.rint(out * bpt).astype(np.int64)
+            text = np.where(text == 0, len(NO_SUMMARY), text)
+            new_est = -(-(_SUMMARY_FIXED + text) // 4)
+            veF[h] = veF[h] - (kept_from(m0) - kept_from(cut) + Sf[_S_EST, h]) + new_est
+            Sf[_S_BYTES, h], Sf[_S_EST, h] = text, new_est
+            Sf[_STT, h] = cut
+            msg_tokens = out + b.prefix_tokens[rh]
+            car = Sf[_CARRIER, h]
+            fresh = car < 0
+            car_new = b.first_item[qh + m0]
+            cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
+            old_new = np.where(cleared_head, ph_h, b.tok_first[qh + m0])
+            old_car = np.where(fresh, old_new, s_tok)
+            others = np.where(fresh, covered - old_new, covered)
+            car = np.where(fresh, car_new, car)
+            Sf[_CARRIER, h] = car
+            Sf[_S_TOK, h] = msg_tokens
+            dtok[h] += msg_tokens - old_car - others
+            firstF[h] = car
+            Sf[_TOKENS, h] += s_in + out
+            Sf[_S_OUT, h] += out
+            Sf[_PEAK, h] = np.maximum(Sf[_PEAK, h], s_in)
+            zeros = np.zeros(len(h), dtype=np.int64)
+            Sf[_COST, h] += price_of(s_in, zeros, zeros, out)
+            Sf[_COMP, h] += 1
+            summary_in = (h, s_in)
+            summarized[h] = True
+    stable_F = b.prefix[Sf[_IO] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
+    Sf[_DELTA] = d_old + dtok
+    return stable_F, firstF, summary_in
 
 
 def unlimited_declines(policy) -> str | None:

@@ -107,8 +107,10 @@ class Price:
                 return whole + (left + PICO // 2) // PICO
 
         total = micro(self.base)
-        if self.tier is not None:
-            total = np.where(uncached + read + write > self.tier_above, micro(self.tier), total)
+        if self.tier is not None:  # (the tier's rates only where some call is above it)
+            above = uncached + read + write > self.tier_above
+            if above.any():
+                total = np.where(above, micro(self.tier), total)
         return total
 
 
