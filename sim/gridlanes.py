@@ -84,66 +84,61 @@ class _Batch:
         R = len(statics)
         self.K = K = max(s.K for s in statics)
         self.ncalls = np.array([s.K for s in statics], dtype=np.int64)
+        arrays = [s.lane_arrays() for s in statics]
+        in_run = np.arange(K)[None, :] < self.ncalls[:, None]
 
-        def padded(get, dtype=np.int64) -> np.ndarray:
+        def joined(name: str) -> np.ndarray:
+            return np.concatenate([a[name] for a in arrays])
+
+        def padded(name: str, dtype=np.int64) -> np.ndarray:
             out = np.zeros((R, K), dtype=dtype)
-            for r, s in enumerate(statics):
-                v = get(s)
-                out[r, : len(v)] = v
+            out[in_run] = joined(name)  # row by row: each run's calls, then zeros
             return out
 
-        self.prefix_at = padded(lambda s: s.prefix[s.view_end])
-        self.residual = padded(lambda s: s.residual)
-        self.appended = padded(lambda s: s.appended)
-        self.elapsed = padded(lambda s: s.elapsed, np.float64)
-        self.view_end = padded(lambda s: np.array(s.view_end, dtype=np.int64))
-        self.msgs_at = padded(lambda s: np.array(s.msgs_at, dtype=np.int64))
+        def chained(name: str) -> np.ndarray:
+            parts = [a[name] for a in arrays]
+            base = np.zeros(R, dtype=np.int64)
+            np.cumsum([int(v[-1]) - int(v[0]) for v in parts[:-1]], out=base[1:])
+            return np.concatenate(parts) + np.repeat(base, [len(v) for v in parts])
+
+        self.prefix_at = padded("prefix_at")
+        self.residual = padded("residual")
+        self.appended = padded("appended")
+        self.elapsed = padded("elapsed", np.float64)
+        self.view_end = padded("view_end")
+        self.msgs_at = padded("msgs_at")
         self.bpt = np.array([SEED_BYTES_PER_TOKEN if b is None else b for b in bpts], dtype=np.float64)
         self.window = np.array([NO_LIMIT if w is None else w for w in windows], dtype=np.int64)
         self.ph = np.array([s.ph_tokens for s in statics], dtype=np.int64)
         self.prefix_tokens = np.array([s.prefix_tokens for s in statics], dtype=np.int64)
         self.bound_calls = np.array([s.bound_calls for s in statics], dtype=np.int64)
         # per-message prefix arrays (M + 1 entries a run, each run's continuing the last's values)
-        msgs = np.array([len(s.ep) for s in statics], dtype=np.int64)
+        msgs = np.array([len(a["ep"]) for a in arrays], dtype=np.int64)
         self.po = np.zeros(R, dtype=np.int64)
         self.po[1:] = np.cumsum(msgs)[:-1]
-
-        def chained(lists) -> np.ndarray:
-            parts, base = [], 0
-            for v in lists:
-                a = np.asarray(v, dtype=np.int64)
-                parts.append(a + base)
-                base += int(a[-1]) - int(a[0])
-            return np.concatenate(parts)
-
-        self.ep = chained([s.ep for s in statics])
-        self.sv = chained([s.sv for s in statics])
+        self.ep = chained("ep")
+        self.sv = chained("sv")
         self.dv = self.ep - self.sv
-        self.bl = chained([s.bl for s in statics])
-        self.bc = chained([s.bc for s in statics])
+        self.bl = chained("bl")
+        self.bc = chained("bc")
         self.w = self.bl + 2 * self.bc  # block lengths with their joiners (the transcript's budget)
-        self.mo_items = chained([s.m_off_l for s in statics])  # items of messages (counts)
-        self.m_tok = chained([s.m_tok for s in statics])
-        pad = [0]  # per-message arrays get one filler entry a run, so they share the offsets
-        self.back = np.concatenate([np.array(s.back + pad, dtype=np.int64) for s in statics])
-        self.first_item = np.concatenate([np.array(list(s.first) + pad, dtype=np.int64) for s in statics])
-        self.tok_first = np.concatenate(
-            [np.append(s.tok0[np.array(s.first, dtype=np.int64)], 0) for s in statics]
-        )
+        self.mo_items = chained("m_off")  # items of messages (counts)
+        self.m_tok = chained("m_tok")
+        # per-message arrays get one filler entry a run, so they share the offsets
+        self.back = joined("back")
+        self.first_item = joined("first_item")
+        self.tok_first = joined("tok_first")
         self.pe = np.array([s.protected_end for s in statics], dtype=np.int64)
         # per-tool-message arrays: T + 1 entries a run; tm positions as global message positions
-        tms = np.array([len(s.tm) + 1 for s in statics], dtype=np.int64)
+        tms = np.array([len(a["tm_end"]) for a in arrays], dtype=np.int64)
         self.to = np.zeros(R, dtype=np.int64)
         self.to[1:] = np.cumsum(tms)[:-1]
-        self.tmg = np.concatenate(  # the past-the-end filler keeps the array ascending
-            [np.array(s.tm + [len(s.ep) - 1]) + po for s, po in zip(statics, self.po.tolist(), strict=True)]
-        )
-        self.t_count = chained([s.tm_off_l for s in statics])
-        self.t_tok = chained([s.tm_tok for s in statics])
-        self.t_saving = chained([s.tm_saving_l for s in statics])
-        self.t_first = np.concatenate(
-            [np.array([s.first[m] for m in s.tm] + pad, dtype=np.int64) for s in statics]
-        )
+        # (the past-the-end filler keeps the array ascending)
+        self.tmg = joined("tm_end") + np.repeat(self.po, tms)
+        self.t_count = chained("t_count")
+        self.t_tok = chained("t_tok")
+        self.t_saving = chained("t_saving")
+        self.t_first = joined("t_first")
         self.io = np.zeros(R, dtype=np.int64)  # items' settled prefix sums, per run
         self.io[1:] = np.cumsum([len(s.prefix) for s in statics])[:-1]
         self.prefix = np.concatenate([s.prefix for s in statics])
@@ -155,9 +150,9 @@ class _Batch:
         # the whole table (``benchmarks/kernel.py``)
         self.keeps = np.asarray(keeps, dtype=np.int64)
         self.statics = statics
-        self.c = chained([[0, *np.cumsum(s.tm_est).tolist()] for s in statics])
-        self.tools_at = padded(lambda s: np.array(s.tools_at, dtype=np.int64))
-        self.newest = np.concatenate([np.append(s.tm_est.astype(np.int64), 0) for s in statics])
+        self.c = chained("c")
+        self.tools_at = padded("tools_at")
+        self.newest = joined("newest")
 
     def natural_at(self, r: np.ndarray, keep_at: np.ndarray, k: int) -> np.ndarray:
         """The natural prune bound of runs ``r`` at call ``k`` for the keeps at ``keep_at``."""

@@ -193,6 +193,46 @@ class _Static:
         self.tools_before = np.zeros(K, dtype=np.int64)
         self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
 
+    def lane_arrays(self) -> dict[str, np.ndarray]:
+        """The tables ``sim.gridlanes._Batch`` lays end to end, as arrays (built once a trace): per call
+        (``K`` entries), prefix sums (``chained``: each run's continue the last's) and per-message or
+        per-tool-message entries with one filler a run."""
+        memo = self.__dict__.get("_lane_arrays")
+        if memo is not None:
+            return memo
+        i64 = np.int64
+        first = np.array(self.first, dtype=i64)
+        memo = {
+            # per call
+            "prefix_at": self.prefix[np.array(self.view_end, dtype=i64)],
+            "residual": self.residual,
+            "appended": self.appended,
+            "elapsed": self.elapsed,
+            "view_end": np.array(self.view_end, dtype=i64),
+            "msgs_at": np.array(self.msgs_at, dtype=i64),
+            "tools_at": np.array(self.tools_at, dtype=i64),
+            # prefix sums
+            "ep": np.array(self.ep, dtype=i64),
+            "sv": np.array(self.sv, dtype=i64),
+            "bl": np.array(self.bl, dtype=i64),
+            "bc": np.array(self.bc, dtype=i64),
+            "m_off": np.array(self.m_off_l, dtype=i64),
+            "m_tok": np.array(self.m_tok, dtype=i64),
+            "t_count": np.array(self.tm_off_l, dtype=i64),
+            "t_tok": np.array(self.tm_tok, dtype=i64),
+            "t_saving": np.array(self.tm_saving_l, dtype=i64),
+            "c": np.concatenate([[0], np.cumsum(self.tm_est)]).astype(i64),
+            # per message, per tool message (a filler each)
+            "back": np.array(self.back + [0], dtype=i64),
+            "first_item": np.append(first, 0),
+            "tok_first": np.append(self.tok0[first], 0).astype(i64),
+            "tm_end": np.array(self.tm + [len(self.ep) - 1], dtype=i64),
+            "t_first": np.append(first[np.array(self.tm, dtype=i64)], 0),
+            "newest": np.append(self.tm_est, 0).astype(i64),
+        }
+        self.__dict__["_lane_arrays"] = memo
+        return memo
+
     def status_fixed(self, base: int) -> list[int]:
         """Per call: the status line's length but for its tokens and last-context numbers."""
         memo = self.__dict__.setdefault("_status_memo", {})
