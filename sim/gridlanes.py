@@ -185,10 +185,12 @@ class _Batch:
 # (run, setting) figures, its setting's numbers and its run's), then what its replay moves
 (_RUN, _LANE, _TRIG, _LIMIT, _KEEP, _KEEP_AT, _WIN, _PH, _PO, _IO) = range(10)
 (_CT, _STT, _VE, _DELTA, _S_BYTES, _S_EST, _S_TOK, _CARRIER) = range(10, 18)
-(_TOKENS, _S_OUT, _COST, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(18, 27)
+(_TOKENS, _S_OUT, _START, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(
+    18, 27
+)  # _START: the call it started at
 _ROWS = 27
 _EXPIRES, _BPT = 0, 1  # the float rows
-_FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _COST, _PEAK, _COMP, _OK])
+_FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK])
 # the per-run tables of a call position, stacked so one gather serves a lane's run: what was appended,
 # the last call's output, the settled prefix, the residual, the status line's fixed length, the output
 _T_APP, _T_OPREV, _T_PREFIX, _T_RESID, _T_FIXED, _T_OUT = range(6)
@@ -273,10 +275,7 @@ def grid_figures(
         rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
     )  # fmt: skip
 
-    def price_of(uncached, read, write, out) -> np.ndarray:
-        if price is None:
-            return np.full(np.shape(uncached), -1, dtype=np.int64)
-        return price.cost_all(uncached, read, write, out)
+    bills = _Bills(price, R, K, L)
 
     for k in range(K):
         Ar = running[k]
@@ -308,6 +307,7 @@ def grid_figures(
             state[_LIMIT, n : n + m] = limit[s_new]
             state[_KEEP, n : n + m] = set_keep[s_new]
             state[_KEEP_AT, n : n + m] = keep_at[s_new]
+            state[_START, n : n + m] = k
             np.maximum(started[:Ar], fired, out=started[:Ar])
             n += m
         st = state[:, :n]
@@ -329,7 +329,7 @@ def grid_figures(
         if len(F):
             Sf = st[:, F]
             fF = fs[:, F]
-            stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, price_of)
+            stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, bills)
             if summary_in is not None:
                 summary_in = (F[summary_in[0]], summary_in[1])
             st[:, F] = Sf
@@ -374,9 +374,11 @@ def grid_figures(
         np.copyto(expires, t + life, where=cacheable)
         o = X[_T_OUT]
         uncached = req - read - write
-        c_row = price_of(uncached, np.broadcast_to(read, req.shape), np.broadcast_to(write, req.shape), o)
-        st[_COST] += c_row
+        bills.add_pristine(k, Ar, uncached, read, write, o)
+        if n > Ar:
+            bills.add(st[_LANE, Ar:].copy(), uncached, read, write, o, Ar)
         if rows is not None:
+            c_row = bills.cost(uncached, read, write, o)
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
                 "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
@@ -397,7 +399,14 @@ def grid_figures(
     lanes = by_run[:, lane_run]  # every lane as its run's pristine lane, then the started ones
     started_lanes = done[:, done[1] >= 0]
     lanes[:, started_lanes[1]] = started_lanes
-    tokens, s_out, cost, peak, compactions, ok = lanes[2:]
+    tokens, s_out, start, peak, compactions, ok = lanes[2:]
+    # a lane's cost: its run's pristine calls before it started, then its own calls
+    pristine_cost, own_cost = bills.total()
+    before = np.zeros((R, K + 1), dtype=np.int64)
+    np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
+    is_started = np.zeros(L, dtype=bool)
+    is_started[started_lanes[1]] = True
+    cost = before[lane_run, np.where(is_started, start, b.ncalls[lane_run])] + own_cost
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -412,6 +421,66 @@ def grid_figures(
     return (ok > 0).reshape(R, S)[back].T, out_figs
 
 
+class _Bills:
+    """The calls' token counts, priced in a few large passes rather than one call position at a time
+    (each call's cost is still rounded on its own, so the sums are the same): the pristine lanes'
+    per (run, call), the started lanes' summed per lane (their calls before they started are their
+    run's pristine ones)."""
+
+    WAITING = 1 << 22  # calls held before they are priced (bounds the memory they take)
+
+    def __init__(self, price: Price | None, R: int, K: int, lanes: int) -> None:
+        self.price, self.K = price, K
+        self.pristine: list = []  # (call, runs going, uncached, read, write, output)
+        self.started: list = []  # (lanes, uncached, read, write, output, first entry)
+        self.waiting = 0
+        self.by_lane = np.zeros(lanes, dtype=np.int64)
+        self.by_call = np.zeros((R, K), dtype=np.int64)
+
+    def cost(self, uncached, read, write, output) -> np.ndarray:
+        """``cost_microusd`` of each call (-1 each when unpriced); ``read``, ``write`` may be 0."""
+        if self.price is None:
+            return np.full(np.shape(uncached), -1, dtype=np.int64)
+        n = len(uncached)
+        return self.price.cost_all(uncached, _full(read, n), _full(write, n), output)
+
+    def add_pristine(self, k: int, Ar: int, uncached, read, write, output) -> None:
+        """The pristine lanes' calls at ``k``: the first ``Ar`` entries of each column (or 0)."""
+        self.pristine.append((k, Ar, uncached, read, write, output))
+
+    def add(self, lanes: np.ndarray, uncached, read, write, output, skip: int = 0) -> None:
+        """Calls of these lanes: each column's entries from ``skip`` on (or 0)."""
+        self.started.append((lanes, uncached, read, write, output, skip))
+        self.waiting += len(lanes)
+        if self.waiting > self.WAITING:
+            self._price()
+
+    def _price(self) -> None:
+        if self.started:
+            lanes = np.concatenate([x[0] for x in self.started])
+            cols = [_joined([(x[i], x[5], len(x[0])) for x in self.started]) for i in range(1, 5)]
+            np.add.at(self.by_lane, lanes, self.cost(*cols))
+        if self.pristine:
+            at = np.concatenate([np.arange(Ar) * self.K + k for k, Ar, *_ in self.pristine])
+            cols = [_joined([(x[i], 0, x[1]) for x in self.pristine]) for i in range(2, 6)]
+            self.by_call.reshape(-1)[at] = self.cost(*cols)
+        self.started, self.pristine, self.waiting = [], [], 0
+
+    def total(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the pristine lanes' cost per (run, call), the started lanes' own cost per lane)."""
+        self._price()
+        return self.by_call, self.by_lane
+
+
+def _full(v, n: int) -> np.ndarray:
+    return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
+
+
+def _joined(parts) -> np.ndarray:
+    """Columns' entries end to end: (column or a number, first entry, count) each."""
+    return np.concatenate([_full(v, c) if np.ndim(v) == 0 else v[lo : lo + c] for v, lo, c in parts])
+
+
 def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
     """A column of the lanes as a (run, setting) table: each run's pristine value where its lane has
     not started, the started lanes' own values where they have."""
@@ -422,7 +491,7 @@ def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
     return out
 
 
-def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smin, smax, price_of):
+def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smin, smax, bills):
     """The lanes whose trigger fires at call ``k`` (``Sf``: their state, updated in place; ``fF``:
     their float state): prune to the natural bound, then summarize where the mode says so and the cut
     moves. Returns the stable prefix each lane's change leaves, the first item changed (-1: none) and
@@ -530,8 +599,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             Sf[_TOKENS, h] += s_in + out
             Sf[_S_OUT, h] += out
             Sf[_PEAK, h] = np.maximum(Sf[_PEAK, h], s_in)
-            zeros = np.zeros(len(h), dtype=np.int64)
-            Sf[_COST, h] += price_of(s_in, zeros, zeros, out)
+            bills.add(Sf[_LANE, h], s_in, 0, 0, out)
             Sf[_COMP, h] += 1
             summary_in = (h, s_in)
             summarized[h] = True
