@@ -153,6 +153,16 @@ class _Batch:
         self.c = chained("c")
         self.tools_at = padded("tools_at")
         self.newest = joined("newest")
+        # what the firing lanes gather, laid out for few gathers: by call, then run; the newest tool
+        # message in view and the estimates' sum through it; per message and per tool message stacked
+        self.top_by_call = np.ascontiguousarray((self.to[:, None] + np.maximum(self.tools_at - 1, 0)).T)
+        self.msgs_by_call = np.ascontiguousarray(self.msgs_at.T)
+        self.view_end_by_call = np.ascontiguousarray(self.view_end.T)
+        self.c_through = self.c + self.newest
+        self.t_sums = np.stack([self.t_saving, self.t_count, self.t_tok])
+        self.m_sums = np.stack(
+            [self.m_tok, self.bc, self.bl, self.ep, self.dv, self.first_item, self.tok_first]
+        )
 
     def natural_at(self, r: np.ndarray, keep_at: np.ndarray, k: int) -> np.ndarray:
         """The natural prune bound of runs ``r`` at call ``k`` for the keeps at ``keep_at``."""
@@ -185,10 +195,12 @@ class _Batch:
 # (run, setting) figures, its setting's numbers and its run's), then what its replay moves
 (_RUN, _LANE, _TRIG, _LIMIT, _KEEP, _KEEP_AT, _WIN, _PH, _PO, _IO) = range(10)
 (_CT, _STT, _VE, _DELTA, _S_BYTES, _S_EST, _S_TOK, _CARRIER) = range(10, 18)
-(_TOKENS, _S_OUT, _START, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(
-    18, 27
-)  # _START: the call it started at
-_ROWS = 27
+# (_START: the call position a lane started at)
+(_TOKENS, _S_OUT, _START, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(18, 27)
+# the first tool message at or past the prune bound and past the summary cut (``searchsorted`` of
+# each in ``_Batch.tmg``), kept as the bound and cut move
+_CT_T, _STT_T = 27, 28
+_ROWS = 29
 _EXPIRES, _BPT = 0, 1  # the float rows
 _FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK])
 # the per-run tables of a call position, stacked so one gather serves a lane's run: what was appended,
@@ -268,6 +280,7 @@ def grid_figures(
     state[_WIN, :R], state[_PH, :R], state[_PO, :R], state[_IO, :R] = b.window, b.ph, b.po, b.io
     state[_S_BYTES, :R] = state[_CARRIER, :R] = -1
     state[_OK, :R] = 1
+    state[_CT_T, :R] = state[_STT_T, :R] = b.to
     fstate[_EXPIRES, :R], fstate[_BPT, :R] = -1.0, b.bpt
     n, n_pristine = R, R
     finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
@@ -282,10 +295,11 @@ def grid_figures(
         tab = per_run[k]
         if Ar < n_pristine:  # runs that ended: their lanes are done (the rest keep their order)
             live = state[_RUN, :n] < Ar
-            finished.append(state[_FIGURE_ROWS, :n][:, ~live])
+            finished.append(state[_FIGURE_ROWS, :n].take(np.flatnonzero(~live), axis=1))
             m = int(live.sum())
-            state[:, :m] = state[:, :n][:, live]
-            fstate[:, :m] = fstate[:, :n][:, live]
+            keep = np.flatnonzero(live)
+            state[:, :m] = state[:, :n].take(keep, axis=1)
+            fstate[:, :m] = fstate[:, :n].take(keep, axis=1)
             n, n_pristine = m, Ar
         # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
         pr = state[:, :Ar]
@@ -300,8 +314,8 @@ def grid_figures(
             rr = np.repeat(np.arange(Ar), new)
             at = np.arange(m) - np.repeat(np.cumsum(new) - new, new) + np.repeat(started[:Ar], new)
             s_new = by_trig[at]
-            state[:, n : n + m] = state[:, rr]
-            fstate[:, n : n + m] = fstate[:, rr]
+            state[:, n : n + m] = state.take(rr, axis=1)
+            fstate[:, n : n + m] = fstate.take(rr, axis=1)
             state[_LANE, n : n + m] = rr * S + s_new
             state[_TRIG, n : n + m] = set_trig[s_new]
             state[_LIMIT, n : n + m] = limit[s_new]
@@ -327,8 +341,8 @@ def grid_figures(
         F = np.flatnonzero(est_s > st[_TRIG, Ar:]) + Ar
         summary_in = None
         if len(F):
-            Sf = st[:, F]
-            fF = fs[:, F]
+            Sf = st.take(F, axis=1)  # (take: faster than fancy indexing over one axis)
+            fF = fs.take(F, axis=1)
             stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, bills)
             if summary_in is not None:
                 summary_in = (F[summary_in[0]], summary_in[1])
@@ -353,7 +367,7 @@ def grid_figures(
             st[_TRIG, over] = NO_LIMIT
         stable = st[_PREV].copy()
         if len(F):
-            prev_items = b.view_end[Sf[_RUN], k - 1] if k else 0
+            prev_items = b.view_end_by_call[k - 1][Sf[_RUN]] if k else 0
             use = (firstF >= 0) & (firstF < prev_items)
             stable[F[use]] = stable_F[use]
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
@@ -507,19 +521,24 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
     summarized = np.zeros(nF, dtype=bool)
     summary_in = None
     if mode != "summarize":
-        c0, st0 = Sf[_CT], Sf[_STT]
-        bound = np.maximum(c0, b.natural_at(r, Sf[_KEEP_AT], k))
-        moved = bound > c0
-        a = np.searchsorted(b.tmg, pF + c0)
-        bb = np.searchsorted(b.tmg, pF + bound)
-        av = np.maximum(a, np.searchsorted(b.tmg, pF + st0))
+        # the natural bound (``_Batch.natural_at``): q, the first tool message it leaves in view
+        c0, a = Sf[_CT], Sf[_CT_T]
+        top, t0 = b.top_by_call[k][r], b.to[r]
+        q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - Sf[_KEEP]), t0), top)
+        natural = np.where(q > t0, b.tmg[q - 1] - pF + 1, 0)
+        moved = natural > c0
+        bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
+        av = np.maximum(a, Sf[_STT_T])
         has = moved & (bb > av)
-        veF -= np.where(has, b.t_saving[bb] - b.t_saving[av], 0)
-        cnt = b.t_count[bb] - b.t_count[av]
-        dtok += np.where(has, ph * cnt - (b.t_tok[bb] - b.t_tok[av]), 0)
+        d = b.t_sums.take(bb, axis=1) - b.t_sums.take(
+            av, axis=1
+        )  # saving, count, tokens of the messages cleared
+        veF -= np.where(has, d[0], 0)
+        dtok += np.where(has, ph * d[1] - d[2], 0)
         firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
         Sf[_COMP] += has
-        Sf[_CT] = bound
+        np.maximum(c0, natural, out=c0)
+        Sf[_CT_T] = bb
     if mode == "prune":
         G = np.zeros(0, dtype=np.int64)
     elif mode == "summarize":
@@ -527,48 +546,51 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
     else:
         G = np.flatnonzero(~(moved & (veF <= Sf[_LIMIT])))
     if len(G):
-        rg, pg = r[G], pF[G]
-        c = Sf[_CT, G]
-        M = b.msgs_at[rg, k]
+        Sg = Sf.take(G, axis=1)
+        rg, pg, c, keep, stG = Sg[_RUN], Sg[_PO], Sg[_CT], Sg[_KEEP], Sg[_STT]
+        M = b.msgs_by_call[k][rg]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
-        keep = Sf[_KEEP, G]
-        top = b.ep[gM] - b.sv[gcM]
-        whole = (cM < M) & (b.ep[gM] - b.ep[gcM] >= keep)
-        lo_whole = _clip(np.searchsorted(b.ep, b.ep[gM] - keep, side="right"), gcM, gM)
+        ep_M, ep_cM = b.ep[gM], b.ep[gcM]
+        top = ep_M - b.sv[gcM]
+        whole = (cM < M) & (ep_M - ep_cM >= keep)
+        lo_whole = _clip(np.searchsorted(b.ep, ep_M - keep, side="right"), gcM, gM)
         lo_part = _clip(np.searchsorted(b.dv, top - keep, side="right"), pg, gcM)
         lo = np.where(whole, lo_whole, lo_part) - pg
         cut = np.where(lo > 1, b.back[pg + np.maximum(lo - 1, 0)], 0)
-        stG = Sf[_STT, G]
         cut = np.maximum(cut, stG)
         m0 = np.maximum(stG, b.pe[rg])
         H = np.flatnonzero(cut > m0)
         if len(H):
             h = G[H]  # the summarizing lanes, as positions in Sf
-            rh, qh, cut, m0, c, cM, gM = rg[H], pg[H], cut[H], m0[H], c[H], cM[H], gM[H]
-            top = top[H]
+            Sh = Sg.take(H, axis=1)
+            rh, qh, cut, m0, c, cM, ep_M, top = rg[H], pg[H], cut[H], m0[H], c[H], cM[H], ep_M[H], top[H]
+            at_m0, at_cut = (
+                b.m_sums.take(qh + m0, axis=1),
+                b.m_sums.take(qh + cut, axis=1),
+            )  # m_tok bc bl ep dv first tok
 
-            def kept_from(m, qh=qh, cM=cM, gM=gM, top=top):
-                return np.where(m >= cM, b.ep[gM] - b.ep[qh + m], top - b.dv[qh + m])
+            def kept_from(m, at):
+                return np.where(m >= cM, ep_M - at[3], top - at[4])
 
-            ph_h = ph[h]
+            ph_h = Sh[_PH]
             j0 = np.searchsorted(b.tmg, qh + m0)
             j1 = np.searchsorted(b.tmg, qh + np.minimum(cut, c))
             cleared = j1 > j0
-            covered = b.m_tok[qh + cut] - b.m_tok[qh + m0]
-            placeholders = ph_h * (b.t_count[j1] - b.t_count[j0]) - (b.t_tok[j1] - b.t_tok[j0])
-            covered += np.where(cleared, placeholders, 0)
-            s_tok = Sf[_S_TOK, h]
+            covered = at_cut[0] - at_m0[0]
+            t = b.t_sums.take(j1, axis=1) - b.t_sums.take(j0, axis=1)
+            covered += np.where(cleared, ph_h * t[1] - t[2], 0)
+            s_tok = Sh[_S_TOK].copy()
             covered_tokens = s_tok + covered
-            prev = Sf[_S_BYTES, h]
+            prev = Sh[_S_BYTES].copy()
             has_prev = prev >= 0
-            count = b.bc[qh + cut] - b.bc[qh + m0]
-            total = b.bl[qh + cut] - b.bl[qh + m0]
-            fixed_len = np.where(has_prev, 19 + prev + 2, 0) + INSTRUCTION_CHARS
+            count = at_cut[1] - at_m0[1]
+            total = at_cut[2] - at_m0[2]
+            shown_prev = np.where(has_prev, 19 + prev, 0)  # the previous summary's line
             lines = count + has_prev
-            chars = _TRANSCRIPT_FRAME + total + np.where(has_prev, 19 + prev, 0)
+            chars = _TRANSCRIPT_FRAME + total + shown_prev
             chars += 2 * np.maximum(lines - 1, 0)
-            budget = INPUT_BUDGET - fixed_len - ELISION_RESERVE
+            budget = (INPUT_BUDGET - ELISION_RESERVE - INSTRUCTION_CHARS) - (shown_prev + 2 * has_prev)
             elide = np.flatnonzero(total + 2 * count > budget)
             if len(elide):  # over the transcript budget: whole blocks from both ends
                 chars[elide] = _elided_chars(
@@ -578,29 +600,29 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             s_in = _ceil_tokens(chars, bpt)
             out = _clip(np.rint(ratio * covered_tokens), smin, smax).astype(np.int64)
             text = np.rint(out * bpt).astype(np.int64)
-            text = np.where(text == 0, len(NO_SUMMARY), text)
+            text[text == 0] = len(NO_SUMMARY)
             new_est = -(-(_SUMMARY_FIXED + text) // 4)
-            veF[h] = veF[h] - (kept_from(m0) - kept_from(cut) + Sf[_S_EST, h]) + new_est
-            Sf[_S_BYTES, h], Sf[_S_EST, h] = text, new_est
-            Sf[_STT, h] = cut
+            Sh[_VE] -= kept_from(m0, at_m0) - kept_from(cut, at_cut) + Sh[_S_EST] - new_est
+            Sh[_S_BYTES], Sh[_S_EST] = text, new_est
+            Sh[_STT] = cut
+            Sh[_STT_T] = np.searchsorted(b.tmg, qh + cut)
             msg_tokens = out + b.prefix_tokens[rh]
-            car = Sf[_CARRIER, h]
+            car = Sh[_CARRIER]
             fresh = car < 0
-            car_new = b.first_item[qh + m0]
             cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
-            old_new = np.where(cleared_head, ph_h, b.tok_first[qh + m0])
+            old_new = np.where(cleared_head, ph_h, at_m0[6])
             old_car = np.where(fresh, old_new, s_tok)
             others = np.where(fresh, covered - old_new, covered)
-            car = np.where(fresh, car_new, car)
-            Sf[_CARRIER, h] = car
-            Sf[_S_TOK, h] = msg_tokens
+            np.copyto(car, at_m0[5], where=fresh)
+            Sh[_S_TOK] = msg_tokens
             dtok[h] += msg_tokens - old_car - others
             firstF[h] = car
-            Sf[_TOKENS, h] += s_in + out
-            Sf[_S_OUT, h] += out
-            Sf[_PEAK, h] = np.maximum(Sf[_PEAK, h], s_in)
-            bills.add(Sf[_LANE, h], s_in, 0, 0, out)
-            Sf[_COMP, h] += 1
+            Sh[_TOKENS] += s_in + out
+            Sh[_S_OUT] += out
+            np.maximum(Sh[_PEAK], s_in, out=Sh[_PEAK])
+            bills.add(Sh[_LANE].copy(), s_in, 0, 0, out)
+            Sh[_COMP] += 1
+            Sf[:, h] = Sh
             summary_in = (h, s_in)
             summarized[h] = True
     stable_F = b.prefix[Sf[_IO] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
