@@ -298,8 +298,8 @@ def grid_figures(
             finished.append(state[_FIGURE_ROWS, :n].take(np.flatnonzero(~live), axis=1))
             m = int(live.sum())
             keep = np.flatnonzero(live)
-            state[:, :m] = state[:, :n].take(keep, axis=1)
-            fstate[:, :m] = fstate[:, :n].take(keep, axis=1)
+            state[:, :m] = state[:, keep]
+            fstate[:, :m] = fstate[:, keep]
             n, n_pristine = m, Ar
         # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
         pr = state[:, :Ar]
@@ -341,8 +341,8 @@ def grid_figures(
         F = np.flatnonzero(est_s > st[_TRIG, Ar:]) + Ar
         summary_in = None
         if len(F):
-            Sf = st.take(F, axis=1)  # (take: faster than fancy indexing over one axis)
-            fF = fs.take(F, axis=1)
+            Sf = st[:, F]
+            fF = fs[:, F]
             stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, bills)
             if summary_in is not None:
                 summary_in = (F[summary_in[0]], summary_in[1])
