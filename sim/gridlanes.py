@@ -307,7 +307,7 @@ def grid_figures(
         est_p = pr[_VE] + app_p
         if k:
             est_p = np.where(pr[_LAST] > 0, pr[_LAST] + (tab[_T_OPREV, :Ar] + app_p), est_p)
-        fired = np.where(pr[_OK] > 0, np.searchsorted(trig_sorted, est_p, side="left"), 0)
+        fired = np.searchsorted(trig_sorted, est_p, side="left") * pr[_OK]  # (_OK: 1 or 0)
         new = np.maximum(fired - started[:Ar], 0)
         m = int(new.sum())
         if m:
@@ -381,9 +381,9 @@ def grid_figures(
                 reusable = np.floor(reusable * frac).astype(np.int64)
             if gran != 1:
                 reusable = reusable // gran * gran
-            read = np.where(hit, np.minimum(reusable, req), 0)
+            read = np.minimum(reusable, req) * hit
         cacheable = total >= minp
-        write = np.where(cacheable, np.maximum(np.minimum(total, req) - read, 0), 0) if writes else 0
+        write = np.maximum(np.minimum(total, req) - read, 0) * cacheable if writes else 0
         np.copyto(st[_CACHED], total, where=cacheable)
         np.copyto(expires, t + life, where=cacheable)
         o = X[_T_OUT]
@@ -525,7 +525,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
         c0, a = Sf[_CT], Sf[_CT_T]
         top, t0 = b.top_by_call[k][r], b.to[r]
         q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - Sf[_KEEP]), t0), top)
-        natural = np.where(q > t0, b.tmg[q - 1] - pF + 1, 0)
+        natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
         moved = natural > c0
         bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
         av = np.maximum(a, Sf[_STT_T])
@@ -533,8 +533,8 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
         d = b.t_sums.take(bb, axis=1) - b.t_sums.take(
             av, axis=1
         )  # saving, count, tokens of the messages cleared
-        veF -= np.where(has, d[0], 0)
-        dtok += np.where(has, ph * d[1] - d[2], 0)
+        veF -= d[0] * has
+        dtok += (ph * d[1] - d[2]) * has
         firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
         Sf[_COMP] += has
         np.maximum(c0, natural, out=c0)
@@ -557,7 +557,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
         lo_whole = _clip(np.searchsorted(b.ep, ep_M - keep, side="right"), gcM, gM)
         lo_part = _clip(np.searchsorted(b.dv, top - keep, side="right"), pg, gcM)
         lo = np.where(whole, lo_whole, lo_part) - pg
-        cut = np.where(lo > 1, b.back[pg + np.maximum(lo - 1, 0)], 0)
+        cut = b.back[pg + np.maximum(lo - 1, 0)] * (lo > 1)
         cut = np.maximum(cut, stG)
         m0 = np.maximum(stG, b.pe[rg])
         H = np.flatnonzero(cut > m0)
@@ -579,14 +579,14 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             cleared = j1 > j0
             covered = at_cut[0] - at_m0[0]
             t = b.t_sums.take(j1, axis=1) - b.t_sums.take(j0, axis=1)
-            covered += np.where(cleared, ph_h * t[1] - t[2], 0)
+            covered += (ph_h * t[1] - t[2]) * cleared
             s_tok = Sh[_S_TOK].copy()
             covered_tokens = s_tok + covered
             prev = Sh[_S_BYTES].copy()
             has_prev = prev >= 0
             count = at_cut[1] - at_m0[1]
             total = at_cut[2] - at_m0[2]
-            shown_prev = np.where(has_prev, 19 + prev, 0)  # the previous summary's line
+            shown_prev = (19 + prev) * has_prev  # the previous summary's line
             lines = count + has_prev
             chars = _TRANSCRIPT_FRAME + total + shown_prev
             chars += 2 * np.maximum(lines - 1, 0)
@@ -612,7 +612,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
             old_new = np.where(cleared_head, ph_h, at_m0[6])
             old_car = np.where(fresh, old_new, s_tok)
-            others = np.where(fresh, covered - old_new, covered)
+            others = covered - old_new * fresh
             np.copyto(car, at_m0[5], where=fresh)
             Sh[_S_TOK] = msg_tokens
             dtok[h] += msg_tokens - old_car - others
@@ -625,7 +625,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             Sf[:, h] = Sh
             summary_in = (h, s_in)
             summarized[h] = True
-    stable_F = b.prefix[Sf[_IO] + np.maximum(firstF, 0)] + np.where(summarized, 0, d_old)
+    stable_F = b.prefix[Sf[_IO] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok
     return stable_F, firstF, summary_in
 
