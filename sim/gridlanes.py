@@ -282,7 +282,8 @@ def grid_figures(
     state[_OK, :R] = 1
     state[_CT_T, :R] = state[_STT_T, :R] = b.to
     fstate[_EXPIRES, :R], fstate[_BPT, :R] = -1.0, b.bpt
-    n, n_pristine = R, R
+    n, n_pristine = R, R  # lanes, pristine lanes (the first Ar of them are going)
+    going, ended = R, 0  # runs going; lanes of ended runs still in the arrays
     finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
     minp, life, frac, gran, writes = (
         rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
@@ -293,14 +294,22 @@ def grid_figures(
     for k in range(K):
         Ar = running[k]
         tab = per_run[k]
-        if Ar < n_pristine:  # runs that ended: their lanes are done (the rest keep their order)
-            live = state[_RUN, :n] < Ar
-            finished.append(state[_FIGURE_ROWS, :n].take(np.flatnonzero(~live), axis=1))
-            m = int(live.sum())
-            keep = np.flatnonzero(live)
-            state[:, :m] = state[:, keep]
-            fstate[:, :m] = fstate[:, keep]
-            n, n_pristine = m, Ar
+        if Ar < going:  # runs that ended: their lanes' figures are final
+            run = state[_RUN, :n]
+            gone = np.flatnonzero((run >= Ar) & (run < going))
+            finished.append(state[:, gone][_FIGURE_ROWS])
+            # they stay in the arrays until there are many of them (removing them moves every lane):
+            # never firing, their calls billed to no lane
+            state[_TRIG, gone] = NO_LIMIT
+            state[_LANE, gone] = L
+            ended += len(gone)
+            going = Ar
+            if rows is not None or 4 * ended > n:
+                keep = np.flatnonzero(run < Ar)  # (the rest keep their order)
+                m = len(keep)
+                state[:, :m] = state[:, keep]
+                fstate[:, :m] = fstate[:, keep]
+                n, n_pristine, ended = m, Ar, 0
         # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
         pr = state[:, :Ar]
         app_p = tab[_T_APP, :Ar]
@@ -332,13 +341,14 @@ def grid_figures(
         ve = st[_VE]
         ve += app
         # the lanes that fire (the pristine lanes never do)
-        ve_s = ve[Ar:]
+        p0 = n_pristine
+        ve_s = ve[p0:]
         if k == 0:
             est_s = ve_s
         else:
-            last_s = st[_LAST, Ar:]
-            est_s = np.where(last_s > 0, last_s + (X[_T_OPREV, Ar:] + app[Ar:]), ve_s)
-        F = np.flatnonzero(est_s > st[_TRIG, Ar:]) + Ar
+            last_s = st[_LAST, p0:]
+            est_s = np.where(last_s > 0, last_s + (X[_T_OPREV, p0:] + app[p0:]), ve_s)
+        F = np.flatnonzero(est_s > st[_TRIG, p0:]) + p0
         summary_in = None
         if len(F):
             Sf = st[:, F]
@@ -389,8 +399,8 @@ def grid_figures(
         o = X[_T_OUT]
         uncached = req - read - write
         bills.add_pristine(k, Ar, uncached, read, write, o)
-        if n > Ar:
-            bills.add(st[_LANE, Ar:].copy(), uncached, read, write, o, Ar)
+        if n > p0:
+            bills.add(st[_LANE, p0:].copy(), uncached, read, write, o, p0)
         if rows is not None:
             c_row = bills.cost(uncached, read, write, o)
             cols = {
@@ -405,7 +415,7 @@ def grid_figures(
         tk += o
         st[_LAST] = req
         st[_PREV] = total
-    finished.append(state[_FIGURE_ROWS, :n])
+    finished.append(state[:, np.flatnonzero(state[_RUN, :n] < going)][_FIGURE_ROWS])
     done = np.concatenate(finished, axis=1)  # rows as _FIGURE_ROWS
     pristine = done[:, done[1] < 0]
     by_run = np.zeros((len(_FIGURE_ROWS), R), dtype=np.int64)
@@ -448,7 +458,7 @@ class _Bills:
         self.pristine: list = []  # (call, runs going, uncached, read, write, output)
         self.started: list = []  # (lanes, uncached, read, write, output, first entry)
         self.waiting = 0
-        self.by_lane = np.zeros(lanes, dtype=np.int64)
+        self.by_lane = np.zeros(lanes + 1, dtype=np.int64)  # (the last: calls billed to no lane)
         self.by_call = np.zeros((R, K), dtype=np.int64)
 
     def cost(self, uncached, read, write, output) -> np.ndarray:
@@ -483,7 +493,7 @@ class _Bills:
     def total(self) -> tuple[np.ndarray, np.ndarray]:
         """(the pristine lanes' cost per (run, call), the started lanes' own cost per lane)."""
         self._price()
-        return self.by_call, self.by_lane
+        return self.by_call, self.by_lane[:-1]
 
 
 def _full(v, n: int) -> np.ndarray:
