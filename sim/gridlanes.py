@@ -192,20 +192,22 @@ class _Batch:
 
 
 # the rows of the lanes' integer state, one column a lane: what a lane is (its run, its place in the
-# (run, setting) figures, its setting's numbers and its run's), then what its replay moves
-(_RUN, _LANE, _TRIG, _LIMIT, _KEEP, _KEEP_AT, _WIN, _PH, _PO, _IO) = range(10)
-(_CT, _STT, _VE, _DELTA, _S_BYTES, _S_EST, _S_TOK, _CARRIER) = range(10, 18)
+# (run, setting) figures, its trigger, its setting), then what its replay moves (the run's and the
+# setting's other numbers are looked up by the few lanes that fire: fewer rows to move)
+(_RUN, _LANE, _TRIG, _SET) = range(4)
+(_CT, _STT, _VE, _DELTA, _S_BYTES, _S_EST, _S_TOK, _CARRIER) = range(4, 12)
 # (_START: the call position a lane started at)
-(_TOKENS, _S_OUT, _START, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(18, 27)
+(_TOKENS, _S_OUT, _START, _PEAK, _COMP, _CACHED, _LAST, _PREV, _OK) = range(12, 21)
 # the first tool message at or past the prune bound and past the summary cut (``searchsorted`` of
 # each in ``_Batch.tmg``), kept as the bound and cut move
-_CT_T, _STT_T = 27, 28
-_ROWS = 29
+_CT_T, _STT_T = 21, 22
+_ROWS = 23
 _EXPIRES, _BPT = 0, 1  # the float rows
 _FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK])
 # the per-run tables of a call position, stacked so one gather serves a lane's run: what was appended,
-# the last call's output, the settled prefix, the residual, the status line's fixed length, the output
-_T_APP, _T_OPREV, _T_PREFIX, _T_RESID, _T_FIXED, _T_OUT = range(6)
+# the last call's output, the settled prefix, the residual, the status line's fixed length, the output,
+# the provider's window
+_T_APP, _T_OPREV, _T_PREFIX, _T_RESID, _T_FIXED, _T_OUT, _T_WIN = range(7)
 
 
 def grid_figures(
@@ -254,15 +256,16 @@ def grid_figures(
             fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
     oprev = np.zeros((R, K), dtype=np.int64)
     oprev[:, 1:] = outputs[:, :-1]
-    per_run = np.stack([b.appended, oprev, b.prefix_at, b.residual, fixed, outputs])  # (table, run, call)
+    window = np.broadcast_to(b.window[:, None], (R, K))
+    per_run = np.stack(
+        [b.appended, oprev, b.prefix_at, b.residual, fixed, outputs, window]
+    )  # (table, run, call)
     per_run = np.ascontiguousarray(per_run.transpose(2, 0, 1))  # (call, table, run)
     elapsed = np.ascontiguousarray(b.elapsed.T)  # (call, run)
     running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
-    keep_at = np.searchsorted(np.array(keep_values, dtype=np.int64), [p.keep_recent_tokens for p in policies])
-    keep_at = np.minimum(keep_at, max(len(keep_values) - 1, 0))  # (a lane without a limit never looks)
     set_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     by_trig = np.argsort(set_trig, kind="stable")  # the order a run's lanes fire in
@@ -276,8 +279,7 @@ def grid_figures(
     fstate = np.zeros((2, cap), dtype=np.float64)
     state[_RUN, :R] = np.arange(R)
     state[_LANE, :R] = -1
-    state[_TRIG, :R] = state[_LIMIT, :R] = NO_LIMIT
-    state[_WIN, :R], state[_PH, :R], state[_PO, :R], state[_IO, :R] = b.window, b.ph, b.po, b.io
+    state[_TRIG, :R] = NO_LIMIT
     state[_S_BYTES, :R] = state[_CARRIER, :R] = -1
     state[_OK, :R] = 1
     state[_CT_T, :R] = state[_STT_T, :R] = b.to
@@ -327,9 +329,7 @@ def grid_figures(
             fstate[:, n : n + m] = fstate.take(rr, axis=1)
             state[_LANE, n : n + m] = rr * S + s_new
             state[_TRIG, n : n + m] = set_trig[s_new]
-            state[_LIMIT, n : n + m] = limit[s_new]
-            state[_KEEP, n : n + m] = set_keep[s_new]
-            state[_KEEP_AT, n : n + m] = keep_at[s_new]
+            state[_SET, n : n + m] = s_new
             state[_START, n : n + m] = k
             np.maximum(started[:Ar], fired, out=started[:Ar])
             n += m
@@ -353,7 +353,9 @@ def grid_figures(
         if len(F):
             Sf = st[:, F]
             fF = fs[:, F]
-            stable_F, firstF, summary_in = _compact(b, Sf, fF, k, mode, ratio, smin, smax, bills)
+            stable_F, firstF, summary_in = _compact(
+                b, Sf, fF, k, (limit, set_keep), mode, ratio, smin, smax, bills
+            )
             if summary_in is not None:
                 summary_in = (F[summary_in[0]], summary_in[1])
             st[:, F] = Sf
@@ -371,7 +373,7 @@ def grid_figures(
             stok = 0
             req = total + X[_T_RESID]
         np.maximum(req, 0, out=req)
-        over = req > st[_WIN]
+        over = req > X[_T_WIN]
         if over.any():  # refused by the provider: the loop replays what follows
             st[_OK, over] = 0
             st[_TRIG, over] = NO_LIMIT
@@ -515,14 +517,16 @@ def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
     return out
 
 
-def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smin, smax, bills):
+def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, ratio, smin, smax, bills):
     """The lanes whose trigger fires at call ``k`` (``Sf``: their state, updated in place; ``fF``:
-    their float state): prune to the natural bound, then summarize where the mode says so and the cut
-    moves. Returns the stable prefix each lane's change leaves, the first item changed (-1: none) and
-    the summarized lanes with their summary call's input (None: no summary)."""
+    their float state; ``settings``: the settings' limits and keeps): prune to the natural bound, then
+    summarize where the mode says so and the cut moves. Returns the stable prefix each lane's change
+    leaves, the first item changed (-1: none) and the summarized lanes with their summary call's input
+    (None: no summary)."""
     nF = Sf.shape[1]
-    r, pF = Sf[_RUN], Sf[_PO]
-    ph = Sf[_PH]
+    r = Sf[_RUN]
+    pF, ph = b.po[r], b.ph[r]
+    lane_limit, lane_keep = (v[Sf[_SET]] for v in settings)
     veF = Sf[_VE]
     d_old = Sf[_DELTA].copy()
     dtok = np.zeros(nF, dtype=np.int64)
@@ -534,7 +538,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
         # the natural bound (``_Batch.natural_at``): q, the first tool message it leaves in view
         c0, a = Sf[_CT], Sf[_CT_T]
         top, t0 = b.top_by_call[k][r], b.to[r]
-        q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - Sf[_KEEP]), t0), top)
+        q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
         natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
         moved = natural > c0
         bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
@@ -554,10 +558,11 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
     elif mode == "summarize":
         G = np.arange(nF)
     else:
-        G = np.flatnonzero(~(moved & (veF <= Sf[_LIMIT])))
+        G = np.flatnonzero(~(moved & (veF <= lane_limit)))
     if len(G):
         Sg = Sf.take(G, axis=1)
-        rg, pg, c, keep, stG = Sg[_RUN], Sg[_PO], Sg[_CT], Sg[_KEEP], Sg[_STT]
+        rg, c, stG = Sg[_RUN], Sg[_CT], Sg[_STT]
+        pg, keep = pF[G], lane_keep[G]
         M = b.msgs_by_call[k][rg]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
@@ -583,7 +588,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             def kept_from(m, at):
                 return np.where(m >= cM, ep_M - at[3], top - at[4])
 
-            ph_h = Sh[_PH]
+            ph_h = ph[h]
             j0 = np.searchsorted(b.tmg, qh + m0)
             j1 = np.searchsorted(b.tmg, qh + np.minimum(cut, c))
             cleared = j1 > j0
@@ -635,7 +640,7 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, mode, ratio, smi
             Sf[:, h] = Sh
             summary_in = (h, s_in)
             summarized[h] = True
-    stable_F = b.prefix[Sf[_IO] + np.maximum(firstF, 0)] + d_old * ~summarized
+    stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok
     return stable_F, firstF, summary_in
 
