@@ -503,8 +503,9 @@ def _full(v, n: int) -> np.ndarray:
 
 
 def _joined(parts) -> np.ndarray:
-    """Columns' entries end to end: (column or a number, first entry, count) each."""
-    return np.concatenate([_full(v, c) if np.ndim(v) == 0 else v[lo : lo + c] for v, lo, c in parts])
+    """Columns' entries end to end: (column or 0, first entry, count) each."""
+    zeros = np.zeros(max((c for v, _, c in parts if isinstance(v, int)), default=0), dtype=np.int64)
+    return np.concatenate([zeros[:c] if isinstance(v, int) else v[lo : lo + c] for v, lo, c in parts])
 
 
 def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
