@@ -6,10 +6,17 @@ the same arithmetic with the runs laid side by side too, for the figures a sizin
 and output totals, the largest request, compactions). Per-run tables are laid end to end with offsets
 (``sim.gridpath._Static`` of each trace: message estimates, tool-message prefix sums, transcript
 blocks), so a lane's prune bound, summary cut and the sums they move are ``searchsorted`` and prefix
-sums over the whole batch. The natural prune bound of every (run, keep, call) is a precomputed table: the
-bound only moves forward for a fixed keep. The cache and cost of each request are computed as it is made
-(``sim.cache.CostModel.step`` over the lanes), so no call table is kept. Lanes are ordered by their
-run's length, longest first, so the lanes still running at a call position are a prefix of the arrays.
+sums over the whole batch. The natural prune bound of a (run, keep, call) is looked up for the lanes
+that fire (the bound only moves forward for a fixed keep). Runs are ordered by length, longest first,
+so the runs still going at a call position are a prefix.
+
+Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine*
+lane standing for all its lanes that have not fired, and a lane starts on its own (a copy of the
+pristine lane) at the call its trigger first fires; in a sizing grid most lanes never fire or fire late.
+The lanes' state is one integer array (a row per quantity, a column per lane) so starting, gathering
+and dropping lanes are single operations. The cache is computed as each request is made; the calls'
+token counts are priced in a few large passes (``_Bills``), each call rounded on its own, so no call
+table is kept.
 
 Rare events take the long way: a summary whose transcript must be elided (over the 80,000-character
 budget) is measured by ``prompt_units`` lane by lane; a lane whose request would exceed the window
