@@ -31,6 +31,21 @@ def test_grid_path_matches_the_loop(mode, run_status):
     assert check_grid(grid(mode=mode, run_status=run_status), TRACES, 200000, PRICE) == []
 
 
+def test_lanes_that_fire_at_the_first_call_match_the_loop():
+    """Limits below the first request: those lanes leave their run's pristine lane at call 0 (the
+    calls before a lane starts are its run's, none here), the others later or never."""
+    points = [(1500, 100), (2000, 500), (3000, 1000), (6000, 500), (200000, 1000)]
+    policies = [make_policy("seed_engine")] + [
+        make_policy("seed_engine", context_token_limit=lim, keep_recent_tokens=keep) for lim, keep in points
+    ]
+    from sim.gridpath import _Static
+    from sim.seed_messages import OUTPUT_CONTRACT_TOKENS
+
+    first = min(int(_Static(t, policies[1]).appended[0]) for t in TRACES)  # the first call's estimate
+    assert first > 2000 - OUTPUT_CONTRACT_TOKENS  # (over the two lowest limits' triggers)
+    assert check_grid(policies, TRACES, 200000, PRICE) == []
+
+
 @pytest.mark.parametrize("window", [20000, 30000])
 def test_lanes_that_would_overflow_leave_the_grid_and_the_rest_still_match(window):
     policies = grid(tool_result_max_bytes=4096)
