@@ -86,8 +86,7 @@ class Prepared(NamedTuple):
     trace: Trace
     model: ReplayModel
     settled: list  # settle-time changes (sim.policies.base.Change), in index order
-    plans: Plans | None  # the batch's plans (None: the policy plans nothing)
-    pos: int  # this run's place in them
+    pos: int  # this run's place in the batch's plans (``replay_batch``'s ``plans``)
     recovered: tuple[str, ...] | None  # facts re-read (None: no needed fact can leave the view)
     degraded: bool
     rereads: tuple[tuple[int, int, int, int], ...]  # (call, row kind, event, tokens added): the record's
@@ -169,15 +168,19 @@ def prepare_many(
     missing fact (``on_missing=fail``) or its step limit (``model.max_turns``), or it would react in a
     way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1).
     ``plans``: the runs' plans, when the policy acts before calls."""
-    counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
     needs = batch_derived(traces, "has_needs", _has_needs)
     if not policy.settles:  # nothing settles: a run reacts when its plan hides a needed fact
+        if not any(needs) or (plans is None or not plans.counts.any()) and not policy.spills:
+            # no run reacts: each as it is, the same for every setting of the batch (kept)
+            return _limited(PlainRuns(traces, models), models)
+        counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
         spills = policy.spills
         runs = [
             (t, m, _NO_SETTLED, (n > 0 or spills) and hn)
             for t, m, n, hn in zip(traces, models, counts, needs, strict=True)
         ]
     else:
+        counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
         runs = []  # (trace, model, settled, reacts?)
         for trace, model, n, hn in zip(traces, models, counts, needs, strict=True):
             a = trace.arrays
@@ -185,20 +188,51 @@ def prepare_many(
             hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
             runs.append((trace, model, settled, hides and hn))
     if not any(r[3] for r in runs):  # no run reacts: each as it is
-        out = [
-            _prepared((t, m, st, plans, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)
-        ]
+        out = [_prepared((t, m, st, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)]
     else:
         reactions = _reactions_many(traces, runs, plans)
         out = []
         for j, (trace, model, settled, reacts) in enumerate(runs):
             if not reacts:
-                p = _prepared((trace, model, settled, plans, j, None, False, (), (), None))
+                p = _prepared((trace, model, settled, j, None, False, (), (), None))
             else:
                 reacted = reactions[j]
-                p = None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted))
+                p = None if reacted is None else _prepared((trace, model, settled, j, *reacted))
             out.append(p)
+    return _limited(out, models)
+
+
+class PlainRuns(Sequence):
+    """``prepare_many``'s answer for runs that settle nothing and react to nothing: their traces and
+    models, a ``Prepared`` per run only when one is asked for (the batch reads the lists whole)."""
+
+    __slots__ = ("traces", "models")
+
+    def __init__(self, traces: list[Trace], models: list[ReplayModel]) -> None:
+        self.traces, self.models = traces, models
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        return _prepared(
+            (self.traces[j], self.models[j], _NO_SETTLED, j % len(self), None, False, (), (), None)
+        )
+
+    def __iter__(self):
+        for j, (t, m) in enumerate(zip(self.traces, self.models, strict=True)):
+            yield _prepared((t, m, _NO_SETTLED, j, None, False, (), (), None))
+
+    def __contains__(self, value) -> bool:
+        return value is not None and any(p == value for p in self)  # every run is prepared
+
+
+def _limited(out: list, models: list[ReplayModel]) -> list:
+    """``out`` with None for each run its agent's step limit ends (the loop says where)."""
     if any(m.max_turns is not None for m in models):
+        out = list(out)
         for j, (p, model) in enumerate(zip(out, models, strict=True)):
             limit = model.max_turns
             if p is not None and limit is not None and len(p.trace.calls) + len(p.rereads) > limit:
@@ -207,6 +241,7 @@ def prepare_many(
 
 
 _NO_SETTLED: list = []  # shared by runs without settle-time changes (never written)
+_NO_CUTS: tuple = ()
 
 
 def _has_needs(traces: Sequence[Trace]) -> list[bool]:
@@ -506,6 +541,8 @@ class _Static(NamedTuple):
     tokens_seen: list[int]  # ... and their recorded tokens
     kinds_seen: list[list[int]]  # ... and its facts of each kind
     seen: tuple  # (facts_seen, tokens_seen, kinds_seen) as arrays (``sim.ledger.totals_columns``)
+    column_sums: dict  # call column -> per run, its total, for the columns the traces alone fill
+    column_top: int  # the largest magnitude in those columns
 
 
 def _static(traces: Sequence[Trace]) -> _Static:
@@ -559,13 +596,34 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
         [seen_kinds(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (),
+        {},
+        0,
     )
+    # without re-read rows, these columns hold what the traces say: their totals and bound are kept
+    by_trace = {
+        "call": static.local_call,
+        "recorded_call": static.local_call,
+        "residual_tokens": static.residual,
+        "recorded_input_tokens": static.recorded_input,
+        "view_items": view_end,
+    }
+    nonempty = np.flatnonzero(ncalls)
+    column_sums = {}
+    for name, col in by_trace.items():
+        total = np.zeros(len(traces), dtype=np.int64)
+        if len(nonempty):
+            total[nonempty] = np.add.reduceat(col, call_off[nonempty])
+        total.setflags(write=False)
+        column_sums[name] = total
+    top = max((max(int(c.max()), -int(c.min())) for c in by_trace.values() if len(c)), default=0)
     static = static._replace(
         seen=(
             np.array(static.facts_seen, dtype=np.int64),
             np.array(static.tokens_seen, dtype=np.int64),
             np.array(static.kinds_seen, dtype=np.int64).reshape(len(traces), -1),
-        )
+        ),
+        column_sums=column_sums,
+        column_top=top,
     )
     for v in (*static, *static.seen):
         if isinstance(v, np.ndarray):
@@ -596,9 +654,15 @@ class Batch(NamedTuple):
     cuts: list  # per run: its settle-time cuts and paginations
 
 
-def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -> Batch:
-    """The batch's rows and per-run totals, priced under one cache family and price, as columns."""
-    st = _static([r.trace for r in runs])
+def replay_batch(
+    runs: list[Prepared], rules: CacheRules, price: Price | None, plans: Plans | None = None
+) -> Batch:
+    """The batch's rows and per-run totals, priced under one cache family and price, as columns.
+    ``plans``: the plans ``prepare_many`` was given (each run's ``pos`` is its place in them)."""
+    plain = isinstance(runs, PlainRuns)  # nothing settled, nothing re-read
+    traces = runs.traces if plain else [r.trace for r in runs]
+    models = runs.models if plain else [r.model for r in runs]
+    st = _static(traces)
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
     call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
     view_end = st.view_end
@@ -606,12 +670,15 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
     states = np.zeros(len(tok), dtype=np.int8)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    settled = [
-        (off + ch.index, ch.tokens, ch.state)
-        for r, off in zip(runs, item_off.tolist(), strict=True)
-        for ch in r.settled
-    ]
-    cuts: list[list] = [[] for _ in runs]  # each run's settle-time cuts and paginations, as the record's
+    settled = []
+    if not plain:
+        settled = [
+            (off + ch.index, ch.tokens, ch.state)
+            for r, off in zip(runs, item_off.tolist(), strict=True)
+            for ch in r.settled
+        ]
+    # each run's settle-time cuts and paginations, as the record's (runs without share one)
+    cuts: list = [_NO_CUTS] * len(runs)
     if settled:
         g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
         tok[g] = new
@@ -640,12 +707,18 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     firsts = np.full(K, -1, dtype=np.int64)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None
-    plans = runs[0].plans if runs else None
-    entries = None if plans is None else plans.laid_out([r.pos for r in runs], call_off, item_off)
+    entries = per_call = None
+    if plans is not None and runs:
+        # runs keep their order: as many as the plans have is all of them, in order
+        pos = None if len(runs) == len(plans) else [r.pos for r in runs]
+        entries = plans.laid_out(pos, call_off, item_off)
+        per_call = plans.call_counts if pos is None else None
+        if per_call is not None and len(per_call) != K:
+            per_call = None
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
             entries, call_base, item_base, first_call, prev_items,
-            tok, states, prefix, view_tokens, firsts, nchanged, change_parts,
+            tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call,
         )  # fmt: skip
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
@@ -662,7 +735,7 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         "recorded_call": st.local_call,
         "view_tokens": view_tokens,
         "residual_tokens": st.residual,
-        "output_tokens": _outputs([r.model for r in runs]),
+        "output_tokens": _outputs(models),
         "recorded_input_tokens": st.recorded_input,
         "view_items": view_end,
         "first_changed": firsts,
@@ -670,7 +743,7 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         "stable_prefix_tokens": stable,
     }
     elapsed = st.elapsed
-    rereads = _batch_rereads(runs, call_off, item_off)
+    rereads = None if plain else _batch_rereads(runs, call_off, item_off)
     n_rows = K + (0 if rereads is None else len(rereads[0]))
     table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
     out = dict(zip(CALL_COLUMNS, table, strict=True))
@@ -698,7 +771,14 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     )  # fmt: skip
     for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
         cols[name][:] = col
-    _check_sums(table, rows, rows_per_run, [r.trace for r in runs])
+    top = None
+    if rereads is None and K:  # the columns the traces fill are bounded once per batch
+        outputs = cols["output_tokens"]
+        top = max(st.column_top, int(outputs.max()), -int(outputs.min()))
+        for name in _PLANNED_COLUMNS:
+            col = cols[name]
+            top = max(top, int(col.max()), -int(col.min()))
+    _check_sums(table, rows, rows_per_run, traces, top)
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = rows.nonempty
@@ -707,18 +787,32 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
     compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs))
     bounds = np.append(item_off, len(tok))
-    shown = {
-        int(item_off[j]) + i: ranges
-        for j, cs in enumerate(cuts)
-        for _, i, ranges in cs
-        if states[int(item_off[j]) + i] in _POSITIONAL_CODES
-    }
+    shown = (
+        {
+            int(item_off[j]) + i: ranges
+            for j, cs in enumerate(cuts)
+            for _, i, ranges in cs
+            if states[int(item_off[j]) + i] in _POSITIONAL_CODES
+        }
+        if settled
+        else {}
+    )
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown)
 
     table.setflags(write=False)
-    sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
-    if len(nonempty):
-        sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+    if rereads is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
+        by_column = np.zeros((len(CALL_COLUMNS), len(runs)), dtype=np.int64)  # per column, per run
+        for c, (name, col) in enumerate(cols.items()):
+            kept_sum = st.column_sums.get(name)
+            if kept_sum is not None:
+                by_column[c] = kept_sum
+            elif name not in _ZERO_COLUMNS and len(nonempty):
+                by_column[c, nonempty] = np.add.reduceat(col, rows.nonempty_off)
+        sums = by_column.T  # per run, per column
+    else:
+        sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
+        if len(nonempty):
+            sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
     width = len(CALL_KINDS)
     if n_rows > K:  # re-read rows: count kinds per run
         kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
@@ -773,13 +867,17 @@ def run_columns(b: Batch) -> list[RunColumns]:
     return out
 
 
-def _check_sums(table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace]) -> None:
+def _check_sums(
+    table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace], top: int | None = None
+) -> None:
     """Refuse, as the loop does (``sim.engine.check_sums``), a run whose column sums could wrap int64:
-    one bound on the whole batch, and the runs only when it fails."""
+    one bound on the whole batch (``top``: the largest magnitude in any column but cost, when known),
+    and the runs only when it fails."""
     counts = table[:-1]  # every column but cost (sim.limits.run_sum_problem)
     if not counts.size:
         return
-    top = max(int(counts.max()), -int(counts.min()))
+    if top is None:
+        top = max(int(counts.max()), -int(counts.min()))
     if run_sum_problem(top, int(rows_per_run.max())) is None:
         return
     nonempty = rows.nonempty
@@ -852,24 +950,28 @@ def _fold_plans(
     firsts,
     nchanged,
     change_parts,
+    counts=None,
 ):
     """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
     ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
     its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
     positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
-    otherwise a Fenwick tree sums them. Returns (view tokens, seam calls, their stable prefix)."""
+    otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
+    Returns (view tokens, seam calls, their stable prefix)."""
     call, index, new, state = entries  # global calls (non-decreasing) and item ids
     K, m = len(call_base), len(call)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
-    counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
+    if counts is None:
+        counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
     ends = counts.cumsum()
     starts = ends - counts
     run_start = starts[call_base]  # the first entry of each call's run
-    view_tokens = view_tokens + done[ends] - done[run_start]
-    nchanged[:] = ends - starts
-    has = nchanged > 0
+    view_tokens = view_tokens + done[ends]
+    view_tokens -= done[run_start]
+    nchanged[:] = counts
+    has = counts > 0
     first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
     np.copyto(firsts, first_global - item_base, where=has)
     seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
@@ -882,8 +984,38 @@ def _fold_plans(
         stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
     tok[index] = new
     states[index] = state
-    change_parts.append((call, KIND_OF_CODE[state], index - item_base[call], -d, new))
+    change_parts.append(_PlanPart(call, state, index, d, new, item_base, has, done))
     return view_tokens, seam, stable_at
+
+
+class _PlanPart:
+    """The plans' share of a batch's changes: its columns (global call, kind, local index, reclaimed,
+    after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
+
+    __slots__ = ("call", "state", "index", "d", "new", "item_base", "has", "done", "_cols")
+
+    def __init__(self, call, state, index, d, new, item_base, has, done) -> None:
+        self.call, self.state, self.index, self.d, self.new = call, state, index, d, new
+        self.item_base, self.has, self.done = item_base, has, done  # per call: any entry; running net change
+        self._cols = None
+
+    def cols(self) -> tuple:
+        if self._cols is None:
+            c = self.call
+            self._cols = (c, KIND_OF_CODE[self.state], self.index - self.item_base[c], -self.d, self.new)
+        return self._cols
+
+    def kind(self) -> int | None:
+        """The compaction kind of every entry, when they share one (None: they do not, or none is)."""
+        s = self.state
+        if not len(s) or s.min() != s.max():
+            return None
+        k = int(KIND_OF_CODE[int(s[0])])
+        return k if k >= 0 else None
+
+
+def _columns(part) -> tuple:
+    return part.cols() if isinstance(part, _PlanPart) else part
 
 
 def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
@@ -1005,6 +1137,7 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
 def _sorted_changes(parts) -> list[np.ndarray]:
     """The batch's change parts as one set of columns, sorted by global call (settle-time changes of a
     call before its plan's)."""
+    parts = [_columns(p) for p in parts]
     cols = parts[0]
     if len(parts) > 1:
         cols = [concat(list(c)) for c in zip(*parts, strict=True)]
@@ -1019,6 +1152,16 @@ def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarr
     width = len(COMPACTION_KINDS)
     if not parts:
         return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
+    if len(parts) == 1 and isinstance(parts[0], _PlanPart) and (k := parts[0].kind()) is not None:
+        # plans alone, of one kind: a compaction per call with entries, runs' entries by call
+        p = parts[0]
+        has = np.zeros(len(p.has) + 1, dtype=np.int64)
+        np.cumsum(p.has, out=has[1:])
+        by_kind = np.zeros((runs, width), dtype=np.int64)
+        ends = np.append(call_off[1:], len(p.has))
+        by_kind[:, k] = has[ends] - has[call_off]
+        at = np.append(p.call.searchsorted(call_off), len(p.call))  # each run's first entry
+        return by_kind, p.done[at[:-1]] - p.done[at[1:]]
     call, kind, _, reclaimed, _ = _sorted_changes(parts)
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
@@ -1064,6 +1207,18 @@ def _split_changes(block, starts, ends) -> list[Columns]:
 
 
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
+# without re-read rows: the columns a replay fills (bounded per replay), and those that are all 0
+_PLANNED_COLUMNS = (
+    "input_tokens",
+    "view_tokens",
+    "first_changed",
+    "items_changed",
+    "stable_prefix_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "uncached_input_tokens",
+)
+_ZERO_COLUMNS = ("kind", "status_tokens")
 
 
 def elapsed_array(trace: Trace) -> np.ndarray:

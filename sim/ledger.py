@@ -334,15 +334,18 @@ def token_outcomes(
     if not len(changed):
         return np.zeros((runs, 4), dtype=np.int64)
     original, final, states = original[changed], final[changed], states[changed]
-    run = bounds.searchsorted(changed, side="right") - 1
+    at = changed.searchsorted(bounds)  # run j's changed items: [at[j], at[j + 1]) (they ascend)
 
     def per_run(values: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
-        # float weights are exact here: token counts stay far below 2**53
-        if where is None:
-            return np.bincount(run, values, minlength=runs).astype(np.int64)
-        if not where.any():
-            return np.zeros(runs, dtype=np.int64)
-        return np.bincount(run[where], values[where], minlength=runs).astype(np.int64)
+        # sums over each run's stretch as differences of one running sum (exact in int64: a wrapped
+        # running sum still differs by the stretch's sum)
+        if where is not None:
+            if not where.any():
+                return np.zeros(runs, dtype=np.int64)
+            values = np.where(where, values, 0)
+        running = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=running[1:])
+        return running[at[1:]] - running[at[:-1]]
 
     summarized = states == _SUMMARIZED
     in_place = None if not summarized.any() else ~summarized

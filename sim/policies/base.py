@@ -53,13 +53,16 @@ class Plans:
     index numbered within each entry's run) and each run's number of entries. ``plans[j]`` is run j's
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
-    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds", "_whole")
+    __slots__ = ("call", "index", "tokens", "state", "counts", "call_counts", "_bounds", "_whole")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
     ) -> None:
         self.call, self.index, self.tokens, self.state = call, index, tokens, state
         self.counts = counts
+        # entries of each call, every run's calls laid end to end, when the planner knows them (the batch
+        # path then skips counting them); None: unknown
+        self.call_counts: np.ndarray | None = None
         self._bounds: list[int] | None = None
         self._whole: tuple | None = None  # laid_out of every run: (offsets it was given, entries)
 
@@ -77,14 +80,15 @@ class Plans:
     def __len__(self) -> int:
         return len(self.counts)
 
-    def laid_out(self, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
-        """The entries of runs ``pos``, those runs laid end to end in that order, with each run's calls
-        and indices moved by its offsets: (call, index, tokens, state) arrays, or None when they plan
-        nothing. The result for every run in order is kept: the engine asks for it twice a batch."""
-        whole = len(pos) == len(self) and pos == list(range(len(pos)))
+    def laid_out(self, pos: list[int] | None, call_off: np.ndarray, item_off: np.ndarray):
+        """The entries of runs ``pos`` (None: every run, in order), those runs laid end to end in that
+        order, with each run's calls and indices moved by its offsets: (call, index, tokens, state)
+        arrays, or None when they plan nothing. The result for every run in order is kept: the engine
+        asks for it twice a batch."""
+        whole = pos is None or (len(pos) == len(self) and pos == list(range(len(pos))))
         if whole and self._whole is not None and self._whole[0] is call_off:
             return self._whole[1]
-        counts = self.counts[pos]
+        counts = self.counts if whole else self.counts[pos]
         entries = None
         if counts.any():
             arrays = (self.call, self.index, self.tokens, self.state)
