@@ -228,7 +228,13 @@ def replay_table(
 ) -> ReplayTable:
     """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
     traces = list(traces)
-    models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
+    if models is None:  # each trace's default model, made once (read from the memo directly: a call per
+        # run costs as much here as a batch's arithmetic)
+        models = [t._cache.get("replay_model") for t in traces]
+        if None in models:
+            models = [t.derived("replay_model", ReplayModel) for t in traces]
+    else:
+        models = list(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = batch_path(policy)
@@ -282,7 +288,7 @@ def _batch_group(positions, runs, plans, rules, price, windows, policy, loop) ->
     refused by the provider, and the loop decides what follows (its record goes in ``loop``)."""
     batch = replay_batch(runs, rules, price, plans)
     kept = np.ones(len(runs), dtype=bool)
-    if any(w is not None for w in windows):
+    if windows.count(None) != len(windows):
         unlimited = np.array([w is None for w in windows], dtype=bool)
         w_arr = np.array([0 if w is None else w for w in windows], dtype=np.int64)
         kept = unlimited | (batch.peaks <= w_arr)

@@ -39,6 +39,7 @@ from sim.ledger import (
     BatchFacts,
     LedgerTotals,
     batch_facts,
+    changed_token_outcomes,
     fact_index,
     fact_outcome_counts,
     provides_any,
@@ -231,13 +232,17 @@ class PlainRuns(Sequence):
 
 def _limited(out: list, models: list[ReplayModel]) -> list:
     """``out`` with None for each run its agent's step limit ends (the loop says where)."""
-    if any(m.max_turns is not None for m in models):
+    if batch_derived(models, "step_limited", _step_limited):
         out = list(out)
         for j, (p, model) in enumerate(zip(out, models, strict=True)):
             limit = model.max_turns
             if p is not None and limit is not None and len(p.trace.calls) + len(p.rereads) > limit:
                 out[j] = None  # the agent's step limit ends this run: the loop says where
     return out  # type: ignore[return-value]
+
+
+def _step_limited(models: Sequence[ReplayModel]) -> bool:
+    return any(m.max_turns is not None for m in models)
 
 
 _NO_SETTLED: list = []  # shared by runs without settle-time changes (never written)
@@ -711,10 +716,13 @@ def replay_batch(
     if plans is not None and runs:
         # runs keep their order: as many as the plans have is all of them, in order
         pos = None if len(runs) == len(plans) else [r.pos for r in runs]
-        entries = plans.laid_out(pos, call_off, item_off)
         per_call = plans.call_counts if pos is None else None
         if per_call is not None and len(per_call) != K:
             per_call = None
+        if per_call is None:
+            entries = plans.laid_out(pos, call_off, item_off)
+        elif len(plans.index):  # every run, entries by call: their calls are not needed as an array
+            entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
             entries, call_base, item_base, first_call, prev_items,
@@ -773,11 +781,10 @@ def replay_batch(
         cols[name][:] = col
     top = None
     if rereads is None and K:  # the columns the traces fill are bounded once per batch
-        outputs = cols["output_tokens"]
-        top = max(st.column_top, int(outputs.max()), -int(outputs.min()))
-        for name in _PLANNED_COLUMNS:
-            col = cols[name]
-            top = max(top, int(col.max()), -int(col.min()))
+        top = st.column_top
+        for lo, hi in _REPLAYED_BLOCKS:
+            block = table[lo:hi]
+            top = max(top, int(block.max()), -int(block.min()))
     _check_sums(table, rows, rows_per_run, traces, top)
     tok.setflags(write=False)
     states.setflags(write=False)
@@ -797,7 +804,11 @@ def replay_batch(
         if settled
         else {}
     )
-    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown)
+    only = None  # the plans' part, when it made every change, each item once, in ascending order
+    if len(change_parts) == 1 and isinstance(change_parts[0], _PlanPart):
+        part = change_parts[0]
+        only = part if part.kind() is not None and part.ascending() else None
+    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
     table.setflags(write=False)
     if rereads is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
@@ -923,16 +934,23 @@ def _rows(rows_per_run: np.ndarray) -> _Rows:
     return rows
 
 
-def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -> tuple:
+def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, only=None) -> tuple:
     """What each run's ledger totals are made of (``sim.ledger.totals_many`` or ``totals_columns`` of it):
     its tokens and facts by category over what it saw (``reread``: the items re-read, global ids;
-    ``shown``: global item -> the byte ranges its cut or first page shows)."""
+    ``shown``: global item -> the byte ranges its cut or first page shows). ``only``: the plans' part when
+    it made every change, each item once, in ascending order (the changed items are its entries)."""
     runs = len(st.ncalls)
     tokens = np.zeros((runs, 4), dtype=np.int64)
-    facts = fact_outcome_counts(None, states, [()] * runs, reread)
-    if states.any() or (st.facts is not None and st.facts.stale.any()):  # stale counts whatever the states
+    changed = only is not None and len(only.index) > 0
+    if only is None:
+        changed = bool(states.any())
+    if changed or (st.facts is not None and st.facts.stale.any()):  # stale counts whatever the states
         facts = fact_outcome_counts(st.facts, states, [()] * runs, reread, shown)  # no summaries: none kept
-    if states.any():
+    else:
+        facts = fact_outcome_counts(None, states, [()] * runs, reread)
+    if only is not None and changed:
+        tokens = changed_token_outcomes(only.index, only.new - only.d, only.new, only.state, bounds)
+    elif changed:
         tokens = token_outcomes(st.original, tok, states, bounds)
     return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
@@ -958,8 +976,8 @@ def _fold_plans(
     positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
     otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
     Returns (view tokens, seam calls, their stable prefix)."""
-    call, index, new, state = entries  # global calls (non-decreasing) and item ids
-    K, m = len(call_base), len(call)
+    call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
+    K, m = len(call_base), len(index)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
@@ -968,8 +986,9 @@ def _fold_plans(
     ends = counts.cumsum()
     starts = ends - counts
     run_start = starts[call_base]  # the first entry of each call's run
-    view_tokens = view_tokens + done[ends]
-    view_tokens -= done[run_start]
+    through = done[ends]
+    through -= done[run_start]  # per call: its run's net change through it
+    view_tokens = view_tokens + through
     nchanged[:] = counts
     has = counts > 0
     first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
@@ -978,13 +997,14 @@ def _fold_plans(
     stable_at = np.zeros(0, dtype=np.int64)
     if len(seam):
         if m < 2 or bool((index[1:] > index[:-1]).all()):
-            below = done[starts[seam]] - done[run_start[seam]]
+            # a seam is no run's first call: the changes before it are those through the call before
+            below = through[seam - 1]
         else:
             below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
         stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
     tok[index] = new
     states[index] = state
-    change_parts.append(_PlanPart(call, state, index, d, new, item_base, has, done))
+    change_parts.append(_PlanPart(call, state, index, d, new, item_base, counts, ends, done))
     return view_tokens, seam, stable_at
 
 
@@ -992,12 +1012,20 @@ class _PlanPart:
     """The plans' share of a batch's changes: its columns (global call, kind, local index, reclaimed,
     after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
 
-    __slots__ = ("call", "state", "index", "d", "new", "item_base", "has", "done", "_cols")
+    __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
+    __slots__ += ("_kind",)
 
-    def __init__(self, call, state, index, d, new, item_base, has, done) -> None:
-        self.call, self.state, self.index, self.d, self.new = call, state, index, d, new
-        self.item_base, self.has, self.done = item_base, has, done  # per call: any entry; running net change
-        self._cols = None
+    def __init__(self, call, state, index, d, new, item_base, counts, ends, done) -> None:
+        self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
+        # per call: its entries, and the entries through it; per entry: the batch's net change up to it
+        self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
+        self._cols = self._kind = None
+
+    @property
+    def call(self) -> np.ndarray:
+        if self._call is None:
+            self._call = np.repeat(np.arange(len(self.counts), dtype=np.int64), self.counts)
+        return self._call
 
     def cols(self) -> tuple:
         if self._cols is None:
@@ -1007,11 +1035,17 @@ class _PlanPart:
 
     def kind(self) -> int | None:
         """The compaction kind of every entry, when they share one (None: they do not, or none is)."""
-        s = self.state
-        if not len(s) or s.min() != s.max():
-            return None
-        k = int(KIND_OF_CODE[int(s[0])])
-        return k if k >= 0 else None
+        if self._kind is None:
+            s, k = self.state, -1
+            if len(s) and s.min() == s.max() and int(s[0]) != _VERBATIM:
+                k = int(KIND_OF_CODE[int(s[0])])
+            self._kind = k
+        return self._kind if self._kind >= 0 else None
+
+    def ascending(self) -> bool:
+        """Every entry changes another item, in ascending order."""
+        i = self.index
+        return len(i) < 2 or bool((i[1:] > i[:-1]).all())
 
 
 def _columns(part) -> tuple:
@@ -1155,12 +1189,15 @@ def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarr
     if len(parts) == 1 and isinstance(parts[0], _PlanPart) and (k := parts[0].kind()) is not None:
         # plans alone, of one kind: a compaction per call with entries, runs' entries by call
         p = parts[0]
-        has = np.zeros(len(p.has) + 1, dtype=np.int64)
-        np.cumsum(p.has, out=has[1:])
+        K = len(p.counts)
+        has = np.zeros(K + 1, dtype=np.int64)  # calls with entries, through each call
+        np.cumsum(p.counts > 0, out=has[1:])
+        bounds = np.append(call_off, K)  # run j's calls: [bounds[j], bounds[j + 1])
         by_kind = np.zeros((runs, width), dtype=np.int64)
-        ends = np.append(call_off[1:], len(p.has))
-        by_kind[:, k] = has[ends] - has[call_off]
-        at = np.append(p.call.searchsorted(call_off), len(p.call))  # each run's first entry
+        by_kind[:, k] = has[bounds[1:]] - has[bounds[:-1]]
+        through = np.zeros(K + 1, dtype=np.int64)  # entries before each call
+        through[1:] = p.ends
+        at = through[bounds]  # each run's first entry, then the number of entries
         return by_kind, p.done[at[:-1]] - p.done[at[1:]]
     call, kind, _, reclaimed, _ = _sorted_changes(parts)
     key = call * width + kind
@@ -1207,18 +1244,25 @@ def _split_changes(block, starts, ends) -> list[Columns]:
 
 
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
-# without re-read rows: the columns a replay fills (bounded per replay), and those that are all 0
-_PLANNED_COLUMNS = (
-    "input_tokens",
-    "view_tokens",
-    "first_changed",
-    "items_changed",
-    "stable_prefix_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "uncached_input_tokens",
-)
+# without re-read rows: the columns the traces fill (kept per batch), those that are all 0, and the
+# others but cost (bounded per replay), as blocks of adjacent rows of the call table
+_TRACE_COLUMNS = ("call", "recorded_call", "residual_tokens", "recorded_input_tokens", "view_items")
 _ZERO_COLUMNS = ("kind", "status_tokens")
+
+
+def _blocks(rows: list[int]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for r in sorted(rows):
+        if out and out[-1][1] == r:
+            out[-1][1] = r + 1
+        else:
+            out.append([r, r + 1])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+_REPLAYED_BLOCKS = _blocks(
+    [i for i, n in enumerate(CALL_COLUMNS[:-1]) if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS]
+)
 
 
 def elapsed_array(trace: Trace) -> np.ndarray:

@@ -329,11 +329,18 @@ def token_outcomes(
     run j holds items [bounds[j], bounds[j + 1]). An item cut in place keeps what is left as derived and
     loses the rest (a spilled item's rest is behind its handle, a paginated item's in its later pages);
     a summary stands for its whole span: derived up to its size, the rest lost."""
-    runs = len(bounds) - 1
     changed = np.flatnonzero(states)
     if not len(changed):
-        return np.zeros((runs, 4), dtype=np.int64)
-    original, final, states = original[changed], final[changed], states[changed]
+        return np.zeros((len(bounds) - 1, 4), dtype=np.int64)
+    return changed_token_outcomes(changed, original[changed], final[changed], states[changed], bounds)
+
+
+def changed_token_outcomes(
+    changed: np.ndarray, original: np.ndarray, final: np.ndarray, states: np.ndarray, bounds: np.ndarray
+) -> np.ndarray:
+    """``token_outcomes`` from the changed items alone: their ids (ascending, each once) and their
+    original sizes, final sizes and (non-verbatim) final states."""
+    runs = len(bounds) - 1
     at = changed.searchsorted(bounds)  # run j's changed items: [at[j], at[j + 1]) (they ascend)
 
     def per_run(values: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:

@@ -53,18 +53,37 @@ class Plans:
     index numbered within each entry's run) and each run's number of entries. ``plans[j]`` is run j's
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
-    __slots__ = ("call", "index", "tokens", "state", "counts", "call_counts", "_bounds", "_whole")
+    __slots__ = ("_call", "index", "tokens", "state", "counts", "call_counts", "_local", "_bounds", "_whole")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
     ) -> None:
-        self.call, self.index, self.tokens, self.state = call, index, tokens, state
+        self._call, self.index, self.tokens, self.state = call, index, tokens, state
         self.counts = counts
         # entries of each call, every run's calls laid end to end, when the planner knows them (the batch
-        # path then skips counting them); None: unknown
+        # path then counts nothing, and builds no call array); None: unknown
         self.call_counts: np.ndarray | None = None
+        self._local: np.ndarray | None = None
         self._bounds: list[int] | None = None
         self._whole: tuple | None = None  # laid_out of every run: (offsets it was given, entries)
+
+    @classmethod
+    def by_call(
+        cls, call_counts: np.ndarray, local_call: np.ndarray, index, tokens, state, counts: np.ndarray
+    ) -> Plans:
+        """Plans whose entries are given per call: ``call_counts[k]`` entries before call k of the runs'
+        calls laid end to end, ``local_call[k]`` its number in its run (the call array is made only when
+        read)."""
+        plans = cls(None, index, tokens, state, counts)  # type: ignore[arg-type]
+        plans.call_counts, plans._local = call_counts, local_call
+        return plans
+
+    @property
+    def call(self) -> np.ndarray:
+        """Each entry's call, numbered within its run."""
+        if self._call is None:
+            self._call = np.repeat(self._local, self.call_counts)
+        return self._call
 
     @classmethod
     def of(cls, plans: Sequence[Plan]) -> Plans:

@@ -184,9 +184,7 @@ class ObservationMasking(Policy):
         tokens = b.placeholder_tokens[index + np.repeat(b.event_off, runs)]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        plans = Plans(np.repeat(b.local_call, counts), index, tokens, state, runs)
-        plans.call_counts = counts  # entries of each call, runs laid end to end (``Plans.call_counts``)
-        return plans
+        return Plans.by_call(counts, b.local_call, index, tokens, state, runs)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]
