@@ -15,6 +15,7 @@ in ``sim.engine`` is the reference; the conformance checker holds the two to ide
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -181,12 +182,22 @@ def prepare_many(
             for t, m, n, hn in zip(traces, models, counts, needs, strict=True)
         ]
     else:
+        key = policy.settle_key()
+        if key is not None:  # the same for every replay of the batch whose policy settles alike (kept)
+            kept = batch_derived(traces, "settled:" + key, partial(_batch_settled, policy))
+            if not any(needs):  # no run reacts: each as it is
+                return _limited(PlainRuns(traces, models, kept), models)
+            settled_of, positional_of = kept.per_run, kept.positional
+        else:
+            stops = _static(traces).stops.tolist()
+            settled_of = [settled_changes(t, policy, s) for t, s in zip(traces, stops, strict=True)]
+            positional_of = [any(ch.state in POSITIONAL for ch in s) for s in settled_of]
         counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
         runs = []  # (trace, model, settled, reacts?)
-        for trace, model, n, hn in zip(traces, models, counts, needs, strict=True):
-            a = trace.arrays
-            settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
-            hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
+        for trace, model, n, hn, settled, cut in zip(
+            traces, models, counts, needs, settled_of, positional_of, strict=True
+        ):
+            hides = n > 0 or policy.spills or cut
             runs.append((trace, model, settled, hides and hn))
     if not any(r[3] for r in runs):  # no run reacts: each as it is
         out = [_prepared((t, m, st, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)]
@@ -203,14 +214,56 @@ def prepare_many(
     return _limited(out, models)
 
 
+class _Settled(NamedTuple):
+    """A batch's settle-time changes under one ``Policy.settle_key`` (no trace: the batch memory keeps
+    it): per run, and as arrays over the batch."""
+
+    per_run: list[list]  # each run's changes (``Change``), in index order
+    positional: list[bool]  # per run: does a change show part of its item (a cut, a first page)
+    item: np.ndarray  # each change's global item, runs laid end to end
+    tokens: np.ndarray  # ... its size after
+    state: np.ndarray  # ... and its state code
+    cuts: list  # per run: (call, item, shown byte ranges) of each cut or pagination (the record's)
+
+
+def _batch_settled(policy: Policy, traces: Sequence[Trace]) -> _Settled:
+    st = _static(traces)
+    per_run = [settled_changes(t, policy, s) for t, s in zip(traces, st.stops.tolist(), strict=True)]
+    flat = [
+        (off + ch.index, ch.tokens, int(ch.state))
+        for s, off in zip(per_run, st.item_off.tolist(), strict=True)
+        for ch in s
+    ]
+    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)) if flat else (_NONE,) * 3
+    cuts: list = [_NO_CUTS] * len(traces)
+    positional = [False] * len(traces)
+    for j, s in enumerate(per_run):
+        if s and any(ch.state in POSITIONAL for ch in s):
+            positional[j] = True
+            c0, i0 = int(st.call_off[j]), int(st.item_off[j])
+            admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in s]), side="right")
+            cuts[j] = [
+                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
+                for ch, c in zip(s, admit.tolist(), strict=True)
+                if ch.state in POSITIONAL
+            ]
+    for a in (g, new, code):
+        a.setflags(write=False)
+    return _Settled(per_run, positional, g, new, code, cuts)
+
+
 class PlainRuns(Sequence):
-    """``prepare_many``'s answer for runs that settle nothing and react to nothing: their traces and
-    models, a ``Prepared`` per run only when one is asked for (the batch reads the lists whole)."""
+    """``prepare_many``'s answer for runs that react to nothing, settling nothing or what ``settled``
+    holds: their traces and models, a ``Prepared`` per run only when one is asked for (the batch reads
+    the lists whole)."""
 
-    __slots__ = ("traces", "models")
+    __slots__ = ("traces", "models", "settled")
 
-    def __init__(self, traces: list[Trace], models: list[ReplayModel]) -> None:
-        self.traces, self.models = traces, models
+    def __init__(self, traces: list[Trace], models: list[ReplayModel], settled: _Settled | None = None):
+        self.traces, self.models, self.settled = traces, models, settled
+
+    def _settled_of(self, j: int) -> list:
+        return _NO_SETTLED if self.settled is None else self.settled.per_run[j]
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -218,13 +271,12 @@ class PlainRuns(Sequence):
     def __getitem__(self, j):
         if isinstance(j, slice):
             return [self[i] for i in range(*j.indices(len(self)))]
-        return _prepared(
-            (self.traces[j], self.models[j], _NO_SETTLED, j % len(self), None, False, (), (), None)
-        )
+        t, m, j = self.traces[j], self.models[j], j % len(self)
+        return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
 
     def __iter__(self):
         for j, (t, m) in enumerate(zip(self.traces, self.models, strict=True)):
-            yield _prepared((t, m, _NO_SETTLED, j, None, False, (), (), None))
+            yield _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
 
     def __contains__(self, value) -> bool:
         return value is not None and any(p == value for p in self)  # every run is prepared
@@ -675,17 +727,23 @@ def replay_batch(
     tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
     states = np.zeros(len(tok), dtype=np.int8)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    settled = []
+    settled: list | None = []
+    kept = runs.settled if plain else None
     if not plain:
         settled = [
             (off + ch.index, ch.tokens, ch.state)
             for r, off in zip(runs, item_off.tolist(), strict=True)
             for ch in r.settled
         ]
+    elif kept is not None and len(kept.item):
+        settled = None  # the kept arrays say
     # each run's settle-time cuts and paginations, as the record's (runs without share one)
     cuts: list = [_NO_CUTS] * len(runs)
-    if settled:
-        g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
+    if settled is None or settled:
+        if settled is None:
+            g, new, code = kept.item, kept.tokens, kept.state
+        else:
+            g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
         tok[g] = new
         states[g] = code
         prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
@@ -694,7 +752,9 @@ def replay_batch(
         # a settled event belongs to the first call whose view admits it
         call = np.searchsorted(st.view_end_global, g, side="right")
         change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
-        for j, r in enumerate(runs):
+        if settled is None:
+            cuts = kept.cuts
+        for j, r in enumerate(() if settled is None else runs):
             if not r.settled:
                 continue
             c0 = int(call_off[j])
@@ -792,16 +852,16 @@ def replay_batch(
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs))
+    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K)
     bounds = np.append(item_off, len(tok))
-    shown = (
+    shown = (  # only facts read it
         {
             int(item_off[j]) + i: ranges
             for j, cs in enumerate(cuts)
             for _, i, ranges in cs
             if states[int(item_off[j]) + i] in _POSITIONAL_CODES
         }
-        if settled
+        if (settled is None or settled) and st.facts is not None
         else {}
     )
     only = None  # the plans' part, when it made every change, each item once, in ascending order
@@ -1180,25 +1240,30 @@ def _sorted_changes(parts) -> list[np.ndarray]:
     return list(cols)
 
 
-def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarray]:
+def _compaction_counts(parts, call_off, runs: int, calls: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """Each run's compactions per kind, (runs, COMPACTION_KINDS), and the tokens they reclaimed, from the
-    batch's changes without building any run's tables: one compaction per distinct (call, kind)."""
+    batch's changes without building any run's tables: one compaction per distinct (call, kind).
+    ``calls``: the batch's calls (-1: not given)."""
     width = len(COMPACTION_KINDS)
     if not parts:
         return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
-    if len(parts) == 1 and isinstance(parts[0], _PlanPart) and (k := parts[0].kind()) is not None:
-        # plans alone, of one kind: a compaction per call with entries, runs' entries by call
-        p = parts[0]
-        K = len(p.counts)
-        has = np.zeros(K + 1, dtype=np.int64)  # calls with entries, through each call
-        np.cumsum(p.counts > 0, out=has[1:])
-        bounds = np.append(call_off, K)  # run j's calls: [bounds[j], bounds[j + 1])
+    summaries = [_part_summary(p, call_off, calls) for p in parts] if calls >= 0 else [None]
+    if all(s is not None for s in summaries):
+        # each part of one kind: a compaction per call with an entry of a part of that kind
+        bounds = np.append(call_off, calls)  # run j's calls: [bounds[j], bounds[j + 1])
         by_kind = np.zeros((runs, width), dtype=np.int64)
-        by_kind[:, k] = has[bounds[1:]] - has[bounds[:-1]]
-        through = np.zeros(K + 1, dtype=np.int64)  # entries before each call
-        through[1:] = p.ends
-        at = through[bounds]  # each run's first entry, then the number of entries
-        return by_kind, p.done[at[:-1]] - p.done[at[1:]]
+        reclaimed = np.zeros(runs, dtype=np.int64)
+        for k in sorted({s[0] for s in summaries}):
+            has = None
+            for kind, part_has, _ in summaries:
+                if kind == k:
+                    has = part_has if has is None else has | part_has
+            through = np.zeros(calls + 1, dtype=np.int64)  # calls with entries, through each call
+            np.cumsum(has, out=through[1:])
+            by_kind[:, k] = through[bounds[1:]] - through[bounds[:-1]]
+        for _, _, part_reclaimed in summaries:
+            reclaimed += part_reclaimed
+        return by_kind, reclaimed
     call, kind, _, reclaimed, _ = _sorted_changes(parts)
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
@@ -1210,6 +1275,30 @@ def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarr
     change_run = np.searchsorted(call_off, call, side="right") - 1
     # float weights are exact here: token counts stay far below 2**53
     return by_kind, np.bincount(change_run, reclaimed, minlength=runs).astype(np.int64)
+
+
+def _part_summary(part, call_off: np.ndarray, calls: int):
+    """(kind, per call: has an entry, per run: tokens reclaimed) of a change part whose entries share
+    one compaction kind and ascend by call; None otherwise."""
+    if isinstance(part, _PlanPart):
+        if (k := part.kind()) is None:
+            return None
+        bounds = np.append(call_off, calls)
+        through = np.zeros(calls + 1, dtype=np.int64)  # entries before each call
+        through[1:] = part.ends
+        at = through[bounds]  # each run's first entry, then the number of entries
+        return k, part.counts > 0, part.done[at[:-1]] - part.done[at[1:]]
+    call, kind, _, reclaimed, _ = part
+    if not len(kind) or kind.min() != kind.max() or kind[0] < 0:
+        return None
+    if len(call) > 1 and not (call[1:] >= call[:-1]).all():
+        return None
+    has = np.zeros(calls, dtype=bool)
+    has[call] = True
+    running = np.zeros(len(call) + 1, dtype=np.int64)  # exact in int64, as in sim.ledger.token_outcomes
+    np.cumsum(reclaimed, out=running[1:])
+    at = np.append(call.searchsorted(call_off), len(call))
+    return int(kind[0]), has, running[at[1:]] - running[at[:-1]]
 
 
 def _change_tables(parts, call_base, call_off, ncalls, first_row):

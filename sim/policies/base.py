@@ -246,6 +246,12 @@ class Policy:
         Only for settle transforms that look at the event alone, never at the view."""
         return None
 
+    def settle_key(self) -> str | None:
+        """What a run's settle-time changes depend on besides its trace, as text: replays whose policies
+        give the same key share them (the batch path keeps them per batch, so a sweep of a later step's
+        knobs settles once). None (the default): not shared, settled on every replay."""
+        return None
+
     def before_call(
         self, trace: Trace, state: Any, view: View, call: int, status: RunStatus
     ) -> Sequence[Change] | Decision:
