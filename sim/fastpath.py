@@ -14,8 +14,8 @@ in ``sim.engine`` is the reference; the conformance checker holds the two to ide
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
-from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -184,7 +184,7 @@ def prepare_many(
     else:
         key = policy.settle_key()
         if key is not None:  # the same for every replay of the batch whose policy settles alike (kept)
-            kept = batch_derived(traces, "settled:" + key, partial(_batch_settled, policy))
+            kept = _kept_settled(traces, policy, key)
             if not any(needs):  # no run reacts: each as it is
                 return _limited(PlainRuns(traces, models, kept), models)
             settled_of, positional_of = kept.per_run, kept.positional
@@ -224,6 +224,25 @@ class _Settled(NamedTuple):
     tokens: np.ndarray  # ... its size after
     state: np.ndarray  # ... and its state code
     cuts: list  # per run: (call, item, shown byte ranges) of each cut or pagination (the record's)
+
+
+SETTLED_KEEP = 4  # settle keys remembered per batch (a sweep of a settle-time knob moves on), oldest out
+
+
+def _kept_settled(traces: Sequence[Trace], policy: Policy, key: str) -> _Settled:
+    kept = batch_derived(traces, "settled", _new_memo)
+    value = kept.get(key)
+    if value is None:
+        value = kept[key] = _batch_settled(policy, traces)
+        while len(kept) > SETTLED_KEEP:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(key)
+    return value
+
+
+def _new_memo(_traces) -> OrderedDict:
+    return OrderedDict()
 
 
 def _batch_settled(policy: Policy, traces: Sequence[Trace]) -> _Settled:
