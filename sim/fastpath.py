@@ -1064,9 +1064,10 @@ def _fold_plans(
         counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
     ends = counts.cumsum()
     starts = ends - counts
-    run_start = starts[call_base]  # the first entry of each call's run
+    first_calls = np.flatnonzero(first_call)  # each run's first call (runs with calls), then their sizes
+    run_calls = np.diff(np.append(first_calls, K))
     through = done[ends]
-    through -= done[run_start]  # per call: its run's net change through it
+    through -= np.repeat(done[starts[first_calls]], run_calls)  # per call: its run's net change through it
     view_tokens = view_tokens + through
     nchanged[:] = counts
     has = counts > 0
@@ -1074,16 +1075,21 @@ def _fold_plans(
     np.copyto(firsts, first_global - item_base, where=has)
     seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
+    ascending = m < 2 or bool((index[1:] > index[:-1]).all())
     if len(seam):
-        if m < 2 or bool((index[1:] > index[:-1]).all()):
+        if ascending:
             # a seam is no run's first call: the changes before it are those through the call before
             below = through[seam - 1]
         else:
             below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
         stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
     tok[index] = new
-    states[index] = state
-    change_parts.append(_PlanPart(call, state, index, d, new, item_base, counts, ends, done))
+    one_state = int(state[0]) if state.min() == state.max() else None
+    states[index] = state if one_state is None else one_state
+    part = _PlanPart(call, state, index, d, new, item_base, counts, ends, done)
+    part._ascending = ascending
+    part._kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
+    change_parts.append(part)
     return view_tokens, seam, stable_at
 
 
@@ -1092,13 +1098,13 @@ class _PlanPart:
     after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
 
     __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
-    __slots__ += ("_kind",)
+    __slots__ += ("_kind", "_ascending")
 
     def __init__(self, call, state, index, d, new, item_base, counts, ends, done) -> None:
         self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
         # per call: its entries, and the entries through it; per entry: the batch's net change up to it
         self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
-        self._cols = self._kind = None
+        self._cols = self._kind = self._ascending = None
 
     @property
     def call(self) -> np.ndarray:
@@ -1123,8 +1129,10 @@ class _PlanPart:
 
     def ascending(self) -> bool:
         """Every entry changes another item, in ascending order."""
-        i = self.index
-        return len(i) < 2 or bool((i[1:] > i[:-1]).all())
+        if self._ascending is None:
+            i = self.index
+            self._ascending = len(i) < 2 or bool((i[1:] > i[:-1]).all())
+        return self._ascending
 
 
 def _columns(part) -> tuple:

@@ -512,7 +512,11 @@ def totals_columns(
         *ks.T,
         *f[:, 6:].T,
     ]
-    return {name: c.tolist() for name, c in zip(LedgerTotals._fields, cols, strict=True)}
+    n = len(fs)
+    # a batch without facts has many all-zero columns: a list of zeros each, without reading the array
+    return {
+        name: c.tolist() if c.any() else [0] * n for name, c in zip(LedgerTotals._fields, cols, strict=True)
+    }
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:

@@ -409,7 +409,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
     sums = b.sums.T
     n_calls = b.rows_per_run.tolist()
     total_in = sums[_COL["input_tokens"]].tolist()
-    reads = sums[_COL["cache_read_tokens"]].tolist()
+    reads = _ints(sums[_COL["cache_read_tokens"]])
     kinds = b.kinds.T
     counts = b.compactions
     n_compactions = counts.sum(axis=1).tolist()
@@ -443,23 +443,23 @@ def _batch_metric_columns(g) -> dict[str, list]:
         "peak_context_tokens": b.peaks.tolist(),
         "growth_exponent": list(b.growth),
         "cache_read_tokens": reads,
-        "cache_write_tokens": sums[_COL["cache_write_tokens"]].tolist(),
+        "cache_write_tokens": _ints(sums[_COL["cache_write_tokens"]]),
         "uncached_input_tokens": sums[_COL["uncached_input_tokens"]].tolist(),
         "cache_hit_rate": _ratios(sums[_COL["cache_read_tokens"]], sums[_COL["input_tokens"]], 6),
         "cost_microusd": [None] * runs if g.price is None else sums[_COL["cost_microusd"]].tolist(),
         "compactions": n_compactions,
-        **{f"compactions_{k}": counts[:, i].tolist() for i, k in enumerate(COMPACTION_KINDS)},
+        **{f"compactions_{k}": _ints(counts[:, i]) for i, k in enumerate(COMPACTION_KINDS)},
         "compaction_frequency": _frequencies(counts.sum(axis=1), b.rows_per_run),
         "tokens_reclaimed": b.reclaimed.tolist(),
-        "summary_calls": summary.tolist(),
+        "summary_calls": _ints(summary),
         "summary_tokens": summary_tokens,
         "exhausted": [False] * runs,
         "warnings": [0] * runs,
         "unpaired_tool_messages": [0] * runs,
         **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
-        "refetch_calls": kinds[REFETCH].tolist(),
-        "retrieve_calls": kinds[RETRIEVE].tolist(),
-        "page_calls": kinds[PAGE].tolist(),
+        "refetch_calls": _ints(kinds[REFETCH]),
+        "retrieve_calls": _ints(kinds[RETRIEVE]),
+        "page_calls": _ints(kinds[PAGE]),
         "answer_completed": done,
         "answer_outcome": outcome,
         "answer_fact_recall": recall,
@@ -477,12 +477,20 @@ def _batch_metric_columns(g) -> dict[str, list]:
     return {name: cols[name] for name in METRICS}
 
 
+def _ints(a: np.ndarray) -> list[int]:
+    """``a.tolist()`` of an int array; all zeros (often, e.g. kinds of call a batch has none of) without
+    reading it element by element."""
+    return a.tolist() if a.any() else [0] * len(a)
+
+
 def _ratios(num: np.ndarray, den: np.ndarray, digits: int) -> list[float | None]:
     """``[round(n / d, digits) if d else None ...]`` over int arrays, the same floats (``round_all``):
     int64 / int64 in numpy is the correctly rounded quotient, as Python's int / int is, for counts below
     2**53."""
     if not len(den):
         return []
+    if not num.any() and den.min() > 0:  # 0 / d: 0.0 (never -0.0: d > 0)
+        return [0.0] * len(den)
     if max(int(np.abs(num).max()), int(np.abs(den).max())) >= 1 << 53:
         return [round(n / d, digits) if d else None for n, d in zip(num.tolist(), den.tolist(), strict=True)]
     ok = den != 0

@@ -89,6 +89,9 @@ def table_columns(table, version: str) -> dict[str, list]:
     finish: list[str] = ["completed"] * n
     for g in table.groups:
         priced = None if g.price is None else g.price.model
+        if len(g.positions) == n:  # the whole table (its positions are distinct)
+            pricing = [priced] * n
+            continue
         for pos in g.positions:
             pricing[pos] = priced
     ids, hashes, applied = batch_derived(table.traces, "row_identity", _row_identity)
