@@ -33,7 +33,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.batchmemo import batch_derived
+from sim.batchmemo import Keyed, batch_derived
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
 from sim.fastpath import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
@@ -227,14 +227,13 @@ def replay_table(
     pricing: str | None = AUTO,
 ) -> ReplayTable:
     """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
-    traces = list(traces)
+    traces = Keyed(traces)  # the batch's memory key made once for the replay's many asks
     if models is None:  # each trace's default model, made once (read from the memo directly: a call per
         # run costs as much here as a batch's arithmetic)
         models = [t._cache.get("replay_model") for t in traces]
         if None in models:
             models = [t.derived("replay_model", ReplayModel) for t in traces]
-    else:
-        models = list(models)
+    models = Keyed(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = batch_path(policy)
