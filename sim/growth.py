@@ -31,6 +31,8 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
         np.log(cum, out=log_cum, where=cum > 0)
     slope = np.bincount(seg, dx * log_cum) / sxx
     finite = np.isfinite(slope)
+    if len(runs) == len(out) and finite.all():  # every run has its slope
+        return round_all(slope, 6)
     for j, v in zip(runs[finite].tolist(), round_all(slope[finite], 6), strict=True):
         out[j] = v
     return out
