@@ -49,6 +49,9 @@ class Keyed(tuple):
         self.key = BatchKey(self)
         return self
 
+    def __reduce__(self):
+        return Keyed, (tuple(self),)  # a copy or an unpickled one keys its own objects, never these ids
+
 
 _BATCHES: OrderedDict[BatchKey, tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
 

@@ -446,3 +446,15 @@ def test_result_rows_of_one_batch_are_separate_dicts():
     assert [list(r) for r in rows] == [list(r) for r in result_rows(table.records(), "v")]
     rows[0]["calls"] = -1
     assert [r["calls"] for r in rows] == [-1, 3, 5]
+
+
+def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
+    import copy
+
+    from sim.batchmemo import Keyed
+
+    runs = Keyed([swe_trace([("x", 5)]), swe_trace([("y", 6)])])
+    for other in (pickle.loads(pickle.dumps(runs)), copy.deepcopy(runs)):
+        assert isinstance(other, Keyed) and other.key.ids == tuple(map(id, other))
+        assert other.key != runs.key  # new objects: another batch
+    assert copy.copy(runs).key == runs.key  # the same objects: the same batch
