@@ -22,13 +22,44 @@ import numpy as np
 
 KEEP = 8  # batches remembered, least recently used dropped first
 
-_BATCHES: OrderedDict[tuple[int, ...], tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
+
+class BatchKey:
+    """The ids of a batch's objects in order, hashed once (a lookup then costs no pass over the ids)."""
+
+    __slots__ = ("ids", "_hash")
+
+    def __init__(self, objects: Sequence[Any]) -> None:
+        self.ids = tuple(map(id, objects))
+        self._hash = hash(self.ids)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, BatchKey) and self.ids == other.ids)
+
+
+class Keyed(tuple):
+    """A batch's objects, in order, with their ``BatchKey`` made once: a replay asks the memory for the
+    same batch several times, and each ask would otherwise read every object's id (a tuple: the key
+    stays true)."""
+
+    def __new__(cls, objects):
+        self = super().__new__(cls, objects)
+        self.key = BatchKey(self)
+        return self
+
+    def __reduce__(self):
+        return Keyed, (tuple(self),)  # a copy or an unpickled one keys its own objects, never these ids
+
+
+_BATCHES: OrderedDict[BatchKey, tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
 
 
 def batch_derived(traces: Sequence[Any], key: str, build: Callable[[Sequence[Any]], Any]) -> Any:
     """``build(traces)``, computed once per batch (the same objects in the same order: traces, or other
     immutable per-run objects such as default replay models) and key."""
-    ids = tuple(map(id, traces))
+    ids = traces.key if type(traces) is Keyed else BatchKey(traces)
     hit = _BATCHES.get(ids)
     if hit is None:
         # when any of the objects goes, its batch goes with it: an id is never reused while the entry
@@ -46,7 +77,7 @@ def batch_derived(traces: Sequence[Any], key: str, build: Callable[[Sequence[Any
     return value
 
 
-def _drop(ids: tuple[int, ...], _ref: weakref.ref, batches: OrderedDict = _BATCHES) -> None:
+def _drop(ids: BatchKey, _ref: weakref.ref, batches: OrderedDict = _BATCHES) -> None:
     batches.pop(ids, None)  # the dict bound here: callbacks may run while the module is torn down
 
 

@@ -145,6 +145,11 @@ def split_runs(
     cacheable = view >= rules.min_prefix_tokens
     if summary is not None:
         cacheable &= ~summary
+    if not cacheable.any():  # no request leaves an entry: nothing is read or written
+        zero = np.zeros(n, dtype=np.int64)
+        uncached = inp.copy()
+        cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, zero, zero, out)
+        return zero, zero.copy(), uncached, cost
     last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
     prev = np.empty(n, dtype=np.int64)
     prev[:1] = -1

@@ -27,12 +27,13 @@ back to what it was when it settled (the seed engine without its durable record)
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
 
+from sim.batchmemo import Keyed, batch_derived
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
 from sim.fastpath import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
@@ -226,35 +227,43 @@ def replay_table(
     pricing: str | None = AUTO,
 ) -> ReplayTable:
     """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
-    traces = list(traces)
-    models = [t.derived("replay_model", ReplayModel) for t in traces] if models is None else list(models)
+    traces = Keyed(traces)  # the batch's memory key made once for the replay's many asks
+    if models is None:  # each trace's default model, made once (read from the memo directly: a call per
+        # run costs as much here as a batch's arithmetic)
+        models = [t._cache.get("replay_model") for t in traces]
+        if None in models:
+            models = [t.derived("replay_model", ReplayModel) for t in traces]
+    models = Keyed(models)
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = batch_path(policy)
     loop: dict[int, RunRecord] = {}
-    for pos, (trace, model) in enumerate(zip(traces, models, strict=True)):
-        if not trace.is_simple:
-            # several runs of one conversation, children or a transform's moves: only the per-call loop
-            # models them, so the batch and grid paths never see such a trace (they decline, never guess)
-            loop[pos] = _loop_one(trace, policy, model, None, window, pricing)
-    by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
-    for trace in traces:
-        if trace.model not in by_model:  # the first run of each model: its setup, checked once
-            rules, price = _rules_and_price(trace.model, pricing)
-            _check_priced(policy, trace, price)
-            by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
-    setups = [by_model[t.model] for t in traces]
+    # what depends on the batch and the model flags alone, kept for the batch's next setting
+    setup = batch_derived(traces, f"setup:{window!r}:{pricing!r}", partial(_batch_setup, window, pricing))
+    for pos in setup.composite:
+        # several runs of one conversation, children or a transform's moves: only the per-call loop
+        # models them, so the batch and grid paths never see such a trace (they decline, never guess)
+        loop[pos] = _loop_one(traces[pos], policy, models[pos], None, window, pricing)
+    for pos in setup.first_of_model:  # the first run of each model, checked once
+        _check_priced(policy, traces[pos], setup.setups[pos][1])
+    setups = setup.setups
     _replay_unlimited(traces, policy, models, setups, loop)
-    rest = [pos for pos in range(len(traces)) if pos not in loop]
+    rest = list(range(len(traces))) if not loop else [pos for pos in range(len(traces)) if pos not in loop]
     if not rest:
         return ReplayTable(traces, models, policy, loop, [])
-    sub = [traces[pos] for pos in rest]
+    whole = len(rest) == len(traces)
+    sub = traces if whole else [traces[pos] for pos in rest]
     plans = policy.plan_many(sub) if fast and policy.acts_before_call else None
     if plans is not None and not isinstance(plans, Plans):  # a plugin's plan_many may give one Plan per run
         plans = Plans.of(list(plans))
-    prepared_runs = (
-        prepare_many(sub, policy, [models[pos] for pos in rest], plans) if fast else [None] * len(rest)
-    )
+    sub_models = models if whole else [models[pos] for pos in rest]
+    prepared_runs = prepare_many(sub, policy, sub_models, plans) if fast else [None] * len(rest)
+    groups = []
+    if whole and len(setup.first_of_model) == 1 and None not in prepared_runs:
+        # the common case: one model setup and every run on the batch path, as one group in order
+        rules, price, w = setups[0]
+        groups.append(_batch_group(rest, prepared_runs, plans, rules, price, [w] * len(rest), policy, loop))
+        return ReplayTable(traces, models, policy, loop, groups)
     # runs priced alike are replayed together: one group per model setup (by identity: hashing the
     # price tables per run would cost more than the grouping saves)
     by_setup: dict[int, tuple[CacheRules, Price | None, list[tuple[int, Prepared, int | None]]]] = {}
@@ -264,21 +273,50 @@ def replay_table(
             loop[pos] = _replay_loop(traces[pos], policy, models[pos], None, w, CostModel(rules, price))
         else:
             by_setup.setdefault(id(setups[pos]), (rules, price, []))[2].append((pos, prepared, w))
-    groups = []
     for rules, price, runs in by_setup.values():
-        batch = replay_batch([p for _, p, _ in runs], rules, price)
-        windows = [w for _, _, w in runs]
-        kept = np.ones(len(runs), dtype=bool)
-        limits = set(windows)
-        if limits != {None}:  # refused by the provider: the loop decides what follows
-            unlimited = np.array([w is None for w in windows], dtype=bool)
-            w_arr = np.array([0 if w is None else w for w in windows], dtype=np.int64)
-            kept = unlimited | (batch.peaks <= w_arr)
-            for (pos, p, w), ok in zip(runs, kept.tolist(), strict=True):
-                if not ok:
-                    loop[pos] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
-        groups.append(BatchGroup([pos for pos, _, _ in runs], batch, rules, price, windows, kept))
+        positions = [pos for pos, _, _ in runs]
+        group = [p for _, p, _ in runs]
+        groups.append(
+            _batch_group(positions, group, plans, rules, price, [w for *_, w in runs], policy, loop)
+        )
     return ReplayTable(traces, models, policy, loop, groups)
+
+
+def _batch_group(positions, runs, plans, rules, price, windows, policy, loop) -> BatchGroup:
+    """Runs ``runs`` (at ``positions``) replayed together on the batch path; a run over its window is
+    refused by the provider, and the loop decides what follows (its record goes in ``loop``)."""
+    batch = replay_batch(runs, rules, price, plans)
+    kept = np.ones(len(runs), dtype=bool)
+    if windows.count(None) != len(windows):
+        unlimited = np.array([w is None for w in windows], dtype=bool)
+        w_arr = np.array([0 if w is None else w for w in windows], dtype=np.int64)
+        kept = unlimited | (batch.peaks <= w_arr)
+        for j in np.flatnonzero(~kept).tolist():
+            p, w = runs[j], windows[j]
+            loop[positions[j]] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
+    return BatchGroup(positions, batch, rules, price, windows, kept)
+
+
+class _Setup(NamedTuple):
+    """What ``replay_table`` needs of a batch under given model flags, before any policy acts (no trace:
+    ``batchmemo`` keeps no trace alive)."""
+
+    composite: list[int]  # positions of the traces only the loop replays (not ``Trace.is_simple``)
+    first_of_model: list[int]  # position of the first trace of each recorded model
+    setups: list[tuple[CacheRules, Price | None, int | None]]  # per trace: its model's (one per model)
+
+
+def _batch_setup(window, pricing, traces: Sequence[Trace]) -> _Setup:
+    by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
+    first: list[int] = []
+    for pos, trace in enumerate(traces):
+        if trace.model not in by_model:
+            rules, price = _rules_and_price(trace.model, pricing)
+            w = resolve_window(trace.model) if window == AUTO else window
+            by_model[trace.model] = (rules, price, w)
+            first.append(pos)
+    composite = [pos for pos, t in enumerate(traces) if not t.is_simple]
+    return _Setup(composite, first, [by_model[t.model] for t in traces])
 
 
 def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunRecord]) -> None:

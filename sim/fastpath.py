@@ -14,6 +14,7 @@ in ``sim.engine`` is the reference; the conformance checker holds the two to ide
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -39,6 +40,7 @@ from sim.ledger import (
     BatchFacts,
     LedgerTotals,
     batch_facts,
+    changed_token_outcomes,
     fact_index,
     fact_outcome_counts,
     provides_any,
@@ -86,8 +88,7 @@ class Prepared(NamedTuple):
     trace: Trace
     model: ReplayModel
     settled: list  # settle-time changes (sim.policies.base.Change), in index order
-    plans: Plans | None  # the batch's plans (None: the policy plans nothing)
-    pos: int  # this run's place in them
+    pos: int  # this run's place in the batch's plans (``replay_batch``'s ``plans``)
     recovered: tuple[str, ...] | None  # facts re-read (None: no needed fact can leave the view)
     degraded: bool
     rereads: tuple[tuple[int, int, int, int], ...]  # (call, row kind, event, tokens added): the record's
@@ -169,36 +170,141 @@ def prepare_many(
     missing fact (``on_missing=fail``) or its step limit (``model.max_turns``), or it would react in a
     way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1).
     ``plans``: the runs' plans, when the policy acts before calls."""
-    counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
     needs = batch_derived(traces, "has_needs", _has_needs)
     if not policy.settles:  # nothing settles: a run reacts when its plan hides a needed fact
+        if not any(needs) or (plans is None or not plans.counts.any()) and not policy.spills:
+            # no run reacts: each as it is, the same for every setting of the batch (kept)
+            return _limited(PlainRuns(traces, models), models)
+        counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
         spills = policy.spills
         runs = [
             (t, m, _NO_SETTLED, (n > 0 or spills) and hn)
             for t, m, n, hn in zip(traces, models, counts, needs, strict=True)
         ]
     else:
+        key = policy.settle_key()
+        if key is not None:  # the same for every replay of the batch whose policy settles alike (kept)
+            kept = _kept_settled(traces, policy, key)
+            if not any(needs):  # no run reacts: each as it is
+                return _limited(PlainRuns(traces, models, kept), models)
+            settled_of, positional_of = kept.per_run, kept.positional
+        else:
+            stops = _static(traces).stops.tolist()
+            settled_of = [settled_changes(t, policy, s) for t, s in zip(traces, stops, strict=True)]
+            positional_of = [any(ch.state in POSITIONAL for ch in s) for s in settled_of]
+        counts = plans.counts.tolist() if plans is not None else [0] * len(traces)
         runs = []  # (trace, model, settled, reacts?)
-        for trace, model, n, hn in zip(traces, models, counts, needs, strict=True):
-            a = trace.arrays
-            settled = settled_changes(trace, policy, int(a.view_end[-1]) if len(a.view_end) else 0)
-            hides = n > 0 or policy.spills or any(ch.state in POSITIONAL for ch in settled)
+        for trace, model, n, hn, settled, cut in zip(
+            traces, models, counts, needs, settled_of, positional_of, strict=True
+        ):
+            hides = n > 0 or policy.spills or cut
             runs.append((trace, model, settled, hides and hn))
     if not any(r[3] for r in runs):  # no run reacts: each as it is
-        out = [
-            _prepared((t, m, st, plans, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)
-        ]
+        out = [_prepared((t, m, st, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)]
     else:
         reactions = _reactions_many(traces, runs, plans)
         out = []
         for j, (trace, model, settled, reacts) in enumerate(runs):
             if not reacts:
-                p = _prepared((trace, model, settled, plans, j, None, False, (), (), None))
+                p = _prepared((trace, model, settled, j, None, False, (), (), None))
             else:
                 reacted = reactions[j]
-                p = None if reacted is None else _prepared((trace, model, settled, plans, j, *reacted))
+                p = None if reacted is None else _prepared((trace, model, settled, j, *reacted))
             out.append(p)
-    if any(m.max_turns is not None for m in models):
+    return _limited(out, models)
+
+
+class _Settled(NamedTuple):
+    """A batch's settle-time changes under one ``Policy.settle_key`` (no trace: the batch memory keeps
+    it): per run, and as arrays over the batch."""
+
+    per_run: list[list]  # each run's changes (``Change``), in index order
+    positional: list[bool]  # per run: does a change show part of its item (a cut, a first page)
+    item: np.ndarray  # each change's global item, runs laid end to end
+    tokens: np.ndarray  # ... its size after
+    state: np.ndarray  # ... and its state code
+    cuts: list  # per run: (call, item, shown byte ranges) of each cut or pagination (the record's)
+
+
+SETTLED_KEEP = 4  # settle keys remembered per batch (a sweep of a settle-time knob moves on), oldest out
+
+
+def _kept_settled(traces: Sequence[Trace], policy: Policy, key: str) -> _Settled:
+    kept = batch_derived(traces, "settled", _new_memo)
+    value = kept.get(key)
+    if value is None:
+        value = kept[key] = _batch_settled(policy, traces)
+        while len(kept) > SETTLED_KEEP:
+            kept.popitem(last=False)
+    else:
+        kept.move_to_end(key)
+    return value
+
+
+def _new_memo(_traces) -> OrderedDict:
+    return OrderedDict()
+
+
+def _batch_settled(policy: Policy, traces: Sequence[Trace]) -> _Settled:
+    st = _static(traces)
+    per_run = [settled_changes(t, policy, s) for t, s in zip(traces, st.stops.tolist(), strict=True)]
+    flat = [
+        (off + ch.index, ch.tokens, int(ch.state))
+        for s, off in zip(per_run, st.item_off.tolist(), strict=True)
+        for ch in s
+    ]
+    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)) if flat else (_NONE,) * 3
+    cuts: list = [_NO_CUTS] * len(traces)
+    positional = [False] * len(traces)
+    for j, s in enumerate(per_run):
+        if s and any(ch.state in POSITIONAL for ch in s):
+            positional[j] = True
+            c0, i0 = int(st.call_off[j]), int(st.item_off[j])
+            admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in s]), side="right")
+            cuts[j] = [
+                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
+                for ch, c in zip(s, admit.tolist(), strict=True)
+                if ch.state in POSITIONAL
+            ]
+    for a in (g, new, code):
+        a.setflags(write=False)
+    return _Settled(per_run, positional, g, new, code, cuts)
+
+
+class PlainRuns(Sequence):
+    """``prepare_many``'s answer for runs that react to nothing, settling nothing or what ``settled``
+    holds: their traces and models, a ``Prepared`` per run only when one is asked for (the batch reads
+    the lists whole)."""
+
+    __slots__ = ("traces", "models", "settled")
+
+    def __init__(self, traces: list[Trace], models: list[ReplayModel], settled: _Settled | None = None):
+        self.traces, self.models, self.settled = traces, models, settled
+
+    def _settled_of(self, j: int) -> list:
+        return _NO_SETTLED if self.settled is None else self.settled.per_run[j]
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        t, m, j = self.traces[j], self.models[j], j % len(self)
+        return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
+
+    def __iter__(self):
+        for j, (t, m) in enumerate(zip(self.traces, self.models, strict=True)):
+            yield _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
+
+    def __contains__(self, value) -> bool:
+        return value is not None and any(p == value for p in self)  # every run is prepared
+
+
+def _limited(out: list, models: list[ReplayModel]) -> list:
+    """``out`` with None for each run its agent's step limit ends (the loop says where)."""
+    if batch_derived(models, "step_limited", _step_limited):
+        out = list(out)
         for j, (p, model) in enumerate(zip(out, models, strict=True)):
             limit = model.max_turns
             if p is not None and limit is not None and len(p.trace.calls) + len(p.rereads) > limit:
@@ -206,7 +312,12 @@ def prepare_many(
     return out  # type: ignore[return-value]
 
 
+def _step_limited(models: Sequence[ReplayModel]) -> bool:
+    return any(m.max_turns is not None for m in models)
+
+
 _NO_SETTLED: list = []  # shared by runs without settle-time changes (never written)
+_NO_CUTS: tuple = ()
 
 
 def _has_needs(traces: Sequence[Trace]) -> list[bool]:
@@ -506,6 +617,8 @@ class _Static(NamedTuple):
     tokens_seen: list[int]  # ... and their recorded tokens
     kinds_seen: list[list[int]]  # ... and its facts of each kind
     seen: tuple  # (facts_seen, tokens_seen, kinds_seen) as arrays (``sim.ledger.totals_columns``)
+    column_sums: dict  # call column -> per run, its total, for the columns the traces alone fill
+    column_top: int  # the largest magnitude in those columns
 
 
 def _static(traces: Sequence[Trace]) -> _Static:
@@ -559,13 +672,34 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         (prefix[item_off + stops] - prefix[item_off]).tolist(),
         [seen_kinds(t, n) for t, n in zip(traces, stop_list, strict=True)],
         (),
+        {},
+        0,
     )
+    # without re-read rows, these columns hold what the traces say: their totals and bound are kept
+    by_trace = {
+        "call": static.local_call,
+        "recorded_call": static.local_call,
+        "residual_tokens": static.residual,
+        "recorded_input_tokens": static.recorded_input,
+        "view_items": view_end,
+    }
+    nonempty = np.flatnonzero(ncalls)
+    column_sums = {}
+    for name, col in by_trace.items():
+        total = np.zeros(len(traces), dtype=np.int64)
+        if len(nonempty):
+            total[nonempty] = np.add.reduceat(col, call_off[nonempty])
+        total.setflags(write=False)
+        column_sums[name] = total
+    top = max((max(int(c.max()), -int(c.min())) for c in by_trace.values() if len(c)), default=0)
     static = static._replace(
         seen=(
             np.array(static.facts_seen, dtype=np.int64),
             np.array(static.tokens_seen, dtype=np.int64),
             np.array(static.kinds_seen, dtype=np.int64).reshape(len(traces), -1),
-        )
+        ),
+        column_sums=column_sums,
+        column_top=top,
     )
     for v in (*static, *static.seen):
         if isinstance(v, np.ndarray):
@@ -596,9 +730,15 @@ class Batch(NamedTuple):
     cuts: list  # per run: its settle-time cuts and paginations
 
 
-def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -> Batch:
-    """The batch's rows and per-run totals, priced under one cache family and price, as columns."""
-    st = _static([r.trace for r in runs])
+def replay_batch(
+    runs: list[Prepared], rules: CacheRules, price: Price | None, plans: Plans | None = None
+) -> Batch:
+    """The batch's rows and per-run totals, priced under one cache family and price, as columns.
+    ``plans``: the plans ``prepare_many`` was given (each run's ``pos`` is its place in them)."""
+    plain = isinstance(runs, PlainRuns)  # nothing settled, nothing re-read
+    traces = runs.traces if plain else [r.trace for r in runs]
+    models = runs.models if plain else [r.model for r in runs]
+    st = _static(traces)
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
     call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
     view_end = st.view_end
@@ -606,14 +746,23 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
     states = np.zeros(len(tok), dtype=np.int8)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    settled = [
-        (off + ch.index, ch.tokens, ch.state)
-        for r, off in zip(runs, item_off.tolist(), strict=True)
-        for ch in r.settled
-    ]
-    cuts: list[list] = [[] for _ in runs]  # each run's settle-time cuts and paginations, as the record's
-    if settled:
-        g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
+    settled: list | None = []
+    kept = runs.settled if plain else None
+    if not plain:
+        settled = [
+            (off + ch.index, ch.tokens, ch.state)
+            for r, off in zip(runs, item_off.tolist(), strict=True)
+            for ch in r.settled
+        ]
+    elif kept is not None and len(kept.item):
+        settled = None  # the kept arrays say
+    # each run's settle-time cuts and paginations, as the record's (runs without share one)
+    cuts: list = [_NO_CUTS] * len(runs)
+    if settled is None or settled:
+        if settled is None:
+            g, new, code = kept.item, kept.tokens, kept.state
+        else:
+            g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
         tok[g] = new
         states[g] = code
         prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
@@ -622,7 +771,9 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         # a settled event belongs to the first call whose view admits it
         call = np.searchsorted(st.view_end_global, g, side="right")
         change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
-        for j, r in enumerate(runs):
+        if settled is None:
+            cuts = kept.cuts
+        for j, r in enumerate(() if settled is None else runs):
             if not r.settled:
                 continue
             c0 = int(call_off[j])
@@ -640,12 +791,21 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     firsts = np.full(K, -1, dtype=np.int64)
     nchanged = np.zeros(K, dtype=np.int64)
     seam = None
-    plans = runs[0].plans if runs else None
-    entries = None if plans is None else plans.laid_out([r.pos for r in runs], call_off, item_off)
+    entries = per_call = None
+    if plans is not None and runs:
+        # runs keep their order: as many as the plans have is all of them, in order
+        pos = None if len(runs) == len(plans) else [r.pos for r in runs]
+        per_call = plans.call_counts if pos is None else None
+        if per_call is not None and len(per_call) != K:
+            per_call = None
+        if per_call is None:
+            entries = plans.laid_out(pos, call_off, item_off)
+        elif len(plans.index):  # every run, entries by call: their calls are not needed as an array
+            entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
             entries, call_base, item_base, first_call, prev_items,
-            tok, states, prefix, view_tokens, firsts, nchanged, change_parts,
+            tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call,
         )  # fmt: skip
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
@@ -662,7 +822,7 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         "recorded_call": st.local_call,
         "view_tokens": view_tokens,
         "residual_tokens": st.residual,
-        "output_tokens": _outputs([r.model for r in runs]),
+        "output_tokens": _outputs(models),
         "recorded_input_tokens": st.recorded_input,
         "view_items": view_end,
         "first_changed": firsts,
@@ -670,7 +830,7 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
         "stable_prefix_tokens": stable,
     }
     elapsed = st.elapsed
-    rereads = _batch_rereads(runs, call_off, item_off)
+    rereads = None if plain else _batch_rereads(runs, call_off, item_off)
     n_rows = K + (0 if rereads is None else len(rereads[0]))
     table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
     out = dict(zip(CALL_COLUMNS, table, strict=True))
@@ -698,27 +858,51 @@ def replay_batch(runs: list[Prepared], rules: CacheRules, price: Price | None) -
     )  # fmt: skip
     for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
         cols[name][:] = col
-    _check_sums(table, rows, rows_per_run, [r.trace for r in runs])
+    top = None
+    if rereads is None and K:  # the columns the traces fill are bounded once per batch
+        top = st.column_top
+        for lo, hi in _REPLAYED_BLOCKS:
+            block = table[lo:hi]
+            top = max(top, int(block.max()), -int(block.min()))
+    _check_sums(table, rows, rows_per_run, traces, top)
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = rows.nonempty
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs))
+    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K)
     bounds = np.append(item_off, len(tok))
-    shown = {
-        int(item_off[j]) + i: ranges
-        for j, cs in enumerate(cuts)
-        for _, i, ranges in cs
-        if states[int(item_off[j]) + i] in _POSITIONAL_CODES
-    }
-    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown)
+    shown = (  # only facts read it
+        {
+            int(item_off[j]) + i: ranges
+            for j, cs in enumerate(cuts)
+            for _, i, ranges in cs
+            if states[int(item_off[j]) + i] in _POSITIONAL_CODES
+        }
+        if (settled is None or settled) and st.facts is not None
+        else {}
+    )
+    only = None  # the plans' part, when it made every change, each item once, in ascending order
+    if len(change_parts) == 1 and isinstance(change_parts[0], _PlanPart):
+        part = change_parts[0]
+        only = part if part.kind() is not None and part.ascending() else None
+    ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
     table.setflags(write=False)
-    sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
-    if len(nonempty):
-        sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+    if rereads is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
+        by_column = np.zeros((len(CALL_COLUMNS), len(runs)), dtype=np.int64)  # per column, per run
+        for c, (name, col) in enumerate(cols.items()):
+            kept_sum = st.column_sums.get(name)
+            if kept_sum is not None:
+                by_column[c] = kept_sum
+            elif name not in _ZERO_COLUMNS and len(nonempty):
+                by_column[c, nonempty] = np.add.reduceat(col, rows.nonempty_off)
+        sums = by_column.T  # per run, per column
+    else:
+        sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
+        if len(nonempty):
+            sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
     width = len(CALL_KINDS)
     if n_rows > K:  # re-read rows: count kinds per run
         kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
@@ -773,13 +957,17 @@ def run_columns(b: Batch) -> list[RunColumns]:
     return out
 
 
-def _check_sums(table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace]) -> None:
+def _check_sums(
+    table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace], top: int | None = None
+) -> None:
     """Refuse, as the loop does (``sim.engine.check_sums``), a run whose column sums could wrap int64:
-    one bound on the whole batch, and the runs only when it fails."""
+    one bound on the whole batch (``top``: the largest magnitude in any column but cost, when known),
+    and the runs only when it fails."""
     counts = table[:-1]  # every column but cost (sim.limits.run_sum_problem)
     if not counts.size:
         return
-    top = max(int(counts.max()), -int(counts.min()))
+    if top is None:
+        top = max(int(counts.max()), -int(counts.min()))
     if run_sum_problem(top, int(rows_per_run.max())) is None:
         return
     nonempty = rows.nonempty
@@ -825,16 +1013,23 @@ def _rows(rows_per_run: np.ndarray) -> _Rows:
     return rows
 
 
-def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict) -> tuple:
+def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, only=None) -> tuple:
     """What each run's ledger totals are made of (``sim.ledger.totals_many`` or ``totals_columns`` of it):
     its tokens and facts by category over what it saw (``reread``: the items re-read, global ids;
-    ``shown``: global item -> the byte ranges its cut or first page shows)."""
+    ``shown``: global item -> the byte ranges its cut or first page shows). ``only``: the plans' part when
+    it made every change, each item once, in ascending order (the changed items are its entries)."""
     runs = len(st.ncalls)
     tokens = np.zeros((runs, 4), dtype=np.int64)
-    facts = fact_outcome_counts(None, states, [()] * runs, reread)
-    if states.any() or (st.facts is not None and st.facts.stale.any()):  # stale counts whatever the states
+    changed = only is not None and len(only.index) > 0
+    if only is None:
+        changed = bool(states.any())
+    if changed or (st.facts is not None and st.facts.stale.any()):  # stale counts whatever the states
         facts = fact_outcome_counts(st.facts, states, [()] * runs, reread, shown)  # no summaries: none kept
-    if states.any():
+    else:
+        facts = fact_outcome_counts(None, states, [()] * runs, reread)
+    if only is not None and changed:
+        tokens = changed_token_outcomes(only.index, only.new - only.d, only.new, only.state, bounds)
+    elif changed:
         tokens = token_outcomes(st.original, tok, states, bounds)
     return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
@@ -852,38 +1047,96 @@ def _fold_plans(
     firsts,
     nchanged,
     change_parts,
+    counts=None,
 ):
     """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
     ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
     its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
     positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
-    otherwise a Fenwick tree sums them. Returns (view tokens, seam calls, their stable prefix)."""
-    call, index, new, state = entries  # global calls (non-decreasing) and item ids
-    K, m = len(call_base), len(call)
+    otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
+    Returns (view tokens, seam calls, their stable prefix)."""
+    call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
+    K, m = len(call_base), len(index)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
-    counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
+    if counts is None:
+        counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
     ends = counts.cumsum()
     starts = ends - counts
-    run_start = starts[call_base]  # the first entry of each call's run
-    view_tokens = view_tokens + done[ends] - done[run_start]
-    nchanged[:] = ends - starts
-    has = nchanged > 0
+    first_calls = np.flatnonzero(first_call)  # each run's first call (runs with calls), then their sizes
+    run_calls = np.diff(np.append(first_calls, K))
+    through = done[ends]
+    through -= np.repeat(done[starts[first_calls]], run_calls)  # per call: its run's net change through it
+    view_tokens = view_tokens + through
+    nchanged[:] = counts
+    has = counts > 0
     first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
     np.copyto(firsts, first_global - item_base, where=has)
     seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
+    ascending = m < 2 or bool((index[1:] > index[:-1]).all())
     if len(seam):
-        if m < 2 or bool((index[1:] > index[:-1]).all()):
-            below = done[starts[seam]] - done[run_start[seam]]
+        if ascending:
+            # a seam is no run's first call: the changes before it are those through the call before
+            below = through[seam - 1]
         else:
             below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
         stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
     tok[index] = new
-    states[index] = state
-    change_parts.append((call, KIND_OF_CODE[state], index - item_base[call], -d, new))
+    one_state = int(state[0]) if state.min() == state.max() else None
+    states[index] = state if one_state is None else one_state
+    part = _PlanPart(call, state, index, d, new, item_base, counts, ends, done)
+    part._ascending = ascending
+    part._kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
+    change_parts.append(part)
     return view_tokens, seam, stable_at
+
+
+class _PlanPart:
+    """The plans' share of a batch's changes: its columns (global call, kind, local index, reclaimed,
+    after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
+
+    __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
+    __slots__ += ("_kind", "_ascending")
+
+    def __init__(self, call, state, index, d, new, item_base, counts, ends, done) -> None:
+        self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
+        # per call: its entries, and the entries through it; per entry: the batch's net change up to it
+        self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
+        self._cols = self._kind = self._ascending = None
+
+    @property
+    def call(self) -> np.ndarray:
+        if self._call is None:
+            self._call = np.repeat(np.arange(len(self.counts), dtype=np.int64), self.counts)
+        return self._call
+
+    def cols(self) -> tuple:
+        if self._cols is None:
+            c = self.call
+            self._cols = (c, KIND_OF_CODE[self.state], self.index - self.item_base[c], -self.d, self.new)
+        return self._cols
+
+    def kind(self) -> int | None:
+        """The compaction kind of every entry, when they share one (None: they do not, or none is)."""
+        if self._kind is None:
+            s, k = self.state, -1
+            if len(s) and s.min() == s.max() and int(s[0]) != _VERBATIM:
+                k = int(KIND_OF_CODE[int(s[0])])
+            self._kind = k
+        return self._kind if self._kind >= 0 else None
+
+    def ascending(self) -> bool:
+        """Every entry changes another item, in ascending order."""
+        if self._ascending is None:
+            i = self.index
+            self._ascending = len(i) < 2 or bool((i[1:] > i[:-1]).all())
+        return self._ascending
+
+
+def _columns(part) -> tuple:
+    return part.cols() if isinstance(part, _PlanPart) else part
 
 
 def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
@@ -1005,6 +1258,7 @@ def _insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray])
 def _sorted_changes(parts) -> list[np.ndarray]:
     """The batch's change parts as one set of columns, sorted by global call (settle-time changes of a
     call before its plan's)."""
+    parts = [_columns(p) for p in parts]
     cols = parts[0]
     if len(parts) > 1:
         cols = [concat(list(c)) for c in zip(*parts, strict=True)]
@@ -1013,12 +1267,30 @@ def _sorted_changes(parts) -> list[np.ndarray]:
     return list(cols)
 
 
-def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarray]:
+def _compaction_counts(parts, call_off, runs: int, calls: int = -1) -> tuple[np.ndarray, np.ndarray]:
     """Each run's compactions per kind, (runs, COMPACTION_KINDS), and the tokens they reclaimed, from the
-    batch's changes without building any run's tables: one compaction per distinct (call, kind)."""
+    batch's changes without building any run's tables: one compaction per distinct (call, kind).
+    ``calls``: the batch's calls (-1: not given)."""
     width = len(COMPACTION_KINDS)
     if not parts:
         return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
+    summaries = [_part_summary(p, call_off, calls) for p in parts] if calls >= 0 else [None]
+    if all(s is not None for s in summaries):
+        # each part of one kind: a compaction per call with an entry of a part of that kind
+        bounds = np.append(call_off, calls)  # run j's calls: [bounds[j], bounds[j + 1])
+        by_kind = np.zeros((runs, width), dtype=np.int64)
+        reclaimed = np.zeros(runs, dtype=np.int64)
+        for k in sorted({s[0] for s in summaries}):
+            has = None
+            for kind, part_has, _ in summaries:
+                if kind == k:
+                    has = part_has if has is None else has | part_has
+            through = np.zeros(calls + 1, dtype=np.int64)  # calls with entries, through each call
+            np.cumsum(has, out=through[1:])
+            by_kind[:, k] = through[bounds[1:]] - through[bounds[:-1]]
+        for _, _, part_reclaimed in summaries:
+            reclaimed += part_reclaimed
+        return by_kind, reclaimed
     call, kind, _, reclaimed, _ = _sorted_changes(parts)
     key = call * width + kind
     if len(key) > 1 and not (key[1:] >= key[:-1]).all():  # kinds interleave within a call
@@ -1030,6 +1302,30 @@ def _compaction_counts(parts, call_off, runs: int) -> tuple[np.ndarray, np.ndarr
     change_run = np.searchsorted(call_off, call, side="right") - 1
     # float weights are exact here: token counts stay far below 2**53
     return by_kind, np.bincount(change_run, reclaimed, minlength=runs).astype(np.int64)
+
+
+def _part_summary(part, call_off: np.ndarray, calls: int):
+    """(kind, per call: has an entry, per run: tokens reclaimed) of a change part whose entries share
+    one compaction kind and ascend by call; None otherwise."""
+    if isinstance(part, _PlanPart):
+        if (k := part.kind()) is None:
+            return None
+        bounds = np.append(call_off, calls)
+        through = np.zeros(calls + 1, dtype=np.int64)  # entries before each call
+        through[1:] = part.ends
+        at = through[bounds]  # each run's first entry, then the number of entries
+        return k, part.counts > 0, part.done[at[:-1]] - part.done[at[1:]]
+    call, kind, _, reclaimed, _ = part
+    if not len(kind) or kind.min() != kind.max() or kind[0] < 0:
+        return None
+    if len(call) > 1 and not (call[1:] >= call[:-1]).all():
+        return None
+    has = np.zeros(calls, dtype=bool)
+    has[call] = True
+    running = np.zeros(len(call) + 1, dtype=np.int64)  # exact in int64, as in sim.ledger.token_outcomes
+    np.cumsum(reclaimed, out=running[1:])
+    at = np.append(call.searchsorted(call_off), len(call))
+    return int(kind[0]), has, running[at[1:]] - running[at[:-1]]
 
 
 def _change_tables(parts, call_base, call_off, ncalls, first_row):
@@ -1064,6 +1360,25 @@ def _split_changes(block, starts, ends) -> list[Columns]:
 
 
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
+# without re-read rows: the columns the traces fill (kept per batch), those that are all 0, and the
+# others but cost (bounded per replay), as blocks of adjacent rows of the call table
+_TRACE_COLUMNS = ("call", "recorded_call", "residual_tokens", "recorded_input_tokens", "view_items")
+_ZERO_COLUMNS = ("kind", "status_tokens")
+
+
+def _blocks(rows: list[int]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for r in sorted(rows):
+        if out and out[-1][1] == r:
+            out[-1][1] = r + 1
+        else:
+            out.append([r, r + 1])
+    return tuple((lo, hi) for lo, hi in out)
+
+
+_REPLAYED_BLOCKS = _blocks(
+    [i for i, n in enumerate(CALL_COLUMNS[:-1]) if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS]
+)
 
 
 def elapsed_array(trace: Trace) -> np.ndarray:

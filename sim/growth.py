@@ -24,10 +24,15 @@ def growth_exponents(inputs: np.ndarray, bounds: np.ndarray) -> list[float | Non
     cum = running[through] - running[start]  # cumulative input through each call
     # log of a non-positive cumulative sum is NaN, and so is that run's slope: no exponent (sxx > 0, as
     # half >= 2 gives distinct x)
-    log_cum = np.full(len(cum), np.nan)
-    np.log(cum, out=log_cum, where=cum > 0)
+    if len(cum) and cum.min() > 0:
+        log_cum = np.log(cum)
+    else:
+        log_cum = np.full(len(cum), np.nan)
+        np.log(cum, out=log_cum, where=cum > 0)
     slope = np.bincount(seg, dx * log_cum) / sxx
     finite = np.isfinite(slope)
+    if len(runs) == len(out) and finite.all():  # every run has its slope
+        return round_all(slope, 6)
     for j, v in zip(runs[finite].tolist(), round_all(slope[finite], 6), strict=True):
         out[j] = v
     return out

@@ -329,20 +329,30 @@ def token_outcomes(
     run j holds items [bounds[j], bounds[j + 1]). An item cut in place keeps what is left as derived and
     loses the rest (a spilled item's rest is behind its handle, a paginated item's in its later pages);
     a summary stands for its whole span: derived up to its size, the rest lost."""
-    runs = len(bounds) - 1
     changed = np.flatnonzero(states)
     if not len(changed):
-        return np.zeros((runs, 4), dtype=np.int64)
-    original, final, states = original[changed], final[changed], states[changed]
-    run = bounds.searchsorted(changed, side="right") - 1
+        return np.zeros((len(bounds) - 1, 4), dtype=np.int64)
+    return changed_token_outcomes(changed, original[changed], final[changed], states[changed], bounds)
+
+
+def changed_token_outcomes(
+    changed: np.ndarray, original: np.ndarray, final: np.ndarray, states: np.ndarray, bounds: np.ndarray
+) -> np.ndarray:
+    """``token_outcomes`` from the changed items alone: their ids (ascending, each once) and their
+    original sizes, final sizes and (non-verbatim) final states."""
+    runs = len(bounds) - 1
+    at = changed.searchsorted(bounds)  # run j's changed items: [at[j], at[j + 1]) (they ascend)
 
     def per_run(values: np.ndarray, where: np.ndarray | None = None) -> np.ndarray:
-        # float weights are exact here: token counts stay far below 2**53
-        if where is None:
-            return np.bincount(run, values, minlength=runs).astype(np.int64)
-        if not where.any():
-            return np.zeros(runs, dtype=np.int64)
-        return np.bincount(run[where], values[where], minlength=runs).astype(np.int64)
+        # sums over each run's stretch as differences of one running sum (exact in int64: a wrapped
+        # running sum still differs by the stretch's sum)
+        if where is not None:
+            if not where.any():
+                return np.zeros(runs, dtype=np.int64)
+            values = np.where(where, values, 0)
+        running = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=running[1:])
+        return running[at[1:]] - running[at[:-1]]
 
     summarized = states == _SUMMARIZED
     in_place = None if not summarized.any() else ~summarized
@@ -502,7 +512,11 @@ def totals_columns(
         *ks.T,
         *f[:, 6:].T,
     ]
-    return {name: c.tolist() for name, c in zip(LedgerTotals._fields, cols, strict=True)}
+    n = len(fs)
+    # a batch without facts has many all-zero columns: a list of zeros each, without reading the array
+    return {
+        name: c.tolist() if c.any() else [0] * n for name, c in zip(LedgerTotals._fields, cols, strict=True)
+    }
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:

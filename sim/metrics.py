@@ -8,7 +8,6 @@ measured in one pass per metric (a run's few calls make per-record function call
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import lru_cache
 from operator import attrgetter
 
 import numpy as np
@@ -28,6 +27,7 @@ from sim.records import (
     RunRecord,
     child_answered,
 )
+from sim.rounding import round_all
 
 Records = Sequence[RunRecord]
 
@@ -401,6 +401,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
     """Every metric of a batch group's runs (``sim.engine.BatchGroup``), one list each: the record
     definitions above, on the batch's per-run totals. Its runs completed (the batch path models no
     budget, stop or limit), answered their final call, warned of nothing and split no pair."""
+    from sim.fastpath import PlainRuns
     from sim.ledger import totals_columns
 
     b = g.batch
@@ -408,13 +409,15 @@ def _batch_metric_columns(g) -> dict[str, list]:
     sums = b.sums.T
     n_calls = b.rows_per_run.tolist()
     total_in = sums[_COL["input_tokens"]].tolist()
-    reads = sums[_COL["cache_read_tokens"]].tolist()
+    reads = _ints(sums[_COL["cache_read_tokens"]])
     kinds = b.kinds.T
     counts = b.compactions
     n_compactions = counts.sum(axis=1).tolist()
-    needs = batch_derived([p.trace for p in b.runs], "answer_needs", _answer_needs)
-    met = [n if p.answer_met is None else p.answer_met for p, n in zip(b.runs, needs, strict=True)]
-    degraded = [p.degraded for p in b.runs]
+    plain = isinstance(b.runs, PlainRuns)
+    if not plain:
+        needs = batch_derived([p.trace for p in b.runs], "answer_needs", _answer_needs)
+        met = [n if p.answer_met is None else p.answer_met for p, n in zip(b.runs, needs, strict=True)]
+        degraded = [p.degraded for p in b.runs]
     summary = kinds[SUMMARY]
     if summary.any():
         out_tok = np.where(b.table[_COL["kind"]] == SUMMARY, b.table[_COL["output_tokens"]], 0)
@@ -424,8 +427,15 @@ def _batch_metric_columns(g) -> dict[str, list]:
         summary_tokens = summary_tokens.tolist()
     else:
         summary_tokens = [0] * runs
-    done = [not d and m == k for d, m, k in zip(degraded, met, needs, strict=True)]
-    grace = kinds[GRACE].tolist()
+    if plain:  # no run reacted: every need met, none degraded
+        done, outcome, recall = [True] * runs, ["complete"] * runs, [1.0] * runs
+    else:
+        done = [not d and m == k for d, m, k in zip(degraded, met, needs, strict=True)]
+        grace = kinds[GRACE].tolist()
+        outcome = [
+            "complete" if ok else "grace" if gr else "degraded" for ok, gr in zip(done, grace, strict=True)
+        ]
+        recall = [round(m / k, 6) if m != k else 1.0 for m, k in zip(met, needs, strict=True)]
     cols: dict[str, list] = {
         "calls": n_calls,
         "cumulative_input_tokens": total_in,
@@ -433,28 +443,26 @@ def _batch_metric_columns(g) -> dict[str, list]:
         "peak_context_tokens": b.peaks.tolist(),
         "growth_exponent": list(b.growth),
         "cache_read_tokens": reads,
-        "cache_write_tokens": sums[_COL["cache_write_tokens"]].tolist(),
+        "cache_write_tokens": _ints(sums[_COL["cache_write_tokens"]]),
         "uncached_input_tokens": sums[_COL["uncached_input_tokens"]].tolist(),
-        "cache_hit_rate": [round(r / t, 6) if t else None for r, t in zip(reads, total_in, strict=True)],
+        "cache_hit_rate": _ratios(sums[_COL["cache_read_tokens"]], sums[_COL["input_tokens"]], 6),
         "cost_microusd": [None] * runs if g.price is None else sums[_COL["cost_microusd"]].tolist(),
         "compactions": n_compactions,
-        **{f"compactions_{k}": counts[:, i].tolist() for i, k in enumerate(COMPACTION_KINDS)},
-        "compaction_frequency": list(map(_frequency, n_compactions, n_calls)),
+        **{f"compactions_{k}": _ints(counts[:, i]) for i, k in enumerate(COMPACTION_KINDS)},
+        "compaction_frequency": _frequencies(counts.sum(axis=1), b.rows_per_run),
         "tokens_reclaimed": b.reclaimed.tolist(),
-        "summary_calls": summary.tolist(),
+        "summary_calls": _ints(summary),
         "summary_tokens": summary_tokens,
         "exhausted": [False] * runs,
         "warnings": [0] * runs,
         "unpaired_tool_messages": [0] * runs,
         **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
-        "refetch_calls": kinds[REFETCH].tolist(),
-        "retrieve_calls": kinds[RETRIEVE].tolist(),
-        "page_calls": kinds[PAGE].tolist(),
+        "refetch_calls": _ints(kinds[REFETCH]),
+        "retrieve_calls": _ints(kinds[RETRIEVE]),
+        "page_calls": _ints(kinds[PAGE]),
         "answer_completed": done,
-        "answer_outcome": [
-            "complete" if ok else "grace" if gr else "degraded" for ok, gr in zip(done, grace, strict=True)
-        ],
-        "answer_fact_recall": [round(m / k, 6) if m != k else 1.0 for m, k in zip(met, needs, strict=True)],
+        "answer_outcome": outcome,
+        "answer_fact_recall": recall,
         # the batch path replays only simple traces (``Trace.is_simple``): one run, no children
         "runs": [1] * runs,
         "max_opening_prompt_tokens": [None] * runs,
@@ -469,10 +477,47 @@ def _batch_metric_columns(g) -> dict[str, list]:
     return {name: cols[name] for name in METRICS}
 
 
+def _ints(a: np.ndarray) -> list[int]:
+    """``a.tolist()`` of an int array; all zeros (often, e.g. kinds of call a batch has none of) without
+    reading it element by element."""
+    return a.tolist() if a.any() else [0] * len(a)
+
+
+def _ratios(num: np.ndarray, den: np.ndarray, digits: int) -> list[float | None]:
+    """``[round(n / d, digits) if d else None ...]`` over int arrays, the same floats (``round_all``):
+    int64 / int64 in numpy is the correctly rounded quotient, as Python's int / int is, for counts below
+    2**53."""
+    if not len(den):
+        return []
+    if not num.any() and den.min() > 0:  # 0 / d: 0.0 (never -0.0: d > 0)
+        return [0.0] * len(den)
+    if max(int(np.abs(num).max()), int(np.abs(den).max())) >= 1 << 53:
+        return [round(n / d, digits) if d else None for n, d in zip(num.tolist(), den.tolist(), strict=True)]
+    ok = den != 0
+    q = np.divide(num, den, out=np.zeros(len(den), dtype=np.float64), where=ok)
+    out: list[float | None] = round_all(q, digits)
+    if not ok.all():
+        for j in np.flatnonzero(~ok).tolist():
+            out[j] = None
+    return out
+
+
+def _frequencies(compactions: np.ndarray, n_calls: np.ndarray) -> list[float]:
+    """``compaction_frequency`` of runs: ``round(100 * compactions / n_calls, 4)``, 0.0 without calls."""
+    out = _ratios(100 * compactions, n_calls, 4)
+    return [0.0 if v is None else v for v in out] if not n_calls.all() else out
+
+
 def _live_context(b, runs: int) -> list[int]:
     """``live_context_tokens`` of a batch's runs: the input of each run's last row that is not a summary
     call (0: a run without one)."""
     kind, inputs = b.table[_COL["kind"]], b.table[_COL["input_tokens"]]
+    if not b.kinds[:, SUMMARY].any():  # every row a step: each run's last row (0: a run without rows)
+        out = np.zeros(runs, dtype=np.int64)
+        rows = b.rows
+        ends = rows.bounds[1:][rows.nonempty] - 1
+        out[rows.nonempty] = inputs[ends]
+        return out.tolist()
     step = np.flatnonzero(kind != SUMMARY)
     out = np.zeros(runs, dtype=np.int64)
     if len(step):
@@ -487,9 +532,3 @@ def _answer_needs(traces) -> list[int]:
     from sim.engine import answer_needs_of
 
     return [answer_needs_of(t) for t in traces]
-
-
-@lru_cache(maxsize=1 << 16)
-def _frequency(compactions: int, n_calls: int) -> float:
-    """``compaction_frequency`` of one run (few distinct pairs in a corpus: remembered)."""
-    return round(100 * compactions / n_calls, 4) if n_calls else 0.0

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from sim.batchmemo import batch_derived
 from sim.errors import ConfigError
 from sim.metrics import compute_metric_columns, compute_metrics, table_metric_columns
 from sim.records import RunRecord
@@ -56,7 +57,27 @@ def table_rows(table, version: str) -> list[dict[str, Any]]:
     """``result_rows`` of a ``sim.engine.ReplayTable``'s runs, in order, the same rows to the byte, from
     its columns: no record is built for a run the batch path replayed."""
     columns = table_columns(table, version)
-    return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+    n = len(table)
+    if not n:
+        return []
+    if table.loop or len(table.groups) != 1:
+        return [dict(zip(columns, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+    # one batch: each column's values are of one type, so a column whose values all equal its first is
+    # that value in every row, written once in a template each row copies (copying keeps the key order)
+    # and only the other columns set per row. A float 0.0 might stand for a -0.0: such a column is set.
+    template, names, values = {}, [], []
+    for name, col in columns.items():
+        first = col[0]
+        template[name] = first
+        if col.count(first) != n or (first == 0.0 and type(first) is float):
+            names.append(name)
+            values.append(col)
+    copy = template.copy
+    rows = [copy() for _ in range(n)]
+    for name, col in zip(names, values, strict=True):
+        for row, v in zip(rows, col, strict=True):
+            row[name] = v
+    return rows
 
 
 def table_columns(table, version: str) -> dict[str, list]:
@@ -68,27 +89,47 @@ def table_columns(table, version: str) -> dict[str, list]:
     finish: list[str] = ["completed"] * n
     for g in table.groups:
         priced = None if g.price is None else g.price.model
+        if len(g.positions) == n:  # the whole table (its positions are distinct)
+            pricing = [priced] * n
+            continue
         for pos in g.positions:
             pricing[pos] = priced
-    hashes = [t.derived("trace_hash", trace_hash) for t in table.traces]
-    applied = [";".join(t.applied) for t in table.traces]
+    ids, hashes, applied = batch_derived(table.traces, "row_identity", _row_identity)
+    if table.loop:
+        hashes, applied = list(hashes), list(applied)
     for pos, r in table.loop.items():
         pricing[pos], finish[pos] = r.pricing, r.finish_reason
         hashes[pos], applied[pos] = r.trace_hash, ";".join(r.transforms)
     out: dict[str, list] = {
-        "trace_id": [t.trace_id for t in table.traces],
-        "trace_hash": hashes,
+        "trace_id": list(ids),
+        "trace_hash": hashes if table.loop else list(hashes),
         "policy": [table.policy.name] * n,
     }
     out.update((k, [v] * n) for k, v in params.items())
-    out["model"] = [m.name for m in table.models]
-    out["summarizer"] = [m.summarizer for m in table.models]
+    names, summarizers = batch_derived(table.models, "row_model", _row_model)
+    out["model"] = list(names)
+    out["summarizer"] = list(summarizers)
     out["pricing"] = pricing
     out["ctxsim_version"] = [version] * n
     out["finish_reason"] = finish
     out.update(metrics)
-    out["transforms"] = applied  # appended (issue 25), as result_row writes it
+    # appended (issue 25), as result_row writes it
+    out["transforms"] = applied if table.loop else list(applied)
     return out
+
+
+def _row_identity(traces) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Each trace's id, hash and transforms label (strings only: the batch memory holds no trace)."""
+    return (
+        tuple(t.trace_id for t in traces),
+        tuple(t.derived("trace_hash", trace_hash) for t in traces),
+        tuple(";".join(t.applied) for t in traces),
+    )
+
+
+def _row_model(models) -> tuple[tuple, tuple]:
+    """Each replay model's name and summarizer."""
+    return tuple(m.name for m in models), tuple(m.summarizer for m in models)
 
 
 def json_line(row: Any) -> str:

@@ -374,3 +374,87 @@ def test_batches_without_any_call(name):
     assert [r.n_calls for r in records] == [0, 0]
     assert [m["cumulative_input_tokens"] for m in compute_metrics_many(records)] == [0, 0]
     assert replay_many([], make_policy(name)) == []
+
+
+HEAD_TAIL = {"name": "tool_result_head_tail", "max_chars": 50, "head_chars": 20, "tail_chars": 10}
+
+
+def test_settle_time_changes_are_kept_per_batch_and_settling_step(monkeypatch):
+    """Replays of one batch under pipelines that settle alike (the same head/tail step, masking knobs
+    that differ) settle each run once, and each gives the loop's records; a different head/tail step
+    settles again."""
+    from sim.policies.tool_result_head_tail import ToolResultHeadTail
+
+    calls = []
+    real = ToolResultHeadTail.settle_all
+
+    def counting(self, trace):
+        calls.append(trace.trace_id)
+        return real(self, trace)
+
+    monkeypatch.setattr(ToolResultHeadTail, "settle_all", counting)
+    traces = [swe_trace([("x" * 120, 60), ("short", 5)] * 3, trace_id=f"t{i}") for i in range(3)]
+    for n in (1, 2, 3):
+        policy = make_policy("pipeline", steps=[HEAD_TAIL, {"name": "observation_masking", "n": n}])
+        got = replay_many(traces, policy, pricing=None)
+        for t, r in zip(traces, got, strict=True):
+            assert record_diff(r, loop(t, policy)) == []
+    assert sorted(calls) == ["t0", "t1", "t2"]  # once per run for the three settings (the loop's own
+    # replays settle per event, not through settle_all)
+    other = dict(HEAD_TAIL, max_chars=60, head_chars=30)
+    replay_many(traces, make_policy("pipeline", steps=[other, {"name": "observation_masking"}]), pricing=None)
+    assert len(calls) == 6
+
+
+def test_kept_settle_time_changes_do_not_keep_traces_alive():
+    import gc
+    import weakref
+
+    traces = [swe_trace([("x" * 120, 60)] * 3, trace_id="a"), swe_trace([("y" * 99, 50)] * 2, trace_id="b")]
+    policy = make_policy("pipeline", steps=[HEAD_TAIL, {"name": "observation_masking"}])
+    first = replay_many(traces, policy, pricing=None)
+    assert first[0].cuts  # settled cuts reached the record
+    dead = weakref.ref(traces[0])
+    del traces, first
+    gc.collect()
+    assert dead() is None
+
+
+def test_plans_given_per_call_make_their_call_array_when_read():
+    from sim.policies.base import Plans
+
+    counts = np.array([0, 2, 1, 0, 1])  # two runs: calls 0-2, then 0-1
+    local = np.array([0, 1, 2, 0, 1])
+    index, ones = np.array([3, 4, 5, 2]), np.ones(4, dtype=np.int64)
+    plans = Plans.by_call(counts, local, index, ones, ones, np.array([3, 1]))
+    assert plans.call.tolist() == [1, 1, 2, 1]
+    assert [p.call.tolist() for p in plans] == [[1, 1, 2], [1]]
+    t = swe_trace([("x", 100)] * 6)
+    masking = make_policy("observation_masking", n=2)
+    whole = masking.plan_many([t, t])
+    assert whole.call_counts is not None and int(whole.call_counts.sum()) == len(whole.index)
+    assert [c.tolist() for c in whole[1]] == [c.tolist() for c in masking.plan(t)]
+
+
+def test_result_rows_of_one_batch_are_separate_dicts():
+    from sim.engine import replay_table
+    from sim.tables import result_rows, table_rows
+
+    traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3, 5)]
+    table = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)
+    rows = table_rows(table, "v")
+    assert [list(r) for r in rows] == [list(r) for r in result_rows(table.records(), "v")]
+    rows[0]["calls"] = -1
+    assert [r["calls"] for r in rows] == [-1, 3, 5]
+
+
+def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
+    import copy
+
+    from sim.batchmemo import Keyed
+
+    runs = Keyed([swe_trace([("x", 5)]), swe_trace([("y", 6)])])
+    for other in (pickle.loads(pickle.dumps(runs)), copy.deepcopy(runs)):
+        assert isinstance(other, Keyed) and other.key.ids == tuple(map(id, other))
+        assert other.key != runs.key  # new objects: another batch
+    assert copy.copy(runs).key == runs.key  # the same objects: the same batch

@@ -53,15 +53,37 @@ class Plans:
     index numbered within each entry's run) and each run's number of entries. ``plans[j]`` is run j's
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
-    __slots__ = ("call", "index", "tokens", "state", "counts", "_bounds", "_whole")
+    __slots__ = ("_call", "index", "tokens", "state", "counts", "call_counts", "_local", "_bounds", "_whole")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
     ) -> None:
-        self.call, self.index, self.tokens, self.state = call, index, tokens, state
+        self._call, self.index, self.tokens, self.state = call, index, tokens, state
         self.counts = counts
+        # entries of each call, every run's calls laid end to end, when the planner knows them (the batch
+        # path then counts nothing, and builds no call array); None: unknown
+        self.call_counts: np.ndarray | None = None
+        self._local: np.ndarray | None = None
         self._bounds: list[int] | None = None
         self._whole: tuple | None = None  # laid_out of every run: (offsets it was given, entries)
+
+    @classmethod
+    def by_call(
+        cls, call_counts: np.ndarray, local_call: np.ndarray, index, tokens, state, counts: np.ndarray
+    ) -> Plans:
+        """Plans whose entries are given per call: ``call_counts[k]`` entries before call k of the runs'
+        calls laid end to end, ``local_call[k]`` its number in its run (the call array is made only when
+        read)."""
+        plans = cls(None, index, tokens, state, counts)  # type: ignore[arg-type]
+        plans.call_counts, plans._local = call_counts, local_call
+        return plans
+
+    @property
+    def call(self) -> np.ndarray:
+        """Each entry's call, numbered within its run."""
+        if self._call is None:
+            self._call = np.repeat(self._local, self.call_counts)
+        return self._call
 
     @classmethod
     def of(cls, plans: Sequence[Plan]) -> Plans:
@@ -77,14 +99,15 @@ class Plans:
     def __len__(self) -> int:
         return len(self.counts)
 
-    def laid_out(self, pos: list[int], call_off: np.ndarray, item_off: np.ndarray):
-        """The entries of runs ``pos``, those runs laid end to end in that order, with each run's calls
-        and indices moved by its offsets: (call, index, tokens, state) arrays, or None when they plan
-        nothing. The result for every run in order is kept: the engine asks for it twice a batch."""
-        whole = len(pos) == len(self) and pos == list(range(len(pos)))
+    def laid_out(self, pos: list[int] | None, call_off: np.ndarray, item_off: np.ndarray):
+        """The entries of runs ``pos`` (None: every run, in order), those runs laid end to end in that
+        order, with each run's calls and indices moved by its offsets: (call, index, tokens, state)
+        arrays, or None when they plan nothing. The result for every run in order is kept: the engine
+        asks for it twice a batch."""
+        whole = pos is None or (len(pos) == len(self) and pos == list(range(len(pos))))
         if whole and self._whole is not None and self._whole[0] is call_off:
             return self._whole[1]
-        counts = self.counts[pos]
+        counts = self.counts if whole else self.counts[pos]
         entries = None
         if counts.any():
             arrays = (self.call, self.index, self.tokens, self.state)
@@ -221,6 +244,12 @@ class Policy:
     def settle_all(self, trace: Trace) -> list[Change] | None:
         """All settle-time changes of a run at once (ascending index), or None to be asked per event.
         Only for settle transforms that look at the event alone, never at the view."""
+        return None
+
+    def settle_key(self) -> str | None:
+        """What a run's settle-time changes depend on besides its trace, as text: replays whose policies
+        give the same key share them (the batch path keeps them per batch, so a sweep of a later step's
+        knobs settles once). None (the default): not shared, settled on every replay."""
         return None
 
     def before_call(

@@ -21,7 +21,7 @@ import numpy as np
 
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
-from sim.segments import offsets, owners, positions
+from sim.segments import offsets, owners
 from sim.tokens import estimate_tokens
 from sim.types import ItemState, Trace
 
@@ -71,6 +71,11 @@ class _Observations(NamedTuple):
     in_view: np.ndarray  # per call: observations in its view
     lift: np.ndarray  # per call: an offset that keeps each run's running maximum apart
     first_calls: np.ndarray  # the first call of each run that has calls
+    last_calls: np.ndarray  # ... and the last
+    with_calls: np.ndarray  # the runs that have calls
+    local_call: np.ndarray  # per call: its number within its run
+    obs_after_first: np.ndarray  # per run: where its observations after the first start in ``obs``
+    event_off: np.ndarray  # per run: where its events start in ``placeholder_tokens``
 
 
 def _batch_observations(traces: Sequence[Trace]) -> _Observations:
@@ -94,6 +99,11 @@ def _batch_observations(traces: Sequence[Trace]) -> _Observations:
         in_view - obs_off[run],
         run * (int(n_obs.max(initial=0)) + 2),
         first[n_calls > 0],
+        (first + n_calls - 1)[n_calls > 0],
+        np.flatnonzero(n_calls > 0),
+        np.arange(len(run), dtype=np.int64) - first[run],
+        obs_off + 1,
+        event_off,
     )
     for v in out:
         v.setflags(write=False)
@@ -165,13 +175,16 @@ class ObservationMasking(Policy):
         prev[1:] = upto[:-1]
         prev[b.first_calls] = 1
         counts = upto - prev  # observations call k masks: [prev[k], upto[k])
-        entry_call = owners(counts)
-        index = b.obs[b.obs_base[entry_call] + prev[entry_call] + positions(counts)]
-        tokens = b.placeholder_tokens[index + b.event_base[entry_call]]
+        # so a run's calls mask its observations [1, upto at its last call), in order
+        runs = np.zeros(len(traces), dtype=np.int64)
+        runs[b.with_calls] = upto[b.last_calls] - 1
+        at = np.arange(int(runs.sum()), dtype=np.int64)  # the entries' places in ``obs``
+        at += np.repeat(b.obs_after_first - offsets(runs), runs)
+        index = b.obs[at]
+        tokens = b.placeholder_tokens[index + np.repeat(b.event_off, runs)]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        runs = np.bincount(b.run[entry_call], minlength=len(traces))
-        return Plans(entry_call - b.call_base[entry_call], index, tokens, state, runs)
+        return Plans.by_call(counts, b.local_call, index, tokens, state, runs)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]

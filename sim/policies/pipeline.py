@@ -156,6 +156,11 @@ class Pipeline(Policy):
                 first.setdefault(ch.index, ch)
         return [first[i] for i in sorted(first)]
 
+    def settle_key(self) -> str | None:
+        """The settling steps' keys, in order (None if one has none): the other steps settle nothing."""
+        keys = [p.settle_key() for p in self._built if p.settles]
+        return None if not keys or None in keys else "pipeline:" + "|".join(keys)  # type: ignore[arg-type]
+
     def start(self, trace: Trace) -> list:
         return [p.start(trace) for p in self._built]
 

@@ -87,6 +87,9 @@ class ToolResultHeadTail(Policy):
         tokens = scale_tokens(e.tokens, e.bytes, nbytes)
         return Change(index, ItemState.BOUNDED, tokens, nbytes, "head-tail", self.kept_bytes(trace, index))
 
+    def settle_key(self) -> str:
+        return repr(self)  # the knobs alone decide each cut (a frozen dataclass's fields, in order)
+
     def settle_all(self, trace: Trace) -> list[Change]:
         lengths, indices = trace.derived("long_results", long_results)
         cut = indices[: bisect_right(lengths, -self.max_chars)]  # results of max_chars or more
