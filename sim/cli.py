@@ -146,7 +146,7 @@ def iter_runs(
                     _warn(line)
             if (
                 (trace.model or "") not in uncalibrated
-                and all(c.input_tokens is None for c in trace.calls)
+                and (trace.arrays.recorded_input < 0).all()  # no call's input recorded
                 and any(e.tokens_provenance == "estimate" for e in trace.events)
             ):
                 uncalibrated.add(trace.model or "")
