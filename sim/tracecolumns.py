@@ -732,6 +732,8 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
             block, size = [], 0
             yield from _jsonl_block([(lineno, None)], slow, done)
             continue
+        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+            continue
         block.append((lineno, raw))
         size += len(raw)
         if size >= JSONL_BLOCK:
