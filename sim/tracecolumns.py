@@ -285,27 +285,25 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     for i in np.flatnonzero(ok):
         ok[i] = policy_text[i] is not None and outcome_text[i] is not None
     outputs = opt["output_tokens"]
-    out_missing = outputs < 0
-    ev_bytes = ints["bytes"]
-    for i in np.flatnonzero(ok):  # the sum bound (sim.limits), in exact integers
-        a, b = int(co[i]), int(co[i + 1])
-        miss = np.flatnonzero(out_missing[a:b])
-        worst = int(outputs[a:b].max()) if b > a else 0
-        for k in miss:
-            worst = max(worst, estimate_tokens(int(ev_bytes[at[a + k]]), top["bytes_per_token"][i]))
-        bound = trace_token_bound(
-            int(prefix[eo[i + 1]] - prefix[eo[i]]),
-            [int(np.abs(residual[a:b]).max())] if b > a else [],
-            [worst] if b > a else [],
-            b - a,
-        )
-        ok[i] = bound_problem(bound) is None
+    # the sum bound (sim.limits): per record, (calls + 1) x (its tokens + largest |residual| + largest
+    # output); a call without output tokens counts the mock model's estimate (exact integers, in Python)
+    widest_out = _segment_max(outputs, co)
+    for j in np.flatnonzero(ok[call_owner] & (outputs < 0)):
+        i = int(call_owner[j])
+        guess = estimate_tokens(int(ints["bytes"][at[j]]), top["bytes_per_token"][i])
+        widest_out[i] = max(int(widest_out[i]), guess)
+    widest_res = _segment_max(np.abs(residual), co)
+    ev_sum = prefix[eo[1:]] - prefix[eo[:-1]]
+    for i in np.flatnonzero(ok):
+        c = int(n_calls[i])
+        widest = [int(widest_res[i])] if c else [], [int(widest_out[i])] if c else []
+        ok[i] = bound_problem(trace_token_bound(int(ev_sum[i]), widest[0], widest[1], c)) is None
 
     # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
     fast = np.flatnonzero(ok)
     texts = _texts(E, C, eo, co, lines is not None)
     out: list[Trace | None] = [None] * n
-    kind_ro = _read_only(kind)
+    kind = _read_only(kind)
     tokens = _read_only(ints["tokens"])
     bytes_ = _read_only(ints["bytes"])
     chars = _read_only(ints["chars"])
@@ -314,25 +312,29 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     out_tokens = _read_only(outputs)
     rec_input = _read_only(recorded_input)
     ve_ro, res_ro = _read_only(ve), _read_only(residual)
+    view_ro, local_ro = _read_only(view), _read_only(local)
+    minus_one = _read_only(np.full(len(C), -1, dtype=np.int64))
+    zeros = _read_only(np.zeros(len(C), dtype=np.int64))
     provides_any = _read_only(_np(pc.list_value_length(provides), 0) > 0)
-    ev_time = _np(f("timestamp"), np.nan).astype(np.float64)
-    call_time = _np(g("timestamp"), np.nan).astype(np.float64)
+    any_facts = _per_record(provides_any, ev_owner, n)
+    elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
-    for i in fast:
-        i = int(i)
+    sorted_events, sorted_calls = texts["events_sorted"], texts["calls_sorted"]
+    for i in fast.tolist():
         a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
-        head, tail = _head_sorted(top, i, policy_text[i], outcome_text[i])
         if lines is not None:
             if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
                 continue
+        head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
         h = hashlib.sha256(head)
-        h.update(texts["calls_sorted"][i].as_buffer())
-        h.update(tail[0])
-        h.update(texts["events_sorted"][i].as_buffer())
-        h.update(tail[1])
+        h.update(sorted_calls[i].as_buffer())
+        h.update(mid)
+        h.update(sorted_events[i].as_buffer())
+        h.update(end)
         pre = prefix[a : b + 1] - prefix[a]
+        pre.setflags(write=False)
         arrays = TraceArrays(
-            kind=kind_ro[a:b],
+            kind=kind[a:b],
             tokens=tokens[a:b],
             bytes=bytes_[a:b],
             chars=chars[a:b],
@@ -342,11 +344,11 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
             residual=res_ro[ca:cb],
             output_tokens=out_tokens[ca:cb],
             recorded_input=rec_input[ca:cb],
-            prefix=_read_only(pre),
-            recorded_view=_read_only(pre[ve[ca:cb]]),
-            call_index=_read_only(np.arange(cb - ca, dtype=np.int64)),
-            no_first=_read_only(np.full(cb - ca, -1, dtype=np.int64)),
-            no_changes=_read_only(np.zeros(cb - ca, dtype=np.int64)),
+            prefix=pre,
+            recorded_view=view_ro[ca:cb],
+            call_index=local_ro[ca:cb],
+            no_first=minus_one[ca:cb],
+            no_changes=zeros[ca:cb],
         )
         t = Trace(
             trace_id=top["trace_id"][i],
@@ -369,8 +371,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         cache["provides_any"] = provides_any[a:b]
         cache["has_needs"] = False
         cache["answer_needs"] = ()
-        cache["elapsed"] = _elapsed(ev_time[a:b], call_time[ca:cb])
-        if not provides_any[a:b].any():  # sim.ledger's facts_before of a trace without facts
+        cache["elapsed"] = elapsed[ca:cb]
+        if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
             cache["facts_before"] = _no_facts(b - a + 1)
         out[i] = t
     return [t if t is not None else slow(i) for i, t in enumerate(out)]
@@ -429,11 +431,21 @@ def _object_text(s: str | None) -> str | None:
     return got
 
 
+_DUMPS: dict = {}
+
+
 def _dumps(v) -> str:
-    return json.dumps(v, ensure_ascii=False)
+    """``json.dumps(v, ensure_ascii=False)``, memoised for the values records repeat (agent, model...)."""
+    got = _DUMPS.get(v) if v.__class__ is not float else None  # 1 == 1.0 == True: only exact types
+    if got is None or got[0] is not v.__class__:
+        text = json.dumps(v, ensure_ascii=False)
+        if len(_DUMPS) < 4096 and v.__class__ is not float:
+            _DUMPS[v] = (v.__class__, text)
+        return text
+    return got[1]
 
 
-def _head_sorted(top: dict, i: int, policy: str, outcome: str) -> tuple[bytes, tuple[bytes, bytes]]:
+def _head_sorted(top: dict, i: int, policy: str, outcome: str) -> tuple[bytes, bytes, bytes]:
     """The hashed text around the calls and events: (before the calls, (between, after the events))."""
     head = (
         f'{{"agent":{_dumps(top["agent"][i])},"bytes_per_token":{_dumps(top["bytes_per_token"][i])},"calls":['
@@ -442,9 +454,10 @@ def _head_sorted(top: dict, i: int, policy: str, outcome: str) -> tuple[bytes, t
     end = (
         f'],"model":{_dumps(top["model"][i])},"outcome":{_dumps(outcome)},'
         f'"recorded_policy":{_dumps(policy)},"schema_version":1,'
-        f'"source_format":{_dumps(top["source_format"][i])},"trace_id":{_dumps(top["trace_id"][i])}}}'
+        f'"source_format":{_dumps(top["source_format"][i])},'
+        f'"trace_id":{json.dumps(top["trace_id"][i], ensure_ascii=False)}}}'
     )
-    return head.encode(), (mid.encode(), end.encode())
+    return head.encode(), mid.encode(), end.encode()
 
 
 _CALLS = b'],"calls":['
@@ -453,7 +466,7 @@ _CALLS = b'],"calls":['
 def _line_matches(raw: bytes, top: dict, i: int, policy: str, outcome: str, texts: dict, j: int) -> bool:
     """Is the JSON line byte for byte what ``write_traces`` writes for the record Arrow read from it?"""
     head = (
-        f'{{"schema_version":1,"trace_id":{_dumps(top["trace_id"][i])},'
+        f'{{"schema_version":1,"trace_id":{json.dumps(top["trace_id"][i], ensure_ascii=False)},'
         f'"source_format":{_dumps(top["source_format"][i])},"source_file":{_dumps(top["source_file"][i])},'
         f'"agent":{_dumps(top["agent"][i])},"model":{_dumps(top["model"][i])},'
         f'"context_window":{_dumps(top["context_window"][i])},'
@@ -473,46 +486,79 @@ def _line_matches(raw: bytes, top: dict, i: int, policy: str, outcome: str, text
     )
 
 
+def _constant(a, text: Callable) -> Any:
+    """A column's JSON text: one literal when every row has the same (all null, all false, one
+    distinct value), which folds into the pieces around it; else ``text(a)``, a text per row."""
+    pa, pc = _pa()
+    if a.null_count == len(a):
+        return "null"
+    if a.null_count == 0 and a.type in (pa.bool_(), pa.string()) and len(a):
+        first = a[0].as_py()
+        if pc.all(pc.equal(a, first)).as_py():
+            return json.dumps(first, ensure_ascii=False)
+    return text(a)
+
+
+def _fold(parts: list, rows: int) -> Any:
+    """Element-wise concatenation of literals and text columns, adjacent literals joined first."""
+    pa, _ = _pa()
+    folded: list = []
+    for p in parts:
+        if isinstance(p, str) and folded and isinstance(folded[-1], str):
+            folded[-1] += p
+        elif not (isinstance(p, str) and not p):
+            folded.append(p)
+    if all(isinstance(p, str) for p in folded):  # every column one value: one text for every row
+        return pa.array(["".join(folded)] * rows, pa.string())
+    return _objects(folded)
+
+
 def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
     """Per record: its events' and calls' canonical JSON, sorted keys (the hash's), and in the writer's
     key order when ``with_lines``."""
     pa, pc = _pa()
     f, g = E.field, C.field
-    T = {
-        k: _int_text(f(k))
-        for k in ("index", "bytes", "chars", "lines", "tokens", "json_bytes", "json2_bytes")
-    }
+
+    def ints(a):
+        return _constant(a, _int_text)
+
+    T = {k: ints(f(k)) for k in ("index", "bytes", "chars", "lines", "tokens", "json_bytes", "json2_bytes")}
     for k in ("content", "tool_call_id", "url"):
-        T[k] = _str_text(f(k))
+        T[k] = _constant(f(k), _str_text)
     for k in ("kind", "tokens_provenance", "source_type"):
-        T[k] = _str_text(f(k), few=True)
+        T[k] = _constant(f(k), lambda a: _str_text(a, few=True))
     T["tool_call_ids"] = _list_text(f("tool_call_ids"), _str_text)
-    T["provides"] = _list_text(f("provides"), _str_text)
-    T["bounded"] = pc.if_else(f("bounded"), "true", "false")
-    T["timestamp"] = _float_text(f("timestamp"))
-    no_content = pc.invert(f("content").is_valid())
-    present = {
+    T["bounded"] = _constant(f("bounded"), lambda a: pc.if_else(a, "true", "false"))
+    T["timestamp"] = _constant(f("timestamp"), _float_text)
+    present = {  # keys written only when there is something to say (trace_to_dict)
         "provides": pc.greater(pc.fill_null(pc.list_value_length(f("provides")), 0), 0),
-        "json_bytes": pc.and_(no_content, f("json_bytes").is_valid()),
-        "json2_bytes": pc.and_(no_content, f("json2_bytes").is_valid()),
+        "json_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json_bytes").is_valid()),
+        "json2_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json2_bytes").is_valid()),
         "source_type": f("source_type").is_valid(),
         "url": f("url").is_valid(),
     }
+    for k in list(present):
+        if not pc.any(present[k]).as_py():
+            present[k] = None  # absent everywhere: no piece at all
+        elif k == "provides":
+            T[k] = _list_text(f(k), _str_text)
 
     def obj(order):
         parts: list = []
         for n, k in enumerate(order):
             if k in present:
-                parts.append(_optional(present[k], k, T[k]))
+                if present[k] is not None:
+                    text = T[k] if not isinstance(T[k], str) else pa.array([T[k]] * len(E), pa.string())
+                    parts.append(_optional(present[k], k, text))
             else:
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
-        return _objects([*parts, "}"])
+        return _fold([*parts, "}"], len(E))
 
     sorted_ev = ["bounded", "bytes", "chars", "content", "index", "json2_bytes", "json_bytes", "kind"]
     sorted_ev += ["lines", "provides", "source_type", "timestamp", "tokens", "tokens_provenance"]
     sorted_ev += ["tool_call_id", "tool_call_ids", "url"]
     U = {
-        k: _int_text(g(k))
+        k: ints(g(k))
         for k in (
             "index",
             "event_index",
@@ -525,16 +571,16 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
             "residual_tokens",
         )
     }
-    U["usage_provenance"] = _str_text(g("usage_provenance"), few=True)
-    U["timestamp"] = _float_text(g("timestamp"))
-    U["recorded_cost_usd"] = _float_text(g("recorded_cost_usd"))
+    U["usage_provenance"] = _constant(g("usage_provenance"), lambda a: _str_text(a, few=True))
+    U["timestamp"] = _constant(g("timestamp"), _float_text)
+    U["recorded_cost_usd"] = _constant(g("recorded_cost_usd"), _float_text)
     sorted_calls = sorted(U)
 
     def call_obj(order):
         parts: list = []
         for n, k in enumerate(order):
             parts += [("{" if n == 0 else ",") + f'"{k}":', U[k]]
-        return _objects([*parts, "}"])
+        return _fold([*parts, "}"], len(C))
 
     ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
     out = {
@@ -607,19 +653,29 @@ def _no_facts(rows: int) -> np.ndarray:
     return _NO_FACTS[:rows]
 
 
-def _elapsed(ev_time: np.ndarray, call_time: np.ndarray) -> np.ndarray:
-    """``sim.fastpath.elapsed_array`` from the columns: each call's time since the run's first stamp,
-    the last known one for a call without a stamp (0 before any)."""
-    stamps = np.concatenate([ev_time[~np.isnan(ev_time)], call_time[~np.isnan(call_time)]])
-    out = np.zeros(len(call_time), dtype=np.float64)
-    if len(stamps):
-        start = stamps.min()
-        known = ~np.isnan(call_time)
-        if known.any():
-            idx = np.where(known, np.arange(len(call_time)), -1)
-            np.maximum.accumulate(idx, out=idx)
-            out = np.where(idx >= 0, call_time[np.maximum(idx, 0)] - start, 0.0)
-    return _read_only(out)
+def _segment_max(v: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Per segment [off[i], off[i + 1]) of ``v``: its largest value (0 for an empty one)."""
+    out = np.zeros(len(off) - 1, dtype=v.dtype)
+    full = np.flatnonzero(np.diff(off) > 0)
+    if len(full):
+        out[full] = np.maximum.reduceat(v, off[full])
+    return out
+
+
+def _elapsed(ev_time, call_time, eo, co, ev_owner, call_owner) -> np.ndarray:
+    """``sim.fastpath.elapsed_array`` of every record from the columns: each call's time since its
+    record's first stamp (events' and calls'), the last known one for a call without a stamp (0 before
+    any); NaN: no stamp."""
+    n = len(eo) - 1
+    start = np.full(n, np.inf)
+    np.fmin.at(start, ev_owner, ev_time)  # fmin: a NaN (no stamp) never wins
+    np.fmin.at(start, call_owner, call_time)
+    known = ~np.isnan(call_time)
+    idx = np.where(known, np.arange(len(call_time)), -1)
+    np.maximum.accumulate(idx, out=idx)
+    own = idx >= co[call_owner]  # a stamp of this record (an earlier record's does not carry over)
+    got = call_time[np.maximum(idx, 0)] - start[call_owner]
+    return _read_only(np.where(own & np.isfinite(start[call_owner]), got, 0.0))
 
 
 class _BatchCalls:
