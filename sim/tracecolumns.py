@@ -14,7 +14,7 @@ The fast path *declines* what it does not handle, and such a record goes through
 reader (``slow``), which validates and builds it as it always has, and names the file, record and field
 of a bad one (so every error message is the old one). Declined: a record whose columns fail any check
 of ``sim.schema`` / ``sim.traceio.semantic_problems`` (the reference names the problem), one with
-children, several runs, facts needed or superseded, fact spans or kinds; a JSON line that is not
+children or several runs, and a JSON line that is not
 byte for byte the canonical encoding of what Arrow read from it (``write_traces``' own output is): that
 one check covers whatever a JSON document can say that Arrow's typed reader does not (a missing key
 versus a null, duplicate keys, whitespace, escapes, ``5`` for ``5.0``).
@@ -217,8 +217,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         v = _np(f(k), 0)
         bad |= ~_nat(v)
     provides = f("provides")
-    for k in ("needs", "fact_spans", "fact_kinds", "supersedes"):  # declined: the reference checks them
-        bad |= _np(pc.list_value_length(f(k)), 0) > 0
+    bad |= _fact_problems(E, ints["bytes"])
     bad |= _np(f("run_index"), 0) != 0  # several runs: the reference
     bad |= ints["index"] != np.arange(len(E)) - eo[ev_owner]
     bad |= ints["tokens"] > _BIG_TOKENS
@@ -235,6 +234,10 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     answer = _valid(f("tool_call_id"))
     if answer.any():
         ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner, eo, n), ev_owner, n)
+    # a needed or superseded fact is provided by an earlier event
+    for k in ("needs", "supersedes"):
+        if len(_items(f(k))[0]):
+            ok &= ~_per_record(_unprovided(E, f(k), ev_owner), ev_owner, n)
 
     # ---- calls
     g = C.field
@@ -317,6 +320,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     zeros = _read_only(np.zeros(len(C), dtype=np.int64))
     provides_any = _read_only(_np(pc.list_value_length(provides), 0) > 0)
     any_facts = _per_record(provides_any, ev_owner, n)
+    needs = f("needs")
+    any_needs = _per_record(_np(pc.list_value_length(needs), 0) > 0, ev_owner, n)
     elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
     sorted_events, sorted_calls = texts["events_sorted"], texts["calls_sorted"]
@@ -369,8 +374,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         cache["runs"] = 1
         # the derived values the batch path asks for, from the columns (held equal to their builders)
         cache["provides_any"] = provides_any[a:b]
-        cache["has_needs"] = False
-        cache["answer_needs"] = ()
+        cache["has_needs"] = bool(any_needs[i])
+        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs[i] else ()
         cache["elapsed"] = elapsed[ca:cb]
         if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
             cache["facts_before"] = _no_facts(b - a + 1)
@@ -530,8 +535,16 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
     T["tool_call_ids"] = _list_text(f("tool_call_ids"), _str_text)
     T["bounded"] = _constant(f("bounded"), lambda a: pc.if_else(a, "true", "false"))
     T["timestamp"] = _constant(f("timestamp"), _float_text)
+
+    def listed(k):
+        return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
+
     present = {  # keys written only when there is something to say (trace_to_dict)
-        "provides": pc.greater(pc.fill_null(pc.list_value_length(f("provides")), 0), 0),
+        "provides": listed("provides"),
+        "needs": listed("needs"),
+        "supersedes": listed("supersedes"),
+        "fact_kinds": listed("fact_kinds"),
+        "fact_spans": listed("fact_spans"),
         "json_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json_bytes").is_valid()),
         "json2_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json2_bytes").is_valid()),
         "source_type": f("source_type").is_valid(),
@@ -540,8 +553,10 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
     for k in list(present):
         if not pc.any(present[k]).as_py():
             present[k] = None  # absent everywhere: no piece at all
-        elif k == "provides":
+        elif k in ("provides", "needs", "supersedes", "fact_kinds"):
             T[k] = _list_text(f(k), _str_text)
+        elif k == "fact_spans":
+            T[k] = _list_text(f(k), lambda spans: _list_text(spans, _int_text))
 
     def obj(order):
         parts: list = []
@@ -554,9 +569,9 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
         return _fold([*parts, "}"], len(E))
 
-    sorted_ev = ["bounded", "bytes", "chars", "content", "index", "json2_bytes", "json_bytes", "kind"]
-    sorted_ev += ["lines", "provides", "source_type", "timestamp", "tokens", "tokens_provenance"]
-    sorted_ev += ["tool_call_id", "tool_call_ids", "url"]
+    sorted_ev = ["bounded", "bytes", "chars", "content", "fact_kinds", "fact_spans", "index", "json2_bytes"]
+    sorted_ev += ["json_bytes", "kind", "lines", "needs", "provides", "source_type", "supersedes"]
+    sorted_ev += ["timestamp", "tokens", "tokens_provenance", "tool_call_id", "tool_call_ids", "url"]
     U = {
         k: ints(g(k))
         for k in (
@@ -589,8 +604,16 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
     }
     if with_lines:
         line_ev = ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"]
-        line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "json_bytes"]
-        line_ev += ["json2_bytes", "source_type", "url"]
+        line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "needs"]
+        line_ev += [
+            "json_bytes",
+            "json2_bytes",
+            "fact_spans",
+            "fact_kinds",
+            "supersedes",
+            "source_type",
+            "url",
+        ]
         line_calls = ["index", "event_index", "view_end", "input_tokens", "output_tokens"]
         line_calls += ["cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "residual_tokens"]
         line_calls += ["usage_provenance", "timestamp", "recorded_cost_usd"]
@@ -611,6 +634,80 @@ def _lines_of(content) -> np.ndarray:
     tail = _np(pc.match_substring_regex(c, _BREAKS + "$"), False).astype(bool)
     nonempty = _np(pc.binary_length(c), 0) > 0
     return breaks + (nonempty & ~tail)
+
+
+def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
+    """Events whose fact lists break the schema or ``sim.traceio._fact_problems``: ids that are not
+    strings, kinds outside FACT_KINDS, span and kind lists not one per provided fact, a span that is not
+    [start, end] with start <= end <= bytes."""
+    pa, pc = _pa()
+    f = E.field
+    bad = np.zeros(len(E), dtype=bool)
+    rows = np.arange(len(E))
+    for k in ("provides", "needs", "supersedes"):  # items are strings, never null
+        items, lengths = _items(f(k))
+        if items.null_count:
+            bad |= _per_record(~_valid(items), np.repeat(rows, lengths), len(E))
+    provided = _np(pc.list_value_length(f("provides")), 0)
+    for k in ("fact_spans", "fact_kinds"):
+        length = _np(pc.list_value_length(f(k)), 0)
+        bad |= (length > 0) & (length != provided)
+    kinds, lengths = _items(f("fact_kinds"))
+    if len(kinds):
+        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=pa.array(FACT_KINDS)), -1) < 0)
+        bad |= _per_record(unknown, np.repeat(rows, lengths), len(E))
+    spans, lengths = _items(f("fact_spans"))
+    if len(spans):
+        owner = np.repeat(rows, lengths)
+        given = _valid(spans)
+        numbers, width = _items(spans)
+        wrong = given & (width != 2)
+        if len(numbers):
+            v = _np(numbers, -1)
+            per = np.repeat(np.arange(len(spans)), width)
+            wrong |= _per_record(~_nat(v), per, len(spans))
+            two = given & (width == 2)
+            starts = np.asarray(spans.offsets.to_numpy(), dtype=np.int64)[:-1] - int(spans.offsets[0].as_py())
+            start = np.where(two, v[np.minimum(starts, len(v) - 1)], 0)
+            end = np.where(two, v[np.minimum(starts + 1, len(v) - 1)], 0)
+            wrong |= two & ~((start <= end) & (end <= nbytes[owner]))
+        bad |= _per_record(wrong, owner, len(E))
+    return bad
+
+
+def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
+    """Events naming (in ``lists``: needs or supersedes) a fact no earlier event of its record provides."""
+    pa, pc = _pa()
+    given, given_n = _items(E.field("provides"))
+    asked, asked_n = _items(lists)
+    given_at = np.repeat(np.arange(len(E)), given_n)
+    asked_at = np.repeat(np.arange(len(E)), asked_n)
+    every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
+    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    width = int(codes.max()) + 1 if len(codes) else 1
+    key_given = owner[given_at] * width + codes[: len(given_at)]
+    key_asked = owner[asked_at] * width + codes[len(given_at) :]
+    order = np.lexsort((given_at, key_given))  # by key, then position: each fact's first provider
+    keys, pos = key_given[order], given_at[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keys, pos = keys[first], pos[first]
+    j = np.searchsorted(keys, key_asked)
+    found = j < len(keys)
+    found[found] &= keys[j[found]] == key_asked[found]
+    earlier = np.zeros(len(asked_at), dtype=bool)
+    earlier[found] = pos[j[found]] < asked_at[found]
+    bad = np.zeros(len(E), dtype=bool)
+    bad[asked_at[~earlier]] = True
+    return bad
+
+
+def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: int, end_call: int) -> tuple:
+    """``sim.engine._answer_needs``: the facts the last call's action needs."""
+    if end_call == first_call:
+        return ()
+    got = needs[first_event + int(event_index[end_call - 1])].as_py()
+    return tuple(got or ())
 
 
 def _unanswered(E, kind, answer, tcids, owner, eo, n) -> np.ndarray:
