@@ -4,8 +4,10 @@
 
 Writes the SWE-like generator's runs ``generate_run(SEED, i)``, i < ``--runs``, as canonical JSON Lines
 and Parquet in a temporary folder, then times, in this process: reading them as a run does (the
-importers, ``load_paths``), through ``--dataset`` (``load_dataset_traces``, streaming), and hashing
-the loaded traces (``trace_hash``, which every result row carries). Also prints one masking replay of
+importers, ``load_paths``: read as columns, ``sim.tracecolumns``), through ``--dataset``
+(``load_dataset_traces``, streaming), with each trace's content hash (which every result row carries;
+the column reader stores it at load), and the record-by-record reference reader (every record parsed and
+built by ``trace_from_dict``, hashed by re-encoding) for comparison. Also prints one masking replay of
 the same traces (metrics included) for scale.
 """
 
@@ -24,7 +26,29 @@ sys.path.insert(0, str(REPO))
 from scenarios.make_suite import SEED  # noqa: E402
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.traceio import load_dataset_traces, trace_hash, write_traces  # noqa: E402
+from sim.traceio import (  # noqa: E402
+    _NULLABLE_TOP,
+    load_dataset_traces,
+    parquet_rows,
+    trace_from_dict,
+    trace_hash,
+    write_traces,
+)
+
+
+def reference(f: Path) -> list:
+    """The record-by-record reader: each record parsed, validated and built by ``trace_from_dict``."""
+    from sim.jsonl import json_lines
+
+    if f.suffix == ".jsonl":
+        return [trace_from_dict(d, f.name, f"line {n}", text_checked=True) for n, d, _ in json_lines(f)]
+    rows = parquet_rows(f)
+    return [
+        trace_from_dict(
+            {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}, f.name, f"row {r}", True
+        )
+        for r, d in rows
+    ]
 
 
 def cpu_median(fn, repeats: int) -> float:
@@ -52,7 +76,11 @@ def main() -> int:
             for label, fn in (
                 ("load_paths", lambda f=f: list(load_paths([f]))),
                 ("--dataset --streaming", lambda f=f: list(load_dataset_traces(f, streaming=True))),
-                ("load_paths + trace_hash", lambda f=f: [trace_hash(t) for t in load_paths([f])]),
+                (
+                    "load_paths + hash",
+                    lambda f=f: [t.derived("trace_hash", trace_hash) for t in load_paths([f])],
+                ),
+                ("reference + trace_hash", lambda f=f: [trace_hash(t) for t in reference(f)]),
             ):
                 s = cpu_median(fn, args.repeats)
                 print(f"{suffix:9s} {label:26s} {s * 1e3:9.1f} ms  ({calls / s:>10,.0f} calls/s)")

@@ -146,7 +146,7 @@ def iter_runs(
                     _warn(line)
             if (
                 (trace.model or "") not in uncalibrated
-                and all(c.input_tokens is None for c in trace.calls)
+                and (trace.arrays.recorded_input < 0).all()  # no call's input recorded
                 and any(e.tokens_provenance == "estimate" for e in trace.events)
             ):
                 uncalibrated.add(trace.model or "")
@@ -228,14 +228,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         # rows from the replays' columns; a record per run only for the tables that show its calls
         batch_rows = table_rows(table, __version__)
         records = table.records() if args.calls or args.ledger else [None] * len(traces)
+        if stream_out and args.format == "csv":
+            header = _stream_csv(batch_rows, header)
         for trace, rec, row in zip(traces, records, batch_rows, strict=True):
             if stream_out:
                 if args.format == "json":
                     sys.stdout.write(json_line(row) + "\n")
-                else:
-                    text = csv_text([row])
-                    sys.stdout.write(text if header is None else text.split("\n", 1)[1])
-                    header = header or list(row)
             else:
                 rows.append(row)
             if args.calls:
@@ -267,6 +265,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             note = "it keeps what later actions need; an upper bound, not a harness"
             print(f"summarizer {UPPER_BOUND}: {note}")
     return 0
+
+
+def _stream_csv(rows: list[dict[str, Any]], header: list[str] | None) -> list[str] | None:
+    """Write a batch of rows as CSV under the first row's header (each row in its own column order, as
+    a row at a time always did); returns the header. A batch whose rows all have the header's columns
+    is one ``csv_text``: the same bytes, one writer per batch instead of per row."""
+    from sim.tables import csv_text
+
+    if rows and all(list(r) == (header or list(rows[0])) for r in rows):
+        text = csv_text(rows)
+        sys.stdout.write(text if header is None else text.split("\n", 1)[1])
+        return header or list(rows[0])
+    for row in rows:
+        text = csv_text([row])
+        sys.stdout.write(text if header is None else text.split("\n", 1)[1])
+        header = header or list(row)
+    return header
 
 
 def _transforms(args: argparse.Namespace) -> list[Any]:

@@ -156,22 +156,28 @@ def json_lines(path: Path, errors: str = "strict") -> Iterator[tuple[int, Any, s
     The position is counted on the line without its newline, so a truncated record points at its last
     character rather than at column 1 of a line that does not exist."""
     for lineno, raw in lines_of(path):
-        if raw is None:
-            yield lineno, None, f"line longer than {MAX_DOCUMENT_BYTES:,} bytes; not read"
-            continue
-        try:
-            text = raw.decode("utf-8", errors=errors).rstrip("\r\n")
-        except UnicodeDecodeError as exc:
-            yield lineno, None, f"not UTF-8 text (byte {exc.start + 1} of the line)"
-            continue
-        if not text.strip():
-            continue
-        try:
-            yield lineno, parse_document(text), None
-        except json.JSONDecodeError as exc:
-            yield lineno, None, f"invalid JSON: {exc.msg} (column {exc.colno})"
-        except DocumentTooLarge as exc:
-            yield lineno, None, str(exc)
+        got = json_line(raw, errors)
+        if got is not None:
+            yield lineno, *got
+
+
+def json_line(raw: bytes | None, errors: str = "strict") -> tuple[Any, str | None] | None:
+    """One line of ``json_lines``: (record, None), (None, what is wrong), or None for a blank line
+    (``raw`` None: a line that ``lines_of`` found too long)."""
+    if raw is None:
+        return None, f"line longer than {MAX_DOCUMENT_BYTES:,} bytes; not read"
+    try:
+        text = raw.decode("utf-8", errors=errors).rstrip("\r\n")
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start + 1} of the line)"
+    if not text.strip():
+        return None
+    try:
+        return parse_document(text), None
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} (column {exc.colno})"
+    except DocumentTooLarge as exc:
+        return None, str(exc)
 
 
 def lines_of(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:

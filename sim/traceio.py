@@ -15,7 +15,7 @@ from pathlib import Path
 from sim import schema
 from sim.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
 from sim.errors import TraceError
-from sim.jsonl import json_lines, parse_json
+from sim.jsonl import parse_json
 from sim.tokens import json2_bytes, json_bytes
 from sim.types import MAX_CHILD_DEPTH, MAX_CHILDREN, SCHEMA_VERSION, Call, Child, Event, Trace
 
@@ -463,18 +463,36 @@ def is_canonical_jsonl(path: Path) -> bool:
 
 
 def iter_jsonl(path: Path) -> Iterator[Trace]:
+    """The traces of a canonical JSON Lines file; records named by line (``sim.tracecolumns`` reads
+    them as columns, the reference reads a line it declines)."""
+    from sim.jsonl import json_line
+    from sim.tracecolumns import jsonl_traces
+
     name = path.name
-    for lineno, d, problem in json_lines(path):
+
+    def slow(lineno: int, raw: bytes | None, _record: int) -> Trace | None:
+        got = json_line(raw)
+        if got is None:
+            return None
+        d, problem = got
         if problem is not None:
             raise TraceError(name, problem, record=f"line {lineno}")
-        yield trace_from_dict(d, name, f"line {lineno}", text_checked=True)
+        return trace_from_dict(d, name, f"line {lineno}", text_checked=True)
+
+    return jsonl_traces(path, slow)
 
 
 def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
+    """The traces of a canonical Parquet file; records named by row (read as columns, as above)."""
+    from sim.tracecolumns import parquet_traces
+
     name = path.name
-    for row, d in parquet_rows(path, batch_size):
+
+    def slow(row: int, d: dict) -> Trace:
         d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
-        yield trace_from_dict(d, name, f"row {row}", text_checked=True)
+        return trace_from_dict(d, name, f"row {row}", text_checked=True)
+
+    return parquet_traces(path, slow, lambda exc, row: exc)
 
 
 def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]:
@@ -617,10 +635,6 @@ def load_dataset_traces(
     """Canonical traces through Hugging Face ``datasets``: local JSON Lines / Parquet files (or a folder
     of them), or a hub dataset name for users with network. ``streaming`` reads record by record with
     bounded memory (a corpus larger than memory); otherwise ``datasets`` builds its Arrow cache first."""
-    import datasets  # lazy: heavy, and only this path needs it
-
-    datasets.disable_progress_bars()  # its bars would leak into ctxsim's output
-
     items = [source] if isinstance(source, str | Path) else list(source)
     files: list[str] = []
     for item in map(Path, items):
@@ -634,6 +648,9 @@ def load_dataset_traces(
     if files and split == "train" and all(_canonical_local(Path(f)) for f in files):
         yield from _local_traces([Path(f) for f in files], label)
         return
+    import datasets  # lazy: heavy, and only a hub name or a file ctxsim does not read itself needs it
+
+    datasets.disable_progress_bars()  # its bars would leak into ctxsim's output
     try:
         if files:
             builder = "parquet" if all(f.endswith(".parquet") for f in files) else "json"
@@ -667,33 +684,45 @@ def _canonical_local(path: Path) -> bool:
 
 
 def _local_traces(files: list[Path], label: str) -> Iterator[Trace]:
-    """The traces of local canonical files in order, read straight from the file (Arrow batches for
-    Parquet, one line at a time for JSON Lines) instead of through ``datasets``' row conversion: the same
-    records, numbered as ``datasets`` numbers them (rows across all files), memory bounded by a batch."""
+    """The traces of local canonical files in order, read straight from the file as columns
+    (``sim.tracecolumns``: Arrow batches of Parquet, blocks of JSON Lines) instead of through
+    ``datasets``' row conversion: the same records, numbered as ``datasets`` numbers them (rows across
+    all files), memory bounded by a batch."""
+    from sim.jsonl import json_line
+    from sim.tracecolumns import jsonl_traces, parquet_traces
+
     i = 0
     for path in files:
+        base = i
         if path.suffix.lower() == ".parquet":
-            rows = parquet_rows(path)
-            while True:
-                try:
-                    got = next(rows, None)
-                except TraceError as exc:  # a damaged file: named as the dataset and its row
-                    raise TraceError(
-                        label, f"cannot read as a dataset: {exc.message}", record=f"row {i}"
-                    ) from None
-                if got is None:
-                    break
-                d = {k: v for k, v in got[1].items() if v is not None or k in _NULLABLE_TOP}
-                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
-                i += 1
+
+            def slow_row(row: int, d: dict, base=base) -> Trace:
+                d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
+                return trace_from_dict(d, label, f"row {base + row}", text_checked=True)
+
+            def read_error(exc: Exception, row: int, base=base) -> Exception:  # a damaged file
+                message = exc.message if isinstance(exc, TraceError) else _first_line(exc)
+                return TraceError(label, f"cannot read as a dataset: {message}", record=f"row {base + row}")
+
+            traces = parquet_traces(path, slow_row, read_error)
         else:
-            for _, d, problem in json_lines(path):
+
+            def slow_line(_lineno: int, raw: bytes | None, record: int, base=base) -> Trace | None:
+                got = json_line(raw)
+                if got is None:
+                    return None
+                d, problem = got
+                row = f"row {base + record}"
                 if problem is not None:
-                    raise TraceError(label, f"cannot read as a dataset: {problem}", record=f"row {i}")
+                    raise TraceError(label, f"cannot read as a dataset: {problem}", record=row)
                 if type(d) is dict:  # as datasets gives a row: a missing value is no field
                     d = {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}
-                yield trace_from_dict(d, label, f"row {i}", text_checked=True)
-                i += 1
+                return trace_from_dict(d, label, row, text_checked=True)
+
+            traces = jsonl_traces(path, slow_line)
+        for t in traces:
+            yield t
+            i += 1
 
 
 def _dataset_problem(exc: BaseException) -> str:

@@ -131,8 +131,12 @@ class Trace:
 
     @property
     def runs(self) -> int:
-        """Runs of the conversation this trace holds (1 for a trace of one run)."""
-        return self.calls[-1].run_index + 1 if self.calls else 1
+        """Runs of the conversation this trace holds (1 for a trace of one run); memoised (a trace read
+        as columns knows it without its calls)."""
+        r = self._cache.get("runs")
+        if r is None:
+            r = self._cache["runs"] = self.calls[-1].run_index + 1 if self.calls else 1
+        return r
 
     @property
     def is_simple(self) -> bool:
@@ -245,6 +249,40 @@ class TraceArrays:
             no_first=arr(np.full(len(calls), -1), np.int64),
             no_changes=arr(np.zeros(len(calls)), np.int64),
         )
+
+
+class Lazy:
+    """What a trace read as columns holds in place of its events (and calls) until one is asked for
+    (``sim.tracecolumns``): the fast paths read the columns (``arrays`` and the ``derived`` values they
+    ask for are filled at load), so a corpus streams without an ``Event`` per event; ``build`` makes the
+    very objects the record-by-record reader would (tested equal)."""
+
+    __slots__ = ("build",)
+
+    def __init__(self, build) -> None:
+        self.build = build  # () -> tuple[Event, ...] (or tuple[Call, ...])
+
+    def __reduce__(self):  # a worker (spawn, Ray) gets the objects themselves
+        return tuple, (self.build(),)
+
+
+def _lazy_field(name: str, doc: str) -> property:
+    def get(self: Trace):
+        v = self.__dict__[name]
+        if type(v) is Lazy:
+            v = self.__dict__[name] = v.build()
+        return v
+
+    def put(self: Trace, value) -> None:
+        self.__dict__[name] = value
+
+    return property(get, put, doc=doc)
+
+
+# ``events`` and ``calls`` stay dataclass fields (constructor, ``replace``, ``fields``, equality, repr);
+# reading one through these properties builds a column-read trace's objects on first use
+Trace.events = _lazy_field("events", "The trace's events, in order (built on first use).")
+Trace.calls = _lazy_field("calls", "The recorded calls, in order (built on first use).")
 
 
 def policy_json(params: dict) -> str:

@@ -23,7 +23,7 @@ from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.segments import offsets, owners
 from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.types import KIND_CODE, ItemState, Trace
 
 MASKED = ItemState.MASKED
 
@@ -51,9 +51,18 @@ def placeholder_sizes(trace: Trace) -> tuple[tuple[int, int], ...]:
 
 
 def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Observation indices, and every event's placeholder tokens, as arrays."""
-    obs = np.array(trace.derived("observations", observations), dtype=np.int64)
-    tokens = np.array([t for t, _ in trace.derived("placeholder_sizes", placeholder_sizes)], dtype=np.int64)
+    """Observation indices, and every event's placeholder tokens, as arrays: ``observations`` and
+    ``placeholder_sizes`` read from the trace's columns (no event objects; a placeholder's size depends
+    on its line count only, so each distinct count is sized once)."""
+    a = trace.arrays
+    obs = np.flatnonzero(a.kind == KIND_CODE["tool_result"])
+    users = np.flatnonzero(a.kind == KIND_CODE["user"])
+    if len(users) and (not len(obs) or users[0] < obs[0]):
+        obs = np.concatenate([users[:1], obs])
+    obs = obs.astype(np.int64)
+    counts, where = np.unique(a.lines, return_inverse=True)
+    sizes = [estimate_tokens(len(placeholder(int(n)).encode()), trace.bytes_per_token) for n in counts]
+    tokens = np.array(sizes, dtype=np.int64)[where.reshape(-1)] if len(counts) else np.zeros(0, np.int64)
     obs.setflags(write=False)
     tokens.setflags(write=False)
     return obs, tokens
@@ -81,7 +90,7 @@ class _Observations(NamedTuple):
 def _batch_observations(traces: Sequence[Trace]) -> _Observations:
     pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
     n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
-    n_events = np.array([len(t.events) for t in traces], dtype=np.int64)
+    n_events = np.array([len(t.arrays.kind) for t in traces], dtype=np.int64)  # no Event objects
     ends = [t.arrays.view_end for t in traces]
     n_calls = np.array([len(v) for v in ends], dtype=np.int64)
     obs_off, event_off, first = offsets(n_obs), offsets(n_events), offsets(n_calls)

@@ -1,0 +1,933 @@
+"""Canonical files read as columns: a batch of records (Arrow: a Parquet batch, or a block of JSON Lines
+parsed by Arrow's reader) validated and turned into traces with numpy and Arrow compute, without a
+Python object per event.
+
+What a trace read here holds: its calls, its ``TraceArrays`` and the derived values the fast paths ask
+for, filled from the columns; its events are built on first use (``sim.types.Lazy``), the very
+``Event`` objects the record-by-record reader makes. Its content hash is computed here from the same
+canonical text ``sim.traceio.trace_hash`` hashes (sorted keys, no ``source_file``), written by Arrow
+compute instead of ``json.dumps``: stored as the trace's ``trace_hash`` derived value, so nothing
+re-encodes the trace to hash it; a test holds it equal to ``trace_hash`` on the embedded suite and on
+real traces.
+
+The fast path *declines* what it does not handle, and such a record goes through the record-by-record
+reader (``slow``), which validates and builds it as it always has, and names the file, record and field
+of a bad one (so every error message is the old one). Declined: a record whose columns fail any check
+of ``sim.schema`` / ``sim.traceio.semantic_problems`` (the reference names the problem), one with
+children or several runs, and a JSON line that is not
+byte for byte the canonical encoding of what Arrow read from it (``write_traces``' own output is): that
+one check covers whatever a JSON document can say that Arrow's typed reader does not (a missing key
+versus a null, duplicate keys, whitespace, escapes, ``5`` for ``5.0``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sim.limits import MAX_COUNT, MIN_BYTES_PER_TOKEN, TIME_MAX, TIME_MIN, bound_problem, trace_token_bound
+from sim.tokens import estimate_tokens
+from sim.types import (
+    EVENT_KINDS,
+    FACT_KINDS,
+    KIND_CODE,
+    TOKEN_PROVENANCES,
+    USAGE_PROVENANCES,
+    Call,
+    Lazy,
+    Trace,
+    TraceArrays,
+)
+
+PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
+JSONL_BLOCK = 8 << 20  # bytes of whole lines parsed by Arrow at once
+_ASSISTANT = KIND_CODE["assistant"]
+_USER = KIND_CODE["user"]
+_TOOL_RESULT = KIND_CODE["tool_result"]
+_BIG_TOKENS = 1 << 40  # above this a record's sums go through the reference (exact Python integers)
+
+Slow = Callable[[int], Trace]  # record number in the batch -> its trace by the reference reader
+
+
+# ------------------------------------------------------------------------------------------ JSON text
+def _pa():
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pa, pc
+
+
+def _int_text(a):
+    pa, pc = _pa()
+    return pc.fill_null(pc.cast(a, pa.string()), "null")
+
+
+def _float_text(a):
+    """Python's ``repr`` of each double (what ``json.dumps`` writes): Arrow writes the same shortest
+    digits but drops ``.0`` and switches to exponents at other magnitudes, so those are Python's own."""
+    pa, pc = _pa()
+    s = pc.cast(a, pa.string())
+    v = a.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls: NaN
+    mag = np.abs(v)
+    usual = (mag < 1e15) & ((mag >= 1e-4) | (v == 0))  # NaN: neither
+    integral = usual & (v == np.floor(v))  # Arrow: "5", Python: "5.0"
+    if integral.any():
+        s = pc.if_else(pa.array(integral), pc.binary_join_element_wise(s, ".0", ""), s)
+    special = ~usual & np.asarray(_valid(a))
+    if special.any():
+        idx = np.flatnonzero(special)
+        s = pc.replace_with_mask(
+            s, pa.array(special), pa.array([repr(float(v[i])) for i in idx], pa.string())
+        )
+    return pc.fill_null(s, "null")
+
+
+_ESCAPES = (("\\", "\\\\"), ('"', '\\"'), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"), ("\b", "\\b"))
+_ESCAPES += (("\f", "\\f"),)
+
+
+def _str_text(a, few: bool = False):
+    """Each string as ``json.dumps(s, ensure_ascii=False)`` writes it (null: ``null``). ``few``: a
+    column of a few distinct values (a kind, a provenance), written once per value."""
+    pa, pc = _pa()
+    if few and len(a):
+        d = pc.dictionary_encode(a)
+        return pc.fill_null(pc.take(_str_text(d.dictionary), d.indices), "null")
+    if len(a) and pc.any(pc.match_substring_regex(a, r'[\x00-\x1f"\\]')).as_py():
+        if pc.any(pc.match_substring_regex(a, r"[\x00-\x07\x0b\x0e-\x1f]")).as_py():  # \u00XX escapes
+            return pa.array([json.dumps(x, ensure_ascii=False) for x in a.to_pylist()], pa.string())
+        for old, new in _ESCAPES:
+            a = pc.replace_substring(a, old, new)
+    return pc.fill_null(pc.binary_join_element_wise('"', a, '"', ""), "null")
+
+
+def _list_text(lists, item_text):
+    """Each list as a JSON array of ``item_text`` of its items (null: ``null``)."""
+    pa, pc = _pa()
+    items = pa.ListArray.from_arrays(lists.offsets, item_text(lists.values))
+    out = pc.binary_join_element_wise("[", pc.binary_join(items, ","), "]", "")
+    return pc.if_else(lists.is_valid(), out, "null")
+
+
+def _objects(parts: list) -> Any:
+    """Element-wise concatenation of literal pieces and text columns: one JSON object per row."""
+    _, pc = _pa()
+    return pc.binary_join_element_wise(*parts, "")
+
+
+def _optional(present, key: str, text):
+    """``,"key":text`` where ``present``, else nothing (``trace_to_dict`` writes such keys only then)."""
+    _, pc = _pa()
+    return pc.if_else(present, pc.binary_join_element_wise(f',"{key}":', text, ""), "")
+
+
+def _joined(offsets, objects):
+    """Per record: its rows' objects joined with commas (the inside of a JSON array)."""
+    pa, pc = _pa()
+    return pc.binary_join(pa.ListArray.from_arrays(offsets, objects), ",")
+
+
+# --------------------------------------------------------------------------------------------- columns
+def _np(a, fill) -> np.ndarray:
+    _, pc = _pa()
+    return np.asarray(pc.fill_null(a, fill).to_numpy(zero_copy_only=False))
+
+
+def _items(lists) -> tuple[Any, np.ndarray]:
+    """A list column's items (exactly the rows' spans of its child) and each row's span length."""
+    off = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
+    return lists.values.slice(int(off[0]), int(off[-1] - off[0])), np.diff(off)
+
+
+def _valid(a) -> np.ndarray:
+    nulls = a.null_count
+    if nulls == 0 or nulls == len(a):  # the common cases, without a bitmap turned into bools
+        return np.full(len(a), nulls == 0, dtype=bool)
+    return np.asarray(a.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _nat(v: np.ndarray) -> np.ndarray:
+    return (v >= 0) & (v <= MAX_COUNT)
+
+
+def _per_record(bad_rows: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
+    """Records (of ``n``) owning at least one bad row."""
+    return np.bincount(owner[bad_rows], minlength=n) > 0 if bad_rows.any() else np.zeros(n, dtype=bool)
+
+
+def _time_ok(a) -> np.ndarray:
+    v = _np(a, 0.0).astype(np.float64)
+    return (v >= TIME_MIN) & (v <= TIME_MAX)  # NaN fails both
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.setflags(write=False)
+    return a
+
+
+def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Trace]:
+    """The traces of a batch of canonical records (``sim.traceio.arrow_schema``), in order; a record the
+    fast path declines is ``slow(i)``. ``lines``: the JSON lines the batch was parsed from (each must be
+    the canonical encoding of its record to stay on the fast path)."""
+    from sim.traceio import arrow_schema
+
+    pa, pc = _pa()
+    n = batch.num_rows
+    if n == 0:
+        return []
+    if not batch.schema.equals(arrow_schema()):
+        return [slow(i) for i in range(n)]
+    col = batch.column
+    ev_list, call_list = col("events"), col("calls")
+    ok = _valid(ev_list) & _valid(call_list)
+    ok &= ~_valid(col("children"))  # a record with children: the reference builds it
+    E, C = ev_list.values, call_list.values
+    eo = np.asarray(ev_list.offsets.to_numpy(), dtype=np.int64)
+    co = np.asarray(call_list.offsets.to_numpy(), dtype=np.int64)
+    e0, e1, c0, c1 = int(eo[0]), int(eo[-1]), int(co[0]), int(co[-1])
+    E, C = E.slice(e0, e1 - e0), C.slice(c0, c1 - c0)
+    eo, co = eo - e0, co - c0
+    n_ev, n_calls = np.diff(eo), np.diff(co)
+    ev_owner = np.repeat(np.arange(n), n_ev)
+    call_owner = np.repeat(np.arange(n), n_calls)
+
+    # ---- events: the schema's rules, then the cross-field ones
+    f = E.field
+    bad = ~_valid(E)
+    ints = {k: _np(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
+    for v in ints.values():
+        bad |= ~_nat(v)
+    kind = _np(pc.index_in(f("kind"), value_set=pa.array(EVENT_KINDS)), -1).astype(np.int8)
+    bad |= kind < 0
+    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=pa.array(TOKEN_PROVENANCES)), -1) < 0
+    tcids = f("tool_call_ids")
+    bad |= ~_valid(tcids) | ~_valid(f("bounded"))
+    for lists in (tcids, f("provides")):  # items are strings, never null
+        items, lengths = _items(lists)
+        if items.null_count:
+            bad |= _per_record(~_valid(items), np.repeat(np.arange(len(E)), lengths), len(E))
+    bad |= ~_time_ok(f("timestamp"))
+    for k in ("json_bytes", "json2_bytes"):
+        v = _np(f(k), 0)
+        bad |= ~_nat(v)
+    provides = f("provides")
+    bad |= _fact_problems(E, ints["bytes"])
+    bad |= _np(f("run_index"), 0) != 0  # several runs: the reference
+    bad |= ints["index"] != np.arange(len(E)) - eo[ev_owner]
+    bad |= ints["tokens"] > _BIG_TOKENS
+    content = f("content")
+    has_content = _valid(content)
+    if has_content.any():
+        bad |= has_content & (_valid(f("json_bytes")) | _valid(f("json2_bytes")))
+        bad |= has_content & (_np(pc.binary_length(content), 0) != ints["bytes"])
+        bad |= has_content & (_np(pc.utf8_length(content), 0) != ints["chars"])
+        bad |= has_content & (_lines_of(content) != ints["lines"])
+    ok &= ~_per_record(bad, ev_owner, n)
+
+    # a tool result answers an earlier (or its own) assistant event's tool call
+    answer = _valid(f("tool_call_id"))
+    if answer.any():
+        ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner, eo, n), ev_owner, n)
+    # a needed or superseded fact is provided by an earlier event
+    for k in ("needs", "supersedes"):
+        if len(_items(f(k))[0]):
+            ok &= ~_per_record(_unprovided(E, f(k), ev_owner), ev_owner, n)
+
+    # ---- calls
+    g = C.field
+    cbad = ~_valid(C)
+    cint = {k: _np(g(k), -1) for k in ("index", "event_index", "view_end")}
+    for v in cint.values():
+        cbad |= ~_nat(v)
+    opt = {}
+    for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+        opt[k] = _np(g(k), -1)
+        cbad |= _valid(g(k)) & ~_nat(opt[k])
+    residual = _np(g("residual_tokens"), 0)
+    cbad |= ~_valid(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
+    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=pa.array(USAGE_PROVENANCES)), -1) < 0
+    cbad |= ~_time_ok(g("timestamp"))
+    cost = _np(g("recorded_cost_usd"), 0.0).astype(np.float64)
+    cbad |= ~((cost >= 0) & (cost < math.inf))
+    cbad |= _np(g("run_index"), 0) != 0
+    local = np.arange(len(C)) - co[call_owner]
+    cbad |= cint["index"] != local
+    ei, ve = cint["event_index"], cint["view_end"]
+    cbad |= ei >= n_ev[call_owner]
+    at = np.where(cbad, 0, eo[call_owner] + ei)  # the call's event, row in E (0 where already bad)
+    if len(E):
+        cbad |= kind[at] != _ASSISTANT
+    else:
+        cbad[:] = True
+    first = local == 0
+    prev_ei = np.concatenate([[-1], ei[:-1]])
+    prev_ve = np.concatenate([[0], ve[:-1]])
+    cbad |= ~first & (ei <= prev_ei)
+    cbad |= (ve > ei) | (~first & (ve < prev_ve))
+    prefix = np.zeros(len(E) + 1, dtype=np.int64)
+    np.cumsum(ints["tokens"], out=prefix[1:])
+    view = prefix[np.clip(eo[call_owner] + ve, 0, len(E))] - prefix[eo[call_owner]]
+    recorded_input = opt["input_tokens"]
+    expected = np.where(recorded_input < 0, 0, recorded_input - view)
+    cbad |= residual != expected
+    ok &= ~_per_record(cbad, call_owner, n)
+    ok &= ~((n_ev > 0) & (n_calls == 0))  # a run without a call (its opening prompt)
+
+    # ---- top level
+    top = {k: col(k).to_pylist() for k in _TOP}
+    for i in np.flatnonzero(ok):
+        ok[i] = _top_ok(top, i)
+    policy_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["recorded_policy"])]
+    outcome_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["outcome"])]
+    for i in np.flatnonzero(ok):
+        ok[i] = policy_text[i] is not None and outcome_text[i] is not None
+    outputs = opt["output_tokens"]
+    # the sum bound (sim.limits): per record, (calls + 1) x (its tokens + largest |residual| + largest
+    # output); a call without output tokens counts the mock model's estimate (exact integers, in Python)
+    widest_out = _segment_max(outputs, co)
+    for j in np.flatnonzero(ok[call_owner] & (outputs < 0)):
+        i = int(call_owner[j])
+        guess = estimate_tokens(int(ints["bytes"][at[j]]), top["bytes_per_token"][i])
+        widest_out[i] = max(int(widest_out[i]), guess)
+    widest_res = _segment_max(np.abs(residual), co)
+    ev_sum = prefix[eo[1:]] - prefix[eo[:-1]]
+    for i in np.flatnonzero(ok):
+        c = int(n_calls[i])
+        widest = [int(widest_res[i])] if c else [], [int(widest_out[i])] if c else []
+        ok[i] = bound_problem(trace_token_bound(int(ev_sum[i]), widest[0], widest[1], c)) is None
+
+    # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
+    fast = np.flatnonzero(ok)
+    texts = _texts(E, C, eo, co, lines is not None)
+    out: list[Trace | None] = [None] * n
+    kind = _read_only(kind)
+    tokens = _read_only(ints["tokens"])
+    bytes_ = _read_only(ints["bytes"])
+    chars = _read_only(ints["chars"])
+    lines_ = _read_only(ints["lines"])
+    bounded = _read_only(_np(f("bounded"), False).astype(bool))
+    out_tokens = _read_only(outputs)
+    rec_input = _read_only(recorded_input)
+    ve_ro, res_ro = _read_only(ve), _read_only(residual)
+    view_ro, local_ro = _read_only(view), _read_only(local)
+    minus_one = _read_only(np.full(len(C), -1, dtype=np.int64))
+    zeros = _read_only(np.zeros(len(C), dtype=np.int64))
+    provides_any = _read_only(_np(pc.list_value_length(provides), 0) > 0)
+    any_facts = _per_record(provides_any, ev_owner, n)
+    needs = f("needs")
+    any_needs = _per_record(_np(pc.list_value_length(needs), 0) > 0, ev_owner, n)
+    elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
+    calls_py = _BatchCalls(C, cint, opt, residual)
+    sorted_events, sorted_calls = texts["events_sorted"], texts["calls_sorted"]
+    for i in fast.tolist():
+        a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
+        if lines is not None:
+            if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
+                continue
+        head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
+        h = hashlib.sha256(head)
+        h.update(sorted_calls[i].as_buffer())
+        h.update(mid)
+        h.update(sorted_events[i].as_buffer())
+        h.update(end)
+        pre = prefix[a : b + 1] - prefix[a]
+        pre.setflags(write=False)
+        arrays = TraceArrays(
+            kind=kind[a:b],
+            tokens=tokens[a:b],
+            bytes=bytes_[a:b],
+            chars=chars[a:b],
+            lines=lines_[a:b],
+            bounded=bounded[a:b],
+            view_end=ve_ro[ca:cb],
+            residual=res_ro[ca:cb],
+            output_tokens=out_tokens[ca:cb],
+            recorded_input=rec_input[ca:cb],
+            prefix=pre,
+            recorded_view=view_ro[ca:cb],
+            call_index=local_ro[ca:cb],
+            no_first=minus_one[ca:cb],
+            no_changes=zeros[ca:cb],
+        )
+        t = Trace(
+            trace_id=top["trace_id"][i],
+            source_format=top["source_format"][i],
+            events=Lazy(_EventBuilder(E, a, b)),
+            calls=Lazy(_CallBuilder(calls_py, ca, cb)),
+            agent=top["agent"][i],
+            model=top["model"][i],
+            context_window=top["context_window"][i],
+            bytes_per_token=top["bytes_per_token"][i],
+            recorded_policy=json.loads(policy_text[i]),
+            outcome=json.loads(outcome_text[i]),
+            source_file=top["source_file"][i],
+        )
+        cache = t._cache
+        cache["arrays"] = arrays
+        cache["trace_hash"] = "sha256:" + h.hexdigest()
+        cache["runs"] = 1
+        # the derived values the batch path asks for, from the columns (held equal to their builders)
+        cache["provides_any"] = provides_any[a:b]
+        cache["has_needs"] = bool(any_needs[i])
+        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs[i] else ()
+        cache["elapsed"] = elapsed[ca:cb]
+        if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
+            cache["facts_before"] = _no_facts(b - a + 1)
+        out[i] = t
+    return [t if t is not None else slow(i) for i, t in enumerate(out)]
+
+
+_TOP = (
+    "schema_version",
+    "trace_id",
+    "source_format",
+    "source_file",
+    "agent",
+    "model",
+    "context_window",
+    "bytes_per_token",
+    "recorded_policy",
+    "outcome",
+)
+
+
+def _top_ok(top: dict, i: int) -> bool:
+    """The schema's rules on a record's top-level values (the reference names a failure)."""
+    if (
+        top["schema_version"][i] not in (1, 2)
+        or top["trace_id"][i] is None
+        or top["source_format"][i] is None
+    ):
+        return False
+    cw, bpt = top["context_window"][i], top["bytes_per_token"][i]
+    if cw is not None and not 0 <= cw <= MAX_COUNT:
+        return False
+    return bpt is None or MIN_BYTES_PER_TOKEN <= bpt < math.inf
+
+
+_OBJECT_TEXT: dict[str | None, str | None] = {}
+
+
+def _object_text(s: str | None) -> str | None:
+    """``recorded_policy``/``outcome`` as ``trace_to_dict`` writes it (``json.dumps(obj, sort_keys=True)``;
+    a null is no field: ``{}``), or None when it is not a JSON object (the reference says why). Memoised:
+    a corpus repeats a handful of them."""
+    got = _OBJECT_TEXT.get(s, "")
+    if got != "":
+        return got
+    from sim.jsonl import parse_json
+
+    if s is None:
+        got = "{}"
+    else:
+        try:
+            obj = parse_json(s)
+        except json.JSONDecodeError:
+            obj = None
+        got = json.dumps(obj, sort_keys=True) if type(obj) is dict else None
+    if len(_OBJECT_TEXT) < 4096:
+        _OBJECT_TEXT[s] = got
+    return got
+
+
+_DUMPS: dict = {}
+
+
+def _dumps(v) -> str:
+    """``json.dumps(v, ensure_ascii=False)``, memoised for the values records repeat (agent, model...)."""
+    got = _DUMPS.get(v) if v.__class__ is not float else None  # 1 == 1.0 == True: only exact types
+    if got is None or got[0] is not v.__class__:
+        text = json.dumps(v, ensure_ascii=False)
+        if len(_DUMPS) < 4096 and v.__class__ is not float:
+            _DUMPS[v] = (v.__class__, text)
+        return text
+    return got[1]
+
+
+def _head_sorted(top: dict, i: int, policy: str, outcome: str) -> tuple[bytes, bytes, bytes]:
+    """The hashed text around the calls and events: (before the calls, (between, after the events))."""
+    head = (
+        f'{{"agent":{_dumps(top["agent"][i])},"bytes_per_token":{_dumps(top["bytes_per_token"][i])},"calls":['
+    )
+    mid = f'],"context_window":{_dumps(top["context_window"][i])},"events":['
+    end = (
+        f'],"model":{_dumps(top["model"][i])},"outcome":{_dumps(outcome)},'
+        f'"recorded_policy":{_dumps(policy)},"schema_version":1,'
+        f'"source_format":{_dumps(top["source_format"][i])},'
+        f'"trace_id":{json.dumps(top["trace_id"][i], ensure_ascii=False)}}}'
+    )
+    return head.encode(), mid.encode(), end.encode()
+
+
+_CALLS = b'],"calls":['
+
+
+def _line_matches(raw: bytes, top: dict, i: int, policy: str, outcome: str, texts: dict, j: int) -> bool:
+    """Is the JSON line byte for byte what ``write_traces`` writes for the record Arrow read from it?"""
+    head = (
+        f'{{"schema_version":1,"trace_id":{json.dumps(top["trace_id"][i], ensure_ascii=False)},'
+        f'"source_format":{_dumps(top["source_format"][i])},"source_file":{_dumps(top["source_file"][i])},'
+        f'"agent":{_dumps(top["agent"][i])},"model":{_dumps(top["model"][i])},'
+        f'"context_window":{_dumps(top["context_window"][i])},'
+        f'"bytes_per_token":{_dumps(top["bytes_per_token"][i])},"recorded_policy":{_dumps(policy)},'
+        f'"outcome":{_dumps(outcome)},"events":['
+    ).encode()
+    ev = texts["events_line"][j].as_buffer().to_pybytes()
+    calls = texts["calls_line"][j].as_buffer().to_pybytes()
+    k = len(head) + len(ev) + len(_CALLS)
+    return (
+        len(raw) == k + len(calls) + 2
+        and raw.startswith(head)
+        and raw[len(head) : len(head) + len(ev)] == ev
+        and raw[k - len(_CALLS) : k] == _CALLS
+        and raw[k : k + len(calls)] == calls
+        and raw.endswith(b"]}")
+    )
+
+
+def _constant(a, text: Callable) -> Any:
+    """A column's JSON text: one literal when every row has the same (all null, all false, one
+    distinct value), which folds into the pieces around it; else ``text(a)``, a text per row."""
+    pa, pc = _pa()
+    if a.null_count == len(a):
+        return "null"
+    if a.null_count == 0 and a.type in (pa.bool_(), pa.string()) and len(a):
+        first = a[0].as_py()
+        if pc.all(pc.equal(a, first)).as_py():
+            return json.dumps(first, ensure_ascii=False)
+    return text(a)
+
+
+def _fold(parts: list, rows: int) -> Any:
+    """Element-wise concatenation of literals and text columns, adjacent literals joined first."""
+    pa, _ = _pa()
+    folded: list = []
+    for p in parts:
+        if isinstance(p, str) and folded and isinstance(folded[-1], str):
+            folded[-1] += p
+        elif not (isinstance(p, str) and not p):
+            folded.append(p)
+    if all(isinstance(p, str) for p in folded):  # every column one value: one text for every row
+        return pa.array(["".join(folded)] * rows, pa.string())
+    return _objects(folded)
+
+
+def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
+    """Per record: its events' and calls' canonical JSON, sorted keys (the hash's), and in the writer's
+    key order when ``with_lines``."""
+    pa, pc = _pa()
+    f, g = E.field, C.field
+
+    def ints(a):
+        return _constant(a, _int_text)
+
+    T = {k: ints(f(k)) for k in ("index", "bytes", "chars", "lines", "tokens", "json_bytes", "json2_bytes")}
+    for k in ("content", "tool_call_id", "url"):
+        T[k] = _constant(f(k), _str_text)
+    for k in ("kind", "tokens_provenance", "source_type"):
+        T[k] = _constant(f(k), lambda a: _str_text(a, few=True))
+    T["tool_call_ids"] = _list_text(f("tool_call_ids"), _str_text)
+    T["bounded"] = _constant(f("bounded"), lambda a: pc.if_else(a, "true", "false"))
+    T["timestamp"] = _constant(f("timestamp"), _float_text)
+
+    def listed(k):
+        return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
+
+    present = {  # keys written only when there is something to say (trace_to_dict)
+        "provides": listed("provides"),
+        "needs": listed("needs"),
+        "supersedes": listed("supersedes"),
+        "fact_kinds": listed("fact_kinds"),
+        "fact_spans": listed("fact_spans"),
+        "json_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json_bytes").is_valid()),
+        "json2_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json2_bytes").is_valid()),
+        "source_type": f("source_type").is_valid(),
+        "url": f("url").is_valid(),
+    }
+    for k in list(present):
+        if not pc.any(present[k]).as_py():
+            present[k] = None  # absent everywhere: no piece at all
+        elif k in ("provides", "needs", "supersedes", "fact_kinds"):
+            T[k] = _list_text(f(k), _str_text)
+        elif k == "fact_spans":
+            T[k] = _list_text(f(k), lambda spans: _list_text(spans, _int_text))
+
+    def obj(order):
+        parts: list = []
+        for n, k in enumerate(order):
+            if k in present:
+                if present[k] is not None:
+                    text = T[k] if not isinstance(T[k], str) else pa.array([T[k]] * len(E), pa.string())
+                    parts.append(_optional(present[k], k, text))
+            else:
+                parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
+        return _fold([*parts, "}"], len(E))
+
+    sorted_ev = ["bounded", "bytes", "chars", "content", "fact_kinds", "fact_spans", "index", "json2_bytes"]
+    sorted_ev += ["json_bytes", "kind", "lines", "needs", "provides", "source_type", "supersedes"]
+    sorted_ev += ["timestamp", "tokens", "tokens_provenance", "tool_call_id", "tool_call_ids", "url"]
+    U = {
+        k: ints(g(k))
+        for k in (
+            "index",
+            "event_index",
+            "view_end",
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+            "residual_tokens",
+        )
+    }
+    U["usage_provenance"] = _constant(g("usage_provenance"), lambda a: _str_text(a, few=True))
+    U["timestamp"] = _constant(g("timestamp"), _float_text)
+    U["recorded_cost_usd"] = _constant(g("recorded_cost_usd"), _float_text)
+    sorted_calls = sorted(U)
+
+    def call_obj(order):
+        parts: list = []
+        for n, k in enumerate(order):
+            parts += [("{" if n == 0 else ",") + f'"{k}":', U[k]]
+        return _fold([*parts, "}"], len(C))
+
+    ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
+    out = {
+        "events_sorted": _joined(ev_off, obj(sorted_ev)),
+        "calls_sorted": _joined(call_off, call_obj(sorted_calls)),
+    }
+    if with_lines:
+        line_ev = ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"]
+        line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "needs"]
+        line_ev += [
+            "json_bytes",
+            "json2_bytes",
+            "fact_spans",
+            "fact_kinds",
+            "supersedes",
+            "source_type",
+            "url",
+        ]
+        line_calls = ["index", "event_index", "view_end", "input_tokens", "output_tokens"]
+        line_calls += ["cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "residual_tokens"]
+        line_calls += ["usage_provenance", "timestamp", "recorded_cost_usd"]
+        out["events_line"] = _joined(ev_off, obj(line_ev))
+        out["calls_line"] = _joined(call_off, call_obj(line_calls))
+    return out
+
+
+_BREAKS = "[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
+
+
+def _lines_of(content) -> np.ndarray:
+    """``len(c.splitlines())`` of each string: its line breaks (``\\r\\n`` is one), plus one for a last
+    line without a break."""
+    _, pc = _pa()
+    c = pc.replace_substring(pc.fill_null(content, ""), "\r\n", "\n")
+    breaks = _np(pc.count_substring_regex(c, _BREAKS), 0).astype(np.int64)
+    tail = _np(pc.match_substring_regex(c, _BREAKS + "$"), False).astype(bool)
+    nonempty = _np(pc.binary_length(c), 0) > 0
+    return breaks + (nonempty & ~tail)
+
+
+def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
+    """Events whose fact lists break the schema or ``sim.traceio._fact_problems``: ids that are not
+    strings, kinds outside FACT_KINDS, span and kind lists not one per provided fact, a span that is not
+    [start, end] with start <= end <= bytes."""
+    pa, pc = _pa()
+    f = E.field
+    bad = np.zeros(len(E), dtype=bool)
+    rows = np.arange(len(E))
+    for k in ("provides", "needs", "supersedes"):  # items are strings, never null
+        items, lengths = _items(f(k))
+        if items.null_count:
+            bad |= _per_record(~_valid(items), np.repeat(rows, lengths), len(E))
+    provided = _np(pc.list_value_length(f("provides")), 0)
+    for k in ("fact_spans", "fact_kinds"):
+        length = _np(pc.list_value_length(f(k)), 0)
+        bad |= (length > 0) & (length != provided)
+    kinds, lengths = _items(f("fact_kinds"))
+    if len(kinds):
+        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=pa.array(FACT_KINDS)), -1) < 0)
+        bad |= _per_record(unknown, np.repeat(rows, lengths), len(E))
+    spans, lengths = _items(f("fact_spans"))
+    if len(spans):
+        owner = np.repeat(rows, lengths)
+        given = _valid(spans)
+        numbers, width = _items(spans)
+        wrong = given & (width != 2)
+        if len(numbers):
+            v = _np(numbers, -1)
+            per = np.repeat(np.arange(len(spans)), width)
+            wrong |= _per_record(~_nat(v), per, len(spans))
+            two = given & (width == 2)
+            starts = np.asarray(spans.offsets.to_numpy(), dtype=np.int64)[:-1] - int(spans.offsets[0].as_py())
+            start = np.where(two, v[np.minimum(starts, len(v) - 1)], 0)
+            end = np.where(two, v[np.minimum(starts + 1, len(v) - 1)], 0)
+            wrong |= two & ~((start <= end) & (end <= nbytes[owner]))
+        bad |= _per_record(wrong, owner, len(E))
+    return bad
+
+
+def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
+    """Events naming (in ``lists``: needs or supersedes) a fact no earlier event of its record provides."""
+    pa, pc = _pa()
+    given, given_n = _items(E.field("provides"))
+    asked, asked_n = _items(lists)
+    given_at = np.repeat(np.arange(len(E)), given_n)
+    asked_at = np.repeat(np.arange(len(E)), asked_n)
+    every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
+    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    width = int(codes.max()) + 1 if len(codes) else 1
+    key_given = owner[given_at] * width + codes[: len(given_at)]
+    key_asked = owner[asked_at] * width + codes[len(given_at) :]
+    order = np.lexsort((given_at, key_given))  # by key, then position: each fact's first provider
+    keys, pos = key_given[order], given_at[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keys, pos = keys[first], pos[first]
+    j = np.searchsorted(keys, key_asked)
+    found = j < len(keys)
+    found[found] &= keys[j[found]] == key_asked[found]
+    earlier = np.zeros(len(asked_at), dtype=bool)
+    earlier[found] = pos[j[found]] < asked_at[found]
+    bad = np.zeros(len(E), dtype=bool)
+    bad[asked_at[~earlier]] = True
+    return bad
+
+
+def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: int, end_call: int) -> tuple:
+    """``sim.engine._answer_needs``: the facts the last call's action needs."""
+    if end_call == first_call:
+        return ()
+    got = needs[first_event + int(event_index[end_call - 1])].as_py()
+    return tuple(got or ())
+
+
+def _unanswered(E, kind, answer, tcids, owner, eo, n) -> np.ndarray:
+    """Events whose ``tool_call_id`` no earlier (or the same) assistant event of its record issued."""
+    pa, pc = _pa()
+    issued_ids, lengths = _items(tcids)
+    issued_at = np.repeat(np.arange(len(E)), lengths)
+    assistant = kind[issued_at] == _ASSISTANT
+    issued_at, issued_ids = issued_at[assistant], issued_ids.filter(pa.array(assistant))
+    answer_at = np.flatnonzero(answer)
+    answer_ids = E.field("tool_call_id").filter(pa.array(answer))
+    every = pa.chunked_array([issued_ids.cast(pa.string()), answer_ids.cast(pa.string())]).combine_chunks()
+    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    width = int(codes.max()) + 1 if len(codes) else 1
+    key_issued = owner[issued_at] * width + codes[: len(issued_at)]
+    key_answer = owner[answer_at] * width + codes[len(issued_at) :]
+    order = np.lexsort((issued_at, key_issued))  # by key, then position: the first issue of each id
+    keys, pos = key_issued[order], issued_at[order]
+    first = np.ones(len(keys), dtype=bool)
+    first[1:] = keys[1:] != keys[:-1]
+    keys, pos = keys[first], pos[first]
+    j = np.searchsorted(keys, key_answer)
+    found = j < len(keys)
+    found[found] &= keys[j[found]] == key_answer[found]
+    earlier = np.zeros(len(answer_at), dtype=bool)
+    earlier[found] = pos[j[found]] <= answer_at[found]
+    bad = np.zeros(len(E), dtype=bool)
+    bad[answer_at[~earlier]] = True
+    return bad
+
+
+_NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
+
+
+def _no_facts(rows: int) -> np.ndarray:
+    """Zeros of shape (rows, 1 + kinds), read-only, shared (a view of one table grown on demand)."""
+    global _NO_FACTS
+    if len(_NO_FACTS) < rows:
+        _NO_FACTS = _read_only(np.zeros((max(rows, 2 * len(_NO_FACTS), 1024), 1 + len(FACT_KINDS)), np.int64))
+    return _NO_FACTS[:rows]
+
+
+def _segment_max(v: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """Per segment [off[i], off[i + 1]) of ``v``: its largest value (0 for an empty one)."""
+    out = np.zeros(len(off) - 1, dtype=v.dtype)
+    full = np.flatnonzero(np.diff(off) > 0)
+    if len(full):
+        out[full] = np.maximum.reduceat(v, off[full])
+    return out
+
+
+def _elapsed(ev_time, call_time, eo, co, ev_owner, call_owner) -> np.ndarray:
+    """``sim.fastpath.elapsed_array`` of every record from the columns: each call's time since its
+    record's first stamp (events' and calls'), the last known one for a call without a stamp (0 before
+    any); NaN: no stamp."""
+    n = len(eo) - 1
+    start = np.full(n, np.inf)
+    np.fmin.at(start, ev_owner, ev_time)  # fmin: a NaN (no stamp) never wins
+    np.fmin.at(start, call_owner, call_time)
+    known = ~np.isnan(call_time)
+    idx = np.where(known, np.arange(len(call_time)), -1)
+    np.maximum.accumulate(idx, out=idx)
+    own = idx >= co[call_owner]  # a stamp of this record (an earlier record's does not carry over)
+    got = call_time[np.maximum(idx, 0)] - start[call_owner]
+    return _read_only(np.where(own & np.isfinite(start[call_owner]), got, 0.0))
+
+
+class _BatchCalls:
+    """Every call of the batch, as the reference builds them (nulls stay None), made when a trace of
+    the batch first asks for its calls."""
+
+    def __init__(self, C, cint: dict, opt: dict, residual: np.ndarray) -> None:
+        self.C, self.cint, self.residual, self.calls = C, cint, residual, None
+
+    def __getitem__(self, span: slice) -> list[Call]:
+        if self.calls is None:
+            g, cint = self.C.field, self.cint
+            cols = [cint["index"].tolist(), cint["event_index"].tolist(), cint["view_end"].tolist()]
+            cols += [g(k).to_pylist() for k in ("input_tokens", "output_tokens")]
+            cols += [
+                g(k).to_pylist() for k in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
+            ]
+            cols += [self.residual.tolist(), g("usage_provenance").to_pylist(), g("timestamp").to_pylist()]
+            cols += [g("recorded_cost_usd").to_pylist()]
+            self.calls = list(map(Call, *cols))
+        return self.calls[span]
+
+
+class _CallBuilder:
+    __slots__ = ("calls", "a", "b")
+
+    def __init__(self, calls: _BatchCalls, a: int, b: int) -> None:
+        self.calls, self.a, self.b = calls, a, b
+
+    def __call__(self) -> tuple:
+        return tuple(self.calls[self.a : self.b])
+
+
+class _EventBuilder:
+    """A record's events from its rows of the batch's event column, built as the reference builds them."""
+
+    __slots__ = ("a", "b", "events")
+
+    def __init__(self, events, a: int, b: int) -> None:
+        self.events, self.a, self.b = events, a, b
+
+    def __call__(self) -> tuple:
+        from sim.traceio import _event
+
+        return tuple(map(_event, self.events.slice(self.a, self.b - self.a).to_pylist()))
+
+
+# ----------------------------------------------------------------------------------------------- files
+def parquet_traces(
+    path: Path, slow: Callable[[int, dict], Trace], read_error: Callable[[Exception, int], Exception]
+) -> Iterator[Trace]:
+    """The traces of a canonical Parquet file in order. ``slow(row, record)``: the reference for a
+    declined row (``record`` as ``sim.traceio.parquet_rows`` gives it); ``read_error(exc, row)``: what
+    to raise when the file cannot be read at ``row`` (the reference reader, 64 rows a batch, says where)."""
+    import pyarrow.parquet as pq
+
+    from sim.traceio import parquet_rows
+
+    done = 0
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH)
+    except Exception:  # noqa: BLE001 - not readable: the reference says how
+        batches = None
+    while batches is not None:
+        try:
+            batch = next(batches, None)
+            if batch is not None:
+                batch.validate(full=True)  # strings that are not UTF-8: the reference names the row
+        except Exception:  # noqa: BLE001 - pyarrow's reading only
+            break
+        if batch is None:
+            return
+        rows = None
+
+        def slow_row(i: int, base=done, batch=batch) -> Trace:
+            nonlocal rows
+            if rows is None:
+                rows = batch.to_pylist()
+            return slow(base + i, rows[i])
+
+        for t in batch_traces(batch, slow_row):
+            yield t
+            done += 1
+    # the rest through the reference: it reads (and fails) where it always has
+    rows_iter = parquet_rows(path)
+    while True:
+        try:
+            got = next(rows_iter, None)
+        except Exception as exc:  # noqa: BLE001 - a TraceError of the reader
+            raise read_error(exc, done) from None
+        if got is None:
+            return
+        if got[0] >= done:
+            yield slow(got[0], got[1])
+            done += 1
+
+
+def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:
+    """The traces of a canonical JSON Lines file in order. ``slow(lineno, raw, record)``: the reference
+    for a line the fast path declines (``record``: how many records came before it; None returned: a
+    blank line; ``raw`` None: a line past the length limit)."""
+    from sim.jsonl import lines_of
+
+    block: list[tuple[int, bytes]] = []
+    size = 0
+    done = [0]  # records so far
+    for lineno, raw in lines_of(path):
+        if raw is None:
+            yield from _jsonl_block(block, slow, done)
+            block, size = [], 0
+            yield from _jsonl_block([(lineno, None)], slow, done)
+            continue
+        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+            continue
+        block.append((lineno, raw))
+        size += len(raw)
+        if size >= JSONL_BLOCK:
+            yield from _jsonl_block(block, slow, done)
+            block, size = [], 0
+    yield from _jsonl_block(block, slow, done)
+
+
+def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -> Iterator[Trace]:
+    if not block:
+        return
+    import pyarrow.json as pj
+
+    from sim.traceio import arrow_schema
+
+    pa, _ = _pa()
+    lines = [None if raw is None else raw[:-1] if raw.endswith(b"\n") else raw for _, raw in block]
+    batch = None
+    # Arrow reads a block whose every line is one object (else: blank lines, \r\n, ...: the reference)
+    if all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+        data = b"\n".join(lines)
+        try:
+            table = pj.read_json(
+                pa.BufferReader(data),
+                read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+                parse_options=pj.ParseOptions(
+                    explicit_schema=arrow_schema(), unexpected_field_behavior="error"
+                ),
+            )
+            if table.num_rows == len(lines):
+                batch = table.combine_chunks().to_batches()[0]
+        except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
+            batch = None
+    if batch is None:
+        for lineno, raw in block:
+            t = slow(lineno, raw, done[0])
+            if t is not None:
+                done[0] += 1
+                yield t
+        return
+    base = done[0]
+    for t in batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines):
+        done[0] += 1
+        yield t

@@ -1,0 +1,337 @@
+"""Canonical files read as columns (``sim.tracecolumns``): the same traces, hashes and errors as the
+record-by-record reader (``trace_from_dict`` of each parsed record), with the fast path really taken."""
+
+import dataclasses
+import json
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import sim.tracecolumns as tracecolumns
+from sim.errors import TraceError
+from sim.fastpath import elapsed_array
+from sim.importers import expand_paths, load_path
+from sim.information import has_needs
+from sim.jsonl import json_lines
+from sim.ledger import _facts_before, provides_any
+from sim.policies.observation_masking import _observation_arrays, observations, placeholder_sizes
+from sim.traceio import (
+    _NULLABLE_TOP,
+    arrow_schema,
+    iter_jsonl,
+    iter_parquet,
+    load_dataset_traces,
+    parquet_rows,
+    trace_from_dict,
+    trace_hash,
+    trace_to_dict,
+    write_traces,
+)
+from sim.types import Lazy, TraceArrays
+
+SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite"
+
+
+def reference(path: Path) -> list:
+    """The record-by-record reader: every record parsed, validated and built by ``trace_from_dict``."""
+    if path.suffix == ".jsonl":
+        out = []
+        for lineno, d, problem in json_lines(path):
+            if problem is not None:
+                raise TraceError(path.name, problem, record=f"line {lineno}")
+            out.append(trace_from_dict(d, path.name, f"line {lineno}", text_checked=True))
+        return out
+    return [
+        trace_from_dict(
+            {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP},
+            path.name,
+            f"row {row}",
+            text_checked=True,
+        )
+        for row, d in parquet_rows(path)
+    ]
+
+
+def read(path: Path) -> list:
+    traces = list(iter_jsonl(path) if path.suffix == ".jsonl" else iter_parquet(path))
+    for t in traces:  # noted before a comparison builds its events
+        t._cache["read_fast"] = type(t.__dict__["events"]) is Lazy and type(t.__dict__["calls"]) is Lazy
+    return traces
+
+
+def fast(t) -> bool:
+    """Read on the fast path (events and calls left to be built)."""
+    return t._cache["read_fast"]
+
+
+def assert_same(got: list, want: list) -> None:
+    """Same traces and records; what the fast path filled from columns equals what its builders give."""
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        cache = dict(a._cache)  # before anything builds the events
+        assert a == b
+        assert trace_to_dict(a) == trace_to_dict(b)
+        assert trace_hash(a) == trace_hash(b)
+        if "trace_hash" in cache:
+            assert cache["trace_hash"] == trace_hash(b)
+        if "arrays" in cache:
+            built = TraceArrays.build(b)
+            for f in dataclasses.fields(TraceArrays):
+                x, y = getattr(cache["arrays"], f.name), getattr(built, f.name)
+                assert x.dtype == y.dtype and np.array_equal(x, y) and not x.flags.writeable, f.name
+        builders = {
+            "provides_any": provides_any,
+            "has_needs": has_needs,
+            "answer_needs": lambda t: t.events[t.calls[-1].event_index].needs if t.calls else (),
+            "elapsed": elapsed_array,
+            "facts_before": _facts_before,
+        }
+        for key, build in builders.items():
+            if key in cache:
+                v, w = cache[key], build(b)
+                assert np.array_equal(v, w) if isinstance(w, np.ndarray) else v == w, key
+        assert a.runs == b.runs
+
+
+@pytest.fixture(scope="module")
+def suite_files(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite")
+    files = []
+    for name in ("swe_like", "closed_loop"):
+        traces = reference(SUITE / f"{name}.jsonl")
+        for suffix in (".jsonl", ".parquet"):
+            write_traces(traces, out / f"{name}{suffix}")
+            files.append(out / f"{name}{suffix}")
+    return files
+
+
+def test_the_embedded_suite_reads_as_columns_the_same(suite_files):
+    for path in suite_files:
+        got, want = read(path), reference(path)
+        assert_same(got, want)
+        assert all(fast(t) for t in got) and len(got) == (40 if path.stem == "swe_like" else 4)
+    # the committed file itself (written by the generator) too
+    got = read(SUITE / "swe_like.jsonl")
+    assert all(fast(t) for t in got)
+    assert_same(got, reference(SUITE / "swe_like.jsonl"))
+
+
+def test_small_batches_and_blocks_give_the_same(suite_files, monkeypatch):
+    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)
+    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 50_000)
+    for path in suite_files:
+        got = read(path)
+        assert_same(got, reference(path))
+        if path.stem == "swe_like":
+            assert all(fast(t) for t in got)
+
+
+def _real_traces():
+    root = os.environ.get("CTXSIM_TRACES")
+    if not root or not Path(root).is_dir():
+        pytest.skip("CTXSIM_TRACES is not set: no real traces")
+    out = []
+    with pytest.warns():  # the importers' notices about skipped files and records
+        for f in expand_paths([root]):
+            out += list(load_path(f))
+    return out
+
+
+def _without_facts(t):
+    """A real trace (its real text) without facts, children or later runs: what the fast path takes."""
+    events = tuple(
+        dataclasses.replace(e, provides=(), needs=(), fact_spans=(), fact_kinds=(), supersedes=())
+        for e in t.events
+    )
+    return dataclasses.replace(t, events=events, children=())
+
+
+def test_real_traces_read_as_columns_the_same(tmp_path):
+    traces = _real_traces()
+    assert len(traces) > 100
+    plain = [_without_facts(t) for t in traces if t.runs == 1]
+    for suffix in (".jsonl", ".parquet"):
+        for label, batch in (("real", traces), ("plain", plain)):
+            path = tmp_path / f"{label}{suffix}"
+            write_traces(batch, path)
+            got = read(path)
+            assert_same(got, reference(path))
+            # real text (escapes, non-ASCII, line breaks) and facts on the fast path; several runs not
+            assert [fast(t) for t in got] == [t.runs == 1 and not t.children for t in batch]
+
+
+def test_observation_arrays_from_columns_equal_the_event_builders(suite_files):
+    for path in suite_files:
+        for got, want in zip(read(path), reference(path), strict=True):
+            obs, tokens = _observation_arrays(got)
+            assert obs.tolist() == list(observations(want))
+            assert tokens.tolist() == [t for t, _ in placeholder_sizes(want)]
+
+
+def test_a_lazy_trace_pickles_and_replaces_as_a_built_one(suite_files):
+    t = read(suite_files[0])[3]
+    assert fast(t)
+    back = pickle.loads(pickle.dumps(t))
+    assert type(back.__dict__["events"]) is tuple and back == t
+    moved = dataclasses.replace(t, trace_id="other")
+    assert moved.events == t.events and moved.calls == t.calls and "arrays" not in moved._cache
+
+
+# ------------------------------------------------------------------------------------------ bad input
+def _record() -> dict:
+    return trace_to_dict(reference(SUITE / "swe_like.jsonl")[0])
+
+
+def _error(fn) -> str:
+    with pytest.raises(TraceError) as exc:
+        fn()
+    return str(exc.value)
+
+
+def _break(d: dict, where: str, value) -> dict:
+    """``d`` with the field at ``where`` (``events.3.tokens``) set to ``value``."""
+    *path, last = where.split(".")
+    node = d
+    for p in path:
+        node = node[int(p)] if p.isdigit() else node[p]
+    node[int(last) if last.isdigit() else last] = value
+    return d
+
+
+BAD = [
+    ("events.3.tokens", 10**6),  # residuals no longer add up
+    ("events.3.index", 7),
+    ("events.2.kind", "user"),  # a call's event is not an assistant's
+    ("calls.4.view_end", 1),  # the view shrinks
+    ("calls.2.index", 9),
+    ("events.3.tool_call_id", "nobody"),
+    ("events.4.bytes", -1),
+    ("calls.1.output_tokens", -5),
+    ("events.5.timestamp", 1e300),
+    ("events.0.tokens", 2**52),  # the sum bound
+    ("bytes_per_token", 0.001),
+    ("schema_version", 3),
+    ("recorded_policy", "[1]"),
+    ("outcome", "{not json"),
+    ("events.2.tool_call_ids", ["x", "call-0"]),  # still fine: the answer's id is among them
+    ("events.1.content", "two\nlines"),  # content disagrees with its sizes
+]
+
+
+@pytest.mark.parametrize("where,value", BAD)
+def test_a_bad_record_gives_the_reference_error(tmp_path, where, value):
+    good = _record()
+    bad = _break(json.loads(json.dumps(good)), where, value)
+    records = [good, bad, good]
+    for suffix in (".jsonl", ".parquet"):
+        path = tmp_path / f"bad{suffix}"
+        if suffix == ".jsonl":
+            text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+            path.write_text(text, encoding="utf-8")
+        else:
+            pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema()), path)
+        try:
+            want = reference(path)
+        except TraceError as exc:
+            assert _error(lambda p=path: read(p)) == str(exc)
+            assert _error(lambda p=path: list(load_dataset_traces(p, streaming=True))).startswith(path.name)
+        else:  # a change the reference accepts: the same traces
+            assert_same(read(path), want)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda line: line.replace('"content":null,', "", 1),  # a missing key is not a null
+        lambda line: line.replace('"bounded":false', '"bounded":null', 1),
+        lambda line: line.replace('"tokens":', '"tokens" : ', 1),  # whitespace: valid, read as before
+        lambda line: line.replace('"timestamp":1753125336.0', '"timestamp":1753125336', 1),
+        lambda line: line.replace('"index":0,', '"index":0,"index":0,', 1),  # a duplicate key
+        lambda line: line.replace('"kind":"system"', '"kind":"\\u0073ystem"', 1),  # an escape
+        lambda line: line.replace('"agent":"', '"agent":"\\ud800', 1),  # a lone surrogate
+        lambda line: line.replace('"timestamp":1753125336.0', '"timestamp":NaN', 1),
+        lambda line: line.replace('"tokens":1575', '"tokens":1575.0', 1),
+        lambda line: line[:-40],  # truncated
+        lambda line: "\n  \n" + line,  # blank lines before it
+    ],
+)
+def test_a_json_line_arrow_would_read_differently_goes_to_the_reference(tmp_path, edit):
+    line = json.dumps(_record(), ensure_ascii=False, separators=(",", ":"))
+    assert '"timestamp":1753125336.0' in line and '"tokens":1575' in line
+    path = tmp_path / "edited.jsonl"
+    path.write_text(line + "\n" + edit(line) + "\n" + line + "\n", encoding="utf-8")
+    try:
+        want = reference(path)
+    except TraceError as exc:
+        assert _error(lambda: read(path)) == str(exc)
+        return
+    got = read(path)
+    assert_same(got, want)
+    # the edited line is the reference's; the others stay on the fast path unless Arrow refused the
+    # block (a duplicate key: then the whole block is read by the reference)
+    refused = '"index":0,"index":0' in edit(line)
+    assert fast(got[1]) == (edit(line).strip() == line)  # blank lines around a canonical line: fast
+    assert fast(got[0]) == fast(got[-1]) == (not refused)
+
+
+FACT_BAD = [
+    ("events.4.needs", ["nobody:provides"]),
+    ("events.4.needs", ["fn:retry_timeout_location"]),  # provided only later (event 5)
+    ("events.4.supersedes", ["grep:hits", "nothing"]),
+    ("events.3.fact_kinds", ["path", "value"]),  # two kinds for one fact
+    ("events.3.fact_kinds", ["colour"]),
+    ("events.3.fact_kinds", [None]),  # no kind: fine
+    ("events.3.fact_spans", [[0, 10]]),  # fine
+    ("events.3.fact_spans", [None]),  # the whole event: fine
+    ("events.3.fact_spans", [[5, 2]]),
+    ("events.3.fact_spans", [[0, 10**6]]),  # past the event's bytes
+    ("events.3.fact_spans", [[0, 1, 2]]),
+    ("events.3.provides", ["grep:hits", "grep:hits"]),  # one fact twice, kinds one short
+    ("events.6.needs", ["grep:hits", "fn:retry_timeout_location"]),  # both provided before: fine
+]
+
+
+@pytest.mark.parametrize("where,value", FACT_BAD)
+def test_bad_fact_fields_give_the_reference_error(tmp_path, where, value):
+    good = trace_to_dict(reference(SUITE / "closed_loop.jsonl")[0])
+    assert good["events"][3]["provides"] == ["grep:hits"] and good["events"][4]["needs"] == ["grep:hits"]
+    bad = _break(json.loads(json.dumps(good)), where, value)
+    for suffix in (".jsonl", ".parquet"):
+        path = tmp_path / f"facts{suffix}"
+        if suffix == ".jsonl":
+            text = "".join(
+                json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in [good, bad]
+            )
+            path.write_text(text, encoding="utf-8")
+        else:
+            pq.write_table(pa.Table.from_pylist([good, bad], schema=arrow_schema()), path)
+        try:
+            want = reference(path)
+        except TraceError as exc:
+            assert _error(lambda p=path: read(p)) == str(exc)
+        else:
+            got = read(path)
+            assert_same(got, want)
+            # a JSON line stays on the fast path when it is what the writer writes (an added key lands
+            # out of the writer's order: that line is the reference's)
+            canonical = json.dumps(bad, separators=(",", ":")) == json.dumps(
+                trace_to_dict(want[1]), separators=(",", ":")
+            )
+            assert fast(got[0]) and fast(got[1]) == (suffix == ".parquet" or canonical)
+
+
+def test_dataset_rows_are_numbered_across_files_and_blank_lines(tmp_path):
+    line = json.dumps(_record(), ensure_ascii=False, separators=(",", ":"))
+    bad = line.replace('"index":1,', '"index":5,', 1)
+    (tmp_path / "a.jsonl").write_text(line + "\n\n" + line + "\n", encoding="utf-8")
+    (tmp_path / "b.jsonl").write_text(line + "\n\n" + bad + "\n", encoding="utf-8")
+    message = _error(
+        lambda: list(load_dataset_traces([tmp_path / "a.jsonl", tmp_path / "b.jsonl"], streaming=True))
+    )
+    assert message.startswith("a.jsonl,b.jsonl: record row 3 (trace_id swe-like-0000")
+    assert "field events[1].index" in message
