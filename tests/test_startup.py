@@ -156,3 +156,25 @@ def test_anything_else_is_left_to_the_yaml_parser(text):
     from sim.config import plain_mapping
 
     assert plain_mapping(text) is None
+
+
+# --------------------------------------------------------------------------------------------- policies
+def test_a_policy_by_name_imports_its_own_module_and_is_the_registered_class():
+    code = (
+        "import sys; from sim.policies.base import policy_class, registered; from sim.config import "
+        "registered_name, compose, build_policy\n"
+        "p = build_policy(compose('seed_engine', ['policy.context_token_limit=32000']))\n"
+        "mods = sorted(m for m in sys.modules if m.startswith('sim.policies.'))\n"
+        "names = ['raw', 'observation_masking', 'pipeline', 'nope', 'base', 'inspect_handler']\n"
+        "lazy = {n: getattr(policy_class(n) if n not in ('nope', 'base', 'inspect_handler') else None, "
+        "'__name__', None) for n in names}\n"
+        "reg = registered()\n"
+        "print(__import__('json').dumps({'mods': mods, 'name': p.name, 'lazy': lazy, "
+        "'full': {n: getattr(reg.get(n), '__name__', None) for n in names}, "
+        "'targets': all(registered_name(f'{c.__module__}.{c.__qualname__}') == n for n, c in reg.items())}))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["mods"] == ["sim.policies.base", "sim.policies.seed_engine"] and got["name"] == "seed_engine"
+    assert got["lazy"] == got["full"] and got["targets"]
