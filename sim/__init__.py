@@ -1,29 +1,44 @@
-"""ctxsim: replay recorded agent traces against context-management policies and measure cost and loss."""
+"""ctxsim: replay recorded agent traces against context-management policies and measure cost and loss.
 
-from importlib.metadata import PackageNotFoundError, version
+The public names below are imported on first use (PEP 562): ``import sim`` or ``from sim.cli import main``
+loads no numpy, no engine and no importer, so every command starts by loading only what it runs."""
 
-try:
-    __version__ = version("ctxsim")
-except PackageNotFoundError:  # running from a source tree without installation
-    __version__ = "0.0.0+source"
+from __future__ import annotations
 
-from sim.engine import replay  # noqa: E402
-from sim.importers import load_path, load_paths  # noqa: E402
-from sim.metrics import compute_metrics  # noqa: E402
-from sim.policies.base import make_policy, registered  # noqa: E402
-from sim.records import RunRecord  # noqa: E402
-from sim.traceio import write_traces  # noqa: E402
-from sim.types import Trace  # noqa: E402
+_PUBLIC = {
+    "replay": "sim.engine",
+    "load_path": "sim.importers",
+    "load_paths": "sim.importers",
+    "compute_metrics": "sim.metrics",
+    "make_policy": "sim.policies.base",
+    "registered": "sim.policies.base",
+    "RunRecord": "sim.records",
+    "write_traces": "sim.traceio",
+    "Trace": "sim.types",
+}
 
-__all__ = [
-    "__version__",
-    "replay",
-    "load_path",
-    "load_paths",
-    "compute_metrics",
-    "make_policy",
-    "registered",
-    "RunRecord",
-    "Trace",
-    "write_traces",
-]
+__all__ = ["__version__", *_PUBLIC]
+
+
+def _version() -> str:
+    from sim.versions import installed_version
+
+    # None: running from a source tree without installation
+    return installed_version("ctxsim") or "0.0.0+source"
+
+
+def __getattr__(name: str) -> object:
+    if name == "__version__":
+        value = _version()
+    elif name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    else:
+        raise AttributeError(f"module 'sim' has no attribute {name!r}")
+    globals()[name] = value  # once: later look-ups find it without coming here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

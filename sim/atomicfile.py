@@ -17,8 +17,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import socket
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,6 +32,8 @@ def _kernel_id() -> str:
         with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
             return f.read().strip().replace("-", "")[:32]
     except OSError:
+        import socket
+
         return "h-" + re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
 
 
@@ -147,6 +147,8 @@ def atomic_path(path: Path):
     """Yield a temporary path beside ``path`` (named with this writer's id); it replaces ``path`` only if
     the block succeeds: the file is fsynced before the rename and its folder after it."""
     path = Path(path)
+    import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
+
     make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
     os.close(fd)

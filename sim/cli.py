@@ -1276,7 +1276,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="report results of different ctxsim versions, suites or pricing together (said in the report)",
     )
     rp.set_defaults(func=cmd_report)
-    from sim.gate import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
+    from sim.gate_args import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
 
     add_gate_parser(sub)
     return p
@@ -1303,7 +1303,7 @@ def _show_notice(message, category, filename, lineno, file=None, line=None) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
-    from sim.importers.common import ImportNotice
+    from sim.notices import ImportNotice
 
     warnings.simplefilter("always", ImportNotice)
     warnings.showwarning = _show_notice

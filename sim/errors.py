@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -37,6 +36,8 @@ class UnknownNameError(CtxsimError):
 
     def __init__(self, kind: str, name: str, choices: Iterable[str]):
         choices = sorted(choices)
+        import difflib  # only when a name is wrong: every command imports this module
+
         close = difflib.get_close_matches(name, choices, n=1)
         if not close:  # a fragment of a longer name ("masking") is too short for difflib's ratio
             close = sorted((c for c in choices if name and name.lower() in c.lower()), key=len)[:1]

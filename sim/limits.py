@@ -32,6 +32,7 @@ USAGE_COUNTS = (
 MAX_USD_PER_MTOK = 1000.0  # prices above $1,000 per million tokens are refused (the dearest list ~$600)
 TIME_MIN = -62135596800.0  # 0001-01-01T00:00:00Z
 TIME_MAX = 253402300799.0  # 9999-12-31T23:59:59Z
+MAX_YAML_BYTES = 8 << 20  # a YAML file a user did not necessarily write (sim.safeyaml); read whole below
 
 
 def count_problem(v, allow_negative: bool = False) -> str | None:

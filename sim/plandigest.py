@@ -81,7 +81,7 @@ def scenario_digest(scenario: str) -> str | None:
     if path is None:
         return None
     if path.is_file():
-        from sim.traceio import is_canonical_jsonl
+        from sim.canonical import is_canonical_jsonl
 
         if not (path.suffix == ".parquet" or (path.suffix == ".jsonl" and is_canonical_jsonl(path))):
             return None
@@ -98,14 +98,9 @@ def code_digest() -> str:
     """ctxsim's own Python code and configuration (``sim/``, ``conf/``), and the versions of the
     libraries that compose a config: what decides a plan besides the spec and the traces. Once a process."""
     if not _CODE:
-        from importlib.metadata import PackageNotFoundError, version
+        from sim.versions import installed_version
 
-        deps = {}
-        for name in ("hydra-core", "omegaconf"):
-            try:
-                deps[name] = version(name)
-            except PackageNotFoundError:
-                deps[name] = None
+        deps = {name: installed_version(name) for name in ("hydra-core", "omegaconf")}
         sim_dir = Path(__file__).resolve().parent
         parts = {
             "sim": _py_digest(sim_dir),  # sources only: __pycache__ changes as Python writes bytecode

@@ -362,18 +362,26 @@ def receipt_vouches(results_dir: Path, plan: str) -> dict[str, Any] | None:
     sources = data.get("sources")
     if not isinstance(sources, list) or not sources:
         return None
-    parts_dir = results_dir / PARTS
-    for entry in sources:
-        if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
-            return None
-        if not _PART_NAME.match(entry[0]):
-            return None
-        try:
-            st = os.stat(parts_dir / entry[0])
-        except OSError:
-            return None
-        if list(identity(st)) != entry[1:]:
-            return None
+    # one stat per part, by name relative to the open folder: thousands of parts cost a few ms (a Path
+    # joined and resolved from the root per part took twice as long)
+    try:
+        folder = os.open(results_dir / PARTS, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    try:
+        for entry in sources:
+            if not (isinstance(entry, list) and len(entry) == 5 and isinstance(entry[0], str)):
+                return None
+            if not _PART_NAME.match(entry[0]):
+                return None
+            try:
+                st = os.stat(entry[0], dir_fd=folder)
+            except OSError:
+                return None
+            if [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns] != entry[1:]:
+                return None
+    finally:
+        os.close(folder)
     try:
         sha = file_sha256(results_dir / RESULTS)
     except OSError:

@@ -16,8 +16,8 @@ from typing import Any
 import yaml
 
 from sim.errors import ConfigError
+from sim.limits import MAX_YAML_BYTES as MAX_YAML_BYTES  # where readers have taken it from
 
-MAX_YAML_BYTES = 8 << 20
 MAX_YAML_NODES = 200_000
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from sim import schema
 from sim.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
+from sim.canonical import is_canonical_jsonl as is_canonical_jsonl  # where importers have taken it from
 from sim.errors import TraceError
 from sim.jsonl import parse_json
 from sim.tokens import json2_bytes, json_bytes
@@ -451,17 +452,6 @@ def _record_name(record: str, d) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- reading
-def is_canonical_jsonl(path: Path) -> bool:
-    """A canonical JSON Lines file starts with an object carrying our schema_version (bytes that are not
-    UTF-8 there do not hide it: reading names them)."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(256).decode("utf-8", errors="replace")
-    except OSError:
-        return False
-    return head.lstrip().startswith("{") and '"schema_version"' in head
-
-
 def iter_jsonl(path: Path) -> Iterator[Trace]:
     """The traces of a canonical JSON Lines file; records named by line (``sim.tracecolumns`` reads
     them as columns, the reference reads a line it declines)."""

@@ -110,3 +110,107 @@ def test_allow_listed_user_policy(tmp_path, monkeypatch):
         build_policy({**cfg, "allow_modules": ["userpol"]})
     with pytest.raises(ConfigError, match="is not a sim.policies.base.Policy subclass"):
         build_policy({"policy": {"_target_": "userpol.not_a_policy"}}, allow_modules=("userpol",))
+
+
+# ------------------------------------------------------------------------------- plain merge vs Hydra
+def _same(a, b) -> bool:
+    """Equal with the same key order and the same types (1, 1.0 and True differ)."""
+    return json.dumps(a) == json.dumps(b)
+
+
+@pytest.mark.parametrize("name", policy_names())
+def test_the_plain_merge_is_hydras_compose_for_every_policy(name):
+    from sim.config import hydra_compose, plain_compose, prepare_policy
+
+    prepare_policy(name)
+    plain = plain_compose(name)
+    assert plain is not None, f"{name}: conf/policy/{name}.yaml is no longer plain"
+    assert _same(plain, hydra_compose(name, []))
+    assert _same(compose(name, []), plain)
+
+
+PLAIN_VALUES = [
+    "3",
+    "0",
+    "-5",
+    "0.5",
+    "-0.25",
+    "10.0",
+    "true",
+    "false",
+    "null",
+    "abc",
+    "prune-then-summarize",
+    "_x",
+]
+PLAIN_VALUES += ["info", "nan-x", "True1", "e5"]
+HYDRA_VALUES = ["True", "NULL", "inf", "nan", "1e3", "007", "1_000", "+3", "3.", ".5", "'3'", '"x"', "[1,2]"]
+HYDRA_VALUES += ["{a: 1}", "a b", "x.y", "-", ""]
+
+
+@pytest.mark.parametrize("value", PLAIN_VALUES)
+def test_plain_override_values_are_typed_as_hydra_types_them(value):
+    from sim.config import hydra_compose, plain_compose, plain_overrides
+
+    ovs = [f"policy.mode={value}", f"model.window={value}", "policy.context_token_limit=32000"]
+    plain = plain_overrides(plain_compose("seed_engine"), ovs)
+    assert plain is not None
+    assert _same(plain, hydra_compose("seed_engine", ovs))
+
+
+@pytest.mark.parametrize("value", HYDRA_VALUES)
+def test_other_override_values_are_left_to_hydra(value):
+    from sim.config import plain_compose, plain_overrides
+
+    assert plain_overrides(plain_compose("seed_engine"), [f"policy.mode={value}"]) is None
+
+
+def test_overrides_hydra_composes_still_compose_as_before():
+    from sim.config import hydra_compose
+
+    for ovs in (["policy.mode='prune'"], ["policy.summary_ratio=1e-1"], ["policy.max_turns=1_000"]):
+        assert _same(compose("seed_engine", ovs), hydra_compose("seed_engine", ovs))
+    steps = ["policy.steps=[{name: raw}, {name: observation_masking, n: 3}]"]
+    assert compose("pipeline", steps)["policy"]["steps"] == [
+        {"name": "raw"},
+        {"name": "observation_masking", "n": 3},
+    ]
+    assert plain_overrides_of("pipeline", steps) is None
+    with pytest.raises(ConfigError, match="policy 'seed_engine' has no knob 'nope'"):
+        compose("seed_engine", ["policy.nope=1"])
+
+
+def plain_overrides_of(name, ovs):
+    from sim.config import plain_compose, plain_overrides
+
+    return plain_overrides(plain_compose(name), ovs)
+
+
+def test_a_file_outside_the_plain_subset_is_composed_by_hydra(tmp_path, monkeypatch):
+    """A value OmegaConf reads as a number where PyYAML reads text, a timestamp, a file without _self_
+    in its defaults: Hydra composes, and compose gives its answer."""
+    import shutil
+
+    from sim import config
+
+    conf = tmp_path / "conf"
+    shutil.copytree(CONF_DIR, conf)
+    monkeypatch.setattr(config, "CONF_DIR", conf)
+    text = (conf / "policy" / "seed_engine.yaml").read_text(encoding="utf-8")
+    for old, new in (
+        ("summary_ratio: 0.1", "summary_ratio: 1e-1"),
+        ("mode: prune-then-summarize", "mode: 2024-01-02"),
+    ):
+        (conf / "policy" / "seed_engine.yaml").write_text(text.replace(old, new), encoding="utf-8")
+        assert config.plain_compose("seed_engine") is None
+        cfg = compose("seed_engine", [])
+        assert _same(cfg, config.hydra_compose("seed_engine", []))
+    assert cfg["policy"]["mode"] == "2024-01-02"
+    (conf / "policy" / "seed_engine.yaml").write_text(
+        text.replace("summary_ratio: 0.1", "summary_ratio: 1e-1")
+    )
+    assert compose("seed_engine", [])["policy"]["summary_ratio"] == 0.1
+    preset = conf / "policy" / "seed_engine_defaults.yaml"
+    preset.write_text(preset.read_text(encoding="utf-8").replace("  - _self_\n", ""), encoding="utf-8")
+    assert config.plain_compose("seed_engine_defaults") is None
+    assert _same(compose("seed_engine_defaults", []), config.hydra_compose("seed_engine_defaults", []))

@@ -18,7 +18,7 @@ from scenarios.swe_like import generate_suite
 from sim.errors import ConfigError, UnknownNameError
 from sim.importers import load_paths
 from sim.paths import EMBEDDED_SUITE, REPO
-from sim.sweep import SweepSpec, run_key, run_keys, run_sweep, spec_from_args
+from sim.sweep import SweepSpec, encoded_hashes, run_key, run_keys, run_sweep, spec_from_args
 from sim.traceio import write_traces
 
 GRID = ("policy.n=1,3,10",)
@@ -64,6 +64,7 @@ def test_run_keys_are_run_key_byte_for_byte():
     for policy, params, model, pricing in cases:
         want = [run_key(h, policy, params, model, pricing, "9.9") for h in hashes]
         assert run_keys(hashes, policy, params, model, pricing, "9.9") == want
+        assert run_keys(hashes, policy, params, model, pricing, "9.9", encoded_hashes(hashes)) == want
 
 
 # ------------------------------------------------------------------------------------ workers and bytes

@@ -36,6 +36,7 @@ from pathlib import Path, PurePosixPath
 from sim.errors import TraceError
 from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
 from sim.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
+from sim.notices import ImportNotice as ImportNotice  # where importers have always taken it from
 from sim.recorded_request import present_needs
 from sim.tokens import (
     calibrated_bytes_per_token,
@@ -47,10 +48,6 @@ from sim.tokens import (
 from sim.types import EVENT_KINDS, Call, Event, Trace
 
 MAX_ARCHIVE_BYTES = 1 << 30  # all members of one archive, decompressed (as declared, and as produced)
-
-
-class ImportNotice(UserWarning):
-    """Something in a source file was odd but importable; the CLI prints it on standard error."""
 
 
 def warn(file: str, message: str) -> None:

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sim.errors import ConfigError, UnknownNameError
 from sim.paths import CONF_DIR
-from sim.transforms.base import Transform, make_transform, registered
+
+if TYPE_CHECKING:  # the transforms themselves (numpy, the model) only when one is composed
+    from sim.transforms.base import Transform
 
 Spec = tuple[str, list[str]]  # (name, its transform.KEY=VALUE overrides)
 
@@ -31,6 +34,8 @@ def take_transforms(argv: Sequence[str], loose: bool = False) -> tuple[list[str]
         if a == "--transform" or a.startswith("--transform="):
             if a == "--transform":
                 if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                    from sim.transforms.base import registered
+
                     raise ConfigError("--transform needs a NAME; registered: " + ", ".join(registered()))
                 name, i = argv[i + 1], i + 2
             else:
@@ -58,6 +63,7 @@ def compose_transforms(specs: Sequence[Spec]) -> list[Transform]:
     from omegaconf.errors import OmegaConfBaseException
 
     from sim.config import check_value
+    from sim.transforms.base import make_transform, registered
 
     out = []
     reg = registered()
