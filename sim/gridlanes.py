@@ -171,13 +171,15 @@ def grid_figures(
     rules: CacheRules,
     price: Price | None,
     rows: list | None = None,
+    lanes_out: dict | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
     ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
-    longest first (``replay_unlimited``: settings without a limit, which never summarize)."""
+    longest first (``replay_unlimited``: settings without a limit, which never summarize). ``lanes_out``:
+    a dict to receive the lanes' summary calls and final state, in lane order (``sim.gridrows``)."""
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the lanes still running are a prefix
@@ -367,6 +369,8 @@ def grid_figures(
                     cost[h] += price_of(s_in, zeros, zeros, out)
                     compactions[h] += 1
                     summary_in = (h, s_in)
+                    if lanes_out is not None:  # (call, lanes, summary input, summary output)
+                        lanes_out.setdefault("summaries", []).append((k, h, s_in, out))
                     summarized[G[H]] = True
             view_est[F] = veF
             delta[F] = d_old + dtok
@@ -430,6 +434,8 @@ def grid_figures(
         tk += o
         last2 = req
         prev2 = total
+    if lanes_out is not None:  # lane j: sorted run j // S, setting j % S
+        lanes_out.update(order=order, delta=delta, cleared=ct, cut=stt, summary_tokens=s_tokens)
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
