@@ -182,8 +182,9 @@ class BatchGroup(NamedTuple):
 
 class ReplayTable:
     """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those
-    the batch path did. Metrics and result rows read the columns (``sim.metrics.table_metric_columns``);
-    ``records()`` builds every run's ``RunRecord`` only for a caller that needs them."""
+    the batch path did (``BatchGroup``), metric columns of those the lanes did (``sim.gridrows.LaneGroup``).
+    Metrics and result rows read the columns (``sim.metrics.table_metric_columns``); ``records()`` builds
+    every run's ``RunRecord`` only for a caller that needs them."""
 
     def __init__(self, traces, models, policy, loop: dict[int, RunRecord], groups: list[BatchGroup]):
         self.traces, self.models, self.policy = traces, models, policy
