@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.batchmemo import batch_derived
 from sim.cache import CacheRules
 from sim.gridlanes import grid_figures
 from sim.gridpath import _Static
@@ -88,6 +89,40 @@ class _Ledger:
         )
 
 
+class _Tables:
+    """A batch's per-run constants, runs as the lanes order them, laid end to end: message and tool
+    message prefix sums (``_Ledger``) with each run's offsets, and per-run totals."""
+
+    def __init__(self, traces: Sequence, proto: SeedEngine) -> None:
+        key = f"grid_static_{proto.tool_result_max_bytes}"
+        statics = [t.derived(key, lambda t: _Static(t, proto)) for t in traces]
+        ledgers = [
+            t.derived(f"lane_ledger_{proto.tool_result_max_bytes}", lambda t, st=st: _Ledger(t, st))
+            for t, st in zip(traces, statics, strict=True)
+        ]
+        R = len(traces)
+        self.ncalls = np.array([st.K for st in statics], dtype=np.int64)
+        self.msg = np.concatenate([lg.msg for lg in ledgers], axis=1)
+        self.tool = np.concatenate([lg.tool for lg in ledgers], axis=1)
+        self.mo = np.zeros(R, dtype=np.int64)  # each run's first message in ``msg`` (M + 1 entries a run)
+        self.mo[1:] = np.cumsum([lg.M + 1 for lg in ledgers])[:-1]
+        # tool messages as positions in ``msg``: each run's past-the-end filler keeps them ascending
+        self.tmg = np.concatenate([lg.tm + o for lg, o in zip(ledgers, self.mo.tolist(), strict=True)])
+        self.pe = np.array([st.protected_end for st in statics], dtype=np.int64)
+        self.per_run = np.array(
+            [
+                [lg.bd, lg.bl, lg.seen, lg.settled_reclaimed, st.bound_calls]
+                for lg, st in zip(ledgers, statics, strict=True)
+            ],
+            dtype=np.int64,
+        ).T.reshape(5, R)
+        self.top = max((lg.top for lg in ledgers), default=0)
+
+
+def _top_output(models: Sequence[ReplayModel]) -> int:
+    return max((int(np.asarray(m.respond_all()).max(initial=0)) for m in models), default=0)
+
+
 def lane_columns(
     traces: Sequence,
     policies: Sequence[SeedEngine],
@@ -105,14 +140,14 @@ def lane_columns(
     ok, figs = grid_figures(traces, policies, models, windows, rules, price, rows, out)
     order = out["order"]
     proto = policies[0]
-    key = f"grid_static_{proto.tool_result_max_bytes}"
-    statics = [traces[r].derived(key, lambda t: _Static(t, proto)) for r in order]
-    ledgers = [
-        traces[r].derived(f"lane_ledger_{proto.tool_result_max_bytes}", lambda t, st=st: _Ledger(t, st))
-        for r, st in zip(order, statics, strict=True)
-    ]
+    b = batch_derived(
+        [traces[r] for r in order],
+        f"lane_tables_{proto.tool_result_max_bytes}",
+        lambda ts: _Tables(ts, proto),
+    )
+    top_output = batch_derived([models[r] for r in order], "lane_top_output", _top_output)
     L = S * R
-    ncalls = np.array([st.K for st in statics], dtype=np.int64)
+    ncalls = b.ncalls
     K = int(ncalls.max()) if R else 0
     inp = np.zeros((R, K, S), dtype=np.int64)
     sums = np.zeros((3, R, S), dtype=np.int64)  # cache read, cache write, uncached input
@@ -150,11 +185,7 @@ def lane_columns(
     if len(sh):
         series[pos[sh, sk] - 1] = s_in
     growth = growth_exponents(series, bounds)
-    top = max(
-        int(series.max(initial=0)) + max((lg.top for lg in ledgers), default=0),
-        int(s_out.max(initial=0)),
-        max((int(np.asarray(m.respond_all()).max(initial=0)) for m in models), default=0),
-    )
+    top = max(int(series.max(initial=0)) + b.top, int(s_out.max(initial=0)), top_output)
     if run_sum_problem(top, int(n_rows.max(initial=0))) is not None:  # the loop refuses it
         ok = np.zeros_like(ok)
     live = inp_l[np.arange(L), np.maximum(n_agent - 1, 0)]
@@ -162,28 +193,17 @@ def lane_columns(
     # ones the messages from the protected block to the last cut
     cut, cleared = out["cut"], out["cleared"]
     s_tok = out["summary_tokens"]
-    msg = np.concatenate([lg.msg for lg in ledgers], axis=1)
-    tool = np.concatenate([lg.tool for lg in ledgers], axis=1)
-    mo = np.zeros(R, dtype=np.int64)
-    mo[1:] = np.cumsum([lg.M + 1 for lg in ledgers])[:-1]
-    to = np.zeros(R, dtype=np.int64)
-    to[1:] = np.cumsum([len(lg.tm) for lg in ledgers])[:-1]
-    tmg = np.concatenate([lg.tm + o for lg, o in zip(ledgers, mo.tolist(), strict=True)])
-    pe = np.array([st.protected_end for st in statics], dtype=np.int64)[lane_run]
-    m_lo = mo[lane_run] + pe
-    m_hi = np.where(cut > 0, mo[lane_run] + cut, m_lo)
-    j0 = np.searchsorted(tmg, mo[lane_run] + cut)
-    j1 = np.maximum(np.searchsorted(tmg, mo[lane_run] + cleared), j0)
-    o_sum, bd_sum, bl_sum = msg[:, m_hi] - msg[:, m_lo]
-    ph_cl, rest_cl, bd_cl, bl_cl = tool[:, j1] - tool[:, j0]
+    mo = b.mo[lane_run]
+    m_lo = mo + b.pe[lane_run]
+    m_hi = np.where(cut > 0, mo + cut, m_lo)
+    j0 = np.searchsorted(b.tmg, mo + cut)
+    j1 = np.maximum(np.searchsorted(b.tmg, mo + cleared), j0)
+    o_sum, bd_sum, bl_sum = b.msg[:, m_hi] - b.msg[:, m_lo]
+    ph_cl, rest_cl, bd_cl, bl_cl = b.tool[:, j1] - b.tool[:, j0]
     in_summary = np.minimum(s_tok, o_sum)
-    bd_all = np.array([lg.bd for lg in ledgers], dtype=np.int64)[lane_run]
-    bl_all = np.array([lg.bl for lg in ledgers], dtype=np.int64)[lane_run]
+    bd_all, bl_all, seen, settled, truncate = b.per_run[:, lane_run]
     derived = bd_all - bd_cl - bd_sum + ph_cl + in_summary
     lost = bl_all - bl_cl - bl_sum + rest_cl + o_sum - in_summary
-    seen = np.array([lg.seen for lg in ledgers], dtype=np.int64)[lane_run]
-    settled = np.array([lg.settled_reclaimed for lg in ledgers], dtype=np.int64)[lane_run]
-    truncate = np.array([st.bound_calls for st in statics], dtype=np.int64)[lane_run]
 
     back = np.argsort(order)
 
