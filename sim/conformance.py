@@ -147,13 +147,13 @@ def check_lanes(
 
     traces = list(traces)
     models = [ReplayModel(t) for t in traces]
-    together = replay_tables(traces, policies, models, window, pricing)
+    together = replay_tables(traces, policies, models, window, pricing, min_width=0)
     out: list[str] = []
     for p, table in zip(policies, together, strict=True):
         label = f"{p.name} {p.context_token_limit}/{p.keep_recent_tokens}"
         loop = [_loop_one(t, p, m, None, window, pricing) for t, m in zip(traces, models, strict=True)]
         want = result_rows(loop, "conformance")
-        alone = replay_tables(traces, [p], models, window, pricing)[0]
+        alone = replay_tables(traces, [p], models, window, pricing, min_width=0)[0]
         for route, got in (("with the grid's settings", table), ("alone", alone)):
             for t, a, b in zip(traces, table_rows(got, "conformance"), want, strict=True):
                 out.extend(

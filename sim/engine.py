@@ -77,6 +77,11 @@ from sim.types import ItemState, Trace
 Observer = Callable[[int, View], None]
 AUTO = "auto"
 BATCH = 256  # runs per replay_many call for streaming callers: amortises per-batch work, bounds memory
+# Lanes pay a call position's array operations whatever their number, the loop each call: below this
+# many lanes a position on average (lanes' calls / the longest run's), the loop is faster (measured:
+# about even at 4 with 8-32 SWE-like runs; a run alone is 3-4x faster on the loop)
+LANES_MIN_WIDTH = 4
+LANES = 4096  # lanes (settings x runs) advanced together at most: bounds the rows they keep
 
 
 def replay(
@@ -261,7 +266,7 @@ def replay_table(
     _replay_unlimited(traces, policy, models, setups, loop)
     groups: list = []
     if lanes and getattr(policy, "context_token_limit", None) is not None:
-        laned, handed = _replay_lanes(traces, [policy], models, setups, set(loop), LANES_MIN_RUNS)
+        laned, handed = _replay_lanes(traces, [policy], models, setups, set(loop))
         groups = laned[0]
         loop.update(handed[0])
     taken = set(loop).union(*(g.positions for g in groups))
@@ -306,10 +311,13 @@ def replay_tables(
     models: Sequence[ReplayModel],
     window: int | str | None = AUTO,
     pricing: str | None = AUTO,
+    min_width: float = LANES_MIN_WIDTH,
 ) -> list[ReplayTable]:
     """``[replay_table(traces, p, models, window, pricing) for p in policies]``, the same tables to every
     metric, with the lanes of all settings advancing together where the lanes take them (a seed-engine
-    grid over ``context_token_limit`` x ``keep_recent_tokens``: a sweep's chunk of settings)."""
+    grid over ``context_token_limit`` x ``keep_recent_tokens``: a sweep's chunk of settings).
+    ``min_width``: the fewest lanes a call position on average worth replaying as lanes (0: every run
+    the lanes accept, as the conformance checker replays them)."""
     from sim.gridpath import settings_decline
 
     traces, models = list(traces), list(models)
@@ -321,7 +329,7 @@ def replay_tables(
             rules, price = _rules_and_price(trace.model, pricing)
             by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
     setups = [by_model[t.model] for t in traces]
-    laned, handed = _replay_lanes(traces, policies, models, setups, set(), 1)
+    laned, handed = _replay_lanes(traces, policies, models, setups, set(), min_width)
     out = []
     for policy, groups, loop in zip(policies, laned, handed, strict=True):
         taken = set(loop).union(*(g.positions for g in groups))
@@ -365,10 +373,6 @@ def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunReco
                     records[p] = r
 
 
-LANES_MIN_RUNS = 8  # fewer lanes than this: the per-call loop is faster than a call position's arrays
-LANES = 4096  # lanes (settings x runs) advanced together at most: bounds the rows they keep
-
-
 def lanes_decline(trace: Trace, model: ReplayModel) -> str | None:
     """``sim.gridpath.trace_declines``, its look at every event made once per trace."""
     from sim.gridpath import trace_declines
@@ -379,12 +383,13 @@ def lanes_decline(trace: Trace, model: ReplayModel) -> str | None:
 
 
 def _replay_lanes(
-    traces, policies, models, setups, handled: set[int], min_lanes: int = LANES_MIN_RUNS
+    traces, policies, models, setups, handled: set[int], min_width: float = LANES_MIN_WIDTH
 ) -> tuple[list[list], list[dict[int, RunRecord]]]:
     """Seed-engine settings the lanes can replay together (``sim.gridpath.settings_decline``), on the
     runs not yet ``handled`` that the lanes accept: per setting, its ``sim.gridrows.LaneGroup``s, and
     the loop's records of its runs that left the grid (a request over the window). Runs priced alike
-    advance together; fewer than ``min_lanes`` lanes of a price are left to the caller."""
+    advance together; where they are fewer than ``min_width`` a call position on average, they are left
+    to the caller (the loop is faster)."""
     from sim.gridpath import settings_decline
     from sim.gridrows import LaneGroup, lane_columns, metric_lists
 
@@ -399,10 +404,11 @@ def _replay_lanes(
             by_setup.setdefault(id(setup), (setup, []))[1].append(pos)
     step = max(1, LANES // S)
     for (rules, price, w), positions in by_setup.values():
-        if len(positions) * S < min_lanes:
-            continue
         for lo in range(0, len(positions), step):
             chunk = positions[lo : lo + step]
+            lengths = [len(traces[p].calls) for p in chunk]
+            if S * sum(lengths) < min_width * max(lengths):
+                continue
             sub, sub_models = [traces[p] for p in chunk], [models[p] for p in chunk]
             ok, cols = lane_columns(sub, policies, sub_models, [w] * len(chunk), rules, price)
             for s, policy in enumerate(policies):

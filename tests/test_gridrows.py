@@ -23,6 +23,7 @@ from sim.records import SUMMARY
 PRICE = "claude-sonnet-4-5"
 POINTS = [(8000, 1000), (16000, 4000), (16000, 12000), (32000, 4000), (64000, 12000)]
 SWE = [generate_run(7, i) for i in range(10)]
+WIDE = SWE + [generate_run(7, i) for i in range(10, 20)]  # 4.7 lanes a call position on average
 
 
 def grid(**knobs):
@@ -37,7 +38,7 @@ def lane_counts(traces, policy, window, pricing=PRICE) -> tuple[int, int]:
     from sim.engine import replay_tables
     from sim.gridrows import LaneGroup
 
-    table = replay_tables(traces, [policy], [ReplayModel(t) for t in traces], window, pricing)[0]
+    table = replay_tables(traces, [policy], [ReplayModel(t) for t in traces], window, pricing, min_width=0)[0]
     groups = [g for g in table.groups if isinstance(g, LaneGroup)]
     kept = sum(int(g.kept.sum()) for g in groups)
     return kept, sum(len(g.positions) for g in groups) - kept
@@ -125,7 +126,7 @@ def test_replay_table_of_a_limited_seed_engine_runs_no_loop(monkeypatch):
     from sim.tables import result_rows, table_rows
 
     policy = make_policy("seed_engine", context_token_limit=16000, keep_recent_tokens=4000)
-    want_records = replay_many(SWE, policy, window=200000, pricing=PRICE)
+    want_records = replay_many(WIDE, policy, window=200000, pricing=PRICE)
     want = result_rows(want_records, "test")
     assert sum(r.kind_count(SUMMARY) for r in want_records) > 0  # summaries made: not a vacuous comparison
     real_loop = sim.engine._replay_loop
@@ -134,19 +135,25 @@ def test_replay_table_of_a_limited_seed_engine_runs_no_loop(monkeypatch):
         raise AssertionError("the per-call loop ran")
 
     monkeypatch.setattr(sim.engine, "_replay_loop", no_loop)
-    table = replay_table(SWE, policy, window=200000, pricing=PRICE)
+    table = replay_table(WIDE, policy, window=200000, pricing=PRICE)
     assert json.dumps(table_rows(table, "test")) == json.dumps(want)
     monkeypatch.setattr(sim.engine, "_replay_loop", real_loop)
     assert all(record_diff(a, b) == [] for a, b in zip(table.records(), want_records, strict=True))
 
 
-def test_few_runs_stay_on_the_loop():
-    """Below ``LANES_MIN_RUNS`` runs a call position's arrays cost more than the loop: the loop's."""
-    from sim.engine import LANES_MIN_RUNS, replay_table
+def test_narrow_batches_stay_on_the_loop():
+    """Lanes pay each call position's arrays: a batch with fewer than ``LANES_MIN_WIDTH`` lanes a
+    position on average (its calls over its longest run's) is faster on the loop, and stays there."""
+    from sim.engine import LANES_MIN_WIDTH, replay_table
 
     policy = make_policy("seed_engine", context_token_limit=16000, keep_recent_tokens=4000)
-    assert len(replay_table(SWE[: LANES_MIN_RUNS - 1], policy).loop) == LANES_MIN_RUNS - 1
-    assert len(replay_table(SWE[:LANES_MIN_RUNS], policy).loop) == 0
+    longest = max(SWE, key=lambda t: len(t.calls))
+    short = sorted(SWE, key=lambda t: len(t.calls))[:2]
+    narrow = [longest, *short]
+    assert sum(len(t.calls) for t in narrow) < LANES_MIN_WIDTH * len(longest.calls)
+    assert len(replay_table(narrow, policy).loop) == 3
+    assert sum(len(t.calls) for t in WIDE) >= LANES_MIN_WIDTH * len(longest.calls)
+    assert len(replay_table(WIDE, policy).loop) == 0
 
 
 # ------------------------------------------------------------------------------------------------ sweep
