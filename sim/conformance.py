@@ -131,6 +131,41 @@ def check_grid(
     return out
 
 
+def check_lanes(
+    policies: list[Policy],
+    traces: Iterable[Trace],
+    window: int | str | None = "auto",
+    pricing: str | None = "auto",
+) -> list[str]:
+    """Every way the lanes' result rows depart from the per-call loop's, as readable lines (empty: none):
+    each setting's rows (every metric and column) from ``sim.engine.replay_tables`` (the settings' lanes
+    together, a sweep's chunk) and from the setting alone (one setting: the lanes are the runs, as
+    ``replay_table`` replays a batch) against ``sim.tables.result_rows`` of the loop's records. Runs
+    the lanes decline or hand back take the loop on both sides."""
+    from sim.engine import _loop_one, replay_tables
+    from sim.tables import result_rows, table_rows
+
+    traces = list(traces)
+    models = [ReplayModel(t) for t in traces]
+    together = replay_tables(traces, policies, models, window, pricing, min_width=0)
+    out: list[str] = []
+    for p, table in zip(policies, together, strict=True):
+        label = f"{p.name} {p.context_token_limit}/{p.keep_recent_tokens}"
+        loop = [_loop_one(t, p, m, None, window, pricing) for t, m in zip(traces, models, strict=True)]
+        want = result_rows(loop, "conformance")
+        alone = replay_tables(traces, [p], models, window, pricing, min_width=0)[0]
+        for route, got in (("with the grid's settings", table), ("alone", alone)):
+            for t, a, b in zip(traces, table_rows(got, "conformance"), want, strict=True):
+                out.extend(
+                    f"{label} on {t.trace_id}: lanes {route}: column {k} {a.get(k)!r} != the loop's {v!r}"
+                    for k, v in b.items()
+                    if json.dumps(a.get(k)) != json.dumps(v)
+                )
+                if list(a) != list(b):
+                    out.append(f"{label} on {t.trace_id}: lanes {route}: the row's columns differ")
+    return out
+
+
 GRID_FIGURES = (
     ("cost_microusd", "cost_microusd"),
     ("input_tokens", "cumulative_input_tokens"),

@@ -26,6 +26,7 @@ back to what it was when it settled (the seed engine without its durable record)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 from itertools import accumulate
@@ -77,6 +78,11 @@ from sim.types import ItemState, Trace
 Observer = Callable[[int, View], None]
 AUTO = "auto"
 BATCH = 256  # runs per replay_many call for streaming callers: amortises per-batch work, bounds memory
+# Lanes pay a call position's array operations whatever their number, the loop each call: below this
+# many lanes a position on average (lanes' calls / the longest run's), the loop is faster (measured:
+# about even at 4 with 8-32 SWE-like runs; a run alone is 3-4x faster on the loop)
+LANES_MIN_WIDTH = 4
+LANES = 4096  # lanes (settings x runs) advanced together at most: bounds the rows they keep
 
 
 def replay(
@@ -165,7 +171,8 @@ def replay_many(
     """``[replay(t, policy, m, window=window, pricing=pricing) for t, m in zip(traces, models)]``: the
     same records, in order, with the fast path's cache and cost columns computed for all runs at once.
     ``models`` default to ``ReplayModel(t)`` per trace (one per trace, reused: it holds no run state)."""
-    return replay_table(traces, policy, models, window, pricing).records()
+    # records of every run: the lanes' columns would be replayed again by the loop (``records``)
+    return replay_table(traces, policy, models, window, pricing, lanes=False).records()
 
 
 class BatchGroup(NamedTuple):
@@ -181,8 +188,9 @@ class BatchGroup(NamedTuple):
 
 class ReplayTable:
     """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those
-    the batch path did. Metrics and result rows read the columns (``sim.metrics.table_metric_columns``);
-    ``records()`` builds every run's ``RunRecord`` only for a caller that needs them."""
+    the batch path did (``BatchGroup``), metric columns of those the lanes did (``sim.gridrows.LaneGroup``).
+    Metrics and result rows read the columns (``sim.metrics.table_metric_columns``); ``records()`` builds
+    every run's ``RunRecord`` only for a caller that needs them."""
 
     def __init__(self, traces, models, policy, loop: dict[int, RunRecord], groups: list[BatchGroup]):
         self.traces, self.models, self.policy = traces, models, policy
@@ -197,6 +205,14 @@ class ReplayTable:
             records[pos] = r
         policy, params = self.policy, self.policy.params()
         for g in self.groups:
+            if not isinstance(g, BatchGroup):  # the lanes keep no call table: the loop's record
+                for pos, w, ok in zip(g.positions, g.windows, g.kept.tolist(), strict=True):
+                    if ok:
+                        trace, model = self.traces[pos], self.models[pos]
+                        records[pos] = _replay_loop(
+                            trace, policy, model, None, w, CostModel(g.rules, g.price)
+                        )
+                continue
             columns = run_columns(g.batch)
             kept = g.kept.tolist()
             for pos, p, w, c, ok in zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True):
@@ -225,8 +241,11 @@ def replay_table(
     models: Sequence[ReplayModel] | None = None,
     window: int | str | None = AUTO,
     pricing: str | None = AUTO,
+    lanes: bool = True,
 ) -> ReplayTable:
-    """``replay_many``'s replays, left as columns where the batch path made them (no per-run record)."""
+    """``replay_many``'s replays, left as columns where the batch path or the lanes made them (no per-run
+    record). ``lanes``: a seed engine with a limit replays the runs the lanes accept as lanes
+    (``sim.gridrows``; off: the per-call loop, for a caller that wants every record)."""
     traces = Keyed(traces)  # the batch's memory key made once for the replay's many asks
     if models is None:  # each trace's default model, made once (read from the memo directly: a call per
         # run costs as much here as a batch's arithmetic)
@@ -248,9 +267,15 @@ def replay_table(
         _check_priced(policy, traces[pos], setup.setups[pos][1])
     setups = setup.setups
     _replay_unlimited(traces, policy, models, setups, loop)
-    rest = list(range(len(traces))) if not loop else [pos for pos in range(len(traces)) if pos not in loop]
+    groups: list = []
+    if lanes and getattr(policy, "context_token_limit", None) is not None:
+        laned, handed = _replay_lanes(traces, [policy], models, setups, set(loop))
+        groups = laned[0]
+        loop.update(handed[0])
+    taken = set(loop).union(*(g.positions for g in groups)) if groups else loop
+    rest = list(range(len(traces))) if not taken else [pos for pos in range(len(traces)) if pos not in taken]
     if not rest:
-        return ReplayTable(traces, models, policy, loop, [])
+        return ReplayTable(traces, models, policy, loop, groups)
     whole = len(rest) == len(traces)
     sub = traces if whole else [traces[pos] for pos in rest]
     plans = policy.plan_many(sub) if fast and policy.acts_before_call else None
@@ -258,7 +283,6 @@ def replay_table(
         plans = Plans.of(list(plans))
     sub_models = models if whole else [models[pos] for pos in rest]
     prepared_runs = prepare_many(sub, policy, sub_models, plans) if fast else [None] * len(rest)
-    groups = []
     if whole and len(setup.first_of_model) == 1 and None not in prepared_runs:
         # the common case: one model setup and every run on the batch path, as one group in order
         rules, price, w = setups[0]
@@ -319,6 +343,50 @@ def _batch_setup(window, pricing, traces: Sequence[Trace]) -> _Setup:
     return _Setup(composite, first, [by_model[t.model] for t in traces])
 
 
+def replay_tables(
+    traces: Sequence[Trace],
+    policies: Sequence[Policy],
+    models: Sequence[ReplayModel],
+    window: int | str | None = AUTO,
+    pricing: str | None = AUTO,
+    min_width: float = LANES_MIN_WIDTH,
+) -> list[ReplayTable]:
+    """``[replay_table(traces, p, models, window, pricing) for p in policies]``, the same tables to every
+    metric, with the lanes of all settings advancing together where the lanes take them (a seed-engine
+    grid over ``context_token_limit`` x ``keep_recent_tokens``: a sweep's chunk of settings).
+    ``min_width``: the fewest lanes a call position on average worth replaying as lanes (0: every run
+    the lanes accept, as the conformance checker replays them)."""
+    from sim.gridpath import settings_decline
+
+    traces, models = list(traces), list(models)
+    if settings_decline(policies) is not None:
+        return [replay_table(traces, p, models, window, pricing) for p in policies]
+    by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}
+    for trace in traces:
+        if trace.model not in by_model:
+            rules, price = _rules_and_price(trace.model, pricing)
+            by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
+    setups = [by_model[t.model] for t in traces]
+    laned, handed = _replay_lanes(traces, policies, models, setups, set(), min_width)
+    out = []
+    for policy, groups, loop in zip(policies, laned, handed, strict=True):
+        taken = set(loop).union(*(g.positions for g in groups))
+        rest = [pos for pos in range(len(traces)) if pos not in taken]
+        groups = list(groups)
+        if rest:  # what the lanes decline takes replay_table's own route
+            sub = replay_table([traces[p] for p in rest], policy, [models[p] for p in rest], window, pricing)
+            loop.update((rest[p], r) for p, r in sub.loop.items())
+            for g in sub.groups:
+                positions = [rest[p] for p in g.positions]
+                groups.append(
+                    g._replace(positions=positions)
+                    if isinstance(g, BatchGroup)
+                    else dataclasses.replace(g, positions=positions)
+                )
+        out.append(ReplayTable(traces, models, policy, loop, groups))
+    return out
+
+
 def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunRecord]) -> None:
     """A seed engine without a limit never compacts: its runs are lanes of ``sim.gridlanes`` (status
     line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
@@ -341,6 +409,54 @@ def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunReco
             for p, r in zip(chunk, got, strict=True):
                 if r is not None:  # None: handed back (over its window), the loop replays it
                     records[p] = r
+
+
+def lanes_decline(trace: Trace, model: ReplayModel) -> str | None:
+    """``sim.gridpath.trace_declines``, its look at every event made once per trace."""
+    from sim.gridpath import trace_declines
+
+    if type(model) is not ReplayModel or model.max_turns is not None:
+        return trace_declines(trace, model)
+    return trace.derived("lanes_decline", lambda t: trace_declines(t, model) or "") or None  # "": none
+
+
+def _replay_lanes(
+    traces, policies, models, setups, handled: set[int], min_width: float = LANES_MIN_WIDTH
+) -> tuple[list[list], list[dict[int, RunRecord]]]:
+    """Seed-engine settings the lanes can replay together (``sim.gridpath.settings_decline``), on the
+    runs not yet ``handled`` that the lanes accept: per setting, its ``sim.gridrows.LaneGroup``s, and
+    the loop's records of its runs that left the grid (a request over the window). Runs priced alike
+    advance together; where they are fewer than ``min_width`` a call position on average, they are left
+    to the caller (the loop is faster)."""
+    from sim.gridpath import settings_decline
+    from sim.gridrows import LaneGroup, lane_columns, metric_lists
+
+    S = len(policies)
+    groups: list[list] = [[] for _ in range(S)]
+    handed: list[dict[int, RunRecord]] = [{} for _ in range(S)]
+    if settings_decline(policies) is not None:
+        return groups, handed
+    by_setup: dict[int, tuple[tuple, list[int]]] = {}
+    for pos, (t, m, setup) in enumerate(zip(traces, models, setups, strict=True)):
+        if pos not in handled and lanes_decline(t, m) is None:
+            by_setup.setdefault(id(setup), (setup, []))[1].append(pos)
+    step = max(1, LANES // S)
+    for (rules, price, w), positions in by_setup.values():
+        for lo in range(0, len(positions), step):
+            chunk = positions[lo : lo + step]
+            lengths = [len(traces[p].calls) for p in chunk]
+            if S * sum(lengths) < min_width * max(lengths):
+                continue
+            sub, sub_models = [traces[p] for p in chunk], [models[p] for p in chunk]
+            ok, cols = lane_columns(sub, policies, sub_models, [w] * len(chunk), rules, price)
+            for s, policy in enumerate(policies):
+                kept = ok[s]
+                for p, t, m, stays in zip(chunk, sub, sub_models, kept.tolist(), strict=True):
+                    if not stays:  # left the grid: the loop decides what follows
+                        handed[s][p] = _replay_loop(t, policy, m, None, w, CostModel(rules, price))
+                lists = metric_lists(cols, s, range(len(chunk)), price is not None)
+                groups[s].append(LaneGroup(chunk, rules, price, [w] * len(chunk), kept, lists))
+    return groups, handed
 
 
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:

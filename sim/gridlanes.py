@@ -210,7 +210,7 @@ class _Batch:
 _CT_T, _STT_T = 21, 22
 _ROWS = 23
 _EXPIRES, _BPT = 0, 1  # the float rows
-_FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK])
+_FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK, _DELTA, _CT, _STT, _S_TOK])
 # the per-run tables of a call position, stacked so one gather serves a lane's run: what was appended,
 # the last call's output, the settled prefix, the residual, the status line's fixed length, the output,
 # the provider's window
@@ -225,13 +225,16 @@ def grid_figures(
     rules: CacheRules,
     price: Price | None,
     rows: list | None = None,
+    lanes_out: dict | None = None,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
     ``compactions``, each an (S, R) array. Every trace must pass ``sim.gridpath.trace_declines`` and the
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
-    longest first (``replay_unlimited``: settings without a limit, which never summarize).
+    longest first (``replay_unlimited``: settings without a limit, which never summarize). ``lanes_out``:
+    a dict to receive the lanes' summary calls and final state, lane j being sorted run j // S, setting
+    j % S (``sim.gridrows``).
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
@@ -294,6 +297,7 @@ def grid_figures(
     n, n_pristine = R, R  # lanes, pristine lanes (the first Ar of them are going)
     going, ended = R, 0  # runs going; lanes of ended runs still in the arrays
     finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
+    summaries: list | None = [] if lanes_out is not None else None  # (call, lanes, input, output)
     minp, life, frac, gran, writes = (
         rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
     )  # fmt: skip
@@ -361,7 +365,7 @@ def grid_figures(
             Sf = st[:, F]
             fF = fs[:, F]
             stable_F, firstF, summary_in = _compact(
-                b, Sf, fF, k, (limit, set_keep), mode, ratio, smin, smax, bills
+                b, Sf, fF, k, (limit, set_keep), mode, ratio, smin, smax, bills, summaries
             )
             if summary_in is not None:
                 summary_in = (F[summary_in[0]], summary_in[1])
@@ -432,7 +436,11 @@ def grid_figures(
     lanes = by_run[:, lane_run]  # every lane as its run's pristine lane, then the started ones
     started_lanes = done[:, done[1] >= 0]
     lanes[:, started_lanes[1]] = started_lanes
-    tokens, s_out, start, peak, compactions, ok = lanes[2:]
+    tokens, s_out, start, peak, compactions, ok, delta, cleared, cut, s_tokens = lanes[2:]
+    if lanes_out is not None:
+        lanes_out.update(order=order, delta=delta, cleared=cleared, cut=cut, summary_tokens=s_tokens)
+        if summaries:
+            lanes_out["summaries"] = summaries
     # a lane's cost: its run's pristine calls before it started, then its own calls
     pristine_cost, own_cost = bills.total()
     before = np.zeros((R, K + 1), dtype=np.int64)
@@ -525,7 +533,9 @@ def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
     return out
 
 
-def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, ratio, smin, smax, bills):
+def _compact(
+    b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, ratio, smin, smax, bills, summaries
+):
     """The lanes whose trigger fires at call ``k`` (``Sf``: their state, updated in place; ``fF``:
     their float state; ``settings``: the settings' limits and keeps): prune to the natural bound, then
     summarize where the mode says so and the cut moves. Returns the stable prefix each lane's change
@@ -647,6 +657,8 @@ def _compact(b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, 
             Sh[_COMP] += 1
             Sf[:, h] = Sh
             summary_in = (h, s_in)
+            if summaries is not None:  # (call, lanes, summary input, summary output)
+                summaries.append((k, Sh[_LANE].copy(), s_in, out))
             summarized[h] = True
     stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok

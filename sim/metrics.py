@@ -374,7 +374,7 @@ def table_metric_columns(table) -> dict[str, list]:
     if not table.loop and len(table.groups) == 1:  # one batch in order, every run its own: as it is
         g = table.groups[0]
         if g.positions == list(range(n)) and g.kept.all():
-            return _batch_metric_columns(g)
+            return _group_metric_columns(g)
     out: dict[str, list] = {name: [None] * n for name in METRICS}
     if table.loop:
         positions = list(table.loop)
@@ -383,7 +383,7 @@ def table_metric_columns(table) -> dict[str, list]:
             for p, v in zip(positions, values, strict=True):
                 col[p] = v
     for g in table.groups:
-        values = _batch_metric_columns(g)
+        values = _group_metric_columns(g)
         kept = g.kept.tolist()
         positions = g.positions
         for name, vs in values.items():
@@ -395,6 +395,14 @@ def table_metric_columns(table) -> dict[str, list]:
 
 
 _COL = {c: i for i, c in enumerate(CALL_COLUMNS)}
+
+
+def _group_metric_columns(g) -> dict[str, list]:
+    """A group's metric columns: a batch group's from its batch, the lanes' (``sim.gridrows``) as given."""
+    if hasattr(g, "metric_columns"):
+        cols = g.metric_columns()
+        return {name: cols[name] for name in METRICS}
+    return _batch_metric_columns(g)
 
 
 def _batch_metric_columns(g) -> dict[str, list]:

@@ -606,11 +606,9 @@ def _hashed(traces: list[Any], chunk: Chunk) -> list[Any]:
 
 def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
     """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
-    from sim import __version__
     from sim.config import build_policy, model_behaviour, model_window
     from sim.engine import replay_table
     from sim.model import ReplayModel
-    from sim.tables import table_rows
 
     cfg = chunk.setting.cfg
     policy = build_policy(cfg, chunk.setting.allow_modules)
@@ -624,7 +622,35 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
         steps = [make_transform(**step) for step in cfg["transforms"]]
         batch = [apply_all(t, steps, m) for t, m in zip(batch, models, strict=True)]
         models = [m.like(t) for t, m in zip(batch, models, strict=True)]
-    replays = replay_table(batch, policy, models, window=window, pricing=pricing)
+    return _chunk_rows(chunk, replay_table(batch, policy, models, window=window, pricing=pricing))
+
+
+def _run_lane_chunks(chunks: tuple[Chunk, ...]) -> list[list[dict[str, Any]]]:
+    """Replay chunks of one lane unit (``lane_units``: the same runs, seed-engine settings that differ
+    only in ``context_token_limit`` / ``keep_recent_tokens``) together: every setting's lanes advance at
+    once (``sim.engine.replay_tables``). Each chunk's rows are the ones ``_run_chunk`` gives it."""
+    from sim.config import build_policy, model_behaviour, model_window
+    from sim.engine import replay_tables
+    from sim.model import ReplayModel
+
+    first = chunks[0]
+    cfg = first.setting.cfg
+    policies = [build_policy(c.setting.cfg, c.setting.allow_modules) for c in chunks]
+    window, behaviour = model_window(cfg), model_behaviour(cfg)
+    pricing = None if first.pricing in ("none", "null") else first.pricing
+    batch = _hashed(_traces(first.scenario, first.scenario_digest), first)
+    models = [ReplayModel(t, **behaviour) for t in batch]
+    tables = replay_tables(batch, policies, models, window=window, pricing=pricing)
+    return [_chunk_rows(c, t) for c, t in zip(chunks, tables, strict=True)]
+
+
+def _chunk_rows(chunk: Chunk, replays) -> list[dict[str, Any]]:
+    """A chunk's result rows from its replays (a ``sim.engine.ReplayTable``): run key, scenario, the
+    pricing setting, the model knobs and the setting beside each run's row."""
+    from sim import __version__
+    from sim.tables import table_rows
+
+    cfg = chunk.setting.cfg
     rows = []
     for (_, key, _), result in zip(chunk.runs, table_rows(replays, __version__), strict=True):
         row = {"run_key": key, **result}
@@ -643,6 +669,58 @@ def _run_and_save(chunk: Chunk, parts_dir: str):
     from sim import resultstore as store
 
     return store.write_part(Path(parts_dir), _run_chunk(chunk))
+
+
+def _run_and_save_unit(unit: tuple[Chunk, ...], parts_dir: str) -> list:
+    """``_run_and_save`` of each chunk of a lane unit (``lane_units``), replayed together: the same
+    parts, one a chunk."""
+    from sim import resultstore as store
+
+    if len(unit) == 1:
+        return [_run_and_save(unit[0], parts_dir)]
+    return [store.write_part(Path(parts_dir), rows) for rows in _run_lane_chunks(unit)]
+
+
+LANE_GRID_KNOBS = ("context_token_limit", "keep_recent_tokens")  # sim.gridpath.GRID_KNOBS
+
+
+def _lane_key(chunk: Chunk) -> str | None:
+    """What chunks replayed together as lanes share: the runs and every part of the config but the grid
+    knobs (None: a chunk the lanes never take, replayed on its own)."""
+    cfg = chunk.setting.cfg
+    if chunk.setting.name != "seed_engine" or cfg.get("transforms"):
+        return None
+    policy = {k: v for k, v in (cfg.get("policy") or {}).items() if k not in LANE_GRID_KNOBS}
+    rest = {k: v for k, v in cfg.items() if k != "policy"}
+    runs = [index for index, _, _ in chunk.runs]
+    shared = [chunk.scenario, chunk.pricing, chunk.scenario_digest, chunk.setting.allow_modules, runs]
+    return json.dumps([shared, policy, rest], sort_keys=True, default=repr)
+
+
+def lane_units(todo: list[Chunk], workers: int = 0) -> list[tuple[Chunk, ...]]:
+    """The chunks as work units: seed-engine chunks of the same runs whose settings differ only in the
+    grid knobs go together (up to ``sim.engine.LANES`` lanes a unit, and at least two units a worker
+    while there are enough), every other chunk on its own. Order: each unit at its first chunk's place."""
+    from sim.engine import LANES
+
+    groups: dict[str, list[Chunk]] = {}
+    units: list[list[Chunk]] = []
+    for c in todo:
+        key = _lane_key(c)
+        if key is None:
+            units.append([c])
+        elif key in groups:
+            groups[key].append(c)
+        else:
+            groups[key] = [c]
+            units.append(groups[key])
+    out: list[tuple[Chunk, ...]] = []
+    for u in units:
+        size = max(1, LANES // max(len(u[0].runs), 1))
+        if workers > 1:  # enough units to keep every worker busy
+            size = min(size, max(1, -(-len(u) // (2 * workers))))
+        out.extend(tuple(u[j : j + size]) for j in range(0, len(u), size))
+    return out
 
 
 # -------------------------------------------------------------------------------------------- progress
@@ -851,8 +929,9 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
 
                 run_chunks(todo, parts_dir, workers, spec.ray_address, save)
             elif workers <= 1 or len(todo) <= 1:
-                for chunk in todo:
-                    save(chunk, _run_and_save(chunk, str(parts_dir)))
+                for unit in lane_units(todo):
+                    for chunk, part in zip(unit, _run_and_save_unit(unit, str(parts_dir)), strict=True):
+                        save(chunk, part)
             else:
                 _run_parallel(todo, workers, spec.scenario, runs.scenario_digest, parts_dir, save)
         except KeyboardInterrupt:
@@ -908,12 +987,14 @@ def _run_parallel(
 
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(scenario, digest))
     try:
-        pending = {pool.submit(_run_and_save, c, str(parts_dir)): c for c in todo}
+        units = lane_units(todo, workers)
+        pending = {pool.submit(_run_and_save_unit, u, str(parts_dir)): u for u in units}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                chunk = pending.pop(fut)
-                save(chunk, fut.result())
+                unit = pending.pop(fut)
+                for chunk, part in zip(unit, fut.result(), strict=True):
+                    save(chunk, part)
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise
