@@ -31,6 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
+from sim.batchmemo import batch_derived
 from sim.cache import CacheRules
 from sim.gridpath import NO_LIMIT, _Static, status_base_len
 from sim.model import ReplayModel
@@ -226,6 +227,8 @@ def grid_figures(
     price: Price | None,
     rows: list | None = None,
     lanes_out: dict | None = None,
+    row_columns: Sequence[str] | None = None,
+    keep_batch: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
@@ -234,7 +237,9 @@ def grid_figures(
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
     longest first (``replay_unlimited``: settings without a limit, which never summarize). ``lanes_out``:
     a dict to receive the lanes' summary calls and final state, lane j being sorted run j // S, setting
-    j % S (``sim.gridrows``).
+    j % S (``sim.gridrows``). ``row_columns``: the columns ``rows`` receives (None: all of them; each costs
+    a table a call position). ``keep_batch``: the batch's tables are kept for its next replay (a sweep
+    replays a chunk of runs under many settings; ``size`` replays each batch once).
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
@@ -252,7 +257,16 @@ def grid_figures(
         t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
     ]
     keep_values = sorted({p.keep_recent_tokens for p in policies if p.context_token_limit is not None})
-    b = _Batch(statics, [t.bytes_per_token for t in traces], [windows[r] for r in order], keep_values)
+    batch_windows = [windows[r] for r in order]
+
+    def build(_) -> _Batch:
+        return _Batch(statics, [t.bytes_per_token for t in traces], batch_windows, keep_values)
+
+    if keep_batch:
+        key = f"grid_batch:{proto.tool_result_max_bytes}:{keep_values}:{batch_windows}"
+        b = batch_derived(traces, key, build)
+    else:
+        b = build(traces)
     K = b.K
     outputs = np.zeros((R, K), dtype=np.int64)
     for i, r in enumerate(order):
@@ -415,13 +429,15 @@ def grid_figures(
         if n > p0:
             bills.add(st[_LANE, p0:].copy(), uncached, read, write, o, p0)
         if rows is not None:
-            c_row = bills.cost(uncached, read, write, o)
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
                 "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
-                "uncached_input_tokens": uncached, "cost_microusd": c_row,
+                "uncached_input_tokens": uncached,
             }  # fmt: skip
-            rows.append((Ar, {name: _run_setting_table(v, st[_LANE], Ar, S) for name, v in cols.items()}))
+            if row_columns is None or "cost_microusd" in row_columns:
+                cols["cost_microusd"] = bills.cost(uncached, read, write, o)
+            wanted = cols if row_columns is None else {name: cols[name] for name in row_columns}
+            rows.append((Ar, {name: _run_setting_table(v, st[_LANE], Ar, S) for name, v in wanted.items()}))
         np.maximum(st[_PEAK], req, out=st[_PEAK])
         tk = st[_TOKENS]
         tk += req

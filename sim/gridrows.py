@@ -36,6 +36,8 @@ from sim.types import ItemState
 _BOUNDED = int(ItemState.BOUNDED)
 _FACT_WIDTH = 6 + (len(LedgerTotals._fields) - 14) // 2  # fact outcome counts: 6 + lost by kind
 _KINDS = (len(LedgerTotals._fields) - 14) // 2
+# the per-call columns the lanes' metrics read (``grid_figures`` builds a table a call position of each)
+ROW_COLUMNS = ("input_tokens", "cache_read_tokens", "cache_write_tokens", "uncached_input_tokens")
 
 
 @dataclass
@@ -137,7 +139,9 @@ def lane_columns(
     S, R = len(policies), len(traces)
     rows: list = []
     out: dict = {}
-    ok, figs = grid_figures(traces, policies, models, windows, rules, price, rows, out)
+    ok, figs = grid_figures(
+        traces, policies, models, windows, rules, price, rows, out, ROW_COLUMNS, keep_batch=True
+    )
     order = out["order"]
     proto = policies[0]
     b = batch_derived(
