@@ -331,11 +331,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
             if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
                 continue
         head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
-        h = hashlib.sha256(head)
-        h.update(sorted_calls[i].as_buffer())
-        h.update(mid)
-        h.update(sorted_events[i].as_buffer())
-        h.update(end)
+        digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
         pre = prefix[a : b + 1] - prefix[a]
         pre.setflags(write=False)
         arrays = TraceArrays(
@@ -370,7 +366,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         )
         cache = t._cache
         cache["arrays"] = arrays
-        cache["trace_hash"] = "sha256:" + h.hexdigest()
+        cache["trace_hash"] = digest
         cache["runs"] = 1
         # the derived values the batch path asks for, from the columns (held equal to their builders)
         cache["provides_any"] = provides_any[a:b]
@@ -381,6 +377,15 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
             cache["facts_before"] = _no_facts(b - a + 1)
         out[i] = t
     return [t if t is not None else slow(i) for i, t in enumerate(out)]
+
+
+def text_hash(pieces) -> str:
+    """``sim.traceio.trace_hash``'s value from its canonical text given in pieces (the hash of a trace
+    read as columns: one call per trace, in the process that reads the file)."""
+    h = hashlib.sha256()
+    for piece in pieces:
+        h.update(piece)
+    return "sha256:" + h.hexdigest()
 
 
 _TOP = (

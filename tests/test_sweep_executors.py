@@ -84,6 +84,7 @@ SPY = """
 import os, sys
 import sim.resultstore as store
 import sim.traceio as traceio
+import sim.tracecolumns as columns
 import sim.engine as engine
 import sim.model as model
 import sim.sweep as s
@@ -110,8 +111,17 @@ def trace_hash(t):
     return real_hash(t)
 
 
+real_text_hash = columns.text_hash
+
+
+def text_hash(pieces):  # a canonical file's traces are hashed as they are read as columns
+    note("hash")
+    return real_text_hash(pieces)
+
+
 store.write_part = write_part
 traceio.trace_hash = engine.trace_hash = model.trace_hash = trace_hash
+columns.text_hash = text_hash
 spec = s.SweepSpec(policy="observation_masking", grid={grid!r}, scenario={corpus!r},
                    pricing="claude-sonnet-4-5", results={out!r}, chunk_size=5)
 s.run_sweep(spec, workers=2, progress=False)
