@@ -139,9 +139,11 @@ def json_line(row: Any) -> str:
 
 def csv_text(rows: list[dict[str, Any]]) -> str:
     """CSV with the union of columns in first-seen order; None as empty. Byte-stable."""
-    cols: list[str] = []
+    seen: dict[str, None] = {}  # (a dict: first-seen order with a set's lookups; rows mostly share keys)
     for row in rows:
-        cols.extend(k for k in row if k not in cols)
+        if not row.keys() <= seen.keys():
+            seen.update(dict.fromkeys(row))
+    cols = list(seen)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)

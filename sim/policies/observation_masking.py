@@ -22,7 +22,7 @@ import numpy as np
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.segments import offsets, owners
-from sim.tokens import estimate_tokens
+from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN, estimate_tokens
 from sim.types import KIND_CODE, ItemState, Trace
 
 MASKED = ItemState.MASKED
@@ -30,6 +30,10 @@ MASKED = ItemState.MASKED
 
 def placeholder(lines: int) -> str:
     return f"Old environment output: ({lines} lines omitted)"
+
+
+_PLACEHOLDER_FIXED = len(placeholder(0).encode()) - 1  # the placeholder's bytes but for its number's digits
+_POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)
 
 
 def observations(trace: Trace) -> tuple[int, ...]:
@@ -60,9 +64,12 @@ def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     if len(users) and (not len(obs) or users[0] < obs[0]):
         obs = np.concatenate([users[:1], obs])
     obs = obs.astype(np.int64)
-    counts, where = np.unique(a.lines, return_inverse=True)
-    sizes = [estimate_tokens(len(placeholder(int(n)).encode()), trace.bytes_per_token) for n in counts]
-    tokens = np.array(sizes, dtype=np.int64)[where.reshape(-1)] if len(counts) else np.zeros(0, np.int64)
+    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII); the estimate is
+    # estimate_tokens's arithmetic on all of them at once (the same float division, so the same ceilings)
+    estimate_tokens(_PLACEHOLDER_FIXED, trace.bytes_per_token)  # checks the ratio as one estimate would
+    bpt = SEED_BYTES_PER_TOKEN if trace.bytes_per_token is None else trace.bytes_per_token
+    digits = np.searchsorted(_POW10, a.lines, side="right") + 1
+    tokens = np.ceil((digits + (_PLACEHOLDER_FIXED + MESSAGE_OVERHEAD_BYTES)) / bpt).astype(np.int64)
     obs.setflags(write=False)
     tokens.setflags(write=False)
     return obs, tokens
