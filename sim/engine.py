@@ -392,13 +392,12 @@ def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunReco
     line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
     simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
     from sim.gridlanes import replay_unlimited, unlimited_declines
-    from sim.gridpath import trace_declines
 
     if unlimited_declines(policy) is not None:
         return
     groups: dict[int, tuple[tuple, list[int]]] = {}
     for pos, (t, m, setup) in enumerate(zip(traces, models, setups, strict=True)):
-        if pos not in records and trace_declines(t, m) is None:
+        if pos not in records and lanes_decline(t, m) is None:
             groups.setdefault(id(setup), (setup, []))[1].append(pos)
     for (rules, price, w), positions in groups.values():
         for lo in range(0, len(positions), BATCH):

@@ -154,8 +154,8 @@ class _Batch:
         # older ones are kept, newest first, while their estimates' sum stays within keep less the
         # newest's; in prefix sums C of the estimates, the first one not kept is the last i < T - 1
         # with C[i] < C[T-1] - budget (``sim.gridpath._Static.natural_bounds``, one message at a time).
-        # ``natural_at`` looks it up for the lanes that trigger (a few in a hundred); ``natural`` is
-        # the whole table (``benchmarks/kernel.py``)
+        # ``_compact`` looks it up for the lanes that trigger (a few in a hundred); ``natural`` is
+        # the whole table for ``keeps`` (``benchmarks/kernel.py``; the grid path passes none)
         self.keeps = np.asarray(keeps, dtype=np.int64)
         self.statics = statics
         self.c = chained("c")
@@ -172,19 +172,9 @@ class _Batch:
             [self.m_tok, self.bc, self.bl, self.ep, self.dv, self.first_item, self.tok_first]
         )
 
-    def natural_at(self, r: np.ndarray, keep_at: np.ndarray, k: int) -> np.ndarray:
-        """The natural prune bound of runs ``r`` at call ``k`` for the keeps at ``keep_at``."""
-        T = self.tools_at[r, k]
-        t0 = self.to[r]
-        top = np.maximum(t0 + T - 1, t0)
-        x = self.c[top] - (self.keeps[keep_at] - self.newest[top])
-        p = _clip(np.searchsorted(self.c, x, side="left"), t0, top) - t0
-        bound = self.tmg[np.maximum(t0 + p - 1, 0)] - self.po[r] + 1
-        return np.where((T > 1) & (p > 0), bound, 0)
-
     @cached_property
     def natural(self) -> np.ndarray:
-        """``natural_at`` of every (run, keep, call): an (R, keeps, K) table."""
+        """The natural prune bound of every (run, keep, call): an (R, keeps, K) table."""
         R, K = len(self.ncalls), self.K
         if not len(self.keeps):  # no lane has a limit: nothing is ever pruned
             return np.zeros((R, 0, K), dtype=np.int64)
@@ -256,14 +246,13 @@ def grid_figures(
     statics = [
         t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
     ]
-    keep_values = sorted({p.keep_recent_tokens for p in policies if p.context_token_limit is not None})
     batch_windows = [windows[r] for r in order]
 
-    def build(_) -> _Batch:
-        return _Batch(statics, [t.bytes_per_token for t in traces], batch_windows, keep_values)
+    def build(_) -> _Batch:  # no keeps: ``_compact`` reads each lane's own (only ``natural`` tables them)
+        return _Batch(statics, [t.bytes_per_token for t in traces], batch_windows, ())
 
     if keep_batch:
-        key = f"grid_batch:{proto.tool_result_max_bytes}:{keep_values}:{batch_windows}"
+        key = f"grid_batch:{proto.tool_result_max_bytes}:{batch_windows}"
         b = batch_derived(traces, key, build)
     else:
         b = build(traces)
@@ -504,6 +493,9 @@ class _Bills:
     def add_pristine(self, k: int, Ar: int, uncached, read, write, output) -> None:
         """The pristine lanes' calls at ``k``: the first ``Ar`` entries of each column (or 0)."""
         self.pristine.append((k, Ar, uncached, read, write, output))
+        self.waiting += Ar
+        if self.waiting > self.WAITING:
+            self._price()
 
     def add(self, lanes: np.ndarray, uncached, read, write, output, skip: int = 0) -> None:
         """Calls of these lanes: each column's entries from ``skip`` on (or 0)."""
@@ -569,7 +561,7 @@ def _compact(
     summarized = np.zeros(nF, dtype=bool)
     summary_in = None
     if mode != "summarize":
-        # the natural bound (``_Batch.natural_at``): q, the first tool message it leaves in view
+        # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
         c0, a = Sf[_CT], Sf[_CT_T]
         top, t0 = b.top_by_call[k][r], b.to[r]
         q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)

@@ -378,7 +378,7 @@ def receipt_vouches(results_dir: Path, plan: str) -> dict[str, Any] | None:
                 st = os.stat(entry[0], dir_fd=folder)
             except OSError:
                 return None
-            if [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns] != entry[1:]:
+            if list(identity(st)) != entry[1:]:
                 return None
     finally:
         os.close(folder)
