@@ -108,6 +108,16 @@ def estimate_tokens(nbytes: int, bytes_per_token: float | None) -> int:
     return math.ceil((nbytes + MESSAGE_OVERHEAD_BYTES) / bpt)
 
 
+def estimate_tokens_all(nbytes, bytes_per_token: float | None):
+    """``estimate_tokens`` of every entry of an integer array (one ratio): the same float division and
+    ceiling, so the same counts."""
+    import numpy as np
+
+    bpt = SEED_BYTES_PER_TOKEN if bytes_per_token is None else bytes_per_token
+    estimate_tokens(0, bpt)  # its check of the ratio
+    return np.ceil((np.asarray(nbytes, dtype=np.int64) + MESSAGE_OVERHEAD_BYTES) / bpt).astype(np.int64)
+
+
 def scale_tokens(tokens: int, old_bytes: int, new_bytes: int) -> int:
     """Size of a cut-down version of the same content: keeps that content's own bytes-per-token."""
     if old_bytes + MESSAGE_OVERHEAD_BYTES <= 0:

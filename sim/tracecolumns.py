@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from sim.errors import CtxsimError
 from sim.limits import MAX_COUNT, MIN_BYTES_PER_TOKEN, TIME_MAX, TIME_MIN, bound_problem, trace_token_bound
 from sim.tokens import estimate_tokens
 from sim.types import (
@@ -858,7 +859,8 @@ def parquet_traces(
                 rows = batch.to_pylist()
             return slow(base + i, rows[i])
 
-        for t in batch_traces(batch, slow_row):
+        ts = _declining(lambda batch=batch, slow_row=slow_row: batch_traces(batch, slow_row))
+        for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
             yield t
             done += 1
     # the rest through the reference: it reads (and fails) where it always has
@@ -933,6 +935,21 @@ def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -
                 yield t
         return
     base = done[0]
-    for t in batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines):
+    ts = _declining(lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines))
+    if ts is None:  # the whole block through the reference
+        ts = filter(None, (slow(lineno, raw, base + i) for i, (lineno, raw) in enumerate(block)))
+    for t in ts:
         done[0] += 1
         yield t
+
+
+def _declining(read: Callable[[], list[Trace]]) -> list[Trace] | None:
+    """``read()``; None where Arrow's compute fails on the batch (e.g. text past its 2 GiB offsets): the
+    fast path declines it and the reference reads it, naming file, record and field if it is bad. The
+    reference's own errors (``CtxsimError``) pass through."""
+    try:
+        return read()
+    except CtxsimError:
+        raise
+    except Exception:  # noqa: BLE001 - pyarrow's compute only: the reference reads the batch again
+        return None

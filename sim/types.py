@@ -133,10 +133,7 @@ class Trace:
     def runs(self) -> int:
         """Runs of the conversation this trace holds (1 for a trace of one run); memoised (a trace read
         as columns knows it without its calls)."""
-        r = self._cache.get("runs")
-        if r is None:
-            r = self._cache["runs"] = self.calls[-1].run_index + 1 if self.calls else 1
-        return r
+        return self.derived("runs", lambda t: t.calls[-1].run_index + 1 if t.calls else 1)
 
     @property
     def is_simple(self) -> bool:

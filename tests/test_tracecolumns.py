@@ -131,6 +131,20 @@ def test_small_batches_and_blocks_give_the_same(suite_files, monkeypatch):
             assert all(fast(t) for t in got)
 
 
+def test_a_batch_arrow_fails_on_is_read_by_the_reference(suite_files, monkeypatch):
+    """Arrow's compute failing on a batch (e.g. text past 2 GiB) declines it: the reference reads it, the
+    same traces, never an internal error; a bad record's own error still names it."""
+
+    def fails(*args, **kwargs):
+        raise OverflowError("offset overflow")
+
+    monkeypatch.setattr(tracecolumns, "batch_traces", fails)
+    for path in suite_files:
+        got = read(path)
+        assert_same(got, reference(path))
+        assert not any(fast(t) for t in got)
+
+
 def _real_traces():
     root = os.environ.get("CTXSIM_TRACES")
     if not root or not Path(root).is_dir():

@@ -22,7 +22,7 @@ import numpy as np
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.segments import offsets, owners
-from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN, estimate_tokens
+from sim.tokens import estimate_tokens, estimate_tokens_all
 from sim.types import KIND_CODE, ItemState, Trace
 
 MASKED = ItemState.MASKED
@@ -64,12 +64,9 @@ def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     if len(users) and (not len(obs) or users[0] < obs[0]):
         obs = np.concatenate([users[:1], obs])
     obs = obs.astype(np.int64)
-    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII); the estimate is
-    # estimate_tokens's arithmetic on all of them at once (the same float division, so the same ceilings)
-    estimate_tokens(_PLACEHOLDER_FIXED, trace.bytes_per_token)  # checks the ratio as one estimate would
-    bpt = SEED_BYTES_PER_TOKEN if trace.bytes_per_token is None else trace.bytes_per_token
+    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII)
     digits = np.searchsorted(_POW10, a.lines, side="right") + 1
-    tokens = np.ceil((digits + (_PLACEHOLDER_FIXED + MESSAGE_OVERHEAD_BYTES)) / bpt).astype(np.int64)
+    tokens = estimate_tokens_all(digits + _PLACEHOLDER_FIXED, trace.bytes_per_token)
     obs.setflags(write=False)
     tokens.setflags(write=False)
     return obs, tokens
