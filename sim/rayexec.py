@@ -1,14 +1,17 @@
 """``ctxsim sweep … executor=ray [ray.address=auto|HOST:PORT|ray://HOST:PORT]``: a sweep's chunks as Ray
 tasks, for a sweep larger than one machine.
 
-Each task is one chunk (``sim.sweep.Chunk``: a setting and its (trace, run key, trace hash) triples,
-nothing big); it loads the scenario once per Ray worker process, checks that the scenario's bytes are the
-ones the parent planned from, takes the parent's trace hashes, replays the chunk and writes its part into
-``results.path/parts/`` itself, returning only the part's keys. So the parts, and the results.parquet
-merged from them, are the ones the in-process pool writes, byte for byte. ``results.path`` and the
-scenario must be readable (the parts folder writable) at the same paths on every node, and every node
-must run the same ctxsim (checked per task). Without an address a local Ray is started with ``workers``
-CPUs and stopped at the end; an existing connection (``ray.is_initialized()``) is used as it is.
+Each task is one work unit of ``sim.sweep.lane_units``, as the in-process pool runs them: one chunk
+(``sim.sweep.Chunk``: a setting and its (trace, run key, trace hash) triples, nothing big), or the
+seed-engine chunks of the same runs whose settings differ only in the grid knobs, replayed together as
+lanes. A task loads the scenario once per Ray worker process, checks that the scenario's bytes are the
+ones the parent planned from, takes the parent's trace hashes, replays its unit and writes each chunk's
+part into ``results.path/parts/`` itself, returning only the parts' keys. So the parts, and the
+results.parquet merged from them, are the ones the in-process pool writes, byte for byte.
+``results.path`` and the scenario must be readable (the parts folder writable) at the same paths on
+every node, and every node must run the same ctxsim (checked per task). Without an address a local Ray
+is started with ``workers`` CPUs and stopped at the end; an existing connection (``ray.is_initialized()``)
+is used as it is.
 
 Ray is an optional extra (``pip install 'ctxsim[ray]'``): this module is imported only by ``executor=ray``,
 never by ``import sim``.
@@ -25,17 +28,18 @@ from sim.errors import ConfigError, CtxsimError
 IN_FLIGHT_PER_CPU = 4  # tasks submitted ahead of the results: enough to keep every CPU busy, bounded
 
 
-def _task(chunk: Any, parts_dir: str, version: str):
-    """One chunk on a Ray worker: replay it, write its part, return the part (path, keys, stat)."""
+def _task(unit: tuple[Any, ...], parts_dir: str, version: str) -> list[Any]:
+    """One work unit on a Ray worker: replay its chunks, write their parts, return the parts (path, keys,
+    stat), one a chunk."""
     from sim import __version__
-    from sim.sweep import _run_and_save
+    from sim.sweep import _run_and_save_unit
 
     if version != __version__:
         raise ConfigError(
             f"sweep: a Ray worker runs ctxsim {__version__} but the sweep ctxsim {version}: install the "
             "same ctxsim on every node"
         )
-    return _run_and_save(chunk, parts_dir)
+    return _run_and_save_unit(unit, parts_dir)
 
 
 def _ray():
@@ -64,8 +68,10 @@ def _get(ray, ref):
 def run_chunks(
     todo: list[Any], parts_dir: Path, workers: int, address: str | None, save: Callable[[Any, Any], None]
 ) -> None:
-    """Run every chunk of ``todo`` as a Ray task; ``save(chunk, part)`` as each one finishes."""
+    """Run the chunks of ``todo`` as Ray tasks, one task a work unit (``sim.sweep.lane_units`` for the
+    cluster's CPUs); ``save(chunk, part)`` for each chunk of a unit as the unit finishes."""
     from sim import __version__
+    from sim.sweep import lane_units
 
     ray = _ray()
     started = not ray.is_initialized()
@@ -79,16 +85,17 @@ def run_chunks(
         task = ray.remote(num_cpus=1)(_task)
         cpus = max(1, int(ray.cluster_resources().get("CPU", workers)))
         limit = IN_FLIGHT_PER_CPU * cpus
-        queue = list(reversed(todo))
-        pending: dict[Any, Any] = {}
+        queue = list(reversed(lane_units(todo, cpus)))
+        pending: dict[Any, tuple[Any, ...]] = {}
         while queue or pending:
             while queue and len(pending) < limit:
-                chunk = queue.pop()
-                pending[task.remote(chunk, str(parts_dir), __version__)] = chunk
+                unit = queue.pop()
+                pending[task.remote(unit, str(parts_dir), __version__)] = unit
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
-                chunk = pending.pop(ref)
-                save(chunk, _get(ray, ref))
+                unit = pending.pop(ref)
+                for chunk, part in zip(unit, _get(ray, ref), strict=True):
+                    save(chunk, part)
     finally:
         if started:
             ray.shutdown()

@@ -1,5 +1,6 @@
 """``executor=ray`` on a local Ray instance with 2 CPUs (started by the sweep itself): the same part
-files and a byte-identical results.parquet as the in-process pool (workers=1 and workers=2); a ctxsim
+files and a byte-identical results.parquet as the in-process pool (workers=1 and workers=2), a seed-engine
+grid's chunks replayed together as lanes (``sim.sweep.lane_units``) as the pool replays them; a ctxsim
 error inside a Ray task is exit 2, as in the pool; a rerun of the finished sweep starts no Ray at all."""
 
 from __future__ import annotations
@@ -90,6 +91,35 @@ def test_ray_writes_the_pools_parts_and_results_byte_for_byte(corpus, tmp_path, 
     monkeypatch.setattr(rayexec, "run_chunks", lambda *a: pytest.fail("Ray ran a chunk"))
     run_sweep(_spec(corpus, on_ray, executor="ray"), workers=2, progress=False)
     assert _tree(on_ray) == ray_files and len(started) == 2
+
+
+def test_ray_runs_a_seed_engine_grids_chunks_together_as_lanes(corpus, tmp_path, monkeypatch, local_ray):
+    """A Ray task is a lane unit: the chunks of one set of runs under several (limit, keep) settings go
+    to one task and are replayed together, as the pool's workers replay them; the parts and
+    results.parquet are the pool's at 1 and 2 workers, byte for byte."""
+    import sim.sweep as sweep
+
+    units: list[tuple[int, ...]] = []
+    real = sweep.lane_units
+
+    def spy(todo, workers=0):
+        out = real(todo, workers)
+        units.append(tuple(len(u) for u in out))
+        return out
+
+    monkeypatch.setattr(sweep, "lane_units", spy)
+    grid = ("policy.context_token_limit=16000,32000,48000", "policy.keep_recent_tokens=2000,8000")
+    kw = dict(policy="seed_engine", grid=grid, chunk_size=4)
+    on_ray = tmp_path / "ray"
+    run_sweep(_spec(corpus, on_ray, executor="ray", **kw), workers=2, progress=False)
+    # 6 settings x 2 chunks of 4 runs: per set of runs 6 chunks, in units of 2 for 2 CPUs
+    assert units == [(2, 2, 2, 2, 2, 2)]
+    pool1, pool2 = tmp_path / "pool1", tmp_path / "pool2"
+    run_sweep(_spec(corpus, pool1, **kw), workers=1, progress=False)
+    run_sweep(_spec(corpus, pool2, **kw), workers=2, progress=False)
+    ray_files = _tree(on_ray)
+    assert len(ray_files) == 6 * 2 + 1
+    assert ray_files == _tree(pool1) == _tree(pool2)
 
 
 def test_a_ctxsim_error_in_a_ray_task_is_exit_2(corpus, tmp_path, local_ray):
