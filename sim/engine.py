@@ -257,8 +257,7 @@ def replay_table(
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = batch_path(policy)
     loop: dict[int, RunRecord] = {}
-    # what depends on the batch and the model flags alone, kept for the batch's next setting
-    setup = batch_derived(traces, f"setup:{window!r}:{pricing!r}", partial(_batch_setup, window, pricing))
+    setup = batch_setup(traces, window, pricing)
     for pos in setup.composite:
         # several runs of one conversation, children or a transform's moves: only the per-call loop
         # models them, so the batch and grid paths never see such a trace (they decline, never guess)
@@ -330,6 +329,12 @@ class _Setup(NamedTuple):
     setups: list[tuple[CacheRules, Price | None, int | None]]  # per trace: its model's (one per model)
 
 
+def batch_setup(traces: Sequence[Trace], window, pricing) -> _Setup:
+    """What depends on the batch and the model flags alone, made once and kept for the batch's next
+    setting (``replay_table`` and ``replay_tables`` share it)."""
+    return batch_derived(traces, f"setup:{window!r}:{pricing!r}", partial(_batch_setup, window, pricing))
+
+
 def _batch_setup(window, pricing, traces: Sequence[Trace]) -> _Setup:
     by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}  # runs share few models
     first: list[int] = []
@@ -361,12 +366,7 @@ def replay_tables(
     traces, models = list(traces), list(models)
     if settings_decline(policies) is not None:
         return [replay_table(traces, p, models, window, pricing) for p in policies]
-    by_model: dict[str | None, tuple[CacheRules, Price | None, int | None]] = {}
-    for trace in traces:
-        if trace.model not in by_model:
-            rules, price = _rules_and_price(trace.model, pricing)
-            by_model[trace.model] = (rules, price, resolve_window(trace.model) if window == AUTO else window)
-    setups = [by_model[t.model] for t in traces]
+    setups = batch_setup(traces, window, pricing).setups  # replay_table's for the same batch
     laned, handed = _replay_lanes(traces, policies, models, setups, set(), min_width)
     out = []
     for policy, groups, loop in zip(policies, laned, handed, strict=True):

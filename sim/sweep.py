@@ -604,14 +604,13 @@ def _hashed(traces: list[Any], chunk: Chunk) -> list[Any]:
     return out
 
 
-def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
-    """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
-    from sim.config import build_policy, model_behaviour, model_window
-    from sim.engine import replay_table
+def _chunk_inputs(chunk: Chunk) -> tuple[list[Any], list[Any], int | str, str | None]:
+    """What replaying a chunk takes besides its policy: its traces (each holding the parent's hash),
+    their models, the window and the pricing, the setting's transforms applied."""
+    from sim.config import model_behaviour, model_window
     from sim.model import ReplayModel
 
     cfg = chunk.setting.cfg
-    policy = build_policy(cfg, chunk.setting.allow_modules)
     window, behaviour = model_window(cfg), model_behaviour(cfg)
     pricing = None if chunk.pricing in ("none", "null") else chunk.pricing
     batch = _hashed(_traces(chunk.scenario, chunk.scenario_digest), chunk)
@@ -622,24 +621,29 @@ def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
         steps = [make_transform(**step) for step in cfg["transforms"]]
         batch = [apply_all(t, steps, m) for t, m in zip(batch, models, strict=True)]
         models = [m.like(t) for t, m in zip(batch, models, strict=True)]
+    return batch, models, window, pricing
+
+
+def _run_chunk(chunk: Chunk) -> list[dict[str, Any]]:
+    """Replay one chunk and return its rows. Runs in a worker process when workers > 1."""
+    from sim.config import build_policy
+    from sim.engine import replay_table
+
+    policy = build_policy(chunk.setting.cfg, chunk.setting.allow_modules)
+    batch, models, window, pricing = _chunk_inputs(chunk)
     return _chunk_rows(chunk, replay_table(batch, policy, models, window=window, pricing=pricing))
 
 
 def _run_lane_chunks(chunks: tuple[Chunk, ...]) -> list[list[dict[str, Any]]]:
     """Replay chunks of one lane unit (``lane_units``: the same runs, seed-engine settings that differ
-    only in ``context_token_limit`` / ``keep_recent_tokens``) together: every setting's lanes advance at
-    once (``sim.engine.replay_tables``). Each chunk's rows are the ones ``_run_chunk`` gives it."""
-    from sim.config import build_policy, model_behaviour, model_window
+    only in ``context_token_limit`` / ``keep_recent_tokens``, no transforms) together: every setting's
+    lanes advance at once (``sim.engine.replay_tables``). Each chunk's rows are the ones ``_run_chunk``
+    gives it."""
+    from sim.config import build_policy
     from sim.engine import replay_tables
-    from sim.model import ReplayModel
 
-    first = chunks[0]
-    cfg = first.setting.cfg
     policies = [build_policy(c.setting.cfg, c.setting.allow_modules) for c in chunks]
-    window, behaviour = model_window(cfg), model_behaviour(cfg)
-    pricing = None if first.pricing in ("none", "null") else first.pricing
-    batch = _hashed(_traces(first.scenario, first.scenario_digest), first)
-    models = [ReplayModel(t, **behaviour) for t in batch]
+    batch, models, window, pricing = _chunk_inputs(chunks[0])  # the unit's chunks share all of it
     tables = replay_tables(batch, policies, models, window=window, pricing=pricing)
     return [_chunk_rows(c, t) for c, t in zip(chunks, tables, strict=True)]
 
