@@ -3,7 +3,7 @@
 how its CPU splits between the parent process and its workers.
 
     .venv/bin/python benchmarks/sweep_resume.py [--grid small|large|20x20] [--repeats 5] [--keep DIR]
-        [--workers 2] [--executor pool|ray]
+        [--workers 2] [--executor pool|ray] [--no-receipt] [--no-index] [--code DIR]
 
 ``small`` is ``experiment=size_seed_engine`` (6 x 6, 1,462 runs over the embedded suite); ``large`` adds
 ``policy.summary_ratio`` with 5 values (7,310 runs); ``20x20`` is the seed engine over 20 limits x 20
@@ -12,6 +12,14 @@ recent-history budgets (400 settings, all valid) and 500 SWE-like runs (``scenar
 once (not timed as a resume), then the same command is repeated; each repeat is one process, measured on
 its own (``os.wait4``: user + system CPU, wall, peak RSS). The first sweep runs in a driver process that
 reports its own CPU (``RUSAGE_SELF``) beside its pool workers' (``RUSAGE_CHILDREN``).
+
+``--no-receipt`` deletes ``results.receipt.json`` before each repeat: the rerun of a store whose receipt is
+missing or stale (another plan, ctxsim's code changed) takes the full path — compose, load and hash,
+scan the parts, check results.parquet — and writes the receipt again. ``--no-index`` deletes the parts'
+key index (``parts/index.json``) before each repeat too, as a store written by an older ctxsim has none.
+``--code DIR`` runs another checkout's ``sim/`` (through ``PYTHONPATH``, from its folder), e.g. a
+``git archive`` of main, to compare on the same store (with ``--keep``: the first sweep, a resume there,
+writes that code's receipt).
 """
 
 from __future__ import annotations
@@ -53,11 +61,13 @@ print(json.dumps({"rc": rc, "wall": wall, "self": me.ru_utime + me.ru_stime,
 """
 
 
-def timed(cmd: list[str]) -> tuple[float, float, float, int, str]:
-    """(CPU seconds user + system, wall seconds, peak RSS in MiB, exit status, stderr) of one child."""
+def timed(cmd: list[str], code: Path | None = None) -> tuple[float, float, float, int, str]:
+    """(CPU seconds user + system, wall seconds, peak RSS in MiB, exit status, stderr) of one child;
+    ``code``: the checkout whose sim/ it runs."""
+    env = dict(os.environ, PYTHONPATH=str(code)) if code else None
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=REPO)
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, cwd=code or REPO, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         rc = os.waitstatus_to_exitcode(status)
@@ -89,6 +99,9 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--executor", choices=("pool", "ray"), default="pool", help="for the first sweep")
     p.add_argument("--keep", type=Path, help="sweep into this folder and keep it (reused when present)")
+    p.add_argument("--no-receipt", action="store_true", help="delete the receipt before each repeat")
+    p.add_argument("--no-index", action="store_true", help="delete the parts index before each repeat")
+    p.add_argument("--code", type=Path, help="a checkout whose sim/ runs instead (PYTHONPATH)")
     args = p.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-resume-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -99,7 +112,7 @@ def main() -> int:
     first = [*words, f"workers={args.workers}"]
     if args.executor == "ray":
         first.append("executor=ray")
-    cpu, wall, rss, rc, err = timed([python, "-c", DRIVER, *first])
+    cpu, wall, rss, rc, err = timed([python, "-c", DRIVER, *first], args.code)
     if rc != 0:
         print(f"the first sweep failed (exit {rc}): ctxsim {' '.join(first)}", file=sys.stderr)
         return rc
@@ -109,9 +122,17 @@ def main() -> int:
         f"(loaded), {cpu:.1f} s CPU, peak RSS {rss:,.0f} MiB; parent {split['self']:.1f} s CPU, pool workers "
         f"{split['children']:.1f} s CPU: parent share {split['self'] / max(cpu, 1e-9):.1%}"
     )
+    store = folder / "sweep"
+    gone = [store / "results.receipt.json"] if args.no_receipt else []
+    gone += [store / "parts" / "index.json"] if args.no_index else []
+    what = " and ".join(p.name for p in gone) or "nothing"
+    print(f"load average {os.getloadavg()[0]:.2f}; deleted before each repeat: {what}")
+    print(f"running the sim/ of {args.code or REPO}")
     cpus, walls, peaks = [], [], []
     for _ in range(args.repeats):
-        cpu, wall, rss, rc, err = timed([python, "-m", "sim.cli", *words])
+        for path in gone:
+            path.unlink(missing_ok=True)
+        cpu, wall, rss, rc, err = timed([python, "-m", "sim.cli", *words], args.code)
         if rc != 0:
             print("a resume failed", file=sys.stderr)
             return rc

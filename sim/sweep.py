@@ -895,9 +895,8 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
         return done
     runs = plan(spec, digest=scenario)
     all_keys = runs.keys()
-    unique = sorted(set(all_keys))
-    wanted = set(unique)
-    total = len(unique)
+    wanted = set(all_keys)
+    total = len(wanted)
     repeats = len(all_keys) - total
     if repeats:
         _note(f"{repeats} runs repeat another run exactly (same trace content and config)")
@@ -911,7 +910,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     labels = runs.labels()
     if merge and not todo:
         sources = store.holders(parts, wanted)
-        sha = store.current_sha256(results, unique, [labels[k] for k in unique], sources)
+        sha = store.current_sha256(results, wanted, labels.__getitem__, sources)
         if sha is not None:
             if plan_id is not None:
                 store.write_receipt(out, plan_id, sha, sources, facts)
@@ -973,9 +972,10 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
             f"{choices}"
         )
     sha = store.write_table(merged, results)
+    present = [p for p in parts if p.path.exists()]
+    store.write_index(parts_dir, present)  # the next scan takes these parts' keys from it
     if plan_id is not None:
-        sources = store.holders([p for p in parts if p.path.exists()], wanted)
-        store.write_receipt(out, plan_id, sha, sources, facts)
+        store.write_receipt(out, plan_id, sha, store.holders(present, wanted), facts)
     if spec.csv:
         from sim.tables import write_rows
 

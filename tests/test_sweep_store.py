@@ -495,16 +495,76 @@ def test_resume_of_a_finished_sweep_reads_run_keys_only_and_writes_nothing(corpu
     # the receipt vouches for results.parquet: not one Parquet read
     assert run_sweep(_spec(corpus, out), progress=False) == results
     assert (results.read_bytes(), results.stat().st_mtime_ns) == before and calls == []
-    # without it (a store of an older ctxsim, a copied folder): one run_key column per part, and run_key
-    # + labels of results.parquet; never a whole table; the receipt is written again
+    # without it (its plan changed, ctxsim's code changed): the parts index gives every part's keys, so
+    # only run_key + labels of results.parquet are read; the receipt is written again
+    labels = ("ParquetFile.read", ("run_key", "scenario", "setting"))
     (out / "results.receipt.json").unlink()
     assert run_sweep(_spec(corpus, out), progress=False) == results
     assert (results.read_bytes(), results.stat().st_mtime_ns) == before
+    assert calls == [labels] and (out / "results.receipt.json").is_file()
+    # without the index too (a store of an older ctxsim): one run_key column per part; never a whole
+    # table; the index is written again
+    calls.clear()
+    (out / "results.receipt.json").unlink()
+    (out / "parts" / "index.json").unlink()
+    assert run_sweep(_spec(corpus, out), progress=False) == results
+    assert (results.read_bytes(), results.stat().st_mtime_ns) == before
     assert calls.count(("ParquetFile.read", ("run_key",))) == n_parts
-    assert calls.count(("ParquetFile.read", ("run_key", "scenario", "setting"))) == 1
-    assert len(calls) == n_parts + 1
-    assert (out / "results.receipt.json").is_file()
+    assert calls.count(labels) == 1 and len(calls) == n_parts + 1
+    assert (out / "results.receipt.json").is_file() and (out / "parts" / "index.json").is_file()
     assert run_sweep(_spec(corpus, out), progress=False) == results and len(calls) == n_parts + 1
+
+
+def test_the_parts_index_gives_only_the_keys_of_unchanged_parts(corpus, tmp_path, monkeypatch, capsys, clean):
+    """An index entry counts only while its part is the very file it describes (size, mtime, inode,
+    ctime) and its keys hash to the part's name; anything else is read from the part, as without an
+    index: a damaged part is still found, a forged or garbled entry gives no key."""
+    import json
+
+    import sim.resultstore as store
+
+    out = tmp_path / "ix"
+    run_sweep(_spec(corpus, out), progress=False)
+    parts_dir = out / "parts"
+    index = parts_dir / "index.json"
+    entries = json.loads(index.read_text())["parts"]
+    assert sorted(entries) == [p.name for p in _parts(out)]
+    assert set(store.read_index(parts_dir)) == set(entries)
+    calls = _spy_reads(monkeypatch)
+    keys = {p.path.name: p.keys for p in store.scan(out, pytest.fail)[0]}
+    assert calls == [] and keys == {n: tuple(e[4].split("\n")) for n, e in entries.items()}
+    first, second, third = sorted(entries)[:3]
+    # a forged entry (keys that do not hash to the name), a garbled one, one for a part that is gone
+    entries[first][4] = entries[first][4].replace(entries[first][4][:64], "0" * 64)
+    entries[second][0] = "12"
+    entries["part-" + "f" * 32 + ".parquet"] = entries[third]  # another part's keys: not this name's
+    gone = store.part_name(["a" * 64])
+    entries[gone] = [*entries[third][:4], "a" * 64]
+    index.write_text(json.dumps({"format": 1, "parts": entries}))
+    assert set(store.read_index(parts_dir)) == set(keys) - {first, second} | {gone}
+    got = {p.path.name: p.keys for p in store.scan(out, pytest.fail)[0]}
+    assert got == keys and calls == [("ParquetFile.read", ("run_key",))] * 2
+    # the scan that read parts wrote the index again: whole and current
+    assert set(store.read_index(parts_dir)) == set(keys)
+    calls.clear()
+    store.scan(out, pytest.fail)
+    assert calls == []
+    # a part damaged in place after it was indexed: its identity changed, so it is read and quarantined
+    victim = parts_dir / third
+    _truncated(victim)
+    capsys.readouterr()
+    pd.testing.assert_frame_equal(
+        _read(run_sweep(_spec(corpus, out), progress=False)), clean("policy.n=1,3,10")
+    )
+    assert f"warning: {victim}: unreadable Parquet" in capsys.readouterr().err
+    assert (parts_dir / "quarantine" / third).is_file()
+    # an index that is not one (not JSON, another format): every part is read, the index rewritten
+    for text in ("not json", json.dumps({"format": 2, "parts": {}}), json.dumps([1, 2])):
+        index.write_text(text)
+        calls.clear()
+        assert len(store.scan(out, pytest.fail)[0]) == len(keys)
+        assert calls.count(("ParquetFile.read", ("run_key",))) == len(keys)
+        assert set(store.read_index(parts_dir)) == set(keys)
 
 
 def test_csv_is_rewritten_from_current_results(corpus, tmp_path):
