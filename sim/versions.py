@@ -1,5 +1,5 @@
-"""Versions of installed distributions (ctxsim's own, the config libraries') read without importing
-``importlib.metadata``, whose import (email, zipfile, csv, ...) is ~45 ms of every command's start.
+"""Versions of installed distributions (ctxsim's own, the config libraries'), as
+``importlib.metadata.version`` gives them.
 
 The plain case is read directly: the ``Version`` of the ``METADATA`` in the first ``NAME-*.dist-info``
 folder on ``sys.path``, which is the distribution ``importlib.metadata.version`` answers with. Anything
@@ -96,6 +96,7 @@ def _header_version(info: str) -> str:
 def installed_version(name: str) -> str | None:
     """``importlib.metadata.version(name)``, or None when no such distribution is installed. Once per
     process and name."""
+    # not importlib.metadata first: importing it costs 63-80 ms CPU, this 7-10 ms; a resume is ~0.3 s
     if name not in _SEEN:
         try:
             _SEEN[name] = _plain_version(name)
