@@ -52,6 +52,7 @@ def commands(out: Path, workers: int) -> dict[str, list[str]]:
         "joblib": [
             *CTXSIM,
             "sweep",
+            "--skip-invalid",  # as the experiment's skip_invalid: the 2 pairs with keep >= limit
             "-m",
             "policy=seed_engine",
             *grid,
