@@ -352,7 +352,11 @@ def merged(pieces: list[Any], labels: Callable[[str], tuple[str, str]] | None = 
             for r in rows:
                 r[LABELS[0]], r[LABELS[1]] = labels(r[KEY])
         return table(rows)
-    out = pa.concat_tables(pieces, promote_options="permissive")
+    # parts of one schema (the common case) need no type promotion, which costs 2-3x the plain concat;
+    # one chunk a column before the sort: a take over 3,200 chunks a column costs ~4x a contiguous one
+    first = pieces[0].schema
+    same = all(p.schema.equals(first) for p in pieces)
+    out = pa.concat_tables(pieces, promote_options="none" if same else "permissive").combine_chunks()
     out = out.take(pc.sort_indices(out.column(KEY)))
     if labels is not None:
         got = [labels(k) for k in out.column(KEY).to_pylist()]
