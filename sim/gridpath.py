@@ -49,7 +49,7 @@ from sim.seed_messages import (
     summary_message,
 )
 from sim.tokens import estimate_tokens
-from sim.types import ItemState, Lazy, Trace
+from sim.types import KIND_CODE, ItemState, Lazy, Trace
 
 GRID_KNOBS = ("context_token_limit", "keep_recent_tokens")
 NO_LIMIT = 1 << 62  # a lane without a limit never triggers
@@ -130,10 +130,15 @@ class _Static:
         states = np.zeros(N, dtype=np.int8)
         self.settled: list[tuple[int, int, int, int]] = []  # (admitting call, item, tokens before, after)
         self.cuts: list = []  # (call, item, shown ranges) as the loop's record holds them
-        call = 0
-        for i in range(N):
-            while self.view_end[call] <= i:
-                call += 1
+        # settle changes only a tool result over the bound (nothing is rejected without budgets): the
+        # others are not asked
+        assert state.rejecting is None
+        over = np.flatnonzero(
+            (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
+            & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
+        )
+        admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
+        for i, call in zip(over.tolist(), admitting, strict=True):
             ch = proto.settle(trace, state, i, view)
             if ch is not None:
                 assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
