@@ -145,8 +145,8 @@ def evaluate(
     trace is replayed at once on the grid path (``sim.gridpath``) where it applies; the runs it declines
     or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
     ``grid=False`` replays everything that way (the reference the grid path is held to). ``workers``:
-    processes the grid batches are dealt to (``sim.forkmap``: the same batches and the same answer for
-    any number)."""
+    processes the grid batches, then the settings with runs for the loop, are dealt to (``sim.forkmap``:
+    the same batches and the same answer for any number)."""
     from sim.engine import AUTO, _rules_and_price, replay_many
     from sim.forkmap import forked_map
     from sim.gridlanes import grid_figures
