@@ -1,8 +1,13 @@
 """``ctxsim size`` over a 20 x 20 grid of N SWE-like traces, as run by default (the no-compaction
-baseline and the paired bootstraps included, no --sensitivity): CPU time (user + sys of the process) and
-wall time of each repeat, their medians, and whether the answer is the per-call loop's.
+baseline and the paired bootstraps included, no --sensitivity; ``--workers`` its default, 2): CPU time
+(user + sys of the command *and its workers*: ``RUSAGE_CHILDREN`` counts every descendant that has ended
+and been waited for, and ``size`` reaps its forked workers) and wall time of each repeat, their medians,
+the load average, and whether the answer is the per-call loop's.
 
-    python benchmarks/size_grid.py [N_TRACES] [REPEATS] [--loop]
+    python benchmarks/size_grid.py [N_TRACES] [REPEATS] [--loop] [--workers N]
+
+``--workers N`` passes ``--workers N`` to ``size`` (1: one process) and checks that the answer is the
+default run's byte for byte.
 
 The traces are ``scenarios.swe_like.generate_run(7, i)`` written to a temporary folder; limits 16k to 168k
 by 8k, keeps 1k to 20k by 1k, priced as claude-sonnet-4-5 with its 200k window. ``--loop`` also runs the
@@ -12,6 +17,7 @@ minutes) and compares the two JSON answers byte for byte.
 
 from __future__ import annotations
 
+import os
 import resource
 import statistics
 import subprocess
@@ -44,7 +50,13 @@ def run(cmd: list[str], out: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    argv = sys.argv[1:]
+    workers = None
+    if "--workers" in argv:
+        at = argv.index("--workers")
+        workers = argv[at + 1]
+        del argv[at : at + 2]
+    args = [a for a in argv if not a.startswith("--")]
     n = int(args[0]) if args else 500
     repeats = int(args[1]) if len(args) > 1 else 3
     sys.path.insert(0, str(ROOT))
@@ -57,15 +69,24 @@ def main() -> None:
         size = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--limits", LIMITS, "--keeps", KEEPS]
         size += ["--format", "json"]
         env_python = [sys.executable, "-m", "sim.cli", *size]
+        timed = env_python + (["--workers", workers] if workers is not None else [])
         cpu, wall = [], []
         for _ in range(repeats):
-            c, w = run(env_python, Path(tmp) / "grid.json")
+            c, w = run(timed, Path(tmp) / "grid.json")
             cpu.append(c)
             wall.append(w)
-            print(f"grid path: CPU {c:.2f} s, wall {w:.2f} s", flush=True)
+            print(
+                f"grid path: CPU {c:.2f} s, wall {w:.2f} s (load average {os.getloadavg()[0]:.2f})",
+                flush=True,
+            )
         print(
             f"median of {repeats}: CPU {statistics.median(cpu):.2f} s, wall {statistics.median(wall):.2f} s"
+            f" (workers {workers or 'default'}; load average {os.getloadavg()[0]:.2f})"
         )
+        if workers is not None:
+            run(env_python, Path(tmp) / "default.json")
+            same = (Path(tmp) / "grid.json").read_bytes() == (Path(tmp) / "default.json").read_bytes()
+            print(f"same answer as the default workers: {same}")
         if "--loop" in sys.argv:
             c, w = run([sys.executable, "-c", LOOP, *size], Path(tmp) / "loop.json")
             same = (Path(tmp) / "grid.json").read_bytes() == (Path(tmp) / "loop.json").read_bytes()

@@ -718,6 +718,7 @@ def _int_list(text: str, option: str) -> list[int]:
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.assumptions import assumptions, assumptions_text
+    from sim.forkmap import MAX_WORKERS
     from sim.importers import load_paths
     from sim.models import resolve_window
     from sim.policies.base import knobs, policy_class
@@ -752,6 +753,8 @@ def cmd_size(args: argparse.Namespace) -> int:
         raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
     if not 0 <= args.max_facts_lost_increase <= 1:
         raise ConfigError(f"--max-facts-lost-increase {args.max_facts_lost_increase} is not in [0, 1]")
+    if not 1 <= args.workers <= MAX_WORKERS:
+        raise ConfigError(f"--workers {args.workers} is not in [1, {MAX_WORKERS}]")
     pricing = args.model or "auto"
     if args.model:
         price_named(args.model)
@@ -795,6 +798,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         pricing,
         lambda i, n: _progress(i, n, "sizing settings"),
         behaviour,
+        workers=args.workers,
     )
 
     def judge(res: list) -> dict:  # the same rule and tolerances for every mock behaviour
@@ -806,6 +810,7 @@ def cmd_size(args: argparse.Namespace) -> int:
             window=win,
             reserve=reserve,
             summary=summary,
+            workers=args.workers,
         )
 
     rec = judge(results)
@@ -818,7 +823,7 @@ def cmd_size(args: argparse.Namespace) -> int:
             if b == behaviour:
                 verdicts.append((b, rec))
                 continue
-            other = evaluate(traces, args.policy, kept, keeps, window, pricing, None, b)
+            other = evaluate(traces, args.policy, kept, keeps, window, pricing, None, b, workers=args.workers)
             verdicts.append((b, judge(other)))
         rec["sensitivity"] = sensitivity(verdicts)
     rec["budgets"] = runaway_budgets(results[0])
@@ -1202,6 +1207,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--sensitivity",
         action="store_true",
         help="also recompute the verdict under every --on-missing x --summarizer and say whether it holds",
+    )
+    sz.add_argument(
+        "--workers",
+        type=int,
+        default=2,
+        help="processes for the grid batches and the bootstraps (default 2; the same answer for any number)",
     )
     sz.add_argument("--format", choices=("table", "json"), default="table")
     sz.set_defaults(func=cmd_size)

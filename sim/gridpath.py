@@ -49,7 +49,7 @@ from sim.seed_messages import (
     summary_message,
 )
 from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.types import KIND_CODE, ItemState, Lazy, Trace
 
 GRID_KNOBS = ("context_token_limit", "keep_recent_tokens")
 NO_LIMIT = 1 << 62  # a lane without a limit never triggers
@@ -83,13 +83,24 @@ def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
     """Why the grid path cannot replay this trace under this mock model (None: it can)."""
     if type(model) is not ReplayModel or model.max_turns is not None:
         return "mock model with a turn limit"
-    if not trace.calls:
+    if not len(trace.arrays.view_end):
         return "no calls"
     if not trace.is_simple:  # several runs of a conversation, children, a transform's moves: the loop's
         return "several runs, children or transforms"
-    if any(e.needs or e.provides or e.supersedes for e in trace.events):
+    if _has_facts(trace):
         return "facts"
     return None
+
+
+def _has_facts(trace: Trace) -> bool:
+    """Does any event need, provide or supersede a fact? A trace read as columns whose events are not
+    built yet answers from the columns' flags (``has_needs``, ``provides_any``, filled at load): its
+    reader refuses a superseded fact that no earlier event provides (``sim.tracecolumns``, as the record
+    reader does), so without a provider nothing is superseded."""
+    cache = trace._cache
+    if type(trace.__dict__.get("events")) is Lazy and "has_needs" in cache and "provides_any" in cache:
+        return bool(cache["has_needs"]) or bool(cache["provides_any"].any())
+    return any(e.needs or e.provides or e.supersedes for e in trace.events)
 
 
 def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,10 +130,15 @@ class _Static:
         states = np.zeros(N, dtype=np.int8)
         self.settled: list[tuple[int, int, int, int]] = []  # (admitting call, item, tokens before, after)
         self.cuts: list = []  # (call, item, shown ranges) as the loop's record holds them
-        call = 0
-        for i in range(N):
-            while self.view_end[call] <= i:
-                call += 1
+        # settle changes only a tool result over the bound (nothing is rejected without budgets): the
+        # others are not asked
+        assert state.rejecting is None
+        over = np.flatnonzero(
+            (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
+            & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
+        )
+        admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
+        for i, call in zip(over.tolist(), admitting, strict=True):
             ch = proto.settle(trace, state, i, view)
             if ch is not None:
                 assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected

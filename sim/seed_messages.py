@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from json.encoder import encode_basestring
 
 from sim.tokens import json_bytes
 
@@ -172,7 +173,7 @@ def json_units(text: str | None, chars: int, nbytes: int, json_size: int) -> int
     """Length of a string's JSON text (a tool result's, as the transcript shows it)."""
     if text is None:
         return json_size - (nbytes - chars)
-    return units(json.dumps(text[: RESULT_CLIP + 1], ensure_ascii=False))
+    return units(encode_basestring(text[: RESULT_CLIP + 1]))  # json.dumps(..., ensure_ascii=False)
 
 
 Segment = tuple[str, int, int | None, str]  # prefix, a piece's length, the piece's own clip, suffix

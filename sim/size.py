@@ -139,12 +139,16 @@ def evaluate(
     progress: Callable[[int, int], None] | None = None,
     behaviour: dict | None = None,
     grid: bool = True,
+    workers: int = 1,
 ) -> list[SettingResult]:
     """The baseline (limit unset) first, then every (limit, keep) with keep < limit. Every setting of a
     trace is replayed at once on the grid path (``sim.gridpath``) where it applies; the runs it declines
     or hands back go to ``replay_many`` (the per-call loop for the seed engine), setting by setting.
-    ``grid=False`` replays everything that way (the reference the grid path is held to)."""
+    ``grid=False`` replays everything that way (the reference the grid path is held to). ``workers``:
+    processes the grid batches, then the settings with runs for the loop, are dealt to (``sim.forkmap``:
+    the same batches and the same answer for any number)."""
     from sim.engine import AUTO, _rules_and_price, replay_many
+    from sim.forkmap import forked_map
     from sim.gridlanes import grid_figures
     from sim.gridpath import settings_decline, trace_declines
     from sim.metrics import compute_metrics_many
@@ -181,39 +185,59 @@ def evaluate(
             continue
         setup = _rules_and_price(t.model, pricing)
         batches.setdefault(id(setup), (setup, []))[1].append(pos)
+    jobs = [
+        (rules, price, positions[lo : lo + GRID_BATCH])
+        for (rules, price), positions in batches.values()
+        for lo in range(0, len(positions), GRID_BATCH)
+    ]  # the same batches whatever the number of workers
+
+    def run_batch(job: tuple) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        rules, price, chunk = job
+        ts = [ordered[p] for p in chunk]
+        windows = [resolve_window(t.model) if window == AUTO else window for t in ts]
+        return grid_figures(ts, policies, [models[p] for p in chunk], windows, rules, price)
+
     done = 0
-    for (rules, price), positions in batches.values():
-        for lo in range(0, len(positions), GRID_BATCH):
-            chunk = positions[lo : lo + GRID_BATCH]
-            ts = [ordered[p] for p in chunk]
-            windows = [resolve_window(t.model) if window == AUTO else window for t in ts]
-            ok, sums = grid_figures(ts, policies, [models[p] for p in chunk], windows, rules, price)
-            cols = np.array(chunk)
-            for name, key in _FIGURES.items():
-                if key is not None:
-                    figures[name][:, cols] = sums[key]
-            if price is None:
-                priced[:, cols] = False
-            for j, r in zip(*np.nonzero(~ok), strict=True):  # lanes that left the grid
-                todo[int(j)].append(chunk[int(r)])
-            done += len(chunk)
-            if progress:
-                progress(done, n)
+    for (_, price, chunk), (ok, sums) in zip(jobs, forked_map(run_batch, jobs, workers), strict=True):
+        cols = np.array(chunk)
+        for name, key in _FIGURES.items():
+            if key is not None:
+                figures[name][:, cols] = sums[key]
+        if price is None:
+            priced[:, cols] = False
+        for j, r in zip(*np.nonzero(~ok), strict=True):  # lanes that left the grid
+            todo[int(j)].append(chunk[int(r)])
+        done += len(chunk)
+        if progress:
+            progress(done, n)
     for todo_j in todo:
         todo_j.sort()
-    for j, positions in enumerate(todo):
-        if not positions:
-            continue
+    looped = [j for j, positions in enumerate(todo) if positions]
+
+    def run_loop(j: int) -> list[tuple]:  # per trace: its figures, priced, outcome, completed, overflow
+        positions = todo[j]
         records = replay_many(
             [ordered[p] for p in positions], policies[j], [models[p] for p in positions], window, pricing
         )
-        for p, r, m in zip(positions, records, compute_metrics_many(records), strict=True):
-            for name in _FIGURES:
-                figures[name][j, p] = m[name] or 0
-            priced[j, p] = m["cost_microusd"] is not None
-            outcome[j][p] = str(m["answer_outcome"])
-            completed[j, p] = bool(m["answer_completed"])
-            overflow[j] += r.finish_reason == "context-overflow"
+        return [
+            (
+                [m[name] or 0 for name in _FIGURES],
+                m["cost_microusd"] is not None,
+                str(m["answer_outcome"]),
+                bool(m["answer_completed"]),
+                r.finish_reason == "context-overflow",
+            )
+            for r, m in zip(records, compute_metrics_many(records), strict=True)
+        ]
+
+    for j, runs in zip(looped, forked_map(run_loop, looped, workers), strict=True):
+        for p, (values, is_priced, answer, complete, overflowed) in zip(todo[j], runs, strict=True):
+            for name, v in zip(_FIGURES, values, strict=True):
+                figures[name][j, p] = v
+            priced[j, p] = is_priced
+            outcome[j][p] = answer
+            completed[j, p] = complete
+            overflow[j] += overflowed
     out = []
     for j, (lim, keep) in enumerate(settings):
         if not priced[j].all():
@@ -259,8 +283,20 @@ _FIGURES = {
 
 # ------------------------------------------------------------------------------------------- statistics
 def _rng(hashes: Sequence[str], key: str) -> np.random.Generator:
-    digest = hashlib.sha256(("\n".join(hashes) + "\n" + key).encode()).digest()
-    return np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "big")))
+    return _Seeds(hashes)(key)
+
+
+class _Seeds:
+    """``_rng(hashes, key)`` for many keys over the same traces: the SHA-256 of the hashes' text is taken
+    once and copied per key (the same digest as hashing the whole text)."""
+
+    def __init__(self, hashes: Sequence[str]) -> None:
+        self.head = hashlib.sha256(("\n".join(hashes) + "\n").encode())
+
+    def __call__(self, key: str) -> np.random.Generator:
+        h = self.head.copy()
+        h.update(key.encode())
+        return np.random.Generator(np.random.PCG64(int.from_bytes(h.digest()[:16], "big")))
 
 
 def _ci(values: np.ndarray, idx: np.ndarray) -> tuple[float, float]:
@@ -280,33 +316,50 @@ def paired(base: SettingResult, s: SettingResult) -> dict:
     return paired_many(base, [s])[0]
 
 
-def paired_many(base: SettingResult, settings: Sequence[SettingResult]) -> list[dict]:
-    """``[paired(base, s) for s in settings]``, the same numbers: each setting's resampled means as
-    ``_ci`` takes them, the percentiles of all settings in one call per figure (a percentile along an
-    axis is the per-row one), and no resampling of a difference that is zero on every trace (its
-    interval is [0, 0])."""
+def _paired_diffs(base: SettingResult, s: SettingResult) -> tuple[np.ndarray, ...]:
+    """The per-trace differences ``paired`` resamples: saving (USD), tokens saved, facts lost and
+    refetch calls added."""
+    return (
+        (base.cost - s.cost) / 1e6,
+        base.tokens - s.tokens,
+        s.facts_lost - base.facts_lost,
+        s.refetch - base.refetch,
+    )
+
+
+def _paired_bounds(base: SettingResult, settings: Sequence[SettingResult]) -> list[list[list[float]]]:
+    """Per figure, per setting: the (2.5%, 97.5%) percentiles of its resampled means, as ``_ci`` takes
+    them (the percentiles of all settings in one call per figure: a percentile along an axis is the
+    per-row one), and no resampling of a difference that is zero on every trace (its interval is
+    [0, 0]; a setting with no such difference draws nothing)."""
+    n = len(base.cost)
+    seeds = _Seeds(base.trace_hashes)
+    zero = np.zeros(BOOTSTRAP)
+    means: list[list[np.ndarray]] = [[], [], [], []]  # per figure, per setting: the resampled means
+    for s in settings:
+        values = _paired_diffs(base, s)
+        moved = [v.any() for v in values]
+        idx = seeds(s.label).integers(0, n, size=(BOOTSTRAP, n)) if any(moved) else None
+        for f, v in enumerate(values):
+            means[f].append(v[idx].mean(axis=1) if moved[f] else zero)
+    return [np.percentile(np.array(m), [2.5, 97.5], axis=1).T.tolist() if m else [] for m in means]
+
+
+def paired_many(base: SettingResult, settings: Sequence[SettingResult], workers: int = 1) -> list[dict]:
+    """``[paired(base, s) for s in settings]``, the same numbers; the settings' bootstraps (each its own
+    generator) dealt in contiguous slices to ``workers`` processes (``sim.forkmap``), whose bounds are
+    joined in order: the same answer for any number."""
+    from sim.forkmap import forked_map
+
     for s in settings:
         if base.trace_hashes != s.trace_hashes:
             raise ConfigError(f"size: setting {s.label} did not run the baseline's traces")
-    n = len(base.cost)
-    diffs = [
-        (
-            (base.cost - s.cost) / 1e6,
-            base.tokens - s.tokens,
-            s.facts_lost - base.facts_lost,
-            s.refetch - base.refetch,
-        )
-        for s in settings
-    ]
-    zero = np.zeros(BOOTSTRAP)
-    means = [[], [], [], []]  # per figure, per setting: the resampled means
-    for s, values in zip(settings, diffs, strict=True):
-        idx = _rng(base.trace_hashes, s.label).integers(0, n, size=(BOOTSTRAP, n))
-        for f, v in enumerate(values):
-            means[f].append(v[idx].mean(axis=1) if v.any() else zero)
-    bounds = [
-        np.percentile(np.array(m), [2.5, 97.5], axis=1).T.tolist() if m else [] for m in means
-    ]  # per figure: (lo, hi) of each setting
+    diffs = [_paired_diffs(base, s) for s in settings]
+    W = max(1, min(workers, len(settings)))
+    cuts = [len(settings) * w // W for w in range(W + 1)]
+    slices = [settings[cuts[w] : cuts[w + 1]] for w in range(W)]
+    parts = forked_map(lambda part: _paired_bounds(base, part), slices, W)
+    bounds = [[b for part in parts for b in part[f]] for f in range(4)]  # per figure: (lo, hi) a setting
     out = []
     for j, (s, (saving, tokens, lost, refetch)) in enumerate(zip(settings, diffs, strict=True)):
 
@@ -362,8 +415,13 @@ def runaway_budgets(base: SettingResult) -> dict:
 def load_bearing_results(traces: Sequence[Trace]) -> list[int]:
     """Sizes (tokens) of the tool results that provide a fact a later event needs: what a compaction's
     recent window must hold whole for the next action to find its fact without a re-read."""
+    from sim.information import has_needs
+
     sizes = []
     for t in traces:
+        # nothing needed, nothing load-bearing (a trace read as columns knows it without its events)
+        if isinstance(t, Trace) and not t.derived("has_needs", has_needs):
+            continue
         needed: set[str] = set()
         for e in reversed(t.events):
             if e.kind == "tool_result" and any(f in needed for f in e.provides):
@@ -445,10 +503,12 @@ def verdict(
     reserve: int = 0,
     summary: int = 0,
     largest_request: int | None = None,
+    workers: int = 1,
 ) -> dict:
     """The recommendation: the cheapest *eligible* compacting setting (its saving's 95% paired interval
     above zero, completion at least ``target``, facts lost up by at most ``max_facts_lost_increase`` of
-    the facts seen, no overflow), or null with the reason. ``results[0]`` must be the baseline."""
+    the facts seen, no overflow), or null with the reason. ``results[0]`` must be the baseline.
+    ``workers``: processes for the paired bootstraps (the same answer for any number)."""
     if not results or not results[0].is_baseline:
         raise ConfigError(f"size: the results of {policy_name} hold no no-compaction (limit unset) setting")
     base, cands = results[0], list(results[1:])
@@ -458,7 +518,7 @@ def verdict(
         largest_request = int(base.peak.max()) + reserve
     net = safety_net(window, reserve, summary, largest_request)
     rows = []
-    for s, pr in zip(cands, paired_many(base, cands), strict=True):
+    for s, pr in zip(cands, paired_many(base, cands, workers), strict=True):
         reasons = []
         if pr["saving_ci"][0] <= 0:
             reasons.append("saving CI includes zero")

@@ -12,6 +12,7 @@ import json
 import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from json.encoder import encode_basestring
 
 from sim.errors import ConfigError
 from sim.limits import MIN_BYTES_PER_TOKEN, number_problem, ratio_problem
@@ -91,6 +92,8 @@ def json_bytes(text: str) -> int:
     """UTF-8 bytes of ``text`` as a JSON string, quotes and escapes included (JavaScript's
     ``JSON.stringify``, whose escapes Python's ``json.dumps`` shares): what a text weighs inside a
     serialized message."""
+    if type(text) is str:  # what json.dumps(text, ensure_ascii=False) returns, without building an encoder
+        return len(encode_basestring(text).encode())
     return len(json.dumps(text, ensure_ascii=False).encode())
 
 

@@ -242,3 +242,19 @@ def test_grid_path_declines_conversations_and_size_answers_as_the_loop():
             x, y = getattr(a, f.name), getattr(b, f.name)
             assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, f.name
     assert on[1].compactions[0] > 0  # the conversation compacts at 16k: not a vacuous comparison
+
+
+def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mini_dir):
+    """trace_declines reads the flags the column reader fills (no Event objects built); the answer is
+    the events' own, on the suite (with and without facts) and on recorded runs."""
+    from sim.gridpath import _has_facts
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+    from sim.types import Lazy
+
+    traces = list(load_paths([EMBEDDED_SUITE])) + list(load_paths([mini_dir]))
+    lazy = [type(t.__dict__["events"]) is Lazy for t in traces]
+    fast = [_has_facts(t) for t in traces]
+    assert all(type(t.__dict__["events"]) is Lazy for t, was in zip(traces, lazy, strict=True) if was)
+    slow = [any(e.needs or e.provides or e.supersedes for e in t.events) for t in traces]
+    assert fast == slow and any(lazy) and any(fast) and not all(fast)

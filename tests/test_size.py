@@ -269,3 +269,71 @@ def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
     text = capsys.readouterr().out
     assert "sensitivity to the mock model (model.on_missing x model.summarizer):" in text
     assert "verdict under the mock model on_missing=refetch, summarizer=extractive" in text
+
+
+def test_workers_give_the_same_answer_byte_for_byte(capsys):
+    """--workers deals the grid batches, the loop's settings and the bootstraps to forked processes:
+    the answer is the one-process answer whatever their number (traces with facts take the loop)."""
+    from sim.paths import EMBEDDED_SUITE
+
+    args = ["size", str(EMBEDDED_SUITE), "--model", "claude-sonnet-4-5", "--format", "json"]
+    args += ["--limits", "16000,24000,32000,64000", "--keeps", "1000,2000,4000,8000"]
+    outs = []
+    for workers in ("1", "2", "3"):
+        assert main([*args, "--workers", workers]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1] == outs[2]
+    rec = json.loads(outs[0])
+    assert rec["settings"] == 17 and rec["traces"] == 44 and len(rec["grid"]) == 16
+    assert main([*args, "--workers", "0"]) == 2
+    assert "--workers 0 is not in [1, 64]" in capsys.readouterr().err
+
+
+def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results():
+    from scenarios.swe_like import generate_run
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+    from sim.size import evaluate, paired_many
+
+    traces = [generate_run(7, i) for i in range(5)] + list(load_paths([EMBEDDED_SUITE]))[:3]
+    args = (traces, "seed_engine", [16000, 32000], [2000, 8000], 200000, "claude-sonnet-4-5")
+    one, two = evaluate(*args), evaluate(*args, workers=2)
+    for a, b in zip(one, two, strict=True):
+        assert a.label == b.label and a.outcome == b.outcome and a.overflow_runs == b.overflow_runs
+        for f in ("cost", "tokens", "facts_seen", "facts_lost", "refetch", "completed", "peak", "output"):
+            assert np.array_equal(getattr(a, f), getattr(b, f)), f
+    want = [paired(one[0], s) for s in one[1:]]  # one setting at a time
+    assert paired_many(one[0], one[1:]) == paired_many(one[0], one[1:], workers=3) == want
+    assert any(w["saving_ci"] != [0.0, 0.0] for w in want)  # resampled, not all zero
+
+
+def test_the_seeds_are_the_sha256_of_the_hashes_and_the_key():
+    import hashlib
+
+    from sim.size import _rng, _Seeds
+
+    hashes = [f"sha256:{i:064x}" for i in range(5)]
+    digest = hashlib.sha256(("\n".join(hashes) + "\n" + "16000/2000").encode()).digest()
+    want = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "big"))).integers(0, 5, 50)
+    seeds = _Seeds(hashes)
+    assert np.array_equal(seeds("16000/2000").integers(0, 5, 50), want)
+    assert np.array_equal(seeds("16000/2000").integers(0, 5, 50), want)  # each key a fresh copy
+    assert np.array_equal(_rng(hashes, "16000/2000").integers(0, 5, 50), want)
+
+
+def test_load_bearing_results_skip_only_traces_that_need_nothing(mini_traces):
+    """A trace read as columns knows it needs no fact without building its events: the same sizes."""
+    from sim.importers import load_paths
+    from sim.paths import EMBEDDED_SUITE
+    from sim.size import load_bearing_results
+
+    for traces in (list(load_paths([EMBEDDED_SUITE])), mini_traces):
+        fast = load_bearing_results(traces)
+        slow = []
+        for t in traces:
+            needed: set[str] = set()
+            for e in reversed(t.events):
+                if e.kind == "tool_result" and any(f in needed for f in e.provides):
+                    slow.append(int(e.tokens))
+                needed.update(e.needs)
+        assert fast == slow and fast

@@ -58,3 +58,21 @@ def test_derive_sizes_exact_on_append_only_history():
 
 def test_scale_tokens_keeps_content_ratio():
     assert scale_tokens(1000, 4000 - MESSAGE_OVERHEAD_BYTES, 400 - MESSAGE_OVERHEAD_BYTES) == 100
+
+
+def test_json_sizes_are_json_dumps_on_recorded_and_awkward_texts(mini_traces):
+    """json_bytes and json_units call json's string encoder directly (what json.dumps(text,
+    ensure_ascii=False) returns): the same sizes on every recorded text and on escapes, controls,
+    non-ASCII and astral characters."""
+    import json
+
+    from sim.seed_messages import RESULT_CLIP, json_units, units
+    from sim.tokens import json_bytes
+
+    texts = [e.content for t in mini_traces for e in t.events if e.content is not None]
+    texts += ['a"b\\c', "tab\there\nnew\r\x00\x1f\x7f", "héllo wörld", "emoji 😀 \u2028 \u2029", ""]
+    assert len(texts) > 1000 and any(not s.isascii() for s in texts)
+    for s in texts:
+        assert json_bytes(s) == len(json.dumps(s, ensure_ascii=False).encode())
+        want = units(json.dumps(s[: RESULT_CLIP + 1], ensure_ascii=False))
+        assert json_units(s, len(s), len(s.encode()), 0) == want
