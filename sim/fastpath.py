@@ -221,9 +221,49 @@ class _Settled(NamedTuple):
     per_run: list[list]  # each run's changes (``Change``), in index order
     positional: list[bool]  # per run: does a change show part of its item (a cut, a first page)
     item: np.ndarray  # each change's global item, runs laid end to end
-    tokens: np.ndarray  # ... its size after
-    state: np.ndarray  # ... and its state code
     cuts: list  # per run: (call, item, shown byte ranges) of each cut or pagination (the record's)
+    columns: _SettledColumns | None  # the batch after the changes (None: there are none)
+
+
+class _SettledColumns(NamedTuple):
+    """A batch's columns after settle-time changes, before any plan: a function of the traces and the
+    changes alone (kept with them: the settings of a sweep that settle alike share it). Read-only."""
+
+    tok: np.ndarray  # item sizes (a replay copies them: its plans change some)
+    states: np.ndarray  # item state codes (int8; copied likewise)
+    prefix: np.ndarray  # prefix sums of ``tok`` over the batch
+    view_tokens: np.ndarray  # per call: its view's size
+    part: tuple  # the changes as a change part: (global call, kind, local index, reclaimed, after)
+
+
+def _settle_columns(st: _Static, g: np.ndarray, new: np.ndarray, code: np.ndarray) -> _SettledColumns:
+    """The batch's columns once items ``g`` (global ids) have size ``new`` and state ``code``."""
+    tok = st.original.copy()
+    tok[g] = new
+    states = np.zeros(len(tok), dtype=np.int8)
+    states[g] = code
+    prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
+    np.cumsum(tok, out=prefix[1:])
+    view_tokens = prefix[st.view_end_global] - prefix[st.item_base]
+    # a settled event belongs to the first call whose view admits it
+    call = np.searchsorted(st.view_end_global, g, side="right")
+    part = (call, KIND_OF_CODE[code], g - st.item_base[call], st.original[g] - new, new)
+    out = _SettledColumns(tok, states, prefix, view_tokens, part)
+    for a in (*out[:4], *part):
+        a.setflags(write=False)
+    return out
+
+
+def _settle_cuts(st: _Static, j: int, changes: list) -> list:
+    """Run j's (call, item, shown byte ranges) of each of its settle-time ``changes`` that is a cut or a
+    pagination, as its record holds them."""
+    c0, i0 = int(st.call_off[j]), int(st.item_off[j])
+    admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in changes]), side="right")
+    return [
+        (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
+        for ch, c in zip(changes, admit.tolist(), strict=True)
+        if ch.state in POSITIONAL
+    ]
 
 
 SETTLED_KEEP = 4  # settle keys remembered per batch (a sweep of a settle-time knob moves on), oldest out
@@ -253,22 +293,17 @@ def _batch_settled(policy: Policy, traces: Sequence[Trace]) -> _Settled:
         for s, off in zip(per_run, st.item_off.tolist(), strict=True)
         for ch in s
     ]
-    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)) if flat else (_NONE,) * 3
     cuts: list = [_NO_CUTS] * len(traces)
     positional = [False] * len(traces)
     for j, s in enumerate(per_run):
         if s and any(ch.state in POSITIONAL for ch in s):
             positional[j] = True
-            c0, i0 = int(st.call_off[j]), int(st.item_off[j])
-            admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in s]), side="right")
-            cuts[j] = [
-                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
-                for ch, c in zip(s, admit.tolist(), strict=True)
-                if ch.state in POSITIONAL
-            ]
-    for a in (g, new, code):
-        a.setflags(write=False)
-    return _Settled(per_run, positional, g, new, code, cuts)
+            cuts[j] = _settle_cuts(st, j, s)
+    if not flat:
+        return _Settled(per_run, positional, _NONE, cuts, None)
+    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True))
+    g.setflags(write=False)
+    return _Settled(per_run, positional, g, cuts, _settle_columns(st, g, new, code))
 
 
 class PlainRuns(Sequence):
@@ -712,7 +747,8 @@ class Batch(NamedTuple):
     per run in arrays, and what its record needs (``run_columns`` builds those only when asked)."""
 
     runs: list[Prepared]
-    table: np.ndarray  # the call table of every run, one row per CALL_COLUMNS entry (read-only)
+    columns: dict[str, np.ndarray]  # CALL_COLUMNS name -> that column of every run's rows (read-only)
+    table: np.ndarray | None  # the same as one block, a row per column, when the replay made it
     rows: _Rows
     rows_per_run: np.ndarray
     sums: np.ndarray  # (runs, CALL_COLUMNS): each run's total of every call column
@@ -743,49 +779,31 @@ def replay_batch(
     call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
     view_end = st.view_end
     K = len(call_base)
-    tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
-    states = np.zeros(len(tok), dtype=np.int8)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    settled: list | None = []
-    kept = runs.settled if plain else None
-    if not plain:
-        settled = [
+    settled = None  # the batch after settle-time changes (None: there are none)
+    # each run's settle-time cuts and paginations, as the record's (runs without share one)
+    cuts: list = [_NO_CUTS] * len(runs)
+    if plain:
+        kept = runs.settled
+        if kept is not None and kept.columns is not None:
+            settled, cuts = kept.columns, kept.cuts
+    else:
+        flat = [
             (off + ch.index, ch.tokens, ch.state)
             for r, off in zip(runs, item_off.tolist(), strict=True)
             for ch in r.settled
         ]
-    elif kept is not None and len(kept.item):
-        settled = None  # the kept arrays say
-    # each run's settle-time cuts and paginations, as the record's (runs without share one)
-    cuts: list = [_NO_CUTS] * len(runs)
-    if settled is None or settled:
-        if settled is None:
-            g, new, code = kept.item, kept.tokens, kept.state
-        else:
-            g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
-        tok[g] = new
-        states[g] = code
-        prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
-        np.cumsum(tok, out=prefix[1:])
-        view_tokens = prefix[view_end + item_base] - prefix[item_base]
-        # a settled event belongs to the first call whose view admits it
-        call = np.searchsorted(st.view_end_global, g, side="right")
-        change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
-        if settled is None:
-            cuts = kept.cuts
-        for j, r in enumerate(() if settled is None else runs):
-            if not r.settled:
-                continue
-            c0 = int(call_off[j])
-            admit = np.searchsorted(
-                st.view_end_global, int(item_off[j]) + np.array([ch.index for ch in r.settled]), side="right"
-            )
-            cuts[j] = [
-                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
-                for ch, c in zip(r.settled, admit.tolist(), strict=True)
-                if ch.state in POSITIONAL
-            ]
+        if flat:
+            settled = _settle_columns(st, *(np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)))
+            for j, r in enumerate(runs):
+                if r.settled and any(ch.state in POSITIONAL for ch in r.settled):
+                    cuts[j] = _settle_cuts(st, j, r.settled)
+    if settled is not None:
+        tok, states = settled.tok.copy(), settled.states.copy()  # sizes and states, then after the plans
+        prefix, view_tokens = settled.prefix, settled.view_tokens
+        change_parts.append(settled.part)
     else:
+        tok, states = st.original.copy(), np.zeros(len(st.original), dtype=np.int8)
         prefix, view_tokens = st.prefix, st.recorded_view
 
     firsts = np.full(K, -1, dtype=np.int64)
@@ -817,8 +835,9 @@ def replay_batch(
         seam_mask[seam] = True
         seam = seam_mask
 
+    zeros = np.zeros(K, dtype=np.int64)  # kind (every call an agent turn) and, without re-reads, status
     cols = {
-        "kind": np.zeros(K, dtype=np.int64),
+        "kind": zeros,
         "recorded_call": st.local_call,
         "view_tokens": view_tokens,
         "residual_tokens": st.residual,
@@ -831,40 +850,48 @@ def replay_batch(
     }
     elapsed = st.elapsed
     rereads = None if plain else _batch_rereads(runs, call_off, item_off)
-    n_rows = K + (0 if rereads is None else len(rereads[0]))
-    table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
-    out = dict(zip(CALL_COLUMNS, table, strict=True))
     rows_per_run = ncalls
     first_row = st.local_call  # per global call: the first row (in its run) of its requests
+    table = None  # the call table as one block: made here only with re-read rows (else ``batch_table``)
     if rereads is not None:
+        table = np.empty((len(CALL_COLUMNS), K + len(rereads[0])), dtype=np.int64)  # a row per column
+        out = dict(zip(CALL_COLUMNS, table, strict=True))
         row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = ncalls + rereads[5]
         at = np.searchsorted(row_call, np.arange(K, dtype=np.int64))
         first_row = at - offsets(rows_per_run)[np.repeat(np.arange(len(runs)), ncalls)]
-    else:
-        for name, col in cols.items():
-            out[name][:] = col
-        np.add(cols["view_tokens"], cols["residual_tokens"], out=out["input_tokens"])
-    cols = out
-    np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0 (sim.cache)
-    rows = shape_derived("rows", rows_per_run, _rows)
-    row_base = rows.base
-    cols["call"][:] = rows.local
-    cols["status_tokens"][:] = 0
+        cols = out
+        np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0 (sim.cache)
+        rows = shape_derived("rows", rows_per_run, _rows)
+        cols["call"][:] = rows.local
+        cols["status_tokens"][:] = 0
+    else:  # the columns as they are (no block: copying each into one costs as much as the arithmetic)
+        inputs = cols["view_tokens"] + st.residual
+        np.maximum(inputs, 0, out=inputs)  # as the loop: input >= 0 (sim.cache)
+        rows = shape_derived("rows", rows_per_run, _rows)
+        cols.update(call=rows.local, input_tokens=inputs, status_tokens=zeros)
     split = split_runs(
         rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
-        cols["output_tokens"], row_base,
+        cols["output_tokens"], rows.base,
     )  # fmt: skip
-    for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
-        cols[name][:] = col
-    top = None
-    if rereads is None and K:  # the columns the traces fill are bounded once per batch
-        top = st.column_top
-        for lo, hi in _REPLAYED_BLOCKS:
-            block = table[lo:hi]
-            top = max(top, int(block.max()), -int(block.min()))
-    _check_sums(table, rows, rows_per_run, traces, top)
+    if table is not None:
+        for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
+            cols[name][:] = col
+        _check_sums(table, rows, rows_per_run, traces)
+        table.setflags(write=False)
+    else:
+        cols.update(zip(CALL_COLUMNS[-4:], split, strict=True))
+        cols = {name: cols[name] for name in CALL_COLUMNS}
+        for col in cols.values():
+            col.setflags(write=False)
+        if K:  # the columns the traces fill are bounded once per batch; the block only if that fails
+            top = st.column_top
+            for name in _REPLAYED_COLUMNS:
+                col = cols[name]
+                top = max(top, int(col.max()), -int(col.min()))
+            if run_sum_problem(top, int(rows_per_run.max())) is not None:
+                _check_sums(_stack(cols), rows, rows_per_run, traces)
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = rows.nonempty
@@ -880,7 +907,7 @@ def replay_batch(
             for _, i, ranges in cs
             if states[int(item_off[j]) + i] in _POSITIONAL_CODES
         }
-        if (settled is None or settled) and st.facts is not None
+        if settled is not None and st.facts is not None
         else {}
     )
     only = None  # the plans' part, when it made every change, each item once, in ascending order
@@ -889,8 +916,7 @@ def replay_batch(
         only = part if part.kind() is not None and part.ascending() else None
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
-    table.setflags(write=False)
-    if rereads is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
+    if table is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
         by_column = np.zeros((len(CALL_COLUMNS), len(runs)), dtype=np.int64)  # per column, per run
         for c, (name, col) in enumerate(cols.items()):
             kept_sum = st.column_sums.get(name)
@@ -904,16 +930,30 @@ def replay_batch(
         if len(nonempty):
             sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
     width = len(CALL_KINDS)
-    if n_rows > K:  # re-read rows: count kinds per run
+    if table is not None and table.shape[1] > K:  # re-read rows: count kinds per run
         kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
     else:
         kinds = np.zeros((len(runs), width), dtype=np.int64)
         kinds[:, 0] = rows_per_run
     growth = growth_exponents(cols["input_tokens"], rows.bounds)
     return Batch(
-        runs, table, rows, rows_per_run, sums, peaks, kinds, compaction_counts, reclaimed, growth, ledger,
-        states, tok, bounds, (change_parts, call_base, call_off, ncalls, first_row), cuts,
+        runs, cols, table, rows, rows_per_run, sums, peaks, kinds, compaction_counts, reclaimed, growth,
+        ledger, states, tok, bounds, (change_parts, call_base, call_off, ncalls, first_row), cuts,
     )  # fmt: skip
+
+
+def batch_table(b: Batch) -> np.ndarray:
+    """The batch's call table as one block, a row per CALL_COLUMNS entry (read-only): a run's record
+    reads its slice."""
+    return _stack(b.columns) if b.table is None else b.table
+
+
+def _stack(columns: dict[str, np.ndarray]) -> np.ndarray:
+    table = np.empty((len(CALL_COLUMNS), len(columns["call"])), dtype=np.int64)
+    for row, name in zip(table, CALL_COLUMNS, strict=True):  # row by row: np.stack is slower
+        row[:] = columns[name]
+    table.setflags(write=False)
+    return table
 
 
 def run_columns(b: Batch) -> list[RunColumns]:
@@ -927,7 +967,7 @@ def run_columns(b: Batch) -> list[RunColumns]:
     row_bounds = b.rows.bound_list
     peaks_l = b.peaks.tolist()
     rows_l = b.rows_per_run.tolist()
-    table, states, tok, growth, cuts = b.table, b.states, b.tok, b.growth, b.cuts
+    table, states, tok, growth, cuts = batch_table(b), b.states, b.tok, b.growth, b.cuts
     out = []
     for j in range(len(b.runs)):
         i0, i1 = item_bounds[j], item_bounds[j + 1]
@@ -1361,24 +1401,10 @@ def _split_changes(block, starts, ends) -> list[Columns]:
 
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 # without re-read rows: the columns the traces fill (kept per batch), those that are all 0, and the
-# others but cost (bounded per replay), as blocks of adjacent rows of the call table
+# others but cost (bounded per replay)
 _TRACE_COLUMNS = ("call", "recorded_call", "residual_tokens", "recorded_input_tokens", "view_items")
 _ZERO_COLUMNS = ("kind", "status_tokens")
-
-
-def _blocks(rows: list[int]) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for r in sorted(rows):
-        if out and out[-1][1] == r:
-            out[-1][1] = r + 1
-        else:
-            out.append([r, r + 1])
-    return tuple((lo, hi) for lo, hi in out)
-
-
-_REPLAYED_BLOCKS = _blocks(
-    [i for i, n in enumerate(CALL_COLUMNS[:-1]) if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS]
-)
+_REPLAYED_COLUMNS = tuple(n for n in CALL_COLUMNS[:-1] if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS)
 
 
 def elapsed_array(trace: Trace) -> np.ndarray:

@@ -428,7 +428,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
         degraded = [p.degraded for p in b.runs]
     summary = kinds[SUMMARY]
     if summary.any():
-        out_tok = np.where(b.table[_COL["kind"]] == SUMMARY, b.table[_COL["output_tokens"]], 0)
+        out_tok = np.where(b.columns["kind"] == SUMMARY, b.columns["output_tokens"], 0)
         summary_tokens = np.zeros(runs, dtype=np.int64)
         nonempty = b.rows.nonempty
         summary_tokens[nonempty] = np.add.reduceat(out_tok, b.rows.nonempty_off)
@@ -519,7 +519,7 @@ def _frequencies(compactions: np.ndarray, n_calls: np.ndarray) -> list[float]:
 def _live_context(b, runs: int) -> list[int]:
     """``live_context_tokens`` of a batch's runs: the input of each run's last row that is not a summary
     call (0: a run without one)."""
-    kind, inputs = b.table[_COL["kind"]], b.table[_COL["input_tokens"]]
+    kind, inputs = b.columns["kind"], b.columns["input_tokens"]
     if not b.kinds[:, SUMMARY].any():  # every row a step: each run's last row (0: a run without rows)
         out = np.zeros(runs, dtype=np.int64)
         rows = b.rows
