@@ -234,6 +234,7 @@ class _SettledColumns(NamedTuple):
     prefix: np.ndarray  # prefix sums of ``tok`` over the batch
     view_tokens: np.ndarray  # per call: its view's size
     part: tuple  # the changes as a change part: (global call, kind, local index, reclaimed, after)
+    summary: tuple | None  # ``_part_summary`` of it
 
 
 def _settle_columns(st: _Static, g: np.ndarray, new: np.ndarray, code: np.ndarray) -> _SettledColumns:
@@ -248,10 +249,10 @@ def _settle_columns(st: _Static, g: np.ndarray, new: np.ndarray, code: np.ndarra
     # a settled event belongs to the first call whose view admits it
     call = np.searchsorted(st.view_end_global, g, side="right")
     part = (call, KIND_OF_CODE[code], g - st.item_base[call], st.original[g] - new, new)
-    out = _SettledColumns(tok, states, prefix, view_tokens, part)
-    for a in (*out[:4], *part):
+    summary = _part_summary(part, st.call_off, len(st.call_base))
+    for a in (tok, states, prefix, view_tokens, *part, *(summary[1:] if summary is not None else ())):
         a.setflags(write=False)
-    return out
+    return _SettledColumns(tok, states, prefix, view_tokens, part, summary)
 
 
 def _settle_cuts(st: _Static, j: int, changes: list) -> list:
@@ -636,7 +637,9 @@ class _Static(NamedTuple):
     call_base: np.ndarray  # per global call: its run's first call
     item_base: np.ndarray  # ... and its run's first item
     first_call: np.ndarray  # per global call: is it its run's first
+    later_call: np.ndarray  # ... and its negation
     first_calls: np.ndarray  # the global ids of those calls
+    run_calls: np.ndarray  # the calls of the runs with calls
     original: np.ndarray  # recorded sizes of every run's items
     prefix: np.ndarray  # their prefix sums over the batch
     view_end: np.ndarray  # per call: its view's end (local item id)
@@ -691,7 +694,9 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         call_base,
         item_base,
         first_call,
+        ~first_call,
         call_off[ncalls > 0],
+        ncalls[ncalls > 0],
         original,
         prefix,
         view_end,
@@ -776,10 +781,11 @@ def replay_batch(
     models = runs.models if plain else [r.model for r in runs]
     st = _static(traces)
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
-    call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
+    call_base = st.call_base
     view_end = st.view_end
     K = len(call_base)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
+    summaries: list = []  # ``_part_summary`` of the parts known before the plans (kept with them)
     settled = None  # the batch after settle-time changes (None: there are none)
     # each run's settle-time cuts and paginations, as the record's (runs without share one)
     cuts: list = [_NO_CUTS] * len(runs)
@@ -802,6 +808,7 @@ def replay_batch(
         tok, states = settled.tok.copy(), settled.states.copy()  # sizes and states, then after the plans
         prefix, view_tokens = settled.prefix, settled.view_tokens
         change_parts.append(settled.part)
+        summaries.append(settled.summary)
     else:
         tok, states = st.original.copy(), np.zeros(len(st.original), dtype=np.int8)
         prefix, view_tokens = st.prefix, st.recorded_view
@@ -822,18 +829,14 @@ def replay_batch(
             entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
-            entries, call_base, item_base, first_call, prev_items,
-            tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call,
-        )  # fmt: skip
+            entries, st, tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call
+        )
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
     stable[1:] = view_tokens[:-1]
     stable[st.first_calls] = 0
     if seam is not None:
         stable[seam] = stable_at
-        seam_mask = np.zeros(K, dtype=bool)
-        seam_mask[seam] = True
-        seam = seam_mask
 
     zeros = np.zeros(K, dtype=np.int64)  # kind (every call an agent turn) and, without re-reads, status
     cols = {
@@ -856,6 +859,10 @@ def replay_batch(
     if rereads is not None:
         table = np.empty((len(CALL_COLUMNS), K + len(rereads[0])), dtype=np.int64)  # a row per column
         out = dict(zip(CALL_COLUMNS, table, strict=True))
+        if seam is not None:  # as a mask over the calls
+            seam_mask = np.zeros(K, dtype=bool)
+            seam_mask[seam] = True
+            seam = seam_mask
         row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = ncalls + rereads[5]
@@ -898,7 +905,7 @@ def replay_batch(
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K)
+    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K, summaries)
     bounds = np.append(item_off, len(tok))
     shown = (  # only facts read it
         {
@@ -1075,19 +1082,7 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, o
 
 
 def _fold_plans(
-    entries,
-    call_base,
-    item_base,
-    first_call,
-    prev_items,
-    tok,
-    states,
-    prefix,
-    view_tokens,
-    firsts,
-    nchanged,
-    change_parts,
-    counts=None,
+    entries, st: _Static, tok, states, prefix, view_tokens, firsts, nchanged, change_parts, counts=None
 ):
     """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
     ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
@@ -1096,7 +1091,8 @@ def _fold_plans(
     otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
     Returns (view tokens, seam calls, their stable prefix)."""
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
-    K, m = len(call_base), len(index)
+    item_base = st.item_base
+    K, m = len(item_base), len(index)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
@@ -1104,16 +1100,15 @@ def _fold_plans(
         counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
     ends = counts.cumsum()
     starts = ends - counts
-    first_calls = np.flatnonzero(first_call)  # each run's first call (runs with calls), then their sizes
-    run_calls = np.diff(np.append(first_calls, K))
     through = done[ends]
-    through -= np.repeat(done[starts[first_calls]], run_calls)  # per call: its run's net change through it
+    # per call: its run's net change through it
+    through -= np.repeat(done[starts[st.first_calls]], st.run_calls)
     view_tokens = view_tokens + through
     nchanged[:] = counts
     has = counts > 0
     first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
     np.copyto(firsts, first_global - item_base, where=has)
-    seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
+    seam = np.flatnonzero(has & st.later_call & (firsts < st.prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
     ascending = m < 2 or bool((index[1:] > index[:-1]).all())
     if len(seam):
@@ -1307,14 +1302,18 @@ def _sorted_changes(parts) -> list[np.ndarray]:
     return list(cols)
 
 
-def _compaction_counts(parts, call_off, runs: int, calls: int = -1) -> tuple[np.ndarray, np.ndarray]:
+def _compaction_counts(
+    parts, call_off, runs: int, calls: int = -1, known: Sequence = ()
+) -> tuple[np.ndarray, np.ndarray]:
     """Each run's compactions per kind, (runs, COMPACTION_KINDS), and the tokens they reclaimed, from the
     batch's changes without building any run's tables: one compaction per distinct (call, kind).
-    ``calls``: the batch's calls (-1: not given)."""
+    ``calls``: the batch's calls (-1: not given); ``known``: the summaries of the first parts, when known."""
     width = len(COMPACTION_KINDS)
     if not parts:
         return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
-    summaries = [_part_summary(p, call_off, calls) for p in parts] if calls >= 0 else [None]
+    summaries = [None]
+    if calls >= 0:
+        summaries = [*known, *(_part_summary(p, call_off, calls) for p in parts[len(known) :])]
     if all(s is not None for s in summaries):
         # each part of one kind: a compaction per call with an entry of a part of that kind
         bounds = np.append(call_off, calls)  # run j's calls: [bounds[j], bounds[j + 1])
