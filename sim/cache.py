@@ -146,30 +146,29 @@ def split_runs(
     if summary is not None:
         cacheable &= ~summary
     if not cacheable.any():  # no request leaves an entry: nothing is read or written
-        zero = np.zeros(n, dtype=np.int64)
+        read, write = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         uncached = inp.copy()
-        cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, zero, zero, out)
-        return zero, zero.copy(), uncached, cost
-    last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
-    prev = np.empty(n, dtype=np.int64)
-    prev[:1] = -1
-    prev[1:] = last[:-1]  # last cacheable request before k (of any run)
-    has = prev >= run_start  # ... and of k's own run
-    src = np.where(has, prev, 0)
-    alive = has & (t <= t[src] + rules.lifetime_s) & (stable >= rules.min_prefix_tokens)
-    reusable = np.minimum(stable, view[src])
-    if rules.reuse_fraction != 1.0:
-        reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
-    if rules.granularity != 1:
-        reusable = reusable // rules.granularity * rules.granularity
-    if summary is not None:
-        alive &= ~summary
-    read = np.where(alive, np.minimum(reusable, inp), 0)
-    if rules.writes:
-        write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
     else:
-        write = np.zeros(n, dtype=np.int64)
-    uncached = inp - read - write
+        last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
+        prev = np.empty(n, dtype=np.int64)
+        prev[:1] = -1
+        prev[1:] = last[:-1]  # last cacheable request before k (of any run)
+        has = prev >= run_start  # ... and of k's own run
+        src = np.where(has, prev, 0)
+        alive = has & (t <= t[src] + rules.lifetime_s) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, view[src])
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        if summary is not None:
+            alive &= ~summary
+        read = np.where(alive, np.minimum(reusable, inp), 0)
+        if rules.writes:
+            write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
+        else:
+            write = np.zeros(n, dtype=np.int64)
+        uncached = inp - read - write
     cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, read, write, out)
     return read, write, uncached, cost
 
