@@ -329,12 +329,9 @@ class PlainRuns(Sequence):
         t, m, j = self.traces[j], self.models[j], j % len(self)
         return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
 
-    def __iter__(self):
-        for j, (t, m) in enumerate(zip(self.traces, self.models, strict=True)):
-            yield _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
-
     def __contains__(self, value) -> bool:
-        return value is not None and any(p == value for p in self)  # every run is prepared
+        # no run is None (``replay_table`` asks): Sequence's own would build every run's Prepared to say so
+        return value is not None and super().__contains__(value)
 
 
 def _limited(out: list, models: list[ReplayModel]) -> list:
@@ -920,7 +917,7 @@ def replay_batch(
     only = None  # the plans' part, when it made every change, each item once, in ascending order
     if len(change_parts) == 1 and isinstance(change_parts[0], _PlanPart):
         part = change_parts[0]
-        only = part if part.kind() is not None and part.ascending() else None
+        only = part if part.kind is not None and part.ascending else None
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
     if table is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
@@ -1121,10 +1118,8 @@ def _fold_plans(
     tok[index] = new
     one_state = int(state[0]) if state.min() == state.max() else None
     states[index] = state if one_state is None else one_state
-    part = _PlanPart(call, state, index, d, new, item_base, counts, ends, done)
-    part._ascending = ascending
-    part._kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
-    change_parts.append(part)
+    kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
+    change_parts.append(_PlanPart(call, state, index, d, new, item_base, counts, ends, done, kind, ascending))
     return view_tokens, seam, stable_at
 
 
@@ -1133,13 +1128,15 @@ class _PlanPart:
     after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
 
     __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
-    __slots__ += ("_kind", "_ascending")
+    __slots__ += ("kind", "ascending")
 
-    def __init__(self, call, state, index, d, new, item_base, counts, ends, done) -> None:
+    def __init__(self, call, state, index, d, new, item_base, counts, ends, done, kind: int, ascending):
         self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
         # per call: its entries, and the entries through it; per entry: the batch's net change up to it
         self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
-        self._cols = self._kind = self._ascending = None
+        self.kind = kind if kind >= 0 else None  # the compaction kind of every entry, when they share one
+        self.ascending: bool = ascending  # every entry changes another item, in ascending order
+        self._cols = None
 
     @property
     def call(self) -> np.ndarray:
@@ -1152,22 +1149,6 @@ class _PlanPart:
             c = self.call
             self._cols = (c, KIND_OF_CODE[self.state], self.index - self.item_base[c], -self.d, self.new)
         return self._cols
-
-    def kind(self) -> int | None:
-        """The compaction kind of every entry, when they share one (None: they do not, or none is)."""
-        if self._kind is None:
-            s, k = self.state, -1
-            if len(s) and s.min() == s.max() and int(s[0]) != _VERBATIM:
-                k = int(KIND_OF_CODE[int(s[0])])
-            self._kind = k
-        return self._kind if self._kind >= 0 else None
-
-    def ascending(self) -> bool:
-        """Every entry changes another item, in ascending order."""
-        if self._ascending is None:
-            i = self.index
-            self._ascending = len(i) < 2 or bool((i[1:] > i[:-1]).all())
-        return self._ascending
 
 
 def _columns(part) -> tuple:
@@ -1317,6 +1298,7 @@ def _compaction_counts(
     if all(s is not None for s in summaries):
         # each part of one kind: a compaction per call with an entry of a part of that kind
         bounds = np.append(call_off, calls)  # run j's calls: [bounds[j], bounds[j + 1])
+        nonempty = np.flatnonzero(bounds[1:] > bounds[:-1])
         by_kind = np.zeros((runs, width), dtype=np.int64)
         reclaimed = np.zeros(runs, dtype=np.int64)
         for k in sorted({s[0] for s in summaries}):
@@ -1324,9 +1306,8 @@ def _compaction_counts(
             for kind, part_has, _ in summaries:
                 if kind == k:
                     has = part_has if has is None else has | part_has
-            through = np.zeros(calls + 1, dtype=np.int64)  # calls with entries, through each call
-            np.cumsum(has, out=through[1:])
-            by_kind[:, k] = through[bounds[1:]] - through[bounds[:-1]]
+            if len(nonempty):  # calls with entries, per run
+                by_kind[nonempty, k] = np.add.reduceat(has, call_off[nonempty], dtype=np.int64)
         for _, _, part_reclaimed in summaries:
             reclaimed += part_reclaimed
         return by_kind, reclaimed
@@ -1347,12 +1328,12 @@ def _part_summary(part, call_off: np.ndarray, calls: int):
     """(kind, per call: has an entry, per run: tokens reclaimed) of a change part whose entries share
     one compaction kind and ascend by call; None otherwise."""
     if isinstance(part, _PlanPart):
-        if (k := part.kind()) is None:
+        if (k := part.kind) is None:
             return None
-        bounds = np.append(call_off, calls)
-        through = np.zeros(calls + 1, dtype=np.int64)  # entries before each call
-        through[1:] = part.ends
-        at = through[bounds]  # each run's first entry, then the number of entries
+        at = np.full(len(call_off) + 1, len(part.index), dtype=np.int64)  # each run's first entry, then
+        inside = call_off < calls  # the number of entries (a run without calls: the next run's first)
+        first = call_off[inside]
+        at[:-1][inside] = part.ends[first] - part.counts[first]
         return k, part.counts > 0, part.done[at[:-1]] - part.done[at[1:]]
     call, kind, _, reclaimed, _ = part
     if not len(kind) or kind.min() != kind.max() or kind[0] < 0:
