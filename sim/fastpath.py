@@ -744,6 +744,32 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
     return static
 
 
+class ColumnSums:
+    """Each run's total of every call column, a column summed when first asked for (a batch's metrics
+    read a few columns, a run's record all of them)."""
+
+    __slots__ = ("_columns", "_rows", "_done")
+
+    def __init__(self, columns: dict[str, np.ndarray], rows: _Rows, done: dict[str, np.ndarray]) -> None:
+        # ``columns``: name -> the column over the batch's rows; ``done``: name -> per-run totals known
+        self._columns, self._rows, self._done = columns, rows, done
+
+    def column(self, name: str) -> np.ndarray:
+        """Per run: its total of column ``name``."""
+        total = self._done.get(name)
+        if total is None:
+            rows = self._rows
+            total = np.zeros(len(rows.bounds) - 1, dtype=np.int64)
+            if len(rows.nonempty):
+                total[rows.nonempty] = np.add.reduceat(self._columns[name], rows.nonempty_off)
+            self._done[name] = total
+        return total
+
+    def per_run(self) -> list[list[int]]:
+        """Each run's totals, in CALL_COLUMNS order."""
+        return np.array([self.column(n) for n in CALL_COLUMNS], dtype=np.int64).T.tolist()
+
+
 class Batch(NamedTuple):
     """A batch's replay as columns over all its runs (``replay_batch``): what every run's metrics read,
     per run in arrays, and what its record needs (``run_columns`` builds those only when asked)."""
@@ -753,7 +779,7 @@ class Batch(NamedTuple):
     table: np.ndarray | None  # the same as one block, a row per column, when the replay made it
     rows: _Rows
     rows_per_run: np.ndarray
-    sums: np.ndarray  # (runs, CALL_COLUMNS): each run's total of every call column
+    sums: ColumnSums  # each run's total of every call column
     peaks: np.ndarray  # per run: its largest request
     kinds: np.ndarray  # (runs, CALL_KINDS): rows of each kind
     compactions: np.ndarray  # (runs, COMPACTION_KINDS): compactions of each kind
@@ -828,8 +854,7 @@ def replay_batch(
         tok, states = st.original.copy(), np.zeros(len(st.original), dtype=np.int8)
         prefix, view_tokens = st.prefix, st.recorded_view
 
-    firsts = np.full(K, -1, dtype=np.int64)
-    nchanged = np.zeros(K, dtype=np.int64)
+    firsts = nchanged = None  # per call: first item changed (-1: none), and items changed
     seam = None
     entries = per_call = None
     if plans is not None and runs:
@@ -844,8 +869,11 @@ def replay_batch(
             entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
-            entries, st, tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call
+            entries, st, tok, states, prefix, view_tokens, change_parts, per_call
         )
+        firsts, nchanged = change_parts[-1].firsts, change_parts[-1].counts
+    else:
+        firsts, nchanged = np.full(K, -1, dtype=np.int64), np.zeros(K, dtype=np.int64)
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
     stable[1:] = view_tokens[:-1]
@@ -938,19 +966,14 @@ def replay_batch(
         only = part if part.kind is not None and part.ascending else None
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
-    if table is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
-        by_column = np.zeros((len(CALL_COLUMNS), len(runs)), dtype=np.int64)  # per column, per run
-        for c, (name, col) in enumerate(cols.items()):
-            kept_sum = st.column_sums.get(name)
-            if kept_sum is not None:
-                by_column[c] = kept_sum
-            elif name not in _ZERO_COLUMNS and len(nonempty):
-                by_column[c, nonempty] = np.add.reduceat(col, rows.nonempty_off)
-        sums = by_column.T  # per run, per column
+    if table is None:  # column by column when asked (a 2-D reduceat is slower), the traces' as kept
+        zero = np.zeros(len(runs), dtype=np.int64)
+        sums = ColumnSums(cols, rows, {**st.column_sums, **dict.fromkeys(_ZERO_COLUMNS, zero)})
     else:
-        sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
+        matrix = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
         if len(nonempty):
-            sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+            matrix[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+        sums = ColumnSums(cols, rows, dict(zip(CALL_COLUMNS, matrix.T, strict=True)))
     width = len(CALL_KINDS)
     if table is not None and table.shape[1] > K:  # re-read rows: count kinds per run
         kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
@@ -982,7 +1005,7 @@ def run_columns(b: Batch) -> list[RunColumns]:
     """Each run's share of a batch, with its record's tables: one ``RunColumns`` per run."""
     changes_of, compactions_of = _change_tables(*b.changes)
     ledger = totals_many(*b.ledger[:5])
-    sums = b.sums.tolist()
+    sums = b.sums.per_run()
     kinds = [tuple(k) for k in b.kinds.tolist()]
     counts = [(tuple(k), r) for k, r in zip(b.compactions.tolist(), b.reclaimed.tolist(), strict=True)]
     item_bounds = b.item_bounds.tolist()
@@ -1096,14 +1119,13 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, o
     return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
 
-def _fold_plans(
-    entries, st: _Static, tok, states, prefix, view_tokens, firsts, nchanged, change_parts, counts=None
-):
-    """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
-    ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
-    its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
-    positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
-    otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
+def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_parts, counts=None):
+    """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states`` in place;
+    each call's first changed item and count of changes in the part appended to ``change_parts``). A
+    call that changes items from position q on reuses only the prefix before q: its size is the settled
+    prefix sum plus the changes earlier calls of its run made below q. When positions only grow (a
+    moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick tree
+    sums them. ``counts``: the entries of each call, when the plans know them.
     Returns (view tokens, seam calls, their stable prefix)."""
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
     item_base = st.item_base
@@ -1119,11 +1141,10 @@ def _fold_plans(
     # per call: its run's net change through it
     through -= np.repeat(done[starts[st.first_calls]], st.run_calls)
     view_tokens = view_tokens + through
-    nchanged[:] = counts
     has = counts > 0
-    first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
-    np.copyto(firsts, first_global - item_base, where=has)
-    seam = np.flatnonzero(has & st.later_call & (firsts < st.prev_items))  # rewrites what was sent before
+    first = index[np.minimum(starts, m - 1)] - item_base  # per call with entries: its first changed item
+    firsts = np.where(has, first, -1)
+    seam = np.flatnonzero(has & st.later_call & (first < st.prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
     ascending = m < 2 or bool((index[1:] > index[:-1]).all())
     if len(seam):
@@ -1131,13 +1152,15 @@ def _fold_plans(
             # a seam is no run's first call: the changes before it are those through the call before
             below = through[seam - 1]
         else:
-            below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
-        stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
+            below = _changes_below(index, d, starts[seam], index[starts[seam]], item_base[seam], len(tok))
+        stable_at = prefix[index[starts[seam]]] - prefix[item_base[seam]] + below
     tok[index] = new
     one_state = int(state[0]) if state.min() == state.max() else None
     states[index] = state if one_state is None else one_state
     kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
-    change_parts.append(_PlanPart(call, state, index, d, new, item_base, counts, ends, done, kind, ascending))
+    change_parts.append(
+        _PlanPart(call, state, index, d, new, item_base, counts, ends, done, kind, ascending, firsts)
+    )
     return view_tokens, seam, stable_at
 
 
@@ -1146,14 +1169,15 @@ class _PlanPart:
     after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
 
     __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
-    __slots__ += ("kind", "ascending")
+    __slots__ += ("kind", "ascending", "firsts")
 
-    def __init__(self, call, state, index, d, new, item_base, counts, ends, done, kind: int, ascending):
+    def __init__(self, call, state, index, d, new, item_base, counts, ends, done, kind, ascending, firsts):
         self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
         # per call: its entries, and the entries through it; per entry: the batch's net change up to it
         self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
         self.kind = kind if kind >= 0 else None  # the compaction kind of every entry, when they share one
         self.ascending: bool = ascending  # every entry changes another item, in ascending order
+        self.firsts = firsts  # per call: its first changed item (local id; -1: none)
         self._cols = None
 
     @property
