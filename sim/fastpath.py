@@ -530,6 +530,11 @@ def _outputs(models: list[ReplayModel]) -> np.ndarray:
     return batch_derived(models, "outputs", _read_only_outputs)
 
 
+def _outputs_top(models: list[ReplayModel]) -> int:
+    out = _outputs(models)
+    return max(int(out.max()), -int(out.min())) if len(out) else 0
+
+
 def _read_only_outputs(models: list[ReplayModel]) -> np.ndarray:
     out = concat([m.respond_all() for m in models])
     out.setflags(write=False)
@@ -936,11 +941,17 @@ def replay_batch(
         for col in cols.values():
             col.setflags(write=False)
         if K:  # the columns the traces fill are bounded once per batch; the block only if that fails
-            top = st.column_top
-            for name in _REPLAYED_COLUMNS:
+            top = {name: st.column_top for name in _TRACE_COLUMNS}  # (their largest, over all of them)
+            top["output_tokens"] = batch_derived(models, "outputs_top", _outputs_top)
+            for name in _MEASURED_COLUMNS:
                 col = cols[name]
-                top = max(top, int(col.max()), -int(col.min()))
-            if run_sum_problem(top, int(rows_per_run.max())) is not None:
+                top[name] = max(int(col.max()), -int(col.min()))
+            # input = max(view + residual, 0) and uncached = input - read - write: bounded by theirs
+            top["input_tokens"] = top["view_tokens"] + top["residual_tokens"]
+            top["uncached_input_tokens"] = (
+                top["input_tokens"] + top["cache_read_tokens"] + top["cache_write_tokens"]
+            )
+            if run_sum_problem(max(top.values()), int(rows_per_run.max())) is not None:
                 _check_sums(_stack(cols), rows, rows_per_run, traces)
     tok.setflags(write=False)
     states.setflags(write=False)
@@ -1426,7 +1437,15 @@ _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 # others but cost (bounded per replay)
 _TRACE_COLUMNS = ("call", "recorded_call", "residual_tokens", "recorded_input_tokens", "view_items")
 _ZERO_COLUMNS = ("kind", "status_tokens")
-_REPLAYED_COLUMNS = tuple(n for n in CALL_COLUMNS[:-1] if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS)
+# ... of which these are bounded by a pass over each (output as kept; input and uncached from others')
+_MEASURED_COLUMNS = (
+    "view_tokens",
+    "first_changed",
+    "items_changed",
+    "stable_prefix_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)
 
 
 def elapsed_array(trace: Trace) -> np.ndarray:
