@@ -140,14 +140,16 @@ def split_runs(
     the one the last earlier request of its run with a cacheable view left; everything follows from
     that request's time and size. One pass for a whole corpus: per-run numpy calls would cost more
     than the arithmetic. ``summary``: which rows are summary calls (they neither read nor leave an entry,
-    as in ``CostModel.step``)."""
+    as in ``CostModel.step``). When no request is cacheable, read and write are one read-only array of
+    zeros and uncached is ``inp`` itself (a caller reading columns need not sum them again)."""
     n = len(inp)
     cacheable = view >= rules.min_prefix_tokens
     if summary is not None:
         cacheable &= ~summary
     if not cacheable.any():  # no request leaves an entry: nothing is read or written
-        read, write = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
-        uncached = inp.copy()
+        read = write = np.zeros(n, dtype=np.int64)
+        read.setflags(write=False)
+        uncached = inp
     else:
         last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
         prev = np.empty(n, dtype=np.int64)

@@ -753,20 +753,26 @@ class ColumnSums:
     """Each run's total of every call column, a column summed when first asked for (a batch's metrics
     read a few columns, a run's record all of them)."""
 
-    __slots__ = ("_columns", "_rows", "_done")
+    __slots__ = ("_columns", "_rows", "_done", "_by_array")
 
     def __init__(self, columns: dict[str, np.ndarray], rows: _Rows, done: dict[str, np.ndarray]) -> None:
         # ``columns``: name -> the column over the batch's rows; ``done``: name -> per-run totals known
         self._columns, self._rows, self._done = columns, rows, done
+        self._by_array: dict[int, np.ndarray] = {}  # id of a column (held) -> its totals: columns that
+        # are one array (no cache: uncached input is the input; read and write the same zeros) sum once
 
     def column(self, name: str) -> np.ndarray:
         """Per run: its total of column ``name``."""
         total = self._done.get(name)
         if total is None:
-            rows = self._rows
-            total = np.zeros(len(rows.bounds) - 1, dtype=np.int64)
-            if len(rows.nonempty):
-                total[rows.nonempty] = np.add.reduceat(self._columns[name], rows.nonempty_off)
+            col = self._columns[name]
+            total = self._by_array.get(id(col))
+            if total is None:
+                rows = self._rows
+                total = np.zeros(len(rows.bounds) - 1, dtype=np.int64)
+                if len(rows.nonempty):
+                    total[rows.nonempty] = np.add.reduceat(col, rows.nonempty_off)
+                self._by_array[id(col)] = total
             self._done[name] = total
         return total
 
@@ -943,9 +949,12 @@ def replay_batch(
         if K:  # the columns the traces fill are bounded once per batch; the block only if that fails
             top = {name: st.column_top for name in _TRACE_COLUMNS}  # (their largest, over all of them)
             top["output_tokens"] = batch_derived(models, "outputs_top", _outputs_top)
+            measured: dict[int, int] = {}  # id of a column -> its bound (read and write may be one array)
             for name in _MEASURED_COLUMNS:
                 col = cols[name]
-                top[name] = max(int(col.max()), -int(col.min()))
+                if id(col) not in measured:
+                    measured[id(col)] = max(int(col.max()), -int(col.min()))
+                top[name] = measured[id(col)]
             # input = max(view + residual, 0) and uncached = input - read - write: bounded by theirs
             top["input_tokens"] = top["view_tokens"] + top["residual_tokens"]
             top["uncached_input_tokens"] = (
