@@ -140,36 +140,37 @@ def split_runs(
     the one the last earlier request of its run with a cacheable view left; everything follows from
     that request's time and size. One pass for a whole corpus: per-run numpy calls would cost more
     than the arithmetic. ``summary``: which rows are summary calls (they neither read nor leave an entry,
-    as in ``CostModel.step``)."""
+    as in ``CostModel.step``). When no request is cacheable, read and write are one read-only array of
+    zeros and uncached is ``inp`` itself (a caller reading columns need not sum them again)."""
     n = len(inp)
     cacheable = view >= rules.min_prefix_tokens
     if summary is not None:
         cacheable &= ~summary
     if not cacheable.any():  # no request leaves an entry: nothing is read or written
-        zero = np.zeros(n, dtype=np.int64)
-        uncached = inp.copy()
-        cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, zero, zero, out)
-        return zero, zero.copy(), uncached, cost
-    last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
-    prev = np.empty(n, dtype=np.int64)
-    prev[:1] = -1
-    prev[1:] = last[:-1]  # last cacheable request before k (of any run)
-    has = prev >= run_start  # ... and of k's own run
-    src = np.where(has, prev, 0)
-    alive = has & (t <= t[src] + rules.lifetime_s) & (stable >= rules.min_prefix_tokens)
-    reusable = np.minimum(stable, view[src])
-    if rules.reuse_fraction != 1.0:
-        reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
-    if rules.granularity != 1:
-        reusable = reusable // rules.granularity * rules.granularity
-    if summary is not None:
-        alive &= ~summary
-    read = np.where(alive, np.minimum(reusable, inp), 0)
-    if rules.writes:
-        write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
+        read = write = np.zeros(n, dtype=np.int64)
+        read.setflags(write=False)
+        uncached = inp
     else:
-        write = np.zeros(n, dtype=np.int64)
-    uncached = inp - read - write
+        last = np.maximum.accumulate(np.where(cacheable, np.arange(n), -1))
+        prev = np.empty(n, dtype=np.int64)
+        prev[:1] = -1
+        prev[1:] = last[:-1]  # last cacheable request before k (of any run)
+        has = prev >= run_start  # ... and of k's own run
+        src = np.where(has, prev, 0)
+        alive = has & (t <= t[src] + rules.lifetime_s) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, view[src])
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        if summary is not None:
+            alive &= ~summary
+        read = np.where(alive, np.minimum(reusable, inp), 0)
+        if rules.writes:
+            write = np.where(cacheable, np.maximum(np.minimum(view, inp) - read, 0), 0)
+        else:
+            write = np.zeros(n, dtype=np.int64)
+        uncached = inp - read - write
     cost = np.full(n, -1, dtype=np.int64) if price is None else price.cost_all(uncached, read, write, out)
     return read, write, uncached, cost
 

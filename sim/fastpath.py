@@ -221,9 +221,50 @@ class _Settled(NamedTuple):
     per_run: list[list]  # each run's changes (``Change``), in index order
     positional: list[bool]  # per run: does a change show part of its item (a cut, a first page)
     item: np.ndarray  # each change's global item, runs laid end to end
-    tokens: np.ndarray  # ... its size after
-    state: np.ndarray  # ... and its state code
     cuts: list  # per run: (call, item, shown byte ranges) of each cut or pagination (the record's)
+    columns: _SettledColumns | None  # the batch after the changes (None: there are none)
+
+
+class _SettledColumns(NamedTuple):
+    """A batch's columns after settle-time changes, before any plan: a function of the traces and the
+    changes alone (kept with them: the settings of a sweep that settle alike share it). Read-only."""
+
+    tok: np.ndarray  # item sizes (a replay copies them: its plans change some)
+    states: np.ndarray  # item state codes (int8; copied likewise)
+    prefix: np.ndarray  # prefix sums of ``tok`` over the batch
+    view_tokens: np.ndarray  # per call: its view's size
+    part: tuple  # the changes as a change part: (global call, kind, local index, reclaimed, after)
+    summary: tuple | None  # ``_part_summary`` of it
+
+
+def _settle_columns(st: _Static, g: np.ndarray, new: np.ndarray, code: np.ndarray) -> _SettledColumns:
+    """The batch's columns once items ``g`` (global ids) have size ``new`` and state ``code``."""
+    tok = st.original.copy()
+    tok[g] = new
+    states = np.zeros(len(tok), dtype=np.int8)
+    states[g] = code
+    prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
+    np.cumsum(tok, out=prefix[1:])
+    view_tokens = prefix[st.view_end_global] - prefix[st.item_base]
+    # a settled event belongs to the first call whose view admits it
+    call = np.searchsorted(st.view_end_global, g, side="right")
+    part = (call, KIND_OF_CODE[code], g - st.item_base[call], st.original[g] - new, new)
+    summary = _part_summary(part, st.call_off, len(st.call_base))
+    for a in (tok, states, prefix, view_tokens, *part, *(summary[1:] if summary is not None else ())):
+        a.setflags(write=False)
+    return _SettledColumns(tok, states, prefix, view_tokens, part, summary)
+
+
+def _settle_cuts(st: _Static, j: int, changes: list) -> list:
+    """Run j's (call, item, shown byte ranges) of each of its settle-time ``changes`` that is a cut or a
+    pagination, as its record holds them."""
+    c0, i0 = int(st.call_off[j]), int(st.item_off[j])
+    admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in changes]), side="right")
+    return [
+        (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
+        for ch, c in zip(changes, admit.tolist(), strict=True)
+        if ch.state in POSITIONAL
+    ]
 
 
 SETTLED_KEEP = 4  # settle keys remembered per batch (a sweep of a settle-time knob moves on), oldest out
@@ -253,22 +294,17 @@ def _batch_settled(policy: Policy, traces: Sequence[Trace]) -> _Settled:
         for s, off in zip(per_run, st.item_off.tolist(), strict=True)
         for ch in s
     ]
-    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)) if flat else (_NONE,) * 3
     cuts: list = [_NO_CUTS] * len(traces)
     positional = [False] * len(traces)
     for j, s in enumerate(per_run):
         if s and any(ch.state in POSITIONAL for ch in s):
             positional[j] = True
-            c0, i0 = int(st.call_off[j]), int(st.item_off[j])
-            admit = np.searchsorted(st.view_end_global, i0 + np.array([ch.index for ch in s]), side="right")
-            cuts[j] = [
-                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
-                for ch, c in zip(s, admit.tolist(), strict=True)
-                if ch.state in POSITIONAL
-            ]
-    for a in (g, new, code):
-        a.setflags(write=False)
-    return _Settled(per_run, positional, g, new, code, cuts)
+            cuts[j] = _settle_cuts(st, j, s)
+    if not flat:
+        return _Settled(per_run, positional, _NONE, cuts, None)
+    g, new, code = (np.array(c, dtype=np.int64) for c in zip(*flat, strict=True))
+    g.setflags(write=False)
+    return _Settled(per_run, positional, g, cuts, _settle_columns(st, g, new, code))
 
 
 class PlainRuns(Sequence):
@@ -293,12 +329,9 @@ class PlainRuns(Sequence):
         t, m, j = self.traces[j], self.models[j], j % len(self)
         return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
 
-    def __iter__(self):
-        for j, (t, m) in enumerate(zip(self.traces, self.models, strict=True)):
-            yield _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
-
     def __contains__(self, value) -> bool:
-        return value is not None and any(p == value for p in self)  # every run is prepared
+        # no run is None (``replay_table`` asks): Sequence's own would build every run's Prepared to say so
+        return value is not None and super().__contains__(value)
 
 
 def _limited(out: list, models: list[ReplayModel]) -> list:
@@ -497,6 +530,11 @@ def _outputs(models: list[ReplayModel]) -> np.ndarray:
     return batch_derived(models, "outputs", _read_only_outputs)
 
 
+def _outputs_top(models: list[ReplayModel]) -> int:
+    out = _outputs(models)
+    return max(int(out.max()), -int(out.min())) if len(out) else 0
+
+
 def _read_only_outputs(models: list[ReplayModel]) -> np.ndarray:
     out = concat([m.respond_all() for m in models])
     out.setflags(write=False)
@@ -601,7 +639,9 @@ class _Static(NamedTuple):
     call_base: np.ndarray  # per global call: its run's first call
     item_base: np.ndarray  # ... and its run's first item
     first_call: np.ndarray  # per global call: is it its run's first
+    later_call: np.ndarray  # ... and its negation
     first_calls: np.ndarray  # the global ids of those calls
+    run_calls: np.ndarray  # the calls of the runs with calls
     original: np.ndarray  # recorded sizes of every run's items
     prefix: np.ndarray  # their prefix sums over the batch
     view_end: np.ndarray  # per call: its view's end (local item id)
@@ -656,7 +696,9 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
         call_base,
         item_base,
         first_call,
+        ~first_call,
         call_off[ncalls > 0],
+        ncalls[ncalls > 0],
         original,
         prefix,
         view_end,
@@ -707,15 +749,48 @@ def _build_static(traces: Sequence[Trace]) -> _Static:
     return static
 
 
+class ColumnSums:
+    """Each run's total of every call column, a column summed when first asked for (a batch's metrics
+    read a few columns, a run's record all of them)."""
+
+    __slots__ = ("_columns", "_rows", "_done", "_by_array")
+
+    def __init__(self, columns: dict[str, np.ndarray], rows: _Rows, done: dict[str, np.ndarray]) -> None:
+        # ``columns``: name -> the column over the batch's rows; ``done``: name -> per-run totals known
+        self._columns, self._rows, self._done = columns, rows, done
+        self._by_array: dict[int, np.ndarray] = {}  # id of a column (held) -> its totals: columns that
+        # are one array (no cache: uncached input is the input; read and write the same zeros) sum once
+
+    def column(self, name: str) -> np.ndarray:
+        """Per run: its total of column ``name``."""
+        total = self._done.get(name)
+        if total is None:
+            col = self._columns[name]
+            total = self._by_array.get(id(col))
+            if total is None:
+                rows = self._rows
+                total = np.zeros(len(rows.bounds) - 1, dtype=np.int64)
+                if len(rows.nonempty):
+                    total[rows.nonempty] = np.add.reduceat(col, rows.nonempty_off)
+                self._by_array[id(col)] = total
+            self._done[name] = total
+        return total
+
+    def per_run(self) -> list[list[int]]:
+        """Each run's totals, in CALL_COLUMNS order."""
+        return np.array([self.column(n) for n in CALL_COLUMNS], dtype=np.int64).T.tolist()
+
+
 class Batch(NamedTuple):
     """A batch's replay as columns over all its runs (``replay_batch``): what every run's metrics read,
     per run in arrays, and what its record needs (``run_columns`` builds those only when asked)."""
 
     runs: list[Prepared]
-    table: np.ndarray  # the call table of every run, one row per CALL_COLUMNS entry (read-only)
+    columns: dict[str, np.ndarray]  # CALL_COLUMNS name -> that column of every run's rows (read-only)
+    table: np.ndarray | None  # the same as one block, a row per column, when the replay made it
     rows: _Rows
     rows_per_run: np.ndarray
-    sums: np.ndarray  # (runs, CALL_COLUMNS): each run's total of every call column
+    sums: ColumnSums  # each run's total of every call column
     peaks: np.ndarray  # per run: its largest request
     kinds: np.ndarray  # (runs, CALL_KINDS): rows of each kind
     compactions: np.ndarray  # (runs, COMPACTION_KINDS): compactions of each kind
@@ -730,66 +805,67 @@ class Batch(NamedTuple):
     cuts: list  # per run: its settle-time cuts and paginations
 
 
+def _prime_allocator() -> None:
+    """glibc's malloc hands a chunk above its mmap threshold back to the OS when freed, and trims the
+    heap's free top past twice that threshold; it raises the threshold to the size of the largest such
+    chunk freed. A replay's temporaries (a few MB of arrays, all freed at its end) would otherwise be
+    unmapped or trimmed after each replay and faulted in again by the next: measured ~170 page faults
+    and ~0.8 ms of kernel time per replay of 500 runs, a tenth of it. Freeing one large array once
+    raises the threshold as a large replay's own would. Other allocators: no effect."""
+    global _PRIMED
+    if not _PRIMED:
+        _PRIMED = True
+        np.empty(_PRIME_BYTES, dtype=np.uint8)  # never touched: no page is faulted in
+
+
+_PRIMED = False
+_PRIME_BYTES = 16 << 20  # within glibc's bound on the raised threshold (32 MiB on 64-bit)
+
+
 def replay_batch(
     runs: list[Prepared], rules: CacheRules, price: Price | None, plans: Plans | None = None
 ) -> Batch:
     """The batch's rows and per-run totals, priced under one cache family and price, as columns.
     ``plans``: the plans ``prepare_many`` was given (each run's ``pos`` is its place in them)."""
+    _prime_allocator()
     plain = isinstance(runs, PlainRuns)  # nothing settled, nothing re-read
     traces = runs.traces if plain else [r.trace for r in runs]
     models = runs.models if plain else [r.model for r in runs]
     st = _static(traces)
     ncalls, call_off, item_off = st.ncalls, st.call_off, st.item_off
-    call_base, item_base, first_call, prev_items = st.call_base, st.item_base, st.first_call, st.prev_items
+    call_base = st.call_base
     view_end = st.view_end
     K = len(call_base)
-    tok = st.original.copy()  # sizes after settle-time transforms, then after the plans
-    states = np.zeros(len(tok), dtype=np.int8)
     change_parts = []  # (global call, kind, local index, reclaimed, after): settle-time first
-    settled: list | None = []
-    kept = runs.settled if plain else None
-    if not plain:
-        settled = [
+    summaries: list = []  # ``_part_summary`` of the parts known before the plans (kept with them)
+    settled = None  # the batch after settle-time changes (None: there are none)
+    # each run's settle-time cuts and paginations, as the record's (runs without share one)
+    cuts: list = [_NO_CUTS] * len(runs)
+    if plain:
+        kept = runs.settled
+        if kept is not None and kept.columns is not None:
+            settled, cuts = kept.columns, kept.cuts
+    else:
+        flat = [
             (off + ch.index, ch.tokens, ch.state)
             for r, off in zip(runs, item_off.tolist(), strict=True)
             for ch in r.settled
         ]
-    elif kept is not None and len(kept.item):
-        settled = None  # the kept arrays say
-    # each run's settle-time cuts and paginations, as the record's (runs without share one)
-    cuts: list = [_NO_CUTS] * len(runs)
-    if settled is None or settled:
-        if settled is None:
-            g, new, code = kept.item, kept.tokens, kept.state
-        else:
-            g, new, code = (np.array(c, dtype=np.int64) for c in zip(*settled, strict=True))
-        tok[g] = new
-        states[g] = code
-        prefix = np.zeros(len(tok) + 1, dtype=np.int64)  # of settled sizes, over the whole batch
-        np.cumsum(tok, out=prefix[1:])
-        view_tokens = prefix[view_end + item_base] - prefix[item_base]
-        # a settled event belongs to the first call whose view admits it
-        call = np.searchsorted(st.view_end_global, g, side="right")
-        change_parts.append((call, KIND_OF_CODE[code], g - item_base[call], st.original[g] - new, new))
-        if settled is None:
-            cuts = kept.cuts
-        for j, r in enumerate(() if settled is None else runs):
-            if not r.settled:
-                continue
-            c0 = int(call_off[j])
-            admit = np.searchsorted(
-                st.view_end_global, int(item_off[j]) + np.array([ch.index for ch in r.settled]), side="right"
-            )
-            cuts[j] = [
-                (int(c) - c0, ch.index, shown_ranges(ch.state, ch.kept, ch.nbytes))
-                for ch, c in zip(r.settled, admit.tolist(), strict=True)
-                if ch.state in POSITIONAL
-            ]
+        if flat:
+            settled = _settle_columns(st, *(np.array(c, dtype=np.int64) for c in zip(*flat, strict=True)))
+            for j, r in enumerate(runs):
+                if r.settled and any(ch.state in POSITIONAL for ch in r.settled):
+                    cuts[j] = _settle_cuts(st, j, r.settled)
+    if settled is not None:
+        tok, states = settled.tok.copy(), settled.states.copy()  # sizes and states, then after the plans
+        prefix, view_tokens = settled.prefix, settled.view_tokens
+        change_parts.append(settled.part)
+        summaries.append(settled.summary)
     else:
+        tok, states = st.original.copy(), np.zeros(len(st.original), dtype=np.int8)
         prefix, view_tokens = st.prefix, st.recorded_view
 
-    firsts = np.full(K, -1, dtype=np.int64)
-    nchanged = np.zeros(K, dtype=np.int64)
+    firsts = nchanged = None  # per call: first item changed (-1: none), and items changed
     seam = None
     entries = per_call = None
     if plans is not None and runs:
@@ -804,21 +880,21 @@ def replay_batch(
             entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
-            entries, call_base, item_base, first_call, prev_items,
-            tok, states, prefix, view_tokens, firsts, nchanged, change_parts, per_call,
-        )  # fmt: skip
+            entries, st, tok, states, prefix, view_tokens, change_parts, per_call
+        )
+        firsts, nchanged = change_parts[-1].firsts, change_parts[-1].counts
+    else:
+        firsts, nchanged = np.full(K, -1, dtype=np.int64), np.zeros(K, dtype=np.int64)
     stable = np.empty(K, dtype=np.int64)  # a request reuses the whole previous one, unless at a seam
     stable[:1] = 0
     stable[1:] = view_tokens[:-1]
     stable[st.first_calls] = 0
     if seam is not None:
         stable[seam] = stable_at
-        seam_mask = np.zeros(K, dtype=bool)
-        seam_mask[seam] = True
-        seam = seam_mask
 
+    zeros = np.zeros(K, dtype=np.int64)  # kind (every call an agent turn) and, without re-reads, status
     cols = {
-        "kind": np.zeros(K, dtype=np.int64),
+        "kind": zeros,
         "recorded_call": st.local_call,
         "view_tokens": view_tokens,
         "residual_tokens": st.residual,
@@ -831,47 +907,68 @@ def replay_batch(
     }
     elapsed = st.elapsed
     rereads = None if plain else _batch_rereads(runs, call_off, item_off)
-    n_rows = K + (0 if rereads is None else len(rereads[0]))
-    table = np.empty((len(CALL_COLUMNS), n_rows), dtype=np.int64)  # the call table, one row per column
-    out = dict(zip(CALL_COLUMNS, table, strict=True))
     rows_per_run = ncalls
     first_row = st.local_call  # per global call: the first row (in its run) of its requests
+    table = None  # the call table as one block: made here only with re-read rows (else ``batch_table``)
     if rereads is not None:
+        table = np.empty((len(CALL_COLUMNS), K + len(rereads[0])), dtype=np.int64)  # a row per column
+        out = dict(zip(CALL_COLUMNS, table, strict=True))
+        if seam is not None:  # as a mask over the calls
+            seam_mask = np.zeros(K, dtype=bool)
+            seam_mask[seam] = True
+            seam = seam_mask
         row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = ncalls + rereads[5]
         at = np.searchsorted(row_call, np.arange(K, dtype=np.int64))
         first_row = at - offsets(rows_per_run)[np.repeat(np.arange(len(runs)), ncalls)]
-    else:
-        for name, col in cols.items():
-            out[name][:] = col
-        np.add(cols["view_tokens"], cols["residual_tokens"], out=out["input_tokens"])
-    cols = out
-    np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0 (sim.cache)
-    rows = shape_derived("rows", rows_per_run, _rows)
-    row_base = rows.base
-    cols["call"][:] = rows.local
-    cols["status_tokens"][:] = 0
+        cols = out
+        np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0 (sim.cache)
+        rows = shape_derived("rows", rows_per_run, _rows)
+        cols["call"][:] = rows.local
+        cols["status_tokens"][:] = 0
+    else:  # the columns as they are (no block: copying each into one costs as much as the arithmetic)
+        inputs = cols["view_tokens"] + st.residual
+        np.maximum(inputs, 0, out=inputs)  # as the loop: input >= 0 (sim.cache)
+        rows = shape_derived("rows", rows_per_run, _rows)
+        cols.update(call=rows.local, input_tokens=inputs, status_tokens=zeros)
     split = split_runs(
         rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
-        cols["output_tokens"], row_base,
+        cols["output_tokens"], rows.base,
     )  # fmt: skip
-    for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
-        cols[name][:] = col
-    top = None
-    if rereads is None and K:  # the columns the traces fill are bounded once per batch
-        top = st.column_top
-        for lo, hi in _REPLAYED_BLOCKS:
-            block = table[lo:hi]
-            top = max(top, int(block.max()), -int(block.min()))
-    _check_sums(table, rows, rows_per_run, traces, top)
+    if table is not None:
+        for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):
+            cols[name][:] = col
+        _check_sums(table, rows, rows_per_run, traces)
+        table.setflags(write=False)
+    else:
+        cols.update(zip(CALL_COLUMNS[-4:], split, strict=True))
+        cols = {name: cols[name] for name in CALL_COLUMNS}
+        for col in cols.values():
+            col.setflags(write=False)
+        if K:  # the columns the traces fill are bounded once per batch; the block only if that fails
+            top = {name: st.column_top for name in _TRACE_COLUMNS}  # (their largest, over all of them)
+            top["output_tokens"] = batch_derived(models, "outputs_top", _outputs_top)
+            measured: dict[int, int] = {}  # id of a column -> its bound (read and write may be one array)
+            for name in _MEASURED_COLUMNS:
+                col = cols[name]
+                if id(col) not in measured:
+                    measured[id(col)] = max(int(col.max()), -int(col.min()))
+                top[name] = measured[id(col)]
+            # input = max(view + residual, 0) and uncached = input - read - write: bounded by theirs
+            top["input_tokens"] = top["view_tokens"] + top["residual_tokens"]
+            top["uncached_input_tokens"] = (
+                top["input_tokens"] + top["cache_read_tokens"] + top["cache_write_tokens"]
+            )
+            if run_sum_problem(max(top.values()), int(rows_per_run.max())) is not None:
+                _check_sums(_stack(cols), rows, rows_per_run, traces)
     tok.setflags(write=False)
     states.setflags(write=False)
     nonempty = rows.nonempty
     peaks = np.zeros(len(runs), dtype=np.int64)
     if len(nonempty):
         peaks[nonempty] = np.maximum.reduceat(cols["input_tokens"], rows.nonempty_off)
-    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K)
+    compaction_counts, reclaimed = _compaction_counts(change_parts, call_off, len(runs), K, summaries)
     bounds = np.append(item_off, len(tok))
     shown = (  # only facts read it
         {
@@ -880,54 +977,62 @@ def replay_batch(
             for _, i, ranges in cs
             if states[int(item_off[j]) + i] in _POSITIONAL_CODES
         }
-        if (settled is None or settled) and st.facts is not None
+        if settled is not None and st.facts is not None
         else {}
     )
     only = None  # the plans' part, when it made every change, each item once, in ascending order
     if len(change_parts) == 1 and isinstance(change_parts[0], _PlanPart):
         part = change_parts[0]
-        only = part if part.kind() is not None and part.ascending() else None
+        only = part if part.kind is not None and part.ascending else None
     ledger = _ledger(st, tok, states, bounds, _NONE if rereads is None else rereads[2], shown, only)
 
-    table.setflags(write=False)
-    if rereads is None:  # column by column (a 2-D reduceat is slower), the traces' columns as kept
-        by_column = np.zeros((len(CALL_COLUMNS), len(runs)), dtype=np.int64)  # per column, per run
-        for c, (name, col) in enumerate(cols.items()):
-            kept_sum = st.column_sums.get(name)
-            if kept_sum is not None:
-                by_column[c] = kept_sum
-            elif name not in _ZERO_COLUMNS and len(nonempty):
-                by_column[c, nonempty] = np.add.reduceat(col, rows.nonempty_off)
-        sums = by_column.T  # per run, per column
+    if table is None:  # column by column when asked (a 2-D reduceat is slower), the traces' as kept
+        zero = np.zeros(len(runs), dtype=np.int64)
+        sums = ColumnSums(cols, rows, {**st.column_sums, **dict.fromkeys(_ZERO_COLUMNS, zero)})
     else:
-        sums = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
+        matrix = np.zeros((len(runs), len(CALL_COLUMNS)), dtype=np.int64)  # per run, per column
         if len(nonempty):
-            sums[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+            matrix[nonempty] = np.add.reduceat(table, rows.nonempty_off, axis=1).T
+        sums = ColumnSums(cols, rows, dict(zip(CALL_COLUMNS, matrix.T, strict=True)))
     width = len(CALL_KINDS)
-    if n_rows > K:  # re-read rows: count kinds per run
+    if table is not None and table.shape[1] > K:  # re-read rows: count kinds per run
         kinds = np.bincount(rows.run * width + cols["kind"], minlength=len(runs) * width).reshape(-1, width)
     else:
         kinds = np.zeros((len(runs), width), dtype=np.int64)
         kinds[:, 0] = rows_per_run
     growth = growth_exponents(cols["input_tokens"], rows.bounds)
     return Batch(
-        runs, table, rows, rows_per_run, sums, peaks, kinds, compaction_counts, reclaimed, growth, ledger,
-        states, tok, bounds, (change_parts, call_base, call_off, ncalls, first_row), cuts,
+        runs, cols, table, rows, rows_per_run, sums, peaks, kinds, compaction_counts, reclaimed, growth,
+        ledger, states, tok, bounds, (change_parts, call_base, call_off, ncalls, first_row), cuts,
     )  # fmt: skip
+
+
+def batch_table(b: Batch) -> np.ndarray:
+    """The batch's call table as one block, a row per CALL_COLUMNS entry (read-only): a run's record
+    reads its slice."""
+    return _stack(b.columns) if b.table is None else b.table
+
+
+def _stack(columns: dict[str, np.ndarray]) -> np.ndarray:
+    table = np.empty((len(CALL_COLUMNS), len(columns["call"])), dtype=np.int64)
+    for row, name in zip(table, CALL_COLUMNS, strict=True):  # row by row: np.stack is slower
+        row[:] = columns[name]
+    table.setflags(write=False)
+    return table
 
 
 def run_columns(b: Batch) -> list[RunColumns]:
     """Each run's share of a batch, with its record's tables: one ``RunColumns`` per run."""
     changes_of, compactions_of = _change_tables(*b.changes)
     ledger = totals_many(*b.ledger[:5])
-    sums = b.sums.tolist()
+    sums = b.sums.per_run()
     kinds = [tuple(k) for k in b.kinds.tolist()]
     counts = [(tuple(k), r) for k, r in zip(b.compactions.tolist(), b.reclaimed.tolist(), strict=True)]
     item_bounds = b.item_bounds.tolist()
     row_bounds = b.rows.bound_list
     peaks_l = b.peaks.tolist()
     rows_l = b.rows_per_run.tolist()
-    table, states, tok, growth, cuts = b.table, b.states, b.tok, b.growth, b.cuts
+    table, states, tok, growth, cuts = batch_table(b), b.states, b.tok, b.growth, b.cuts
     out = []
     for j in range(len(b.runs)):
         i0, i1 = item_bounds[j], item_bounds[j + 1]
@@ -1034,29 +1139,17 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, o
     return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
 
-def _fold_plans(
-    entries,
-    call_base,
-    item_base,
-    first_call,
-    prev_items,
-    tok,
-    states,
-    prefix,
-    view_tokens,
-    firsts,
-    nchanged,
-    change_parts,
-    counts=None,
-):
-    """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states``, ``firsts``,
-    ``nchanged`` in place). A call that changes items from position q on reuses only the prefix before q:
-    its size is the settled prefix sum plus the changes earlier calls of its run made below q. When
-    positions only grow (a moving boundary, as in masking) those are all its run's earlier changes;
-    otherwise a Fenwick tree sums them. ``counts``: the entries of each call, when the plans know them.
+def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_parts, counts=None):
+    """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states`` in place;
+    each call's first changed item and count of changes in the part appended to ``change_parts``). A
+    call that changes items from position q on reuses only the prefix before q: its size is the settled
+    prefix sum plus the changes earlier calls of its run made below q. When positions only grow (a
+    moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick tree
+    sums them. ``counts``: the entries of each call, when the plans know them.
     Returns (view tokens, seam calls, their stable prefix)."""
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
-    K, m = len(call_base), len(index)
+    item_base = st.item_base
+    K, m = len(item_base), len(index)
     d = new - tok[index]
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
@@ -1064,16 +1157,14 @@ def _fold_plans(
         counts = np.bincount(call, minlength=K)  # entries of each call (calls ascend)
     ends = counts.cumsum()
     starts = ends - counts
-    first_calls = np.flatnonzero(first_call)  # each run's first call (runs with calls), then their sizes
-    run_calls = np.diff(np.append(first_calls, K))
     through = done[ends]
-    through -= np.repeat(done[starts[first_calls]], run_calls)  # per call: its run's net change through it
+    # per call: its run's net change through it
+    through -= np.repeat(done[starts[st.first_calls]], st.run_calls)
     view_tokens = view_tokens + through
-    nchanged[:] = counts
     has = counts > 0
-    first_global = np.where(has, index[np.minimum(starts, m - 1)], -1)
-    np.copyto(firsts, first_global - item_base, where=has)
-    seam = np.flatnonzero(has & ~first_call & (firsts < prev_items))  # rewrites what was sent before
+    first = index[np.minimum(starts, m - 1)] - item_base  # per call with entries: its first changed item
+    firsts = np.where(has, first, -1)
+    seam = np.flatnonzero(has & st.later_call & (first < st.prev_items))  # rewrites what was sent before
     stable_at = np.zeros(0, dtype=np.int64)
     ascending = m < 2 or bool((index[1:] > index[:-1]).all())
     if len(seam):
@@ -1081,15 +1172,15 @@ def _fold_plans(
             # a seam is no run's first call: the changes before it are those through the call before
             below = through[seam - 1]
         else:
-            below = _changes_below(index, d, starts[seam], first_global[seam], item_base[seam], len(tok))
-        stable_at = prefix[first_global[seam]] - prefix[item_base[seam]] + below
+            below = _changes_below(index, d, starts[seam], index[starts[seam]], item_base[seam], len(tok))
+        stable_at = prefix[index[starts[seam]]] - prefix[item_base[seam]] + below
     tok[index] = new
     one_state = int(state[0]) if state.min() == state.max() else None
     states[index] = state if one_state is None else one_state
-    part = _PlanPart(call, state, index, d, new, item_base, counts, ends, done)
-    part._ascending = ascending
-    part._kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
-    change_parts.append(part)
+    kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
+    change_parts.append(
+        _PlanPart(call, state, index, d, new, item_base, counts, ends, done, kind, ascending, firsts)
+    )
     return view_tokens, seam, stable_at
 
 
@@ -1098,13 +1189,16 @@ class _PlanPart:
     after) made only when asked (a run's record asks; the batch's counts mostly do not need them)."""
 
     __slots__ = ("_call", "state", "index", "d", "new", "item_base", "counts", "ends", "done", "_cols")
-    __slots__ += ("_kind", "_ascending")
+    __slots__ += ("kind", "ascending", "firsts")
 
-    def __init__(self, call, state, index, d, new, item_base, counts, ends, done) -> None:
+    def __init__(self, call, state, index, d, new, item_base, counts, ends, done, kind, ascending, firsts):
         self._call, self.state, self.index, self.d, self.new = call, state, index, d, new
         # per call: its entries, and the entries through it; per entry: the batch's net change up to it
         self.item_base, self.counts, self.ends, self.done = item_base, counts, ends, done
-        self._cols = self._kind = self._ascending = None
+        self.kind = kind if kind >= 0 else None  # the compaction kind of every entry, when they share one
+        self.ascending: bool = ascending  # every entry changes another item, in ascending order
+        self.firsts = firsts  # per call: its first changed item (local id; -1: none)
+        self._cols = None
 
     @property
     def call(self) -> np.ndarray:
@@ -1117,22 +1211,6 @@ class _PlanPart:
             c = self.call
             self._cols = (c, KIND_OF_CODE[self.state], self.index - self.item_base[c], -self.d, self.new)
         return self._cols
-
-    def kind(self) -> int | None:
-        """The compaction kind of every entry, when they share one (None: they do not, or none is)."""
-        if self._kind is None:
-            s, k = self.state, -1
-            if len(s) and s.min() == s.max() and int(s[0]) != _VERBATIM:
-                k = int(KIND_OF_CODE[int(s[0])])
-            self._kind = k
-        return self._kind if self._kind >= 0 else None
-
-    def ascending(self) -> bool:
-        """Every entry changes another item, in ascending order."""
-        if self._ascending is None:
-            i = self.index
-            self._ascending = len(i) < 2 or bool((i[1:] > i[:-1]).all())
-        return self._ascending
 
 
 def _columns(part) -> tuple:
@@ -1267,17 +1345,22 @@ def _sorted_changes(parts) -> list[np.ndarray]:
     return list(cols)
 
 
-def _compaction_counts(parts, call_off, runs: int, calls: int = -1) -> tuple[np.ndarray, np.ndarray]:
+def _compaction_counts(
+    parts, call_off, runs: int, calls: int = -1, known: Sequence = ()
+) -> tuple[np.ndarray, np.ndarray]:
     """Each run's compactions per kind, (runs, COMPACTION_KINDS), and the tokens they reclaimed, from the
     batch's changes without building any run's tables: one compaction per distinct (call, kind).
-    ``calls``: the batch's calls (-1: not given)."""
+    ``calls``: the batch's calls (-1: not given); ``known``: the summaries of the first parts, when known."""
     width = len(COMPACTION_KINDS)
     if not parts:
         return np.zeros((runs, width), dtype=np.int64), np.zeros(runs, dtype=np.int64)
-    summaries = [_part_summary(p, call_off, calls) for p in parts] if calls >= 0 else [None]
+    summaries = [None]
+    if calls >= 0:
+        summaries = [*known, *(_part_summary(p, call_off, calls) for p in parts[len(known) :])]
     if all(s is not None for s in summaries):
         # each part of one kind: a compaction per call with an entry of a part of that kind
         bounds = np.append(call_off, calls)  # run j's calls: [bounds[j], bounds[j + 1])
+        nonempty = np.flatnonzero(bounds[1:] > bounds[:-1])
         by_kind = np.zeros((runs, width), dtype=np.int64)
         reclaimed = np.zeros(runs, dtype=np.int64)
         for k in sorted({s[0] for s in summaries}):
@@ -1285,9 +1368,8 @@ def _compaction_counts(parts, call_off, runs: int, calls: int = -1) -> tuple[np.
             for kind, part_has, _ in summaries:
                 if kind == k:
                     has = part_has if has is None else has | part_has
-            through = np.zeros(calls + 1, dtype=np.int64)  # calls with entries, through each call
-            np.cumsum(has, out=through[1:])
-            by_kind[:, k] = through[bounds[1:]] - through[bounds[:-1]]
+            if len(nonempty):  # calls with entries, per run
+                by_kind[nonempty, k] = np.add.reduceat(has, call_off[nonempty], dtype=np.int64)
         for _, _, part_reclaimed in summaries:
             reclaimed += part_reclaimed
         return by_kind, reclaimed
@@ -1308,12 +1390,12 @@ def _part_summary(part, call_off: np.ndarray, calls: int):
     """(kind, per call: has an entry, per run: tokens reclaimed) of a change part whose entries share
     one compaction kind and ascend by call; None otherwise."""
     if isinstance(part, _PlanPart):
-        if (k := part.kind()) is None:
+        if (k := part.kind) is None:
             return None
-        bounds = np.append(call_off, calls)
-        through = np.zeros(calls + 1, dtype=np.int64)  # entries before each call
-        through[1:] = part.ends
-        at = through[bounds]  # each run's first entry, then the number of entries
+        at = np.full(len(call_off) + 1, len(part.index), dtype=np.int64)  # each run's first entry, then
+        inside = call_off < calls  # the number of entries (a run without calls: the next run's first)
+        first = call_off[inside]
+        at[:-1][inside] = part.ends[first] - part.counts[first]
         return k, part.counts > 0, part.done[at[:-1]] - part.done[at[1:]]
     call, kind, _, reclaimed, _ = part
     if not len(kind) or kind.min() != kind.max() or kind[0] < 0:
@@ -1361,23 +1443,17 @@ def _split_changes(block, starts, ends) -> list[Columns]:
 
 _CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
 # without re-read rows: the columns the traces fill (kept per batch), those that are all 0, and the
-# others but cost (bounded per replay), as blocks of adjacent rows of the call table
+# others but cost (bounded per replay)
 _TRACE_COLUMNS = ("call", "recorded_call", "residual_tokens", "recorded_input_tokens", "view_items")
 _ZERO_COLUMNS = ("kind", "status_tokens")
-
-
-def _blocks(rows: list[int]) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for r in sorted(rows):
-        if out and out[-1][1] == r:
-            out[-1][1] = r + 1
-        else:
-            out.append([r, r + 1])
-    return tuple((lo, hi) for lo, hi in out)
-
-
-_REPLAYED_BLOCKS = _blocks(
-    [i for i, n in enumerate(CALL_COLUMNS[:-1]) if n not in _TRACE_COLUMNS and n not in _ZERO_COLUMNS]
+# ... of which these are bounded by a pass over each (output as kept; input and uncached from others')
+_MEASURED_COLUMNS = (
+    "view_tokens",
+    "first_changed",
+    "items_changed",
+    "stable_prefix_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
 )
 
 

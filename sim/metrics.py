@@ -16,7 +16,6 @@ from sim.batchmemo import batch_derived
 from sim.growth import growth_exponents
 from sim.ledger import LedgerTotals
 from sim.records import (
-    CALL_COLUMNS,
     COMPACTION_KINDS,
     GRACE,
     PAGE,
@@ -394,9 +393,6 @@ def table_metric_columns(table) -> dict[str, list]:
     return out
 
 
-_COL = {c: i for i, c in enumerate(CALL_COLUMNS)}
-
-
 def _group_metric_columns(g) -> dict[str, list]:
     """A group's metric columns: a batch group's from its batch, the lanes' (``sim.gridrows``) as given."""
     if hasattr(g, "metric_columns"):
@@ -414,10 +410,10 @@ def _batch_metric_columns(g) -> dict[str, list]:
 
     b = g.batch
     runs = len(b.runs)
-    sums = b.sums.T
+    sums = b.sums.column
     n_calls = b.rows_per_run.tolist()
-    total_in = sums[_COL["input_tokens"]].tolist()
-    reads = _ints(sums[_COL["cache_read_tokens"]])
+    total_in = sums("input_tokens").tolist()
+    reads = _ints(sums("cache_read_tokens"))
     kinds = b.kinds.T
     counts = b.compactions
     n_compactions = counts.sum(axis=1).tolist()
@@ -428,7 +424,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
         degraded = [p.degraded for p in b.runs]
     summary = kinds[SUMMARY]
     if summary.any():
-        out_tok = np.where(b.table[_COL["kind"]] == SUMMARY, b.table[_COL["output_tokens"]], 0)
+        out_tok = np.where(b.columns["kind"] == SUMMARY, b.columns["output_tokens"], 0)
         summary_tokens = np.zeros(runs, dtype=np.int64)
         nonempty = b.rows.nonempty
         summary_tokens[nonempty] = np.add.reduceat(out_tok, b.rows.nonempty_off)
@@ -447,14 +443,14 @@ def _batch_metric_columns(g) -> dict[str, list]:
     cols: dict[str, list] = {
         "calls": n_calls,
         "cumulative_input_tokens": total_in,
-        "cumulative_output_tokens": sums[_COL["output_tokens"]].tolist(),
+        "cumulative_output_tokens": sums("output_tokens").tolist(),
         "peak_context_tokens": b.peaks.tolist(),
         "growth_exponent": list(b.growth),
         "cache_read_tokens": reads,
-        "cache_write_tokens": _ints(sums[_COL["cache_write_tokens"]]),
-        "uncached_input_tokens": sums[_COL["uncached_input_tokens"]].tolist(),
-        "cache_hit_rate": _ratios(sums[_COL["cache_read_tokens"]], sums[_COL["input_tokens"]], 6),
-        "cost_microusd": [None] * runs if g.price is None else sums[_COL["cost_microusd"]].tolist(),
+        "cache_write_tokens": _ints(sums("cache_write_tokens")),
+        "uncached_input_tokens": sums("uncached_input_tokens").tolist(),
+        "cache_hit_rate": _ratios(sums("cache_read_tokens"), sums("input_tokens"), 6),
+        "cost_microusd": [None] * runs if g.price is None else sums("cost_microusd").tolist(),
         "compactions": n_compactions,
         **{f"compactions_{k}": _ints(counts[:, i]) for i, k in enumerate(COMPACTION_KINDS)},
         "compaction_frequency": _frequencies(counts.sum(axis=1), b.rows_per_run),
@@ -519,7 +515,7 @@ def _frequencies(compactions: np.ndarray, n_calls: np.ndarray) -> list[float]:
 def _live_context(b, runs: int) -> list[int]:
     """``live_context_tokens`` of a batch's runs: the input of each run's last row that is not a summary
     call (0: a run without one)."""
-    kind, inputs = b.table[_COL["kind"]], b.table[_COL["input_tokens"]]
+    kind, inputs = b.columns["kind"], b.columns["input_tokens"]
     if not b.kinds[:, SUMMARY].any():  # every row a step: each run's last row (0: a run without rows)
         out = np.zeros(runs, dtype=np.int64)
         rows = b.rows

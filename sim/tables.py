@@ -11,7 +11,10 @@ import csv
 import io
 import json
 import math
+from collections import deque
 from collections.abc import Iterable
+from itertools import repeat
+from operator import setitem
 from pathlib import Path
 from typing import Any
 
@@ -65,19 +68,28 @@ def table_rows(table, version: str) -> list[dict[str, Any]]:
     # one batch: each column's values are of one type, so a column whose values all equal its first is
     # that value in every row, written once in a template each row copies (copying keeps the key order)
     # and only the other columns set per row. A float 0.0 might stand for a -0.0: such a column is set.
-    template, names, values = {}, [], []
+    # (a column that varies mostly differs at its last or middle run: no count over it is needed)
+    template, varying = {}, []
+    last, middle = n - 1, n // 2
     for name, col in columns.items():
         first = col[0]
         template[name] = first
-        if col.count(first) != n or (first == 0.0 and type(first) is float):
-            names.append(name)
-            values.append(col)
+        if (
+            col[last] != first
+            or col[middle] != first
+            or (first == 0.0 and type(first) is float)
+            or col.count(first) != n
+        ):
+            varying.append((name, col))
     copy = template.copy
     rows = [copy() for _ in range(n)]
-    for name, col in zip(names, values, strict=True):
-        for row, v in zip(rows, col, strict=True):
-            row[name] = v
+    consume = _CONSUME  # map's calls run in C: a Python loop per (row, column) costs twice as much
+    for name, col in varying:
+        consume(map(setitem, rows, repeat(name), col))
     return rows
+
+
+_CONSUME = deque(maxlen=0).extend
 
 
 def table_columns(table, version: str) -> dict[str, list]:
@@ -95,16 +107,11 @@ def table_columns(table, version: str) -> dict[str, list]:
         for pos in g.positions:
             pricing[pos] = priced
     ids, hashes, applied = batch_derived(table.traces, "row_identity", _row_identity)
-    if table.loop:
-        hashes, applied = list(hashes), list(applied)
+    hashes, applied = list(hashes), list(applied)  # (kept tuples: each table's columns its own lists)
     for pos, r in table.loop.items():
         pricing[pos], finish[pos] = r.pricing, r.finish_reason
         hashes[pos], applied[pos] = r.trace_hash, ";".join(r.transforms)
-    out: dict[str, list] = {
-        "trace_id": list(ids),
-        "trace_hash": hashes if table.loop else list(hashes),
-        "policy": [table.policy.name] * n,
-    }
+    out: dict[str, list] = {"trace_id": list(ids), "trace_hash": hashes, "policy": [table.policy.name] * n}
     out.update((k, [v] * n) for k, v in params.items())
     names, summarizers = batch_derived(table.models, "row_model", _row_model)
     out["model"] = list(names)
@@ -113,8 +120,7 @@ def table_columns(table, version: str) -> dict[str, list]:
     out["ctxsim_version"] = [version] * n
     out["finish_reason"] = finish
     out.update(metrics)
-    # appended (issue 25), as result_row writes it
-    out["transforms"] = applied if table.loop else list(applied)
+    out["transforms"] = applied  # appended (issue 25), as result_row writes it
     return out
 
 

@@ -458,3 +458,13 @@ def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
         assert isinstance(other, Keyed) and other.key.ids == tuple(map(id, other))
         assert other.key != runs.key  # new objects: another batch
     assert copy.copy(runs).key == runs.key  # the same objects: the same batch
+
+
+def test_the_wrap_bound_covers_every_call_column_but_cost():
+    # without re-read rows replay_batch bounds each column by kind (traces', zero, measured, or derived
+    # from those): a column added to CALL_COLUMNS must join one of them, or its sums would go unchecked
+    from sim import fastpath
+
+    derived = {"output_tokens", "input_tokens", "uncached_input_tokens"}
+    kinds = (fastpath._TRACE_COLUMNS, fastpath._ZERO_COLUMNS, fastpath._MEASURED_COLUMNS, derived)
+    assert sorted(n for k in kinds for n in k) == sorted(CALL_COLUMNS[:-1])

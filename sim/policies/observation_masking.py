@@ -73,22 +73,23 @@ def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Observations(NamedTuple):
-    """The observations of runs laid end to end (the same for every setting of n and polling)."""
+    """The observations of runs laid end to end (the same for every setting of n and polling). Each
+    run's boundaries are lifted by an offset of its own, so that one running maximum over the batch
+    restarts with each run."""
 
     obs: np.ndarray  # every run's observation indices (local event ids), run after run
-    placeholder_tokens: np.ndarray  # every run's events' placeholder tokens, run after run
-    run: np.ndarray  # per call (calls of all runs, in order): its run
-    call_base: np.ndarray  # per call: its run's first call
-    obs_base: np.ndarray  # per call: where its run's observations start in ``obs``
-    event_base: np.ndarray  # per call: where its run's events start in ``placeholder_tokens``
+    obs_tokens: np.ndarray  # ... and their placeholders' tokens
     in_view: np.ndarray  # per call: observations in its view
-    lift: np.ndarray  # per call: an offset that keeps each run's running maximum apart
+    lift: np.ndarray  # per call: its run's offset
+    in_view_lifted: np.ndarray  # per call: ``in_view + lift``
+    floor: np.ndarray  # per call: the lowest boundary (1: observation 0 is never masked), lifted
     first_calls: np.ndarray  # the first call of each run that has calls
-    last_calls: np.ndarray  # ... and the last
+    first_floor: np.ndarray  # ... and its floor
+    last_calls: np.ndarray  # the last call of each run that has calls
+    last_floor: np.ndarray  # ... and its floor
     with_calls: np.ndarray  # the runs that have calls
     local_call: np.ndarray  # per call: its number within its run
     obs_after_first: np.ndarray  # per run: where its observations after the first start in ``obs``
-    event_off: np.ndarray  # per run: where its events start in ``placeholder_tokens``
 
 
 def _batch_observations(traces: Sequence[Trace]) -> _Observations:
@@ -100,23 +101,26 @@ def _batch_observations(traces: Sequence[Trace]) -> _Observations:
     obs_off, event_off, first = offsets(n_obs), offsets(n_events), offsets(n_calls)
     run = owners(n_calls)
     obs = np.concatenate([o for o, _ in pairs])
-    # observations in each call's view: global positions keep runs apart
-    in_view = (obs + np.repeat(event_off, n_obs)).searchsorted(np.concatenate(ends) + event_off[run])
+    obs_global = obs + np.repeat(event_off, n_obs)  # global positions keep runs apart
+    in_view = obs_global.searchsorted(np.concatenate(ends) + event_off[run])  # observations in each view
+    in_view -= obs_off[run]
+    lift = run * (int(n_obs.max(initial=0)) + 2)
+    floor = lift + 1
+    first_calls, last_calls = first[n_calls > 0], (first + n_calls - 1)[n_calls > 0]
     out = _Observations(
         obs,
-        np.concatenate([tok for _, tok in pairs]),
-        run,
-        first[run],
-        obs_off[run],
-        event_off[run],
-        in_view - obs_off[run],
-        run * (int(n_obs.max(initial=0)) + 2),
-        first[n_calls > 0],
-        (first + n_calls - 1)[n_calls > 0],
+        np.concatenate([tok for _, tok in pairs])[obs_global],
+        in_view,
+        lift,
+        in_view + lift,
+        floor,
+        first_calls,
+        floor[first_calls],
+        last_calls,
+        floor[last_calls],
         np.flatnonzero(n_calls > 0),
         np.arange(len(run), dtype=np.int64) - first[run],
         obs_off + 1,
-        event_off,
     )
     for v in out:
         v.setflags(write=False)
@@ -178,23 +182,25 @@ class ObservationMasking(Policy):
         if not traces:
             return Plans.of([])
         b = batch_derived(traces, "observation_masking", _batch_observations)
-        upto = b.in_view // self.polling * self.polling if self.polling > 1 else b.in_view.copy()
-        upto -= self.n
-        np.maximum(upto, 1, out=upto)
-        upto += b.lift  # a running maximum that restarts with each run
-        np.maximum.accumulate(upto, out=upto)
-        upto -= b.lift  # call k's run has observations [1, upto[k]) masked
-        prev = np.empty_like(upto)
-        prev[1:] = upto[:-1]
-        prev[b.first_calls] = 1
-        counts = upto - prev  # observations call k masks: [prev[k], upto[k])
-        # so a run's calls mask its observations [1, upto at its last call), in order
+        if self.polling > 1:
+            upto = b.in_view // self.polling * self.polling + b.lift
+            upto -= self.n
+        else:
+            upto = b.in_view_lifted - self.n
+        np.maximum(upto, b.floor, out=upto)
+        np.maximum.accumulate(upto, out=upto)  # a running maximum that restarts with each run
+        # call k's run has observations [1, upto[k] - lift[k]) masked; call k masks those between the
+        # previous call's boundary and its own (the lifts cancel within a run)
+        counts = np.empty_like(upto)
+        counts[1:] = upto[:-1]
+        counts[b.first_calls] = b.first_floor
+        np.subtract(upto, counts, out=counts)
+        # so a run's calls mask its observations [1, its last boundary), in order
         runs = np.zeros(len(traces), dtype=np.int64)
-        runs[b.with_calls] = upto[b.last_calls] - 1
+        runs[b.with_calls] = upto[b.last_calls] - b.last_floor
         at = np.arange(int(runs.sum()), dtype=np.int64)  # the entries' places in ``obs``
         at += np.repeat(b.obs_after_first - offsets(runs), runs)
-        index = b.obs[at]
-        tokens = b.placeholder_tokens[index + np.repeat(b.event_off, runs)]
+        index, tokens = b.obs[at], b.obs_tokens[at]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
         return Plans.by_call(counts, b.local_call, index, tokens, state, runs)
