@@ -270,189 +270,101 @@ def grid_figures(
     oprev = np.zeros((R, K), dtype=np.int64)
     oprev[:, 1:] = outputs[:, :-1]
     window = np.broadcast_to(b.window[:, None], (R, K))
-    per_run = np.stack(
-        [b.appended, oprev, b.prefix_at, b.residual, fixed, outputs, window]
-    )  # (table, run, call)
-    per_run = np.ascontiguousarray(per_run.transpose(2, 0, 1))  # (call, table, run)
-    elapsed = np.ascontiguousarray(b.elapsed.T)  # (call, run)
-    running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
+    # the per-run tables of every (run, call), flat (run * K + call) so a block of lanes gathers them at once
+    tabs = np.stack([b.appended, oprev, b.prefix_at, b.residual, fixed, outputs, window]).reshape(7, R * K)
+    lanes = _Lanes(
+        b, tabs, b.elapsed.reshape(-1), status_on, rules, price, (proto.mode, proto.summary_ratio,
+        proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
+    )  # fmt: skip
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
     set_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
-    by_trig = np.argsort(set_trig, kind="stable")  # the order a run's lanes fire in
-    trig_sorted = set_trig[by_trig]
-    started = np.zeros(R, dtype=np.int64)  # per run: its first settings in that order have started
-    mode, ratio = proto.mode, proto.summary_ratio
-    smin, smax = proto.summary_min_tokens, proto.summary_max_tokens
-    # the lanes: the pristine lane of every run first (runs in order), then the started ones
-    cap = R + L
-    state = np.zeros((_ROWS, cap), dtype=np.int64)
-    fstate = np.zeros((2, cap), dtype=np.float64)
-    state[_RUN, :R] = np.arange(R)
-    state[_LANE, :R] = -1
-    state[_TRIG, :R] = NO_LIMIT
-    state[_S_BYTES, :R] = state[_CARRIER, :R] = -1
-    state[_OK, :R] = 1
-    state[_CT_T, :R] = state[_STT_T, :R] = b.to
-    fstate[_EXPIRES, :R], fstate[_BPT, :R] = -1.0, b.bpt
-    n, n_pristine = R, R  # lanes, pristine lanes (the first Ar of them are going)
-    going, ended = R, 0  # runs going; lanes of ended runs still in the arrays
-    finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
-    summaries: list | None = [] if lanes_out is not None else None  # (call, lanes, input, output)
-    minp, life, frac, gran, writes = (
-        rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
-    )  # fmt: skip
+    lanes.settings = (limit, set_keep)
 
-    bills = _Bills(price, R, K, L)
+    # the pristine lanes (one a run, never firing): every call position in one block
+    pstate = np.zeros((_ROWS, R), dtype=np.int64)
+    pstate[_RUN] = np.arange(R)
+    pstate[_LANE] = -1
+    pstate[_TRIG] = NO_LIMIT
+    pstate[_S_BYTES] = pstate[_CARRIER] = -1
+    pstate[_OK] = 1
+    pstate[_CT_T] = pstate[_STT_T] = b.to
+    pf = np.zeros((2, R), dtype=np.float64)
+    pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt
+    tr = _Trajectory(lanes, pstate, pf, np.zeros(R, dtype=np.int64), K)
+    valid = tr.valid
+    pristine_cost = np.where(valid, lanes.cost(tr.uncached, tr.read, tr.write, tr.out), 0)
+    # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
+    # while the pristine lane is still within its window (a lane starts at a call it could make)
+    over_before = np.cumsum(tr.over, axis=1) - tr.over > 0
+    est = np.where(valid & ~over_before, tr.est, -1)
+    np.maximum.accumulate(est, axis=1, out=est)
+    start = np.empty((R, S), dtype=np.int64)
+    for r in range(R):  # (S searches a run: the runs are at most a few thousand)
+        start[r] = np.searchsorted(est[r], set_trig, side="right")
+    has = start < b.ncalls[:, None]
+    rs, ss = np.nonzero(has)
+    k0 = start[rs, ss]
+    n = len(rs)
+    state = np.zeros((_ROWS, n), dtype=np.int64)
+    fstate = np.zeros((2, n), dtype=np.float64)
+    state[_RUN] = rs
+    state[_LANE] = rs * S + ss
+    state[_TRIG] = set_trig[ss]
+    state[_SET] = ss
+    state[_START] = k0
+    state[_S_BYTES] = state[_CARRIER] = -1
+    state[_OK] = 1
+    state[_CT_T] = state[_STT_T] = b.to[rs]
+    at = rs, k0
+    ve_before = tr.ve - tr.app
+    state[_VE] = ve_before[at]
+    state[_TOKENS] = tr.tokens[at]
+    state[_LAST] = tr.last[at]
+    state[_PREV] = tr.stable[at]
+    state[_CACHED] = tr.cached_before[at]
+    peak_before = np.zeros((R, K), dtype=np.int64)
+    np.maximum.accumulate(tr.req[:, :-1], axis=1, out=peak_before[:, 1:])
+    state[_PEAK] = peak_before[at]
+    fstate[_EXPIRES] = tr.expires_before[at]
+    fstate[_BPT] = b.bpt[rs]
+    if rows is not None:
+        # (lane, call): every lane as its run's pristine lane until it starts
+        got = tr.row_columns(lanes.cost, row_columns)
+        lanes.tables = {name: np.repeat(v * valid, S, axis=0) for name, v in got.items()}
+    lanes.advance(state, fstate)  # the started lanes, firing to firing
 
-    for k in range(K):
-        Ar = running[k]
-        tab = per_run[k]
-        if Ar < going:  # runs that ended: their lanes' figures are final
-            run = state[_RUN, :n]
-            gone = np.flatnonzero((run >= Ar) & (run < going))
-            finished.append(state[:, gone][_FIGURE_ROWS])
-            # they stay in the arrays until there are many of them (removing them moves every lane):
-            # never firing, their calls billed to no lane
-            state[_TRIG, gone] = NO_LIMIT
-            state[_LANE, gone] = L
-            ended += len(gone)
-            going = Ar
-            if rows is not None or 4 * ended > n:
-                keep = np.flatnonzero(run < Ar)  # (the rest keep their order)
-                m = len(keep)
-                state[:, :m] = state[:, keep]
-                fstate[:, :m] = fstate[:, keep]
-                n, n_pristine, ended = m, Ar, 0
-        # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
-        pr = state[:, :Ar]
-        app_p = tab[_T_APP, :Ar]
-        est_p = pr[_VE] + app_p
-        if k:
-            est_p = np.where(pr[_LAST] > 0, pr[_LAST] + (tab[_T_OPREV, :Ar] + app_p), est_p)
-        fired = np.searchsorted(trig_sorted, est_p, side="left") * pr[_OK]  # (_OK: 1 or 0)
-        new = np.maximum(fired - started[:Ar], 0)
-        m = int(new.sum())
-        if m:
-            rr = np.repeat(np.arange(Ar), new)
-            at = np.arange(m) - np.repeat(np.cumsum(new) - new, new) + np.repeat(started[:Ar], new)
-            s_new = by_trig[at]
-            state[:, n : n + m] = state.take(rr, axis=1)
-            fstate[:, n : n + m] = fstate.take(rr, axis=1)
-            state[_LANE, n : n + m] = rr * S + s_new
-            state[_TRIG, n : n + m] = set_trig[s_new]
-            state[_SET, n : n + m] = s_new
-            state[_START, n : n + m] = k
-            np.maximum(started[:Ar], fired, out=started[:Ar])
-            n += m
-        st = state[:, :n]
-        fs = fstate[:, :n]
-        lr = st[_RUN]
-        X = tab.take(lr, axis=1)
-        app = X[_T_APP]
-        ve = st[_VE]
-        ve += app
-        # the lanes that fire (the pristine lanes never do)
-        p0 = n_pristine
-        ve_s = ve[p0:]
-        if k == 0:
-            est_s = ve_s
-        else:
-            last_s = st[_LAST, p0:]
-            est_s = np.where(last_s > 0, last_s + (X[_T_OPREV, p0:] + app[p0:]), ve_s)
-        F = np.flatnonzero(est_s > st[_TRIG, p0:]) + p0
-        summary_in = None
-        if len(F):
-            Sf = st[:, F]
-            fF = fs[:, F]
-            stable_F, firstF, summary_in = _compact(
-                b, Sf, fF, k, (limit, set_keep), mode, ratio, smin, smax, bills, summaries
-            )
-            if summary_in is not None:
-                summary_in = (F[summary_in[0]], summary_in[1])
-            st[:, F] = Sf
-        total = st[_DELTA] + X[_T_PREFIX]
-        if status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
-            last = st[_LAST]
-            if summary_in is not None:
-                last = last.copy()
-                last[summary_in[0]] = summary_in[1]
-            digits = np.searchsorted(_POW10, st[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
-            digits += X[_T_FIXED]
-            stok = np.ceil(digits / fs[_BPT]).astype(np.int64)  # estimate_tokens of the line
-            req = total + X[_T_RESID] + stok
-        else:
-            stok = 0
-            req = total + X[_T_RESID]
-        np.maximum(req, 0, out=req)
-        over = req > X[_T_WIN]
-        if over.any():  # refused by the provider: the loop replays what follows
-            st[_OK, over] = 0
-            st[_TRIG, over] = NO_LIMIT
-        stable = st[_PREV].copy()
-        if len(F):
-            prev_items = b.view_end_by_call[k - 1][Sf[_RUN]] if k else 0
-            use = (firstF >= 0) & (firstF < prev_items)
-            stable[F[use]] = stable_F[use]
-        # the cache: the entry the last cacheable request left, if alive and the prefix long enough
-        t = elapsed[k].take(lr)
-        expires = fs[_EXPIRES]
-        read = 0
-        hit = (t <= expires) & (stable >= minp)
-        if hit.any():
-            reusable = np.minimum(stable, st[_CACHED])
-            if frac != 1.0:
-                reusable = np.floor(reusable * frac).astype(np.int64)
-            if gran != 1:
-                reusable = reusable // gran * gran
-            read = np.minimum(reusable, req) * hit
-        cacheable = total >= minp
-        write = np.maximum(np.minimum(total, req) - read, 0) * cacheable if writes else 0
-        np.copyto(st[_CACHED], total, where=cacheable)
-        np.copyto(expires, t + life, where=cacheable)
-        o = X[_T_OUT]
-        uncached = req - read - write
-        bills.add_pristine(k, Ar, uncached, read, write, o)
-        if n > p0:
-            bills.add(st[_LANE, p0:].copy(), uncached, read, write, o, p0)
-        if rows is not None:
-            cols = {
-                "input_tokens": req, "view_tokens": total, "status_tokens": stok,
-                "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
-                "uncached_input_tokens": uncached,
-            }  # fmt: skip
-            if row_columns is None or "cost_microusd" in row_columns:
-                cols["cost_microusd"] = bills.cost(uncached, read, write, o)
-            wanted = cols if row_columns is None else {name: cols[name] for name in row_columns}
-            rows.append((Ar, {name: _run_setting_table(v, st[_LANE], Ar, S) for name, v in wanted.items()}))
-        np.maximum(st[_PEAK], req, out=st[_PEAK])
-        tk = st[_TOKENS]
-        tk += req
-        tk += o
-        st[_LAST] = req
-        st[_PREV] = total
-    finished.append(state[:, np.flatnonzero(state[_RUN, :n] < going)][_FIGURE_ROWS])
-    done = np.concatenate(finished, axis=1)  # rows as _FIGURE_ROWS
-    pristine = done[:, done[1] < 0]
-    by_run = np.zeros((len(_FIGURE_ROWS), R), dtype=np.int64)
-    by_run[:, pristine[0]] = pristine
-    lanes = by_run[:, lane_run]  # every lane as its run's pristine lane, then the started ones
-    started_lanes = done[:, done[1] >= 0]
-    lanes[:, started_lanes[1]] = started_lanes
-    tokens, s_out, start, peak, compactions, ok, delta, cleared, cut, s_tokens = lanes[2:]
+    # figures: a lane not started is its run's pristine lane
+    tokens = np.repeat(tr.tokens_after(), S)
+    peak = np.repeat(np.where(valid, tr.req, 0).max(axis=1), S)
+    ok = np.repeat((~(tr.over & valid).any(axis=1)).astype(np.int64), S)
+    s_out = np.zeros(L, dtype=np.int64)
+    compactions = np.zeros(L, dtype=np.int64)
+    delta = np.zeros(L, dtype=np.int64)
+    cleared = np.zeros(L, dtype=np.int64)
+    cut = np.zeros(L, dtype=np.int64)
+    s_tokens = np.zeros(L, dtype=np.int64)
+    lane = state[_LANE]
+    for v, row in (
+        (tokens, _TOKENS), (s_out, _S_OUT), (peak, _PEAK), (compactions, _COMP), (ok, _OK), (delta, _DELTA),
+        (cleared, _CT), (cut, _STT), (s_tokens, _S_TOK),
+    ):  # fmt: skip
+        v[lane] = state[row]
     if lanes_out is not None:
         lanes_out.update(order=order, delta=delta, cleared=cleared, cut=cut, summary_tokens=s_tokens)
-        if summaries:
-            lanes_out["summaries"] = summaries
+        if lanes.summaries:
+            lanes_out["summaries"] = lanes.summaries
+    if rows is not None:
+        running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
+        full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
+        rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
     # a lane's cost: its run's pristine calls before it started, then its own calls
-    pristine_cost, own_cost = bills.total()
     before = np.zeros((R, K + 1), dtype=np.int64)
     np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
-    is_started = np.zeros(L, dtype=bool)
-    is_started[started_lanes[1]] = True
-    cost = before[lane_run, np.where(is_started, start, b.ncalls[lane_run])] + own_cost
+    cost = np.repeat(before[np.arange(R), b.ncalls], S)
+    cost[lane] = before[rs, k0] + lanes.own_cost
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -467,78 +379,285 @@ def grid_figures(
     return (ok > 0).reshape(R, S)[back].T, out_figs
 
 
-class _Bills:
-    """The calls' token counts, priced in a few large passes rather than one call position at a time
-    (each call's cost is still rounded on its own, so the sums are the same): the pristine lanes'
-    per (run, call), the started lanes' summed per lane (their calls before they started are their
-    run's pristine ones)."""
+_MIN_BLOCK = 8  # call positions a block takes at least
+_BLOCK = 1 << 16  # (lane, call) entries a block of the started lanes computes at most: bounds its memory
+_LOWEST = np.iinfo(np.int64).min
 
-    WAITING = 1 << 22  # calls held before they are priced (bounds the memory they take)
 
-    def __init__(self, price: Price | None, R: int, K: int, lanes: int) -> None:
-        self.price, self.K = price, K
-        self.pristine: list = []  # (call, runs going, uncached, read, write, output)
-        self.started: list = []  # (lanes, uncached, read, write, output, first entry)
-        self.waiting = 0
-        self.by_lane = np.zeros(lanes + 1, dtype=np.int64)  # (the last: calls billed to no lane)
-        self.by_call = np.zeros((R, K), dtype=np.int64)
+class _Trajectory:
+    """Lanes' calls over a block of call positions as if no trigger fired in it: (lane, position) arrays.
+    Between two firings a lane's view only grows by what each call appends, so its estimates, requests,
+    cache and cost are prefix sums and running maxima over the run's per-call tables; only the status
+    line's tokens feed back (they count the tokens so far), solved by iterating to the fixed point."""
+
+    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, B: int) -> None:
+        b, K = lanes.b, lanes.K
+        n = s.shape[1]
+        r = s[_RUN]
+        ar = np.arange(B)
+        kk = pos[:, None] + ar
+        self.valid = kk < b.ncalls[r][:, None]
+        idx = r[:, None] * K + np.minimum(kk, K - 1)
+        X = lanes.tabs.take(idx, axis=1)  # (table, lane, position)
+        app, oprev, prefix_at, resid, fixed, out, win = X
+        self.app, self.out, self.kk = app, out, kk
+        self.t = lanes.elapsed.take(idx)
+        ve = np.cumsum(app, axis=1)
+        ve += s[_VE][:, None]
+        self.ve = ve
+        total = prefix_at + s[_DELTA][:, None]
+        base = total + resid
+        tok0, last0 = s[_TOKENS][:, None], s[_LAST]
+        last = np.empty((n, B), dtype=np.int64)
+        last[:, 0] = last0
+        if lanes.status_on:
+            bpt = fs[_BPT][:, None]
+            d0 = np.searchsorted(_POW10, tok0, "right") + np.searchsorted(_POW10, last0, "right")[:, None]
+            stok = np.ceil((d0 + fixed) / bpt).astype(np.int64)  # first guess: the numbers' digits stay
+            for _ in range(B + 1):  # each pass settles at least one more position (a causal recurrence)
+                req = np.maximum(base + stok, 0)
+                tokens = np.cumsum(req + out, axis=1)
+                tokens += tok0
+                tokens -= req + out
+                last[:, 1:] = req[:, :-1]
+                digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
+                digits += fixed
+                new = np.ceil(digits / bpt).astype(np.int64)
+                if np.array_equal(new, stok):
+                    break
+                stok = new
+        else:
+            stok = np.zeros((n, B), dtype=np.int64)
+            req = np.maximum(base, 0)
+            tokens = np.cumsum(req + out, axis=1)
+            tokens += tok0
+            tokens -= req + out
+            last[:, 1:] = req[:, :-1]
+        self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
+        self.over = req > win
+        self.est = np.where(last > 0, last + (oprev + app), ve)
+        # the cache: the entry the last cacheable request left, if alive and the prefix long enough
+        stable = np.empty((n, B), dtype=np.int64)
+        stable[:, 0] = s[_PREV]
+        stable[:, 1:] = total[:, :-1]
+        self.stable = stable
+        rules = lanes.rules
+        cacheable = total >= rules.min_prefix_tokens
+        lc = np.where(cacheable, ar, -1)
+        np.maximum.accumulate(lc, axis=1, out=lc)
+        self.lc = lc  # the last cacheable position up to each (-1: none in the block)
+        lcb = np.empty((n, B), dtype=np.int64)
+        lcb[:, 0] = -1
+        lcb[:, 1:] = lc[:, :-1]
+        some = lcb >= 0
+        lcb0 = np.maximum(lcb, 0)
+        cached = np.where(some, np.take_along_axis(total, lcb0, axis=1), s[_CACHED][:, None])
+        expires = np.take_along_axis(self.t, lcb0, axis=1) + rules.lifetime_s
+        expires = np.where(some, expires, fs[_EXPIRES][:, None])
+        self.cached_before, self.expires_before = cached, expires
+        hit = (self.t <= expires) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, cached)
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        read = np.minimum(reusable, req) * hit
+        if rules.writes:
+            write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
+        else:
+            write = np.zeros((n, B), dtype=np.int64)
+        self.read, self.write = read, write
+        self.uncached = req - read - write
+
+    def row_columns(self, cost, names) -> dict[str, np.ndarray]:
+        cols = {
+            "input_tokens": self.req, "view_tokens": self.total, "status_tokens": self.stok,
+            "stable_prefix_tokens": self.stable, "cache_read_tokens": self.read,
+            "cache_write_tokens": self.write, "uncached_input_tokens": self.uncached,
+        }  # fmt: skip
+        if names is None or "cost_microusd" in names:
+            cols["cost_microusd"] = cost(self.uncached, self.read, self.write, self.out)
+        return cols if names is None else {name: cols[name] for name in names}
+
+    def tokens_after(self) -> np.ndarray:
+        """Each lane's tokens after the block's valid positions."""
+        return self.tokens[:, 0] + np.where(self.valid, self.req + self.out, 0).sum(axis=1)
+
+
+class _Lanes:
+    """The started lanes' replay, firing to firing: a firing position is one call's work for the lanes
+    that fire there (``_compact`` and the request), the calls between are blocks (``_Trajectory``)."""
+
+    def __init__(self, b, tabs, elapsed, status_on, rules, price, summary_knobs, keep_summaries) -> None:
+        self.b, self.K, self.tabs, self.elapsed = b, b.K, tabs, elapsed
+        self.status_on, self.rules, self.price = status_on, rules, price
+        self.mode, self.ratio, self.smin, self.smax = summary_knobs
+        self.summaries: list | None = [] if keep_summaries else None
+        self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
+        self.settings: tuple = ()
+        self.own_cost = np.zeros(0, dtype=np.int64)
 
     def cost(self, uncached, read, write, output) -> np.ndarray:
-        """``cost_microusd`` of each call (-1 each when unpriced); ``read``, ``write`` may be 0."""
+        """``cost_microusd`` of each call (-1 each when unpriced), each rounded on its own."""
         if self.price is None:
             return np.full(np.shape(uncached), -1, dtype=np.int64)
-        n = len(uncached)
-        return self.price.cost_all(uncached, _full(read, n), _full(write, n), output)
+        shape = np.shape(uncached)
+        u, r, w, o = (np.broadcast_to(v, shape) for v in (uncached, read, write, output))
+        return self.price.cost_all(u, r, w, o)
 
-    def add_pristine(self, k: int, Ar: int, uncached, read, write, output) -> None:
-        """The pristine lanes' calls at ``k``: the first ``Ar`` entries of each column (or 0)."""
-        self.pristine.append((k, Ar, uncached, read, write, output))
-        self.waiting += Ar
-        if self.waiting > self.WAITING:
-            self._price()
+    def add(self, lanes, uncached, read, write, output) -> None:
+        """A summary call of each of these lanes (``_compact``): billed to the lane."""
+        self.own_cost[self._at[lanes]] += self.cost(uncached, read, write, output)
 
-    def add(self, lanes: np.ndarray, uncached, read, write, output, skip: int = 0) -> None:
-        """Calls of these lanes: each column's entries from ``skip`` on (or 0)."""
-        self.started.append((lanes, uncached, read, write, output, skip))
-        self.waiting += len(lanes)
-        if self.waiting > self.WAITING:
-            self._price()
+    def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
+        """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
+        first fires, ``_START``) to their runs' ends, in place."""
+        n = state.shape[1]
+        self.own_cost = np.zeros(n, dtype=np.int64)
+        self._at = np.full(len(self.b.ncalls) * len(self.settings[0]) + 1, -1, dtype=np.int64)
+        self._at[state[_LANE]] = np.arange(n)
+        ncalls = self.b.ncalls
+        A = np.arange(n)
+        pos = state[_START].copy()
+        firing = np.ones(n, dtype=bool)
+        again = np.zeros(n, dtype=bool)
+        while len(A):
+            F = np.flatnonzero(firing)
+            if len(F):
+                self._fire(state, fstate, A[F], pos[F])
+                pos[F] += 1
+            going = pos < ncalls[state[_RUN, A]]
+            if len(F):
+                # a lane still over its trigger fires again at its next call: no block for it (the
+                # estimate is its last input and output and what the next call appends)
+                again = np.zeros(len(A), dtype=bool)
+                g = F[going[F]]
+                Sg = state[:, A[g]]
+                X = self.tabs.take(Sg[_RUN] * self.K + pos[g], axis=1)
+                last = Sg[_LAST]
+                est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), Sg[_VE] + X[_T_APP])
+                again[g] = est > Sg[_TRIG]
+            else:
+                again = np.zeros(len(A), dtype=bool)
+            if not going.all():
+                A, pos, again = A[going], pos[going], again[going]
+            if not len(A):
+                break
+            firing = again.copy()
+            blk = np.flatnonzero(~again)
+            if not len(blk):
+                continue
+            Ab, pb = A[blk], pos[blk]
+            B = int(min(self.K, max(_MIN_BLOCK, _BLOCK // len(Ab))))
+            s, fs = state[:, Ab], fstate[:, Ab]
+            tr = _Trajectory(self, s, fs, pb, B)
+            fire = tr.est > s[_TRIG][:, None]
+            fire &= tr.valid
+            fire &= np.cumsum(tr.over, axis=1) - tr.over == 0  # a lane over its window no longer fires
+            nvalid = tr.valid.sum(axis=1)
+            fires = fire.any(axis=1)
+            j = np.where(fires, fire.argmax(axis=1), nvalid)  # the calls before the next firing
+            self._commit(state, fstate, Ab, s, fs, tr, j)
+            pos[blk] = pb + j
+            firing[blk] = fires
 
-    def _price(self) -> None:
-        if self.started:
-            lanes = np.concatenate([x[0] for x in self.started])
-            cols = [_joined([(x[i], x[5], len(x[0])) for x in self.started]) for i in range(1, 5)]
-            np.add.at(self.by_lane, lanes, self.cost(*cols))
-        if self.pristine:
-            at = np.concatenate([np.arange(Ar) * self.K + k for k, Ar, *_ in self.pristine])
-            cols = [_joined([(x[i], 0, x[1]) for x in self.pristine]) for i in range(2, 6)]
-            self.by_call.reshape(-1)[at] = self.cost(*cols)
-        self.started, self.pristine, self.waiting = [], [], 0
+    def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, j) -> None:
+        """The first ``j`` calls of each lane's block are made: its state moves past them."""
+        B = tr.req.shape[1]
+        m = np.arange(B)[None, :] < j[:, None]
+        has = j > 0
+        row = np.arange(len(A))
+        jm = np.maximum(j - 1, 0)
+        s[_TOKENS] += np.where(m, tr.req + tr.out, 0).sum(axis=1)
+        np.maximum(s[_PEAK], np.where(m, tr.req, 0).max(axis=1), out=s[_PEAK])
+        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
+            s[r_] = np.where(has, v[row, jm], s[r_])
+        lc = tr.lc[row, jm]
+        moved = has & (lc >= 0)
+        lc0 = np.maximum(lc, 0)
+        s[_CACHED] = np.where(moved, tr.total[row, lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[row, lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        over = (tr.over & m).any(axis=1)
+        if over.any():  # refused by the provider: the loop replays what follows
+            s[_OK, over] = 0
+            s[_TRIG, over] = NO_LIMIT
+        self.own_cost[A] += np.where(m, self.cost(tr.uncached, tr.read, tr.write, tr.out), 0).sum(axis=1)
+        if self.tables is not None:
+            cols = tr.row_columns(self.cost, list(self.tables))
+            flat = (s[_LANE][:, None] * self.K + tr.kk)[m]
+            for name, v in cols.items():
+                self.tables[name].reshape(-1)[flat] = v[m]
+        state[:, A] = s
+        fstate[:, A] = fs
 
-    def total(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the pristine lanes' cost per (run, call), the started lanes' own cost per lane)."""
-        self._price()
-        return self.by_call, self.by_lane[:-1]
-
-
-def _full(v, n: int) -> np.ndarray:
-    return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
-
-
-def _joined(parts) -> np.ndarray:
-    """Columns' entries end to end: (column or 0, first entry, count) each."""
-    zeros = np.zeros(max((c for v, _, c in parts if isinstance(v, int)), default=0), dtype=np.int64)
-    return np.concatenate([zeros[:c] if isinstance(v, int) else v[lo : lo + c] for v, lo, c in parts])
-
-
-def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
-    """A column of the lanes as a (run, setting) table: each run's pristine value where its lane has
-    not started, the started lanes' own values where they have."""
-    v = np.broadcast_to(v, lane.shape)
-    out = np.empty((Ar, S), dtype=np.int64)
-    out[:] = v[:Ar, None]
-    out.reshape(-1)[lane[Ar:]] = v[Ar:]
-    return out
+    def _fire(self, state, fstate, F, k) -> None:
+        """The lanes ``F`` fire at their calls ``k``: compaction, then the call."""
+        b, K, rules = self.b, self.K, self.rules
+        Sf, fF = state[:, F], fstate[:, F]
+        r = Sf[_RUN]
+        idx = r * K + k
+        X = self.tabs.take(idx, axis=1)
+        Sf[_VE] += X[_T_APP]
+        stable_F, firstF, summary_in = _compact(
+            b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+        )
+        total = Sf[_DELTA] + X[_T_PREFIX]
+        if self.status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
+            last = Sf[_LAST]
+            if summary_in is not None:
+                last = last.copy()
+                last[summary_in[0]] = summary_in[1]
+            digits = np.searchsorted(_POW10, Sf[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
+            digits += X[_T_FIXED]
+            stok = np.ceil(digits / fF[_BPT]).astype(np.int64)  # estimate_tokens of the line
+            req = total + X[_T_RESID] + stok
+        else:
+            stok = np.zeros(len(F), dtype=np.int64)
+            req = total + X[_T_RESID]
+        np.maximum(req, 0, out=req)
+        over = req > X[_T_WIN]
+        if over.any():  # refused by the provider: the loop replays what follows
+            Sf[_OK, over] = 0
+            Sf[_TRIG, over] = NO_LIMIT
+        stable = Sf[_PREV].copy()
+        prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
+        use = (firstF >= 0) & (firstF < prev_items)
+        stable[use] = stable_F[use]
+        t = self.elapsed[idx]
+        expires = fF[_EXPIRES]
+        hit = (t <= expires) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, Sf[_CACHED])
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        read = np.minimum(reusable, req) * hit
+        cacheable = total >= rules.min_prefix_tokens
+        if rules.writes:
+            write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
+        else:
+            write = np.zeros(len(F), dtype=np.int64)
+        np.copyto(Sf[_CACHED], total, where=cacheable)
+        np.copyto(expires, t + rules.lifetime_s, where=cacheable)
+        o = X[_T_OUT]
+        uncached = req - read - write
+        cost = self.cost(uncached, read, write, o)
+        self.own_cost[F] += cost
+        if self.tables is not None:
+            cols = {
+                "input_tokens": req, "view_tokens": total, "status_tokens": stok,
+                "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
+                "uncached_input_tokens": uncached, "cost_microusd": cost,
+            }  # fmt: skip
+            flat = Sf[_LANE] * K + k
+            for name, v in self.tables.items():
+                v.reshape(-1)[flat] = cols[name]
+        np.maximum(Sf[_PEAK], req, out=Sf[_PEAK])
+        Sf[_TOKENS] += req + o
+        Sf[_LAST] = req
+        Sf[_PREV] = total
+        state[:, F] = Sf
+        fstate[:, F] = fF
 
 
 def _compact(
@@ -563,7 +682,7 @@ def _compact(
     if mode != "summarize":
         # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
         c0, a = Sf[_CT], Sf[_CT_T]
-        top, t0 = b.top_by_call[k][r], b.to[r]
+        top, t0 = b.top_by_call[k, r], b.to[r]
         q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
         natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
         moved = natural > c0
@@ -589,7 +708,7 @@ def _compact(
         Sg = Sf.take(G, axis=1)
         rg, c, stG = Sg[_RUN], Sg[_CT], Sg[_STT]
         pg, keep = pF[G], lane_keep[G]
-        M = b.msgs_by_call[k][rg]
+        M = b.msgs_by_call[k[G], rg]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
         ep_M, ep_cM = b.ep[gM], b.ep[gcM]
@@ -666,7 +785,7 @@ def _compact(
             Sf[:, h] = Sh
             summary_in = (h, s_in)
             if summaries is not None:  # (call, lanes, summary input, summary output)
-                summaries.append((k, Sh[_LANE].copy(), s_in, out))
+                summaries.append((k[h], Sh[_LANE].copy(), s_in, out))
             summarized[h] = True
     stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok

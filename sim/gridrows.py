@@ -165,7 +165,7 @@ def lane_columns(
     n_agent = ncalls[lane_run]
     summaries = out.get("summaries", [])
     if summaries:
-        sk = np.concatenate([np.full(len(h), k, dtype=np.int64) for k, h, _, _ in summaries])
+        sk = np.concatenate([k for k, _, _, _ in summaries])
         sh = np.concatenate([h for _, h, _, _ in summaries])
         s_in = np.concatenate([v for _, _, v, _ in summaries])
         s_out = np.concatenate([v for _, _, _, v in summaries])
