@@ -165,12 +165,37 @@ class _Batch:
         # message in view and the estimates' sum through it; per message and per tool message stacked
         self.top_by_call = np.ascontiguousarray((self.to[:, None] + np.maximum(self.tools_at - 1, 0)).T)
         self.msgs_by_call = np.ascontiguousarray(self.msgs_at.T)
-        self.view_end_by_call = np.ascontiguousarray(self.view_end.T)
         self.c_through = self.c + self.newest
         self.t_sums = np.stack([self.t_saving, self.t_count, self.t_tok])
         self.m_sums = np.stack(
             [self.m_tok, self.bc, self.bl, self.ep, self.dv, self.first_item, self.tok_first]
         )
+
+    def call_tables(self, models, statics, status_base: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(outputs, tables): the calls' output tokens per (run, call), and the per-run tables of every
+        (run, call) flat (run * K + call, so a block of lanes gathers them at once): what was appended,
+        the last call's output, the settled prefix, the residual, the status line's fixed length, the
+        output, the window. Kept with the batch, one for each status line's length (``status_base``;
+        None: no status line): a replay model's outputs are its trace's recorded ones."""
+        memo = self.__dict__.setdefault("_call_tables", {})
+        got = memo.get(status_base)
+        if got is not None:
+            return got
+        R, K = len(self.ncalls), self.K
+        outputs = np.zeros((R, K), dtype=np.int64)
+        for i, m in enumerate(models):
+            o = np.asarray(m.respond_all(), dtype=np.int64)
+            outputs[i, : len(o)] = o
+        fixed = np.zeros((R, K), dtype=np.int64)
+        if status_base is not None:
+            for r, st_r in enumerate(statics):
+                fixed[r, : st_r.K] = np.array(st_r.status_fixed(status_base)) + MESSAGE_OVERHEAD_BYTES
+        oprev = np.zeros((R, K), dtype=np.int64)
+        oprev[:, 1:] = outputs[:, :-1]
+        window = np.broadcast_to(self.window[:, None], (R, K))
+        tabs = np.stack([self.appended, oprev, self.prefix_at, self.residual, fixed, outputs, window])
+        got = memo[status_base] = (outputs, tabs.reshape(7, R * K))
+        return got
 
     @cached_property
     def natural(self) -> np.ndarray:
@@ -257,21 +282,10 @@ def grid_figures(
     else:
         b = build(traces)
     K = b.K
-    outputs = np.zeros((R, K), dtype=np.int64)
-    for i, r in enumerate(order):
-        o = np.asarray(models[r].respond_all(), dtype=np.int64)
-        outputs[i, : len(o)] = o
     status_on = proto.reports_status
-    fixed = np.zeros((R, K), dtype=np.int64)
-    if status_on:
-        base = status_base_len(proto)
-        for r, st_r in enumerate(statics):
-            fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
-    oprev = np.zeros((R, K), dtype=np.int64)
-    oprev[:, 1:] = outputs[:, :-1]
-    window = np.broadcast_to(b.window[:, None], (R, K))
-    # the per-run tables of every (run, call), flat (run * K + call) so a block of lanes gathers them at once
-    tabs = np.stack([b.appended, oprev, b.prefix_at, b.residual, fixed, outputs, window]).reshape(7, R * K)
+    outputs, tabs = b.call_tables(
+        [models[r] for r in order], statics, status_base_len(proto) if status_on else None
+    )
     lanes = _Lanes(
         b, tabs, b.elapsed.reshape(-1), status_on, rules, price, (proto.mode, proto.summary_ratio,
         proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
@@ -283,7 +297,7 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    # the pristine lanes (one a run, never firing): every call position in one block
+    # the pristine lanes (one a run, never firing): every call of every run in one block
     pstate = np.zeros((_ROWS, R), dtype=np.int64)
     pstate[_RUN] = np.arange(R)
     pstate[_LANE] = -1
@@ -293,13 +307,19 @@ def grid_figures(
     pstate[_CT_T] = pstate[_STT_T] = b.to
     pf = np.zeros((2, R), dtype=np.float64)
     pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt
-    tr = _Trajectory(lanes, pstate, pf, np.zeros(R, dtype=np.int64), K)
-    valid = tr.valid
-    pristine_cost = np.where(valid, lanes.cost(tr.uncached, tr.read, tr.write, tr.out), 0)
+    tr = _Trajectory(lanes, pstate, pf, np.zeros(R, dtype=np.int64), b.ncalls)
+    first = tr.first
+
+    def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
+        out = np.full(R * K, fill, dtype=v.dtype)
+        out[tr.idx] = v
+        return out.reshape(R, K)
+
+    pristine_cost = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
     # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
     # while the pristine lane is still within its window (a lane starts at a call it could make)
-    over_before = np.cumsum(tr.over, axis=1) - tr.over > 0
-    est = np.where(valid & ~over_before, tr.est, -1)
+    over_before = tr.cumsum(tr.over) - tr.over > 0
+    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
     np.maximum.accumulate(est, axis=1, out=est)
     start = np.empty((R, S), dtype=np.int64)
     for r in range(R):  # (S searches a run: the runs are at most a few thousand)
@@ -318,28 +338,27 @@ def grid_figures(
     state[_S_BYTES] = state[_CARRIER] = -1
     state[_OK] = 1
     state[_CT_T] = state[_STT_T] = b.to[rs]
-    at = rs, k0
-    ve_before = tr.ve - tr.app
-    state[_VE] = ve_before[at]
+    at = first[rs] + k0  # the pristine lane's entry at the lane's first call
+    state[_VE] = tr.ve[at] - tr.app[at]
     state[_TOKENS] = tr.tokens[at]
     state[_LAST] = tr.last[at]
     state[_PREV] = tr.stable[at]
     state[_CACHED] = tr.cached_before[at]
     peak_before = np.zeros((R, K), dtype=np.int64)
-    np.maximum.accumulate(tr.req[:, :-1], axis=1, out=peak_before[:, 1:])
-    state[_PEAK] = peak_before[at]
+    np.maximum.accumulate(per_call(tr.req)[:, :-1], axis=1, out=peak_before[:, 1:])
+    state[_PEAK] = peak_before[rs, k0]
     fstate[_EXPIRES] = tr.expires_before[at]
     fstate[_BPT] = b.bpt[rs]
     if rows is not None:
         # (lane, call): every lane as its run's pristine lane until it starts
         got = tr.row_columns(lanes.cost, row_columns)
-        lanes.tables = {name: np.repeat(v * valid, S, axis=0) for name, v in got.items()}
+        lanes.tables = {name: np.repeat(per_call(v), S, axis=0) for name, v in got.items()}
     lanes.advance(state, fstate)  # the started lanes, firing to firing
 
     # figures: a lane not started is its run's pristine lane
-    tokens = np.repeat(tr.tokens_after(), S)
-    peak = np.repeat(np.where(valid, tr.req, 0).max(axis=1), S)
-    ok = np.repeat((~(tr.over & valid).any(axis=1)).astype(np.int64), S)
+    tokens = np.repeat(np.add.reduceat(tr.req + tr.out, first), S)
+    peak = np.repeat(np.maximum.reduceat(tr.req, first), S)
+    ok = np.repeat((np.add.reduceat(tr.over, first) == 0).astype(np.int64), S)
     s_out = np.zeros(L, dtype=np.int64)
     compactions = np.zeros(L, dtype=np.int64)
     delta = np.zeros(L, dtype=np.int64)
@@ -357,6 +376,8 @@ def grid_figures(
         if lanes.summaries:
             lanes_out["summaries"] = lanes.summaries
     if rows is not None:
+        if lanes_out is not None:
+            lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
         running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
         full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
         rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
@@ -364,7 +385,7 @@ def grid_figures(
     before = np.zeros((R, K + 1), dtype=np.int64)
     np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
     cost = np.repeat(before[np.arange(R), b.ncalls], S)
-    cost[lane] = before[rs, k0] + lanes.own_cost
+    cost[lane] = before[rs, k0] + lanes.own_costs()
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -384,42 +405,52 @@ _BLOCK = 1 << 16  # (lane, call) entries a block of the started lanes computes a
 _LOWEST = np.iinfo(np.int64).min
 
 
-class _Trajectory:
-    """Lanes' calls over a block of call positions as if no trigger fired in it: (lane, position) arrays.
-    Between two firings a lane's view only grows by what each call appends, so its estimates, requests,
-    cache and cost are prefix sums and running maxima over the run's per-call tables; only the status
-    line's tokens feed back (they count the tokens so far), solved by iterating to the fixed point."""
+def _full(v, n: int) -> np.ndarray:
+    return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
 
-    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, B: int) -> None:
-        b, K = lanes.b, lanes.K
+
+class _Trajectory:
+    """Lanes' calls over blocks of call positions as if no trigger fired in them, laid end to end (lane
+    ``i``'s block: ``width[i]`` calls from ``pos[i]``, entries ``off[i]:off[i + 1]``). Between two firings
+    a lane's view only grows by what each call appends, so its estimates, requests, cache and cost are
+    prefix sums and running maxima over the run's per-call tables; only the status line's tokens feed
+    back (they count the tokens so far), solved by iterating to the fixed point."""
+
+    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray):
+        K = lanes.K
         n = s.shape[1]
-        r = s[_RUN]
-        ar = np.arange(B)
-        kk = pos[:, None] + ar
-        self.valid = kk < b.ncalls[r][:, None]
-        idx = r[:, None] * K + np.minimum(kk, K - 1)
-        X = lanes.tabs.take(idx, axis=1)  # (table, lane, position)
-        app, oprev, prefix_at, resid, fixed, out, win = X
-        self.app, self.out, self.kk = app, out, kk
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(width, out=off[1:])
+        N = int(off[-1])
+        self.off, self.first = off, off[:-1]
+        seg = np.repeat(np.arange(n), width)
+        self.seg = seg
+        kk = np.arange(N) - np.repeat(off[:-1] - pos, width)
+        self.kk = kk
+        idx = np.repeat(s[_RUN] * K, width) + kk
+        self.idx = idx
+        app, oprev, prefix_at, resid, fixed, out = lanes.tabs[:6].take(idx, axis=1)
+        win = lanes.tabs[6].take(idx)
+        self.app, self.out = app, out
         self.t = lanes.elapsed.take(idx)
-        ve = np.cumsum(app, axis=1)
-        ve += s[_VE][:, None]
-        self.ve = ve
-        total = prefix_at + s[_DELTA][:, None]
+        self.ve = ve = self.cumsum(app)
+        ve += np.repeat(s[_VE], width)
+        total = prefix_at + np.repeat(s[_DELTA], width)
         base = total + resid
-        tok0, last0 = s[_TOKENS][:, None], s[_LAST]
-        last = np.empty((n, B), dtype=np.int64)
-        last[:, 0] = last0
+        tok0 = np.repeat(s[_TOKENS], width)
+        last = np.empty(N, dtype=np.int64)
+        head = off[:-1]
         if lanes.status_on:
-            bpt = fs[_BPT][:, None]
-            d0 = np.searchsorted(_POW10, tok0, "right") + np.searchsorted(_POW10, last0, "right")[:, None]
-            stok = np.ceil((d0 + fixed) / bpt).astype(np.int64)  # first guess: the numbers' digits stay
-            for _ in range(B + 1):  # each pass settles at least one more position (a causal recurrence)
+            bpt = np.repeat(fs[_BPT], width)
+            d0 = np.searchsorted(_POW10, s[_TOKENS], "right") + np.searchsorted(_POW10, s[_LAST], "right")
+            stok = np.ceil((np.repeat(d0, width) + fixed) / bpt).astype(np.int64)  # first guess
+            for _ in range(int(width.max(initial=0)) + 1):  # each pass settles one more call at least
                 req = np.maximum(base + stok, 0)
-                tokens = np.cumsum(req + out, axis=1)
+                tokens = self.cumsum(req + out)
                 tokens += tok0
                 tokens -= req + out
-                last[:, 1:] = req[:, :-1]
+                last[1:] = req[:-1]
+                last[head] = s[_LAST]
                 digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
                 digits += fixed
                 new = np.ceil(digits / bpt).astype(np.int64)
@@ -427,33 +458,33 @@ class _Trajectory:
                     break
                 stok = new
         else:
-            stok = np.zeros((n, B), dtype=np.int64)
+            stok = np.zeros(N, dtype=np.int64)
             req = np.maximum(base, 0)
-            tokens = np.cumsum(req + out, axis=1)
+            tokens = self.cumsum(req + out)
             tokens += tok0
             tokens -= req + out
-            last[:, 1:] = req[:, :-1]
+            last[1:] = req[:-1]
+            last[head] = s[_LAST]
         self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
         self.over = req > win
         self.est = np.where(last > 0, last + (oprev + app), ve)
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
-        stable = np.empty((n, B), dtype=np.int64)
-        stable[:, 0] = s[_PREV]
-        stable[:, 1:] = total[:, :-1]
+        stable = np.empty(N, dtype=np.int64)
+        stable[1:] = total[:-1]
+        stable[head] = s[_PREV]
         self.stable = stable
         rules = lanes.rules
         cacheable = total >= rules.min_prefix_tokens
-        lc = np.where(cacheable, ar, -1)
-        np.maximum.accumulate(lc, axis=1, out=lc)
-        self.lc = lc  # the last cacheable position up to each (-1: none in the block)
-        lcb = np.empty((n, B), dtype=np.int64)
-        lcb[:, 0] = -1
-        lcb[:, 1:] = lc[:, :-1]
-        some = lcb >= 0
+        lc = np.where(cacheable, np.arange(N), -1)
+        np.maximum.accumulate(lc, out=lc)
+        self.lc = lc  # the last cacheable entry up to each (before the lane's block: none)
+        lcb = np.empty(N, dtype=np.int64)
+        lcb[1:] = lc[:-1]
+        lcb[head] = -1
+        some = lcb >= np.repeat(head, width)
         lcb0 = np.maximum(lcb, 0)
-        cached = np.where(some, np.take_along_axis(total, lcb0, axis=1), s[_CACHED][:, None])
-        expires = np.take_along_axis(self.t, lcb0, axis=1) + rules.lifetime_s
-        expires = np.where(some, expires, fs[_EXPIRES][:, None])
+        cached = np.where(some, total[lcb0], np.repeat(s[_CACHED], width))
+        expires = np.where(some, self.t[lcb0] + rules.lifetime_s, np.repeat(fs[_EXPIRES], width))
         self.cached_before, self.expires_before = cached, expires
         hit = (self.t <= expires) & (stable >= rules.min_prefix_tokens)
         reusable = np.minimum(stable, cached)
@@ -465,9 +496,17 @@ class _Trajectory:
         if rules.writes:
             write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
         else:
-            write = np.zeros((n, B), dtype=np.int64)
+            write = np.zeros(N, dtype=np.int64)
         self.read, self.write = read, write
         self.uncached = req - read - write
+
+    def cumsum(self, v: np.ndarray) -> np.ndarray:
+        """Each lane's running sums over its block."""
+        c = np.cumsum(v)
+        before = np.zeros(len(self.first), dtype=np.int64)
+        before[1:] = c[self.first[1:] - 1]
+        c -= np.repeat(before, np.diff(self.off))
+        return c
 
     def row_columns(self, cost, names) -> dict[str, np.ndarray]:
         cols = {
@@ -478,10 +517,6 @@ class _Trajectory:
         if names is None or "cost_microusd" in names:
             cols["cost_microusd"] = cost(self.uncached, self.read, self.write, self.out)
         return cols if names is None else {name: cols[name] for name in names}
-
-    def tokens_after(self) -> np.ndarray:
-        """Each lane's tokens after the block's valid positions."""
-        return self.tokens[:, 0] + np.where(self.valid, self.req + self.out, 0).sum(axis=1)
 
 
 class _Lanes:
@@ -495,7 +530,7 @@ class _Lanes:
         self.summaries: list | None = [] if keep_summaries else None
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
         self.settings: tuple = ()
-        self.own_cost = np.zeros(0, dtype=np.int64)
+        self.calls: list = []  # the started lanes' calls to price: (lanes, uncached, read, write, output)
 
     def cost(self, uncached, read, write, output) -> np.ndarray:
         """``cost_microusd`` of each call (-1 each when unpriced), each rounded on its own."""
@@ -507,84 +542,96 @@ class _Lanes:
 
     def add(self, lanes, uncached, read, write, output) -> None:
         """A summary call of each of these lanes (``_compact``): billed to the lane."""
-        self.own_cost[self._at[lanes]] += self.cost(uncached, read, write, output)
+        n = len(lanes)
+        self.calls.append((self._at[lanes], uncached, _full(read, n), _full(write, n), output))
+
+    def own_costs(self) -> np.ndarray:
+        """Each started lane's own calls' cost: priced in one pass, each call rounded on its own."""
+        own = np.zeros(self.n, dtype=np.int64)
+        if self.calls:
+            at, *cols = (np.concatenate(v) for v in zip(*self.calls, strict=True))
+            np.add.at(own, at, self.cost(*cols))
+        return own
 
     def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
         first fires, ``_START``) to their runs' ends, in place."""
         n = state.shape[1]
-        self.own_cost = np.zeros(n, dtype=np.int64)
+        self.n = n
         self._at = np.full(len(self.b.ncalls) * len(self.settings[0]) + 1, -1, dtype=np.int64)
         self._at[state[_LANE]] = np.arange(n)
         ncalls = self.b.ncalls
         A = np.arange(n)
         pos = state[_START].copy()
         firing = np.ones(n, dtype=bool)
-        again = np.zeros(n, dtype=bool)
+        width = np.full(n, _MIN_BLOCK, dtype=np.int64)  # each lane's next block: twice its last gap
         while len(A):
             F = np.flatnonzero(firing)
             if len(F):
                 self._fire(state, fstate, A[F], pos[F])
                 pos[F] += 1
             going = pos < ncalls[state[_RUN, A]]
+            again = np.zeros(len(A), dtype=bool)
             if len(F):
                 # a lane still over its trigger fires again at its next call: no block for it (the
                 # estimate is its last input and output and what the next call appends)
-                again = np.zeros(len(A), dtype=bool)
                 g = F[going[F]]
                 Sg = state[:, A[g]]
                 X = self.tabs.take(Sg[_RUN] * self.K + pos[g], axis=1)
                 last = Sg[_LAST]
                 est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), Sg[_VE] + X[_T_APP])
                 again[g] = est > Sg[_TRIG]
-            else:
-                again = np.zeros(len(A), dtype=bool)
             if not going.all():
                 A, pos, again = A[going], pos[going], again[going]
             if not len(A):
                 break
-            firing = again.copy()
+            firing = again
             blk = np.flatnonzero(~again)
             if not len(blk):
                 continue
             Ab, pb = A[blk], pos[blk]
-            B = int(min(self.K, max(_MIN_BLOCK, _BLOCK // len(Ab))))
             s, fs = state[:, Ab], fstate[:, Ab]
-            tr = _Trajectory(self, s, fs, pb, B)
-            fire = tr.est > s[_TRIG][:, None]
-            fire &= tr.valid
-            fire &= np.cumsum(tr.over, axis=1) - tr.over == 0  # a lane over its window no longer fires
-            nvalid = tr.valid.sum(axis=1)
-            fires = fire.any(axis=1)
-            j = np.where(fires, fire.argmax(axis=1), nvalid)  # the calls before the next firing
-            self._commit(state, fstate, Ab, s, fs, tr, j)
+            w = np.minimum(width[Ab], ncalls[s[_RUN]] - pb)
+            tr = _Trajectory(self, s, fs, pb, w)
+            fire = tr.est > np.repeat(s[_TRIG], w)
+            over_before = tr.cumsum(tr.over) - tr.over
+            fire &= over_before == 0  # a lane over its window no longer fires
+            fi = np.flatnonzero(fire)
+            if len(fi):
+                p = np.searchsorted(fi, tr.first)
+                c = fi[np.minimum(p, len(fi) - 1)]
+                fires = (p < len(fi)) & (c < tr.off[1:])
+                j = np.where(fires, c - tr.first, w)  # the calls before the next firing
+            else:
+                fires, j = np.zeros(len(blk), dtype=bool), w
+            self._commit(state, fstate, Ab, s, fs, tr, w, j)
             pos[blk] = pb + j
             firing[blk] = fires
+            width[Ab] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
 
-    def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, j) -> None:
+    def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
-        B = tr.req.shape[1]
-        m = np.arange(B)[None, :] < j[:, None]
+        m = np.arange(len(tr.seg)) - np.repeat(tr.first, w) < np.repeat(j, w)
         has = j > 0
-        row = np.arange(len(A))
-        jm = np.maximum(j - 1, 0)
-        s[_TOKENS] += np.where(m, tr.req + tr.out, 0).sum(axis=1)
-        np.maximum(s[_PEAK], np.where(m, tr.req, 0).max(axis=1), out=s[_PEAK])
+        first = tr.first
+        last = first + np.maximum(j - 1, 0)  # each lane's last call made
+        s[_TOKENS] += np.add.reduceat(np.where(m, tr.req + tr.out, 0), first)
+        np.maximum(s[_PEAK], np.maximum.reduceat(np.where(m, tr.req, 0), first), out=s[_PEAK])
         for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
-            s[r_] = np.where(has, v[row, jm], s[r_])
-        lc = tr.lc[row, jm]
-        moved = has & (lc >= 0)
+            s[r_] = np.where(has, v[last], s[r_])
+        lc = tr.lc[last]
+        moved = has & (lc >= first)
         lc0 = np.maximum(lc, 0)
-        s[_CACHED] = np.where(moved, tr.total[row, lc0], s[_CACHED])
-        fs[_EXPIRES] = np.where(moved, tr.t[row, lc0] + self.rules.lifetime_s, fs[_EXPIRES])
-        over = (tr.over & m).any(axis=1)
+        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        over = np.add.reduceat(tr.over & m, first) > 0
         if over.any():  # refused by the provider: the loop replays what follows
             s[_OK, over] = 0
             s[_TRIG, over] = NO_LIMIT
-        self.own_cost[A] += np.where(m, self.cost(tr.uncached, tr.read, tr.write, tr.out), 0).sum(axis=1)
+        self.calls.append((np.repeat(A, w)[m], tr.uncached[m], tr.read[m], tr.write[m], tr.out[m]))
         if self.tables is not None:
             cols = tr.row_columns(self.cost, list(self.tables))
-            flat = (s[_LANE][:, None] * self.K + tr.kk)[m]
+            flat = (np.repeat(s[_LANE] * self.K, w) + tr.kk)[m]
             for name, v in cols.items():
                 self.tables[name].reshape(-1)[flat] = v[m]
         state[:, A] = s
@@ -641,14 +688,15 @@ class _Lanes:
         np.copyto(expires, t + rules.lifetime_s, where=cacheable)
         o = X[_T_OUT]
         uncached = req - read - write
-        cost = self.cost(uncached, read, write, o)
-        self.own_cost[F] += cost
+        self.calls.append((F, uncached, read, _full(write, len(F)), o))
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
                 "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
-                "uncached_input_tokens": uncached, "cost_microusd": cost,
+                "uncached_input_tokens": uncached,
             }  # fmt: skip
+            if "cost_microusd" in self.tables:
+                cols["cost_microusd"] = self.cost(uncached, read, write, o)
             flat = Sf[_LANE] * K + k
             for name, v in self.tables.items():
                 v.reshape(-1)[flat] = cols[name]
