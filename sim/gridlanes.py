@@ -163,7 +163,10 @@ class _Batch:
         self.newest = joined("newest")
         # what the firing lanes gather, laid out for few gathers: by call, then run; the newest tool
         # message in view and the estimates' sum through it; per message and per tool message stacked
+        self.R = R
         self.top_by_call = np.ascontiguousarray((self.to[:, None] + np.maximum(self.tools_at - 1, 0)).T)
+        self.view_end_by_call = np.ascontiguousarray(self.view_end.T)
+        self.elapsed_by_call = np.ascontiguousarray(self.elapsed.T)
         self.msgs_by_call = np.ascontiguousarray(self.msgs_at.T)
         self.c_through = self.c + self.newest
         self.t_sums = np.stack([self.t_saving, self.t_count, self.t_tok])
@@ -194,7 +197,12 @@ class _Batch:
         oprev[:, 1:] = outputs[:, :-1]
         window = np.broadcast_to(self.window[:, None], (R, K))
         tabs = np.stack([self.appended, oprev, self.prefix_at, self.residual, fixed, outputs, window])
-        got = memo[status_base] = (outputs, tabs.reshape(7, R * K))
+        # (and by call position, for the lanes advancing position by position)
+        got = memo[status_base] = (
+            outputs,
+            tabs.reshape(7, R * K),
+            np.ascontiguousarray(tabs.transpose(2, 0, 1)),
+        )
         return got
 
     @cached_property
@@ -283,11 +291,11 @@ def grid_figures(
         b = build(traces)
     K = b.K
     status_on = proto.reports_status
-    outputs, tabs = b.call_tables(
+    outputs, tabs, by_call = b.call_tables(
         [models[r] for r in order], statics, status_base_len(proto) if status_on else None
     )
     lanes = _Lanes(
-        b, tabs, b.elapsed.reshape(-1), status_on, rules, price, (proto.mode, proto.summary_ratio,
+        b, tabs, by_call, status_on, rules, price, (proto.mode, proto.summary_ratio,
         proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
     )  # fmt: skip
     L = S * R
@@ -400,6 +408,7 @@ def grid_figures(
     return (ok > 0).reshape(R, S)[back].T, out_figs
 
 
+_LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position
 _MIN_BLOCK = 8  # call positions a block takes at least
 _BLOCK = 1 << 16  # (lane, call) entries a block of the started lanes computes at most: bounds its memory
 _LOWEST = np.iinfo(np.int64).min
@@ -523,8 +532,8 @@ class _Lanes:
     """The started lanes' replay, firing to firing: a firing position is one call's work for the lanes
     that fire there (``_compact`` and the request), the calls between are blocks (``_Trajectory``)."""
 
-    def __init__(self, b, tabs, elapsed, status_on, rules, price, summary_knobs, keep_summaries) -> None:
-        self.b, self.K, self.tabs, self.elapsed = b, b.K, tabs, elapsed
+    def __init__(self, b, tabs, by_call, status_on, rules, price, summary_knobs, keep_summaries) -> None:
+        self.b, self.K, self.tabs, self.by_call, self.elapsed = b, b.K, tabs, by_call, b.elapsed.reshape(-1)
         self.status_on, self.rules, self.price = status_on, rules, price
         self.mode, self.ratio, self.smin, self.smax = summary_knobs
         self.summaries: list | None = [] if keep_summaries else None
@@ -547,11 +556,11 @@ class _Lanes:
 
     def own_costs(self) -> np.ndarray:
         """Each started lane's own calls' cost: priced in one pass, each call rounded on its own."""
-        own = np.zeros(self.n, dtype=np.int64)
+        own = np.zeros(self.n + 1, dtype=np.int64)  # (the last: calls billed to no lane)
         if self.calls:
             at, *cols = (np.concatenate(v) for v in zip(*self.calls, strict=True))
             np.add.at(own, at, self.cost(*cols))
-        return own
+        return own[:-1]
 
     def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
@@ -560,6 +569,9 @@ class _Lanes:
         self.n = n
         self._at = np.full(len(self.b.ncalls) * len(self.settings[0]) + 1, -1, dtype=np.int64)
         self._at[state[_LANE]] = np.arange(n)
+        if n >= _LOCKSTEP_LANES:
+            self._lockstep(state, fstate)
+            return
         ncalls = self.b.ncalls
         A = np.arange(n)
         pos = state[_START].copy()
@@ -609,6 +621,46 @@ class _Lanes:
             firing[blk] = fires
             width[Ab] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
 
+    def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
+        """``advance`` call position by call position: many started lanes make each position's arrays
+        long, so its per-position work is small beside the lanes' own (and there are no blocks to
+        compute past a firing). The lanes are ordered by the call they start at, so the lanes going are
+        a prefix; lanes whose runs ended stay in it (their figures taken, never firing, billed to no
+        lane) until they are many."""
+        n = state.shape[1]
+        if not n:
+            return
+        order = np.argsort(state[_START], kind="stable")
+        st, fs = state[:, order], fstate[:, order]
+        ident = order.copy()  # each column's lane, as ``state`` has them
+        starts = st[_START].copy()
+        ends = self.b.ncalls[st[_RUN]]
+        dead = np.zeros(n, dtype=bool)
+        K = self.K
+        for k in range(int(starts[0]), K + 1):
+            gone = np.flatnonzero(ends == k)  # runs that end here: their lanes' figures are final
+            if len(gone):
+                state[:, ident[gone]] = st[:, gone]
+                fstate[:, ident[gone]] = fs[:, gone]
+                st[_TRIG, gone] = NO_LIMIT
+                dead[gone] = True
+            if k == K:
+                break
+            m = int(np.searchsorted(starts, k, side="right"))
+            if 4 * int(dead[:m].sum()) > m:  # (the rest keep their order)
+                keep = np.flatnonzero(~dead)
+                st, fs, ident, starts, ends, dead = (
+                    st[:, keep], fs[:, keep], ident[keep], starts[keep], ends[keep], dead[keep]
+                )  # fmt: skip
+                m = int(np.searchsorted(starts, k, side="right"))
+            Sv, fv = st[:, :m], fs[:, :m]
+            X = self.by_call[k].take(Sv[_RUN], axis=1)
+            last = Sv[_LAST]
+            ve = Sv[_VE] + X[_T_APP]
+            est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), ve) if k else ve
+            dv = dead[:m]
+            self._call(Sv, fv, ident[:m], k, est > Sv[_TRIG], dv if dv.any() else None, X)
+
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
         m = np.arange(len(tr.seg)) - np.repeat(tr.first, w) < np.repeat(j, w)
@@ -639,15 +691,48 @@ class _Lanes:
 
     def _fire(self, state, fstate, F, k) -> None:
         """The lanes ``F`` fire at their calls ``k``: compaction, then the call."""
-        b, K, rules = self.b, self.K, self.rules
         Sf, fF = state[:, F], fstate[:, F]
+        self._call(Sf, fF, F, k, None, None)
+        state[:, F] = Sf
+        fstate[:, F] = fF
+
+    def _call(self, Sf, fF, ids, k, fires, dead, X=None) -> None:
+        """The lanes ``Sf``, ``fF`` (their state, updated in place; ``ids``: their places in the bills)
+        make their calls ``k`` (a call position, or one a lane): those that ``fires`` (None: all) compact
+        first. ``dead``: lanes past their runs' ends (None: none), neither billed nor tabled. ``X``: the
+        lanes' per-run tables at ``k`` when the caller has them."""
+        b, K, rules = self.b, self.K, self.rules
         r = Sf[_RUN]
-        idx = r * K + k
-        X = self.tabs.take(idx, axis=1)
+        if np.ndim(k) == 0:  # one call position: its tables are contiguous
+            X = self.by_call[k].take(r, axis=1) if X is None else X
+            t = b.elapsed_by_call[k].take(r)
+            prev_items = b.view_end_by_call[k - 1].take(r) if k else 0
+        else:
+            idx = r * K + k
+            X, t = self.tabs.take(idx, axis=1), self.elapsed.take(idx)
+            prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
         Sf[_VE] += X[_T_APP]
-        stable_F, firstF, summary_in = _compact(
-            b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
-        )
+        n = Sf.shape[1]
+        if fires is None:
+            stable_F, firstF, summary_in = _compact(
+                b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+            )
+        else:
+            G = np.flatnonzero(fires)
+            stable_F = firstF = summary_in = None
+            if len(G):
+                stable_F = np.zeros(n, dtype=np.int64)
+                firstF = np.full(n, -1, dtype=np.int64)
+                Sg, fg = Sf[:, G], fF[:, G]
+                kg = k if np.ndim(k) == 0 else k[G]
+                sg, fgi, summary_in = _compact(
+                    b, Sg, fg, kg, self.settings, self.mode, self.ratio, self.smin,
+                    self.smax, self, self.summaries,
+                )  # fmt: skip
+                Sf[:, G] = Sg
+                stable_F[G], firstF[G] = sg, fgi
+                if summary_in is not None:
+                    summary_in = (G[summary_in[0]], summary_in[1])
         total = Sf[_DELTA] + X[_T_PREFIX]
         if self.status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
             last = Sf[_LAST]
@@ -659,7 +744,7 @@ class _Lanes:
             stok = np.ceil(digits / fF[_BPT]).astype(np.int64)  # estimate_tokens of the line
             req = total + X[_T_RESID] + stok
         else:
-            stok = np.zeros(len(F), dtype=np.int64)
+            stok = np.zeros(n, dtype=np.int64)
             req = total + X[_T_RESID]
         np.maximum(req, 0, out=req)
         over = req > X[_T_WIN]
@@ -667,10 +752,9 @@ class _Lanes:
             Sf[_OK, over] = 0
             Sf[_TRIG, over] = NO_LIMIT
         stable = Sf[_PREV].copy()
-        prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
-        use = (firstF >= 0) & (firstF < prev_items)
-        stable[use] = stable_F[use]
-        t = self.elapsed[idx]
+        if firstF is not None:
+            use = (firstF >= 0) & (firstF < prev_items)
+            stable[use] = stable_F[use]
         expires = fF[_EXPIRES]
         hit = (t <= expires) & (stable >= rules.min_prefix_tokens)
         reusable = np.minimum(stable, Sf[_CACHED])
@@ -683,12 +767,13 @@ class _Lanes:
         if rules.writes:
             write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
         else:
-            write = np.zeros(len(F), dtype=np.int64)
+            write = np.zeros(n, dtype=np.int64)
         np.copyto(Sf[_CACHED], total, where=cacheable)
         np.copyto(expires, t + rules.lifetime_s, where=cacheable)
         o = X[_T_OUT]
         uncached = req - read - write
-        self.calls.append((F, uncached, read, _full(write, len(F)), o))
+        billed = ids if dead is None else np.where(dead, self.n, ids)
+        self.calls.append((billed, uncached, read, _full(write, n), o))
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
@@ -698,14 +783,13 @@ class _Lanes:
             if "cost_microusd" in self.tables:
                 cols["cost_microusd"] = self.cost(uncached, read, write, o)
             flat = Sf[_LANE] * K + k
+            live = slice(None) if dead is None else ~dead
             for name, v in self.tables.items():
-                v.reshape(-1)[flat] = cols[name]
+                v.reshape(-1)[flat[live]] = np.broadcast_to(cols[name], n)[live]
         np.maximum(Sf[_PEAK], req, out=Sf[_PEAK])
         Sf[_TOKENS] += req + o
         Sf[_LAST] = req
         Sf[_PREV] = total
-        state[:, F] = Sf
-        fstate[:, F] = fF
 
 
 def _compact(
@@ -730,7 +814,8 @@ def _compact(
     if mode != "summarize":
         # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
         c0, a = Sf[_CT], Sf[_CT_T]
-        top, t0 = b.top_by_call[k, r], b.to[r]
+        top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
+        t0 = b.to[r]
         q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
         natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
         moved = natural > c0
@@ -756,7 +841,7 @@ def _compact(
         Sg = Sf.take(G, axis=1)
         rg, c, stG = Sg[_RUN], Sg[_CT], Sg[_STT]
         pg, keep = pF[G], lane_keep[G]
-        M = b.msgs_by_call[k[G], rg]
+        M = b.msgs_by_call[k][rg] if np.ndim(k) == 0 else b.msgs_by_call.reshape(-1)[k[G] * b.R + rg]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
         ep_M, ep_cM = b.ep[gM], b.ep[gcM]
@@ -833,7 +918,7 @@ def _compact(
             Sf[:, h] = Sh
             summary_in = (h, s_in)
             if summaries is not None:  # (call, lanes, summary input, summary output)
-                summaries.append((k[h], Sh[_LANE].copy(), s_in, out))
+                summaries.append((np.broadcast_to(k, nF)[h], Sh[_LANE].copy(), s_in, out))
             summarized[h] = True
     stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok
