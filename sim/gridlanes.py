@@ -1,5 +1,5 @@
 """The grid path over many traces at once: every (setting, run) pair of a ``seed_engine`` grid is a lane,
-and all lanes advance together, call position by call position, as array operations.
+and the lanes advance as array operations from one firing of their trigger to the next.
 
 ``sim.gridpath`` replays the settings of one trace together and builds their records; this module is
 the same arithmetic with the runs laid side by side too, for the figures a sizing reads (cost, input
@@ -7,16 +7,26 @@ and output totals, the largest request, compactions). Per-run tables are laid en
 (``sim.gridpath._Static`` of each trace: message estimates, tool-message prefix sums, transcript
 blocks), so a lane's prune bound, summary cut and the sums they move are ``searchsorted`` and prefix
 sums over the whole batch. The natural prune bound of a (run, keep, call) is looked up for the lanes
-that fire (the bound only moves forward for a fixed keep). Runs are ordered by length, longest first,
-so the runs still going at a call position are a prefix.
+that fire (the bound only moves forward for a fixed keep). Runs are ordered by length, longest first.
+
+Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache
+entries and cost are prefix sums and running maxima over its run's per-call tables, shifted by the
+lane's net change so far (``_Trajectory``; the status line's tokens, which count the tokens so far, are
+solved to their fixed point, a pass or two). So a lane's calls up to its next firing are one block of
+array operations, the firing found by one search over it, and only a firing call takes a call's work
+(``_compact``, then the request).
 
 Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine*
-lane standing for all its lanes that have not fired, and a lane starts on its own (a copy of the
-pristine lane) at the call its trigger first fires; in a sizing grid most lanes never fire or fire late.
-The lanes' state is one integer array (a row per quantity, a column per lane) so starting, gathering
-and dropping lanes are single operations. The cache is computed as each request is made; the calls'
-token counts are priced in a few large passes (``_Bills``), each call rounded on its own, so no call
-table is kept.
+lane standing for all its lanes that have not fired, replayed for all its calls in one block, and a
+lane starts on its own (a copy of the pristine lane's state there) at the call its trigger first fires,
+where the pristine estimate's running maximum first passes it; in a sizing grid most lanes never fire
+or fire late. The started lanes then advance in blocks (``_Lanes.advance``: each lane's next block twice
+its last gap; a lane still over its trigger fires again at once), or, where they are thousands (a wide
+grid: a call position's arrays are long already and blocks would compute past many firings), call
+position by call position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
+quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
+calls' token counts are priced in a few large passes, each call rounded on its own, so no call table is
+kept.
 
 Rare events take the long way: a summary whose transcript must be elided (over the 80,000-character
 budget) is measured by ``prompt_units`` lane by lane; a lane whose request would exceed the window
@@ -259,18 +269,18 @@ def grid_figures(
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
     longest first (``replay_unlimited``: settings without a limit, which never summarize). ``lanes_out``:
-    a dict to receive the lanes' summary calls and final state, lane j being sorted run j // S, setting
-    j % S (``sim.gridrows``). ``row_columns``: the columns ``rows`` receives (None: all of them; each costs
-    a table a call position). ``keep_batch``: the batch's tables are kept for its next replay (a sweep
+    a dict to receive the lanes' summary calls (call, lanes, input, output: one call a lane) and final
+    state, lane j being sorted run j // S, setting j % S (``sim.gridrows``), and with ``rows`` the same
+    columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows`` receives (None: all
+    of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next replay (a sweep
     replays a chunk of runs under many settings; ``size`` replays each batch once).
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
-    fired are replayed on their own. A run's lanes fire in the order of their triggers (a setting fires
-    when the pristine estimate first passes its trigger), so the lanes that start at a call position
-    are, per run, the next few settings in that order; each starts as a copy of the pristine lane.
-    Most lanes of a sizing grid never fire (limits above the run's largest estimate) or fire late,
-    so this replays a small share of the (setting, run) calls one by one."""
+    fired are replayed on their own. A setting's lane starts where the pristine estimate first passes
+    its trigger, as a copy of the pristine lane there. Most lanes of a sizing grid never fire (limits
+    above the run's largest estimate) or fire late, so this replays a small share of the (setting, run)
+    calls on their own, and those from firing to firing."""
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the runs still going are a prefix
