@@ -272,8 +272,8 @@ def grid_figures(
     a dict to receive the lanes' summary calls (call, lanes, input, output: one call a lane) and final
     state, lane j being sorted run j // S, setting j % S (``sim.gridrows``), and with ``rows`` the same
     columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows`` receives (None: all
-    of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next replay (a sweep
-    replays a chunk of runs under many settings; ``size`` replays each batch once).
+    of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next
+    replay (a sweep replays a chunk of runs under many settings; ``size`` replays each batch once).
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
