@@ -586,7 +586,8 @@ class _Lanes:
         A = np.arange(n)
         pos = state[_START].copy()
         firing = np.ones(n, dtype=bool)
-        width = np.full(n, _MIN_BLOCK, dtype=np.int64)  # each lane's next block: twice its last gap
+        # each lane's next block: twice its last gap (at first as wide as the lanes are few)
+        width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
         while len(A):
             F = np.flatnonzero(firing)
             if len(F):
