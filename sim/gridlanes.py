@@ -315,68 +315,23 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    # the pristine lanes (one a run, never firing): every call of every run in one block
-    pstate = np.zeros((_ROWS, R), dtype=np.int64)
-    pstate[_RUN] = np.arange(R)
-    pstate[_LANE] = -1
-    pstate[_TRIG] = NO_LIMIT
-    pstate[_S_BYTES] = pstate[_CARRIER] = -1
-    pstate[_OK] = 1
-    pstate[_CT_T] = pstate[_STT_T] = b.to
-    pf = np.zeros((2, R), dtype=np.float64)
-    pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt
-    tr = _Trajectory(lanes, pstate, pf, np.zeros(R, dtype=np.int64), b.ncalls)
-    first = tr.first
-
-    def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
-        out = np.full(R * K, fill, dtype=v.dtype)
-        out[tr.idx] = v
-        return out.reshape(R, K)
-
-    pristine_cost = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
-    # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
-    # while the pristine lane is still within its window (a lane starts at a call it could make)
-    over_before = tr.cumsum(tr.over) - tr.over > 0
-    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
-    np.maximum.accumulate(est, axis=1, out=est)
-    start = np.empty((R, S), dtype=np.int64)
-    for r in range(R):  # (S searches a run: the runs are at most a few thousand)
-        start[r] = np.searchsorted(est[r], set_trig, side="right")
-    has = start < b.ncalls[:, None]
-    rs, ss = np.nonzero(has)
-    k0 = start[rs, ss]
-    n = len(rs)
-    state = np.zeros((_ROWS, n), dtype=np.int64)
-    fstate = np.zeros((2, n), dtype=np.float64)
-    state[_RUN] = rs
-    state[_LANE] = rs * S + ss
-    state[_TRIG] = set_trig[ss]
-    state[_SET] = ss
-    state[_START] = k0
-    state[_S_BYTES] = state[_CARRIER] = -1
-    state[_OK] = 1
-    state[_CT_T] = state[_STT_T] = b.to[rs]
-    at = first[rs] + k0  # the pristine lane's entry at the lane's first call
-    state[_VE] = tr.ve[at] - tr.app[at]
-    state[_TOKENS] = tr.tokens[at]
-    state[_LAST] = tr.last[at]
-    state[_PREV] = tr.stable[at]
-    state[_CACHED] = tr.cached_before[at]
-    peak_before = np.zeros((R, K), dtype=np.int64)
-    np.maximum.accumulate(per_call(tr.req)[:, :-1], axis=1, out=peak_before[:, 1:])
-    state[_PEAK] = peak_before[rs, k0]
-    fstate[_EXPIRES] = tr.expires_before[at]
-    fstate[_BPT] = b.bpt[rs]
+    # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+    pristine_cost = np.zeros((R, K), dtype=np.int64)
+    p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
     if rows is not None:
-        # (lane, call): every lane as its run's pristine lane until it starts
-        got = tr.row_columns(lanes.cost, row_columns)
-        lanes.tables = {name: np.repeat(per_call(v), S, axis=0) for name, v in got.items()}
+        lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
+    step = max(1, _BLOCK_ENTRIES // max(K, 1))
+    parts = [
+        _pristine(lanes, np.arange(lo, min(R, lo + step)), S, set_trig, pristine_cost, p_sums, row_columns)
+        for lo in range(0, R, step)
+    ]
+    state = np.concatenate([p[0] for p in parts], axis=1)
+    fstate = np.concatenate([p[1] for p in parts], axis=1)
+    rs, k0 = state[_RUN].copy(), state[_START].copy()
     lanes.advance(state, fstate)  # the started lanes, firing to firing
 
     # figures: a lane not started is its run's pristine lane
-    tokens = np.repeat(np.add.reduceat(tr.req + tr.out, first), S)
-    peak = np.repeat(np.maximum.reduceat(tr.req, first), S)
-    ok = np.repeat((np.add.reduceat(tr.over, first) == 0).astype(np.int64), S)
+    tokens, peak, ok = (np.repeat(v, S) for v in p_sums)
     s_out = np.zeros(L, dtype=np.int64)
     compactions = np.zeros(L, dtype=np.int64)
     delta = np.zeros(L, dtype=np.int64)
@@ -420,7 +375,8 @@ def grid_figures(
 
 _LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position
 _MIN_BLOCK = 8  # call positions a block takes at least
-_BLOCK = 1 << 16  # (lane, call) entries a block of the started lanes computes at most: bounds its memory
+_BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
+_BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
 _LOWEST = np.iinfo(np.int64).min
 
 
@@ -615,6 +571,7 @@ class _Lanes:
             Ab, pb = A[blk], pos[blk]
             s, fs = state[:, Ab], fstate[:, Ab]
             w = np.minimum(width[Ab], ncalls[s[_RUN]] - pb)
+            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(Ab)), out=w)
             tr = _Trajectory(self, s, fs, pb, w)
             fire = tr.est > np.repeat(s[_TRIG], w)
             over_before = tr.cumsum(tr.over) - tr.over
@@ -801,6 +758,78 @@ class _Lanes:
         Sf[_TOKENS] += req + o
         Sf[_LAST] = req
         Sf[_PREV] = total
+
+
+def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_columns):
+    """The pristine lanes of ``runs`` (consecutive) over all their calls: their calls' cost into
+    ``cost_out`` (run, call), their tokens, peak and window check into ``sums_out``, their row columns
+    into ``lanes.tables`` (when asked); returns the state of each (run, setting) lane at the call its
+    trigger first fires (a copy of the pristine lane's state there), lanes that never fire left out."""
+    b, K = lanes.b, lanes.K
+    n = len(runs)
+    pstate = np.zeros((_ROWS, n), dtype=np.int64)
+    pstate[_RUN] = runs
+    pstate[_LANE] = -1
+    pstate[_TRIG] = NO_LIMIT
+    pstate[_S_BYTES] = pstate[_CARRIER] = -1
+    pstate[_OK] = 1
+    pstate[_CT_T] = pstate[_STT_T] = b.to[runs]
+    pf = np.zeros((2, n), dtype=np.float64)
+    pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt[runs]
+    tr = _Trajectory(lanes, pstate, pf, np.zeros(n, dtype=np.int64), b.ncalls[runs])
+    first = tr.first
+    local = tr.idx - int(runs[0]) * K
+
+    def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
+        out = np.full(n * K, fill, dtype=v.dtype)
+        out[local] = v
+        return out.reshape(n, K)
+
+    cost_out[runs] = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
+    sums_out[0, runs] = np.add.reduceat(tr.req + tr.out, first)
+    sums_out[1, runs] = np.maximum.reduceat(tr.req, first)
+    sums_out[2, runs] = np.add.reduceat(tr.over, first) == 0
+    if lanes.tables is not None:
+        for name, v in tr.row_columns(lanes.cost, row_columns).items():
+            table = lanes.tables.get(name)
+            if table is None:
+                table = lanes.tables[name] = np.zeros((len(b.ncalls) * S, K), dtype=np.int64)
+            table.reshape(-1, S, K)[runs] = per_call(v)[:, None, :]
+    # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
+    # while the pristine lane is still within its window (a lane starts at a call it could make)
+    over_before = tr.cumsum(tr.over) - tr.over > 0
+    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
+    np.maximum.accumulate(est, axis=1, out=est)
+    start = np.empty((n, S), dtype=np.int64)
+    for r in range(n):  # (S searches a run)
+        start[r] = np.searchsorted(est[r], set_trig, side="right")
+    has = start < b.ncalls[runs][:, None]
+    rl, ss = np.nonzero(has)
+    k0 = start[rl, ss]
+    rs = runs[rl]
+    m = len(rs)
+    state = np.zeros((_ROWS, m), dtype=np.int64)
+    fstate = np.zeros((2, m), dtype=np.float64)
+    state[_RUN] = rs
+    state[_LANE] = rs * S + ss
+    state[_TRIG] = set_trig[ss]
+    state[_SET] = ss
+    state[_START] = k0
+    state[_S_BYTES] = state[_CARRIER] = -1
+    state[_OK] = 1
+    state[_CT_T] = state[_STT_T] = b.to[rs]
+    at = first[rl] + k0  # the pristine lane's entry at the lane's first call
+    state[_VE] = tr.ve[at] - tr.app[at]
+    state[_TOKENS] = tr.tokens[at]
+    state[_LAST] = tr.last[at]
+    state[_PREV] = tr.stable[at]
+    state[_CACHED] = tr.cached_before[at]
+    peak_before = np.zeros((n, K), dtype=np.int64)
+    np.maximum.accumulate(per_call(tr.req)[:, :-1], axis=1, out=peak_before[:, 1:])
+    state[_PEAK] = peak_before[rl, k0]
+    fstate[_EXPIRES] = tr.expires_before[at]
+    fstate[_BPT] = b.bpt[rs]
+    return state, fstate
 
 
 def _compact(
