@@ -522,7 +522,7 @@ class _Lanes:
 
     def own_costs(self) -> np.ndarray:
         """Each started lane's own calls' cost: priced in one pass, each call rounded on its own."""
-        own = np.zeros(self.n + 1, dtype=np.int64)  # (the last: calls billed to no lane)
+        own = self.own
         if self.calls:
             at, *cols = (np.concatenate(v) for v in zip(*self.calls, strict=True))
             np.add.at(own, at, self.cost(*cols))
@@ -533,6 +533,7 @@ class _Lanes:
         first fires, ``_START``) to their runs' ends, in place."""
         n = state.shape[1]
         self.n = n
+        self.own = np.zeros(n + 1, dtype=np.int64)  # each lane's own calls' cost (the last: no lane's)
         self._at = np.full(len(self.b.ncalls) * len(self.settings[0]) + 1, -1, dtype=np.int64)
         self._at[state[_LANE]] = np.arange(n)
         if n >= _LOCKSTEP_LANES:
@@ -603,7 +604,8 @@ class _Lanes:
         ident = order.copy()  # each column's lane, as ``state`` has them
         starts = st[_START].copy()
         ends = self.b.ncalls[st[_RUN]]
-        dead = np.zeros(n, dtype=bool)
+        dead = np.zeros(n, dtype=bool)  # (lanes of ended runs: all started, so in the prefix)
+        n_dead = 0
         K = self.K
         for k in range(int(starts[0]), K + 1):
             gone = np.flatnonzero(ends == k)  # runs that end here: their lanes' figures are final
@@ -612,22 +614,23 @@ class _Lanes:
                 fstate[:, ident[gone]] = fs[:, gone]
                 st[_TRIG, gone] = NO_LIMIT
                 dead[gone] = True
+                n_dead += len(gone)
             if k == K:
                 break
             m = int(np.searchsorted(starts, k, side="right"))
-            if 4 * int(dead[:m].sum()) > m:  # (the rest keep their order)
+            if 4 * n_dead > m:  # (the rest keep their order)
                 keep = np.flatnonzero(~dead)
                 st, fs, ident, starts, ends, dead = (
                     st[:, keep], fs[:, keep], ident[keep], starts[keep], ends[keep], dead[keep]
                 )  # fmt: skip
                 m = int(np.searchsorted(starts, k, side="right"))
+                n_dead = 0
             Sv, fv = st[:, :m], fs[:, :m]
             X = self.by_call[k].take(Sv[_RUN], axis=1)
             last = Sv[_LAST]
             ve = Sv[_VE] + X[_T_APP]
             est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), ve) if k else ve
-            dv = dead[:m]
-            self._call(Sv, fv, ident[:m], k, est > Sv[_TRIG], dv if dv.any() else None, X)
+            self._call(Sv, fv, ident[:m], k, est > Sv[_TRIG], dead[:m] if n_dead else None, X)
 
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
@@ -674,11 +677,17 @@ class _Lanes:
         if np.ndim(k) == 0:  # one call position: its tables are contiguous
             X = self.by_call[k].take(r, axis=1) if X is None else X
             t = b.elapsed_by_call[k].take(r)
-            prev_items = b.view_end_by_call[k - 1].take(r) if k else 0
+
+            def prev_items(H):  # the items the lanes' last calls had in view
+                return b.view_end_by_call[k - 1].take(r[H]) if k else 0
+
         else:
             idx = r * K + k
             X, t = self.tabs.take(idx, axis=1), self.elapsed.take(idx)
-            prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
+
+            def prev_items(H):
+                return np.where(k[H] > 0, b.view_end.reshape(-1)[np.maximum(idx[H] - 1, 0)], 0)
+
         Sf[_VE] += X[_T_APP]
         n = Sf.shape[1]
         if fires is None:
@@ -689,8 +698,6 @@ class _Lanes:
             G = np.flatnonzero(fires)
             stable_F = firstF = summary_in = None
             if len(G):
-                stable_F = np.zeros(n, dtype=np.int64)
-                firstF = np.full(n, -1, dtype=np.int64)
                 Sg, fg = Sf[:, G], fF[:, G]
                 kg = k if np.ndim(k) == 0 else k[G]
                 sg, fgi, summary_in = _compact(
@@ -698,7 +705,7 @@ class _Lanes:
                     self.smax, self, self.summaries,
                 )  # fmt: skip
                 Sf[:, G] = Sg
-                stable_F[G], firstF[G] = sg, fgi
+                stable_F, firstF = sg, fgi
                 if summary_in is not None:
                     summary_in = (G[summary_in[0]], summary_in[1])
         total = Sf[_DELTA] + X[_T_PREFIX]
@@ -720,9 +727,10 @@ class _Lanes:
             Sf[_OK, over] = 0
             Sf[_TRIG, over] = NO_LIMIT
         stable = Sf[_PREV].copy()
-        if firstF is not None:
-            use = (firstF >= 0) & (firstF < prev_items)
-            stable[use] = stable_F[use]
+        if firstF is not None:  # (``stable_F``, ``firstF``: of the lanes ``G``, or of all when None)
+            H = np.arange(n) if fires is None else G
+            use = (firstF >= 0) & (firstF < prev_items(H))
+            stable[H[use]] = stable_F[use]
         expires = fF[_EXPIRES]
         hit = (t <= expires) & (stable >= rules.min_prefix_tokens)
         reusable = np.minimum(stable, Sf[_CACHED])
@@ -741,7 +749,10 @@ class _Lanes:
         o = X[_T_OUT]
         uncached = req - read - write
         billed = ids if dead is None else np.where(dead, self.n, ids)
-        self.calls.append((billed, uncached, read, _full(write, n), o))
+        if np.ndim(k) == 0:  # (a call position's lanes are many: priced now, each lane once)
+            self.own[billed] += self.cost(uncached, read, write, o)
+        else:
+            self.calls.append((billed, uncached, read, _full(write, n), o))
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
