@@ -1,5 +1,5 @@
 """The grid path over many traces at once: every (setting, run) pair of a ``seed_engine`` grid is a lane,
-and all lanes advance together, call position by call position, as array operations.
+and the lanes advance as array operations from one firing of their trigger to the next.
 
 ``sim.gridpath`` replays the settings of one trace together and builds their records; this module is
 the same arithmetic with the runs laid side by side too, for the figures a sizing reads (cost, input
@@ -7,16 +7,26 @@ and output totals, the largest request, compactions). Per-run tables are laid en
 (``sim.gridpath._Static`` of each trace: message estimates, tool-message prefix sums, transcript
 blocks), so a lane's prune bound, summary cut and the sums they move are ``searchsorted`` and prefix
 sums over the whole batch. The natural prune bound of a (run, keep, call) is looked up for the lanes
-that fire (the bound only moves forward for a fixed keep). Runs are ordered by length, longest first,
-so the runs still going at a call position are a prefix.
+that fire (the bound only moves forward for a fixed keep). Runs are ordered by length, longest first.
+
+Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache
+entries and cost are prefix sums and running maxima over its run's per-call tables, shifted by the
+lane's net change so far (``_Trajectory``; the status line's tokens, which count the tokens so far, are
+solved to their fixed point, a pass or two). So a lane's calls up to its next firing are one block of
+array operations, the firing found by one search over it, and only a firing call takes a call's work
+(``_compact``, then the request).
 
 Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine*
-lane standing for all its lanes that have not fired, and a lane starts on its own (a copy of the
-pristine lane) at the call its trigger first fires; in a sizing grid most lanes never fire or fire late.
-The lanes' state is one integer array (a row per quantity, a column per lane) so starting, gathering
-and dropping lanes are single operations. The cache is computed as each request is made; the calls'
-token counts are priced in a few large passes (``_Bills``), each call rounded on its own, so no call
-table is kept.
+lane standing for all its lanes that have not fired, replayed for all its calls in one block, and a
+lane starts on its own (a copy of the pristine lane's state there) at the call its trigger first fires,
+where the pristine estimate's running maximum first passes it; in a sizing grid most lanes never fire
+or fire late. The started lanes then advance in blocks (``_Lanes.advance``: each lane's next block twice
+its last gap; a lane still over its trigger fires again at once), or, where they are thousands (a wide
+grid: a call position's arrays are long already and blocks would compute past many firings), call
+position by call position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
+quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
+calls' token counts are priced in a few large passes, each call rounded on its own, so no call table is
+kept.
 
 Rare events take the long way: a summary whose transcript must be elided (over the 80,000-character
 budget) is measured by ``prompt_units`` lane by lane; a lane whose request would exceed the window
@@ -163,14 +173,47 @@ class _Batch:
         self.newest = joined("newest")
         # what the firing lanes gather, laid out for few gathers: by call, then run; the newest tool
         # message in view and the estimates' sum through it; per message and per tool message stacked
+        self.R = R
         self.top_by_call = np.ascontiguousarray((self.to[:, None] + np.maximum(self.tools_at - 1, 0)).T)
-        self.msgs_by_call = np.ascontiguousarray(self.msgs_at.T)
         self.view_end_by_call = np.ascontiguousarray(self.view_end.T)
+        self.elapsed_by_call = np.ascontiguousarray(self.elapsed.T)
+        self.msgs_by_call = np.ascontiguousarray(self.msgs_at.T)
         self.c_through = self.c + self.newest
         self.t_sums = np.stack([self.t_saving, self.t_count, self.t_tok])
         self.m_sums = np.stack(
             [self.m_tok, self.bc, self.bl, self.ep, self.dv, self.first_item, self.tok_first]
         )
+
+    def call_tables(self, models, statics, status_base: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """(outputs, tables): the calls' output tokens per (run, call), and the per-run tables of every
+        (run, call) flat (run * K + call, so a block of lanes gathers them at once): what was appended,
+        the last call's output, the settled prefix, the residual, the status line's fixed length, the
+        output, the window. Kept with the batch, one for each status line's length (``status_base``;
+        None: no status line): a replay model's outputs are its trace's recorded ones."""
+        memo = self.__dict__.setdefault("_call_tables", {})
+        got = memo.get(status_base)
+        if got is not None:
+            return got
+        R, K = len(self.ncalls), self.K
+        outputs = np.zeros((R, K), dtype=np.int64)
+        for i, m in enumerate(models):
+            o = np.asarray(m.respond_all(), dtype=np.int64)
+            outputs[i, : len(o)] = o
+        fixed = np.zeros((R, K), dtype=np.int64)
+        if status_base is not None:
+            for r, st_r in enumerate(statics):
+                fixed[r, : st_r.K] = np.array(st_r.status_fixed(status_base)) + MESSAGE_OVERHEAD_BYTES
+        oprev = np.zeros((R, K), dtype=np.int64)
+        oprev[:, 1:] = outputs[:, :-1]
+        window = np.broadcast_to(self.window[:, None], (R, K))
+        tabs = np.stack([self.appended, oprev, self.prefix_at, self.residual, fixed, outputs, window])
+        # (and by call position, for the lanes advancing position by position)
+        got = memo[status_base] = (
+            outputs,
+            tabs.reshape(7, R * K),
+            np.ascontiguousarray(tabs.transpose(2, 0, 1)),
+        )
+        return got
 
     @cached_property
     def natural(self) -> np.ndarray:
@@ -226,18 +269,18 @@ def grid_figures(
     settings ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to
     receive each call position's agent rows, (runs still going, {column: (run, setting) table}), runs
     longest first (``replay_unlimited``: settings without a limit, which never summarize). ``lanes_out``:
-    a dict to receive the lanes' summary calls and final state, lane j being sorted run j // S, setting
-    j % S (``sim.gridrows``). ``row_columns``: the columns ``rows`` receives (None: all of them; each costs
-    a table a call position). ``keep_batch``: the batch's tables are kept for its next replay (a sweep
-    replays a chunk of runs under many settings; ``size`` replays each batch once).
+    a dict to receive the lanes' summary calls (call, lanes, input, output: one call a lane) and final
+    state, lane j being sorted run j // S, setting j % S (``sim.gridrows``), and with ``rows`` the same
+    columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows`` receives (None: all
+    of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next
+    replay (a sweep replays a chunk of runs under many settings; ``size`` replays each batch once).
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
-    fired are replayed on their own. A run's lanes fire in the order of their triggers (a setting fires
-    when the pristine estimate first passes its trigger), so the lanes that start at a call position
-    are, per run, the next few settings in that order; each starts as a copy of the pristine lane.
-    Most lanes of a sizing grid never fire (limits above the run's largest estimate) or fire late,
-    so this replays a small share of the (setting, run) calls one by one."""
+    fired are replayed on their own. A setting's lane starts where the pristine estimate first passes
+    its trigger, as a copy of the pristine lane there. Most lanes of a sizing grid never fire (limits
+    above the run's largest estimate) or fire late, so this replays a small share of the (setting, run)
+    calls on their own, and those from firing to firing."""
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the runs still going are a prefix
@@ -257,202 +300,65 @@ def grid_figures(
     else:
         b = build(traces)
     K = b.K
-    outputs = np.zeros((R, K), dtype=np.int64)
-    for i, r in enumerate(order):
-        o = np.asarray(models[r].respond_all(), dtype=np.int64)
-        outputs[i, : len(o)] = o
     status_on = proto.reports_status
-    fixed = np.zeros((R, K), dtype=np.int64)
-    if status_on:
-        base = status_base_len(proto)
-        for r, st_r in enumerate(statics):
-            fixed[r, : st_r.K] = np.array(st_r.status_fixed(base)) + MESSAGE_OVERHEAD_BYTES
-    oprev = np.zeros((R, K), dtype=np.int64)
-    oprev[:, 1:] = outputs[:, :-1]
-    window = np.broadcast_to(b.window[:, None], (R, K))
-    per_run = np.stack(
-        [b.appended, oprev, b.prefix_at, b.residual, fixed, outputs, window]
-    )  # (table, run, call)
-    per_run = np.ascontiguousarray(per_run.transpose(2, 0, 1))  # (call, table, run)
-    elapsed = np.ascontiguousarray(b.elapsed.T)  # (call, run)
-    running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
+    outputs, tabs, by_call = b.call_tables(
+        [models[r] for r in order], statics, status_base_len(proto) if status_on else None
+    )
+    lanes = _Lanes(
+        b, tabs, by_call, status_on, rules, price, (proto.mode, proto.summary_ratio,
+        proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
+    )  # fmt: skip
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
     set_keep = np.array([p.keep_recent_tokens for p in policies], dtype=np.int64)
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
-    by_trig = np.argsort(set_trig, kind="stable")  # the order a run's lanes fire in
-    trig_sorted = set_trig[by_trig]
-    started = np.zeros(R, dtype=np.int64)  # per run: its first settings in that order have started
-    mode, ratio = proto.mode, proto.summary_ratio
-    smin, smax = proto.summary_min_tokens, proto.summary_max_tokens
-    # the lanes: the pristine lane of every run first (runs in order), then the started ones
-    cap = R + L
-    state = np.zeros((_ROWS, cap), dtype=np.int64)
-    fstate = np.zeros((2, cap), dtype=np.float64)
-    state[_RUN, :R] = np.arange(R)
-    state[_LANE, :R] = -1
-    state[_TRIG, :R] = NO_LIMIT
-    state[_S_BYTES, :R] = state[_CARRIER, :R] = -1
-    state[_OK, :R] = 1
-    state[_CT_T, :R] = state[_STT_T, :R] = b.to
-    fstate[_EXPIRES, :R], fstate[_BPT, :R] = -1.0, b.bpt
-    n, n_pristine = R, R  # lanes, pristine lanes (the first Ar of them are going)
-    going, ended = R, 0  # runs going; lanes of ended runs still in the arrays
-    finished: list[np.ndarray] = []  # the figure rows of the lanes whose runs ended
-    summaries: list | None = [] if lanes_out is not None else None  # (call, lanes, input, output)
-    minp, life, frac, gran, writes = (
-        rules.min_prefix_tokens, rules.lifetime_s, rules.reuse_fraction, rules.granularity, rules.writes
-    )  # fmt: skip
+    lanes.settings = (limit, set_keep)
 
-    bills = _Bills(price, R, K, L)
+    # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+    pristine_cost = np.zeros((R, K), dtype=np.int64)
+    p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
+    if rows is not None:
+        lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
+    step = max(1, _BLOCK_ENTRIES // max(K, 1))
+    parts = [
+        _pristine(lanes, np.arange(lo, min(R, lo + step)), S, set_trig, pristine_cost, p_sums, row_columns)
+        for lo in range(0, R, step)
+    ]
+    state = np.concatenate([p[0] for p in parts], axis=1)
+    fstate = np.concatenate([p[1] for p in parts], axis=1)
+    rs, k0 = state[_RUN].copy(), state[_START].copy()
+    lanes.advance(state, fstate)  # the started lanes, firing to firing
 
-    for k in range(K):
-        Ar = running[k]
-        tab = per_run[k]
-        if Ar < going:  # runs that ended: their lanes' figures are final
-            run = state[_RUN, :n]
-            gone = np.flatnonzero((run >= Ar) & (run < going))
-            finished.append(state[:, gone][_FIGURE_ROWS])
-            # they stay in the arrays until there are many of them (removing them moves every lane):
-            # never firing, their calls billed to no lane
-            state[_TRIG, gone] = NO_LIMIT
-            state[_LANE, gone] = L
-            ended += len(gone)
-            going = Ar
-            if rows is not None or 4 * ended > n:
-                keep = np.flatnonzero(run < Ar)  # (the rest keep their order)
-                m = len(keep)
-                state[:, :m] = state[:, keep]
-                fstate[:, :m] = fstate[:, keep]
-                n, n_pristine, ended = m, Ar, 0
-        # the lanes whose trigger the pristine estimate passes now start (the pristine lane as it is)
-        pr = state[:, :Ar]
-        app_p = tab[_T_APP, :Ar]
-        est_p = pr[_VE] + app_p
-        if k:
-            est_p = np.where(pr[_LAST] > 0, pr[_LAST] + (tab[_T_OPREV, :Ar] + app_p), est_p)
-        fired = np.searchsorted(trig_sorted, est_p, side="left") * pr[_OK]  # (_OK: 1 or 0)
-        new = np.maximum(fired - started[:Ar], 0)
-        m = int(new.sum())
-        if m:
-            rr = np.repeat(np.arange(Ar), new)
-            at = np.arange(m) - np.repeat(np.cumsum(new) - new, new) + np.repeat(started[:Ar], new)
-            s_new = by_trig[at]
-            state[:, n : n + m] = state.take(rr, axis=1)
-            fstate[:, n : n + m] = fstate.take(rr, axis=1)
-            state[_LANE, n : n + m] = rr * S + s_new
-            state[_TRIG, n : n + m] = set_trig[s_new]
-            state[_SET, n : n + m] = s_new
-            state[_START, n : n + m] = k
-            np.maximum(started[:Ar], fired, out=started[:Ar])
-            n += m
-        st = state[:, :n]
-        fs = fstate[:, :n]
-        lr = st[_RUN]
-        X = tab.take(lr, axis=1)
-        app = X[_T_APP]
-        ve = st[_VE]
-        ve += app
-        # the lanes that fire (the pristine lanes never do)
-        p0 = n_pristine
-        ve_s = ve[p0:]
-        if k == 0:
-            est_s = ve_s
-        else:
-            last_s = st[_LAST, p0:]
-            est_s = np.where(last_s > 0, last_s + (X[_T_OPREV, p0:] + app[p0:]), ve_s)
-        F = np.flatnonzero(est_s > st[_TRIG, p0:]) + p0
-        summary_in = None
-        if len(F):
-            Sf = st[:, F]
-            fF = fs[:, F]
-            stable_F, firstF, summary_in = _compact(
-                b, Sf, fF, k, (limit, set_keep), mode, ratio, smin, smax, bills, summaries
-            )
-            if summary_in is not None:
-                summary_in = (F[summary_in[0]], summary_in[1])
-            st[:, F] = Sf
-        total = st[_DELTA] + X[_T_PREFIX]
-        if status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
-            last = st[_LAST]
-            if summary_in is not None:
-                last = last.copy()
-                last[summary_in[0]] = summary_in[1]
-            digits = np.searchsorted(_POW10, st[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
-            digits += X[_T_FIXED]
-            stok = np.ceil(digits / fs[_BPT]).astype(np.int64)  # estimate_tokens of the line
-            req = total + X[_T_RESID] + stok
-        else:
-            stok = 0
-            req = total + X[_T_RESID]
-        np.maximum(req, 0, out=req)
-        over = req > X[_T_WIN]
-        if over.any():  # refused by the provider: the loop replays what follows
-            st[_OK, over] = 0
-            st[_TRIG, over] = NO_LIMIT
-        stable = st[_PREV].copy()
-        if len(F):
-            prev_items = b.view_end_by_call[k - 1][Sf[_RUN]] if k else 0
-            use = (firstF >= 0) & (firstF < prev_items)
-            stable[F[use]] = stable_F[use]
-        # the cache: the entry the last cacheable request left, if alive and the prefix long enough
-        t = elapsed[k].take(lr)
-        expires = fs[_EXPIRES]
-        read = 0
-        hit = (t <= expires) & (stable >= minp)
-        if hit.any():
-            reusable = np.minimum(stable, st[_CACHED])
-            if frac != 1.0:
-                reusable = np.floor(reusable * frac).astype(np.int64)
-            if gran != 1:
-                reusable = reusable // gran * gran
-            read = np.minimum(reusable, req) * hit
-        cacheable = total >= minp
-        write = np.maximum(np.minimum(total, req) - read, 0) * cacheable if writes else 0
-        np.copyto(st[_CACHED], total, where=cacheable)
-        np.copyto(expires, t + life, where=cacheable)
-        o = X[_T_OUT]
-        uncached = req - read - write
-        bills.add_pristine(k, Ar, uncached, read, write, o)
-        if n > p0:
-            bills.add(st[_LANE, p0:].copy(), uncached, read, write, o, p0)
-        if rows is not None:
-            cols = {
-                "input_tokens": req, "view_tokens": total, "status_tokens": stok,
-                "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
-                "uncached_input_tokens": uncached,
-            }  # fmt: skip
-            if row_columns is None or "cost_microusd" in row_columns:
-                cols["cost_microusd"] = bills.cost(uncached, read, write, o)
-            wanted = cols if row_columns is None else {name: cols[name] for name in row_columns}
-            rows.append((Ar, {name: _run_setting_table(v, st[_LANE], Ar, S) for name, v in wanted.items()}))
-        np.maximum(st[_PEAK], req, out=st[_PEAK])
-        tk = st[_TOKENS]
-        tk += req
-        tk += o
-        st[_LAST] = req
-        st[_PREV] = total
-    finished.append(state[:, np.flatnonzero(state[_RUN, :n] < going)][_FIGURE_ROWS])
-    done = np.concatenate(finished, axis=1)  # rows as _FIGURE_ROWS
-    pristine = done[:, done[1] < 0]
-    by_run = np.zeros((len(_FIGURE_ROWS), R), dtype=np.int64)
-    by_run[:, pristine[0]] = pristine
-    lanes = by_run[:, lane_run]  # every lane as its run's pristine lane, then the started ones
-    started_lanes = done[:, done[1] >= 0]
-    lanes[:, started_lanes[1]] = started_lanes
-    tokens, s_out, start, peak, compactions, ok, delta, cleared, cut, s_tokens = lanes[2:]
+    # figures: a lane not started is its run's pristine lane
+    tokens, peak, ok = (np.repeat(v, S) for v in p_sums)
+    s_out = np.zeros(L, dtype=np.int64)
+    compactions = np.zeros(L, dtype=np.int64)
+    delta = np.zeros(L, dtype=np.int64)
+    cleared = np.zeros(L, dtype=np.int64)
+    cut = np.zeros(L, dtype=np.int64)
+    s_tokens = np.zeros(L, dtype=np.int64)
+    lane = state[_LANE]
+    for v, row in (
+        (tokens, _TOKENS), (s_out, _S_OUT), (peak, _PEAK), (compactions, _COMP), (ok, _OK), (delta, _DELTA),
+        (cleared, _CT), (cut, _STT), (s_tokens, _S_TOK),
+    ):  # fmt: skip
+        v[lane] = state[row]
     if lanes_out is not None:
         lanes_out.update(order=order, delta=delta, cleared=cleared, cut=cut, summary_tokens=s_tokens)
-        if summaries:
-            lanes_out["summaries"] = summaries
+        if lanes.summaries:
+            lanes_out["summaries"] = lanes.summaries
+    if rows is not None:
+        if lanes_out is not None:
+            lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
+        running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
+        full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
+        rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
     # a lane's cost: its run's pristine calls before it started, then its own calls
-    pristine_cost, own_cost = bills.total()
     before = np.zeros((R, K + 1), dtype=np.int64)
     np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
-    is_started = np.zeros(L, dtype=bool)
-    is_started[started_lanes[1]] = True
-    cost = before[lane_run, np.where(is_started, start, b.ncalls[lane_run])] + own_cost
+    cost = np.repeat(before[np.arange(R), b.ncalls], S)
+    cost[lane] = before[rs, k0] + lanes.own_costs()
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -467,78 +373,474 @@ def grid_figures(
     return (ok > 0).reshape(R, S)[back].T, out_figs
 
 
-class _Bills:
-    """The calls' token counts, priced in a few large passes rather than one call position at a time
-    (each call's cost is still rounded on its own, so the sums are the same): the pristine lanes'
-    per (run, call), the started lanes' summed per lane (their calls before they started are their
-    run's pristine ones)."""
-
-    WAITING = 1 << 22  # calls held before they are priced (bounds the memory they take)
-
-    def __init__(self, price: Price | None, R: int, K: int, lanes: int) -> None:
-        self.price, self.K = price, K
-        self.pristine: list = []  # (call, runs going, uncached, read, write, output)
-        self.started: list = []  # (lanes, uncached, read, write, output, first entry)
-        self.waiting = 0
-        self.by_lane = np.zeros(lanes + 1, dtype=np.int64)  # (the last: calls billed to no lane)
-        self.by_call = np.zeros((R, K), dtype=np.int64)
-
-    def cost(self, uncached, read, write, output) -> np.ndarray:
-        """``cost_microusd`` of each call (-1 each when unpriced); ``read``, ``write`` may be 0."""
-        if self.price is None:
-            return np.full(np.shape(uncached), -1, dtype=np.int64)
-        n = len(uncached)
-        return self.price.cost_all(uncached, _full(read, n), _full(write, n), output)
-
-    def add_pristine(self, k: int, Ar: int, uncached, read, write, output) -> None:
-        """The pristine lanes' calls at ``k``: the first ``Ar`` entries of each column (or 0)."""
-        self.pristine.append((k, Ar, uncached, read, write, output))
-        self.waiting += Ar
-        if self.waiting > self.WAITING:
-            self._price()
-
-    def add(self, lanes: np.ndarray, uncached, read, write, output, skip: int = 0) -> None:
-        """Calls of these lanes: each column's entries from ``skip`` on (or 0)."""
-        self.started.append((lanes, uncached, read, write, output, skip))
-        self.waiting += len(lanes)
-        if self.waiting > self.WAITING:
-            self._price()
-
-    def _price(self) -> None:
-        if self.started:
-            lanes = np.concatenate([x[0] for x in self.started])
-            cols = [_joined([(x[i], x[5], len(x[0])) for x in self.started]) for i in range(1, 5)]
-            np.add.at(self.by_lane, lanes, self.cost(*cols))
-        if self.pristine:
-            at = np.concatenate([np.arange(Ar) * self.K + k for k, Ar, *_ in self.pristine])
-            cols = [_joined([(x[i], 0, x[1]) for x in self.pristine]) for i in range(2, 6)]
-            self.by_call.reshape(-1)[at] = self.cost(*cols)
-        self.started, self.pristine, self.waiting = [], [], 0
-
-    def total(self) -> tuple[np.ndarray, np.ndarray]:
-        """(the pristine lanes' cost per (run, call), the started lanes' own cost per lane)."""
-        self._price()
-        return self.by_call, self.by_lane[:-1]
+_LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position
+_MIN_BLOCK = 8  # call positions a block takes at least
+_BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
+_BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
+_LOWEST = np.iinfo(np.int64).min
 
 
 def _full(v, n: int) -> np.ndarray:
     return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
 
 
-def _joined(parts) -> np.ndarray:
-    """Columns' entries end to end: (column or 0, first entry, count) each."""
-    zeros = np.zeros(max((c for v, _, c in parts if isinstance(v, int)), default=0), dtype=np.int64)
-    return np.concatenate([zeros[:c] if isinstance(v, int) else v[lo : lo + c] for v, lo, c in parts])
+class _Trajectory:
+    """Lanes' calls over blocks of call positions as if no trigger fired in them, laid end to end (lane
+    ``i``'s block: ``width[i]`` calls from ``pos[i]``, entries ``off[i]:off[i + 1]``). Between two firings
+    a lane's view only grows by what each call appends, so its estimates, requests, cache and cost are
+    prefix sums and running maxima over the run's per-call tables; only the status line's tokens feed
+    back (they count the tokens so far), solved by iterating to the fixed point."""
+
+    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray):
+        K = lanes.K
+        n = s.shape[1]
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(width, out=off[1:])
+        N = int(off[-1])
+        self.off, self.first = off, off[:-1]
+        seg = np.repeat(np.arange(n), width)
+        self.seg = seg
+        kk = np.arange(N) - np.repeat(off[:-1] - pos, width)
+        self.kk = kk
+        idx = np.repeat(s[_RUN] * K, width) + kk
+        self.idx = idx
+        app, oprev, prefix_at, resid, fixed, out = lanes.tabs[:6].take(idx, axis=1)
+        win = lanes.tabs[6].take(idx)
+        self.app, self.out = app, out
+        self.t = lanes.elapsed.take(idx)
+        self.ve = ve = self.cumsum(app)
+        ve += np.repeat(s[_VE], width)
+        total = prefix_at + np.repeat(s[_DELTA], width)
+        base = total + resid
+        tok0 = np.repeat(s[_TOKENS], width)
+        last = np.empty(N, dtype=np.int64)
+        head = off[:-1]
+        if lanes.status_on:
+            bpt = np.repeat(fs[_BPT], width)
+            d0 = np.searchsorted(_POW10, s[_TOKENS], "right") + np.searchsorted(_POW10, s[_LAST], "right")
+            stok = np.ceil((np.repeat(d0, width) + fixed) / bpt).astype(np.int64)  # first guess
+            for _ in range(int(width.max(initial=0)) + 1):  # each pass settles one more call at least
+                req = np.maximum(base + stok, 0)
+                tokens = self.cumsum(req + out)
+                tokens += tok0
+                tokens -= req + out
+                last[1:] = req[:-1]
+                last[head] = s[_LAST]
+                digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
+                digits += fixed
+                new = np.ceil(digits / bpt).astype(np.int64)
+                if np.array_equal(new, stok):
+                    break
+                stok = new
+        else:
+            stok = np.zeros(N, dtype=np.int64)
+            req = np.maximum(base, 0)
+            tokens = self.cumsum(req + out)
+            tokens += tok0
+            tokens -= req + out
+            last[1:] = req[:-1]
+            last[head] = s[_LAST]
+        self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
+        self.over = req > win
+        self.est = np.where(last > 0, last + (oprev + app), ve)
+        # the cache: the entry the last cacheable request left, if alive and the prefix long enough
+        stable = np.empty(N, dtype=np.int64)
+        stable[1:] = total[:-1]
+        stable[head] = s[_PREV]
+        self.stable = stable
+        rules = lanes.rules
+        cacheable = total >= rules.min_prefix_tokens
+        lc = np.where(cacheable, np.arange(N), -1)
+        np.maximum.accumulate(lc, out=lc)
+        self.lc = lc  # the last cacheable entry up to each (before the lane's block: none)
+        lcb = np.empty(N, dtype=np.int64)
+        lcb[1:] = lc[:-1]
+        lcb[head] = -1
+        some = lcb >= np.repeat(head, width)
+        lcb0 = np.maximum(lcb, 0)
+        cached = np.where(some, total[lcb0], np.repeat(s[_CACHED], width))
+        expires = np.where(some, self.t[lcb0] + rules.lifetime_s, np.repeat(fs[_EXPIRES], width))
+        self.cached_before, self.expires_before = cached, expires
+        hit = (self.t <= expires) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, cached)
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        read = np.minimum(reusable, req) * hit
+        if rules.writes:
+            write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
+        else:
+            write = np.zeros(N, dtype=np.int64)
+        self.read, self.write = read, write
+        self.uncached = req - read - write
+
+    def cumsum(self, v: np.ndarray) -> np.ndarray:
+        """Each lane's running sums over its block."""
+        c = np.cumsum(v)
+        before = np.zeros(len(self.first), dtype=np.int64)
+        before[1:] = c[self.first[1:] - 1]
+        c -= np.repeat(before, np.diff(self.off))
+        return c
+
+    def row_columns(self, cost, names) -> dict[str, np.ndarray]:
+        cols = {
+            "input_tokens": self.req, "view_tokens": self.total, "status_tokens": self.stok,
+            "stable_prefix_tokens": self.stable, "cache_read_tokens": self.read,
+            "cache_write_tokens": self.write, "uncached_input_tokens": self.uncached,
+        }  # fmt: skip
+        if names is None or "cost_microusd" in names:
+            cols["cost_microusd"] = cost(self.uncached, self.read, self.write, self.out)
+        return cols if names is None else {name: cols[name] for name in names}
 
 
-def _run_setting_table(v, lane: np.ndarray, Ar: int, S: int) -> np.ndarray:
-    """A column of the lanes as a (run, setting) table: each run's pristine value where its lane has
-    not started, the started lanes' own values where they have."""
-    v = np.broadcast_to(v, lane.shape)
-    out = np.empty((Ar, S), dtype=np.int64)
-    out[:] = v[:Ar, None]
-    out.reshape(-1)[lane[Ar:]] = v[Ar:]
-    return out
+class _Lanes:
+    """The started lanes' replay, firing to firing: a firing position is one call's work for the lanes
+    that fire there (``_compact`` and the request), the calls between are blocks (``_Trajectory``)."""
+
+    def __init__(self, b, tabs, by_call, status_on, rules, price, summary_knobs, keep_summaries) -> None:
+        self.b, self.K, self.tabs, self.by_call, self.elapsed = b, b.K, tabs, by_call, b.elapsed.reshape(-1)
+        self.status_on, self.rules, self.price = status_on, rules, price
+        self.mode, self.ratio, self.smin, self.smax = summary_knobs
+        self.summaries: list | None = [] if keep_summaries else None
+        self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
+        self.settings: tuple = ()
+        self.calls: list = []  # the started lanes' calls to price: (lanes, uncached, read, write, output)
+
+    def cost(self, uncached, read, write, output) -> np.ndarray:
+        """``cost_microusd`` of each call (-1 each when unpriced), each rounded on its own."""
+        if self.price is None:
+            return np.full(np.shape(uncached), -1, dtype=np.int64)
+        shape = np.shape(uncached)
+        u, r, w, o = (np.broadcast_to(v, shape) for v in (uncached, read, write, output))
+        return self.price.cost_all(u, r, w, o)
+
+    def add(self, lanes, uncached, read, write, output) -> None:
+        """A summary call of each of these lanes (``_compact``): billed to the lane."""
+        n = len(lanes)
+        self.calls.append((self._at[lanes], uncached, _full(read, n), _full(write, n), output))
+
+    def own_costs(self) -> np.ndarray:
+        """Each started lane's own calls' cost: priced in one pass, each call rounded on its own."""
+        own = self.own
+        if self.calls:
+            at, *cols = (np.concatenate(v) for v in zip(*self.calls, strict=True))
+            np.add.at(own, at, self.cost(*cols))
+        return own[:-1]
+
+    def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
+        """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
+        first fires, ``_START``) to their runs' ends, in place."""
+        n = state.shape[1]
+        self.n = n
+        self.own = np.zeros(n + 1, dtype=np.int64)  # each lane's own calls' cost (the last: no lane's)
+        self._at = np.full(len(self.b.ncalls) * len(self.settings[0]) + 1, -1, dtype=np.int64)
+        self._at[state[_LANE]] = np.arange(n)
+        if n >= _LOCKSTEP_LANES:
+            self._lockstep(state, fstate)
+            return
+        ncalls = self.b.ncalls
+        A = np.arange(n)
+        pos = state[_START].copy()
+        firing = np.ones(n, dtype=bool)
+        # each lane's next block: twice its last gap (at first as wide as the lanes are few)
+        width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
+        while len(A):
+            F = np.flatnonzero(firing)
+            if len(F):
+                self._fire(state, fstate, A[F], pos[F])
+                pos[F] += 1
+            going = pos < ncalls[state[_RUN, A]]
+            again = np.zeros(len(A), dtype=bool)
+            if len(F):
+                # a lane still over its trigger fires again at its next call: no block for it (the
+                # estimate is its last input and output and what the next call appends)
+                g = F[going[F]]
+                Sg = state[:, A[g]]
+                X = self.tabs.take(Sg[_RUN] * self.K + pos[g], axis=1)
+                last = Sg[_LAST]
+                est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), Sg[_VE] + X[_T_APP])
+                again[g] = est > Sg[_TRIG]
+            if not going.all():
+                A, pos, again = A[going], pos[going], again[going]
+            if not len(A):
+                break
+            firing = again
+            blk = np.flatnonzero(~again)
+            if not len(blk):
+                continue
+            Ab, pb = A[blk], pos[blk]
+            s, fs = state[:, Ab], fstate[:, Ab]
+            w = np.minimum(width[Ab], ncalls[s[_RUN]] - pb)
+            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(Ab)), out=w)
+            tr = _Trajectory(self, s, fs, pb, w)
+            fire = tr.est > np.repeat(s[_TRIG], w)
+            over_before = tr.cumsum(tr.over) - tr.over
+            fire &= over_before == 0  # a lane over its window no longer fires
+            fi = np.flatnonzero(fire)
+            if len(fi):
+                p = np.searchsorted(fi, tr.first)
+                c = fi[np.minimum(p, len(fi) - 1)]
+                fires = (p < len(fi)) & (c < tr.off[1:])
+                j = np.where(fires, c - tr.first, w)  # the calls before the next firing
+            else:
+                fires, j = np.zeros(len(blk), dtype=bool), w
+            self._commit(state, fstate, Ab, s, fs, tr, w, j)
+            pos[blk] = pb + j
+            firing[blk] = fires
+            width[Ab] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
+
+    def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
+        """``advance`` call position by call position: many started lanes make each position's arrays
+        long, so its per-position work is small beside the lanes' own (and there are no blocks to
+        compute past a firing). The lanes are ordered by the call they start at, so the lanes going are
+        a prefix; lanes whose runs ended stay in it (their figures taken, never firing, billed to no
+        lane) until they are many."""
+        n = state.shape[1]
+        if not n:
+            return
+        order = np.argsort(state[_START], kind="stable")
+        st, fs = state[:, order], fstate[:, order]
+        ident = order.copy()  # each column's lane, as ``state`` has them
+        starts = st[_START].copy()
+        ends = self.b.ncalls[st[_RUN]]
+        dead = np.zeros(n, dtype=bool)  # (lanes of ended runs: all started, so in the prefix)
+        n_dead = 0
+        K = self.K
+        for k in range(int(starts[0]), K + 1):
+            gone = np.flatnonzero(ends == k)  # runs that end here: their lanes' figures are final
+            if len(gone):
+                state[:, ident[gone]] = st[:, gone]
+                fstate[:, ident[gone]] = fs[:, gone]
+                st[_TRIG, gone] = NO_LIMIT
+                dead[gone] = True
+                n_dead += len(gone)
+            if k == K:
+                break
+            m = int(np.searchsorted(starts, k, side="right"))
+            if 4 * n_dead > m:  # (the rest keep their order)
+                keep = np.flatnonzero(~dead)
+                st, fs, ident, starts, ends, dead = (
+                    st[:, keep], fs[:, keep], ident[keep], starts[keep], ends[keep], dead[keep]
+                )  # fmt: skip
+                m = int(np.searchsorted(starts, k, side="right"))
+                n_dead = 0
+            Sv, fv = st[:, :m], fs[:, :m]
+            X = self.by_call[k].take(Sv[_RUN], axis=1)
+            last = Sv[_LAST]
+            ve = Sv[_VE] + X[_T_APP]
+            est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), ve) if k else ve
+            self._call(Sv, fv, ident[:m], k, est > Sv[_TRIG], dead[:m] if n_dead else None, X)
+
+    def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
+        """The first ``j`` calls of each lane's block are made: its state moves past them."""
+        m = np.arange(len(tr.seg)) - np.repeat(tr.first, w) < np.repeat(j, w)
+        has = j > 0
+        first = tr.first
+        last = first + np.maximum(j - 1, 0)  # each lane's last call made
+        s[_TOKENS] += np.add.reduceat(np.where(m, tr.req + tr.out, 0), first)
+        np.maximum(s[_PEAK], np.maximum.reduceat(np.where(m, tr.req, 0), first), out=s[_PEAK])
+        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
+            s[r_] = np.where(has, v[last], s[r_])
+        lc = tr.lc[last]
+        moved = has & (lc >= first)
+        lc0 = np.maximum(lc, 0)
+        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        over = np.add.reduceat(tr.over & m, first) > 0
+        if over.any():  # refused by the provider: the loop replays what follows
+            s[_OK, over] = 0
+            s[_TRIG, over] = NO_LIMIT
+        self.calls.append((np.repeat(A, w)[m], tr.uncached[m], tr.read[m], tr.write[m], tr.out[m]))
+        if self.tables is not None:
+            cols = tr.row_columns(self.cost, list(self.tables))
+            flat = (np.repeat(s[_LANE] * self.K, w) + tr.kk)[m]
+            for name, v in cols.items():
+                self.tables[name].reshape(-1)[flat] = v[m]
+        state[:, A] = s
+        fstate[:, A] = fs
+
+    def _fire(self, state, fstate, F, k) -> None:
+        """The lanes ``F`` fire at their calls ``k``: compaction, then the call."""
+        Sf, fF = state[:, F], fstate[:, F]
+        self._call(Sf, fF, F, k, None, None)
+        state[:, F] = Sf
+        fstate[:, F] = fF
+
+    def _call(self, Sf, fF, ids, k, fires, dead, X=None) -> None:
+        """The lanes ``Sf``, ``fF`` (their state, updated in place; ``ids``: their places in the bills)
+        make their calls ``k`` (a call position, or one a lane): those that ``fires`` (None: all) compact
+        first. ``dead``: lanes past their runs' ends (None: none), neither billed nor tabled. ``X``: the
+        lanes' per-run tables at ``k`` when the caller has them."""
+        b, K, rules = self.b, self.K, self.rules
+        r = Sf[_RUN]
+        if np.ndim(k) == 0:  # one call position: its tables are contiguous
+            X = self.by_call[k].take(r, axis=1) if X is None else X
+            t = b.elapsed_by_call[k].take(r)
+
+            def prev_items(H):  # the items the lanes' last calls had in view
+                return b.view_end_by_call[k - 1].take(r[H]) if k else 0
+
+        else:
+            idx = r * K + k
+            X, t = self.tabs.take(idx, axis=1), self.elapsed.take(idx)
+
+            def prev_items(H):
+                return np.where(k[H] > 0, b.view_end.reshape(-1)[np.maximum(idx[H] - 1, 0)], 0)
+
+        Sf[_VE] += X[_T_APP]
+        n = Sf.shape[1]
+        if fires is None:
+            stable_F, firstF, summary_in = _compact(
+                b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+            )
+        else:
+            G = np.flatnonzero(fires)
+            stable_F = firstF = summary_in = None
+            if len(G):
+                Sg, fg = Sf[:, G], fF[:, G]
+                kg = k if np.ndim(k) == 0 else k[G]
+                sg, fgi, summary_in = _compact(
+                    b, Sg, fg, kg, self.settings, self.mode, self.ratio, self.smin,
+                    self.smax, self, self.summaries,
+                )  # fmt: skip
+                Sf[:, G] = Sg
+                stable_F, firstF = sg, fgi
+                if summary_in is not None:
+                    summary_in = (G[summary_in[0]], summary_in[1])
+        total = Sf[_DELTA] + X[_T_PREFIX]
+        if self.status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
+            last = Sf[_LAST]
+            if summary_in is not None:
+                last = last.copy()
+                last[summary_in[0]] = summary_in[1]
+            digits = np.searchsorted(_POW10, Sf[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
+            digits += X[_T_FIXED]
+            stok = np.ceil(digits / fF[_BPT]).astype(np.int64)  # estimate_tokens of the line
+            req = total + X[_T_RESID] + stok
+        else:
+            stok = np.zeros(n, dtype=np.int64)
+            req = total + X[_T_RESID]
+        np.maximum(req, 0, out=req)
+        over = req > X[_T_WIN]
+        if over.any():  # refused by the provider: the loop replays what follows
+            Sf[_OK, over] = 0
+            Sf[_TRIG, over] = NO_LIMIT
+        stable = Sf[_PREV].copy()
+        if firstF is not None:  # (``stable_F``, ``firstF``: of the lanes ``G``, or of all when None)
+            H = np.arange(n) if fires is None else G
+            use = (firstF >= 0) & (firstF < prev_items(H))
+            stable[H[use]] = stable_F[use]
+        expires = fF[_EXPIRES]
+        hit = (t <= expires) & (stable >= rules.min_prefix_tokens)
+        reusable = np.minimum(stable, Sf[_CACHED])
+        if rules.reuse_fraction != 1.0:
+            reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
+        if rules.granularity != 1:
+            reusable = reusable // rules.granularity * rules.granularity
+        read = np.minimum(reusable, req) * hit
+        cacheable = total >= rules.min_prefix_tokens
+        if rules.writes:
+            write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
+        else:
+            write = np.zeros(n, dtype=np.int64)
+        np.copyto(Sf[_CACHED], total, where=cacheable)
+        np.copyto(expires, t + rules.lifetime_s, where=cacheable)
+        o = X[_T_OUT]
+        uncached = req - read - write
+        billed = ids if dead is None else np.where(dead, self.n, ids)
+        if np.ndim(k) == 0:  # (a call position's lanes are many: priced now, each lane once)
+            self.own[billed] += self.cost(uncached, read, write, o)
+        else:
+            self.calls.append((billed, uncached, read, _full(write, n), o))
+        if self.tables is not None:
+            cols = {
+                "input_tokens": req, "view_tokens": total, "status_tokens": stok,
+                "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
+                "uncached_input_tokens": uncached,
+            }  # fmt: skip
+            if "cost_microusd" in self.tables:
+                cols["cost_microusd"] = self.cost(uncached, read, write, o)
+            flat = Sf[_LANE] * K + k
+            live = slice(None) if dead is None else ~dead
+            for name, v in self.tables.items():
+                v.reshape(-1)[flat[live]] = np.broadcast_to(cols[name], n)[live]
+        np.maximum(Sf[_PEAK], req, out=Sf[_PEAK])
+        Sf[_TOKENS] += req + o
+        Sf[_LAST] = req
+        Sf[_PREV] = total
+
+
+def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_columns):
+    """The pristine lanes of ``runs`` (consecutive) over all their calls: their calls' cost into
+    ``cost_out`` (run, call), their tokens, peak and window check into ``sums_out``, their row columns
+    into ``lanes.tables`` (when asked); returns the state of each (run, setting) lane at the call its
+    trigger first fires (a copy of the pristine lane's state there), lanes that never fire left out."""
+    b, K = lanes.b, lanes.K
+    n = len(runs)
+    pstate = np.zeros((_ROWS, n), dtype=np.int64)
+    pstate[_RUN] = runs
+    pstate[_LANE] = -1
+    pstate[_TRIG] = NO_LIMIT
+    pstate[_S_BYTES] = pstate[_CARRIER] = -1
+    pstate[_OK] = 1
+    pstate[_CT_T] = pstate[_STT_T] = b.to[runs]
+    pf = np.zeros((2, n), dtype=np.float64)
+    pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt[runs]
+    tr = _Trajectory(lanes, pstate, pf, np.zeros(n, dtype=np.int64), b.ncalls[runs])
+    first = tr.first
+    local = tr.idx - int(runs[0]) * K
+
+    def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
+        out = np.full(n * K, fill, dtype=v.dtype)
+        out[local] = v
+        return out.reshape(n, K)
+
+    cost_out[runs] = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
+    sums_out[0, runs] = np.add.reduceat(tr.req + tr.out, first)
+    sums_out[1, runs] = np.maximum.reduceat(tr.req, first)
+    sums_out[2, runs] = np.add.reduceat(tr.over, first) == 0
+    if lanes.tables is not None:
+        for name, v in tr.row_columns(lanes.cost, row_columns).items():
+            table = lanes.tables.get(name)
+            if table is None:
+                table = lanes.tables[name] = np.zeros((len(b.ncalls) * S, K), dtype=np.int64)
+            table.reshape(-1, S, K)[runs] = per_call(v)[:, None, :]
+    # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
+    # while the pristine lane is still within its window (a lane starts at a call it could make)
+    over_before = tr.cumsum(tr.over) - tr.over > 0
+    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
+    np.maximum.accumulate(est, axis=1, out=est)
+    start = np.empty((n, S), dtype=np.int64)
+    for r in range(n):  # (S searches a run)
+        start[r] = np.searchsorted(est[r], set_trig, side="right")
+    has = start < b.ncalls[runs][:, None]
+    rl, ss = np.nonzero(has)
+    k0 = start[rl, ss]
+    rs = runs[rl]
+    m = len(rs)
+    state = np.zeros((_ROWS, m), dtype=np.int64)
+    fstate = np.zeros((2, m), dtype=np.float64)
+    state[_RUN] = rs
+    state[_LANE] = rs * S + ss
+    state[_TRIG] = set_trig[ss]
+    state[_SET] = ss
+    state[_START] = k0
+    state[_S_BYTES] = state[_CARRIER] = -1
+    state[_OK] = 1
+    state[_CT_T] = state[_STT_T] = b.to[rs]
+    at = first[rl] + k0  # the pristine lane's entry at the lane's first call
+    state[_VE] = tr.ve[at] - tr.app[at]
+    state[_TOKENS] = tr.tokens[at]
+    state[_LAST] = tr.last[at]
+    state[_PREV] = tr.stable[at]
+    state[_CACHED] = tr.cached_before[at]
+    peak_before = np.zeros((n, K), dtype=np.int64)
+    np.maximum.accumulate(per_call(tr.req)[:, :-1], axis=1, out=peak_before[:, 1:])
+    state[_PEAK] = peak_before[rl, k0]
+    fstate[_EXPIRES] = tr.expires_before[at]
+    fstate[_BPT] = b.bpt[rs]
+    return state, fstate
 
 
 def _compact(
@@ -563,7 +865,8 @@ def _compact(
     if mode != "summarize":
         # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
         c0, a = Sf[_CT], Sf[_CT_T]
-        top, t0 = b.top_by_call[k][r], b.to[r]
+        top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
+        t0 = b.to[r]
         q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
         natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
         moved = natural > c0
@@ -589,7 +892,7 @@ def _compact(
         Sg = Sf.take(G, axis=1)
         rg, c, stG = Sg[_RUN], Sg[_CT], Sg[_STT]
         pg, keep = pF[G], lane_keep[G]
-        M = b.msgs_by_call[k][rg]
+        M = b.msgs_by_call[k][rg] if np.ndim(k) == 0 else b.msgs_by_call.reshape(-1)[k[G] * b.R + rg]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
         ep_M, ep_cM = b.ep[gM], b.ep[gcM]
@@ -666,7 +969,7 @@ def _compact(
             Sf[:, h] = Sh
             summary_in = (h, s_in)
             if summaries is not None:  # (call, lanes, summary input, summary output)
-                summaries.append((k, Sh[_LANE].copy(), s_in, out))
+                summaries.append((np.broadcast_to(k, nF)[h], Sh[_LANE].copy(), s_in, out))
             summarized[h] = True
     stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
     Sf[_DELTA] = d_old + dtok

@@ -153,19 +153,14 @@ def lane_columns(
     L = S * R
     ncalls = b.ncalls
     K = int(ncalls.max()) if R else 0
-    inp = np.zeros((R, K, S), dtype=np.int64)
-    sums = np.zeros((3, R, S), dtype=np.int64)  # cache read, cache write, uncached input
-    for k, (Ar, t) in enumerate(rows):
-        inp[:Ar, k] = t["input_tokens"]
-        sums[0, :Ar] += t["cache_read_tokens"]
-        sums[1, :Ar] += t["cache_write_tokens"]
-        sums[2, :Ar] += t["uncached_input_tokens"]
-    inp_l = inp.transpose(0, 2, 1).reshape(L, K)  # lane j = sorted run j // S, setting j % S
+    calls = out["calls"]  # (lane, call) tables, lane j = sorted run j // S, setting j % S
+    inp_l = calls["input_tokens"]
+    sums = np.stack([calls[name].sum(axis=1) for name in ROW_COLUMNS[1:]]).reshape(3, R, S)
     lane_run = np.repeat(np.arange(R), S)
     n_agent = ncalls[lane_run]
     summaries = out.get("summaries", [])
     if summaries:
-        sk = np.concatenate([np.full(len(h), k, dtype=np.int64) for k, h, _, _ in summaries])
+        sk = np.concatenate([k for k, _, _, _ in summaries])
         sh = np.concatenate([h for _, h, _, _ in summaries])
         s_in = np.concatenate([v for _, _, v, _ in summaries])
         s_out = np.concatenate([v for _, _, _, v in summaries])

@@ -31,6 +31,54 @@ def test_grid_path_matches_the_loop(mode, run_status):
     assert check_grid(grid(mode=mode, run_status=run_status), TRACES, 200000, PRICE) == []
 
 
+@pytest.mark.parametrize("mode", ["prune-then-summarize", "summarize"])
+def test_lanes_advanced_call_by_call_match_the_loop(monkeypatch, mode):
+    """The started lanes of a wide grid advance call position by call position (``_lockstep``); the
+    checker's one-trace grids are narrow (blocks), so the call-by-call way is forced here."""
+    import sim.gridlanes
+
+    monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", 0)
+    assert check_grid(grid(mode=mode), TRACES, 200000, PRICE) == []
+    assert check_grid(grid(tool_result_max_bytes=4096), TRACES, 30000, PRICE) == []
+
+
+@pytest.mark.parametrize("window", [None, 30000])
+@pytest.mark.parametrize("run_status", ["appended", "off"])
+def test_blocks_and_call_by_call_give_the_same_figures_rows_and_summaries(monkeypatch, window, run_status):
+    """Both ways the started lanes advance, on many runs at once (the checker replays one at a time):
+    every figure, per-call row and summary call the same."""
+    import sim.gridlanes
+    from sim.engine import _rules_and_price
+
+    traces = [generate_run(11, i) for i in range(24)]
+    models = [ReplayModel(t) for t in traces]
+    policies = grid(run_status=run_status, tool_result_max_bytes=4096)
+    rules, price = _rules_and_price(None, PRICE)
+    got = []
+    for lanes in (0, 1 << 40):
+        monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", lanes)
+        rows, out = [], {}
+        ok, figures = sim.gridlanes.grid_figures(
+            traces, policies, models, [window] * len(traces), rules, price, rows, out
+        )
+        summaries = sorted(
+            (int(k), int(lane), int(i), int(o))
+            for ks, lanes_, s_in, s_out in out.get("summaries", [])
+            for k, lane, i, o in zip(ks, lanes_, s_in, s_out, strict=True)
+        )
+        got.append((ok, figures, rows, out, summaries))
+    (ok0, f0, r0, o0, s0), (ok1, f1, r1, o1, s1) = got
+    assert np.array_equal(ok0, ok1) and s0 == s1 and len(s0) > 0
+    assert all(np.array_equal(f0[name], f1[name]) for name in f0)
+    assert all(np.array_equal(o0[name], o1[name]) for name in ("delta", "cleared", "cut", "summary_tokens"))
+    assert len(r0) == len(r1) and all(
+        a0 == a1 and all(np.array_equal(c0[name], c1[name]) for name in c0)
+        for (a0, c0), (a1, c1) in zip(r0, r1, strict=True)
+    )
+    if window is not None:
+        assert not ok0.all() and ok0.any()
+
+
 def test_lanes_that_fire_at_the_first_call_match_the_loop():
     """Limits below the first request: those lanes leave their run's pristine lane at call 0 (the
     calls before a lane starts are its run's, none here), the others later or never."""

@@ -66,6 +66,17 @@ def test_lanes_over_the_window_go_to_the_loop_and_the_rows_still_match(window):
     assert kept > 0 and handed > 0  # some runs stayed on the lanes, some overflowed to the loop
 
 
+@pytest.mark.parametrize("lanes", [0, 1 << 40])
+def test_lane_rows_match_the_loop_whichever_way_the_lanes_advance(monkeypatch, lanes):
+    """Started lanes call by call (``_LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
+    call): the same rows as the loop's, windows and summaries included."""
+    import sim.gridlanes
+
+    monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", lanes)
+    assert check_lanes(grid(tool_result_max_bytes=4096), SWE, 30000, PRICE) == []
+    assert check_lanes(grid(mode="summarize"), SWE[:5], 200000, PRICE) == []
+
+
 def without_facts(t):
     facts = {"provides": (), "needs": (), "fact_spans": (), "fact_kinds": (), "supersedes": ()}
     return replace(t, events=tuple(replace(e, **facts) for e in t.events))
