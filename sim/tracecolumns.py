@@ -172,10 +172,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Trace]:
+def batch_traces(
+    batch, slow: Slow, lines: list[bytes] | None = None, hashes: list[str] | None = None
+) -> list[Trace]:
     """The traces of a batch of canonical records (``sim.traceio.arrow_schema``), in order; a record the
     fast path declines is ``slow(i)``. ``lines``: the JSON lines the batch was parsed from (each must be
-    the canonical encoding of its record to stay on the fast path)."""
+    the canonical encoding of its record to stay on the fast path). ``hashes``: the records' trace
+    hashes recorded for the file's bytes (``sim.storedhashes``), taken instead of hashing their text."""
     from sim.traceio import arrow_schema
 
     pa, pc = _pa()
@@ -305,7 +308,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
 
     # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
     fast = np.flatnonzero(ok)
-    texts = _texts(E, C, eo, co, lines is not None)
+    with_lines = lines is not None
+    texts = _texts(E, C, eo, co, hashes is None, with_lines) if hashes is None or with_lines else {}
     out: list[Trace | None] = [None] * n
     kind = _read_only(kind)
     tokens = _read_only(ints["tokens"])
@@ -325,14 +329,17 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     any_needs = _per_record(_np(pc.list_value_length(needs), 0) > 0, ev_owner, n)
     elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
-    sorted_events, sorted_calls = texts["events_sorted"], texts["calls_sorted"]
+    sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     for i in fast.tolist():
         a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
         if lines is not None:
             if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
                 continue
-        head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
-        digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
+        if hashes is None:
+            head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
+            digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
+        else:
+            digest = hashes[i]
         pre = prefix[a : b + 1] - prefix[a]
         pre.setflags(write=False)
         arrays = TraceArrays(
@@ -524,9 +531,9 @@ def _fold(parts: list, rows: int) -> Any:
     return _objects(folded)
 
 
-def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
-    """Per record: its events' and calls' canonical JSON, sorted keys (the hash's), and in the writer's
-    key order when ``with_lines``."""
+def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: bool) -> dict:
+    """Per record: its events' and calls' canonical JSON, sorted keys (the hash's) when ``with_sorted``,
+    and in the writer's key order when ``with_lines``."""
     pa, pc = _pa()
     f, g = E.field, C.field
 
@@ -604,10 +611,10 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
         return _fold([*parts, "}"], len(C))
 
     ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
-    out = {
-        "events_sorted": _joined(ev_off, obj(sorted_ev)),
-        "calls_sorted": _joined(call_off, call_obj(sorted_calls)),
-    }
+    out = {}
+    if with_sorted:
+        out["events_sorted"] = _joined(ev_off, obj(sorted_ev))
+        out["calls_sorted"] = _joined(call_off, call_obj(sorted_calls))
     if with_lines:
         line_ev = ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"]
         line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "needs"]
@@ -833,13 +840,20 @@ def parquet_traces(
     """The traces of a canonical Parquet file in order. ``slow(row, record)``: the reference for a
     declined row (``record`` as ``sim.traceio.parquet_rows`` gives it); ``read_error(exc, row)``: what
     to raise when the file cannot be read at ``row`` (the reference reader, 64 rows a batch, says where)."""
+    with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
+        yield from _parquet_traces(path, f, slow, read_error)
+
+
+def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
     import pyarrow.parquet as pq
 
+    from sim.storedhashes import stored_hashes
     from sim.traceio import parquet_rows
 
+    hashes = stored_hashes(path, f)
     done = 0
     try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH)
+        batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH)
     except Exception:  # noqa: BLE001 - not readable: the reference says how
         batches = None
     while batches is not None:
@@ -859,7 +873,12 @@ def parquet_traces(
                 rows = batch.to_pylist()
             return slow(base + i, rows[i])
 
-        ts = _declining(lambda batch=batch, slow_row=slow_row: batch_traces(batch, slow_row))
+        known = None if hashes is None else hashes[done : done + batch.num_rows]
+        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
+            hashes = known = None
+        ts = _declining(
+            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
+        )
         for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
             yield t
             done += 1
@@ -882,27 +901,32 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
     for a line the fast path declines (``record``: how many records came before it; None returned: a
     blank line; ``raw`` None: a line past the length limit)."""
     from sim.jsonl import lines_of
+    from sim.storedhashes import stored_hashes
 
     block: list[tuple[int, bytes]] = []
     size = 0
     done = [0]  # records so far
-    for lineno, raw in lines_of(path):
-        if raw is None:
-            yield from _jsonl_block(block, slow, done)
-            block, size = [], 0
-            yield from _jsonl_block([(lineno, None)], slow, done)
-            continue
-        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
-            continue
-        block.append((lineno, raw))
-        size += len(raw)
-        if size >= JSONL_BLOCK:
-            yield from _jsonl_block(block, slow, done)
-            block, size = [], 0
-    yield from _jsonl_block(block, slow, done)
+    with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
+        hashes = stored_hashes(path, f)
+        for lineno, raw in lines_of(path, file=f):
+            if raw is None:
+                yield from _jsonl_block(block, slow, done, hashes)
+                block, size = [], 0
+                yield from _jsonl_block([(lineno, None)], slow, done, hashes)
+                continue
+            if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+                continue
+            block.append((lineno, raw))
+            size += len(raw)
+            if size >= JSONL_BLOCK:
+                yield from _jsonl_block(block, slow, done, hashes)
+                block, size = [], 0
+        yield from _jsonl_block(block, slow, done, hashes)
 
 
-def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -> Iterator[Trace]:
+def _jsonl_block(
+    block: list[tuple[int, bytes | None]], slow, done: list[int], hashes: list[str] | None
+) -> Iterator[Trace]:
     if not block:
         return
     import pyarrow.json as pj
@@ -935,7 +959,12 @@ def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -
                 yield t
         return
     base = done[0]
-    ts = _declining(lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines))
+    known = None if hashes is None else hashes[base : base + len(block)]
+    if known is not None and len(known) != len(block):  # more records than recorded: not ours
+        known = None
+    ts = _declining(
+        lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines, known)
+    )
     if ts is None:  # the whole block through the reference
         ts = filter(None, (slow(lineno, raw, base + i) for i, (lineno, raw) in enumerate(block)))
     for t in ts:

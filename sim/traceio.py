@@ -586,8 +586,11 @@ def arrow_schema():
     )
 
 
-def write_traces(traces: Iterable[Trace], out: Path) -> int:
-    """Write one canonical file (format from the extension), atomically. Returns the number written."""
+def write_traces(traces: Iterable[Trace], out: Path, record_hashes: bool = True) -> int:
+    """Write one canonical file (format from the extension), atomically. Returns the number written.
+    ``record_hashes``: also record the traces' hashes beside it (``sim.storedhashes``: loading uses them
+    while the file keeps these bytes), taken by reading the written file back, so they are what loading
+    it would compute; a file that does not read back gets no record."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix not in (".jsonl", ".parquet"):
@@ -616,7 +619,30 @@ def write_traces(traces: Iterable[Trace], out: Path) -> int:
                         batch = []
                 if batch or n == 0:
                     w.write_table(pa.Table.from_pylist(batch, schema=sch))
+        record = _read_back(tmp, suffix) if record_hashes else None
+    from sim.storedhashes import record_path, write_record
+
+    if record is None:
+        record_path(out).unlink(missing_ok=True)  # a record of the file this one replaced: stale
+    else:
+        write_record(out, *record)
     return n
+
+
+def _read_back(path: Path, suffix: str) -> tuple[int, str, list[str]] | None:
+    """(size, SHA-256, trace hashes) of a canonical file just written, the hashes as loading it gives
+    them; None when it does not load (a trace that breaks a rule: loading it says so)."""
+    from sim.errors import CtxsimError
+    from sim.storedhashes import file_digest
+
+    with open(path, "rb") as f:
+        size, digest = file_digest(f)
+    read = iter_jsonl if suffix == ".jsonl" else iter_parquet
+    try:
+        hashes = [t.derived("trace_hash", trace_hash) for t in read(path)]
+    except CtxsimError:
+        return None
+    return size, digest, hashes
 
 
 def load_dataset_traces(
