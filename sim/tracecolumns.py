@@ -74,7 +74,7 @@ def _float_text(a):
     digits but drops ``.0`` and switches to exponents at other magnitudes, so those are Python's own."""
     pa, pc = _pa()
     s = pc.cast(a, pa.string())
-    v = a.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls: NaN
+    v = _np(a, math.nan).astype(np.float64)  # nulls: NaN
     mag = np.abs(v)
     usual = (mag < 1e15) & ((mag >= 1e-4) | (v == 0))  # NaN: neither
     integral = usual & (v == np.floor(v))  # Arrow: "5", Python: "5.0"
@@ -135,14 +135,71 @@ def _joined(offsets, objects):
 
 
 # --------------------------------------------------------------------------------------------- columns
+_DTYPES = {"int64": np.int64, "int32": np.int32, "int8": np.int8, "double": np.float64, "uint32": np.uint32}
+
+
+def _numpy(a) -> np.ndarray:
+    """An Arrow array's values as numpy, read from its data buffer (numbers, booleans; nulls must have
+    been filled): pyarrow's own ``to_numpy`` imports pandas, a tenth of a streamed run's time."""
+    dtype = _DTYPES.get(str(a.type))
+    n, at = len(a), a.offset
+    if a.null_count == 0 and dtype is not None:
+        data = a.buffers()[1]
+        return np.frombuffer(data, dtype, count=n + at)[at:] if data is not None else np.zeros(0, dtype)
+    if a.null_count == 0 and str(a.type) == "bool":
+        data = a.buffers()[1]
+        if data is None:
+            return np.zeros(0, bool)
+        bits = np.frombuffer(data, np.uint8)
+        return np.unpackbits(bits, count=n + at, bitorder="little")[at:].view(bool)
+    return np.asarray(a.to_numpy(zero_copy_only=False))
+
+
 def _np(a, fill) -> np.ndarray:
+    """A column of numbers or booleans as numpy, ``fill`` where null."""
+    if not a.null_count:
+        return _numpy(a)
+    if a.null_count == len(a):
+        dtype = _DTYPES.get(str(a.type), bool if str(a.type) == "bool" else None)
+        return np.full(len(a), fill, dtype=dtype) if dtype is not None else np.full(len(a), fill)
+    if str(a.type) in _DTYPES or str(a.type) == "bool":  # the values under a null are unspecified
+        return np.where(_valid(a), _numpy(_values(a)), fill)
     _, pc = _pa()
-    return np.asarray(pc.fill_null(a, fill).to_numpy(zero_copy_only=False))
+    return _numpy(pc.fill_null(a, fill))
+
+
+def _values(a):
+    """``a`` without its validity bitmap (its values, whatever lies under a null)."""
+    pa, _ = _pa()
+    return pa.Array.from_buffers(a.type, len(a), [None, *a.buffers()[1:]], 0, a.offset)
+
+
+def _mask(v: np.ndarray):
+    """A numpy boolean array as an Arrow one (built from its bits: ``pa.array`` imports pandas)."""
+    pa, _ = _pa()
+    bits = np.packbits(np.asarray(v, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(v), [None, pa.py_buffer(bits)])
+
+
+_VALUE_SETS: dict = {}
+
+
+def _value_set(values: tuple[str, ...]):
+    """A tuple of strings as an Arrow array (``pc.index_in``'s value set), built from its bytes once."""
+    got = _VALUE_SETS.get(values)
+    if got is None:
+        pa, _ = _pa()
+        data = [v.encode() for v in values]
+        offsets = np.concatenate([[0], np.cumsum([len(b) for b in data])]).astype(np.int32)
+        got = _VALUE_SETS[values] = pa.Array.from_buffers(
+            pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+        )
+    return got
 
 
 def _items(lists) -> tuple[Any, np.ndarray]:
     """A list column's items (exactly the rows' spans of its child) and each row's span length."""
-    off = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
+    off = _numpy(lists.offsets).astype(np.int64)
     return lists.values.slice(int(off[0]), int(off[-1] - off[0])), np.diff(off)
 
 
@@ -150,7 +207,7 @@ def _valid(a) -> np.ndarray:
     nulls = a.null_count
     if nulls == 0 or nulls == len(a):  # the common cases, without a bitmap turned into bools
         return np.full(len(a), nulls == 0, dtype=bool)
-    return np.asarray(a.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return _numpy(a.is_valid())
 
 
 def _nat(v: np.ndarray) -> np.ndarray:
@@ -192,8 +249,8 @@ def batch_traces(
     ok = _valid(ev_list) & _valid(call_list)
     ok &= ~_valid(col("children"))  # a record with children: the reference builds it
     E, C = ev_list.values, call_list.values
-    eo = np.asarray(ev_list.offsets.to_numpy(), dtype=np.int64)
-    co = np.asarray(call_list.offsets.to_numpy(), dtype=np.int64)
+    eo = _numpy(ev_list.offsets).astype(np.int64)
+    co = _numpy(call_list.offsets).astype(np.int64)
     e0, e1, c0, c1 = int(eo[0]), int(eo[-1]), int(co[0]), int(co[-1])
     E, C = E.slice(e0, e1 - e0), C.slice(c0, c1 - c0)
     eo, co = eo - e0, co - c0
@@ -207,9 +264,9 @@ def batch_traces(
     ints = {k: _np(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
     for v in ints.values():
         bad |= ~_nat(v)
-    kind = _np(pc.index_in(f("kind"), value_set=pa.array(EVENT_KINDS)), -1).astype(np.int8)
+    kind = _np(pc.index_in(f("kind"), value_set=_value_set(EVENT_KINDS)), -1).astype(np.int8)
     bad |= kind < 0
-    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=pa.array(TOKEN_PROVENANCES)), -1) < 0
+    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=_value_set(TOKEN_PROVENANCES)), -1) < 0
     tcids = f("tool_call_ids")
     bad |= ~_valid(tcids) | ~_valid(f("bounded"))
     for lists in (tcids, f("provides")):  # items are strings, never null
@@ -255,7 +312,7 @@ def batch_traces(
         cbad |= _valid(g(k)) & ~_nat(opt[k])
     residual = _np(g("residual_tokens"), 0)
     cbad |= ~_valid(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
-    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=pa.array(USAGE_PROVENANCES)), -1) < 0
+    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=_value_set(USAGE_PROVENANCES)), -1) < 0
     cbad |= ~_time_ok(g("timestamp"))
     cost = _np(g("recorded_cost_usd"), 0.0).astype(np.float64)
     cbad |= ~((cost >= 0) & (cost < math.inf))
@@ -667,7 +724,7 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
         bad |= (length > 0) & (length != provided)
     kinds, lengths = _items(f("fact_kinds"))
     if len(kinds):
-        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=pa.array(FACT_KINDS)), -1) < 0)
+        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=_value_set(FACT_KINDS)), -1) < 0)
         bad |= _per_record(unknown, np.repeat(rows, lengths), len(E))
     spans, lengths = _items(f("fact_spans"))
     if len(spans):
@@ -680,7 +737,7 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
             per = np.repeat(np.arange(len(spans)), width)
             wrong |= _per_record(~_nat(v), per, len(spans))
             two = given & (width == 2)
-            starts = np.asarray(spans.offsets.to_numpy(), dtype=np.int64)[:-1] - int(spans.offsets[0].as_py())
+            starts = _numpy(spans.offsets).astype(np.int64)[:-1] - int(spans.offsets[0].as_py())
             start = np.where(two, v[np.minimum(starts, len(v) - 1)], 0)
             end = np.where(two, v[np.minimum(starts + 1, len(v) - 1)], 0)
             wrong |= two & ~((start <= end) & (end <= nbytes[owner]))
@@ -696,7 +753,7 @@ def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     given_at = np.repeat(np.arange(len(E)), given_n)
     asked_at = np.repeat(np.arange(len(E)), asked_n)
     every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
-    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_given = owner[given_at] * width + codes[: len(given_at)]
     key_asked = owner[asked_at] * width + codes[len(given_at) :]
@@ -729,11 +786,11 @@ def _unanswered(E, kind, answer, tcids, owner, eo, n) -> np.ndarray:
     issued_ids, lengths = _items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
     assistant = kind[issued_at] == _ASSISTANT
-    issued_at, issued_ids = issued_at[assistant], issued_ids.filter(pa.array(assistant))
+    issued_at, issued_ids = issued_at[assistant], issued_ids.filter(_mask(assistant))
     answer_at = np.flatnonzero(answer)
-    answer_ids = E.field("tool_call_id").filter(pa.array(answer))
+    answer_ids = E.field("tool_call_id").filter(_mask(answer))
     every = pa.chunked_array([issued_ids.cast(pa.string()), answer_ids.cast(pa.string())]).combine_chunks()
-    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_issued = owner[issued_at] * width + codes[: len(issued_at)]
     key_answer = owner[answer_at] * width + codes[len(issued_at) :]
