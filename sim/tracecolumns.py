@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from sim.errors import CtxsimError
-from sim.limits import MAX_COUNT, MIN_BYTES_PER_TOKEN, TIME_MAX, TIME_MIN, bound_problem, trace_token_bound
+from sim.limits import (
+    MAX_COUNT,
+    MAX_TRACE_TOKENS,
+    MIN_BYTES_PER_TOKEN,
+    TIME_MAX,
+    TIME_MIN,
+    bound_problem,
+    trace_token_bound,
+)
 from sim.tokens import estimate_tokens
 from sim.types import (
     EVENT_KINDS,
@@ -269,10 +277,9 @@ def batch_traces(
     bad |= _np(pc.index_in(f("tokens_provenance"), value_set=_value_set(TOKEN_PROVENANCES)), -1) < 0
     tcids = f("tool_call_ids")
     bad |= ~_valid(tcids) | ~_valid(f("bounded"))
-    for lists in (tcids, f("provides")):  # items are strings, never null
-        items, lengths = _items(lists)
-        if items.null_count:
-            bad |= _per_record(~_valid(items), np.repeat(np.arange(len(E)), lengths), len(E))
+    items, lengths = _items(tcids)  # items are strings, never null (the fact lists: _fact_problems)
+    if items.null_count:
+        bad |= _per_record(~_valid(items), np.repeat(np.arange(len(E)), lengths), len(E))
     bad |= ~_time_ok(f("timestamp"))
     for k in ("json_bytes", "json2_bytes"):
         v = _np(f(k), 0)
@@ -294,7 +301,7 @@ def batch_traces(
     # a tool result answers an earlier (or its own) assistant event's tool call
     answer = _valid(f("tool_call_id"))
     if answer.any():
-        ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner, eo, n), ev_owner, n)
+        ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
     # a needed or superseded fact is provided by an earlier event
     for k in ("needs", "supersedes"):
         if len(_items(f(k))[0]):
@@ -341,7 +348,7 @@ def batch_traces(
     ok &= ~((n_ev > 0) & (n_calls == 0))  # a run without a call (its opening prompt)
 
     # ---- top level
-    top = {k: col(k).to_pylist() for k in _TOP}
+    top = {k: col(k).to_pylist() for k in _top_keys()}
     for i in np.flatnonzero(ok):
         ok[i] = _top_ok(top, i)
     policy_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["recorded_policy"])]
@@ -358,7 +365,9 @@ def batch_traces(
         widest_out[i] = max(int(widest_out[i]), guess)
     widest_res = _segment_max(np.abs(residual), co)
     ev_sum = prefix[eo[1:]] - prefix[eo[:-1]]
-    for i in np.flatnonzero(ok):
+    # in floats first (exact enough far from the limit); a record within a factor 2 of it, exactly
+    approx = (n_calls + 1.0) * (ev_sum + np.where(n_calls > 0, widest_res + widest_out.astype(float), 0.0))
+    for i in np.flatnonzero(ok & ~(approx < MAX_TRACE_TOKENS / 2)):
         c = int(n_calls[i])
         widest = [int(widest_res[i])] if c else [], [int(widest_out[i])] if c else []
         ok[i] = bound_problem(trace_token_bound(int(ev_sum[i]), widest[0], widest[1], c)) is None
@@ -384,7 +393,9 @@ def batch_traces(
     any_facts = _per_record(provides_any, ev_owner, n)
     needs = f("needs")
     any_needs = _per_record(_np(pc.list_value_length(needs), 0) > 0, ev_owner, n)
-    elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
+    with np.errstate(invalid="ignore"):  # an infinite stamp (its record declined): NaN, no warning
+        stamps = _np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan)
+        elapsed = _elapsed(*stamps, eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     for i in fast.tolist():
@@ -425,8 +436,8 @@ def batch_traces(
             model=top["model"][i],
             context_window=top["context_window"][i],
             bytes_per_token=top["bytes_per_token"][i],
-            recorded_policy=json.loads(policy_text[i]),
-            outcome=json.loads(outcome_text[i]),
+            recorded_policy=_object(policy_text[i]),
+            outcome=_object(outcome_text[i]),
             source_file=top["source_file"][i],
         )
         cache = t._cache
@@ -453,18 +464,11 @@ def text_hash(pieces) -> str:
     return "sha256:" + h.hexdigest()
 
 
-_TOP = (
-    "schema_version",
-    "trace_id",
-    "source_format",
-    "source_file",
-    "agent",
-    "model",
-    "context_window",
-    "bytes_per_token",
-    "recorded_policy",
-    "outcome",
-)
+def _top_keys() -> tuple[str, ...]:
+    """A record's top-level keys but its lists (``arrow_schema``'s order, which the writer's is)."""
+    from sim.traceio import arrow_schema
+
+    return tuple(k for k in arrow_schema().names if k not in ("events", "calls", "children"))
 
 
 def _top_ok(top: dict, i: int) -> bool:
@@ -504,6 +508,22 @@ def _object_text(s: str | None) -> str | None:
     if len(_OBJECT_TEXT) < 4096:
         _OBJECT_TEXT[s] = got
     return got
+
+
+_PARSED: dict[str, dict] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _object(text: str) -> dict:
+    """``json.loads(text)`` of a JSON object, memoised for the few a corpus repeats: each trace gets its
+    own dict (a copy of a flat one; a nested one parsed again, so no two traces share a value)."""
+    got = _PARSED.get(text)
+    if got is not None:
+        return dict(got)
+    obj = json.loads(text)
+    if len(_PARSED) < 4096 and all(v.__class__ in _SCALARS for v in obj.values()):
+        _PARSED[text] = dict(obj)
+    return obj
 
 
 _DUMPS: dict = {}
@@ -588,45 +608,57 @@ def _fold(parts: list, rows: int) -> Any:
     return _objects(folded)
 
 
+_FEW = frozenset({"kind", "tokens_provenance", "source_type", "usage_provenance"})  # enumerations
+_OPTIONAL = ("provides", "needs", "supersedes", "fact_kinds", "fact_spans", "json_bytes", "json2_bytes")
+_OPTIONAL += ("source_type", "url")  # keys trace_to_dict writes only when there is something to say
+
+
+def _keys(column: str) -> list[str]:
+    """An event's or a call's keys in the writer's order: the schema's fields (``arrow_schema``) but
+    ``run_index``, written only beyond a first run (such a record is declined)."""
+    from sim.traceio import arrow_schema
+
+    t = arrow_schema().field(column).type.value_type
+    return [t.field(i).name for i in range(t.num_fields) if t.field(i).name != "run_index"]
+
+
+def _column_text(a, key: str):
+    """A column's JSON text (``_constant``), by its schema type."""
+    pa, pc = _pa()
+    t = a.type
+    if pa.types.is_int64(t):
+        return _constant(a, _int_text)
+    if pa.types.is_float64(t):
+        return _constant(a, _float_text)
+    if pa.types.is_boolean(t):
+        return _constant(a, lambda a: pc.if_else(a, "true", "false"))
+    if pa.types.is_string(t):
+        return _constant(a, (lambda a: _str_text(a, few=True)) if key in _FEW else _str_text)
+    if pa.types.is_list(t.value_type):  # fact spans: lists of [start, end]
+        return _list_text(a, lambda spans: _list_text(spans, _int_text))
+    return _list_text(a, _str_text)
+
+
 def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: bool) -> dict:
     """Per record: its events' and calls' canonical JSON, sorted keys (the hash's) when ``with_sorted``,
     and in the writer's key order when ``with_lines``."""
     pa, pc = _pa()
     f, g = E.field, C.field
-
-    def ints(a):
-        return _constant(a, _int_text)
-
-    T = {k: ints(f(k)) for k in ("index", "bytes", "chars", "lines", "tokens", "json_bytes", "json2_bytes")}
-    for k in ("content", "tool_call_id", "url"):
-        T[k] = _constant(f(k), _str_text)
-    for k in ("kind", "tokens_provenance", "source_type"):
-        T[k] = _constant(f(k), lambda a: _str_text(a, few=True))
-    T["tool_call_ids"] = _list_text(f("tool_call_ids"), _str_text)
-    T["bounded"] = _constant(f("bounded"), lambda a: pc.if_else(a, "true", "false"))
-    T["timestamp"] = _constant(f("timestamp"), _float_text)
+    ev_keys, call_keys = _keys("events"), _keys("calls")
 
     def listed(k):
         return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
 
-    present = {  # keys written only when there is something to say (trace_to_dict)
-        "provides": listed("provides"),
-        "needs": listed("needs"),
-        "supersedes": listed("supersedes"),
-        "fact_kinds": listed("fact_kinds"),
-        "fact_spans": listed("fact_spans"),
-        "json_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json_bytes").is_valid()),
-        "json2_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json2_bytes").is_valid()),
-        "source_type": f("source_type").is_valid(),
-        "url": f("url").is_valid(),
-    }
+    present = {k: listed(k) for k in _OPTIONAL if pa.types.is_list(f(k).type)}
+    content_absent = pc.invert(f("content").is_valid())
+    for k in ("json_bytes", "json2_bytes"):  # JSON sizes: beside a missing content only
+        present[k] = pc.and_(content_absent, f(k).is_valid())
+    for k in ("source_type", "url"):
+        present[k] = f(k).is_valid()
     for k in list(present):
         if not pc.any(present[k]).as_py():
             present[k] = None  # absent everywhere: no piece at all
-        elif k in ("provides", "needs", "supersedes", "fact_kinds"):
-            T[k] = _list_text(f(k), _str_text)
-        elif k == "fact_spans":
-            T[k] = _list_text(f(k), lambda spans: _list_text(spans, _int_text))
+    T = {k: _column_text(f(k), k) for k in ev_keys if present.get(k, True) is not None}
 
     def obj(order):
         parts: list = []
@@ -639,27 +671,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
         return _fold([*parts, "}"], len(E))
 
-    sorted_ev = ["bounded", "bytes", "chars", "content", "fact_kinds", "fact_spans", "index", "json2_bytes"]
-    sorted_ev += ["json_bytes", "kind", "lines", "needs", "provides", "source_type", "supersedes"]
-    sorted_ev += ["timestamp", "tokens", "tokens_provenance", "tool_call_id", "tool_call_ids", "url"]
-    U = {
-        k: ints(g(k))
-        for k in (
-            "index",
-            "event_index",
-            "view_end",
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-            "residual_tokens",
-        )
-    }
-    U["usage_provenance"] = _constant(g("usage_provenance"), lambda a: _str_text(a, few=True))
-    U["timestamp"] = _constant(g("timestamp"), _float_text)
-    U["recorded_cost_usd"] = _constant(g("recorded_cost_usd"), _float_text)
-    sorted_calls = sorted(U)
+    U = {k: _column_text(g(k), k) for k in call_keys}
 
     def call_obj(order):
         parts: list = []
@@ -670,25 +682,11 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
     ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
     out = {}
     if with_sorted:
-        out["events_sorted"] = _joined(ev_off, obj(sorted_ev))
-        out["calls_sorted"] = _joined(call_off, call_obj(sorted_calls))
+        out["events_sorted"] = _joined(ev_off, obj(sorted(ev_keys)))
+        out["calls_sorted"] = _joined(call_off, call_obj(sorted(call_keys)))
     if with_lines:
-        line_ev = ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"]
-        line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "needs"]
-        line_ev += [
-            "json_bytes",
-            "json2_bytes",
-            "fact_spans",
-            "fact_kinds",
-            "supersedes",
-            "source_type",
-            "url",
-        ]
-        line_calls = ["index", "event_index", "view_end", "input_tokens", "output_tokens"]
-        line_calls += ["cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "residual_tokens"]
-        line_calls += ["usage_provenance", "timestamp", "recorded_cost_usd"]
-        out["events_line"] = _joined(ev_off, obj(line_ev))
-        out["calls_line"] = _joined(call_off, call_obj(line_calls))
+        out["events_line"] = _joined(ev_off, obj(ev_keys))
+        out["calls_line"] = _joined(call_off, call_obj(call_keys))
     return out
 
 
@@ -747,17 +745,22 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
 
 def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     """Events naming (in ``lists``: needs or supersedes) a fact no earlier event of its record provides."""
-    pa, pc = _pa()
     given, given_n = _items(E.field("provides"))
     asked, asked_n = _items(lists)
-    given_at = np.repeat(np.arange(len(E)), given_n)
-    asked_at = np.repeat(np.arange(len(E)), asked_n)
+    rows = np.arange(len(E))
+    return _unmatched(owner, np.repeat(rows, given_n), given, np.repeat(rows, asked_n), asked, False, len(E))
+
+
+def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int) -> np.ndarray:
+    """Rows (of ``rows``) asking (at ``asked_at``) for a string no row of their record (``owner``) gave
+    (at ``given_at``) before them (or at the same row when ``same_ok``)."""
+    pa, pc = _pa()
     every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
     codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_given = owner[given_at] * width + codes[: len(given_at)]
     key_asked = owner[asked_at] * width + codes[len(given_at) :]
-    order = np.lexsort((given_at, key_given))  # by key, then position: each fact's first provider
+    order = np.lexsort((given_at, key_given))  # by key, then position: each string's first giver
     keys, pos = key_given[order], given_at[order]
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
@@ -766,8 +769,9 @@ def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     found = j < len(keys)
     found[found] &= keys[j[found]] == key_asked[found]
     earlier = np.zeros(len(asked_at), dtype=bool)
-    earlier[found] = pos[j[found]] < asked_at[found]
-    bad = np.zeros(len(E), dtype=bool)
+    at = pos[j[found]]
+    earlier[found] = (at <= asked_at[found]) if same_ok else (at < asked_at[found])
+    bad = np.zeros(rows, dtype=bool)
     bad[asked_at[~earlier]] = True
     return bad
 
@@ -780,33 +784,14 @@ def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: 
     return tuple(got or ())
 
 
-def _unanswered(E, kind, answer, tcids, owner, eo, n) -> np.ndarray:
+def _unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
     """Events whose ``tool_call_id`` no earlier (or the same) assistant event of its record issued."""
-    pa, pc = _pa()
-    issued_ids, lengths = _items(tcids)
+    issued, lengths = _items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
     assistant = kind[issued_at] == _ASSISTANT
-    issued_at, issued_ids = issued_at[assistant], issued_ids.filter(_mask(assistant))
-    answer_at = np.flatnonzero(answer)
     answer_ids = E.field("tool_call_id").filter(_mask(answer))
-    every = pa.chunked_array([issued_ids.cast(pa.string()), answer_ids.cast(pa.string())]).combine_chunks()
-    codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
-    width = int(codes.max()) + 1 if len(codes) else 1
-    key_issued = owner[issued_at] * width + codes[: len(issued_at)]
-    key_answer = owner[answer_at] * width + codes[len(issued_at) :]
-    order = np.lexsort((issued_at, key_issued))  # by key, then position: the first issue of each id
-    keys, pos = key_issued[order], issued_at[order]
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    keys, pos = keys[first], pos[first]
-    j = np.searchsorted(keys, key_answer)
-    found = j < len(keys)
-    found[found] &= keys[j[found]] == key_answer[found]
-    earlier = np.zeros(len(answer_at), dtype=bool)
-    earlier[found] = pos[j[found]] <= answer_at[found]
-    bad = np.zeros(len(E), dtype=bool)
-    bad[answer_at[~earlier]] = True
-    return bad
+    issued_at, issued = issued_at[assistant], issued.filter(_mask(assistant))
+    return _unmatched(owner, issued_at, issued, np.flatnonzero(answer), answer_ids, True, len(E))
 
 
 _NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
@@ -940,7 +925,7 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
             yield t
             done += 1
     # the rest through the reference: it reads (and fails) where it always has
-    rows_iter = parquet_rows(path)
+    rows_iter = parquet_rows(path, start=done)
     while True:
         try:
             got = next(rows_iter, None)
@@ -948,9 +933,8 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
             raise read_error(exc, done) from None
         if got is None:
             return
-        if got[0] >= done:
-            yield slow(got[0], got[1])
-            done += 1
+        yield slow(got[0], got[1])
+        done += 1
 
 
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:

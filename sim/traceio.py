@@ -472,7 +472,7 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
     return jsonl_traces(path, slow)
 
 
-def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
+def iter_parquet(path: Path) -> Iterator[Trace]:
     """The traces of a canonical Parquet file; records named by row (read as columns, as above)."""
     from sim.tracecolumns import parquet_traces
 
@@ -485,10 +485,11 @@ def iter_parquet(path: Path, batch_size: int = 64) -> Iterator[Trace]:
     return parquet_traces(path, slow, lambda exc, row: exc)
 
 
-def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]:
-    """(row number, record) of a canonical Parquet file, one batch in memory at a time. A damaged file
-    (bad footer, corrupt pages, strings that are not UTF-8) is a TraceError naming it and the first row
-    that could not be read, wherever pyarrow notices it."""
+def parquet_rows(path: Path, batch_size: int = 64, start: int = 0) -> Iterator[tuple[int, dict]]:
+    """(row number, record) of a canonical Parquet file, one batch in memory at a time, from row
+    ``start`` on (the batches before it are decoded, as they must be to fail where they always have,
+    but not turned into records). A damaged file (bad footer, corrupt pages, strings that are not UTF-8)
+    is a TraceError naming it and the first row that could not be read, wherever pyarrow notices it."""
     import pyarrow.parquet as pq
 
     name = path.name
@@ -500,6 +501,9 @@ def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]
     while True:
         try:
             batch = next(batches, None)
+            if batch is not None and row + batch.num_rows <= start:
+                row += batch.num_rows
+                continue
             records = [] if batch is None else batch.to_pylist()
         except Exception as exc:  # noqa: BLE001 - only pyarrow's reading runs here
             raise TraceError(
@@ -508,7 +512,8 @@ def parquet_rows(path: Path, batch_size: int = 64) -> Iterator[tuple[int, dict]]
         if batch is None:
             return
         for d in records:
-            yield row, d
+            if row >= start:
+                yield row, d
             row += 1
 
 

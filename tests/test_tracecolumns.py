@@ -349,3 +349,36 @@ def test_dataset_rows_are_numbered_across_files_and_blank_lines(tmp_path):
     )
     assert message.startswith("a.jsonl,b.jsonl: record row 3 (trace_id swe-like-0000")
     assert "field events[1].index" in message
+
+
+def test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, monkeypatch):
+    """Bytes that are not UTF-8 in row 70: the column reader (batches of 7 here) reads rows 0-69, and the
+    reference goes on from row 70 without building the records before it again; it fails where it
+    always has, at its 64-row batch that holds row 70, naming the file and that batch's first row."""
+    base = reference(SUITE / "swe_like.jsonl")
+    traces = [dataclasses.replace(base[i % len(base)], trace_id=f"t{i:03d}") for i in range(80)]
+    path = tmp_path / "x.parquet"
+    write_traces(traces, path, record_hashes=False)
+    table = pq.read_table(path)
+    ids = [t.trace_id.encode() for t in traces]
+    ids[70] = b"t\xff"
+    col = pa.array(ids, type=pa.binary()).view(pa.string())
+    pq.write_table(table.set_column(table.schema.get_field_index("trace_id"), "trace_id", col), path)
+    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)
+    import sim.traceio
+
+    starts = []
+    real = sim.traceio.parquet_rows
+
+    def rows(path, batch_size=64, start=0):
+        starts.append(start)
+        return real(path, batch_size, start)
+
+    monkeypatch.setattr(sim.traceio, "parquet_rows", rows)
+    got = []
+    with pytest.raises(TraceError) as err:
+        for t in iter_parquet(path):
+            got.append(t)
+    assert str(err.value) == _error(lambda: list(real(path)))
+    assert "row 64" in str(err.value) and [t.trace_id for t in got] == [t.trace_id for t in traces[:70]]
+    assert starts == [70]  # the reference goes on from row 70: the records before it are not built again
