@@ -52,6 +52,7 @@ from sim.types import (
     Lazy,
     Trace,
     TraceArrays,
+    filled,
 )
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
@@ -397,6 +398,14 @@ def batch_traces(
         stamps = _np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan)
         elapsed = _elapsed(*stamps, eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
+    # each record's own prefix sums (from 0, one longer than its events), side by side: record i's
+    # are rows [eo[i] + i, eo[i + 1] + i]
+    starts = eo[:-1] + np.arange(n)
+    own_prefix = np.zeros(len(E) + n, dtype=np.int64)
+    own_prefix[np.arange(len(E)) + ev_owner + 1] = ints["tokens"]
+    np.cumsum(own_prefix, out=own_prefix)
+    own_prefix -= np.repeat(own_prefix[starts], n_ev + 1)
+    own_prefix = _read_only(own_prefix)
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     for i in fast.tolist():
         a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
@@ -408,37 +417,41 @@ def batch_traces(
             digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
         else:
             digest = hashes[i]
-        pre = prefix[a : b + 1] - prefix[a]
-        pre.setflags(write=False)
-        arrays = TraceArrays(
-            kind=kind[a:b],
-            tokens=tokens[a:b],
-            bytes=bytes_[a:b],
-            chars=chars[a:b],
-            lines=lines_[a:b],
-            bounded=bounded[a:b],
-            view_end=ve_ro[ca:cb],
-            residual=res_ro[ca:cb],
-            output_tokens=out_tokens[ca:cb],
-            recorded_input=rec_input[ca:cb],
-            prefix=pre,
-            recorded_view=view_ro[ca:cb],
-            call_index=local_ro[ca:cb],
-            no_first=minus_one[ca:cb],
-            no_changes=zeros[ca:cb],
+        arrays = filled(
+            TraceArrays,
+            {
+                "kind": kind[a:b],
+                "tokens": tokens[a:b],
+                "bytes": bytes_[a:b],
+                "chars": chars[a:b],
+                "lines": lines_[a:b],
+                "bounded": bounded[a:b],
+                "view_end": ve_ro[ca:cb],
+                "residual": res_ro[ca:cb],
+                "output_tokens": out_tokens[ca:cb],
+                "recorded_input": rec_input[ca:cb],
+                "prefix": own_prefix[a + i : b + i + 1],
+                "recorded_view": view_ro[ca:cb],
+                "call_index": local_ro[ca:cb],
+                "no_first": minus_one[ca:cb],
+                "no_changes": zeros[ca:cb],
+            },
         )
-        t = Trace(
-            trace_id=top["trace_id"][i],
-            source_format=top["source_format"][i],
-            events=Lazy(_EventBuilder(E, a, b)),
-            calls=Lazy(_CallBuilder(calls_py, ca, cb)),
-            agent=top["agent"][i],
-            model=top["model"][i],
-            context_window=top["context_window"][i],
-            bytes_per_token=top["bytes_per_token"][i],
-            recorded_policy=_object(policy_text[i]),
-            outcome=_object(outcome_text[i]),
-            source_file=top["source_file"][i],
+        t = filled(
+            Trace,
+            {
+                "trace_id": top["trace_id"][i],
+                "source_format": top["source_format"][i],
+                "events": Lazy(_EventBuilder(E, a, b)),
+                "calls": Lazy(_CallBuilder(calls_py, ca, cb)),
+                "agent": top["agent"][i],
+                "model": top["model"][i],
+                "context_window": top["context_window"][i],
+                "bytes_per_token": top["bytes_per_token"][i],
+                "recorded_policy": _object(policy_text[i]),
+                "outcome": _object(outcome_text[i]),
+                "source_file": top["source_file"][i],
+            },
         )
         cache = t._cache
         cache["arrays"] = arrays
