@@ -398,6 +398,7 @@ def batch_traces(
         stamps = _np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan)
         elapsed = _elapsed(*stamps, eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
+    unrecorded_out = _per_record(outputs < 0, call_owner, n)
     # each record's own prefix sums (from 0, one longer than its events), side by side: record i's
     # are rows [eo[i] + i, eo[i + 1] + i]
     starts = eo[:-1] + np.arange(n)
@@ -462,6 +463,8 @@ def batch_traces(
         cache["has_needs"] = bool(any_needs[i])
         cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs[i] else ()
         cache["elapsed"] = elapsed[ca:cb]
+        if not unrecorded_out[i]:  # sim.model's recorded outputs: the column itself, none estimated
+            cache["replay_outputs"] = (arrays.output_tokens, 0)
         if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
             cache["facts_before"] = _no_facts(b - a + 1)
         out[i] = t
