@@ -34,7 +34,7 @@ SUFFIX = ".trace-hashes"
 FORMAT = "ctxsim-trace-hashes/1"
 _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
 _BLOCK = 1 << 20
-_MAX_RECORD_BYTES = 128  # per trace in the record (a hash and its JSON quotes and comma: 74)
+_MAX_RECORD_FACTOR = 16  # a record larger than this many times its file is not read (a trace: 74 bytes)
 
 
 def record_path(path: Path) -> Path:
@@ -85,7 +85,7 @@ def stored_hashes(path: Path, f: BinaryIO) -> list[str] | None:
     try:
         size = os.fstat(f.fileno()).st_size
         rec = record_path(path)
-        if rec.stat().st_size > 1024 + _MAX_RECORD_BYTES * max(size // 64, 1):  # bounded cost
+        if rec.stat().st_size > 1024 + _MAX_RECORD_FACTOR * size:  # bounded cost
             return None
         got = json.loads(rec.read_text(encoding="ascii"))
     except (OSError, ValueError):  # no record, unreadable, not ASCII, not JSON

@@ -216,3 +216,17 @@ def test_real_traces_take_the_recorded_hashes(tmp_path, counted):
         got = read(path)
         assert counted[0] == 0
         assert_same(got, reference(path))
+
+
+def test_a_record_far_larger_than_its_file_is_not_read(suite, tmp_path, counted):
+    """Bounded cost: a record is read only up to 16 times its file's size (a real one is a fraction)."""
+    path = _written(suite[:3], tmp_path, ".jsonl")
+    text = record_path(path).read_text()
+    record_path(path).write_text(text[:-2] + " " * (16 * path.stat().st_size + 1024) + "}\n")
+    counted[0] = 0
+    got = read(path)
+    assert counted[0] == 3 and [t._cache["trace_hash"] for t in got] == [trace_hash(t) for t in suite[:3]]
+    record_path(path).write_text(text[:-2] + " " * 1000 + "}\n")  # the same record, padded a little: read
+    counted[0] = 0
+    assert [t._cache["trace_hash"] for t in read(path)] == [trace_hash(t) for t in suite[:3]]
+    assert counted[0] == 0
