@@ -3,7 +3,7 @@
 resident memory of that process, and simulated calls per CPU second.
 
     .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0 | --runs 10000] [--format jsonl|parquet]
-        [--keep DIR] [--repeats 1]
+        [--keep DIR] [--repeats 1] [--no-record]
 
 The corpus is the embedded generator's SWE-like runs (text-free), written once as canonical JSON Lines or
 Parquet; distinct runs are generated up to ``--distinct`` and then repeated under new trace ids, which
@@ -30,9 +30,11 @@ from scenarios.swe_like import generate_run  # noqa: E402
 from sim.traceio import trace_to_dict, write_traces  # noqa: E402
 
 
-def corpus(target_bytes: int, distinct: int, out: Path, runs: int | None = None) -> tuple[int, int, int]:
+def corpus(
+    target_bytes: int, distinct: int, out: Path, runs: int | None = None, record_hashes: bool = True
+) -> tuple[int, int, int]:
     """Write runs until the file passes ``target_bytes`` (or ``runs`` of them); returns (runs, calls,
-    bytes)."""
+    bytes). ``record_hashes``: with the record of trace hashes ``import`` leaves beside a file."""
     base = [generate_run(7, i) for i in range(distinct)]
     sizes = [len(json.dumps(trace_to_dict(t), separators=(",", ":"))) + 1 for t in base]
     n = 0
@@ -50,7 +52,7 @@ def corpus(target_bytes: int, distinct: int, out: Path, runs: int | None = None)
         for i, k in picks:
             yield dataclasses.replace(base[k], trace_id=f"stream-{i:07d}")
 
-    write_traces(traces(), out)
+    write_traces(traces(), out, record_hashes=record_hashes)
     return n, calls, out.stat().st_size
 
 
@@ -63,15 +65,21 @@ def main() -> int:
     p.add_argument("--distinct", type=int, default=200)
     p.add_argument("--policy", default="observation_masking")
     p.add_argument("--keep", type=Path, help="write the corpus here and keep it")
+    p.add_argument(
+        "--no-record",
+        action="store_true",
+        help="without the record of trace hashes beside the file (each trace's hash computed on load)",
+    )
     args = p.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-stream-"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"corpus.{args.format}"
     t0 = time.perf_counter()
-    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path, args.runs)
+    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path, args.runs, not args.no_record)
     gen_s = time.perf_counter() - t0
     size = f"{nbytes / 2**30:.2f} GiB"
-    print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls ({gen_s:.0f} s to write)")
+    record = "no record of hashes" if args.no_record else "with its record of hashes"
+    print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls, {record} ({gen_s:.0f} s to write)")
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(folder / "hf"))
     # this checkout's ctxsim, whatever is installed (``-c`` puts the working directory first on the path)
     cmd = [sys.executable, "-c", "import sys; from sim.cli import main; sys.exit(main())"]

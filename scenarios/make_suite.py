@@ -77,9 +77,9 @@ def write_suite(out_dir: Path = SUITE_DIR, seed: int = SEED, n_runs: int = N_RUN
     out_dir = Path(out_dir)
     traces = generate_suite(seed, n_runs)
     path = out_dir / SUITE_FILE
-    write_traces(traces, path)
+    write_traces(traces, path, record_hashes=False)  # the committed folder holds the suite alone
     scripted = [closed_loop.scenario(name) for name in closed_loop.SCENARIOS]
-    write_traces(scripted, out_dir / CLOSED_LOOP_FILE)
+    write_traces(scripted, out_dir / CLOSED_LOOP_FILE, record_hashes=False)
     stats = suite_stats(traces)
     with atomic_path(out_dir / "README.md") as tmp:
         tmp.write_text(_readme(seed, n_runs, stats, path.stat().st_size), encoding="utf-8")

@@ -15,6 +15,7 @@ at most ``MAX_DOCUMENT_BYTES`` long, and names a line that is not UTF-8 instead 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -180,11 +181,12 @@ def json_line(raw: bytes | None, errors: str = "strict") -> tuple[Any, str | Non
         return None, str(exc)
 
 
-def lines_of(path: Path, limit: int | None = None) -> Iterator[tuple[int, bytes | None]]:
+def lines_of(path: Path, limit: int | None = None, file=None) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes) of each line, or (line number, None) for one longer than ``limit`` (default
-    ``MAX_DOCUMENT_BYTES``), which is skipped without holding it in memory."""
+    ``MAX_DOCUMENT_BYTES``), which is skipped without holding it in memory. ``file``: ``path`` already
+    open (binary, at its start), read instead of opening it again."""
     limit = MAX_DOCUMENT_BYTES if limit is None else limit
-    with open(path, "rb") as f:
+    with open(path, "rb") if file is None else contextlib.nullcontext(file) as f:
         lineno = 0
         while True:
             line = f.readline(limit + 1)

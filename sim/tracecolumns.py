@@ -32,7 +32,15 @@ from typing import Any
 import numpy as np
 
 from sim.errors import CtxsimError
-from sim.limits import MAX_COUNT, MIN_BYTES_PER_TOKEN, TIME_MAX, TIME_MIN, bound_problem, trace_token_bound
+from sim.limits import (
+    MAX_COUNT,
+    MAX_TRACE_TOKENS,
+    MIN_BYTES_PER_TOKEN,
+    TIME_MAX,
+    TIME_MIN,
+    bound_problem,
+    trace_token_bound,
+)
 from sim.tokens import estimate_tokens
 from sim.types import (
     EVENT_KINDS,
@@ -44,6 +52,7 @@ from sim.types import (
     Lazy,
     Trace,
     TraceArrays,
+    filled,
 )
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
@@ -74,7 +83,7 @@ def _float_text(a):
     digits but drops ``.0`` and switches to exponents at other magnitudes, so those are Python's own."""
     pa, pc = _pa()
     s = pc.cast(a, pa.string())
-    v = a.to_numpy(zero_copy_only=False).astype(np.float64)  # nulls: NaN
+    v = _np(a, math.nan).astype(np.float64)  # nulls: NaN
     mag = np.abs(v)
     usual = (mag < 1e15) & ((mag >= 1e-4) | (v == 0))  # NaN: neither
     integral = usual & (v == np.floor(v))  # Arrow: "5", Python: "5.0"
@@ -135,14 +144,71 @@ def _joined(offsets, objects):
 
 
 # --------------------------------------------------------------------------------------------- columns
+_DTYPES = {"int64": np.int64, "int32": np.int32, "int8": np.int8, "double": np.float64, "uint32": np.uint32}
+
+
+def _numpy(a) -> np.ndarray:
+    """An Arrow array's values as numpy, read from its data buffer (numbers, booleans; nulls must have
+    been filled): pyarrow's own ``to_numpy`` imports pandas, a tenth of a streamed run's time."""
+    dtype = _DTYPES.get(str(a.type))
+    n, at = len(a), a.offset
+    if a.null_count == 0 and dtype is not None:
+        data = a.buffers()[1]
+        return np.frombuffer(data, dtype, count=n + at)[at:] if data is not None else np.zeros(0, dtype)
+    if a.null_count == 0 and str(a.type) == "bool":
+        data = a.buffers()[1]
+        if data is None:
+            return np.zeros(0, bool)
+        bits = np.frombuffer(data, np.uint8)
+        return np.unpackbits(bits, count=n + at, bitorder="little")[at:].view(bool)
+    return np.asarray(a.to_numpy(zero_copy_only=False))
+
+
 def _np(a, fill) -> np.ndarray:
+    """A column of numbers or booleans as numpy, ``fill`` where null."""
+    if not a.null_count:
+        return _numpy(a)
+    if a.null_count == len(a):
+        dtype = _DTYPES.get(str(a.type), bool if str(a.type) == "bool" else None)
+        return np.full(len(a), fill, dtype=dtype) if dtype is not None else np.full(len(a), fill)
+    if str(a.type) in _DTYPES or str(a.type) == "bool":  # the values under a null are unspecified
+        return np.where(_valid(a), _numpy(_values(a)), fill)
     _, pc = _pa()
-    return np.asarray(pc.fill_null(a, fill).to_numpy(zero_copy_only=False))
+    return _numpy(pc.fill_null(a, fill))
+
+
+def _values(a):
+    """``a`` without its validity bitmap (its values, whatever lies under a null)."""
+    pa, _ = _pa()
+    return pa.Array.from_buffers(a.type, len(a), [None, *a.buffers()[1:]], 0, a.offset)
+
+
+def _mask(v: np.ndarray):
+    """A numpy boolean array as an Arrow one (built from its bits: ``pa.array`` imports pandas)."""
+    pa, _ = _pa()
+    bits = np.packbits(np.asarray(v, dtype=bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(v), [None, pa.py_buffer(bits)])
+
+
+_VALUE_SETS: dict = {}
+
+
+def _value_set(values: tuple[str, ...]):
+    """A tuple of strings as an Arrow array (``pc.index_in``'s value set), built from its bytes once."""
+    got = _VALUE_SETS.get(values)
+    if got is None:
+        pa, _ = _pa()
+        data = [v.encode() for v in values]
+        offsets = np.concatenate([[0], np.cumsum([len(b) for b in data])]).astype(np.int32)
+        got = _VALUE_SETS[values] = pa.Array.from_buffers(
+            pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+        )
+    return got
 
 
 def _items(lists) -> tuple[Any, np.ndarray]:
     """A list column's items (exactly the rows' spans of its child) and each row's span length."""
-    off = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
+    off = _numpy(lists.offsets).astype(np.int64)
     return lists.values.slice(int(off[0]), int(off[-1] - off[0])), np.diff(off)
 
 
@@ -150,7 +216,7 @@ def _valid(a) -> np.ndarray:
     nulls = a.null_count
     if nulls == 0 or nulls == len(a):  # the common cases, without a bitmap turned into bools
         return np.full(len(a), nulls == 0, dtype=bool)
-    return np.asarray(a.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+    return _numpy(a.is_valid())
 
 
 def _nat(v: np.ndarray) -> np.ndarray:
@@ -172,10 +238,13 @@ def _read_only(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Trace]:
+def batch_traces(
+    batch, slow: Slow, lines: list[bytes] | None = None, hashes: list[str] | None = None
+) -> list[Trace]:
     """The traces of a batch of canonical records (``sim.traceio.arrow_schema``), in order; a record the
     fast path declines is ``slow(i)``. ``lines``: the JSON lines the batch was parsed from (each must be
-    the canonical encoding of its record to stay on the fast path)."""
+    the canonical encoding of its record to stay on the fast path). ``hashes``: the records' trace
+    hashes recorded for the file's bytes (``sim.storedhashes``), taken instead of hashing their text."""
     from sim.traceio import arrow_schema
 
     pa, pc = _pa()
@@ -189,8 +258,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     ok = _valid(ev_list) & _valid(call_list)
     ok &= ~_valid(col("children"))  # a record with children: the reference builds it
     E, C = ev_list.values, call_list.values
-    eo = np.asarray(ev_list.offsets.to_numpy(), dtype=np.int64)
-    co = np.asarray(call_list.offsets.to_numpy(), dtype=np.int64)
+    eo = _numpy(ev_list.offsets).astype(np.int64)
+    co = _numpy(call_list.offsets).astype(np.int64)
     e0, e1, c0, c1 = int(eo[0]), int(eo[-1]), int(co[0]), int(co[-1])
     E, C = E.slice(e0, e1 - e0), C.slice(c0, c1 - c0)
     eo, co = eo - e0, co - c0
@@ -204,15 +273,14 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     ints = {k: _np(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
     for v in ints.values():
         bad |= ~_nat(v)
-    kind = _np(pc.index_in(f("kind"), value_set=pa.array(EVENT_KINDS)), -1).astype(np.int8)
+    kind = _np(pc.index_in(f("kind"), value_set=_value_set(EVENT_KINDS)), -1).astype(np.int8)
     bad |= kind < 0
-    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=pa.array(TOKEN_PROVENANCES)), -1) < 0
+    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=_value_set(TOKEN_PROVENANCES)), -1) < 0
     tcids = f("tool_call_ids")
     bad |= ~_valid(tcids) | ~_valid(f("bounded"))
-    for lists in (tcids, f("provides")):  # items are strings, never null
-        items, lengths = _items(lists)
-        if items.null_count:
-            bad |= _per_record(~_valid(items), np.repeat(np.arange(len(E)), lengths), len(E))
+    items, lengths = _items(tcids)  # items are strings, never null (the fact lists: _fact_problems)
+    if items.null_count:
+        bad |= _per_record(~_valid(items), np.repeat(np.arange(len(E)), lengths), len(E))
     bad |= ~_time_ok(f("timestamp"))
     for k in ("json_bytes", "json2_bytes"):
         v = _np(f(k), 0)
@@ -234,7 +302,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     # a tool result answers an earlier (or its own) assistant event's tool call
     answer = _valid(f("tool_call_id"))
     if answer.any():
-        ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner, eo, n), ev_owner, n)
+        ok &= ~_per_record(_unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
     # a needed or superseded fact is provided by an earlier event
     for k in ("needs", "supersedes"):
         if len(_items(f(k))[0]):
@@ -252,7 +320,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         cbad |= _valid(g(k)) & ~_nat(opt[k])
     residual = _np(g("residual_tokens"), 0)
     cbad |= ~_valid(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
-    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=pa.array(USAGE_PROVENANCES)), -1) < 0
+    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=_value_set(USAGE_PROVENANCES)), -1) < 0
     cbad |= ~_time_ok(g("timestamp"))
     cost = _np(g("recorded_cost_usd"), 0.0).astype(np.float64)
     cbad |= ~((cost >= 0) & (cost < math.inf))
@@ -281,7 +349,7 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     ok &= ~((n_ev > 0) & (n_calls == 0))  # a run without a call (its opening prompt)
 
     # ---- top level
-    top = {k: col(k).to_pylist() for k in _TOP}
+    top = {k: col(k).to_pylist() for k in _top_keys()}
     for i in np.flatnonzero(ok):
         ok[i] = _top_ok(top, i)
     policy_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["recorded_policy"])]
@@ -298,14 +366,17 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         widest_out[i] = max(int(widest_out[i]), guess)
     widest_res = _segment_max(np.abs(residual), co)
     ev_sum = prefix[eo[1:]] - prefix[eo[:-1]]
-    for i in np.flatnonzero(ok):
+    # in floats first (exact enough far from the limit); a record within a factor 2 of it, exactly
+    approx = (n_calls + 1.0) * (ev_sum + np.where(n_calls > 0, widest_res + widest_out.astype(float), 0.0))
+    for i in np.flatnonzero(ok & ~(approx < MAX_TRACE_TOKENS / 2)):
         c = int(n_calls[i])
         widest = [int(widest_res[i])] if c else [], [int(widest_out[i])] if c else []
         ok[i] = bound_problem(trace_token_bound(int(ev_sum[i]), widest[0], widest[1], c)) is None
 
     # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
     fast = np.flatnonzero(ok)
-    texts = _texts(E, C, eo, co, lines is not None)
+    with_lines = lines is not None
+    texts = _texts(E, C, eo, co, hashes is None, with_lines) if hashes is None or with_lines else {}
     out: list[Trace | None] = [None] * n
     kind = _read_only(kind)
     tokens = _read_only(ints["tokens"])
@@ -323,47 +394,65 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
     any_facts = _per_record(provides_any, ev_owner, n)
     needs = f("needs")
     any_needs = _per_record(_np(pc.list_value_length(needs), 0) > 0, ev_owner, n)
-    elapsed = _elapsed(_np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan), eo, co, ev_owner, call_owner)
+    with np.errstate(invalid="ignore"):  # an infinite stamp (its record declined): NaN, no warning
+        stamps = _np(f("timestamp"), np.nan), _np(g("timestamp"), np.nan)
+        elapsed = _elapsed(*stamps, eo, co, ev_owner, call_owner)
     calls_py = _BatchCalls(C, cint, opt, residual)
-    sorted_events, sorted_calls = texts["events_sorted"], texts["calls_sorted"]
+    unrecorded_out = _per_record(outputs < 0, call_owner, n)
+    # each record's own prefix sums (from 0, one longer than its events), side by side: record i's
+    # are rows [eo[i] + i, eo[i + 1] + i]
+    starts = eo[:-1] + np.arange(n)
+    own_prefix = np.zeros(len(E) + n, dtype=np.int64)
+    own_prefix[np.arange(len(E)) + ev_owner + 1] = ints["tokens"]
+    np.cumsum(own_prefix, out=own_prefix)
+    own_prefix -= np.repeat(own_prefix[starts], n_ev + 1)
+    own_prefix = _read_only(own_prefix)
+    sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     for i in fast.tolist():
         a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
         if lines is not None:
             if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
                 continue
-        head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
-        digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
-        pre = prefix[a : b + 1] - prefix[a]
-        pre.setflags(write=False)
-        arrays = TraceArrays(
-            kind=kind[a:b],
-            tokens=tokens[a:b],
-            bytes=bytes_[a:b],
-            chars=chars[a:b],
-            lines=lines_[a:b],
-            bounded=bounded[a:b],
-            view_end=ve_ro[ca:cb],
-            residual=res_ro[ca:cb],
-            output_tokens=out_tokens[ca:cb],
-            recorded_input=rec_input[ca:cb],
-            prefix=pre,
-            recorded_view=view_ro[ca:cb],
-            call_index=local_ro[ca:cb],
-            no_first=minus_one[ca:cb],
-            no_changes=zeros[ca:cb],
+        if hashes is None:
+            head, mid, end = _head_sorted(top, i, policy_text[i], outcome_text[i])
+            digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
+        else:
+            digest = hashes[i]
+        arrays = filled(
+            TraceArrays,
+            {
+                "kind": kind[a:b],
+                "tokens": tokens[a:b],
+                "bytes": bytes_[a:b],
+                "chars": chars[a:b],
+                "lines": lines_[a:b],
+                "bounded": bounded[a:b],
+                "view_end": ve_ro[ca:cb],
+                "residual": res_ro[ca:cb],
+                "output_tokens": out_tokens[ca:cb],
+                "recorded_input": rec_input[ca:cb],
+                "prefix": own_prefix[a + i : b + i + 1],
+                "recorded_view": view_ro[ca:cb],
+                "call_index": local_ro[ca:cb],
+                "no_first": minus_one[ca:cb],
+                "no_changes": zeros[ca:cb],
+            },
         )
-        t = Trace(
-            trace_id=top["trace_id"][i],
-            source_format=top["source_format"][i],
-            events=Lazy(_EventBuilder(E, a, b)),
-            calls=Lazy(_CallBuilder(calls_py, ca, cb)),
-            agent=top["agent"][i],
-            model=top["model"][i],
-            context_window=top["context_window"][i],
-            bytes_per_token=top["bytes_per_token"][i],
-            recorded_policy=json.loads(policy_text[i]),
-            outcome=json.loads(outcome_text[i]),
-            source_file=top["source_file"][i],
+        t = filled(
+            Trace,
+            {
+                "trace_id": top["trace_id"][i],
+                "source_format": top["source_format"][i],
+                "events": Lazy(_EventBuilder(E, a, b)),
+                "calls": Lazy(_CallBuilder(calls_py, ca, cb)),
+                "agent": top["agent"][i],
+                "model": top["model"][i],
+                "context_window": top["context_window"][i],
+                "bytes_per_token": top["bytes_per_token"][i],
+                "recorded_policy": _object(policy_text[i]),
+                "outcome": _object(outcome_text[i]),
+                "source_file": top["source_file"][i],
+            },
         )
         cache = t._cache
         cache["arrays"] = arrays
@@ -374,6 +463,8 @@ def batch_traces(batch, slow: Slow, lines: list[bytes] | None = None) -> list[Tr
         cache["has_needs"] = bool(any_needs[i])
         cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs[i] else ()
         cache["elapsed"] = elapsed[ca:cb]
+        if not unrecorded_out[i]:  # sim.model's recorded outputs: the column itself, none estimated
+            cache["replay_outputs"] = (arrays.output_tokens, 0)
         if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
             cache["facts_before"] = _no_facts(b - a + 1)
         out[i] = t
@@ -389,18 +480,11 @@ def text_hash(pieces) -> str:
     return "sha256:" + h.hexdigest()
 
 
-_TOP = (
-    "schema_version",
-    "trace_id",
-    "source_format",
-    "source_file",
-    "agent",
-    "model",
-    "context_window",
-    "bytes_per_token",
-    "recorded_policy",
-    "outcome",
-)
+def _top_keys() -> tuple[str, ...]:
+    """A record's top-level keys but its lists (``arrow_schema``'s order, which the writer's is)."""
+    from sim.traceio import arrow_schema
+
+    return tuple(k for k in arrow_schema().names if k not in ("events", "calls", "children"))
 
 
 def _top_ok(top: dict, i: int) -> bool:
@@ -440,6 +524,22 @@ def _object_text(s: str | None) -> str | None:
     if len(_OBJECT_TEXT) < 4096:
         _OBJECT_TEXT[s] = got
     return got
+
+
+_PARSED: dict[str, dict] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _object(text: str) -> dict:
+    """``json.loads(text)`` of a JSON object, memoised for the few a corpus repeats: each trace gets its
+    own dict (a copy of a flat one; a nested one parsed again, so no two traces share a value)."""
+    got = _PARSED.get(text)
+    if got is not None:
+        return dict(got)
+    obj = json.loads(text)
+    if len(_PARSED) < 4096 and all(v.__class__ in _SCALARS for v in obj.values()):
+        _PARSED[text] = dict(obj)
+    return obj
 
 
 _DUMPS: dict = {}
@@ -524,45 +624,57 @@ def _fold(parts: list, rows: int) -> Any:
     return _objects(folded)
 
 
-def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
-    """Per record: its events' and calls' canonical JSON, sorted keys (the hash's), and in the writer's
-    key order when ``with_lines``."""
+_FEW = frozenset({"kind", "tokens_provenance", "source_type", "usage_provenance"})  # enumerations
+_OPTIONAL = ("provides", "needs", "supersedes", "fact_kinds", "fact_spans", "json_bytes", "json2_bytes")
+_OPTIONAL += ("source_type", "url")  # keys trace_to_dict writes only when there is something to say
+
+
+def _keys(column: str) -> list[str]:
+    """An event's or a call's keys in the writer's order: the schema's fields (``arrow_schema``) but
+    ``run_index``, written only beyond a first run (such a record is declined)."""
+    from sim.traceio import arrow_schema
+
+    t = arrow_schema().field(column).type.value_type
+    return [t.field(i).name for i in range(t.num_fields) if t.field(i).name != "run_index"]
+
+
+def _column_text(a, key: str):
+    """A column's JSON text (``_constant``), by its schema type."""
+    pa, pc = _pa()
+    t = a.type
+    if pa.types.is_int64(t):
+        return _constant(a, _int_text)
+    if pa.types.is_float64(t):
+        return _constant(a, _float_text)
+    if pa.types.is_boolean(t):
+        return _constant(a, lambda a: pc.if_else(a, "true", "false"))
+    if pa.types.is_string(t):
+        return _constant(a, (lambda a: _str_text(a, few=True)) if key in _FEW else _str_text)
+    if pa.types.is_list(t.value_type):  # fact spans: lists of [start, end]
+        return _list_text(a, lambda spans: _list_text(spans, _int_text))
+    return _list_text(a, _str_text)
+
+
+def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: bool) -> dict:
+    """Per record: its events' and calls' canonical JSON, sorted keys (the hash's) when ``with_sorted``,
+    and in the writer's key order when ``with_lines``."""
     pa, pc = _pa()
     f, g = E.field, C.field
-
-    def ints(a):
-        return _constant(a, _int_text)
-
-    T = {k: ints(f(k)) for k in ("index", "bytes", "chars", "lines", "tokens", "json_bytes", "json2_bytes")}
-    for k in ("content", "tool_call_id", "url"):
-        T[k] = _constant(f(k), _str_text)
-    for k in ("kind", "tokens_provenance", "source_type"):
-        T[k] = _constant(f(k), lambda a: _str_text(a, few=True))
-    T["tool_call_ids"] = _list_text(f("tool_call_ids"), _str_text)
-    T["bounded"] = _constant(f("bounded"), lambda a: pc.if_else(a, "true", "false"))
-    T["timestamp"] = _constant(f("timestamp"), _float_text)
+    ev_keys, call_keys = _keys("events"), _keys("calls")
 
     def listed(k):
         return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
 
-    present = {  # keys written only when there is something to say (trace_to_dict)
-        "provides": listed("provides"),
-        "needs": listed("needs"),
-        "supersedes": listed("supersedes"),
-        "fact_kinds": listed("fact_kinds"),
-        "fact_spans": listed("fact_spans"),
-        "json_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json_bytes").is_valid()),
-        "json2_bytes": pc.and_(pc.invert(f("content").is_valid()), f("json2_bytes").is_valid()),
-        "source_type": f("source_type").is_valid(),
-        "url": f("url").is_valid(),
-    }
+    present = {k: listed(k) for k in _OPTIONAL if pa.types.is_list(f(k).type)}
+    content_absent = pc.invert(f("content").is_valid())
+    for k in ("json_bytes", "json2_bytes"):  # JSON sizes: beside a missing content only
+        present[k] = pc.and_(content_absent, f(k).is_valid())
+    for k in ("source_type", "url"):
+        present[k] = f(k).is_valid()
     for k in list(present):
         if not pc.any(present[k]).as_py():
             present[k] = None  # absent everywhere: no piece at all
-        elif k in ("provides", "needs", "supersedes", "fact_kinds"):
-            T[k] = _list_text(f(k), _str_text)
-        elif k == "fact_spans":
-            T[k] = _list_text(f(k), lambda spans: _list_text(spans, _int_text))
+    T = {k: _column_text(f(k), k) for k in ev_keys if present.get(k, True) is not None}
 
     def obj(order):
         parts: list = []
@@ -575,27 +687,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
         return _fold([*parts, "}"], len(E))
 
-    sorted_ev = ["bounded", "bytes", "chars", "content", "fact_kinds", "fact_spans", "index", "json2_bytes"]
-    sorted_ev += ["json_bytes", "kind", "lines", "needs", "provides", "source_type", "supersedes"]
-    sorted_ev += ["timestamp", "tokens", "tokens_provenance", "tool_call_id", "tool_call_ids", "url"]
-    U = {
-        k: ints(g(k))
-        for k in (
-            "index",
-            "event_index",
-            "view_end",
-            "input_tokens",
-            "output_tokens",
-            "cache_read_tokens",
-            "cache_write_tokens",
-            "reasoning_tokens",
-            "residual_tokens",
-        )
-    }
-    U["usage_provenance"] = _constant(g("usage_provenance"), lambda a: _str_text(a, few=True))
-    U["timestamp"] = _constant(g("timestamp"), _float_text)
-    U["recorded_cost_usd"] = _constant(g("recorded_cost_usd"), _float_text)
-    sorted_calls = sorted(U)
+    U = {k: _column_text(g(k), k) for k in call_keys}
 
     def call_obj(order):
         parts: list = []
@@ -604,27 +696,13 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_lines: bool) -> dict:
         return _fold([*parts, "}"], len(C))
 
     ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
-    out = {
-        "events_sorted": _joined(ev_off, obj(sorted_ev)),
-        "calls_sorted": _joined(call_off, call_obj(sorted_calls)),
-    }
+    out = {}
+    if with_sorted:
+        out["events_sorted"] = _joined(ev_off, obj(sorted(ev_keys)))
+        out["calls_sorted"] = _joined(call_off, call_obj(sorted(call_keys)))
     if with_lines:
-        line_ev = ["index", "kind", "content", "bytes", "chars", "lines", "tokens", "tokens_provenance"]
-        line_ev += ["tool_call_ids", "tool_call_id", "bounded", "timestamp", "provides", "needs"]
-        line_ev += [
-            "json_bytes",
-            "json2_bytes",
-            "fact_spans",
-            "fact_kinds",
-            "supersedes",
-            "source_type",
-            "url",
-        ]
-        line_calls = ["index", "event_index", "view_end", "input_tokens", "output_tokens"]
-        line_calls += ["cache_read_tokens", "cache_write_tokens", "reasoning_tokens", "residual_tokens"]
-        line_calls += ["usage_provenance", "timestamp", "recorded_cost_usd"]
-        out["events_line"] = _joined(ev_off, obj(line_ev))
-        out["calls_line"] = _joined(call_off, call_obj(line_calls))
+        out["events_line"] = _joined(ev_off, obj(ev_keys))
+        out["calls_line"] = _joined(call_off, call_obj(call_keys))
     return out
 
 
@@ -660,7 +738,7 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
         bad |= (length > 0) & (length != provided)
     kinds, lengths = _items(f("fact_kinds"))
     if len(kinds):
-        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=pa.array(FACT_KINDS)), -1) < 0)
+        unknown = _valid(kinds) & (_np(pc.index_in(kinds, value_set=_value_set(FACT_KINDS)), -1) < 0)
         bad |= _per_record(unknown, np.repeat(rows, lengths), len(E))
     spans, lengths = _items(f("fact_spans"))
     if len(spans):
@@ -673,7 +751,7 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
             per = np.repeat(np.arange(len(spans)), width)
             wrong |= _per_record(~_nat(v), per, len(spans))
             two = given & (width == 2)
-            starts = np.asarray(spans.offsets.to_numpy(), dtype=np.int64)[:-1] - int(spans.offsets[0].as_py())
+            starts = _numpy(spans.offsets).astype(np.int64)[:-1] - int(spans.offsets[0].as_py())
             start = np.where(two, v[np.minimum(starts, len(v) - 1)], 0)
             end = np.where(two, v[np.minimum(starts + 1, len(v) - 1)], 0)
             wrong |= two & ~((start <= end) & (end <= nbytes[owner]))
@@ -683,17 +761,22 @@ def _fact_problems(E, nbytes: np.ndarray) -> np.ndarray:
 
 def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     """Events naming (in ``lists``: needs or supersedes) a fact no earlier event of its record provides."""
-    pa, pc = _pa()
     given, given_n = _items(E.field("provides"))
     asked, asked_n = _items(lists)
-    given_at = np.repeat(np.arange(len(E)), given_n)
-    asked_at = np.repeat(np.arange(len(E)), asked_n)
+    rows = np.arange(len(E))
+    return _unmatched(owner, np.repeat(rows, given_n), given, np.repeat(rows, asked_n), asked, False, len(E))
+
+
+def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int) -> np.ndarray:
+    """Rows (of ``rows``) asking (at ``asked_at``) for a string no row of their record (``owner``) gave
+    (at ``given_at``) before them (or at the same row when ``same_ok``)."""
+    pa, pc = _pa()
     every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
-    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
+    codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_given = owner[given_at] * width + codes[: len(given_at)]
     key_asked = owner[asked_at] * width + codes[len(given_at) :]
-    order = np.lexsort((given_at, key_given))  # by key, then position: each fact's first provider
+    order = np.lexsort((given_at, key_given))  # by key, then position: each string's first giver
     keys, pos = key_given[order], given_at[order]
     first = np.ones(len(keys), dtype=bool)
     first[1:] = keys[1:] != keys[:-1]
@@ -702,8 +785,9 @@ def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     found = j < len(keys)
     found[found] &= keys[j[found]] == key_asked[found]
     earlier = np.zeros(len(asked_at), dtype=bool)
-    earlier[found] = pos[j[found]] < asked_at[found]
-    bad = np.zeros(len(E), dtype=bool)
+    at = pos[j[found]]
+    earlier[found] = (at <= asked_at[found]) if same_ok else (at < asked_at[found])
+    bad = np.zeros(rows, dtype=bool)
     bad[asked_at[~earlier]] = True
     return bad
 
@@ -716,33 +800,14 @@ def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: 
     return tuple(got or ())
 
 
-def _unanswered(E, kind, answer, tcids, owner, eo, n) -> np.ndarray:
+def _unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
     """Events whose ``tool_call_id`` no earlier (or the same) assistant event of its record issued."""
-    pa, pc = _pa()
-    issued_ids, lengths = _items(tcids)
+    issued, lengths = _items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
     assistant = kind[issued_at] == _ASSISTANT
-    issued_at, issued_ids = issued_at[assistant], issued_ids.filter(pa.array(assistant))
-    answer_at = np.flatnonzero(answer)
-    answer_ids = E.field("tool_call_id").filter(pa.array(answer))
-    every = pa.chunked_array([issued_ids.cast(pa.string()), answer_ids.cast(pa.string())]).combine_chunks()
-    codes = np.asarray(pc.dictionary_encode(every).indices.to_numpy(), dtype=np.int64)
-    width = int(codes.max()) + 1 if len(codes) else 1
-    key_issued = owner[issued_at] * width + codes[: len(issued_at)]
-    key_answer = owner[answer_at] * width + codes[len(issued_at) :]
-    order = np.lexsort((issued_at, key_issued))  # by key, then position: the first issue of each id
-    keys, pos = key_issued[order], issued_at[order]
-    first = np.ones(len(keys), dtype=bool)
-    first[1:] = keys[1:] != keys[:-1]
-    keys, pos = keys[first], pos[first]
-    j = np.searchsorted(keys, key_answer)
-    found = j < len(keys)
-    found[found] &= keys[j[found]] == key_answer[found]
-    earlier = np.zeros(len(answer_at), dtype=bool)
-    earlier[found] = pos[j[found]] <= answer_at[found]
-    bad = np.zeros(len(E), dtype=bool)
-    bad[answer_at[~earlier]] = True
-    return bad
+    answer_ids = E.field("tool_call_id").filter(_mask(answer))
+    issued_at, issued = issued_at[assistant], issued.filter(_mask(assistant))
+    return _unmatched(owner, issued_at, issued, np.flatnonzero(answer), answer_ids, True, len(E))
 
 
 _NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
@@ -833,13 +898,20 @@ def parquet_traces(
     """The traces of a canonical Parquet file in order. ``slow(row, record)``: the reference for a
     declined row (``record`` as ``sim.traceio.parquet_rows`` gives it); ``read_error(exc, row)``: what
     to raise when the file cannot be read at ``row`` (the reference reader, 64 rows a batch, says where)."""
+    with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
+        yield from _parquet_traces(path, f, slow, read_error)
+
+
+def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
     import pyarrow.parquet as pq
 
+    from sim.storedhashes import stored_hashes
     from sim.traceio import parquet_rows
 
+    hashes = stored_hashes(path, f)
     done = 0
     try:
-        batches = pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH)
+        batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH)
     except Exception:  # noqa: BLE001 - not readable: the reference says how
         batches = None
     while batches is not None:
@@ -859,12 +931,17 @@ def parquet_traces(
                 rows = batch.to_pylist()
             return slow(base + i, rows[i])
 
-        ts = _declining(lambda batch=batch, slow_row=slow_row: batch_traces(batch, slow_row))
+        known = None if hashes is None else hashes[done : done + batch.num_rows]
+        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
+            hashes = known = None
+        ts = _declining(
+            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
+        )
         for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
             yield t
             done += 1
     # the rest through the reference: it reads (and fails) where it always has
-    rows_iter = parquet_rows(path)
+    rows_iter = parquet_rows(path, start=done)
     while True:
         try:
             got = next(rows_iter, None)
@@ -872,9 +949,8 @@ def parquet_traces(
             raise read_error(exc, done) from None
         if got is None:
             return
-        if got[0] >= done:
-            yield slow(got[0], got[1])
-            done += 1
+        yield slow(got[0], got[1])
+        done += 1
 
 
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:
@@ -882,27 +958,32 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
     for a line the fast path declines (``record``: how many records came before it; None returned: a
     blank line; ``raw`` None: a line past the length limit)."""
     from sim.jsonl import lines_of
+    from sim.storedhashes import stored_hashes
 
     block: list[tuple[int, bytes]] = []
     size = 0
     done = [0]  # records so far
-    for lineno, raw in lines_of(path):
-        if raw is None:
-            yield from _jsonl_block(block, slow, done)
-            block, size = [], 0
-            yield from _jsonl_block([(lineno, None)], slow, done)
-            continue
-        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
-            continue
-        block.append((lineno, raw))
-        size += len(raw)
-        if size >= JSONL_BLOCK:
-            yield from _jsonl_block(block, slow, done)
-            block, size = [], 0
-    yield from _jsonl_block(block, slow, done)
+    with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
+        hashes = stored_hashes(path, f)
+        for lineno, raw in lines_of(path, file=f):
+            if raw is None:
+                yield from _jsonl_block(block, slow, done, hashes)
+                block, size = [], 0
+                yield from _jsonl_block([(lineno, None)], slow, done, hashes)
+                continue
+            if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+                continue
+            block.append((lineno, raw))
+            size += len(raw)
+            if size >= JSONL_BLOCK:
+                yield from _jsonl_block(block, slow, done, hashes)
+                block, size = [], 0
+        yield from _jsonl_block(block, slow, done, hashes)
 
 
-def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -> Iterator[Trace]:
+def _jsonl_block(
+    block: list[tuple[int, bytes | None]], slow, done: list[int], hashes: list[str] | None
+) -> Iterator[Trace]:
     if not block:
         return
     import pyarrow.json as pj
@@ -935,7 +1016,12 @@ def _jsonl_block(block: list[tuple[int, bytes | None]], slow, done: list[int]) -
                 yield t
         return
     base = done[0]
-    ts = _declining(lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines))
+    known = None if hashes is None else hashes[base : base + len(block)]
+    if known is not None and len(known) != len(block):  # more records than recorded: not ours
+        known = None
+    ts = _declining(
+        lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), lines, known)
+    )
     if ts is None:  # the whole block through the reference
         ts = filter(None, (slow(lineno, raw, base + i) for i, (lineno, raw) in enumerate(block)))
     for t in ts:

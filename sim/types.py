@@ -248,6 +248,37 @@ class TraceArrays:
         )
 
 
+def filled(cls, values: dict):
+    """An instance of the frozen dataclass ``cls`` (``Trace``, ``TraceArrays``: no ``__post_init__``)
+    whose fields are ``values``, the others their defaults: the object its constructor makes (fields in
+    the same order), filled at once (the constructor sets each through ``object.__setattr__``: a Trace
+    ~10 us, loaded, and a corpus read as columns makes one per record)."""
+    spec = _FIELDS.get(cls)
+    if spec is None:
+        from dataclasses import MISSING, fields
+
+        assert not hasattr(cls, "__post_init__")
+        every = fields(cls)
+        template = {f.name: None if f.default is MISSING else f.default for f in every}
+        factories = tuple((f.name, f.default_factory) for f in every if f.default_factory is not MISSING)
+        required = frozenset(f.name for f in every if f.default is MISSING and f.default_factory is MISSING)
+        spec = _FIELDS[cls] = (template, factories, required, frozenset(template))
+    template, factories, required, names = spec
+    if not (required <= values.keys() <= names):
+        missing, unknown = sorted(required - values.keys()), sorted(values.keys() - names)
+        raise TypeError(f"{cls.__name__}: fields {missing} missing, {unknown} unknown")
+    obj = object.__new__(cls)
+    d = obj.__dict__
+    d.update(template)  # every field, in order
+    for name, factory in factories:
+        d[name] = factory()
+    d.update(values)
+    return obj
+
+
+_FIELDS: dict[type, tuple] = {}
+
+
 class Lazy:
     """What a trace read as columns holds in place of its events (and calls) until one is asked for
     (``sim.tracecolumns``): the fast paths read the columns (``arrays`` and the ``derived`` values they

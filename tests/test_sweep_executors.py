@@ -131,19 +131,25 @@ print(parent)
 
 def test_forked_workers_write_their_parts_and_never_hash_a_trace(corpus, tmp_path):
     """The parent hashes each trace once while planning; every part is written by a worker (6 chunks, 6
-    parts, none by the parent) and no worker computes a trace hash."""
-    log = tmp_path / "log.txt"
-    code = SPY.format(log=str(log), grid=GRID, corpus=str(corpus), out=str(tmp_path / "s"))
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    parent = proc.stdout.strip()
-    events = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
-    hashes = [pid for what, pid in events if what == "hash"]
-    parts = [pid for what, pid in events if what == "part"]
-    assert hashes == [parent] * 8  # one per trace, in the parent
-    assert len(parts) == 6 and parent not in parts
+    parts, none by the parent) and no worker computes a trace hash. With the file's record of hashes
+    (``sim.storedhashes``) nobody computes one."""
+    plain = tmp_path / "plain" / corpus.name
+    plain.parent.mkdir()
+    plain.write_bytes(corpus.read_bytes())  # without the record: the parent hashes each trace
+    for scenario, hashed in ((plain, 8), (corpus, 0)):
+        log = tmp_path / f"log{hashed}.txt"
+        out = tmp_path / f"s{hashed}"
+        code = SPY.format(log=str(log), grid=GRID, corpus=str(scenario), out=str(out))
+        proc = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300, check=False
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        parent = proc.stdout.strip()
+        events = [line.split() for line in log.read_text(encoding="utf-8").splitlines()]
+        hashes = [pid for what, pid in events if what == "hash"]
+        parts = [pid for what, pid in events if what == "part"]
+        assert hashes == [parent] * hashed  # one per trace, in the parent
+        assert len(parts) == 6 and parent not in parts
 
 
 def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_path, monkeypatch):
