@@ -31,6 +31,8 @@ import numpy as np
 
 from sim.cache import CacheRules, split_runs
 from sim.fastpath import per_call
+from sim.information import has_needs
+from sim.ledger import provides_any
 from sim.limits import run_sum_problem
 from sim.model import ReplayModel
 from sim.policies.base import RunStatus, View
@@ -49,7 +51,7 @@ from sim.seed_messages import (
     summary_message,
 )
 from sim.tokens import estimate_tokens
-from sim.types import KIND_CODE, ItemState, Lazy, Trace
+from sim.types import KIND_CODE, ItemState, Trace
 
 GRID_KNOBS = ("context_token_limit", "keep_recent_tokens")
 NO_LIMIT = 1 << 62  # a lane without a limit never triggers
@@ -93,14 +95,12 @@ def trace_declines(trace: Trace, model: ReplayModel) -> str | None:
 
 
 def _has_facts(trace: Trace) -> bool:
-    """Does any event need, provide or supersede a fact? A trace read as columns whose events are not
-    built yet answers from the columns' flags (``has_needs``, ``provides_any``, filled at load): its
-    reader refuses a superseded fact that no earlier event provides (``sim.tracecolumns``, as the record
-    reader does), so without a provider nothing is superseded."""
-    cache = trace._cache
-    if type(trace.__dict__.get("events")) is Lazy and "has_needs" in cache and "provides_any" in cache:
-        return bool(cache["has_needs"]) or bool(cache["provides_any"].any())
-    return any(e.needs or e.provides or e.supersedes for e in trace.events)
+    """Does any event need, provide or supersede a fact? The traces' memoised flags say (a trace read as
+    columns has them from load, without its events): both readers refuse a superseded fact that no
+    earlier event provides, so a trace that provides none supersedes none."""
+    return bool(trace.derived("has_needs", has_needs)) or bool(
+        trace.derived("provides_any", provides_any).any()
+    )
 
 
 def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -218,34 +218,40 @@ class _Static:
             return memo
         i64 = np.int64
         first = np.array(self.first, dtype=i64)
-        memo = {
-            # per call
-            "prefix_at": self.prefix[np.array(self.view_end, dtype=i64)],
-            "residual": self.residual,
-            "appended": self.appended,
-            "elapsed": self.elapsed,
-            "view_end": np.array(self.view_end, dtype=i64),
-            "msgs_at": np.array(self.msgs_at, dtype=i64),
-            "tools_at": np.array(self.tools_at, dtype=i64),
-            # prefix sums
-            "ep": np.array(self.ep, dtype=i64),
-            "sv": np.array(self.sv, dtype=i64),
-            "bl": np.array(self.bl, dtype=i64),
-            "bc": np.array(self.bc, dtype=i64),
-            "m_off": np.array(self.m_off_l, dtype=i64),
-            "m_tok": np.array(self.m_tok, dtype=i64),
-            "t_count": np.array(self.tm_off_l, dtype=i64),
-            "t_tok": np.array(self.tm_tok, dtype=i64),
-            "t_saving": np.array(self.tm_saving_l, dtype=i64),
-            "c": np.concatenate([[0], np.cumsum(self.tm_est)]).astype(i64),
-            # per message, per tool message (a filler each)
-            "back": np.array(self.back + [0], dtype=i64),
-            "first_item": np.append(first, 0),
-            "tok_first": np.append(self.tok0[first], 0).astype(i64),
-            "tm_end": np.array(self.tm + [len(self.ep) - 1], dtype=i64),
-            "t_first": np.append(first[np.array(self.tm, dtype=i64)], 0),
-            "newest": np.append(self.tm_est, 0).astype(i64),
+        # the tables held as Python lists, by name: per call, then prefix sums
+        lists = {
+            "view_end": self.view_end,
+            "msgs_at": self.msgs_at,
+            "tools_at": self.tools_at,
+            "ep": self.ep,
+            "sv": self.sv,
+            "bl": self.bl,
+            "bc": self.bc,
+            "m_off": self.m_off_l,
+            "m_tok": self.m_tok,
+            "t_count": self.tm_off_l,
+            "t_tok": self.tm_tok,
+            "t_saving": self.tm_saving_l,
         }
+        memo = {name: np.array(v, dtype=i64) for name, v in lists.items()}
+        memo.update(
+            {
+                # per call
+                "prefix_at": self.prefix[memo["view_end"]],
+                "residual": self.residual,
+                "appended": self.appended,
+                "elapsed": self.elapsed,
+                # prefix sums
+                "c": np.concatenate([[0], np.cumsum(self.tm_est)]).astype(i64),
+                # per message, per tool message (a filler each)
+                "back": np.array(self.back + [0], dtype=i64),
+                "first_item": np.append(first, 0),
+                "tok_first": np.append(self.tok0[first], 0).astype(i64),
+                "tm_end": np.array(self.tm + [len(self.ep) - 1], dtype=i64),
+                "t_first": np.append(first[np.array(self.tm, dtype=i64)], 0),
+                "newest": np.append(self.tm_est, 0).astype(i64),
+            }
+        )
         self.__dict__["_lane_arrays"] = memo
         return memo
 
