@@ -33,7 +33,6 @@ from typing import BinaryIO
 SUFFIX = ".trace-hashes"
 FORMAT = "ctxsim-trace-hashes/1"
 _HASH = re.compile(r"sha256:[0-9a-f]{64}\Z")
-_BLOCK = 1 << 20
 _MAX_RECORD_FACTOR = 16  # a record larger than this many times its file is not read (a trace: 74 bytes)
 
 
@@ -46,15 +45,10 @@ def record_path(path: Path) -> Path:
 def file_digest(f: BinaryIO) -> tuple[int, str]:
     """(size, SHA-256) of the bytes of an open binary file from its start; leaves it at its start."""
     f.seek(0)
-    h = hashlib.sha256()
-    size = 0
-    buf = bytearray(_BLOCK)
-    view = memoryview(buf)
-    while got := f.readinto(buf):
-        h.update(view[:got])
-        size += got
+    digest = hashlib.file_digest(f, "sha256").hexdigest()
+    size = f.tell()
     f.seek(0)
-    return size, h.hexdigest()
+    return size, digest
 
 
 def _seal(size: int, digest: str, hashes: list[str]) -> str:
