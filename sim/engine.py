@@ -27,6 +27,7 @@ back to what it was when it settled (the seed engine without its durable record)
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 from itertools import accumulate
@@ -247,10 +248,11 @@ def replay_table(
     record). ``lanes``: a seed engine with a limit replays the runs the lanes accept as lanes
     (``sim.gridrows``; off: the per-call loop, for a caller that wants every record)."""
     traces = Keyed(traces)  # the batch's memory key made once for the replay's many asks
-    if models is None:  # each trace's default model, made once (read from the memo directly: a call per
-        # run costs as much here as a batch's arithmetic)
-        models = [t._cache.get("replay_model") for t in traces]
-        if None in models:
+    if models is None:  # each trace's default model, made once, found through the batch's memory: each
+        # trace's own memo is several objects apart in memory, and reading 500 of them costs as much as
+        # a batch's arithmetic once a replay has pushed them out of the CPU's caches
+        models = [ref() for ref in batch_derived(traces, "replay_model_refs", _default_model_refs)]
+        if None in models:  # (a trace's memo cleared: its model made again)
             models = [t.derived("replay_model", ReplayModel) for t in traces]
     models = Keyed(models)
     if len(models) != len(traces):
@@ -303,6 +305,12 @@ def replay_table(
             _batch_group(positions, group, plans, rules, price, [w for *_, w in runs], policy, loop)
         )
     return ReplayTable(traces, models, policy, loop, groups)
+
+
+def _default_model_refs(traces) -> tuple[weakref.ref, ...]:
+    """Weak references to each trace's default model (its ``replay_model`` memo): the batch's memory holds
+    no trace, and a model holds its trace."""
+    return tuple(weakref.ref(t.derived("replay_model", ReplayModel)) for t in traces)
 
 
 def _batch_group(positions, runs, plans, rules, price, windows, policy, loop) -> BatchGroup:

@@ -502,21 +502,30 @@ def totals_columns(
     f = np.asarray(facts, dtype=np.int64).reshape(len(fs), -1)
     t = np.asarray(tokens, dtype=np.int64).reshape(len(fs), 4)
     ks = np.asarray(kinds_seen, dtype=np.int64).reshape(len(fs), _K)
-    cols = [
-        fs,
-        fs - f[:, :6].sum(axis=1),
-        *f[:, :6].T,
-        ts,
-        ts - t.sum(axis=1),
-        *t.T,
-        *ks.T,
-        *f[:, 6:].T,
+    # one block, a row per field (LedgerTotals order), filled in a few array steps
+    out = np.empty((len(LedgerTotals._fields), len(fs)), dtype=np.int64)
+    out[0], out[8] = fs, ts
+    out[2:8] = f[:, :6].T
+    np.subtract(fs, out[2:8].sum(axis=0), out=out[1])
+    out[10:14] = t.T
+    np.subtract(ts, out[10:14].sum(axis=0), out=out[9])
+    out[14 : 14 + _K] = ks.T
+    out[14 + _K :] = f[:, 6:].T
+    return dict(zip(LedgerTotals._fields, int_lists(out), strict=True))
+
+
+def int_lists(columns: np.ndarray) -> list[list[int]]:
+    """Each row of a 2-D int array as a list, a row of one value (a batch without facts has many all-zero
+    columns) as that value repeated, without reading it element by element: the rows are found in one
+    comparison over the whole array (numpy's per-call cost, paid per row, would be most of it)."""
+    n = columns.shape[1]
+    if not n:
+        return [[] for _ in range(len(columns))]
+    first = columns[:, 0]
+    alike = (columns == first[:, None]).all(axis=1).tolist()
+    return [
+        [v] * n if same else row.tolist() for same, v, row in zip(alike, first.tolist(), columns, strict=True)
     ]
-    n = len(fs)
-    # a batch without facts has many all-zero columns: a list of zeros each, without reading the array
-    return {
-        name: c.tolist() if c.any() else [0] * n for name, c in zip(LedgerTotals._fields, cols, strict=True)
-    }
 
 
 def entries(trace: Trace, r: RunRecord) -> list[dict]:

@@ -406,31 +406,25 @@ def _batch_metric_columns(g) -> dict[str, list]:
     definitions above, on the batch's per-run totals. Its runs completed (the batch path models no
     budget, stop or limit), answered their final call, warned of nothing and split no pair."""
     from sim.fastpath import PlainRuns
-    from sim.ledger import totals_columns
+    from sim.ledger import int_lists, totals_columns
 
     b = g.batch
     runs = len(b.runs)
     sums = b.sums.column
-    n_calls = b.rows_per_run.tolist()
-    total_in = sums("input_tokens").tolist()
-    reads = _ints(sums("cache_read_tokens"))
     kinds = b.kinds.T
     counts = b.compactions
-    n_compactions = counts.sum(axis=1).tolist()
+    n_compactions = counts.sum(axis=1)
     plain = isinstance(b.runs, PlainRuns)
     if not plain:
         needs = batch_derived([p.trace for p in b.runs], "answer_needs", _answer_needs)
         met = [n if p.answer_met is None else p.answer_met for p, n in zip(b.runs, needs, strict=True)]
         degraded = [p.degraded for p in b.runs]
     summary = kinds[SUMMARY]
+    summary_tokens = np.zeros(runs, dtype=np.int64)
     if summary.any():
         out_tok = np.where(b.columns["kind"] == SUMMARY, b.columns["output_tokens"], 0)
-        summary_tokens = np.zeros(runs, dtype=np.int64)
         nonempty = b.rows.nonempty
         summary_tokens[nonempty] = np.add.reduceat(out_tok, b.rows.nonempty_off)
-        summary_tokens = summary_tokens.tolist()
-    else:
-        summary_tokens = [0] * runs
     if plain:  # no run reacted: every need met, none degraded
         done, outcome, recall = [True] * runs, ["complete"] * runs, [1.0] * runs
     else:
@@ -440,51 +434,57 @@ def _batch_metric_columns(g) -> dict[str, list]:
             "complete" if ok else "grace" if gr else "degraded" for ok, gr in zip(done, grace, strict=True)
         ]
         recall = [round(m / k, 6) if m != k else 1.0 for m, k in zip(met, needs, strict=True)]
-    cols: dict[str, list] = {
-        "calls": n_calls,
-        "cumulative_input_tokens": total_in,
-        "cumulative_output_tokens": sums("output_tokens").tolist(),
-        "peak_context_tokens": b.peaks.tolist(),
-        "growth_exponent": list(b.growth),
-        "cache_read_tokens": reads,
-        "cache_write_tokens": _ints(sums("cache_write_tokens")),
-        "uncached_input_tokens": sums("uncached_input_tokens").tolist(),
-        "cache_hit_rate": _ratios(sums("cache_read_tokens"), sums("input_tokens"), 6),
-        "cost_microusd": [None] * runs if g.price is None else sums("cost_microusd").tolist(),
+    # the int columns as one block, a row each, made lists at once (``sim.ledger.int_lists``)
+    ints = {
+        "calls": b.rows_per_run,
+        "cumulative_input_tokens": sums("input_tokens"),
+        "cumulative_output_tokens": sums("output_tokens"),
+        "peak_context_tokens": b.peaks,
+        "cache_read_tokens": sums("cache_read_tokens"),
+        "cache_write_tokens": sums("cache_write_tokens"),
+        "uncached_input_tokens": sums("uncached_input_tokens"),
+        **({} if g.price is None else {"cost_microusd": sums("cost_microusd")}),
         "compactions": n_compactions,
-        **{f"compactions_{k}": _ints(counts[:, i]) for i, k in enumerate(COMPACTION_KINDS)},
-        "compaction_frequency": _frequencies(counts.sum(axis=1), b.rows_per_run),
-        "tokens_reclaimed": b.reclaimed.tolist(),
-        "summary_calls": _ints(summary),
+        **{f"compactions_{k}": counts[:, i] for i, k in enumerate(COMPACTION_KINDS)},
+        "tokens_reclaimed": b.reclaimed,
+        "summary_calls": summary,
         "summary_tokens": summary_tokens,
-        "exhausted": [False] * runs,
-        "warnings": [0] * runs,
-        "unpaired_tool_messages": [0] * runs,
-        **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
-        "refetch_calls": _ints(kinds[REFETCH]),
-        "retrieve_calls": _ints(kinds[RETRIEVE]),
-        "page_calls": _ints(kinds[PAGE]),
-        "answer_completed": done,
-        "answer_outcome": outcome,
-        "answer_fact_recall": recall,
-        # the batch path replays only simple traces (``Trace.is_simple``): one run, no children
-        "runs": [1] * runs,
-        "max_opening_prompt_tokens": [None] * runs,
+        "refetch_calls": kinds[REFETCH],
+        "retrieve_calls": kinds[RETRIEVE],
+        "page_calls": kinds[PAGE],
         "live_context_tokens": _live_context(b, runs),
-        "child_calls": [0] * runs,
-        "child_input_tokens": [0] * runs,
-        "child_cost_microusd": [None] * runs if g.price is None else [0] * runs,
-        "parent_input_tokens": total_in,
-        "child_exhausted": [0] * runs,
-        "child_failed": [0] * runs,
     }
+    block = np.empty((len(ints), runs), dtype=np.int64)
+    for row, values in zip(block, ints.values(), strict=True):
+        row[:] = values
+    cols: dict[str, list] = dict(zip(ints, int_lists(block), strict=True))
+    total_in = cols["cumulative_input_tokens"]
+    cols.update(
+        {
+            "growth_exponent": list(b.growth),
+            "cache_hit_rate": _ratios(sums("cache_read_tokens"), sums("input_tokens"), 6),
+            "compaction_frequency": _frequencies(n_compactions, b.rows_per_run),
+            "exhausted": [False] * runs,
+            "warnings": [0] * runs,
+            "unpaired_tool_messages": [0] * runs,
+            **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
+            "answer_completed": done,
+            "answer_outcome": outcome,
+            "answer_fact_recall": recall,
+            # the batch path replays only simple traces (``Trace.is_simple``): one run, no children
+            "runs": [1] * runs,
+            "max_opening_prompt_tokens": [None] * runs,
+            "child_calls": [0] * runs,
+            "child_input_tokens": [0] * runs,
+            "child_cost_microusd": [None] * runs if g.price is None else [0] * runs,
+            "parent_input_tokens": total_in,
+            "child_exhausted": [0] * runs,
+            "child_failed": [0] * runs,
+        }
+    )
+    if g.price is None:
+        cols["cost_microusd"] = [None] * runs
     return {name: cols[name] for name in METRICS}
-
-
-def _ints(a: np.ndarray) -> list[int]:
-    """``a.tolist()`` of an int array; all zeros (often, e.g. kinds of call a batch has none of) without
-    reading it element by element."""
-    return a.tolist() if a.any() else [0] * len(a)
 
 
 def _ratios(num: np.ndarray, den: np.ndarray, digits: int) -> list[float | None]:
@@ -512,7 +512,7 @@ def _frequencies(compactions: np.ndarray, n_calls: np.ndarray) -> list[float]:
     return [0.0 if v is None else v for v in out] if not n_calls.all() else out
 
 
-def _live_context(b, runs: int) -> list[int]:
+def _live_context(b, runs: int) -> np.ndarray:
     """``live_context_tokens`` of a batch's runs: the input of each run's last row that is not a summary
     call (0: a run without one)."""
     kind, inputs = b.columns["kind"], b.columns["input_tokens"]
@@ -521,7 +521,7 @@ def _live_context(b, runs: int) -> list[int]:
         rows = b.rows
         ends = rows.bounds[1:][rows.nonempty] - 1
         out[rows.nonempty] = inputs[ends]
-        return out.tolist()
+        return out
     step = np.flatnonzero(kind != SUMMARY)
     out = np.zeros(runs, dtype=np.int64)
     if len(step):
@@ -529,7 +529,7 @@ def _live_context(b, runs: int) -> list[int]:
         last = np.searchsorted(step, bounds[1:], side="left") - 1  # last step row before each run's end
         ok = (last >= 0) & (step[np.maximum(last, 0)] >= bounds[:-1])
         out[ok] = inputs[step[last[ok]]]
-    return out.tolist()
+    return out
 
 
 def _answer_needs(traces) -> list[int]:
