@@ -890,7 +890,7 @@ def replay_batch(
     stable[1:] = view_tokens[:-1]
     stable[st.first_calls] = 0
     if seam is not None:
-        stable[seam] = stable_at
+        np.copyto(stable, stable_at, where=seam)
 
     zeros = np.zeros(K, dtype=np.int64)  # kind (every call an agent turn) and, without re-reads, status
     cols = {
@@ -913,10 +913,6 @@ def replay_batch(
     if rereads is not None:
         table = np.empty((len(CALL_COLUMNS), K + len(rereads[0])), dtype=np.int64)  # a row per column
         out = dict(zip(CALL_COLUMNS, table, strict=True))
-        if seam is not None:  # as a mask over the calls
-            seam_mask = np.zeros(K, dtype=bool)
-            seam_mask[seam] = True
-            seam = seam_mask
         row_call = _insert_rereads(cols, seam, rereads[:5], call_base, out)
         elapsed = elapsed[row_call]
         rows_per_run = ncalls + rereads[5]
@@ -1146,7 +1142,8 @@ def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_p
     prefix sum plus the changes earlier calls of its run made below q. When positions only grow (a
     moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick tree
     sums them. ``counts``: the entries of each call, when the plans know them.
-    Returns (view tokens, seam calls, their stable prefix)."""
+    Returns (view tokens, the seam calls as a mask over the calls (None: no seam), and per call its
+    stable prefix, meaningful at the seams)."""
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
     item_base = st.item_base
     K, m = len(item_base), len(index)
@@ -1162,18 +1159,27 @@ def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_p
     through -= np.repeat(done[starts[st.first_calls]], st.run_calls)
     view_tokens = view_tokens + through
     has = counts > 0
-    first = index[np.minimum(starts, m - 1)] - item_base  # per call with entries: its first changed item
+    first_item = index[np.minimum(starts, m - 1)]  # per call with entries: its first changed item
+    first = first_item - item_base
     firsts = np.where(has, first, -1)
-    seam = np.flatnonzero(has & st.later_call & (first < st.prev_items))  # rewrites what was sent before
-    stable_at = np.zeros(0, dtype=np.int64)
+    seam = has & st.later_call & (first < st.prev_items)  # rewrites what was sent before
+    stable_at = None
     ascending = m < 2 or bool((index[1:] > index[:-1]).all())
-    if len(seam):
-        if ascending:
-            # a seam is no run's first call: the changes before it are those through the call before
-            below = through[seam - 1]
-        else:
-            below = _changes_below(index, d, starts[seam], index[starts[seam]], item_base[seam], len(tok))
-        stable_at = prefix[index[starts[seam]]] - prefix[item_base[seam]] + below
+    if not seam.any():
+        seam = None
+    elif ascending:
+        # a seam reuses the settled sizes before its first changed item and the changes of its run
+        # before it, which (a seam is no run's first call) are those through the call before; computed
+        # for every call and kept at the seams (a masking run's calls are mostly seams: gathering them
+        # one by one costs more)
+        stable_at = prefix[first_item]
+        stable_at -= np.repeat(prefix[st.item_off], st.ncalls)
+        stable_at[1:] += through[:-1]
+    else:
+        at = np.flatnonzero(seam)
+        below = _changes_below(index, d, starts[at], index[starts[at]], item_base[at], len(tok))
+        stable_at = np.zeros(K, dtype=np.int64)
+        stable_at[at] = prefix[index[starts[at]]] - prefix[item_base[at]] + below
     tok[index] = new
     one_state = int(state[0]) if state.min() == state.max() else None
     states[index] = state if one_state is None else one_state
