@@ -53,23 +53,26 @@ class Keyed(tuple):
         return Keyed, (tuple(self),)  # a copy or an unpickled one keys its own objects, never these ids
 
 
-_BATCHES: OrderedDict[BatchKey, tuple[tuple[weakref.ref, ...], dict[str, Any]]] = OrderedDict()
+_BATCHES: OrderedDict[BatchKey, tuple[tuple[weakref.ref, ...], dict[str, Any], BatchKey]] = OrderedDict()
 
 
 def batch_derived(traces: Sequence[Any], key: str, build: Callable[[Sequence[Any]], Any]) -> Any:
     """``build(traces)``, computed once per batch (the same objects in the same order: traces, or other
     immutable per-run objects such as default replay models) and key."""
-    ids = traces.key if type(traces) is Keyed else BatchKey(traces)
+    keyed = type(traces) is Keyed
+    ids = traces.key if keyed else BatchKey(traces)
     hit = _BATCHES.get(ids)
     if hit is None:
         # when any of the objects goes, its batch goes with it: an id is never reused while the entry
         # holding it lives, so a hit needs no identity check
         drop = partial(_drop, ids)
-        hit = _BATCHES[ids] = (tuple(weakref.ref(t, drop) for t in traces), {})
+        hit = _BATCHES[ids] = (tuple(weakref.ref(t, drop) for t in traces), {}, ids)
         while len(_BATCHES) > KEEP:
             _BATCHES.popitem(last=False)
     else:
         _BATCHES.move_to_end(ids)
+        if keyed:  # the batch's next asks find the entry's own key: the dict then compares no ids
+            traces.key = hit[2]
     store = hit[1]
     value = store.get(key)
     if value is None:
