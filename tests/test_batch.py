@@ -468,3 +468,41 @@ def test_the_wrap_bound_covers_every_call_column_but_cost():
     derived = {"output_tokens", "input_tokens", "uncached_input_tokens"}
     kinds = (fastpath._TRACE_COLUMNS, fastpath._ZERO_COLUMNS, fastpath._MEASURED_COLUMNS, derived)
     assert sorted(n for k in kinds for n in k) == sorted(CALL_COLUMNS[:-1])
+
+
+def test_a_keyed_batch_takes_its_entrys_key_on_a_hit():
+    from sim.batchmemo import Keyed, batch_derived
+
+    objects = [swe_trace([("x", 5)]), swe_trace([("y", 6)])]
+    first, second = Keyed(objects), Keyed(objects)
+    assert first.key is not second.key and first.key == second.key
+    assert batch_derived(first, "n", len) == 2
+    assert batch_derived(second, "n", lambda rs: -1) == 2  # the same batch: kept
+    assert second.key is first.key  # later asks find the entry by identity
+
+
+def test_a_tables_default_models_are_each_traces_own_and_hold_no_trace():
+    import gc
+    import weakref
+
+    from sim.engine import replay_table
+
+    traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3)]
+    for _ in range(2):  # made, then found in the batch's memory
+        table = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)
+        own = [t.derived("replay_model", ReplayModel) for t in traces]
+        assert all(m is o for m, o in zip(table.models, own, strict=True))
+    dead = weakref.ref(traces[0])
+    del traces, table, own
+    gc.collect()
+    assert dead() is None
+
+
+def test_int_lists_repeat_a_row_of_one_value():
+    from sim.ledger import int_lists
+
+    block = np.array([[7, 7, 7], [1, 2, 3], [0, 0, 0], [3, 3, 4]], dtype=np.int64)
+    got = int_lists(block)
+    assert got == [[7, 7, 7], [1, 2, 3], [0, 0, 0], [3, 3, 4]]
+    assert all(type(v) is int for row in got for v in row)
+    assert int_lists(np.zeros((2, 0), dtype=np.int64)) == [[], []]
