@@ -315,20 +315,30 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
     pristine_cost = np.zeros((R, K), dtype=np.int64)
     p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
-    if rows is not None:
-        lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
-    step = max(1, _BLOCK_ENTRIES // max(K, 1))
-    parts = [
-        _pristine(lanes, np.arange(lo, min(R, lo + step)), S, set_trig, pristine_cost, p_sums, row_columns)
-        for lo in range(0, R, step)
-    ]
-    state = np.concatenate([p[0] for p in parts], axis=1)
-    fstate = np.concatenate([p[1] for p in parts], axis=1)
-    rs, k0 = state[_RUN].copy(), state[_START].copy()
-    lanes.advance(state, fstate)  # the started lanes, firing to firing
+    if S == 1 and R < _LOCKSTEP_LANES:
+        # one setting: a run's pristine lane is its only lane, so it shares nothing; every lane starts
+        # at its first call, its first block its whole run (as the pristine lane's), in blocks mode
+        if rows is not None:
+            names = _ROW_NAMES if row_columns is None else tuple(row_columns)
+            lanes.tables = {name: np.zeros((R, K), dtype=np.int64) for name in names}
+        state, fstate = _unstarted(b, set_trig)
+        rs, k0 = state[_RUN].copy(), state[_START].copy()
+        lanes.advance(state, fstate, first_fires=False)
+    else:
+        # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+        if rows is not None:
+            lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
+        step = max(1, _BLOCK_ENTRIES // max(K, 1))
+        parts = [
+            _pristine(lanes, np.arange(lo, min(R, hi)), S, set_trig, pristine_cost, p_sums, row_columns)
+            for lo, hi in ((lo, lo + step) for lo in range(0, R, step))
+        ]
+        state = np.concatenate([p[0] for p in parts], axis=1)
+        fstate = np.concatenate([p[1] for p in parts], axis=1)
+        rs, k0 = state[_RUN].copy(), state[_START].copy()
+        lanes.advance(state, fstate)  # the started lanes, firing to firing
 
     # figures: a lane not started is its run's pristine lane
     tokens, peak, ok = (np.repeat(v, S) for v in p_sums)
@@ -528,9 +538,10 @@ class _Lanes:
             np.add.at(own, at, self.cost(*cols))
         return own[:-1]
 
-    def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
+    def advance(self, state: np.ndarray, fstate: np.ndarray, first_fires: bool = True) -> None:
         """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
-        first fires, ``_START``) to their runs' ends, in place."""
+        first fires, ``_START``) to their runs' ends, in place. ``first_fires`` False: the lanes are at
+        their runs' first calls (``_unstarted``), their first block each run's whole length."""
         n = state.shape[1]
         self.n = n
         self.own = np.zeros(n + 1, dtype=np.int64)  # each lane's own calls' cost (the last: no lane's)
@@ -542,9 +553,12 @@ class _Lanes:
         ncalls = self.b.ncalls
         A = np.arange(n)
         pos = state[_START].copy()
-        firing = np.ones(n, dtype=bool)
+        firing = np.full(n, first_fires, dtype=bool)
         # each lane's next block: twice its last gap (at first as wide as the lanes are few)
-        width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
+        if first_fires:
+            width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
+        else:
+            width = ncalls[state[_RUN]].copy()
         while len(A):
             F = np.flatnonzero(firing)
             if len(F):
@@ -769,6 +783,29 @@ class _Lanes:
         Sf[_TOKENS] += req + o
         Sf[_LAST] = req
         Sf[_PREV] = total
+
+
+# ``_Trajectory.row_columns``' names, in its order
+_ROW_NAMES = (
+    "input_tokens", "view_tokens", "status_tokens", "stable_prefix_tokens", "cache_read_tokens",
+    "cache_write_tokens", "uncached_input_tokens", "cost_microusd",
+)  # fmt: skip
+
+
+def _unstarted(b: _Batch, set_trig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The state of one setting's lanes (one a run) before their runs' first calls: what ``_pristine``
+    copies from the pristine lane at call 0."""
+    R = len(b.ncalls)
+    runs = np.arange(R, dtype=np.int64)
+    state = np.zeros((_ROWS, R), dtype=np.int64)
+    state[_RUN] = state[_LANE] = runs
+    state[_TRIG] = set_trig[0]
+    state[_S_BYTES] = state[_CARRIER] = -1
+    state[_OK] = 1
+    state[_CT_T] = state[_STT_T] = b.to
+    fstate = np.empty((2, R), dtype=np.float64)
+    fstate[_EXPIRES], fstate[_BPT] = -1.0, b.bpt
+    return state, fstate
 
 
 def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_columns):
