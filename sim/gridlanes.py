@@ -394,6 +394,49 @@ def _full(v, n: int) -> np.ndarray:
     return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
 
 
+def _status_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes: int):
+    """(requests, tokens so far, last requests, status tokens) of lanes' blocks (``width`` calls each,
+    laid end to end; ``tok0``, ``last0``: each lane's tokens and last request before its block) whose
+    status line counts the tokens so far: from the guess ``stok``, passes until nothing changes (at most
+    ``passes``). The lanes are independent, so after a pass only those whose line still moved pass
+    again, on their own calls (a block's few late digit changes need not redo every lane)."""
+    n = len(width)
+    head = np.zeros(n, dtype=np.int64)
+    np.cumsum(width[:-1], out=head[1:])
+    N = len(base)
+    last = np.empty(N, dtype=np.int64)
+    tok0 = np.repeat(tok0, width)
+    req = tokens = stok
+    for p in range(passes):
+        req = np.maximum(base + stok, 0)
+        x = req + out
+        tokens = np.cumsum(x)
+        before = np.zeros(n, dtype=np.int64)
+        before[1:] = tokens[head[1:] - 1]
+        tokens += tok0 - np.repeat(before, width) - x
+        last[1:] = req[:-1]
+        last[head] = last0
+        digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
+        digits += fixed
+        new = np.ceil(digits / bpt).astype(np.int64)
+        moved = new != stok
+        if not moved.any():
+            break
+        stok = new
+        again = (np.add.reduceat(moved, np.minimum(head, N - 1)) > 0) & (width > 0)
+        sel = np.repeat(again, width)
+        if p + 1 < passes and 2 * int(width[again].sum()) < N:
+            got = _status_fixed_point(
+                base[sel], out[sel], fixed[sel], bpt[sel], tok0[head[again]], last0[again], width[again],
+                new[sel], passes - p - 1,
+            )  # fmt: skip
+            req, tokens, last, stok = req.copy(), tokens.copy(), last.copy(), new.copy()
+            for v, g in zip((req, tokens, last, stok), got, strict=True):
+                v[sel] = g
+            break
+    return req, tokens, last, stok
+
+
 class _Trajectory:
     """Lanes' calls over blocks of call positions as if no trigger fired in them, laid end to end (lane
     ``i``'s block: ``width[i]`` calls from ``pos[i]``, entries ``off[i]:off[i + 1]``). Between two firings
@@ -429,19 +472,10 @@ class _Trajectory:
             bpt = np.repeat(fs[_BPT], width)
             d0 = np.searchsorted(_POW10, s[_TOKENS], "right") + np.searchsorted(_POW10, s[_LAST], "right")
             stok = np.ceil((np.repeat(d0, width) + fixed) / bpt).astype(np.int64)  # first guess
-            for _ in range(int(width.max(initial=0)) + 1):  # each pass settles one more call at least
-                req = np.maximum(base + stok, 0)
-                tokens = self.cumsum(req + out)
-                tokens += tok0
-                tokens -= req + out
-                last[1:] = req[:-1]
-                last[head] = s[_LAST]
-                digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
-                digits += fixed
-                new = np.ceil(digits / bpt).astype(np.int64)
-                if np.array_equal(new, stok):
-                    break
-                stok = new
+            passes = int(width.max(initial=0)) + 1  # each pass settles one more call at least
+            req, tokens, last, stok = _status_fixed_point(
+                base, out, fixed, bpt, s[_TOKENS], s[_LAST], width, stok, passes
+            )
         else:
             stok = np.zeros(N, dtype=np.int64)
             req = np.maximum(base, 0)
