@@ -37,7 +37,7 @@ and the tests hold these figures to the per-call loop's metrics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -262,6 +262,7 @@ def grid_figures(
     lanes_out: dict | None = None,
     row_columns: Sequence[str] | None = None,
     keep_batch: bool = False,
+    call_tables: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
@@ -274,6 +275,7 @@ def grid_figures(
     columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows`` receives (None: all
     of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next
     replay (a sweep replays a chunk of runs under many settings; ``size`` replays each batch once).
+    ``call_tables``: ``lanes_out`` receives the (lane, call) tables without a ``rows`` list.
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
@@ -284,11 +286,10 @@ def grid_figures(
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the runs still going are a prefix
-    order = sorted(range(R), key=lambda r: -len(traces[r].calls))
+    order = batch_derived(traces, "longest_first", _longest_first)
     traces = [traces[r] for r in order]
-    statics = [
-        t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
-    ]
+    statics = batch_derived(traces, f"grid_statics_{proto.tool_result_max_bytes}", partial(_statics, proto))
+    tabled = rows is not None or (call_tables and lanes_out is not None)
     batch_windows = [windows[r] for r in order]
 
     def build(_) -> _Batch:  # no keeps: ``_compact`` reads each lane's own (only ``natural`` tables them)
@@ -320,7 +321,7 @@ def grid_figures(
     if S == 1 and R < _LOCKSTEP_LANES:
         # one setting: a run's pristine lane is its only lane, so it shares nothing; every lane starts
         # at its first call, its first block its whole run (as the pristine lane's), in blocks mode
-        if rows is not None:
+        if tabled:
             names = _ROW_NAMES if row_columns is None else tuple(row_columns)
             lanes.tables = {name: np.zeros((R, K), dtype=np.int64) for name in names}
         state, fstate = _unstarted(b, set_trig)
@@ -328,7 +329,7 @@ def grid_figures(
         lanes.advance(state, fstate, first_fires=False)
     else:
         # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
-        if rows is not None:
+        if tabled:
             lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
         step = max(1, _BLOCK_ENTRIES // max(K, 1))
         parts = [
@@ -358,9 +359,9 @@ def grid_figures(
         lanes_out.update(order=order, delta=delta, cleared=cleared, cut=cut, summary_tokens=s_tokens)
         if lanes.summaries:
             lanes_out["summaries"] = lanes.summaries
+    if tabled and lanes_out is not None:
+        lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
     if rows is not None:
-        if lanes_out is not None:
-            lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
         running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
         full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
         rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
@@ -381,6 +382,15 @@ def grid_figures(
     back = np.argsort(order)
     out_figs = {name: v.reshape(R, S)[back].T for name, v in figures.items()}
     return (ok > 0).reshape(R, S)[back].T, out_figs
+
+
+def _longest_first(traces: Sequence) -> list[int]:
+    return sorted(range(len(traces)), key=lambda r: -len(traces[r].calls))
+
+
+def _statics(proto: SeedEngine, traces: Sequence) -> list[_Static]:
+    key = f"grid_static_{proto.tool_result_max_bytes}"
+    return [t.derived(key, lambda t: _Static(t, proto)) for t in traces]
 
 
 _LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position

@@ -137,11 +137,11 @@ def lane_columns(
     with the loop); ``columns``: metric name -> an (S, R) array (``growth_exponent``: NaN for None). The
     same preconditions as ``grid_figures`` (traces and settings it accepts, runs priced alike)."""
     S, R = len(policies), len(traces)
-    rows: list = []
     out: dict = {}
     ok, figs = grid_figures(
-        traces, policies, models, windows, rules, price, rows, out, ROW_COLUMNS, keep_batch=True
-    )
+        traces, policies, models, windows, rules, price, None, out, ROW_COLUMNS, keep_batch=True,
+        call_tables=True,
+    )  # fmt: skip
     order = out["order"]
     proto = policies[0]
     b = batch_derived(
