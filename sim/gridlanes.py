@@ -605,34 +605,14 @@ class _Lanes:
             width = ncalls[state[_RUN]].copy()
         while len(A):
             F = np.flatnonzero(firing)
-            if len(F):
+            if len(F):  # their compactions; each firing call is then its lane's next block's first
                 self._fire(state, fstate, A[F], pos[F])
-                pos[F] += 1
-            going = pos < ncalls[state[_RUN, A]]
-            again = np.zeros(len(A), dtype=bool)
-            if len(F):
-                # a lane still over its trigger fires again at its next call: no block for it (the
-                # estimate is its last input and output and what the next call appends)
-                g = F[going[F]]
-                Sg = state[:, A[g]]
-                X = self.tabs.take(Sg[_RUN] * self.K + pos[g], axis=1)
-                last = Sg[_LAST]
-                est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), Sg[_VE] + X[_T_APP])
-                again[g] = est > Sg[_TRIG]
-            if not going.all():
-                A, pos, again = A[going], pos[going], again[going]
-            if not len(A):
-                break
-            firing = again
-            blk = np.flatnonzero(~again)
-            if not len(blk):
-                continue
-            Ab, pb = A[blk], pos[blk]
-            s, fs = state[:, Ab], fstate[:, Ab]
-            w = np.minimum(width[Ab], ncalls[s[_RUN]] - pb)
-            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(Ab)), out=w)
-            tr = _Trajectory(self, s, fs, pb, w)
+            s, fs = state[:, A], fstate[:, A]
+            w = np.minimum(width[A], ncalls[s[_RUN]] - pos)
+            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
+            tr = _Trajectory(self, s, fs, pos, w)
             fire = tr.est > np.repeat(s[_TRIG], w)
+            fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
             over_before = tr.cumsum(tr.over) - tr.over
             fire &= over_before == 0  # a lane over its window no longer fires
             fi = np.flatnonzero(fire)
@@ -642,11 +622,15 @@ class _Lanes:
                 fires = (p < len(fi)) & (c < tr.off[1:])
                 j = np.where(fires, c - tr.first, w)  # the calls before the next firing
             else:
-                fires, j = np.zeros(len(blk), dtype=bool), w
-            self._commit(state, fstate, Ab, s, fs, tr, w, j)
-            pos[blk] = pb + j
-            firing[blk] = fires
-            width[Ab] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
+                fires, j = np.zeros(len(A), dtype=bool), w
+            self._commit(state, fstate, A, s, fs, tr, w, j)
+            pos += j
+            width[A] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
+            going = pos < ncalls[s[_RUN]]  # (a lane that fires has that call to make)
+            if going.all():
+                firing = fires
+            else:
+                A, pos, firing = A[going], pos[going], fires[going]
 
     def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """``advance`` call position by call position: many started lanes make each position's arrays
@@ -719,9 +703,22 @@ class _Lanes:
         fstate[:, A] = fs
 
     def _fire(self, state, fstate, F, k) -> None:
-        """The lanes ``F`` fire at their calls ``k``: compaction, then the call."""
+        """The lanes ``F`` compact before their calls ``k``; the calls themselves are the first of the
+        lanes' next blocks (their cache sees the stable prefix the change leaves, their status line a
+        summary call's input as the last request)."""
+        b = self.b
         Sf, fF = state[:, F], fstate[:, F]
-        self._call(Sf, fF, F, k, None, None)
+        idx = Sf[_RUN] * self.K + k
+        app = self.tabs[_T_APP].take(idx)
+        Sf[_VE] += app  # (what the call appends is in the view the compaction sees)
+        stable_F, firstF, summary_in = _compact(
+            b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+        )
+        Sf[_VE] -= app  # (the block adds it)
+        prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
+        np.copyto(Sf[_PREV], stable_F, where=(firstF >= 0) & (firstF < prev_items))
+        if summary_in is not None:
+            Sf[_LAST, summary_in[0]] = summary_in[1]
         state[:, F] = Sf
         fstate[:, F] = fF
 
