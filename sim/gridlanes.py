@@ -404,6 +404,19 @@ def _full(v, n: int) -> np.ndarray:
     return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
 
 
+def _digits(v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(_POW10, v, "right")`` (the digits past the first of each count), by a
+    comparison with each power of ten between the array's least and largest values where the array is
+    long (a search per value costs more than the few passes)."""
+    if len(v) < 4096:
+        return np.searchsorted(_POW10, v, "right")
+    lo, hi = np.searchsorted(_POW10, (v.min(), v.max()), "right").tolist()
+    count = np.zeros(len(v), dtype=np.int8)  # (at most 18: small counts add fastest)
+    for p in _POW10[lo:hi].tolist():
+        count += v >= p
+    return count.astype(np.int64) + lo
+
+
 def _status_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes: int):
     """(requests, tokens so far, last requests, status tokens) of lanes' blocks (``width`` calls each,
     laid end to end; ``tok0``, ``last0``: each lane's tokens and last request before its block) whose
@@ -426,7 +439,7 @@ def _status_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes:
         tokens += tok0 - np.repeat(before, width) - x
         last[1:] = req[:-1]
         last[head] = last0
-        digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
+        digits = _digits(tokens) + _digits(last)
         digits += fixed
         new = np.ceil(digits / bpt).astype(np.int64)
         moved = new != stok
