@@ -398,6 +398,7 @@ _MIN_BLOCK = 8  # call positions a block takes at least
 _BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
 _BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
 _LOWEST = np.iinfo(np.int64).min
+_REST_ENTRIES = 1 << 14  # (lane, call) entries left from which every block runs to its run's end
 
 
 def _full(v, n: int) -> np.ndarray:
@@ -621,8 +622,12 @@ class _Lanes:
             if len(F):  # their compactions; each firing call is then its lane's next block's first
                 self._fire(state, fstate, A[F], pos[F])
             s, fs = state[:, A], fstate[:, A]
-            w = np.minimum(width[A], ncalls[s[_RUN]] - pos)
-            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
+            rest = ncalls[s[_RUN]] - pos
+            if rest.sum() <= _REST_ENTRIES:  # few calls left: blocks to the runs' ends (a round's
+                w = rest  # array operations cost more than its entries, so no round without a firing)
+            else:
+                w = np.minimum(width[A], rest)
+                np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
             tr = _Trajectory(self, s, fs, pos, w)
             fire = tr.est > np.repeat(s[_TRIG], w)
             fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
