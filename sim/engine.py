@@ -428,6 +428,10 @@ def lanes_accept(traces: Sequence[Trace], models: Sequence[ReplayModel]) -> list
     return [lanes_decline(t, m) is None for t, m in zip(traces, models, strict=True)]
 
 
+def _ncalls(traces: Sequence[Trace]) -> np.ndarray:
+    return np.array([len(t.calls) for t in traces], dtype=np.int64)
+
+
 def _plain_models(models: Sequence[ReplayModel]) -> bool:
     return all(type(m) is ReplayModel and m.max_turns is None for m in models)
 
@@ -458,19 +462,21 @@ def _replay_lanes(
         if yes and pos not in handled:
             by_setup.setdefault(id(setup), (setup, []))[1].append(pos)
     step = max(1, LANES // S)
+    ncalls = batch_derived(traces, "ncalls", _ncalls)
     for (rules, price, w), positions in by_setup.values():
         for lo in range(0, len(positions), step):
             chunk = positions[lo : lo + step]
-            lengths = [len(traces[p].calls) for p in chunk]
-            if S * sum(lengths) < min_width * max(lengths):
+            lengths = ncalls[chunk]
+            if S * int(lengths.sum()) < min_width * int(lengths.max()):
                 continue
             sub, sub_models = [traces[p] for p in chunk], [models[p] for p in chunk]
             ok, cols = lane_columns(sub, policies, sub_models, [w] * len(chunk), rules, price)
             for s, policy in enumerate(policies):
                 kept = ok[s]
-                for p, t, m, stays in zip(chunk, sub, sub_models, kept.tolist(), strict=True):
-                    if not stays:  # left the grid: the loop decides what follows
-                        handed[s][p] = _replay_loop(t, policy, m, None, w, CostModel(rules, price))
+                for j in np.flatnonzero(~kept).tolist():  # left the grid: the loop decides what follows
+                    handed[s][chunk[j]] = _replay_loop(
+                        sub[j], policy, sub_models[j], None, w, CostModel(rules, price)
+                    )
                 lists = metric_lists(cols, s, range(len(chunk)), price is not None)
                 groups[s].append(LaneGroup(chunk, rules, price, [w] * len(chunk), kept, lists))
     return groups, handed
