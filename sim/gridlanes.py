@@ -474,15 +474,13 @@ class _Trajectory:
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(width, out=off[1:])
         N = int(off[-1])
-        self.off, self.first = off, off[:-1]
-        seg = np.repeat(np.arange(n), width)
-        self.seg = seg
-        kk = np.arange(N) - np.repeat(off[:-1] - pos, width)
-        self.kk = kk
+        self.off, self.first, self.width = off, off[:-1], width
+        head_at = np.repeat(off[:-1], width)  # each entry's lane's first entry
+        self.rel = rel = np.arange(N) - head_at  # each entry's place in its lane's block
+        self.kk = kk = rel + np.repeat(pos, width)
         idx = np.repeat(s[_RUN] * K, width) + kk
         self.idx = idx
         app, oprev, prefix_at, resid, fixed, out = lanes.tabs[:6].take(idx, axis=1)
-        win = lanes.tabs[6].take(idx)
         self.app, self.out = app, out
         self.t = lanes.elapsed.take(idx)
         self.ve = ve = self.cumsum(app)
@@ -509,7 +507,8 @@ class _Trajectory:
             last[1:] = req[:-1]
             last[head] = s[_LAST]
         self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
-        self.over = req > win
+        # (None: no lane has a window, none is ever over it)
+        self.over = req > lanes.tabs[6].take(idx) if lanes.windowed else None
         self.est = np.where(last > 0, last + (oprev + app), ve)
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
         stable = np.empty(N, dtype=np.int64)
@@ -524,7 +523,7 @@ class _Trajectory:
         lcb = np.empty(N, dtype=np.int64)
         lcb[1:] = lc[:-1]
         lcb[head] = -1
-        some = lcb >= np.repeat(head, width)
+        some = lcb >= head_at
         lcb0 = np.maximum(lcb, 0)
         cached = np.where(some, total[lcb0], np.repeat(s[_CACHED], width))
         expires = np.where(some, self.t[lcb0] + rules.lifetime_s, np.repeat(fs[_EXPIRES], width))
@@ -548,7 +547,7 @@ class _Trajectory:
         c = np.cumsum(v)
         before = np.zeros(len(self.first), dtype=np.int64)
         before[1:] = c[self.first[1:] - 1]
-        c -= np.repeat(before, np.diff(self.off))
+        c -= np.repeat(before, self.width)
         return c
 
     def row_columns(self, cost, names) -> dict[str, np.ndarray]:
@@ -569,6 +568,7 @@ class _Lanes:
     def __init__(self, b, tabs, by_call, status_on, rules, price, summary_knobs, keep_summaries) -> None:
         self.b, self.K, self.tabs, self.by_call, self.elapsed = b, b.K, tabs, by_call, b.elapsed.reshape(-1)
         self.status_on, self.rules, self.price = status_on, rules, price
+        self.windowed = bool((b.window < NO_LIMIT).any())  # (False: no request is ever refused)
         self.mode, self.ratio, self.smin, self.smax = summary_knobs
         self.summaries: list | None = [] if keep_summaries else None
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
@@ -631,8 +631,9 @@ class _Lanes:
             tr = _Trajectory(self, s, fs, pos, w)
             fire = tr.est > np.repeat(s[_TRIG], w)
             fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
-            over_before = tr.cumsum(tr.over) - tr.over
-            fire &= over_before == 0  # a lane over its window no longer fires
+            if tr.over is not None:
+                over_before = tr.cumsum(tr.over) - tr.over
+                fire &= over_before == 0  # a lane over its window no longer fires
             fi = np.flatnonzero(fire)
             if len(fi):
                 p = np.searchsorted(fi, tr.first)
@@ -694,7 +695,7 @@ class _Lanes:
 
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
-        m = np.arange(len(tr.seg)) - np.repeat(tr.first, w) < np.repeat(j, w)
+        m = tr.rel < np.repeat(j, w)
         has = j > 0
         first = tr.first
         last = first + np.maximum(j - 1, 0)  # each lane's last call made
@@ -707,8 +708,8 @@ class _Lanes:
         lc0 = np.maximum(lc, 0)
         s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
         fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
-        over = np.add.reduceat(tr.over & m, first) > 0
-        if over.any():  # refused by the provider: the loop replays what follows
+        over = None if tr.over is None else np.add.reduceat(tr.over & m, first) > 0
+        if over is not None and over.any():  # refused by the provider: the loop replays what follows
             s[_OK, over] = 0
             s[_TRIG, over] = NO_LIMIT
         self.calls.append((np.repeat(A, w)[m], tr.uncached[m], tr.read[m], tr.write[m], tr.out[m]))
@@ -895,7 +896,7 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     cost_out[runs] = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
     sums_out[0, runs] = np.add.reduceat(tr.req + tr.out, first)
     sums_out[1, runs] = np.maximum.reduceat(tr.req, first)
-    sums_out[2, runs] = np.add.reduceat(tr.over, first) == 0
+    sums_out[2, runs] = 1 if tr.over is None else np.add.reduceat(tr.over, first) == 0
     if lanes.tables is not None:
         for name, v in tr.row_columns(lanes.cost, row_columns).items():
             table = lanes.tables.get(name)
@@ -904,8 +905,11 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
             table.reshape(-1, S, K)[runs] = per_call(v)[:, None, :]
     # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
     # while the pristine lane is still within its window (a lane starts at a call it could make)
-    over_before = tr.cumsum(tr.over) - tr.over > 0
-    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
+    if tr.over is None:
+        est = per_call(tr.est, _LOWEST)
+    else:
+        over_before = tr.cumsum(tr.over) - tr.over > 0
+        est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
     np.maximum.accumulate(est, axis=1, out=est)
     start = np.empty((n, S), dtype=np.int64)
     for r in range(n):  # (S searches a run)
