@@ -102,6 +102,7 @@ class _Batch:
         R = len(statics)
         self.K = K = max(s.K for s in statics)
         self.ncalls = np.array([s.K for s in statics], dtype=np.int64)
+        self.calls, self.runs = int(self.ncalls.sum()), np.arange(R)
         arrays = [s.lane_arrays() for s in statics]
         in_run = np.arange(K)[None, :] < self.ncalls[:, None]
 
@@ -215,6 +216,19 @@ class _Batch:
         )
         return got
 
+    def laid_end_to_end(self, tabs: np.ndarray, status_base: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """``tabs`` (``call_tables``' flat tables for ``status_base``) and the calls' times at every run's
+        calls, runs end to end: the block of one setting's lanes over their whole runs reads them as
+        they lie (kept with the batch, as the tables are)."""
+        memo = self.__dict__.setdefault("_call_tables", {})
+        got = memo.get(("laid", status_base))
+        if got is None:
+            in_run = (np.arange(self.K)[None, :] < self.ncalls[:, None]).reshape(-1)
+            got = memo["laid", status_base] = (tabs[:, in_run], self.elapsed.reshape(-1)[in_run])
+            for v in got:  # (a block reads them as they lie: nothing may write to them)
+                v.flags.writeable = False
+        return got
+
     @cached_property
     def natural(self) -> np.ndarray:
         """The natural prune bound of every (run, keep, call): an (R, keeps, K) table."""
@@ -302,13 +316,13 @@ def grid_figures(
         b = build(traces)
     K = b.K
     status_on = proto.reports_status
-    outputs, tabs, by_call = b.call_tables(
-        [models[r] for r in order], statics, status_base_len(proto) if status_on else None
-    )
+    status_base = status_base_len(proto) if status_on else None
+    outputs, tabs, by_call = b.call_tables([models[r] for r in order], statics, status_base)
     lanes = _Lanes(
         b, tabs, by_call, status_on, rules, price, (proto.mode, proto.summary_ratio,
         proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
     )  # fmt: skip
+    lanes.status_base = status_base
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
@@ -478,11 +492,16 @@ class _Trajectory:
         head_at = np.repeat(off[:-1], width)  # each entry's lane's first entry
         self.rel = rel = np.arange(N) - head_at  # each entry's place in its lane's block
         self.kk = kk = rel + np.repeat(pos, width)
-        idx = np.repeat(s[_RUN] * K, width) + kk
-        self.idx = idx
-        app, oprev, prefix_at, resid, fixed, out = lanes.tabs[:6].take(idx, axis=1)
+        b = lanes.b
+        if n == len(b.ncalls) and N == b.calls and np.array_equal(s[_RUN], b.runs) and not pos.any():
+            # one lane a run, each over its whole run: the tables as they lie, runs end to end
+            tabs, self.t = b.laid_end_to_end(lanes.tabs, lanes.status_base)
+            self.idx = None
+        else:
+            self.idx = idx = np.repeat(s[_RUN] * K, width) + kk
+            tabs, self.t = lanes.tabs[:6].take(idx, axis=1), lanes.elapsed.take(idx)
+        app, oprev, prefix_at, resid, fixed, out = tabs[:6]
         self.app, self.out = app, out
-        self.t = lanes.elapsed.take(idx)
         self.ve = ve = self.cumsum(app)
         ve += np.repeat(s[_VE], width)
         total = prefix_at + np.repeat(s[_DELTA], width)
@@ -508,7 +527,10 @@ class _Trajectory:
             last[head] = s[_LAST]
         self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
         # (None: no lane has a window, none is ever over it)
-        self.over = req > lanes.tabs[6].take(idx) if lanes.windowed else None
+        if not lanes.windowed:
+            self.over = None
+        else:
+            self.over = req > (tabs[6] if self.idx is None else lanes.tabs[6].take(self.idx))
         self.est = np.where(last > 0, last + (oprev + app), ve)
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
         stable = np.empty(N, dtype=np.int64)
@@ -886,7 +908,7 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt[runs]
     tr = _Trajectory(lanes, pstate, pf, np.zeros(n, dtype=np.int64), b.ncalls[runs])
     first = tr.first
-    local = tr.idx - int(runs[0]) * K
+    local = np.repeat(np.arange(n) * K, b.ncalls[runs]) + tr.kk  # (run, call) of each entry, flat
 
     def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
         out = np.full(n * K, fill, dtype=v.dtype)
