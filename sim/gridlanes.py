@@ -12,18 +12,21 @@ that fire (the bound only moves forward for a fixed keep). Runs are ordered by l
 Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache
 entries and cost are prefix sums and running maxima over its run's per-call tables, shifted by the
 lane's net change so far (``_Trajectory``; the status line's tokens, which count the tokens so far, are
-solved to their fixed point, a pass or two). So a lane's calls up to its next firing are one block of
-array operations, the firing found by one search over it, and only a firing call takes a call's work
-(``_compact``, then the request).
+solved to their fixed point, a pass or two, the later passes only for the lanes whose line moved). So a
+lane's calls up to its next firing are one block of array operations, the firing found by one search
+over it, and a firing only adds its compaction (``_compact``): the firing call is then the first of
+the lane's next block.
 
 Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine*
 lane standing for all its lanes that have not fired, replayed for all its calls in one block, and a
 lane starts on its own (a copy of the pristine lane's state there) at the call its trigger first fires,
 where the pristine estimate's running maximum first passes it; in a sizing grid most lanes never fire
-or fire late. The started lanes then advance in blocks (``_Lanes.advance``: each lane's next block twice
-its last gap; a lane still over its trigger fires again at once), or, where they are thousands (a wide
-grid: a call position's arrays are long already and blocks would compute past many firings), call
-position by call position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
+or fire late. With one setting there is nothing to share: each run's
+only lane starts at its first call, its first block the whole run. The started lanes then advance in
+blocks (``_Lanes.advance``: each lane's next block twice its last gap, or to its run's end once few
+calls are left, so that every round fires), or, where they are thousands (a wide grid: a call
+position's arrays are long already and blocks would compute past many firings), call position by call
+position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
 quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
 calls' token counts are priced in a few large passes, each call rounded on its own, so no call table is
 kept.
