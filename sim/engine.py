@@ -427,6 +427,27 @@ def lanes_decline(trace: Trace, model: ReplayModel) -> str | None:
     return trace.derived("lanes_decline", lambda t: trace_declines(t, model) or "") or None  # "": none
 
 
+def lanes_accept(traces: Sequence[Trace], models: Sequence[ReplayModel]) -> list[bool]:
+    """``[lanes_decline(t, m) is None ...]``, made once per batch where every model is a plain replay
+    model (then the answer is the traces' alone): a look per trace costs a one-setting replay more than
+    its lanes' arithmetic."""
+    if batch_derived(models, "plain_replay_models", _plain_models):
+        return batch_derived(traces, "lanes_accept", partial(_traces_accepted, models))
+    return [lanes_decline(t, m) is None for t, m in zip(traces, models, strict=True)]
+
+
+def _ncalls(traces: Sequence[Trace]) -> np.ndarray:
+    return np.array([len(t.calls) for t in traces], dtype=np.int64)
+
+
+def _plain_models(models: Sequence[ReplayModel]) -> bool:
+    return all(type(m) is ReplayModel and m.max_turns is None for m in models)
+
+
+def _traces_accepted(models: Sequence[ReplayModel], traces: Sequence[Trace]) -> list[bool]:
+    return [lanes_decline(t, m) is None for t, m in zip(traces, models, strict=True)]
+
+
 def _replay_lanes(
     traces, policies, models, setups, handled: set[int], min_width: float = LANES_MIN_WIDTH
 ) -> tuple[list[list], list[dict[int, RunRecord]]]:
@@ -444,23 +465,26 @@ def _replay_lanes(
     if settings_decline(policies) is not None:
         return groups, handed
     by_setup: dict[int, tuple[tuple, list[int]]] = {}
-    for pos, (t, m, setup) in enumerate(zip(traces, models, setups, strict=True)):
-        if pos not in handled and lanes_decline(t, m) is None:
+    accepted = lanes_accept(traces, models)
+    for pos, (setup, yes) in enumerate(zip(setups, accepted, strict=True)):
+        if yes and pos not in handled:
             by_setup.setdefault(id(setup), (setup, []))[1].append(pos)
     step = max(1, LANES // S)
+    ncalls = batch_derived(traces, "ncalls", _ncalls)
     for (rules, price, w), positions in by_setup.values():
         for lo in range(0, len(positions), step):
             chunk = positions[lo : lo + step]
-            lengths = [len(traces[p].calls) for p in chunk]
-            if S * sum(lengths) < min_width * max(lengths):
+            lengths = ncalls[chunk]
+            if S * int(lengths.sum()) < min_width * int(lengths.max()):
                 continue
             sub, sub_models = [traces[p] for p in chunk], [models[p] for p in chunk]
             ok, cols = lane_columns(sub, policies, sub_models, [w] * len(chunk), rules, price)
             for s, policy in enumerate(policies):
                 kept = ok[s]
-                for p, t, m, stays in zip(chunk, sub, sub_models, kept.tolist(), strict=True):
-                    if not stays:  # left the grid: the loop decides what follows
-                        handed[s][p] = _replay_loop(t, policy, m, None, w, CostModel(rules, price))
+                for j in np.flatnonzero(~kept).tolist():  # left the grid: the loop decides what follows
+                    handed[s][chunk[j]] = _replay_loop(
+                        sub[j], policy, sub_models[j], None, w, CostModel(rules, price)
+                    )
                 lists = metric_lists(cols, s, range(len(chunk)), price is not None)
                 groups[s].append(LaneGroup(chunk, rules, price, [w] * len(chunk), kept, lists))
     return groups, handed

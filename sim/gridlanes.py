@@ -12,18 +12,21 @@ that fire (the bound only moves forward for a fixed keep). Runs are ordered by l
 Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache
 entries and cost are prefix sums and running maxima over its run's per-call tables, shifted by the
 lane's net change so far (``_Trajectory``; the status line's tokens, which count the tokens so far, are
-solved to their fixed point, a pass or two). So a lane's calls up to its next firing are one block of
-array operations, the firing found by one search over it, and only a firing call takes a call's work
-(``_compact``, then the request).
+solved to their fixed point, a pass or two, the later passes only for the lanes whose line moved). So a
+lane's calls up to its next firing are one block of array operations, the firing found by one search
+over it, and a firing only adds its compaction (``_compact``): the firing call is then the first of
+the lane's next block.
 
 Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine*
 lane standing for all its lanes that have not fired, replayed for all its calls in one block, and a
 lane starts on its own (a copy of the pristine lane's state there) at the call its trigger first fires,
 where the pristine estimate's running maximum first passes it; in a sizing grid most lanes never fire
-or fire late. The started lanes then advance in blocks (``_Lanes.advance``: each lane's next block twice
-its last gap; a lane still over its trigger fires again at once), or, where they are thousands (a wide
-grid: a call position's arrays are long already and blocks would compute past many firings), call
-position by call position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
+or fire late. With one setting there is nothing to share: each run's
+only lane starts at its first call, its first block the whole run. The started lanes then advance in
+blocks (``_Lanes.advance``: each lane's next block twice its last gap, or to its run's end once few
+calls are left, so that every round fires), or, where they are thousands (a wide grid: a call
+position's arrays are long already and blocks would compute past many firings), call position by call
+position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
 quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
 calls' token counts are priced in a few large passes, each call rounded on its own, so no call table is
 kept.
@@ -37,7 +40,7 @@ and the tests hold these figures to the per-call loop's metrics.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 
@@ -102,6 +105,7 @@ class _Batch:
         R = len(statics)
         self.K = K = max(s.K for s in statics)
         self.ncalls = np.array([s.K for s in statics], dtype=np.int64)
+        self.calls, self.runs = int(self.ncalls.sum()), np.arange(R)
         arrays = [s.lane_arrays() for s in statics]
         in_run = np.arange(K)[None, :] < self.ncalls[:, None]
 
@@ -215,6 +219,19 @@ class _Batch:
         )
         return got
 
+    def laid_end_to_end(self, tabs: np.ndarray, status_base: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """``tabs`` (``call_tables``' flat tables for ``status_base``) and the calls' times at every run's
+        calls, runs end to end: the block of one setting's lanes over their whole runs reads them as
+        they lie (kept with the batch, as the tables are)."""
+        memo = self.__dict__.setdefault("_call_tables", {})
+        got = memo.get(("laid", status_base))
+        if got is None:
+            in_run = (np.arange(self.K)[None, :] < self.ncalls[:, None]).reshape(-1)
+            got = memo["laid", status_base] = (tabs[:, in_run], self.elapsed.reshape(-1)[in_run])
+            for v in got:  # (a block reads them as they lie: nothing may write to them)
+                v.flags.writeable = False
+        return got
+
     @cached_property
     def natural(self) -> np.ndarray:
         """The natural prune bound of every (run, keep, call): an (R, keeps, K) table."""
@@ -262,6 +279,7 @@ def grid_figures(
     lanes_out: dict | None = None,
     row_columns: Sequence[str] | None = None,
     keep_batch: bool = False,
+    call_tables: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay
     it with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
@@ -274,6 +292,7 @@ def grid_figures(
     columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows`` receives (None: all
     of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept for its next
     replay (a sweep replays a chunk of runs under many settings; ``size`` replays each batch once).
+    ``call_tables``: ``lanes_out`` receives the (lane, call) tables without a ``rows`` list.
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have
@@ -284,11 +303,10 @@ def grid_figures(
     proto = policies[0]
     S, R = len(policies), len(traces)
     # runs longest first, each run's settings side by side: the runs still going are a prefix
-    order = sorted(range(R), key=lambda r: -len(traces[r].calls))
+    order = batch_derived(traces, "longest_first", _longest_first)
     traces = [traces[r] for r in order]
-    statics = [
-        t.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: _Static(t, proto)) for t in traces
-    ]
+    statics = batch_derived(traces, f"grid_statics_{proto.tool_result_max_bytes}", partial(_statics, proto))
+    tabled = rows is not None or (call_tables and lanes_out is not None)
     batch_windows = [windows[r] for r in order]
 
     def build(_) -> _Batch:  # no keeps: ``_compact`` reads each lane's own (only ``natural`` tables them)
@@ -301,13 +319,13 @@ def grid_figures(
         b = build(traces)
     K = b.K
     status_on = proto.reports_status
-    outputs, tabs, by_call = b.call_tables(
-        [models[r] for r in order], statics, status_base_len(proto) if status_on else None
-    )
+    status_base = status_base_len(proto) if status_on else None
+    outputs, tabs, by_call = b.call_tables([models[r] for r in order], statics, status_base)
     lanes = _Lanes(
         b, tabs, by_call, status_on, rules, price, (proto.mode, proto.summary_ratio,
         proto.summary_min_tokens, proto.summary_max_tokens), lanes_out is not None,
     )  # fmt: skip
+    lanes.status_base = status_base
     L = S * R
     lane_run = np.repeat(np.arange(R), S)
     limit = np.array([NO_LIMIT if p.context_token_limit is None else p.context_token_limit for p in policies])
@@ -315,20 +333,30 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
     pristine_cost = np.zeros((R, K), dtype=np.int64)
     p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
-    if rows is not None:
-        lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
-    step = max(1, _BLOCK_ENTRIES // max(K, 1))
-    parts = [
-        _pristine(lanes, np.arange(lo, min(R, lo + step)), S, set_trig, pristine_cost, p_sums, row_columns)
-        for lo in range(0, R, step)
-    ]
-    state = np.concatenate([p[0] for p in parts], axis=1)
-    fstate = np.concatenate([p[1] for p in parts], axis=1)
-    rs, k0 = state[_RUN].copy(), state[_START].copy()
-    lanes.advance(state, fstate)  # the started lanes, firing to firing
+    if S == 1 and R < _LOCKSTEP_LANES:
+        # one setting: a run's pristine lane is its only lane, so it shares nothing; every lane starts
+        # at its first call, its first block its whole run (as the pristine lane's), in blocks mode
+        if tabled:
+            names = _ROW_NAMES if row_columns is None else tuple(row_columns)
+            lanes.tables = {name: np.zeros((R, K), dtype=np.int64) for name in names}
+        state, fstate = _unstarted(b, set_trig)
+        rs, k0 = state[_RUN].copy(), state[_START].copy()
+        lanes.advance(state, fstate, first_fires=False)
+    else:
+        # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+        if tabled:
+            lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
+        step = max(1, _BLOCK_ENTRIES // max(K, 1))
+        parts = [
+            _pristine(lanes, np.arange(lo, min(R, hi)), S, set_trig, pristine_cost, p_sums, row_columns)
+            for lo, hi in ((lo, lo + step) for lo in range(0, R, step))
+        ]
+        state = np.concatenate([p[0] for p in parts], axis=1)
+        fstate = np.concatenate([p[1] for p in parts], axis=1)
+        rs, k0 = state[_RUN].copy(), state[_START].copy()
+        lanes.advance(state, fstate)  # the started lanes, firing to firing
 
     # figures: a lane not started is its run's pristine lane
     tokens, peak, ok = (np.repeat(v, S) for v in p_sums)
@@ -348,9 +376,9 @@ def grid_figures(
         lanes_out.update(order=order, delta=delta, cleared=cleared, cut=cut, summary_tokens=s_tokens)
         if lanes.summaries:
             lanes_out["summaries"] = lanes.summaries
+    if tabled and lanes_out is not None:
+        lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
     if rows is not None:
-        if lanes_out is not None:
-            lanes_out["calls"] = lanes.tables  # the same columns as (lane, call) tables, 0 past a run's end
         running = (R - np.searchsorted(np.sort(b.ncalls), np.arange(K), side="right")).tolist()
         full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
         rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
@@ -373,15 +401,81 @@ def grid_figures(
     return (ok > 0).reshape(R, S)[back].T, out_figs
 
 
+def _longest_first(traces: Sequence) -> list[int]:
+    return sorted(range(len(traces)), key=lambda r: -len(traces[r].calls))
+
+
+def _statics(proto: SeedEngine, traces: Sequence) -> list[_Static]:
+    key = f"grid_static_{proto.tool_result_max_bytes}"
+    return [t.derived(key, lambda t: _Static(t, proto)) for t in traces]
+
+
 _LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position
 _MIN_BLOCK = 8  # call positions a block takes at least
 _BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
 _BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
 _LOWEST = np.iinfo(np.int64).min
+_REST_ENTRIES = 1 << 14  # (lane, call) entries left from which every block runs to its run's end
 
 
 def _full(v, n: int) -> np.ndarray:
     return np.full(n, v, dtype=np.int64) if np.ndim(v) == 0 else v
+
+
+def _digits(v: np.ndarray) -> np.ndarray:
+    """``np.searchsorted(_POW10, v, "right")`` (the digits past the first of each count), by a
+    comparison with each power of ten between the array's least and largest values where the array is
+    long (a search per value costs more than the few passes)."""
+    if len(v) < 4096:
+        return np.searchsorted(_POW10, v, "right")
+    lo, hi = np.searchsorted(_POW10, (v.min(), v.max()), "right").tolist()
+    count = np.zeros(len(v), dtype=np.int8)  # (at most 18: small counts add fastest)
+    for p in _POW10[lo:hi].tolist():
+        count += v >= p
+    return count.astype(np.int64) + lo
+
+
+def _status_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes: int):
+    """(requests, tokens so far, last requests, status tokens) of lanes' blocks (``width`` calls each,
+    laid end to end; ``tok0``, ``last0``: each lane's tokens and last request before its block) whose
+    status line counts the tokens so far: from the guess ``stok``, passes until nothing changes (at most
+    ``passes``). The lanes are independent, so after a pass only those whose line still moved pass
+    again, on their own calls (a block's few late digit changes need not redo every lane)."""
+    n = len(width)
+    head = np.zeros(n, dtype=np.int64)
+    np.cumsum(width[:-1], out=head[1:])
+    N = len(base)
+    last = np.empty(N, dtype=np.int64)
+    tok0 = np.repeat(tok0, width)
+    req = tokens = stok
+    for p in range(passes):
+        req = np.maximum(base + stok, 0)
+        x = req + out
+        tokens = np.cumsum(x)
+        before = np.zeros(n, dtype=np.int64)
+        before[1:] = tokens[head[1:] - 1]
+        tokens += tok0 - np.repeat(before, width) - x
+        last[1:] = req[:-1]
+        last[head] = last0
+        digits = _digits(tokens) + _digits(last)
+        digits += fixed
+        new = np.ceil(digits / bpt).astype(np.int64)
+        moved = new != stok
+        if not moved.any():
+            break
+        stok = new
+        again = (np.add.reduceat(moved, np.minimum(head, N - 1)) > 0) & (width > 0)
+        sel = np.repeat(again, width)
+        if p + 1 < passes and 2 * int(width[again].sum()) < N:
+            got = _status_fixed_point(
+                base[sel], out[sel], fixed[sel], bpt[sel], tok0[head[again]], last0[again], width[again],
+                new[sel], passes - p - 1,
+            )  # fmt: skip
+            req, tokens, last, stok = req.copy(), tokens.copy(), last.copy(), new.copy()
+            for v, g in zip((req, tokens, last, stok), got, strict=True):
+                v[sel] = g
+            break
+    return req, tokens, last, stok
 
 
 class _Trajectory:
@@ -397,17 +491,20 @@ class _Trajectory:
         off = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(width, out=off[1:])
         N = int(off[-1])
-        self.off, self.first = off, off[:-1]
-        seg = np.repeat(np.arange(n), width)
-        self.seg = seg
-        kk = np.arange(N) - np.repeat(off[:-1] - pos, width)
-        self.kk = kk
-        idx = np.repeat(s[_RUN] * K, width) + kk
-        self.idx = idx
-        app, oprev, prefix_at, resid, fixed, out = lanes.tabs[:6].take(idx, axis=1)
-        win = lanes.tabs[6].take(idx)
+        self.off, self.first, self.width = off, off[:-1], width
+        head_at = np.repeat(off[:-1], width)  # each entry's lane's first entry
+        self.rel = rel = np.arange(N) - head_at  # each entry's place in its lane's block
+        self.kk = kk = rel + np.repeat(pos, width)
+        b = lanes.b
+        if n == len(b.ncalls) and N == b.calls and np.array_equal(s[_RUN], b.runs) and not pos.any():
+            # one lane a run, each over its whole run: the tables as they lie, runs end to end
+            tabs, self.t = b.laid_end_to_end(lanes.tabs, lanes.status_base)
+            self.idx = None
+        else:
+            self.idx = idx = np.repeat(s[_RUN] * K, width) + kk
+            tabs, self.t = lanes.tabs[:6].take(idx, axis=1), lanes.elapsed.take(idx)
+        app, oprev, prefix_at, resid, fixed, out = tabs[:6]
         self.app, self.out = app, out
-        self.t = lanes.elapsed.take(idx)
         self.ve = ve = self.cumsum(app)
         ve += np.repeat(s[_VE], width)
         total = prefix_at + np.repeat(s[_DELTA], width)
@@ -419,19 +516,10 @@ class _Trajectory:
             bpt = np.repeat(fs[_BPT], width)
             d0 = np.searchsorted(_POW10, s[_TOKENS], "right") + np.searchsorted(_POW10, s[_LAST], "right")
             stok = np.ceil((np.repeat(d0, width) + fixed) / bpt).astype(np.int64)  # first guess
-            for _ in range(int(width.max(initial=0)) + 1):  # each pass settles one more call at least
-                req = np.maximum(base + stok, 0)
-                tokens = self.cumsum(req + out)
-                tokens += tok0
-                tokens -= req + out
-                last[1:] = req[:-1]
-                last[head] = s[_LAST]
-                digits = np.searchsorted(_POW10, tokens, "right") + np.searchsorted(_POW10, last, "right")
-                digits += fixed
-                new = np.ceil(digits / bpt).astype(np.int64)
-                if np.array_equal(new, stok):
-                    break
-                stok = new
+            passes = int(width.max(initial=0)) + 1  # each pass settles one more call at least
+            req, tokens, last, stok = _status_fixed_point(
+                base, out, fixed, bpt, s[_TOKENS], s[_LAST], width, stok, passes
+            )
         else:
             stok = np.zeros(N, dtype=np.int64)
             req = np.maximum(base, 0)
@@ -441,7 +529,11 @@ class _Trajectory:
             last[1:] = req[:-1]
             last[head] = s[_LAST]
         self.req, self.total, self.stok, self.tokens, self.last = req, total, stok, tokens, last
-        self.over = req > win
+        # (None: no lane has a window, none is ever over it)
+        if not lanes.windowed:
+            self.over = None
+        else:
+            self.over = req > (tabs[6] if self.idx is None else lanes.tabs[6].take(self.idx))
         self.est = np.where(last > 0, last + (oprev + app), ve)
         # the cache: the entry the last cacheable request left, if alive and the prefix long enough
         stable = np.empty(N, dtype=np.int64)
@@ -456,7 +548,7 @@ class _Trajectory:
         lcb = np.empty(N, dtype=np.int64)
         lcb[1:] = lc[:-1]
         lcb[head] = -1
-        some = lcb >= np.repeat(head, width)
+        some = lcb >= head_at
         lcb0 = np.maximum(lcb, 0)
         cached = np.where(some, total[lcb0], np.repeat(s[_CACHED], width))
         expires = np.where(some, self.t[lcb0] + rules.lifetime_s, np.repeat(fs[_EXPIRES], width))
@@ -480,7 +572,7 @@ class _Trajectory:
         c = np.cumsum(v)
         before = np.zeros(len(self.first), dtype=np.int64)
         before[1:] = c[self.first[1:] - 1]
-        c -= np.repeat(before, np.diff(self.off))
+        c -= np.repeat(before, self.width)
         return c
 
     def row_columns(self, cost, names) -> dict[str, np.ndarray]:
@@ -501,6 +593,7 @@ class _Lanes:
     def __init__(self, b, tabs, by_call, status_on, rules, price, summary_knobs, keep_summaries) -> None:
         self.b, self.K, self.tabs, self.by_call, self.elapsed = b, b.K, tabs, by_call, b.elapsed.reshape(-1)
         self.status_on, self.rules, self.price = status_on, rules, price
+        self.windowed = bool((b.window < NO_LIMIT).any())  # (False: no request is ever refused)
         self.mode, self.ratio, self.smin, self.smax = summary_knobs
         self.summaries: list | None = [] if keep_summaries else None
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
@@ -528,9 +621,10 @@ class _Lanes:
             np.add.at(own, at, self.cost(*cols))
         return own[:-1]
 
-    def advance(self, state: np.ndarray, fstate: np.ndarray) -> None:
+    def advance(self, state: np.ndarray, fstate: np.ndarray, first_fires: bool = True) -> None:
         """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
-        first fires, ``_START``) to their runs' ends, in place."""
+        first fires, ``_START``) to their runs' ends, in place. ``first_fires`` False: the lanes are at
+        their runs' first calls (``_unstarted``), their first block each run's whole length."""
         n = state.shape[1]
         self.n = n
         self.own = np.zeros(n + 1, dtype=np.int64)  # each lane's own calls' cost (the last: no lane's)
@@ -542,41 +636,29 @@ class _Lanes:
         ncalls = self.b.ncalls
         A = np.arange(n)
         pos = state[_START].copy()
-        firing = np.ones(n, dtype=bool)
+        firing = np.full(n, first_fires, dtype=bool)
         # each lane's next block: twice its last gap (at first as wide as the lanes are few)
-        width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
+        if first_fires:
+            width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
+        else:
+            width = ncalls[state[_RUN]].copy()
         while len(A):
             F = np.flatnonzero(firing)
-            if len(F):
+            if len(F):  # their compactions; each firing call is then its lane's next block's first
                 self._fire(state, fstate, A[F], pos[F])
-                pos[F] += 1
-            going = pos < ncalls[state[_RUN, A]]
-            again = np.zeros(len(A), dtype=bool)
-            if len(F):
-                # a lane still over its trigger fires again at its next call: no block for it (the
-                # estimate is its last input and output and what the next call appends)
-                g = F[going[F]]
-                Sg = state[:, A[g]]
-                X = self.tabs.take(Sg[_RUN] * self.K + pos[g], axis=1)
-                last = Sg[_LAST]
-                est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), Sg[_VE] + X[_T_APP])
-                again[g] = est > Sg[_TRIG]
-            if not going.all():
-                A, pos, again = A[going], pos[going], again[going]
-            if not len(A):
-                break
-            firing = again
-            blk = np.flatnonzero(~again)
-            if not len(blk):
-                continue
-            Ab, pb = A[blk], pos[blk]
-            s, fs = state[:, Ab], fstate[:, Ab]
-            w = np.minimum(width[Ab], ncalls[s[_RUN]] - pb)
-            np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(Ab)), out=w)
-            tr = _Trajectory(self, s, fs, pb, w)
+            s, fs = state[:, A], fstate[:, A]
+            rest = ncalls[s[_RUN]] - pos
+            if rest.sum() <= _REST_ENTRIES:  # few calls left: blocks to the runs' ends (a round's
+                w = rest  # array operations cost more than its entries, so no round without a firing)
+            else:
+                w = np.minimum(width[A], rest)
+                np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
+            tr = _Trajectory(self, s, fs, pos, w)
             fire = tr.est > np.repeat(s[_TRIG], w)
-            over_before = tr.cumsum(tr.over) - tr.over
-            fire &= over_before == 0  # a lane over its window no longer fires
+            fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
+            if tr.over is not None:
+                over_before = tr.cumsum(tr.over) - tr.over
+                fire &= over_before == 0  # a lane over its window no longer fires
             fi = np.flatnonzero(fire)
             if len(fi):
                 p = np.searchsorted(fi, tr.first)
@@ -584,11 +666,15 @@ class _Lanes:
                 fires = (p < len(fi)) & (c < tr.off[1:])
                 j = np.where(fires, c - tr.first, w)  # the calls before the next firing
             else:
-                fires, j = np.zeros(len(blk), dtype=bool), w
-            self._commit(state, fstate, Ab, s, fs, tr, w, j)
-            pos[blk] = pb + j
-            firing[blk] = fires
-            width[Ab] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
+                fires, j = np.zeros(len(A), dtype=bool), w
+            self._commit(state, fstate, A, s, fs, tr, w, j)
+            pos += j
+            width[A] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
+            going = pos < ncalls[s[_RUN]]  # (a lane that fires has that call to make)
+            if going.all():
+                firing = fires
+            else:
+                A, pos, firing = A[going], pos[going], fires[going]
 
     def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """``advance`` call position by call position: many started lanes make each position's arrays
@@ -634,7 +720,7 @@ class _Lanes:
 
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
-        m = np.arange(len(tr.seg)) - np.repeat(tr.first, w) < np.repeat(j, w)
+        m = tr.rel < np.repeat(j, w)
         has = j > 0
         first = tr.first
         last = first + np.maximum(j - 1, 0)  # each lane's last call made
@@ -647,8 +733,8 @@ class _Lanes:
         lc0 = np.maximum(lc, 0)
         s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
         fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
-        over = np.add.reduceat(tr.over & m, first) > 0
-        if over.any():  # refused by the provider: the loop replays what follows
+        over = None if tr.over is None else np.add.reduceat(tr.over & m, first) > 0
+        if over is not None and over.any():  # refused by the provider: the loop replays what follows
             s[_OK, over] = 0
             s[_TRIG, over] = NO_LIMIT
         self.calls.append((np.repeat(A, w)[m], tr.uncached[m], tr.read[m], tr.write[m], tr.out[m]))
@@ -661,9 +747,22 @@ class _Lanes:
         fstate[:, A] = fs
 
     def _fire(self, state, fstate, F, k) -> None:
-        """The lanes ``F`` fire at their calls ``k``: compaction, then the call."""
+        """The lanes ``F`` compact before their calls ``k``; the calls themselves are the first of the
+        lanes' next blocks (their cache sees the stable prefix the change leaves, their status line a
+        summary call's input as the last request)."""
+        b = self.b
         Sf, fF = state[:, F], fstate[:, F]
-        self._call(Sf, fF, F, k, None, None)
+        idx = Sf[_RUN] * self.K + k
+        app = self.tabs[_T_APP].take(idx)
+        Sf[_VE] += app  # (what the call appends is in the view the compaction sees)
+        stable_F, firstF, summary_in = _compact(
+            b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+        )
+        Sf[_VE] -= app  # (the block adds it)
+        prev_items = np.where(k > 0, b.view_end.reshape(-1)[np.maximum(idx - 1, 0)], 0)
+        np.copyto(Sf[_PREV], stable_F, where=(firstF >= 0) & (firstF < prev_items))
+        if summary_in is not None:
+            Sf[_LAST, summary_in[0]] = summary_in[1]
         state[:, F] = Sf
         fstate[:, F] = fF
 
@@ -771,6 +870,29 @@ class _Lanes:
         Sf[_PREV] = total
 
 
+# ``_Trajectory.row_columns``' names, in its order
+_ROW_NAMES = (
+    "input_tokens", "view_tokens", "status_tokens", "stable_prefix_tokens", "cache_read_tokens",
+    "cache_write_tokens", "uncached_input_tokens", "cost_microusd",
+)  # fmt: skip
+
+
+def _unstarted(b: _Batch, set_trig: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The state of one setting's lanes (one a run) before their runs' first calls: what ``_pristine``
+    copies from the pristine lane at call 0."""
+    R = len(b.ncalls)
+    runs = np.arange(R, dtype=np.int64)
+    state = np.zeros((_ROWS, R), dtype=np.int64)
+    state[_RUN] = state[_LANE] = runs
+    state[_TRIG] = set_trig[0]
+    state[_S_BYTES] = state[_CARRIER] = -1
+    state[_OK] = 1
+    state[_CT_T] = state[_STT_T] = b.to
+    fstate = np.empty((2, R), dtype=np.float64)
+    fstate[_EXPIRES], fstate[_BPT] = -1.0, b.bpt
+    return state, fstate
+
+
 def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_columns):
     """The pristine lanes of ``runs`` (consecutive) over all their calls: their calls' cost into
     ``cost_out`` (run, call), their tokens, peak and window check into ``sums_out``, their row columns
@@ -789,7 +911,7 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     pf[_EXPIRES], pf[_BPT] = -1.0, b.bpt[runs]
     tr = _Trajectory(lanes, pstate, pf, np.zeros(n, dtype=np.int64), b.ncalls[runs])
     first = tr.first
-    local = tr.idx - int(runs[0]) * K
+    local = np.repeat(np.arange(n) * K, b.ncalls[runs]) + tr.kk  # (run, call) of each entry, flat
 
     def per_call(v: np.ndarray, fill: int = 0) -> np.ndarray:  # (run, call), ``fill`` past a run's end
         out = np.full(n * K, fill, dtype=v.dtype)
@@ -799,7 +921,7 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     cost_out[runs] = per_call(lanes.cost(tr.uncached, tr.read, tr.write, tr.out))
     sums_out[0, runs] = np.add.reduceat(tr.req + tr.out, first)
     sums_out[1, runs] = np.maximum.reduceat(tr.req, first)
-    sums_out[2, runs] = np.add.reduceat(tr.over, first) == 0
+    sums_out[2, runs] = 1 if tr.over is None else np.add.reduceat(tr.over, first) == 0
     if lanes.tables is not None:
         for name, v in tr.row_columns(lanes.cost, row_columns).items():
             table = lanes.tables.get(name)
@@ -808,8 +930,11 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
             table.reshape(-1, S, K)[runs] = per_call(v)[:, None, :]
     # each setting's lanes start (their trigger first fires) where the pristine estimate first passes it,
     # while the pristine lane is still within its window (a lane starts at a call it could make)
-    over_before = tr.cumsum(tr.over) - tr.over > 0
-    est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
+    if tr.over is None:
+        est = per_call(tr.est, _LOWEST)
+    else:
+        over_before = tr.cumsum(tr.over) - tr.over > 0
+        est = per_call(np.where(over_before, _LOWEST, tr.est), _LOWEST)
     np.maximum.accumulate(est, axis=1, out=est)
     start = np.empty((n, S), dtype=np.int64)
     for r in range(n):  # (S searches a run)

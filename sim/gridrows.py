@@ -137,11 +137,11 @@ def lane_columns(
     with the loop); ``columns``: metric name -> an (S, R) array (``growth_exponent``: NaN for None). The
     same preconditions as ``grid_figures`` (traces and settings it accepts, runs priced alike)."""
     S, R = len(policies), len(traces)
-    rows: list = []
     out: dict = {}
     ok, figs = grid_figures(
-        traces, policies, models, windows, rules, price, rows, out, ROW_COLUMNS, keep_batch=True
-    )
+        traces, policies, models, windows, rules, price, None, out, ROW_COLUMNS, keep_batch=True,
+        call_tables=True,
+    )  # fmt: skip
     order = out["order"]
     proto = policies[0]
     b = batch_derived(
@@ -174,15 +174,11 @@ def lane_columns(
     # exponent's series
     bounds = np.zeros(L + 1, dtype=np.int64)
     np.cumsum(n_rows, out=bounds[1:])
-    before = np.zeros((L, K), dtype=np.int64)
-    before[sh, sk] = 1
-    np.cumsum(before, axis=1, out=before)
-    pos = bounds[:-1, None] + np.arange(K)[None, :] + before
-    valid = np.arange(K)[None, :] < n_agent[:, None]
-    series = np.zeros(int(bounds[-1]), dtype=np.int64)
-    series[pos[valid]] = inp_l[valid]
-    if len(sh):
-        series[pos[sh, sk] - 1] = s_in
+    series = inp_l[np.arange(K)[None, :] < n_agent[:, None]]  # the agent rows, lane by lane
+    if len(sh):  # each summary row goes in before its call's agent row
+        agent_start = np.zeros(L, dtype=np.int64)
+        np.cumsum(n_agent[:-1], out=agent_start[1:])
+        series = np.insert(series, agent_start[sh] + sk, s_in)  # (a call has one summary at most)
     growth = growth_exponents(series, bounds)
     top = max(int(series.max(initial=0)) + b.top, int(s_out.max(initial=0)), top_output)
     if run_sum_problem(top, int(n_rows.max(initial=0))) is not None:  # the loop refuses it
@@ -236,6 +232,18 @@ def lane_columns(
     return ok, cols
 
 
+def _ratios(num: np.ndarray, den: list[int]) -> list[float]:
+    """``num[i] / den[i]`` as Python divides the ints (NaN where ``den[i]`` is 0): numpy's division of
+    the same doubles where both are exact in a double (below 2**53), Python's own otherwise."""
+    d = np.asarray(den, dtype=np.int64)
+    if len(d) and max(int(np.abs(num).max()), int(d.max())) >= 1 << 53:
+        return [a / b if b else float("nan") for a, b in zip(num.tolist(), den, strict=True)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = num / d
+    q[d == 0] = np.nan
+    return q.tolist()
+
+
 def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], priced: bool) -> dict[str, list]:
     """Every metric (``sim.metrics.METRICS`` names) of setting ``s``'s lanes on ``runs``, as the loop's
     records give them: a simple trace's run that completed, without facts, budgets or children."""
@@ -251,9 +259,11 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
     zeros = [0] * n
     tokens = np.zeros((n, 4), dtype=np.int64)
     tokens[:, 0], tokens[:, 3] = cols["tokens_derived"][s, idx], cols["tokens_lost"][s, idx]
+    none = np.zeros(n, dtype=np.int64)
     ledger = totals_columns(
-        zeros, get("tokens_seen"), tokens, np.zeros((n, _FACT_WIDTH), dtype=np.int64), [[0] * _KINDS] * n
-    )
+        none, cols["tokens_seen"][s, idx], tokens, np.zeros((n, _FACT_WIDTH), dtype=np.int64),
+        np.zeros((n, _KINDS), dtype=np.int64),
+    )  # fmt: skip
     out: dict[str, list] = {
         "calls": calls,
         "cumulative_input_tokens": total_in,
@@ -263,7 +273,9 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
         "cache_read_tokens": reads,
         "cache_write_tokens": get("cache_write_tokens"),
         "uncached_input_tokens": get("uncached_input_tokens"),
-        "cache_hit_rate": [round(r / t, 6) if t else None for r, t in zip(reads, total_in, strict=True)],
+        "cache_hit_rate": [
+            None if q != q else round(q, 6) for q in _ratios(cols["cache_read_tokens"][s, idx], total_in)
+        ],
         "cost_microusd": get("cost_microusd") if priced else [None] * n,
         "compactions": n_comp,
     }
@@ -271,7 +283,7 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
         name = f"compactions_{kind}"
         out[name] = get(name) if name in cols else zeros
     out["compaction_frequency"] = [
-        round(100 * c / k, 4) if k else 0.0 for c, k in zip(n_comp, calls, strict=True)
+        0.0 if q != q else round(q, 4) for q in _ratios(100 * cols["compactions"][s, idx], calls)
     ]
     out["tokens_reclaimed"] = get("tokens_reclaimed")
     out["summary_calls"] = get("summary_calls")
