@@ -768,24 +768,16 @@ class _Lanes:
 
     def _call(self, Sf, fF, ids, k, fires, dead, X=None) -> None:
         """The lanes ``Sf``, ``fF`` (their state, updated in place; ``ids``: their places in the bills)
-        make their calls ``k`` (a call position, or one a lane): those that ``fires`` (None: all) compact
-        first. ``dead``: lanes past their runs' ends (None: none), neither billed nor tabled. ``X``: the
-        lanes' per-run tables at ``k`` when the caller has them."""
-        b, K, rules = self.b, self.K, self.rules
+        make their calls at call position ``k`` (the lockstep's: blocks take ``_Trajectory``): those that
+        ``fires`` (None: all) compact first. ``dead``: lanes past their runs' ends (None: none), neither
+        billed nor tabled. ``X``: the lanes' per-run tables at ``k`` when the caller has them."""
+        b, rules = self.b, self.rules
         r = Sf[_RUN]
-        if np.ndim(k) == 0:  # one call position: its tables are contiguous
-            X = self.by_call[k].take(r, axis=1) if X is None else X
-            t = b.elapsed_by_call[k].take(r)
+        X = self.by_call[k].take(r, axis=1) if X is None else X  # (one position: contiguous tables)
+        t = b.elapsed_by_call[k].take(r)
 
-            def prev_items(H):  # the items the lanes' last calls had in view
-                return b.view_end_by_call[k - 1].take(r[H]) if k else 0
-
-        else:
-            idx = r * K + k
-            X, t = self.tabs.take(idx, axis=1), self.elapsed.take(idx)
-
-            def prev_items(H):
-                return np.where(k[H] > 0, b.view_end.reshape(-1)[np.maximum(idx[H] - 1, 0)], 0)
+        def prev_items(H):  # the items the lanes' last calls had in view
+            return b.view_end_by_call[k - 1].take(r[H]) if k else 0
 
         Sf[_VE] += X[_T_APP]
         n = Sf.shape[1]
@@ -798,9 +790,8 @@ class _Lanes:
             stable_F = firstF = summary_in = None
             if len(G):
                 Sg, fg = Sf[:, G], fF[:, G]
-                kg = k if np.ndim(k) == 0 else k[G]
                 sg, fgi, summary_in = _compact(
-                    b, Sg, fg, kg, self.settings, self.mode, self.ratio, self.smin,
+                    b, Sg, fg, k, self.settings, self.mode, self.ratio, self.smin,
                     self.smax, self, self.summaries,
                 )  # fmt: skip
                 Sf[:, G] = Sg
@@ -848,10 +839,7 @@ class _Lanes:
         o = X[_T_OUT]
         uncached = req - read - write
         billed = ids if dead is None else np.where(dead, self.n, ids)
-        if np.ndim(k) == 0:  # (a call position's lanes are many: priced now, each lane once)
-            self.own[billed] += self.cost(uncached, read, write, o)
-        else:
-            self.calls.append((billed, uncached, read, _full(write, n), o))
+        self.own[billed] += self.cost(uncached, read, write, o)  # (a position's lanes are many: priced now)
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
@@ -860,7 +848,7 @@ class _Lanes:
             }  # fmt: skip
             if "cost_microusd" in self.tables:
                 cols["cost_microusd"] = self.cost(uncached, read, write, o)
-            flat = Sf[_LANE] * K + k
+            flat = Sf[_LANE] * self.K + k
             live = slice(None) if dead is None else ~dead
             for name, v in self.tables.items():
                 v.reshape(-1)[flat[live]] = np.broadcast_to(cols[name], n)[live]
