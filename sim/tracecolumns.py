@@ -26,6 +26,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -251,7 +252,7 @@ def batch_traces(
     n = batch.num_rows
     if n == 0:
         return []
-    if not batch.schema.equals(arrow_schema()):
+    if not (batch.schema.equals(arrow_schema()) or batch.schema.equals(_dictionary_schema())):
         return [slow(i) for i in range(n)]
     col = batch.column
     ev_list, call_list = col("events"), col("calls")
@@ -642,6 +643,10 @@ def _column_text(a, key: str):
     """A column's JSON text (``_constant``), by its schema type."""
     pa, pc = _pa()
     t = a.type
+    if pa.types.is_dictionary(t):  # an enumeration read as a dictionary: each value written once
+        if a.null_count == len(a):
+            return "null"
+        return pc.fill_null(pc.take(_str_text(a.dictionary), a.indices), "null")
     if pa.types.is_int64(t):
         return _constant(a, _int_text)
     if pa.types.is_float64(t):
@@ -902,16 +907,56 @@ def parquet_traces(
         yield from _parquet_traces(path, f, slow, read_error)
 
 
-def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
+# Enumerations (a few distinct strings) read from Parquet as Arrow dictionaries: decoding them into one
+# string per row was a third of the file's decoding (10k runs: 0.55 s CPU, 0.37 s so)
+_DICTIONARY_FIELDS = {"events": ("kind", "tokens_provenance"), "calls": ("usage_provenance",)}
+
+
+@lru_cache(maxsize=1)
+def _dictionary_schema():
+    """``sim.traceio.arrow_schema`` as a canonical file reads with those fields as dictionaries."""
+    from sim.traceio import arrow_schema
+
+    pa, _ = _pa()
+    schema = arrow_schema()
+    for column, names in _DICTIONARY_FIELDS.items():
+        at = schema.get_field_index(column)
+        struct = schema.field(at).type.value_type
+        fields = [
+            f.with_type(pa.dictionary(pa.int32(), pa.string())) if f.name in names else f for f in struct
+        ]
+        schema = schema.set(at, pa.field(column, pa.list_(pa.struct(fields))))
+    return schema
+
+
+def _open_parquet(f):
+    """The Parquet file ``f`` opened for the fast path: a canonical one with its enumerations read as
+    dictionaries (``_DICTIONARY_FIELDS``, named by their paths in the file); any other as it is."""
     import pyarrow.parquet as pq
 
+    from sim.traceio import arrow_schema
+
+    pf = pq.ParquetFile(f)
+    if not pf.schema_arrow.equals(arrow_schema()):
+        return pf
+    meta = pf.metadata
+    paths = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    wanted = [
+        p
+        for p in paths
+        if len(parts := p.split(".")) == 4 and parts[-1] in _DICTIONARY_FIELDS.get(parts[0], ())
+    ]
+    return pq.ParquetFile(f, metadata=meta, read_dictionary=wanted)
+
+
+def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
     from sim.storedhashes import stored_hashes
     from sim.traceio import parquet_rows
 
     hashes = stored_hashes(path, f)
     done = 0
     try:
-        batches = pq.ParquetFile(f).iter_batches(batch_size=PARQUET_BATCH)
+        batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH)
     except Exception:  # noqa: BLE001 - not readable: the reference says how
         batches = None
     while batches is not None:
