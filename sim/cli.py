@@ -203,7 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.ledger import LEDGER_COLUMNS, entries
     from sim.model import UPPER_BOUND
-    from sim.tables import check_table_path, csv_text, json_line, table_rows, write_frames
+    from sim.tables import check_table_path, csv_text, json_line, table_columns, table_rows, write_frames
     from sim.working_set import calls_table
 
     paths, overrides = split_args(args.items)
@@ -225,6 +225,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for traces, table in iter_runs(
         paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms
     ):
+        if stream_out and args.format == "csv" and not (args.calls or args.ledger):
+            # CSV straight from the replays' columns: no row dict, no record
+            header = _stream_csv_columns(table_columns(table, __version__), header)
+            continue
         # rows from the replays' columns; a record per run only for the tables that show its calls
         batch_rows = table_rows(table, __version__)
         records = table.records() if args.calls or args.ledger else [None] * len(traces)
@@ -282,6 +286,62 @@ def _stream_csv(rows: list[dict[str, Any]], header: list[str] | None) -> list[st
         sys.stdout.write(text if header is None else text.split("\n", 1)[1])
         header = header or list(row)
     return header
+
+
+def _stream_csv_columns(columns: dict[str, list], header: list[str] | None) -> list[str] | None:
+    """``_stream_csv`` of the rows ``columns`` hold (``sim.tables.table_columns``: every row has its keys,
+    in its order), the same bytes, written a column at a time: each column's cells formatted as
+    ``csv_text`` formats them, and the rows joined in one pass (by the csv writer when a cell needs
+    quoting). Returns the header."""
+    names = list(columns)
+    n = len(columns[names[0]]) if names else 0
+    if not n:
+        return header
+    if header is not None and names != header:  # another column order: a row at a time, as it always was
+        return _stream_csv(
+            [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)], header
+        )
+    cells = [_csv_cells(v) for v in columns.values()]
+    # cells of a column of numbers are digits, signs, points and exponents: only other columns are checked
+    texts = [c for c, v in zip(cells, columns.values(), strict=True) if not set(map(type, v)) <= _NUMBERS]
+    if len(names) > 1 and not any(_CSV_SPECIAL.search(t) for t in (*names, *map("".join, texts))):
+        # no cell the writer would quote: its rows are the cells joined by commas, as it writes them
+        rows = "\n".join(map(",".join, zip(*cells, strict=True)))
+        sys.stdout.write((",".join(names) + "\n" if header is None else "") + rows + "\n")
+        return names
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if header is None:
+        w.writerow(names)
+    w.writerows(zip(*cells, strict=True))
+    sys.stdout.write(buf.getvalue())
+    return names
+
+
+# what the csv writer may quote or escape (delimiter, quote, line breaks; control characters to be safe)
+_CSV_SPECIAL = re.compile(r'[,"\x00-\x1f\x7f]')
+_NUMBERS = {int, float, bool, type(None)}
+
+
+def _csv_cells(values: list) -> list[str]:
+    """A column's CSV cells as ``sim.tables.csv_text`` writes them (None and non-finite floats empty,
+    floats by ``repr``, the rest by ``str``), by the column's one type where it has one."""
+    from math import isfinite
+
+    from sim.tables import _fmt
+
+    kinds = set(map(type, values))
+    if kinds == {str}:
+        return values
+    if kinds == {int}:
+        first = values[0]
+        return [str(first)] * len(values) if values.count(first) == len(values) else list(map(str, values))
+    if kinds == {float} and all(map(isfinite, values)):
+        return list(map(repr, values))
+    return ["" if v is None else _fmt(v) for v in values]
 
 
 def _transforms(args: argparse.Namespace) -> list[Any]:
