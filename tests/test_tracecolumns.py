@@ -192,6 +192,37 @@ def test_observation_arrays_from_columns_equal_the_event_builders(suite_files):
             assert tokens.tolist() == [t for t, _ in placeholder_sizes(want)]
 
 
+def test_observation_arrays_of_a_batch_equal_each_runs(suite_files):
+    """The masking batch path sizes a whole batch's observations at once: the same indices and tokens
+    as each run's own ``_observation_arrays``, runs with no user event, a user event after a tool result,
+    no events and another ratio among them."""
+    from builders import ev, swe_trace
+
+    from sim.policies.observation_masking import _batch_observation_arrays
+
+    odd = [
+        swe_trace([("a\nb", 30)] * 3, bytes_per_token=2.5),
+        swe_trace([], trace_id="no calls"),
+        dataclasses.replace(
+            swe_trace([("x" * 10, 5)], trace_id="result first"),
+            events=(ev(0, "tool_result", "r\n" * 120, 9, tool_call_id="c0"), ev(1, "user", "late", 3)),
+            calls=(),
+        ),
+        dataclasses.replace(swe_trace([], trace_id="empty"), events=(), calls=()),
+    ]
+    batches = [read(path) for path in suite_files] + [odd, odd[1:], odd[3:]]
+    for batch in batches:
+        n_obs, n_events, obs, tokens = _batch_observation_arrays(
+            [t.arrays for t in batch], [t.bytes_per_token for t in batch]
+        )
+        each = [_observation_arrays(t) for t in batch]
+        assert n_obs.tolist() == [len(o) for o, _ in each]
+        assert n_events.tolist() == [len(t.arrays.kind) for t in batch]
+        assert obs.tolist() == [i for o, _ in each for i in o.tolist()]
+        assert tokens.tolist() == [k for _, tok in each for k in tok.tolist()]
+    assert _observation_arrays(odd[2])[0].tolist() == [0]  # the late user event is no observation
+
+
 def test_a_lazy_trace_pickles_and_replaces_as_a_built_one(suite_files):
     t = read(suite_files[0])[3]
     assert fast(t)
