@@ -67,6 +67,8 @@ def test_run_dataset_cli_matches_paths(capsys, mini_traces, tmp_path):
         {"a": ["with,comma", 'a "quote"', "line\nbreak"], "b": [1, 1, 1], "c": ["", "é", None]},
         {"a": [0, 0.0, False], "b": ["x", None, "tab\there"], "c": [10**20, -5, 7]},
         {"only": ["", "", ""]},  # a row of one empty cell: the writer quotes it
+        {"p": ["5%", "5%", "5%"], "q": [1, 2, 3], "r": ["a%s", "b", "%%"]},  # a template's own %
+        {"a": [1, 1, 1], "b": ["x", "x", "x"], "c": [None, None, None]},  # every column one value
     ],
 )
 def test_streamed_csv_from_columns_is_the_rows_csv(capsys, columns):
@@ -92,7 +94,9 @@ def test_streamed_csv_spans_batches(capsys, mini_traces, tmp_path, monkeypatch):
     import sim.engine
 
     write_traces(mini_traces[:7], tmp_path / "c.parquet")
-    assert main(["run", str(tmp_path / "c.parquet"), "--policy", "observation_masking", "--format", "csv"]) == 0
+    assert (
+        main(["run", str(tmp_path / "c.parquet"), "--policy", "observation_masking", "--format", "csv"]) == 0
+    )
     whole = capsys.readouterr().out
     monkeypatch.setattr(sim.engine, "BATCH", 3)
     argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--policy", "observation_masking"]
