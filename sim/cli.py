@@ -146,7 +146,7 @@ def iter_runs(
                     _warn(line)
             if (
                 (trace.model or "") not in uncalibrated
-                and (trace.arrays.recorded_input < 0).all()  # no call's input recorded
+                and _no_input_recorded(trace.arrays.recorded_input)
                 and any(e.tokens_provenance == "estimate" for e in trace.events)
             ):
                 uncalibrated.add(trace.model or "")
@@ -165,6 +165,12 @@ def iter_runs(
                 "estimated from each turn's text"
             )
         _progress(i, len(sources), "replaying")
+
+
+def _no_input_recorded(recorded_input) -> bool:
+    """No call's input recorded (-1 throughout); a first call with its input answers without an array
+    operation (a streamed corpus asks once per trace)."""
+    return (not len(recorded_input) or recorded_input[0] < 0) and bool((recorded_input < 0).all())
 
 
 def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tuple[int | str, str]:
