@@ -413,8 +413,18 @@ def batch_traces(
     own_prefix -= np.repeat(own_prefix[starts], n_ev + 1)
     own_prefix = _read_only(own_prefix)
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
+    # per record, as Python values read once (a numpy scalar per field per record costs as much again)
+    eo_, co_ = eo.tolist(), co.tolist()
+    any_needs_, unrecorded_, any_facts_ = any_needs.tolist(), unrecorded_out.tolist(), any_facts.tolist()
+    ids, formats, files = top["trace_id"], top["source_format"], top["source_file"]
+    agents, models, windows, ratios = (
+        top["agent"],
+        top["model"],
+        top["context_window"],
+        top["bytes_per_token"],
+    )
     for i in fast.tolist():
-        a, b, ca, cb = int(eo[i]), int(eo[i + 1]), int(co[i]), int(co[i + 1])
+        a, b, ca, cb = eo_[i], eo_[i + 1], co_[i], co_[i + 1]
         if lines is not None:
             if not _line_matches(lines[i], top, i, policy_text[i], outcome_text[i], texts, i):
                 continue
@@ -446,17 +456,17 @@ def batch_traces(
         t = filled(
             Trace,
             {
-                "trace_id": top["trace_id"][i],
-                "source_format": top["source_format"][i],
+                "trace_id": ids[i],
+                "source_format": formats[i],
                 "events": Lazy(_EventBuilder(E, a, b)),
                 "calls": Lazy(_CallBuilder(calls_py, ca, cb)),
-                "agent": top["agent"][i],
-                "model": top["model"][i],
-                "context_window": top["context_window"][i],
-                "bytes_per_token": top["bytes_per_token"][i],
+                "agent": agents[i],
+                "model": models[i],
+                "context_window": windows[i],
+                "bytes_per_token": ratios[i],
                 "recorded_policy": _object(policy_text[i]),
                 "outcome": _object(outcome_text[i]),
-                "source_file": top["source_file"][i],
+                "source_file": files[i],
             },
         )
         cache = t._cache
@@ -465,12 +475,12 @@ def batch_traces(
         cache["runs"] = 1
         # the derived values the batch path asks for, from the columns (held equal to their builders)
         cache["provides_any"] = provides_any[a:b]
-        cache["has_needs"] = bool(any_needs[i])
-        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs[i] else ()
+        cache["has_needs"] = any_needs_[i]
+        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else ()
         cache["elapsed"] = elapsed[ca:cb]
-        if not unrecorded_out[i]:  # sim.model's recorded outputs: the column itself, none estimated
+        if not unrecorded_[i]:  # sim.model's recorded outputs: the column itself, none estimated
             cache["replay_outputs"] = (arrays.output_tokens, 0)
-        if not any_facts[i]:  # sim.ledger's facts_before of a trace without facts
+        if not any_facts_[i]:  # sim.ledger's facts_before of a trace without facts
             cache["facts_before"] = _no_facts(b - a + 1)
         out[i] = t
     return [t if t is not None else slow(i) for i, t in enumerate(out)]
