@@ -228,9 +228,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     # --streaming with json/csv writes each row as it comes, so memory stays bounded for any corpus size
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
-    for traces, table in iter_runs(
-        paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms
-    ):
+    runs = iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms)
+    for traces, table in _collecting_less(runs) if args.streaming else runs:
         if stream_out and args.format == "csv" and not (args.calls or args.ledger):
             # CSV straight from the replays' columns: no row dict, no record
             header = _stream_csv_columns(table_columns(table, __version__), header)
@@ -292,6 +291,21 @@ def _stream_csv(rows: list[dict[str, Any]], header: list[str] | None) -> list[st
         sys.stdout.write(text if header is None else text.split("\n", 1)[1])
         header = header or list(row)
     return header
+
+
+def _collecting_less(items: Iterator) -> Iterator:
+    """``items``, with Python's cycle collector run less often meanwhile (restored after): a streamed
+    corpus allocates and frees a few containers per trace and event, and a collection every 700 net
+    allocations (the default) was ~6% of the run (10k runs: 286 collections, 0.2 s CPU; 4 and 0.04 s
+    so; peak memory the same, 306 and 311 MiB)."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(20_000, *before[1:])
+    try:
+        yield from items
+    finally:
+        gc.set_threshold(*before)
 
 
 def _stream_csv_columns(columns: dict[str, list], header: list[str] | None) -> list[str] | None:

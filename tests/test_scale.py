@@ -103,3 +103,23 @@ def test_streamed_csv_spans_batches(capsys, mini_traces, tmp_path, monkeypatch):
     assert main([*argv, "--format", "csv"]) == 0
     assert capsys.readouterr().out == whole
     assert whole.count("\n") == 8
+
+
+def test_streaming_run_collects_cycles_less_often_and_restores_it(capsys, mini_traces, tmp_path, monkeypatch):
+    import gc
+
+    import sim.tables
+
+    write_traces(mini_traces[:2], tmp_path / "c.parquet")
+    seen = []
+    columns = sim.tables.table_columns
+    monkeypatch.setattr(
+        sim.tables, "table_columns", lambda *a: seen.append(gc.get_threshold()) or columns(*a)
+    )
+    before = gc.get_threshold()
+    argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--format", "csv"]
+    assert main(argv) == 0
+    assert seen and all(t == (20_000, *before[1:]) for t in seen)
+    assert gc.get_threshold() == before
+    assert main(["run", "--dataset", str(tmp_path / "missing.parquet"), "--streaming"]) == 2
+    assert gc.get_threshold() == before
