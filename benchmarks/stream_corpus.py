@@ -3,11 +3,18 @@
 resident memory of that process, and simulated calls per CPU second.
 
     .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0 | --runs 10000] [--format jsonl|parquet]
-        [--keep DIR] [--repeats 1] [--no-record]
+        [--keep DIR] [--repeats 1] [--no-record] [--compile-each-run]
 
 The corpus is the embedded generator's SWE-like runs (text-free), written once as canonical JSON Lines or
 Parquet; distinct runs are generated up to ``--distinct`` and then repeated under new trace ids, which
-keeps generation quick without changing what the replay does per run.
+keeps generation quick without changing what the replay does per run. With ``--keep DIR`` the corpus is
+written there once, with a note of the options it was written from, and reused by later runs given the
+same options while the file is as it was left.
+
+ctxsim's own modules run from compiled bytecode, as an installed program's do: compiled once, before the
+measured runs, into a cache in the corpus folder (an environment that sets PYTHONDONTWRITEBYTECODE would
+otherwise compile every module of ``sim`` again in each run, ~0.3 s CPU). ``--compile-each-run``
+measures that way instead.
 """
 
 from __future__ import annotations
@@ -56,6 +63,37 @@ def corpus(
     return n, calls, out.stat().st_size
 
 
+def _description(path: Path) -> Path:
+    return path.with_name(path.name + ".options.json")
+
+
+def _describe(path: Path, options: dict, runs: int, calls: int) -> None:
+    """Note beside a kept corpus what it was written from, so a later ``--keep`` run can reuse it."""
+    st = path.stat()
+    got = {"options": options, "runs": runs, "calls": calls, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    _description(path).write_text(json.dumps(got, sort_keys=True) + "\n")
+
+
+def _kept(path: Path, options: dict) -> tuple[int, int, int] | None:
+    """(runs, calls, bytes) of a corpus an earlier run wrote at ``path`` from the same options and left
+    as it was (size and modification time as noted; its record of hashes there when asked for); else
+    None: write it again."""
+    from sim.storedhashes import record_path
+
+    try:
+        got = json.loads(_description(path).read_text())
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    if type(got) is not dict or got.get("options") != options:
+        return None
+    if (got.get("bytes"), got.get("mtime_ns")) != (st.st_size, st.st_mtime_ns):
+        return None
+    if options["record"] != record_path(path).exists():
+        return None
+    return got["runs"], got["calls"], got["bytes"]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--gb", type=float, default=1.0)
@@ -64,23 +102,45 @@ def main() -> int:
     p.add_argument("--format", choices=("jsonl", "parquet"), default="jsonl")
     p.add_argument("--distinct", type=int, default=200)
     p.add_argument("--policy", default="observation_masking")
-    p.add_argument("--keep", type=Path, help="write the corpus here and keep it")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        help="write the corpus here and keep it (a kept corpus of the same options is reused)",
+    )
     p.add_argument(
         "--no-record",
         action="store_true",
         help="without the record of trace hashes beside the file (each trace's hash computed on load)",
     )
+    p.add_argument(
+        "--compile-each-run",
+        action="store_true",
+        help="no bytecode cache: each run compiles ctxsim's modules (as under PYTHONDONTWRITEBYTECODE)",
+    )
     args = p.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-stream-"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"corpus.{args.format}"
+    options = {"gb": None if args.runs else args.gb, "runs": args.runs, "distinct": args.distinct}
+    options["record"] = not args.no_record
     t0 = time.perf_counter()
-    runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path, args.runs, not args.no_record)
+    kept = _kept(path, options)
+    if kept is None:
+        runs, calls, nbytes = corpus(int(args.gb * 2**30), args.distinct, path, args.runs, not args.no_record)
+        _describe(path, options, runs, calls)
+    else:
+        runs, calls, nbytes = kept
     gen_s = time.perf_counter() - t0
     size = f"{nbytes / 2**30:.2f} GiB"
     record = "no record of hashes" if args.no_record else "with its record of hashes"
-    print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls, {record} ({gen_s:.0f} s to write)")
+    how = f"{gen_s:.0f} s to write" if kept is None else "kept from an earlier run"
+    print(f"corpus: {path.name}, {size}, {runs:,} runs, {calls:,} calls, {record} ({how})")
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(folder / "hf"))
+    if not args.compile_each_run:  # bytecode compiled once, outside the measured runs, kept outside the repo
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(folder / "pycache")
+        compile_cmd = [sys.executable, "-m", "compileall", "-q", "sim", "scenarios"]
+        subprocess.run(compile_cmd, env=env, cwd=REPO, check=True, stdout=subprocess.DEVNULL)
     # this checkout's ctxsim, whatever is installed (``-c`` puts the working directory first on the path)
     cmd = [sys.executable, "-c", "import sys; from sim.cli import main; sys.exit(main())"]
     cmd += ["run", "--dataset", str(path), "--streaming", "--policy", args.policy, "--format", "csv"]
@@ -107,9 +167,10 @@ def main() -> int:
         peaks.append(int(peak_kib) / 1024)  # Linux: KiB
     wall, cpu, peak_mib = statistics.median(walls), statistics.median(cpus), max(peaks)
     print(
-        f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s wall (loaded), {cpu:.1f} s CPU, "
+        f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s wall (loaded), {cpu:.2f} s CPU, "
         f"{calls / cpu:,.0f} calls per CPU second, peak RSS {peak_mib:,.0f} MiB "
-        f"(median of {args.repeats}; CPU per repeat {', '.join(f'{c:.1f}' for c in cpus)} s)"
+        f"(median of {args.repeats}; CPU per repeat {', '.join(f'{c:.2f}' for c in cpus)} s; "
+        f"{'compiling from source in each run' if args.compile_each_run else 'bytecode compiled beforehand'})"
     )
     if not args.keep:
         import shutil

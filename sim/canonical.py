@@ -3,15 +3,23 @@ a finished sweep's resume can digest its scenario without importing the trace ty
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# a record's top-level keys that only a canonical record opens with (``write_traces`` writes
+# schema_version first; a record written by hand may start with another, or lack schema_version)
+_FIRST_KEY = re.compile(r'\{\s*"(schema_version|trace_id|source_format|events|calls)"\s*:')
 
 
 def is_canonical_jsonl(path: Path) -> bool:
-    """A canonical JSON Lines file starts with an object carrying our schema_version (bytes that are not
-    UTF-8 there do not hide it: reading names them)."""
+    """A canonical JSON Lines file starts with an object carrying our schema_version, or opening with
+    another key of the canonical record (so one that lacks schema_version, or other required fields, is
+    read as canonical and its error names the missing field, not "unknown format"). Bytes that are not
+    UTF-8 there do not hide it: reading names them."""
     try:
         with open(path, "rb") as f:
             head = f.read(256).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return head.lstrip().startswith("{") and '"schema_version"' in head
+    head = head.lstrip()
+    return head.startswith("{") and ('"schema_version"' in head or _FIRST_KEY.match(head) is not None)

@@ -18,7 +18,9 @@ canonical text a hash is taken over). The record's hashes are what loading the f
 
 What it does not guard against: someone who writes a new seal by hand over wrong hashes (the seal is a
 check against staleness and damage, not a signature; such a person could as well edit the results), and
-a file written in place, not replaced, while it is being read (which no reader survives).
+a file written in place, not replaced, while it is being read (which no reader survives). A valid record
+also vouches that a JSON Lines file is ``write_traces``' own text, so its lines are not compared with
+their canonical encoding again (``sim.tracecolumns``); the schema's rules are checked all the same.
 """
 
 from __future__ import annotations

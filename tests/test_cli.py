@@ -107,6 +107,30 @@ def test_unknown_format(capsys, tmp_path):
     assert code == 2 and one_error_line(err).startswith("ctxsim: error: notes.json: unknown format")
 
 
+def test_canonical_record_without_its_schema_fields_names_them(capsys, tmp_path):
+    """Before, a canonical record without ``schema_version`` (or with only a trace id) was a file of
+    "unknown format": it opens as a canonical record does, so the error names the missing fields."""
+    d = trace_to_dict(swe_trace([("out", 5)], trace_id="no-version"))
+    del d["schema_version"]
+    p = tmp_path / "hand.jsonl"
+    p.write_text(json.dumps(d) + "\n")
+    code, _, err = run(capsys, "run", p)
+    assert code == 2
+    assert one_error_line(err) == (
+        "ctxsim: error: hand.jsonl: record line 1 (trace_id no-version): "
+        "field schema_version: missing required field"
+    )
+    p.write_text('{"trace_id": "x"}\n')
+    code, out, _ = run(capsys, "validate", p)
+    assert code == 2
+    assert [line.split(": field ")[1] for line in out.strip().splitlines()] == [
+        f"{k}: missing required field" for k in ("schema_version", "source_format", "events", "calls")
+    ]
+    p.write_text('{"hello": "world"}\n')  # nothing of ours: still unknown
+    code, _, err = run(capsys, "run", p)
+    assert code == 2 and one_error_line(err).startswith("ctxsim: error: hand.jsonl: unknown format")
+
+
 def test_truncated_source_file(capsys, tmp_path, mini_dir):
     src = sorted(mini_dir.iterdir())[0].read_text()
     p = tmp_path / "cut.traj.json"

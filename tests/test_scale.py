@@ -57,3 +57,69 @@ def test_run_dataset_cli_matches_paths(capsys, mini_traces, tmp_path):
     assert capsys.readouterr().out == by_path
     assert main(["run", "--dataset", str(tmp_path / "missing.parquet")]) == 2
     assert "missing.parquet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        {"a": [1, 2, 3], "b": [0.5, -0.0, 1e-7], "c": ["x", "y", "z"]},  # no cell quoted: joined
+        {"a": [1, None, 3], "b": [float("nan"), float("inf"), 2.0], "c": [True, False, None]},
+        {"a": ["with,comma", 'a "quote"', "line\nbreak"], "b": [1, 1, 1], "c": ["", "é", None]},
+        {"a": [0, 0.0, False], "b": ["x", None, "tab\there"], "c": [10**20, -5, 7]},
+        {"only": ["", "", ""]},  # a row of one empty cell: the writer quotes it
+        {"p": ["5%", "5%", "5%"], "q": [1, 2, 3], "r": ["a%s", "b", "%%"]},  # a template's own %
+        {"a": [1, 1, 1], "b": ["x", "x", "x"], "c": [None, None, None]},  # every column one value
+    ],
+)
+def test_streamed_csv_from_columns_is_the_rows_csv(capsys, columns):
+    """``run --streaming --format csv`` writes a batch's CSV from its columns: the very bytes the rows'
+    writer gives, for every kind of cell, for a first batch (with its header) and a later one."""
+    from sim.cli import _stream_csv, _stream_csv_columns
+
+    rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
+    for header in (None, list(columns)):
+        assert _stream_csv(rows, header) == list(columns)
+        by_rows = capsys.readouterr().out
+        assert _stream_csv_columns(columns, header) == list(columns)
+        assert capsys.readouterr().out == by_rows
+    other = dict(reversed(columns.items()))  # a later batch in another column order: a row at a time
+    assert _stream_csv_columns(other, list(columns)) == list(columns)
+    by_columns = capsys.readouterr().out
+    _stream_csv([dict(zip(other, v, strict=True)) for v in zip(*other.values(), strict=True)], list(columns))
+    assert capsys.readouterr().out == by_columns
+
+
+def test_streamed_csv_spans_batches(capsys, mini_traces, tmp_path, monkeypatch):
+    """Several replay batches streamed as CSV: the same bytes as the run over the file as a whole."""
+    import sim.engine
+
+    write_traces(mini_traces[:7], tmp_path / "c.parquet")
+    assert (
+        main(["run", str(tmp_path / "c.parquet"), "--policy", "observation_masking", "--format", "csv"]) == 0
+    )
+    whole = capsys.readouterr().out
+    monkeypatch.setattr(sim.engine, "BATCH", 3)
+    argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--policy", "observation_masking"]
+    assert main([*argv, "--format", "csv"]) == 0
+    assert capsys.readouterr().out == whole
+    assert whole.count("\n") == 8
+
+
+def test_streaming_run_collects_cycles_less_often_and_restores_it(capsys, mini_traces, tmp_path, monkeypatch):
+    import gc
+
+    import sim.tables
+
+    write_traces(mini_traces[:2], tmp_path / "c.parquet")
+    seen = []
+    columns = sim.tables.table_columns
+    monkeypatch.setattr(
+        sim.tables, "table_columns", lambda *a: seen.append(gc.get_threshold()) or columns(*a)
+    )
+    before = gc.get_threshold()
+    argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--format", "csv"]
+    assert main(argv) == 0
+    assert seen and all(t == (20_000, *before[1:]) for t in seen)
+    assert gc.get_threshold() == before
+    assert main(["run", "--dataset", str(tmp_path / "missing.parquet"), "--streaming"]) == 2
+    assert gc.get_threshold() == before

@@ -192,6 +192,63 @@ def test_observation_arrays_from_columns_equal_the_event_builders(suite_files):
             assert tokens.tolist() == [t for t, _ in placeholder_sizes(want)]
 
 
+def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_path, monkeypatch):
+    """A JSON Lines file holding the bytes its record of hashes was taken from is write_traces' own text:
+    its lines are not compared with their canonical encoding again, and read as the same traces; a file
+    without a valid record (none, or edited since) is compared line by line as before."""
+    traces = reference(SUITE / "swe_like.jsonl")
+    path = tmp_path / "t.jsonl"
+    write_traces(traces, path)  # with its record
+    compared = []
+    line_matches = tracecolumns._line_matches
+    monkeypatch.setattr(tracecolumns, "_line_matches", lambda *a: compared.append(1) or line_matches(*a))
+    got = read(path)
+    assert compared == [] and all(map(fast, got))
+    assert_same(got, traces)
+    (tmp_path / "t.jsonl.trace-hashes").unlink()
+    got = read(path)
+    assert len(compared) == len(traces) and all(map(fast, got))
+    assert_same(got, traces)
+    write_traces(traces, path)
+    text = path.read_bytes().replace(b'"bounded":false', b'"bounded" :false', 1)  # not canonical
+    path.write_bytes(text)  # the record no longer holds: compared, and that line declined
+    compared.clear()
+    got = read(path)
+    assert len(compared) == len(traces) and [fast(t) for t in got].count(False) == 1
+    assert_same(got, reference(path))
+
+
+def test_observation_arrays_of_a_batch_equal_each_runs(suite_files):
+    """The masking batch path sizes a whole batch's observations at once: the same indices and tokens
+    as each run's own ``_observation_arrays``, runs with no user event, a user event after a tool result,
+    no events and another ratio among them."""
+    from builders import ev, swe_trace
+
+    from sim.policies.observation_masking import _batch_observation_arrays
+
+    odd = [
+        swe_trace([("a\nb", 30)] * 3, bytes_per_token=2.5),
+        swe_trace([], trace_id="no calls"),
+        dataclasses.replace(
+            swe_trace([("x" * 10, 5)], trace_id="result first"),
+            events=(ev(0, "tool_result", "r\n" * 120, 9, tool_call_id="c0"), ev(1, "user", "late", 3)),
+            calls=(),
+        ),
+        dataclasses.replace(swe_trace([], trace_id="empty"), events=(), calls=()),
+    ]
+    batches = [read(path) for path in suite_files] + [odd, odd[1:], odd[3:]]
+    for batch in batches:
+        n_obs, n_events, obs, tokens = _batch_observation_arrays(
+            [t.arrays for t in batch], [t.bytes_per_token for t in batch]
+        )
+        each = [_observation_arrays(t) for t in batch]
+        assert n_obs.tolist() == [len(o) for o, _ in each]
+        assert n_events.tolist() == [len(t.arrays.kind) for t in batch]
+        assert obs.tolist() == [i for o, _ in each for i in o.tolist()]
+        assert tokens.tolist() == [k for _, tok in each for k in tok.tolist()]
+    assert _observation_arrays(odd[2])[0].tolist() == [0]  # the late user event is no observation
+
+
 def test_a_lazy_trace_pickles_and_replaces_as_a_built_one(suite_files):
     t = read(suite_files[0])[3]
     assert fast(t)

@@ -21,8 +21,8 @@ import numpy as np
 
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
-from sim.segments import offsets, owners
-from sim.tokens import estimate_tokens, estimate_tokens_all
+from sim.segments import concat, offsets, owners
+from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN, estimate_tokens, estimate_tokens_all
 from sim.types import KIND_CODE, ItemState, Trace
 
 MASKED = ItemState.MASKED
@@ -92,15 +92,48 @@ class _Observations(NamedTuple):
     obs_after_first: np.ndarray  # per run: where its observations after the first start in ``obs``
 
 
+def _batch_observation_arrays(arrays: Sequence, ratios: Sequence[float | None]) -> tuple:
+    """``_observation_arrays`` of many runs at once (their ``TraceArrays`` and bytes_per_token), laid end
+    to end: (observations per run, events per run, every run's observation indices, every event's
+    placeholder tokens). One pass over the batch's columns instead of a dozen array calls per run
+    (a streamed corpus meets each trace once: 40 us a run was most of its replay)."""
+    n_events = np.fromiter(map(len, (a.kind for a in arrays)), np.int64, len(arrays))
+    event_off = offsets(n_events)
+    kind = concat([a.kind for a in arrays], np.int8)
+    ev_run = owners(n_events)
+    result = kind == KIND_CODE["tool_result"]
+    # a run's first user event is an observation when no tool result comes before it
+    users = np.flatnonzero(kind == KIND_CODE["user"])
+    first_user = np.full(len(arrays), np.iinfo(np.int64).max)
+    np.minimum.at(first_user, ev_run[users], users)
+    first_result = np.full(len(arrays), np.iinfo(np.int64).max)
+    results = np.flatnonzero(result)
+    np.minimum.at(first_result, ev_run[results], results)
+    opening = first_user[first_user < first_result]
+    result[opening] = True
+    obs_global = np.flatnonzero(result)
+    n_obs = np.bincount(ev_run[obs_global], minlength=len(arrays)).astype(np.int64)
+    obs = obs_global - np.repeat(event_off, n_obs)
+    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII); each event at
+    # its run's ratio: the same division, element by element, as estimate_tokens_all
+    lines = concat([a.lines for a in arrays])
+    digits = np.searchsorted(_POW10, lines, side="right") + 1
+    bpt = [SEED_BYTES_PER_TOKEN if r is None else r for r in ratios]
+    for r in dict.fromkeys(bpt):  # in order: a bad ratio fails as the first run with it would
+        estimate_tokens(0, r)  # its check of the ratio
+    per_event = np.repeat(np.asarray(bpt, dtype=np.float64), n_events)
+    nbytes = digits.astype(np.int64) + (_PLACEHOLDER_FIXED + MESSAGE_OVERHEAD_BYTES)
+    tokens = np.ceil(nbytes / per_event).astype(np.int64)
+    return n_obs, n_events, obs, tokens
+
+
 def _batch_observations(traces: Sequence[Trace]) -> _Observations:
-    pairs = [t.derived("observation_arrays", _observation_arrays) for t in traces]
-    n_obs = np.array([len(o) for o, _ in pairs], dtype=np.int64)
-    n_events = np.array([len(t.arrays.kind) for t in traces], dtype=np.int64)  # no Event objects
-    ends = [t.arrays.view_end for t in traces]
+    arrays = [t.arrays for t in traces]  # no Event objects
+    n_obs, n_events, obs, tokens = _batch_observation_arrays(arrays, [t.bytes_per_token for t in traces])
+    ends = [a.view_end for a in arrays]
     n_calls = np.array([len(v) for v in ends], dtype=np.int64)
     obs_off, event_off, first = offsets(n_obs), offsets(n_events), offsets(n_calls)
     run = owners(n_calls)
-    obs = np.concatenate([o for o, _ in pairs])
     obs_global = obs + np.repeat(event_off, n_obs)  # global positions keep runs apart
     in_view = obs_global.searchsorted(np.concatenate(ends) + event_off[run])  # observations in each view
     in_view -= obs_off[run]
@@ -109,7 +142,7 @@ def _batch_observations(traces: Sequence[Trace]) -> _Observations:
     first_calls, last_calls = first[n_calls > 0], (first + n_calls - 1)[n_calls > 0]
     out = _Observations(
         obs,
-        np.concatenate([tok for _, tok in pairs])[obs_global],
+        tokens[obs_global],
         in_view,
         lift,
         in_view + lift,
