@@ -829,8 +829,9 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
     notes: list[str] = []
     settings = _settings(spec, lambda msg: notes.append(msg) or log(msg))
     digest = digest or scenario_digest(spec.scenario)
-    # memoised on each trace: forked workers inherit the hashes instead of computing them again
-    hashes = [t.derived("trace_hash", trace_hash) for t in _traces(spec.scenario, digest)]
+    hashes = recorded_hashes(spec.scenario, digest)
+    if hashes is None:  # memoised on each trace: forked workers inherit them instead of hashing again
+        hashes = [t.derived("trace_hash", trace_hash) for t in _traces(spec.scenario, digest)]
     if not hashes:
         raise ConfigError(f"scenario '{spec.scenario}' holds no traces")
     encoded = encoded_hashes(hashes)  # once, not once per setting
@@ -842,6 +843,34 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
         keys = run_keys(hashes, s.name, params, model, spec.pricing, __version__, encoded)
         out.append((s, tuple(zip(range(len(hashes)), keys, hashes, strict=True))))
     return SweepRuns(spec, tuple(out), digest, tuple(notes))
+
+
+def recorded_hashes(scenario: str, digest: str | None) -> list[str] | None:
+    """The trace hashes of a scenario that is one canonical trace file with a valid record of its hashes
+    (``sim.storedhashes``), taken without loading a trace: planning needs only the hashes (loading 500
+    traces for them cost ~1.5 s of a 4.4 s receipt-less rerun), and whoever runs a chunk loads the
+    traces then. The record vouches only for the bytes it was written for, and ``digest`` (the
+    scenario's ``sim.plandigest`` digest the plan is keyed by) must be of those very bytes too, read
+    through the same handle. None otherwise (a folder, another format, no or a stale record): load."""
+    from sim.plandigest import open_file_digest, scenario_path
+    from sim.storedhashes import stored_hashes
+    from sim.traceio import iter_jsonl, iter_parquet
+
+    path = None if digest is None else scenario_path(scenario)
+    if path is None or not path.is_file():
+        return None
+    from sim.importers import detect
+
+    try:
+        if detect(path).load not in (iter_jsonl, iter_parquet):  # the importer loading would take
+            return None
+        with open(path, "rb") as f:
+            hashes = stored_hashes(path, f)
+            if hashes is None or open_file_digest(path.name, f) != digest:
+                return None
+    except (OSError, CtxsimError):  # unreadable or no format: loading says so
+        return None
+    return hashes
 
 
 def _init_worker(scenario: str, digest: str | None) -> None:
@@ -987,8 +1016,11 @@ def _run_parallel(
     todo: list[Chunk], workers: int, scenario: str, digest: str | None, parts_dir: Path, save
 ) -> None:
     """Chunks over a process pool; each worker writes its chunks' parts and sends back their keys."""
+    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    if multiprocessing.get_start_method() == "fork":  # loaded once here, inherited by every worker
+        _traces(scenario, digest)
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(scenario, digest))
     try:
         units = lane_units(todo, workers)
