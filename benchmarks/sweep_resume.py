@@ -99,7 +99,7 @@ def main() -> int:
     p.add_argument("--grid", choices=sorted(GRIDS), default="small")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument(
-        "--first-repeats", type=int, default=0, help="first sweeps, each into an emptied store (0: one, as is)"
+        "--first-repeats", type=int, default=0, help="first sweeps, each into an emptied store (0: one)"
     )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--executor", choices=("pool", "ray"), default="pool", help="for the first sweep")
