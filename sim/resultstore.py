@@ -245,7 +245,7 @@ def scan(
     remove_stale_temps(parts_dir, f".{INDEX}.*.tmp")
     known = read_index(parts_dir)
     out, moved, read = [], [], 0
-    for path in sorted(parts_dir.glob("part-*.parquet")):
+    for path in sorted(parts_dir.glob("part-*.parquet"), key=lambda p: p.name):  # one folder: by name
         held = known.get(path.name)
         if held is not None:
             try:
@@ -416,10 +416,49 @@ def merged(pieces: list[Any], labels: Callable[[str], tuple[str, str]] | None = 
     out = out.combine_chunks()
     out = out.take(pc.sort_indices(out.column(KEY)))
     if labels is not None:
-        got = [labels(k) for k in out.column(KEY).to_pylist()]
-        for i, name in enumerate(LABELS):
-            out = out.set_column(names.index(name), name, pa.array([g[i] for g in got]))
+        columns = labels.columns(out.column(KEY)) if isinstance(labels, KeyLabels) else None
+        if columns is None:
+            got = [labels(k) for k in out.column(KEY).to_pylist()]
+            columns = [pa.array([g[i] for g in got]) for i in range(len(LABELS))]
+        for name, column in zip(LABELS, columns, strict=True):
+            out = out.set_column(names.index(name), name, column)
     return out.combine_chunks()
+
+
+class KeyLabels:
+    """The (scenario, setting) label of each run key of a plan, given in plan order: ``keys[i]`` is
+    labelled ``texts[which[i]]``, and a key listed again keeps its first label. Called with one key it
+    answers as a dict would (KeyError for a key it does not hold); ``columns`` labels a whole column of
+    keys at once with Arrow's hash lookup (200,000 keys: ~0.05 s against ~0.5 s a Python call a key)."""
+
+    def __init__(self, keys: list[str], which: list[int], texts: list[tuple[str, str]]) -> None:
+        if len(keys) != len(which):
+            raise ValueError("KeyLabels: one label index a key")
+        self.keys, self.which, self.texts = keys, which, texts
+        self._by_key: dict[str, tuple[str, str]] | None = None
+
+    def __call__(self, key: str) -> tuple[str, str]:
+        if self._by_key is None:
+            by_key: dict[str, tuple[str, str]] = {}
+            for k, w in zip(self.keys, self.which, strict=True):
+                by_key.setdefault(k, self.texts[w])
+            self._by_key = by_key
+        return self._by_key[key]
+
+    def columns(self, keys: Any) -> list[Any] | None:
+        """The label columns (scenario, setting) of ``keys``, an Arrow text column; None when one of them
+        is not a key of the plan (or is empty)."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if keys.null_count:
+            return None
+        # index_in answers each key's first place in the value set: the first label, as __call__ gives
+        place = pc.index_in(keys, value_set=pa.array(self.keys, pa.string()))
+        if place.null_count:
+            return None
+        which = pc.take(pa.array(self.which, pa.int64()), place)
+        return [pc.take(pa.array([t[i] for t in self.texts], pa.string()), which) for i in range(len(LABELS))]
 
 
 def results_current(
@@ -467,8 +506,21 @@ def results_current(
         return False
     if labels is None:
         return True
+    columns = labels.columns(got.column(KEY)) if isinstance(labels, KeyLabels) else None
+    if columns is not None:  # compared as Arrow columns: no Python string a row
+        return all(_same_texts(got.column(name), want) for name, want in zip(LABELS, columns, strict=True))
     want = [labels(k) for k in held]
     return all(_texts(got.column(name)) == [label[i] for label in want] for i, name in enumerate(LABELS))
+
+
+def _same_texts(column: Any, want: Any) -> bool:
+    """Whether a (dictionary-encoded) text column holds exactly the texts of ``want``, row for row."""
+    import pyarrow as pa
+
+    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+    if not pa.types.is_string(kind):
+        return False
+    return column.cast(pa.string()).combine_chunks().equals(want.combine_chunks())
 
 
 def _texts(column: Any) -> list[Any]:

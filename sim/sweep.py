@@ -778,15 +778,15 @@ class SweepRuns:
         """Every run key in grid order; a key repeats when trace content and config are identical."""
         return [key for _, runs in self.settings for _, key, _ in runs]
 
-    def labels(self) -> dict[str, tuple[str, str]]:
+    def labels(self) -> Any:
         """(scenario, setting) of each key, from the first setting that names it: what this sweep writes
-        into results.parquet, whichever writer's part the row's numbers come from."""
-        out: dict[str, tuple[str, str]] = {}
-        for s, runs in self.settings:
-            label = (self.spec.scenario, " ".join(s.overrides))
-            for _, key, _ in runs:
-                out.setdefault(key, label)
-        return out
+        into results.parquet, whichever writer's part the row's numbers come from
+        (``sim.resultstore.KeyLabels``: a key's label, or a whole column's at once)."""
+        from sim.resultstore import KeyLabels
+
+        texts = [(self.spec.scenario, " ".join(s.overrides)) for s, _ in self.settings]
+        which = [i for i, (_, runs) in enumerate(self.settings) for _ in runs]
+        return KeyLabels(self.keys(), which, texts)
 
     def chunks(self, done: Iterable[str]) -> list[Chunk]:
         """The runs whose keys are not in ``done``, ``chunk_size`` at a time within a setting; a key that
@@ -939,7 +939,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     labels = runs.labels()
     if merge and not todo:
         sources = store.holders(parts, wanted)
-        sha = store.current_sha256(results, wanted, labels.__getitem__, sources)
+        sha = store.current_sha256(results, wanted, labels, sources)
         if sha is not None:
             if plan_id is not None:
                 store.write_receipt(out, plan_id, sha, sources, facts)
@@ -988,7 +988,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     others = len(store.done_keys(parts) - wanted)
     if others:
         _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
-    merged = store.merged(pieces, labels.__getitem__)
+    merged = store.merged(pieces, labels)
     n = merged.num_rows
     unpriced = merged.column("cost_microusd").null_count if "cost_microusd" in merged.schema.names else n
     if unpriced:
