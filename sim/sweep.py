@@ -11,10 +11,13 @@ the chunk size or how often the sweep was interrupted. Several sweeps may share 
 damaged part is set aside and its runs redone (``sim.resultstore``).
 
 Chunks run in this process (``workers=1``), over a pool of forked processes (``workers=N``) or as Ray
-tasks (``executor=ray``, ``sim.rayexec``). Whoever runs a chunk writes its part and hands back only its
-run keys; the traces' content hashes come from the parent (a forked worker inherits them, any other
-worker loads the scenario, checks that its bytes are the parent's and takes the parent's hashes). A rerun
-of a finished sweep whose receipt still vouches for results.parquet stops there (``sim.plandigest``).
+tasks (``executor=ray``, ``sim.rayexec``). Whoever runs a chunk writes its part and hands back its run
+keys with the table it wrote (``sim.resultstore.Part``: Arrow IPC), so the merge of a first sweep reads no
+part back; the traces' content hashes come from the parent (a forked worker inherits them, any other
+worker loads the scenario, checks that its bytes are the parent's and takes the parent's hashes), and
+the parent takes them from a canonical file's record of its hashes (``sim.storedhashes``) when it has a
+valid one, loading no trace to plan. A rerun of a finished sweep whose receipt still vouches for
+results.parquet stops there (``sim.plandigest``).
 """
 
 from __future__ import annotations
@@ -668,8 +671,8 @@ def _chunk_rows(chunk: Chunk, replays) -> list[dict[str, Any]]:
 
 
 def _run_and_save(chunk: Chunk, parts_dir: str):
-    """Run one chunk and write its part where it runs; only the part's path, keys and stat travel back
-    (a worker used to send every row to the parent, which then wrote every part one at a time)."""
+    """Run one chunk and write its part where it runs; the part's path, keys, stat and table travel back
+    (a worker used to send every row as Python dicts, and the parent wrote every part one at a time)."""
     from sim import resultstore as store
 
     return store.write_part(Path(parts_dir), _run_chunk(chunk))
@@ -1015,7 +1018,8 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
 def _run_parallel(
     todo: list[Chunk], workers: int, scenario: str, digest: str | None, parts_dir: Path, save
 ) -> None:
-    """Chunks over a process pool; each worker writes its chunks' parts and sends back their keys."""
+    """Chunks over a process pool; each worker writes its chunks' parts and sends them back (keys, stat,
+    the table written)."""
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
