@@ -506,21 +506,10 @@ def results_current(
         return False
     if labels is None:
         return True
-    columns = labels.columns(got.column(KEY)) if isinstance(labels, KeyLabels) else None
-    if columns is not None:  # compared as Arrow columns: no Python string a row
-        return all(_same_texts(got.column(name), want) for name, want in zip(LABELS, columns, strict=True))
+    # one Python call a key: Arrow's lookup (KeyLabels.columns) would import pyarrow.compute, which costs
+    # a rerun more than it saves
     want = [labels(k) for k in held]
     return all(_texts(got.column(name)) == [label[i] for label in want] for i, name in enumerate(LABELS))
-
-
-def _same_texts(column: Any, want: Any) -> bool:
-    """Whether a (dictionary-encoded) text column holds exactly the texts of ``want``, row for row."""
-    import pyarrow as pa
-
-    kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
-    if not pa.types.is_string(kind):
-        return False
-    return column.cast(pa.string()).combine_chunks().equals(want.combine_chunks())
 
 
 def _texts(column: Any) -> list[Any]:
