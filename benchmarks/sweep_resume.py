@@ -3,7 +3,7 @@
 how its CPU splits between the parent process and its workers.
 
     .venv/bin/python benchmarks/sweep_resume.py [--grid small|large|20x20] [--repeats 5] [--keep DIR]
-        [--workers 2] [--executor pool|ray] [--no-receipt] [--no-index] [--code DIR]
+        [--first-repeats N] [--workers 2] [--executor pool|ray] [--no-receipt] [--no-index] [--code DIR]
 
 ``small`` is ``experiment=size_seed_engine`` (6 x 6, 1,462 runs over the embedded suite); ``large`` adds
 ``policy.summary_ratio`` with 5 values (7,310 runs); ``20x20`` is the seed engine over 20 limits x 20
@@ -11,7 +11,9 @@ recent-history budgets (400 settings, all valid) and 500 SWE-like runs (``scenar
 ``scenarios.make_suite.SEED``): 200,000 runs in 3,200 parts at the default chunk size. The sweep runs
 once (not timed as a resume), then the same command is repeated; each repeat is one process, measured on
 its own (``os.wait4``: user + system CPU, wall, peak RSS). The first sweep runs in a driver process that
-reports its own CPU (``RUSAGE_SELF``) beside its pool workers' (``RUSAGE_CHILDREN``).
+reports its own CPU (``RUSAGE_SELF``) beside its pool workers' (``RUSAGE_CHILDREN``); ``--first-repeats N``
+runs it N times, each into an emptied store (with ``--keep``: the corpus is kept, the store remade), and
+gives the medians; the resumes then use the last.
 
 ``--no-receipt`` deletes ``results.receipt.json`` before each repeat: the rerun of a store whose receipt is
 missing or stale (another plan, ctxsim's code changed) takes the full path — compose, load and hash,
@@ -96,6 +98,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--grid", choices=sorted(GRIDS), default="small")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument(
+        "--first-repeats", type=int, default=0, help="first sweeps, each into an emptied store (0: one)"
+    )
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--executor", choices=("pool", "ray"), default="pool", help="for the first sweep")
     p.add_argument("--keep", type=Path, help="sweep into this folder and keep it (reused when present)")
@@ -112,17 +117,29 @@ def main() -> int:
     first = [*words, f"workers={args.workers}"]
     if args.executor == "ray":
         first.append("executor=ray")
-    cpu, wall, rss, rc, err = timed([python, "-c", DRIVER, *first], args.code)
-    if rc != 0:
-        print(f"the first sweep failed (exit {rc}): ctxsim {' '.join(first)}", file=sys.stderr)
-        return rc
-    split = json.loads(err.strip().splitlines()[-1])
-    print(
-        f"{args.grid} grid: first sweep ({args.executor}, workers={args.workers}) {wall:.1f} s wall "
-        f"(loaded), {cpu:.1f} s CPU, peak RSS {rss:,.0f} MiB; parent {split['self']:.1f} s CPU, pool workers "
-        f"{split['children']:.1f} s CPU: parent share {split['self'] / max(cpu, 1e-9):.1%}"
-    )
     store = folder / "sweep"
+    firsts = []
+    for _ in range(max(1, args.first_repeats)):
+        if args.first_repeats:  # each a first sweep: into an empty store
+            shutil.rmtree(store, ignore_errors=True)
+        cpu, wall, rss, rc, err = timed([python, "-c", DRIVER, *first], args.code)
+        if rc != 0:
+            print(f"the first sweep failed (exit {rc}): ctxsim {' '.join(first)}", file=sys.stderr)
+            return rc
+        split = json.loads(err.strip().splitlines()[-1])
+        firsts.append((cpu, wall, rss, split["self"], split["children"]))
+        print(
+            f"{args.grid} grid: first sweep ({args.executor}, workers={args.workers}) {wall:.1f} s wall "
+            f"(loaded), {cpu:.1f} s CPU, peak RSS {rss:,.0f} MiB; parent {split['self']:.1f} s CPU, pool "
+            f"workers {split['children']:.1f} s CPU: parent share {split['self'] / max(cpu, 1e-9):.1%}"
+        )
+    if len(firsts) > 1:
+        cpu, wall, rss, me, kids = (statistics.median(col) for col in zip(*firsts, strict=True))
+        print(
+            f"first sweep, median of {len(firsts)}: {cpu:.2f} s CPU (min {min(f[0] for f in firsts):.2f}, "
+            f"max {max(f[0] for f in firsts):.2f}), parent {me:.2f} s CPU, pool workers {kids:.2f} s CPU, "
+            f"{wall:.2f} s wall (loaded), peak RSS {rss:,.0f} MiB"
+        )
     gone = [store / "results.receipt.json"] if args.no_receipt else []
     gone += [store / "parts" / "index.json"] if args.no_index else []
     what = " and ".join(p.name for p in gone) or "nothing"

@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
 
@@ -52,10 +52,24 @@ def tree_digest(root: Path) -> str:
     files = [(root.name, root)] if root.is_file() else _files(root)
     for name, path in files:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            h.update(f"{name}\x00{size}\x00".encode())
-            while block := f.read(_BLOCK):
-                h.update(block)
+            _digest_file(h, name, f)
+    return h.hexdigest()
+
+
+def _digest_file(h: Any, name: str, f: BinaryIO) -> None:
+    size = os.fstat(f.fileno()).st_size
+    h.update(f"{name}\x00{size}\x00".encode())
+    while block := f.read(_BLOCK):
+        h.update(block)
+
+
+def open_file_digest(name: str, f: BinaryIO) -> str:
+    """``tree_digest`` of a single file named ``name``, over the bytes of its open handle ``f`` from its
+    start (left at its start): the bytes another reader of the same handle checked are the ones digested."""
+    h = hashlib.sha256()
+    f.seek(0)
+    _digest_file(h, name, f)
+    f.seek(0)
     return h.hexdigest()
 
 

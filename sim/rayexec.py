@@ -6,7 +6,7 @@ Each task is one work unit of ``sim.sweep.lane_units``, as the in-process pool r
 seed-engine chunks of the same runs whose settings differ only in the grid knobs, replayed together as
 lanes. A task loads the scenario once per Ray worker process, checks that the scenario's bytes are the
 ones the parent planned from, takes the parent's trace hashes, replays its unit and writes each chunk's
-part into ``results.path/parts/`` itself, returning only the parts' keys. So the parts, and the
+part into ``results.path/parts/`` itself, returning the parts' keys and tables. So the parts, and the
 results.parquet merged from them, are the ones the in-process pool writes, byte for byte.
 ``results.path`` and the scenario must be readable (the parts folder writable) at the same paths on
 every node, and every node must run the same ctxsim (checked per task). Without an address a local Ray

@@ -11,10 +11,13 @@ the chunk size or how often the sweep was interrupted. Several sweeps may share 
 damaged part is set aside and its runs redone (``sim.resultstore``).
 
 Chunks run in this process (``workers=1``), over a pool of forked processes (``workers=N``) or as Ray
-tasks (``executor=ray``, ``sim.rayexec``). Whoever runs a chunk writes its part and hands back only its
-run keys; the traces' content hashes come from the parent (a forked worker inherits them, any other
-worker loads the scenario, checks that its bytes are the parent's and takes the parent's hashes). A rerun
-of a finished sweep whose receipt still vouches for results.parquet stops there (``sim.plandigest``).
+tasks (``executor=ray``, ``sim.rayexec``). Whoever runs a chunk writes its part and hands back its run
+keys with the table it wrote (``sim.resultstore.Part``: Arrow IPC), so the merge of a first sweep reads no
+part back; the traces' content hashes come from the parent (a forked worker inherits them, any other
+worker loads the scenario, checks that its bytes are the parent's and takes the parent's hashes), and
+the parent takes them from a canonical file's record of its hashes (``sim.storedhashes``) when it has a
+valid one, loading no trace to plan. A rerun of a finished sweep whose receipt still vouches for
+results.parquet stops there (``sim.plandigest``).
 """
 
 from __future__ import annotations
@@ -668,8 +671,8 @@ def _chunk_rows(chunk: Chunk, replays) -> list[dict[str, Any]]:
 
 
 def _run_and_save(chunk: Chunk, parts_dir: str):
-    """Run one chunk and write its part where it runs; only the part's path, keys and stat travel back
-    (a worker used to send every row to the parent, which then wrote every part one at a time)."""
+    """Run one chunk and write its part where it runs; the part's path, keys, stat and table travel back
+    (a worker used to send every row as Python dicts, and the parent wrote every part one at a time)."""
     from sim import resultstore as store
 
     return store.write_part(Path(parts_dir), _run_chunk(chunk))
@@ -778,15 +781,15 @@ class SweepRuns:
         """Every run key in grid order; a key repeats when trace content and config are identical."""
         return [key for _, runs in self.settings for _, key, _ in runs]
 
-    def labels(self) -> dict[str, tuple[str, str]]:
+    def labels(self) -> Any:
         """(scenario, setting) of each key, from the first setting that names it: what this sweep writes
-        into results.parquet, whichever writer's part the row's numbers come from."""
-        out: dict[str, tuple[str, str]] = {}
-        for s, runs in self.settings:
-            label = (self.spec.scenario, " ".join(s.overrides))
-            for _, key, _ in runs:
-                out.setdefault(key, label)
-        return out
+        into results.parquet, whichever writer's part the row's numbers come from
+        (``sim.resultstore.KeyLabels``: a key's label, or a whole column's at once)."""
+        from sim.resultstore import KeyLabels
+
+        texts = [(self.spec.scenario, " ".join(s.overrides)) for s, _ in self.settings]
+        which = [i for i, (_, runs) in enumerate(self.settings) for _ in runs]
+        return KeyLabels(self.keys(), which, texts)
 
     def chunks(self, done: Iterable[str]) -> list[Chunk]:
         """The runs whose keys are not in ``done``, ``chunk_size`` at a time within a setting; a key that
@@ -829,8 +832,9 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
     notes: list[str] = []
     settings = _settings(spec, lambda msg: notes.append(msg) or log(msg))
     digest = digest or scenario_digest(spec.scenario)
-    # memoised on each trace: forked workers inherit the hashes instead of computing them again
-    hashes = [t.derived("trace_hash", trace_hash) for t in _traces(spec.scenario, digest)]
+    hashes = recorded_hashes(spec.scenario, digest)
+    if hashes is None:  # memoised on each trace: forked workers inherit them instead of hashing again
+        hashes = [t.derived("trace_hash", trace_hash) for t in _traces(spec.scenario, digest)]
     if not hashes:
         raise ConfigError(f"scenario '{spec.scenario}' holds no traces")
     encoded = encoded_hashes(hashes)  # once, not once per setting
@@ -842,6 +846,34 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
         keys = run_keys(hashes, s.name, params, model, spec.pricing, __version__, encoded)
         out.append((s, tuple(zip(range(len(hashes)), keys, hashes, strict=True))))
     return SweepRuns(spec, tuple(out), digest, tuple(notes))
+
+
+def recorded_hashes(scenario: str, digest: str | None) -> list[str] | None:
+    """The trace hashes of a scenario that is one canonical trace file with a valid record of its hashes
+    (``sim.storedhashes``), taken without loading a trace: planning needs only the hashes (loading 500
+    traces for them cost ~1.5 s of a 4.4 s receipt-less rerun), and whoever runs a chunk loads the
+    traces then. The record vouches only for the bytes it was written for, and ``digest`` (the
+    scenario's ``sim.plandigest`` digest the plan is keyed by) must be of those very bytes too, read
+    through the same handle. None otherwise (a folder, another format, no or a stale record): load."""
+    from sim.plandigest import open_file_digest, scenario_path
+    from sim.storedhashes import stored_hashes
+    from sim.traceio import iter_jsonl, iter_parquet
+
+    path = None if digest is None else scenario_path(scenario)
+    if path is None or not path.is_file():
+        return None
+    from sim.importers import detect
+
+    try:
+        if detect(path).load not in (iter_jsonl, iter_parquet):  # the importer loading would take
+            return None
+        with open(path, "rb") as f:
+            hashes = stored_hashes(path, f)
+            if hashes is None or open_file_digest(path.name, f) != digest:
+                return None
+    except (OSError, CtxsimError):  # unreadable or no format: loading says so
+        return None
+    return hashes
 
 
 def _init_worker(scenario: str, digest: str | None) -> None:
@@ -910,7 +942,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     labels = runs.labels()
     if merge and not todo:
         sources = store.holders(parts, wanted)
-        sha = store.current_sha256(results, wanted, labels.__getitem__, sources)
+        sha = store.current_sha256(results, wanted, labels, sources)
         if sha is not None:
             if plan_id is not None:
                 store.write_receipt(out, plan_id, sha, sources, facts)
@@ -959,7 +991,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     others = len(store.done_keys(parts) - wanted)
     if others:
         _note(f"{parts_dir} also holds {others} runs of other settings; results.parquet leaves them out")
-    merged = store.merged(pieces, labels.__getitem__)
+    merged = store.merged(pieces, labels)
     n = merged.num_rows
     unpriced = merged.column("cost_microusd").null_count if "cost_microusd" in merged.schema.names else n
     if unpriced:
@@ -986,9 +1018,13 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
 def _run_parallel(
     todo: list[Chunk], workers: int, scenario: str, digest: str | None, parts_dir: Path, save
 ) -> None:
-    """Chunks over a process pool; each worker writes its chunks' parts and sends back their keys."""
+    """Chunks over a process pool; each worker writes its chunks' parts and sends them back (keys, stat,
+    the table written)."""
+    import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    if multiprocessing.get_start_method() == "fork":  # loaded once here, inherited by every worker
+        _traces(scenario, digest)
     pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(scenario, digest))
     try:
         units = lane_units(todo, workers)

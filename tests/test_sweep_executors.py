@@ -355,3 +355,149 @@ def test_a_receipt_vouches_only_for_a_file_that_reads_nothing_beside_it(tmp_path
     (tmp_path / "args.yaml").write_text("agent: {}\n", encoding="utf-8")
     assert scenario_digest(str(traj)) is None
     assert scenario_digest(str(tmp_path)) is not None  # a folder's digest holds args.yaml itself
+
+
+# ------------------------------------------------------------------------------------ the first merge
+def _part_reads(monkeypatch) -> list[str]:
+    """Record every whole-file Parquet read of a part (``ParquetFile.read`` of a ``part-*`` file)."""
+    import pyarrow.parquet as pqm
+
+    reads: list[str] = []
+    real_init, real_read = pqm.ParquetFile.__init__, pqm.ParquetFile.read
+
+    def init(self, source, *a, **k):
+        self._spy_name = os.path.basename(str(source))
+        real_init(self, source, *a, **k)
+
+    def read(self, *a, **k):
+        if getattr(self, "_spy_name", "").startswith("part-") and not (a or k.get("columns")):
+            reads.append(self._spy_name)
+        return real_read(self, *a, **k)
+
+    monkeypatch.setattr(pqm.ParquetFile, "__init__", init)
+    monkeypatch.setattr(pqm.ParquetFile, "read", read)
+    return reads
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_first_sweep_merges_from_the_tables_it_wrote(corpus, tmp_path, monkeypatch, workers):
+    """The merge of a first sweep reads no part back (each writer hands back the table it wrote), and
+    results.parquet is byte for byte the merge that reads every part (``merge_parts``) and the row merge."""
+    from sim.sweep import merge_parts
+
+    out = tmp_path / f"w{workers}"
+    spec = _spec(corpus, out, policy="seed_engine", grid=("policy.context_token_limit=24000,32000",))
+    reads = _part_reads(monkeypatch)
+    results = run_sweep(spec, workers=workers, progress=False)
+    assert reads == []
+    assert len(list((out / "parts").glob("part-*.parquet"))) == 4
+    first = results.read_bytes()
+    monkeypatch.undo()
+    for name in ("results.parquet", "results.receipt.json"):
+        (out / name).unlink()
+    assert merge_parts(out).read_bytes() == first
+    labels = {r["run_key"]: (r["scenario"], r["setting"]) for r in pq.read_table(results).to_pylist()}
+    assert _row_merge(out / "parts", labels.__getitem__) == first
+
+
+def test_a_part_changed_since_it_was_written_is_read_again(tmp_path, monkeypatch):
+    """A part's table held in memory stands for the file only while the file is the one written: another
+    writer's file under the same name (same keys) is read, its rows are the ones merged."""
+    import time
+
+    import sim.resultstore as store
+
+    parts_dir = tmp_path / "parts"
+    rows = [{"run_key": f"{i:064x}", "trace_hash": f"h{i}", "policy": "p", "x": i} for i in range(3)]
+    part = store.write_part(parts_dir, rows)
+    assert part.table is not None and part.table.column("x").to_pylist() == [0, 1, 2]
+    reads = _part_reads(monkeypatch)
+    pieces, missing = store.collect([part], part.keys, print)
+    assert reads == [] and missing == set() and pieces[0].column("x").to_pylist() == [0, 1, 2]
+    time.sleep(0.01)
+    store.write_table([{**r, "x": 10 * r["x"]} for r in rows], part.path)  # the same name, other bytes
+    pieces, missing = store.collect([part], part.keys, print)
+    assert reads == [part.path.name] and pieces[0].column("x").to_pylist() == [0, 10, 20]
+    part.path.unlink()
+    assert store.collect([part], part.keys, print) == ([], set(part.keys))  # gone: its runs are redone
+
+
+def test_a_part_travels_with_its_table(tmp_path):
+    import pickle
+
+    import sim.resultstore as store
+
+    rows = [{"run_key": f"{i:064x}", "trace_hash": "h", "policy": "p", "x": None, "y": 0.5} for i in range(2)]
+    part = store.write_part(tmp_path, rows)
+    back = pickle.loads(pickle.dumps(part))
+    assert back == part and back.path == part.path and back.identity == part.identity
+    assert back.table.schema.equals(part.table.schema, check_metadata=True) and back.table.equals(part.table)
+    assert back.table.equals(pq.read_table(part.path))
+    scanned = store.Part(part.path, part.keys, part.mtime_ns, part.identity)
+    assert pickle.loads(pickle.dumps(scanned)).table is None
+
+
+def test_file_sha256_is_the_sha256_of_the_bytes(tmp_path):
+    import hashlib
+
+    import sim.resultstore as store
+
+    path = tmp_path / "f.bin"
+    data = bytes(range(256)) * 5000  # more than one read block
+    path.write_bytes(data)
+    assert store.file_sha256(path) == hashlib.sha256(data).hexdigest()
+
+
+# ------------------------------------------------------------------------------- planning from a record
+def test_plan_takes_a_canonical_files_recorded_hashes_without_loading_it(corpus, tmp_path, monkeypatch):
+    """With a valid record of its hashes (``sim.storedhashes``) a canonical file is not loaded to plan,
+    and the plan is the one loading gives; without a record, with a stale one, or a folder, it loads."""
+    import shutil
+
+    import sim.sweep as sweep
+    from sim.storedhashes import record_path
+
+    plain = tmp_path / "plain" / corpus.name  # the same bytes without the record: loaded and hashed
+    plain.parent.mkdir()
+    shutil.copyfile(corpus, plain)
+    sweep._TRACES.clear()
+    want = sweep.plan(_spec(plain, tmp_path / "a"), log=lambda _m: None)
+
+    kept = tmp_path / "kept" / corpus.name
+    kept.parent.mkdir()
+    shutil.copyfile(corpus, kept)
+    shutil.copyfile(record_path(corpus), record_path(kept))
+    loads: list[str] = []
+    real = sweep.load_scenario
+    monkeypatch.setattr(sweep, "load_scenario", lambda s: loads.append(s) or real(s))
+    sweep._TRACES.clear()
+    got = sweep.plan(_spec(kept, tmp_path / "b"), log=lambda _m: None)
+    assert loads == []
+    assert [[run for run in runs] for _, runs in got.settings] == [[r for r in rs] for _, rs in want.settings]
+
+    kept.write_bytes(corpus.read_bytes() + b"\n")  # other bytes: the record is stale, the file is loaded
+    again = sweep.plan(_spec(kept, tmp_path / "c"), log=lambda _m: None)
+    assert loads == [str(kept)] and again.keys() == want.keys()
+    sweep._TRACES.clear()
+    sweep.plan(_spec(kept.parent, tmp_path / "d"), log=lambda _m: None)  # a folder: loaded
+    assert loads == [str(kept), str(kept.parent)]
+
+
+def test_key_labels_answer_as_the_first_setting_naming_a_key():
+    """A key listed twice keeps its first label, for one key and for a whole column of keys alike; a
+    column holding a key the plan does not hold gets no labels (the caller then says not current)."""
+    import pyarrow as pa
+
+    from sim.resultstore import KeyLabels
+
+    keys = ["c", "a", "b", "a", "d", "c"]
+    labels = KeyLabels(keys, [0, 0, 1, 1, 2, 2], [("s", "x=1"), ("s", "x=2"), ("t", "x=3")])
+    asked = ["a", "b", "c", "d", "a"]
+    want = [("s", "x=1"), ("s", "x=2"), ("s", "x=1"), ("t", "x=3"), ("s", "x=1")]
+    assert [labels(k) for k in asked] == want
+    columns = labels.columns(pa.chunked_array([asked[:2], asked[2:]]))
+    assert [c.to_pylist() for c in columns] == [[w[0] for w in want], [w[1] for w in want]]
+    assert labels.columns(pa.chunked_array([["a", "e"]])) is None
+    assert labels.columns(pa.chunked_array([["a", None]])) is None
+    with pytest.raises(KeyError):
+        labels("e")
