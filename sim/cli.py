@@ -310,73 +310,19 @@ def _collecting_less(items: Iterator) -> Iterator:
 
 def _stream_csv_columns(columns: dict[str, list], header: list[str] | None) -> list[str] | None:
     """``_stream_csv`` of the rows ``columns`` hold (``sim.tables.table_columns``: every row has its keys,
-    in its order), the same bytes, written a column at a time: each column's cells formatted as
-    ``csv_text`` formats them, and the rows joined in one pass (by the csv writer when a cell needs
-    quoting). Returns the header."""
+    in its order), the same bytes, written a column at a time (``sim.tables.csv_columns_text``). Returns
+    the header."""
+    from sim.tables import csv_columns_text
+
     names = list(columns)
-    n = len(columns[names[0]]) if names else 0
-    if not n:
+    if not names or not len(columns[names[0]]):
         return header
     if header is not None and names != header:  # another column order: a row at a time, as it always was
         return _stream_csv(
             [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)], header
         )
-    cells, texts, constant = [], [], []
-    for values in columns.values():
-        got, numbers, same = _csv_cells(values)
-        cells.append(got)
-        constant.append(same)
-        if not numbers:  # a number's cell is digits, a sign, a point, an exponent: never quoted
-            texts.append(got if not same else got[:1])
-    if len(names) > 1 and not any(_CSV_SPECIAL.search(t) for t in (*names, *map("".join, texts))):
-        # no cell the writer would quote: its rows are the cells joined by commas, as it writes them,
-        # the columns of one value written into a template once and the others filled in per row
-        pairs = list(zip(cells, constant, strict=True))
-        template = ",".join(c[0].replace("%", "%%") if same else "%s" for c, same in pairs)
-        varying = [c for c, same in pairs if not same]
-        if varying:
-            rows = "\n".join(map(template.__mod__, zip(*varying, strict=True)))
-        else:
-            rows = "\n".join([template % ()] * n)
-        sys.stdout.write((",".join(names) + "\n" if header is None else "") + rows + "\n")
-        return names
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    if header is None:
-        w.writerow(names)
-    w.writerows(zip(*cells, strict=True))
-    sys.stdout.write(buf.getvalue())
+    sys.stdout.write(csv_columns_text(columns, with_header=header is None))
     return names
-
-
-# what the csv writer may quote or escape (delimiter, quote, line breaks; control characters to be safe)
-_CSV_SPECIAL = re.compile(r'[,"\x00-\x1f\x7f]')
-_NUMBERS = {int, float, bool, type(None)}
-
-
-def _csv_cells(values: list) -> tuple[list[str], bool, bool]:
-    """A column's CSV cells as ``sim.tables.csv_text`` writes them (None and non-finite floats empty,
-    floats by ``repr``, the rest by ``str``), by the column's one type where it has one; whether the
-    column holds numbers only (None, bool, int, float); and whether it holds one value throughout."""
-    from math import isfinite
-
-    from sim.tables import _fmt
-
-    first, n = values[0], len(values)
-    kinds = set(map(type, values))
-    # one value throughout (of one type, compared equal; a float 0.0 may stand for a -0.0: not taken)
-    if len(kinds) == 1 and type(first) is not float and values.count(first) == n:
-        return [""] * n if first is None else [_fmt(first)] * n, kinds <= _NUMBERS, True
-    if kinds == {str}:
-        return values, False, False
-    if kinds == {int}:
-        return list(map(str, values)), True, False
-    if kinds == {float} and all(map(isfinite, values)):
-        return list(map(repr, values)), True, False
-    return ["" if v is None else _fmt(v) for v in values], kinds <= _NUMBERS, False
 
 
 def _transforms(args: argparse.Namespace) -> list[Any]:

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
@@ -162,6 +163,63 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else ""
     return str(v)
+
+
+def csv_columns_text(columns: dict[str, list], with_header: bool = True) -> str:
+    """``csv_text`` of the rows ``columns`` hold (every row has every column, in this order; at least
+    one row), the same bytes, built a column at a time: each column's cells formatted once (one value
+    throughout: once), and the rows joined in one pass, by the csv writer only when a cell needs
+    quoting."""
+    names = list(columns)
+    n = len(columns[names[0]])
+    cells, texts, constant = [], [], []
+    for values in columns.values():
+        got, numbers, same = _csv_cells(values)
+        cells.append(got)
+        constant.append(same)
+        if not numbers:  # a number's cell is digits, a sign, a point, an exponent: never quoted
+            texts.append(got if not same else got[:1])
+    head = ",".join(names) + "\n" if with_header else ""
+    if len(names) > 1 and not any(_CSV_SPECIAL.search(t) for t in (*names, *map("".join, texts))):
+        # no cell the writer would quote: its rows are the cells joined by commas, as it writes them,
+        # the columns of one value written into a template once and the others filled in per row
+        pairs = list(zip(cells, constant, strict=True))
+        template = ",".join(c[0].replace("%", "%%") if same else "%s" for c, same in pairs)
+        varying = [c for c, same in pairs if not same]
+        if varying:
+            rows = "\n".join(map(template.__mod__, zip(*varying, strict=True)))
+        else:
+            rows = "\n".join([template % ()] * n)
+        return head + rows + "\n"
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    if with_header:
+        w.writerow(names)
+    w.writerows(zip(*cells, strict=True))
+    return buf.getvalue()
+
+
+# what the csv writer may quote or escape (delimiter, quote, line breaks; control characters to be safe)
+_CSV_SPECIAL = re.compile(r'[,"\x00-\x1f\x7f]')
+_NUMBERS = {int, float, bool, type(None)}
+
+
+def _csv_cells(values: list) -> tuple[list[str], bool, bool]:
+    """A column's CSV cells as ``csv_text`` writes them (None and non-finite floats empty, floats by
+    ``repr``, the rest by ``str``), by the column's one type where it has one; whether the column holds
+    numbers only (None, bool, int, float); and whether it holds one value throughout."""
+    first, n = values[0], len(values)
+    kinds = set(map(type, values))
+    # one value throughout (of one type, compared equal; a float 0.0 may stand for a -0.0: not taken)
+    if len(kinds) == 1 and type(first) is not float and values.count(first) == n:
+        return [""] * n if first is None else [_fmt(first)] * n, kinds <= _NUMBERS, True
+    if kinds == {str}:
+        return values, False, False
+    if kinds == {int}:
+        return list(map(str, values)), True, False
+    if kinds == {float} and all(map(math.isfinite, values)):
+        return list(map(repr, values)), True, False
+    return ["" if v is None else _fmt(v) for v in values], kinds <= _NUMBERS, False
 
 
 def check_table_path(path: Path, what: str) -> None:
