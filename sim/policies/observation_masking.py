@@ -22,7 +22,7 @@ import numpy as np
 from sim.batchmemo import batch_derived
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.segments import concat, offsets, owners
-from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN, estimate_tokens, estimate_tokens_all
+from sim.tokens import estimate_tokens, estimate_tokens_all
 from sim.types import KIND_CODE, ItemState, Trace
 
 MASKED = ItemState.MASKED
@@ -56,17 +56,9 @@ def placeholder_sizes(trace: Trace) -> tuple[tuple[int, int], ...]:
 
 def _observation_arrays(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """Observation indices, and every event's placeholder tokens, as arrays: ``observations`` and
-    ``placeholder_sizes`` read from the trace's columns (no event objects; a placeholder's size depends
-    on its line count only, so each distinct count is sized once)."""
-    a = trace.arrays
-    obs = np.flatnonzero(a.kind == KIND_CODE["tool_result"])
-    users = np.flatnonzero(a.kind == KIND_CODE["user"])
-    if len(users) and (not len(obs) or users[0] < obs[0]):
-        obs = np.concatenate([users[:1], obs])
-    obs = obs.astype(np.int64)
-    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII)
-    digits = np.searchsorted(_POW10, a.lines, side="right") + 1
-    tokens = estimate_tokens_all(digits + _PLACEHOLDER_FIXED, trace.bytes_per_token)
+    ``placeholder_sizes`` read from the trace's columns (no event objects); one run of
+    ``_batch_observation_arrays``."""
+    _, _, obs, tokens = _batch_observation_arrays([trace.arrays], [trace.bytes_per_token])
     obs.setflags(write=False)
     tokens.setflags(write=False)
     return obs, tokens
@@ -114,16 +106,20 @@ def _batch_observation_arrays(arrays: Sequence, ratios: Sequence[float | None]) 
     obs_global = np.flatnonzero(result)
     n_obs = np.bincount(ev_run[obs_global], minlength=len(arrays)).astype(np.int64)
     obs = obs_global - np.repeat(event_off, n_obs)
-    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII); each event at
-    # its run's ratio: the same division, element by element, as estimate_tokens_all
+    # a placeholder's bytes are its fixed text's plus its line count's digits (ASCII), sized at its
+    # run's ratio by estimate_tokens_all: once per distinct ratio, in order (a bad ratio fails as the
+    # first run with it would)
     lines = concat([a.lines for a in arrays])
-    digits = np.searchsorted(_POW10, lines, side="right") + 1
-    bpt = [SEED_BYTES_PER_TOKEN if r is None else r for r in ratios]
-    for r in dict.fromkeys(bpt):  # in order: a bad ratio fails as the first run with it would
-        estimate_tokens(0, r)  # its check of the ratio
-    per_event = np.repeat(np.asarray(bpt, dtype=np.float64), n_events)
-    nbytes = digits.astype(np.int64) + (_PLACEHOLDER_FIXED + MESSAGE_OVERHEAD_BYTES)
-    tokens = np.ceil(nbytes / per_event).astype(np.int64)
+    nbytes = np.searchsorted(_POW10, lines, side="right") + (1 + _PLACEHOLDER_FIXED)
+    distinct = list(dict.fromkeys(ratios))
+    if len(distinct) == 1:
+        tokens = estimate_tokens_all(nbytes, distinct[0])
+    else:
+        which = np.repeat(np.array([distinct.index(r) for r in ratios], dtype=np.int64), n_events)
+        tokens = np.empty(len(nbytes), dtype=np.int64)
+        for j, r in enumerate(distinct):
+            at = which == j
+            tokens[at] = estimate_tokens_all(nbytes[at], r)
     return n_obs, n_events, obs, tokens
 
 
