@@ -502,15 +502,10 @@ def totals_columns(
     f = np.asarray(facts, dtype=np.int64).reshape(len(fs), -1)
     t = np.asarray(tokens, dtype=np.int64).reshape(len(fs), 4)
     ks = np.asarray(kinds_seen, dtype=np.int64).reshape(len(fs), _K)
-    # one block, a row per field (LedgerTotals order), filled in a few array steps
-    out = np.empty((len(LedgerTotals._fields), len(fs)), dtype=np.int64)
-    out[0], out[8] = fs, ts
-    out[2:8] = f[:, :6].T
-    np.subtract(fs, out[2:8].sum(axis=0), out=out[1])
-    out[10:14] = t.T
-    np.subtract(ts, out[10:14].sum(axis=0), out=out[9])
-    out[14 : 14 + _K] = ks.T
-    out[14 + _K :] = f[:, 6:].T
+    # one block, a row per field in LedgerTotals order (one stack of the 1-D and 2-D pieces)
+    out = np.vstack(
+        [fs, fs - f[:, :6].sum(axis=1), f[:, :6].T, ts, ts - t.sum(axis=1), t.T, ks.T, f[:, 6:].T]
+    )
     return dict(zip(LedgerTotals._fields, int_lists(out), strict=True))
 
 
