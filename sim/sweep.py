@@ -913,6 +913,13 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     returns the path of the merged ``results.parquet``. Interrupt it at any moment and run it again
     with the same spec: finished chunks are kept, the rest is redone. Other sweeps may write the same
     folder at the same time; a rerun of a finished sweep whose results.parquet is current only checks."""
+    from sim.interrupts import remembered_interrupts
+
+    with remembered_interrupts() as check:  # a Ctrl-C swallowed by a finalizer still stops the sweep
+        return _run_sweep(spec, workers, progress, merge, check)
+
+
+def _run_sweep(spec: SweepSpec, workers: int, progress: bool, merge: bool, check: Callable[[], None]) -> Path:
     from sim import __version__
     from sim import resultstore as store
     from sim.plandigest import plan_digest, scenario_digest
@@ -956,6 +963,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     def save(chunk: Chunk, part) -> None:
         parts.append(part)
         prog.update(len(part.keys))
+        check()
 
     for _ in range(_MERGE_ROUNDS):
         try:
@@ -969,6 +977,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
                         save(chunk, part)
             else:
                 _run_parallel(todo, workers, spec.scenario, runs.scenario_digest, parts_dir, save)
+            check()
         except KeyboardInterrupt:
             if prog.tty:
                 print(file=sys.stderr)
@@ -1003,6 +1012,7 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
             f"price): their cost is empty; price them with pricing=MODEL (or --pricing MODEL), one of "
             f"{choices}"
         )
+    check()
     sha = store.write_table(merged, results)
     present = [p for p in parts if p.path.exists()]
     store.write_index(parts_dir, present)  # the next scan takes these parts' keys from it

@@ -151,14 +151,17 @@ def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
 
     out = tmp_path / "int"
     kw = dict(chunk_size=1, grid=("policy.n=1,2,3,5,10",))
-    # a slowed-down copy of the sweep in a subprocess: chunks of one run, 40 runs, ~0.05 s each
+    # a slowed-down copy of the sweep in a subprocess: chunks of one run, 40 runs, ~0.05 s each for the
+    # first 12, then one that waits for the signal
     code = textwrap.dedent(
         f"""
         import time
         import sim.sweep as s
         _orig = s._run_chunk
+        ran = [0]
         def slow(chunk):
-            time.sleep(0.05)
+            ran[0] += 1
+            time.sleep(0.05 if ran[0] <= 12 else 60)  # cannot finish before the signal, however loaded
             return _orig(chunk)
         s._run_chunk = slow
         spec = s.SweepSpec(policy="observation_masking", grid={kw["grid"]!r}, scenario={str(corpus)!r},
