@@ -485,7 +485,9 @@ class _Trajectory:
     prefix sums and running maxima over the run's per-call tables; only the status line's tokens feed
     back (they count the tokens so far), solved by iterating to the fixed point."""
 
-    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray):
+    def __init__(
+        self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray, plan=None
+    ):
         K = lanes.K
         n = s.shape[1]
         off = np.zeros(n + 1, dtype=np.int64)
@@ -507,7 +509,15 @@ class _Trajectory:
         self.app, self.out = app, out
         self.ve = ve = self.cumsum(app)
         ve += np.repeat(s[_VE], width)
-        total = prefix_at + np.repeat(s[_DELTA], width)
+        self.dtot = dtot = np.repeat(s[_DELTA], width)  # each entry's net change
+        if plan is not None:  # prune-only firings inside the blocks (``_Chain``): their changes
+            at, d_delta, d_ve = plan[:3]
+            step = np.zeros(N, dtype=np.int64)
+            step[at] = d_delta
+            dtot = self.dtot = dtot + self.cumsum(step)
+            step[at] = d_ve
+            ve += self.cumsum(step)
+        total = prefix_at + dtot
         base = total + resid
         tok0 = np.repeat(s[_TOKENS], width)
         last = np.empty(N, dtype=np.int64)
@@ -539,6 +549,8 @@ class _Trajectory:
         stable = np.empty(N, dtype=np.int64)
         stable[1:] = total[:-1]
         stable[head] = s[_PREV]
+        if plan is not None:  # (a firing's stable prefix: what its change leaves, ``_compact``)
+            stable[plan[3]] = plan[4]
         self.stable = stable
         rules = lanes.rules
         cacheable = total >= rules.min_prefix_tokens
@@ -586,6 +598,105 @@ class _Trajectory:
         return cols if names is None else {name: cols[name] for name in names}
 
 
+class _Chain:
+    """A round's foreseen prune-only firings: where each lane's estimate, as the last round's block
+    computed it (``pred``: estimates but for the net change, the block's offsets, start calls and
+    widths), passes its trigger once shifted by the lane's net change so far, and the prune there
+    (``_prune``) leaves the view within the limit, so that the firing only prunes. For a fixed keep the
+    natural bound only moves forward, so each firing of a streak prunes from the last one's bound: the
+    streak is found firing by firing over the lanes together (a few operations each), and the round's
+    blocks (``_Trajectory``'s ``plan``) carry the changes. ``advance`` keeps the blocks up to the first
+    call where the lanes' firings differ from the foreseen ones, so a wrong guess costs a round, never a
+    figure."""
+
+    def __init__(self, lanes: _Lanes, s: np.ndarray, pos: np.ndarray, w: np.ndarray, pred) -> None:
+        b, K = lanes.b, lanes.K
+        est, off_t, pos_t, w_t = pred
+        n = len(pos)
+        lim = np.minimum(pos_t + w_t, pos + w)
+        cnt = np.maximum(lim - pos - 1, 0)  # the calls past each lane's first that the last block holds
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(w, out=off[1:])
+        rec: list = []
+        C = np.flatnonzero(cnt)
+        if len(C):
+            cc = cnt[C]
+            sstart = np.zeros(len(C) + 1, dtype=np.int64)
+            np.cumsum(cc, out=sstart[1:])
+            sl = np.repeat(np.arange(len(C)), cc)
+            p0 = pos[C]
+            at0 = sstart[:-1] - p0 - 1  # (lane i's call k: entry at0[i] + k of the calls searched)
+            sE = est[(np.repeat(off_t[C] - pos_t[C] - at0, cc) + np.arange(int(sstart[-1])))]
+            r = s[_RUN, C]
+            trig, D = s[_TRIG, C], s[_DELTA, C].copy()
+            c0, a, stt, comp = s[_CT, C].copy(), s[_CT_T, C].copy(), s[_STT_T, C], s[_COMP, C].copy()
+            limit, keep = (v[s[_SET, C]] for v in lanes.settings)
+            appc = lanes.app_prefix
+            ve0 = s[_VE, C] - appc[r * (K + 1) + p0]  # the view's estimate before the block
+            thr = trig - D  # (a lane whose streak ended: a threshold no estimate passes)
+            nxt = sstart[:-1].copy()  # each lane's first entry not yet searched
+            ends = sstart[1:]
+            while True:
+                hits = np.flatnonzero(sE > thr[sl])
+                if not len(hits):
+                    break
+                p = np.searchsorted(hits, nxt)
+                h = hits[np.minimum(p, len(hits) - 1)]
+                L = np.flatnonzero((p < len(hits)) & (h < ends))
+                if not len(L):
+                    break
+                e = h[L]
+                k = e - at0[L]
+                rL = r[L]
+                natural, moved, bb, has, d, first = _prune(b, rL, k, keep[L], c0[L], a[L], stt[L])
+                if lanes.mode == "prune":
+                    G, o = L, slice(None)
+                else:  # (prune-then-summarize: a summary follows unless the prune is enough)
+                    only = moved & (ve0[L] + appc[rL * (K + 1) + k + 1] - d[0] * has <= limit[L])
+                    thr[L[~only]] = NO_LIMIT
+                    o = np.flatnonzero(only)
+                    G = L[o]
+                    if not len(G):
+                        continue
+                    k, rL, has, d, first, e = k[o], rL[o], has[o], d[:, o], first[o], e[o]
+                d_delta = (b.ph[rL] * d[1] - d[2]) * has
+                d_ve = -d[0] * has
+                use = (first >= 0) & (first < b.view_end.reshape(-1)[rL * K + k - 1])
+                stable = b.prefix[b.io[rL] + np.maximum(first, 0)] + D[G]
+                D[G] += d_delta
+                ve0[G] += d_ve
+                thr[G] -= d_delta
+                c0[G] = np.maximum(c0[G], natural[o])
+                a[G] = bb[o]
+                comp[G] += has
+                nxt[G] = e + 1
+                lane = C[G]
+                rec.append((lane, off[lane] + k - pos[lane], k - pos[lane], d_delta, d_ve, use, stable,
+                            D[G], c0[G], a[G], comp[G]))  # fmt: skip
+        if rec:
+            lane, at, rel, d_delta, d_ve, use, stable, *after = (
+                np.concatenate(v) for v in zip(*rec, strict=True)
+            )
+        else:
+            lane = at = rel = d_delta = d_ve = stable = np.zeros(0, dtype=np.int64)
+            use = np.zeros(0, dtype=bool)
+            after = [lane] * 4
+        self.n, self.lane, self.at, self.rel, self.after = n, lane, at, rel, after
+        self.plan = (at, d_delta, d_ve, at[use], stable[use])
+
+    def settle(self, s: np.ndarray, j: np.ndarray) -> None:
+        """The lanes' state past the foreseen firings among the first ``j`` calls of their blocks."""
+        made = np.flatnonzero(self.rel < j[self.lane])
+        if not len(made):
+            return
+        last = np.full(self.n, -1, dtype=np.int64)
+        np.maximum.at(last, self.lane[made], made)  # (each lane's firings in order: its last made)
+        lanes = np.flatnonzero(last >= 0)
+        at = last[lanes]
+        for row, v in zip((_DELTA, _CT, _CT_T, _COMP), self.after, strict=True):
+            s[row, lanes] = v[at]
+
+
 class _Lanes:
     """The started lanes' replay, firing to firing: a firing position is one call's work for the lanes
     that fire there (``_compact`` and the request), the calls between are blocks (``_Trajectory``)."""
@@ -599,6 +710,33 @@ class _Lanes:
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
         self.settings: tuple = ()
         self.calls: list = []  # the started lanes' calls to price: (lanes, uncached, read, write, output)
+
+    def _whole_runs(self, s, fs, pos, w) -> _Trajectory:
+        """The block of one setting's lanes over their whole runs, before any firing: the runs' replays
+        without a limit, which no setting changes (the lanes' triggers only read it), so it is kept with
+        the batch for the next setting or replay, as the call tables are (read-only: a round only reads
+        its block)."""
+        memo = self.b.__dict__.setdefault("_call_tables", {})
+        key = ("whole_runs", self.status_base, self.rules)
+        tr = memo.get(key)
+        if tr is None:
+            tr = memo[key] = _Trajectory(self, s, fs, pos, w)
+            for v in vars(tr).values():
+                if isinstance(v, np.ndarray):
+                    v.flags.writeable = False
+        return tr
+
+    @cached_property
+    def app_prefix(self) -> np.ndarray:
+        """Each run's appended estimates summed to each call, flat (run * (K + 1) + calls so far)."""
+        b = self.b
+        memo = b.__dict__.setdefault("_call_tables", {})
+        got = memo.get("app_prefix")
+        if got is None:
+            got = np.zeros((len(b.ncalls), self.K + 1), dtype=np.int64)
+            np.cumsum(b.appended, axis=1, out=got[:, 1:])
+            got = memo["app_prefix"] = got.reshape(-1)
+        return got
 
     def cost(self, uncached, read, write, output) -> np.ndarray:
         """``cost_microusd`` of each call (-1 each when unpriced), each rounded on its own."""
@@ -642,6 +780,8 @@ class _Lanes:
             width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
         else:
             width = ncalls[state[_RUN]].copy()
+        chained = self.mode != "summarize"  # (the modes whose firings may only prune)
+        pred = None  # the last round's blocks past each lane's place: where it may fire next (``_chain``)
         while len(A):
             F = np.flatnonzero(firing)
             if len(F):  # their compactions; each firing call is then its lane's next block's first
@@ -653,21 +793,40 @@ class _Lanes:
             else:
                 w = np.minimum(width[A], rest)
                 np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
-            tr = _Trajectory(self, s, fs, pos, w)
+            chain = None if pred is None else _Chain(self, s, pos, w, pred)
+            if chain is not None and not len(chain.at):
+                chain = None
+            if pred is None and not first_fires and int(w.sum()) == self.b.calls:
+                tr = self._whole_runs(s, fs, pos, w)  # (the first round: every run from its first call)
+            else:
+                tr = _Trajectory(self, s, fs, pos, w, None if chain is None else chain.plan)
             fire = tr.est > np.repeat(s[_TRIG], w)
             fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
             if tr.over is not None:
                 over_before = tr.cumsum(tr.over) - tr.over
                 fire &= over_before == 0  # a lane over its window no longer fires
-            fi = np.flatnonzero(fire)
+            if chain is None:
+                wrong = fire
+            else:  # the blocks hold while the lanes fire where the chain said, and only there
+                wrong = fire.copy()
+                wrong[chain.at] = ~fire[chain.at] | (tr.last[chain.at] <= 0)
+            fi = np.flatnonzero(wrong)
             if len(fi):
                 p = np.searchsorted(fi, tr.first)
                 c = fi[np.minimum(p, len(fi) - 1)]
-                fires = (p < len(fi)) & (c < tr.off[1:])
-                j = np.where(fires, c - tr.first, w)  # the calls before the next firing
+                found = (p < len(fi)) & (c < tr.off[1:])
+                fires = found & fire[c]  # (else a firing the chain foresaw that does not come)
+                j = np.where(found, c - tr.first, w)  # the calls made before it
             else:
                 fires, j = np.zeros(len(A), dtype=bool), w
+            if chain is not None:
+                chain.settle(s, j)
             self._commit(state, fstate, A, s, fs, tr, w, j)
+            if chained:  # (each entry's estimate but for the net change it was made with)
+                est = tr.est.copy()
+                est[1:] -= tr.dtot[:-1]
+                est[tr.last <= 0] = _LOWEST
+                pred = (est, tr.first, pos.copy(), w)
             pos += j
             width[A] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
             going = pos < ncalls[s[_RUN]]  # (a lane that fires has that call to make)
@@ -675,6 +834,8 @@ class _Lanes:
                 firing = fires
             else:
                 A, pos, firing = A[going], pos[going], fires[going]
+                if pred is not None:
+                    pred = tuple(v if i == 0 else v[going] for i, v in enumerate(pred))
 
     def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """``advance`` call position by call position: many started lanes make each position's arrays
@@ -956,6 +1117,25 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     return state, fstate
 
 
+def _prune(b: _Batch, r, k, keep, c0, a, stt_t):
+    """The prune of lanes of runs ``r`` firing at calls ``k`` with keep ``keep``, bound ``c0`` (``a``: the
+    first tool message at or past it) and summary cut's first tool message ``stt_t``: (natural bound,
+    moved, the new ``a``, whether messages are cleared, their (saving, count, tokens), the first item
+    changed or -1). The natural bound is ``_Batch.natural``'s: q, the first tool message it leaves in
+    view."""
+    top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
+    t0 = b.to[r]
+    q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - keep), t0), top)
+    natural = (b.tmg[q - 1] - b.po[r] + 1) * (q > t0)
+    moved = natural > c0
+    bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
+    av = np.maximum(a, stt_t)
+    has = moved & (bb > av)
+    d = b.t_sums.take(bb, axis=1) - b.t_sums.take(av, axis=1)  # saving, count, tokens of those cleared
+    firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
+    return natural, moved, bb, has, d, firstF
+
+
 def _compact(
     b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, ratio, smin, smax, bills, summaries
 ):
@@ -976,22 +1156,10 @@ def _compact(
     summarized = np.zeros(nF, dtype=bool)
     summary_in = None
     if mode != "summarize":
-        # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
-        c0, a = Sf[_CT], Sf[_CT_T]
-        top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
-        t0 = b.to[r]
-        q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
-        natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
-        moved = natural > c0
-        bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
-        av = np.maximum(a, Sf[_STT_T])
-        has = moved & (bb > av)
-        d = b.t_sums.take(bb, axis=1) - b.t_sums.take(
-            av, axis=1
-        )  # saving, count, tokens of the messages cleared
+        c0 = Sf[_CT]
+        natural, moved, bb, has, d, firstF = _prune(b, r, k, lane_keep, c0, Sf[_CT_T], Sf[_STT_T])
         veF -= d[0] * has
         dtok += (ph * d[1] - d[2]) * has
-        firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
         Sf[_COMP] += has
         np.maximum(c0, natural, out=c0)
         Sf[_CT_T] = bb
