@@ -579,6 +579,55 @@ class _Trajectory:
         self.read, self.write = read, write
         self.uncached = req - read - write
 
+    def net_free_estimates(self) -> np.ndarray:
+        """Each entry's estimate but for the net change it was made with (its last request's), what
+        ``_Chain`` shifts by a lane's net change; a lane's first call's (the view's estimate): none."""
+        est = self.__dict__.get("_net_free")
+        if est is None:
+            est = self.est.copy()
+            est[1:] -= self.dtot[:-1]
+            est[self.last <= 0] = _LOWEST
+            if not self.est.flags.writeable:  # (a kept block: kept with it)
+                self._net_free = est
+        return est
+
+    def whole_sums(self, lanes: _Lanes, names) -> tuple:
+        """A block of every run from its first call (``_Lanes._whole_runs``), as (run, call) tables:
+        the prefix sums of tokens, over-window calls and cost over each run's first calls ((R, K + 1)),
+        the running maximum of the requests ((R, K)), and the row columns ``names`` ((R, K), 0 past a
+        run's end). Kept with the block, one for each price and set of names."""
+        memo = self.__dict__.setdefault("_whole_sums", {})
+        key = (lanes.price, names)
+        got = memo.get(key)
+        if got is not None:
+            return got
+        b = lanes.b
+        R, K = len(b.ncalls), b.K
+        in_run = np.arange(K)[None, :] < b.ncalls[:, None]
+
+        def table(v: np.ndarray) -> np.ndarray:
+            out = np.zeros((R, K), dtype=np.int64)
+            out[in_run] = v  # (the runs end to end, in order)
+            return out
+
+        def prefix(v: np.ndarray) -> np.ndarray:
+            out = np.zeros((R, K + 1), dtype=np.int64)
+            np.cumsum(table(v), axis=1, out=out[:, 1:])
+            return out
+
+        cost = lanes.cost(self.uncached, self.read, self.write, self.out)
+        over = np.zeros(self.req.shape, dtype=np.int64) if self.over is None else self.over.astype(np.int64)
+        peak = np.maximum.accumulate(table(self.req), axis=1)
+        cols = {} if names is None else self.row_columns(lanes.cost, list(names))
+        got = memo[key] = (
+            prefix(self.req + self.out),
+            prefix(over),
+            prefix(cost),
+            peak,
+            cols and {name: table(v) for name, v in cols.items()},
+        )
+        return got
+
     def cumsum(self, v: np.ndarray) -> np.ndarray:
         """Each lane's running sums over its block."""
         c = np.cumsum(v)
@@ -796,8 +845,9 @@ class _Lanes:
             chain = None if pred is None else _Chain(self, s, pos, w, pred)
             if chain is not None and not len(chain.at):
                 chain = None
-            if pred is None and not first_fires and int(w.sum()) == self.b.calls:
-                tr = self._whole_runs(s, fs, pos, w)  # (the first round: every run from its first call)
+            whole = pred is None and not first_fires and int(w.sum()) == self.b.calls
+            if whole:  # (the first round: every run from its first call)
+                tr = self._whole_runs(s, fs, pos, w)
             else:
                 tr = _Trajectory(self, s, fs, pos, w, None if chain is None else chain.plan)
             fire = tr.est > np.repeat(s[_TRIG], w)
@@ -821,12 +871,12 @@ class _Lanes:
                 fires, j = np.zeros(len(A), dtype=bool), w
             if chain is not None:
                 chain.settle(s, j)
-            self._commit(state, fstate, A, s, fs, tr, w, j)
-            if chained:  # (each entry's estimate but for the net change it was made with)
-                est = tr.est.copy()
-                est[1:] -= tr.dtot[:-1]
-                est[tr.last <= 0] = _LOWEST
-                pred = (est, tr.first, pos.copy(), w)
+            if whole:
+                self._commit_whole(state, fstate, s, fs, tr, j)
+            else:
+                self._commit(state, fstate, A, s, fs, tr, w, j)
+            if chained:
+                pred = (tr.net_free_estimates(), tr.first, pos.copy(), w)
             pos += j
             width[A] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
             going = pos < ncalls[s[_RUN]]  # (a lane that fires has that call to make)
@@ -906,6 +956,39 @@ class _Lanes:
                 self.tables[name].reshape(-1)[flat] = v[m]
         state[:, A] = s
         fstate[:, A] = fs
+
+    def _commit_whole(self, state, fstate, s, fs, tr: _Trajectory, j) -> None:
+        """``_commit`` of the first round's block (one lane a run, every run from its first call, kept
+        with the batch): each lane's sums over its first ``j`` calls are differences of the block's
+        prefix sums, its calls' rows the block's tables (a later round writes those past ``j`` again:
+        every call is made once)."""
+        names = None if self.tables is None else tuple(self.tables)
+        tok, over_p, cost, peak, tables = tr.whole_sums(self, names)
+        R = len(j)
+        runs = s[_RUN]  # (0, 1, ...: the lanes are the runs, in order)
+        has = j > 0
+        first = tr.first
+        last = first + np.maximum(j - 1, 0)  # each lane's last call made
+        s[_TOKENS] += tok[runs, j]
+        np.maximum(s[_PEAK], np.where(has, peak[runs, np.maximum(j - 1, 0)], 0), out=s[_PEAK])
+        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
+            s[r_] = np.where(has, v[last], s[r_])
+        lc = tr.lc[last]
+        moved = has & (lc >= first)
+        lc0 = np.maximum(lc, 0)
+        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        if tr.over is not None:
+            over = over_p[runs, j] > 0
+            if over.any():  # refused by the provider: the loop replays what follows
+                s[_OK, over] = 0
+                s[_TRIG, over] = NO_LIMIT
+        self.own[:R] += cost[runs, j]
+        if self.tables is not None:
+            for name, v in self.tables.items():
+                np.copyto(v, tables[name])
+        state[:] = s
+        fstate[:] = fs
 
     def _fire(self, state, fstate, F, k) -> None:
         """The lanes ``F`` compact before their calls ``k``; the calls themselves are the first of the
