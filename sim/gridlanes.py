@@ -24,7 +24,8 @@ where the pristine estimate's running maximum first passes it; in a sizing grid 
 or fire late. With one setting there is nothing to share: each run's
 only lane starts at its first call, its first block the whole run. The started lanes then advance in
 blocks (``_Lanes.advance``: each lane's next block twice its last gap, or to its run's end once few
-calls are left, so that every round fires), or, where they are thousands (a wide grid: a call
+calls are left, so that every round fires; a round also carries the prune-only firings the last
+round's blocks foresee, ``_Chain``), or, where they are thousands (a wide grid: a call
 position's arrays are long already and blocks would compute past many firings), call position by call
 position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
 quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
@@ -333,7 +334,7 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    pristine_cost = np.zeros((R, K), dtype=np.int64)
+    pristine_cost = None  # (run, call): the pristine lanes' calls' cost (None: no pristine lane)
     p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
     if S == 1 and R < _LOCKSTEP_LANES:
         # one setting: a run's pristine lane is its only lane, so it shares nothing; every lane starts
@@ -342,10 +343,10 @@ def grid_figures(
             names = _ROW_NAMES if row_columns is None else tuple(row_columns)
             lanes.tables = {name: np.zeros((R, K), dtype=np.int64) for name in names}
         state, fstate = _unstarted(b, set_trig)
-        rs, k0 = state[_RUN].copy(), state[_START].copy()
         lanes.advance(state, fstate, first_fires=False)
     else:
         # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+        pristine_cost = np.zeros((R, K), dtype=np.int64)
         if tabled:
             lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
         step = max(1, _BLOCK_ENTRIES // max(K, 1))
@@ -383,10 +384,14 @@ def grid_figures(
         full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
         rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
     # a lane's cost: its run's pristine calls before it started, then its own calls
-    before = np.zeros((R, K + 1), dtype=np.int64)
-    np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
-    cost = np.repeat(before[np.arange(R), b.ncalls], S)
-    cost[lane] = before[rs, k0] + lanes.own_costs()
+    if pristine_cost is None:  # (every lane started at its first call)
+        cost = np.zeros(L, dtype=np.int64)
+        cost[lane] = lanes.own_costs()
+    else:
+        before = np.zeros((R, K + 1), dtype=np.int64)
+        np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
+        cost = np.repeat(before[np.arange(R), b.ncalls], S)
+        cost[lane] = before[rs, k0] + lanes.own_costs()
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
