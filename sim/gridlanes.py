@@ -24,7 +24,8 @@ where the pristine estimate's running maximum first passes it; in a sizing grid 
 or fire late. With one setting there is nothing to share: each run's
 only lane starts at its first call, its first block the whole run. The started lanes then advance in
 blocks (``_Lanes.advance``: each lane's next block twice its last gap, or to its run's end once few
-calls are left, so that every round fires), or, where they are thousands (a wide grid: a call
+calls are left, so that every round fires; a round also carries the prune-only firings the last
+round's blocks foresee, ``_Chain``), or, where they are thousands (a wide grid: a call
 position's arrays are long already and blocks would compute past many firings), call position by call
 position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
 quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
@@ -333,7 +334,7 @@ def grid_figures(
     set_trig = np.where(limit < NO_LIMIT, limit - OUTPUT_CONTRACT_TOKENS, NO_LIMIT)
     lanes.settings = (limit, set_keep)
 
-    pristine_cost = np.zeros((R, K), dtype=np.int64)
+    pristine_cost = None  # (run, call): the pristine lanes' calls' cost (None: no pristine lane)
     p_sums = np.zeros((3, R), dtype=np.int64)  # each run's pristine tokens, peak and window check
     if S == 1 and R < _LOCKSTEP_LANES:
         # one setting: a run's pristine lane is its only lane, so it shares nothing; every lane starts
@@ -342,10 +343,10 @@ def grid_figures(
             names = _ROW_NAMES if row_columns is None else tuple(row_columns)
             lanes.tables = {name: np.zeros((R, K), dtype=np.int64) for name in names}
         state, fstate = _unstarted(b, set_trig)
-        rs, k0 = state[_RUN].copy(), state[_START].copy()
         lanes.advance(state, fstate, first_fires=False)
     else:
         # the pristine lanes (one a run, never firing): every call of a few hundred runs in one block
+        pristine_cost = np.zeros((R, K), dtype=np.int64)
         if tabled:
             lanes.tables = {}  # (lane, call): every lane as its run's pristine lane until it starts
         step = max(1, _BLOCK_ENTRIES // max(K, 1))
@@ -383,10 +384,14 @@ def grid_figures(
         full = {name: v.reshape(R, S, K) for name, v in lanes.tables.items()}
         rows.extend((Ar, {name: v[:Ar, :, k] for name, v in full.items()}) for k, Ar in enumerate(running))
     # a lane's cost: its run's pristine calls before it started, then its own calls
-    before = np.zeros((R, K + 1), dtype=np.int64)
-    np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
-    cost = np.repeat(before[np.arange(R), b.ncalls], S)
-    cost[lane] = before[rs, k0] + lanes.own_costs()
+    if pristine_cost is None:  # (every lane started at its first call)
+        cost = np.zeros(L, dtype=np.int64)
+        cost[lane] = lanes.own_costs()
+    else:
+        before = np.zeros((R, K + 1), dtype=np.int64)
+        np.cumsum(pristine_cost, axis=1, out=before[:, 1:])
+        cost = np.repeat(before[np.arange(R), b.ncalls], S)
+        cost[lane] = before[rs, k0] + lanes.own_costs()
     # back to (setting, run) order, runs as given
     out_total = outputs.sum(axis=1)[lane_run] + s_out
     figures = {
@@ -485,7 +490,9 @@ class _Trajectory:
     prefix sums and running maxima over the run's per-call tables; only the status line's tokens feed
     back (they count the tokens so far), solved by iterating to the fixed point."""
 
-    def __init__(self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray):
+    def __init__(
+        self, lanes: _Lanes, s: np.ndarray, fs: np.ndarray, pos: np.ndarray, width: np.ndarray, plan=None
+    ):
         K = lanes.K
         n = s.shape[1]
         off = np.zeros(n + 1, dtype=np.int64)
@@ -507,7 +514,15 @@ class _Trajectory:
         self.app, self.out = app, out
         self.ve = ve = self.cumsum(app)
         ve += np.repeat(s[_VE], width)
-        total = prefix_at + np.repeat(s[_DELTA], width)
+        self.dtot = dtot = np.repeat(s[_DELTA], width)  # each entry's net change
+        if plan is not None:  # prune-only firings inside the blocks (``_Chain``): their changes
+            at, d_delta, d_ve = plan[:3]
+            step = np.zeros(N, dtype=np.int64)
+            step[at] = d_delta
+            dtot = self.dtot = dtot + self.cumsum(step)
+            step[at] = d_ve
+            ve += self.cumsum(step)
+        total = prefix_at + dtot
         base = total + resid
         tok0 = np.repeat(s[_TOKENS], width)
         last = np.empty(N, dtype=np.int64)
@@ -539,6 +554,8 @@ class _Trajectory:
         stable = np.empty(N, dtype=np.int64)
         stable[1:] = total[:-1]
         stable[head] = s[_PREV]
+        if plan is not None:  # (a firing's stable prefix: what its change leaves, ``_compact``)
+            stable[plan[3]] = plan[4]
         self.stable = stable
         rules = lanes.rules
         cacheable = total >= rules.min_prefix_tokens
@@ -567,6 +584,55 @@ class _Trajectory:
         self.read, self.write = read, write
         self.uncached = req - read - write
 
+    def net_free_estimates(self) -> np.ndarray:
+        """Each entry's estimate but for the net change it was made with (its last request's), what
+        ``_Chain`` shifts by a lane's net change; a lane's first call's (the view's estimate): none."""
+        est = self.__dict__.get("_net_free")
+        if est is None:
+            est = self.est.copy()
+            est[1:] -= self.dtot[:-1]
+            est[self.last <= 0] = _LOWEST
+            if not self.est.flags.writeable:  # (a kept block: kept with it)
+                self._net_free = est
+        return est
+
+    def whole_sums(self, lanes: _Lanes, names) -> tuple:
+        """A block of every run from its first call (``_Lanes._whole_runs``), as (run, call) tables:
+        the prefix sums of tokens, over-window calls and cost over each run's first calls ((R, K + 1)),
+        the running maximum of the requests ((R, K)), and the row columns ``names`` ((R, K), 0 past a
+        run's end). Kept with the block, one for each price and set of names."""
+        memo = self.__dict__.setdefault("_whole_sums", {})
+        key = (lanes.price, names)
+        got = memo.get(key)
+        if got is not None:
+            return got
+        b = lanes.b
+        R, K = len(b.ncalls), b.K
+        in_run = np.arange(K)[None, :] < b.ncalls[:, None]
+
+        def table(v: np.ndarray) -> np.ndarray:
+            out = np.zeros((R, K), dtype=np.int64)
+            out[in_run] = v  # (the runs end to end, in order)
+            return out
+
+        def prefix(v: np.ndarray) -> np.ndarray:
+            out = np.zeros((R, K + 1), dtype=np.int64)
+            np.cumsum(table(v), axis=1, out=out[:, 1:])
+            return out
+
+        cost = lanes.cost(self.uncached, self.read, self.write, self.out)
+        over = np.zeros(self.req.shape, dtype=np.int64) if self.over is None else self.over.astype(np.int64)
+        peak = np.maximum.accumulate(table(self.req), axis=1)
+        cols = {} if names is None else self.row_columns(lanes.cost, list(names))
+        got = memo[key] = (
+            prefix(self.req + self.out),
+            prefix(over),
+            prefix(cost),
+            peak,
+            cols and {name: table(v) for name, v in cols.items()},
+        )
+        return got
+
     def cumsum(self, v: np.ndarray) -> np.ndarray:
         """Each lane's running sums over its block."""
         c = np.cumsum(v)
@@ -586,6 +652,105 @@ class _Trajectory:
         return cols if names is None else {name: cols[name] for name in names}
 
 
+class _Chain:
+    """A round's foreseen prune-only firings: where each lane's estimate, as the last round's block
+    computed it (``pred``: estimates but for the net change, the block's offsets, start calls and
+    widths), passes its trigger once shifted by the lane's net change so far, and the prune there
+    (``_prune``) leaves the view within the limit, so that the firing only prunes. For a fixed keep the
+    natural bound only moves forward, so each firing of a streak prunes from the last one's bound: the
+    streak is found firing by firing over the lanes together (a few operations each), and the round's
+    blocks (``_Trajectory``'s ``plan``) carry the changes. ``advance`` keeps the blocks up to the first
+    call where the lanes' firings differ from the foreseen ones, so a wrong guess costs a round, never a
+    figure."""
+
+    def __init__(self, lanes: _Lanes, s: np.ndarray, pos: np.ndarray, w: np.ndarray, pred) -> None:
+        b, K = lanes.b, lanes.K
+        est, off_t, pos_t, w_t = pred
+        n = len(pos)
+        lim = np.minimum(pos_t + w_t, pos + w)
+        cnt = np.maximum(lim - pos - 1, 0)  # the calls past each lane's first that the last block holds
+        off = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(w, out=off[1:])
+        rec: list = []
+        C = np.flatnonzero(cnt)
+        if len(C):
+            cc = cnt[C]
+            sstart = np.zeros(len(C) + 1, dtype=np.int64)
+            np.cumsum(cc, out=sstart[1:])
+            sl = np.repeat(np.arange(len(C)), cc)
+            p0 = pos[C]
+            at0 = sstart[:-1] - p0 - 1  # (lane i's call k: entry at0[i] + k of the calls searched)
+            sE = est[(np.repeat(off_t[C] - pos_t[C] - at0, cc) + np.arange(int(sstart[-1])))]
+            r = s[_RUN, C]
+            trig, D = s[_TRIG, C], s[_DELTA, C].copy()
+            c0, a, stt, comp = s[_CT, C].copy(), s[_CT_T, C].copy(), s[_STT_T, C], s[_COMP, C].copy()
+            limit, keep = (v[s[_SET, C]] for v in lanes.settings)
+            appc = lanes.app_prefix
+            ve0 = s[_VE, C] - appc[r * (K + 1) + p0]  # the view's estimate before the block
+            thr = trig - D  # (a lane whose streak ended: a threshold no estimate passes)
+            nxt = sstart[:-1].copy()  # each lane's first entry not yet searched
+            ends = sstart[1:]
+            while True:
+                hits = np.flatnonzero(sE > thr[sl])
+                if not len(hits):
+                    break
+                p = np.searchsorted(hits, nxt)
+                h = hits[np.minimum(p, len(hits) - 1)]
+                L = np.flatnonzero((p < len(hits)) & (h < ends))
+                if not len(L):
+                    break
+                e = h[L]
+                k = e - at0[L]
+                rL = r[L]
+                natural, moved, bb, has, d, first = _prune(b, rL, k, keep[L], c0[L], a[L], stt[L])
+                if lanes.mode == "prune":
+                    G, o = L, slice(None)
+                else:  # (prune-then-summarize: a summary follows unless the prune is enough)
+                    only = moved & (ve0[L] + appc[rL * (K + 1) + k + 1] - d[0] * has <= limit[L])
+                    thr[L[~only]] = NO_LIMIT
+                    o = np.flatnonzero(only)
+                    G = L[o]
+                    if not len(G):
+                        continue
+                    k, rL, has, d, first, e = k[o], rL[o], has[o], d[:, o], first[o], e[o]
+                d_delta = (b.ph[rL] * d[1] - d[2]) * has
+                d_ve = -d[0] * has
+                use = (first >= 0) & (first < b.view_end.reshape(-1)[rL * K + k - 1])
+                stable = b.prefix[b.io[rL] + np.maximum(first, 0)] + D[G]
+                D[G] += d_delta
+                ve0[G] += d_ve
+                thr[G] -= d_delta
+                c0[G] = np.maximum(c0[G], natural[o])
+                a[G] = bb[o]
+                comp[G] += has
+                nxt[G] = e + 1
+                lane = C[G]
+                rec.append((lane, off[lane] + k - pos[lane], k - pos[lane], d_delta, d_ve, use, stable,
+                            D[G], c0[G], a[G], comp[G]))  # fmt: skip
+        if rec:
+            lane, at, rel, d_delta, d_ve, use, stable, *after = (
+                np.concatenate(v) for v in zip(*rec, strict=True)
+            )
+        else:
+            lane = at = rel = d_delta = d_ve = stable = np.zeros(0, dtype=np.int64)
+            use = np.zeros(0, dtype=bool)
+            after = [lane] * 4
+        self.n, self.lane, self.at, self.rel, self.after = n, lane, at, rel, after
+        self.plan = (at, d_delta, d_ve, at[use], stable[use])
+
+    def settle(self, s: np.ndarray, j: np.ndarray) -> None:
+        """The lanes' state past the foreseen firings among the first ``j`` calls of their blocks."""
+        made = np.flatnonzero(self.rel < j[self.lane])
+        if not len(made):
+            return
+        last = np.full(self.n, -1, dtype=np.int64)
+        np.maximum.at(last, self.lane[made], made)  # (each lane's firings in order: its last made)
+        lanes = np.flatnonzero(last >= 0)
+        at = last[lanes]
+        for row, v in zip((_DELTA, _CT, _CT_T, _COMP), self.after, strict=True):
+            s[row, lanes] = v[at]
+
+
 class _Lanes:
     """The started lanes' replay, firing to firing: a firing position is one call's work for the lanes
     that fire there (``_compact`` and the request), the calls between are blocks (``_Trajectory``)."""
@@ -599,6 +764,33 @@ class _Lanes:
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
         self.settings: tuple = ()
         self.calls: list = []  # the started lanes' calls to price: (lanes, uncached, read, write, output)
+
+    def _whole_runs(self, s, fs, pos, w) -> _Trajectory:
+        """The block of one setting's lanes over their whole runs, before any firing: the runs' replays
+        without a limit, which no setting changes (the lanes' triggers only read it), so it is kept with
+        the batch for the next setting or replay, as the call tables are (read-only: a round only reads
+        its block)."""
+        memo = self.b.__dict__.setdefault("_call_tables", {})
+        key = ("whole_runs", self.status_base, self.rules)
+        tr = memo.get(key)
+        if tr is None:
+            tr = memo[key] = _Trajectory(self, s, fs, pos, w)
+            for v in vars(tr).values():
+                if isinstance(v, np.ndarray):
+                    v.flags.writeable = False
+        return tr
+
+    @cached_property
+    def app_prefix(self) -> np.ndarray:
+        """Each run's appended estimates summed to each call, flat (run * (K + 1) + calls so far)."""
+        b = self.b
+        memo = b.__dict__.setdefault("_call_tables", {})
+        got = memo.get("app_prefix")
+        if got is None:
+            got = np.zeros((len(b.ncalls), self.K + 1), dtype=np.int64)
+            np.cumsum(b.appended, axis=1, out=got[:, 1:])
+            got = memo["app_prefix"] = got.reshape(-1)
+        return got
 
     def cost(self, uncached, read, write, output) -> np.ndarray:
         """``cost_microusd`` of each call (-1 each when unpriced), each rounded on its own."""
@@ -642,6 +834,8 @@ class _Lanes:
             width = np.full(n, min(self.K, max(_MIN_BLOCK, _BLOCK // max(n, 1))), dtype=np.int64)
         else:
             width = ncalls[state[_RUN]].copy()
+        chained = self.mode != "summarize"  # (the modes whose firings may only prune)
+        pred = None  # the last round's blocks past each lane's place: where it may fire next (``_chain``)
         while len(A):
             F = np.flatnonzero(firing)
             if len(F):  # their compactions; each firing call is then its lane's next block's first
@@ -653,21 +847,41 @@ class _Lanes:
             else:
                 w = np.minimum(width[A], rest)
                 np.minimum(w, max(_MIN_BLOCK, _BLOCK_ENTRIES // len(A)), out=w)
-            tr = _Trajectory(self, s, fs, pos, w)
+            chain = None if pred is None else _Chain(self, s, pos, w, pred)
+            if chain is not None and not len(chain.at):
+                chain = None
+            whole = pred is None and not first_fires and int(w.sum()) == self.b.calls
+            if whole:  # (the first round: every run from its first call)
+                tr = self._whole_runs(s, fs, pos, w)
+            else:
+                tr = _Trajectory(self, s, fs, pos, w, None if chain is None else chain.plan)
             fire = tr.est > np.repeat(s[_TRIG], w)
             fire[tr.first[F]] = False  # (a firing call has compacted: it fires no more)
             if tr.over is not None:
                 over_before = tr.cumsum(tr.over) - tr.over
                 fire &= over_before == 0  # a lane over its window no longer fires
-            fi = np.flatnonzero(fire)
+            if chain is None:
+                wrong = fire
+            else:  # the blocks hold while the lanes fire where the chain said, and only there
+                wrong = fire.copy()
+                wrong[chain.at] = ~fire[chain.at] | (tr.last[chain.at] <= 0)
+            fi = np.flatnonzero(wrong)
             if len(fi):
                 p = np.searchsorted(fi, tr.first)
                 c = fi[np.minimum(p, len(fi) - 1)]
-                fires = (p < len(fi)) & (c < tr.off[1:])
-                j = np.where(fires, c - tr.first, w)  # the calls before the next firing
+                found = (p < len(fi)) & (c < tr.off[1:])
+                fires = found & fire[c]  # (else a firing the chain foresaw that does not come)
+                j = np.where(found, c - tr.first, w)  # the calls made before it
             else:
                 fires, j = np.zeros(len(A), dtype=bool), w
-            self._commit(state, fstate, A, s, fs, tr, w, j)
+            if chain is not None:
+                chain.settle(s, j)
+            if whole:
+                self._commit_whole(state, fstate, s, fs, tr, j)
+            else:
+                self._commit(state, fstate, A, s, fs, tr, w, j)
+            if chained:
+                pred = (tr.net_free_estimates(), tr.first, pos.copy(), w)
             pos += j
             width[A] = np.where(fires, np.maximum(2 * j, _MIN_BLOCK), np.minimum(2 * w, self.K))
             going = pos < ncalls[s[_RUN]]  # (a lane that fires has that call to make)
@@ -675,6 +889,8 @@ class _Lanes:
                 firing = fires
             else:
                 A, pos, firing = A[going], pos[going], fires[going]
+                if pred is not None:
+                    pred = tuple(v if i == 0 else v[going] for i, v in enumerate(pred))
 
     def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """``advance`` call position by call position: many started lanes make each position's arrays
@@ -745,6 +961,39 @@ class _Lanes:
                 self.tables[name].reshape(-1)[flat] = v[m]
         state[:, A] = s
         fstate[:, A] = fs
+
+    def _commit_whole(self, state, fstate, s, fs, tr: _Trajectory, j) -> None:
+        """``_commit`` of the first round's block (one lane a run, every run from its first call, kept
+        with the batch): each lane's sums over its first ``j`` calls are differences of the block's
+        prefix sums, its calls' rows the block's tables (a later round writes those past ``j`` again:
+        every call is made once)."""
+        names = None if self.tables is None else tuple(self.tables)
+        tok, over_p, cost, peak, tables = tr.whole_sums(self, names)
+        R = len(j)
+        runs = s[_RUN]  # (0, 1, ...: the lanes are the runs, in order)
+        has = j > 0
+        first = tr.first
+        last = first + np.maximum(j - 1, 0)  # each lane's last call made
+        s[_TOKENS] += tok[runs, j]
+        np.maximum(s[_PEAK], np.where(has, peak[runs, np.maximum(j - 1, 0)], 0), out=s[_PEAK])
+        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
+            s[r_] = np.where(has, v[last], s[r_])
+        lc = tr.lc[last]
+        moved = has & (lc >= first)
+        lc0 = np.maximum(lc, 0)
+        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        if tr.over is not None:
+            over = over_p[runs, j] > 0
+            if over.any():  # refused by the provider: the loop replays what follows
+                s[_OK, over] = 0
+                s[_TRIG, over] = NO_LIMIT
+        self.own[:R] += cost[runs, j]
+        if self.tables is not None:
+            for name, v in self.tables.items():
+                np.copyto(v, tables[name])
+        state[:] = s
+        fstate[:] = fs
 
     def _fire(self, state, fstate, F, k) -> None:
         """The lanes ``F`` compact before their calls ``k``; the calls themselves are the first of the
@@ -956,6 +1205,25 @@ def _pristine(lanes: _Lanes, runs, S: int, set_trig, cost_out, sums_out, row_col
     return state, fstate
 
 
+def _prune(b: _Batch, r, k, keep, c0, a, stt_t):
+    """The prune of lanes of runs ``r`` firing at calls ``k`` with keep ``keep``, bound ``c0`` (``a``: the
+    first tool message at or past it) and summary cut's first tool message ``stt_t``: (natural bound,
+    moved, the new ``a``, whether messages are cleared, their (saving, count, tokens), the first item
+    changed or -1). The natural bound is ``_Batch.natural``'s: q, the first tool message it leaves in
+    view."""
+    top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
+    t0 = b.to[r]
+    q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - keep), t0), top)
+    natural = (b.tmg[q - 1] - b.po[r] + 1) * (q > t0)
+    moved = natural > c0
+    bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
+    av = np.maximum(a, stt_t)
+    has = moved & (bb > av)
+    d = b.t_sums.take(bb, axis=1) - b.t_sums.take(av, axis=1)  # saving, count, tokens of those cleared
+    firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
+    return natural, moved, bb, has, d, firstF
+
+
 def _compact(
     b: _Batch, Sf: np.ndarray, fF: np.ndarray, k: int, settings, mode, ratio, smin, smax, bills, summaries
 ):
@@ -976,22 +1244,10 @@ def _compact(
     summarized = np.zeros(nF, dtype=bool)
     summary_in = None
     if mode != "summarize":
-        # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
-        c0, a = Sf[_CT], Sf[_CT_T]
-        top = b.top_by_call[k][r] if np.ndim(k) == 0 else b.top_by_call.reshape(-1)[k * b.R + r]
-        t0 = b.to[r]
-        q = np.minimum(np.maximum(np.searchsorted(b.c, b.c_through[top] - lane_keep), t0), top)
-        natural = (b.tmg[q - 1] - pF + 1) * (q > t0)
-        moved = natural > c0
-        bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
-        av = np.maximum(a, Sf[_STT_T])
-        has = moved & (bb > av)
-        d = b.t_sums.take(bb, axis=1) - b.t_sums.take(
-            av, axis=1
-        )  # saving, count, tokens of the messages cleared
+        c0 = Sf[_CT]
+        natural, moved, bb, has, d, firstF = _prune(b, r, k, lane_keep, c0, Sf[_CT_T], Sf[_STT_T])
         veF -= d[0] * has
         dtok += (ph * d[1] - d[2]) * has
-        firstF = np.where(has, b.t_first[np.minimum(av, len(b.t_first) - 1)], -1)
         Sf[_COMP] += has
         np.maximum(c0, natural, out=c0)
         Sf[_CT_T] = bb
