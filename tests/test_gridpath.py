@@ -306,3 +306,41 @@ def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mi
     assert all(type(t.__dict__["events"]) is Lazy for t, was in zip(traces, lazy, strict=True) if was)
     slow = [any(e.needs or e.provides or e.supersedes for e in t.events) for t in traces]
     assert fast == slow and any(lazy) and any(fast) and not all(fast)
+
+
+def test_the_lockstep_prices_its_calls_as_cost_all(monkeypatch):
+    """A lockstep position prices its calls with the uncached rate folded into the others' and the
+    output's share from its tables: the same integers as ``Price.cost_all`` of (uncached, read, write,
+    output), below the tier, above it (the tier's rates) and where a count could overflow (cost_all's
+    own split arithmetic); unpriced calls cost -1 each."""
+    import sim.gridlanes
+    from sim.engine import _rules_and_price
+    from sim.pricing import PICO
+
+    made = []
+
+    class Kept(sim.gridlanes._LockTables):
+        def __init__(self, lanes):
+            super().__init__(lanes)
+            made.append(self)
+
+    monkeypatch.setattr(sim.gridlanes, "_LockTables", Kept)
+    monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", 0)
+    rules, price = _rules_and_price(None, PRICE)
+    models = [ReplayModel(t) for t in TRACES[:2]]
+    for p in (price, None):
+        sim.gridlanes.grid_figures(TRACES[:2], grid(), models, [None, None], rules, p)
+    priced, unpriced = made[0], made[-1]
+    assert price.tier is not None and priced.o_max > 0
+    rng = np.random.default_rng(5)
+    for top in (150_000, 400_000, 1 << 42):  # below the tier, across it, past the exact range
+        req = rng.integers(0, top, 500)
+        read = (req * rng.random(500)).astype(np.int64)
+        write = ((req - read) * rng.random(500)).astype(np.int64)
+        o = rng.integers(0, 5000, 500)
+        X = np.zeros((500, sim.gridlanes._L_ROWS), dtype=np.int64)
+        X[:, sim.gridlanes._L_OCOST] = o * price.base.output + PICO // 2
+        got = priced.cost(req, read, write, o, X)
+        assert np.array_equal(got, price.cost_all(req - read - write, read, write, o))
+        assert got.dtype == np.int64 and (top < 200_000) == (req <= price.tier_above).all()
+    assert np.array_equal(unpriced.cost(req, read, write, o, X), np.full(500, -1))
