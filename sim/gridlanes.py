@@ -901,11 +901,6 @@ class _LockTables:
         # a firing lane's per-(call, run) numbers: its newest tool message in view, its messages
         self.fire_at = np.ascontiguousarray(np.stack([b.top_by_call, b.msgs_by_call], axis=1))
         self.run_consts = np.stack([b.po, b.ph, b.pe, b.prefix_tokens, b.to, b.io])
-        # per tool message: the prune bound just past it (its message's place in its run, plus one),
-        # and the prefix sums a prune moves over with the first item of each (one gather for both ends)
-        per_run = np.diff(np.append(b.to, len(b.tmg)))
-        self.tm_bound = b.tmg - np.repeat(b.po, per_run) + 1
-        self.t_rows = np.vstack([b.t_sums, b.t_first])
         self.set_consts = np.stack(lanes.settings)  # (limit, keep) of each setting
         self.price = price
         self.o_max = int(by_call[:, _T_OUT].max(initial=0))  # (the largest output of any call)
@@ -1180,8 +1175,9 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
     mode = lanes.mode
     nF = Sf.shape[1]
     r = Sf[_RUN]
-    consts = np.concatenate((lt.run_consts[:, r], lt.set_consts[:, Sf[_SET]], lt.fire_at[k][:, r]))
-    pF, ph, pe, prefix_tokens, t0, io, lane_limit, lane_keep, top_k, msgs_k = consts
+    pF, ph, pe, prefix_tokens, t0, io = lt.run_consts[:, r]
+    lane_limit, lane_keep = lt.set_consts[:, Sf[_SET]]
+    top_k, msgs_k = lt.fire_at[k][:, r]
     veF = Sf[_VE]
     d_old = Sf[_DELTA].copy()
     dtok = np.zeros(nF, dtype=np.int64)
@@ -1195,19 +1191,18 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
         q = b.c.searchsorted(b.c_through[top_k] - lane_keep)
         np.maximum(q, t0, out=q)
         np.minimum(q, top_k, out=q)
-        natural = lt.tm_bound[q - 1]
+        natural = b.tmg[q - 1] - pF + 1
         natural *= q > t0
         moved = natural > c0
         bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
         av = np.maximum(a, Sf[_STT_T])
         has = moved & (bb > av)
         if has.any():
-            at = lt.t_rows[:, np.concatenate((bb, av))]
-            d = at[:3, :nF] - at[:3, nF:]  # saving, count, tokens of the messages cleared
+            d = b.t_sums[:, bb] - b.t_sums[:, av]  # saving, count, tokens of the messages cleared
             d *= has
             veF -= d[0]
             dtok += ph * d[1] - d[2]
-            np.copyto(firstF, at[3, nF:], where=has)
+            np.copyto(firstF, b.t_first[np.minimum(av, len(b.t_first) - 1)], where=has)
             Sf[_COMP] += has
         np.maximum(c0, natural, out=c0)
         Sf[_CT_T] = bb
@@ -1220,8 +1215,7 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
     if G is not None and len(G):
         Sg = Sf[:, G]
         c, stG = Sg[_CT], Sg[_STT]
-        cg = consts[:, G]
-        pg, keep, M = cg[0], cg[7], cg[9]
+        pg, keep, M = pF[G], lane_keep[G], msgs_k[G]
         cM = np.minimum(c, M)
         gM, gcM = pg + M, pg + cM
         ep_M, ep_cM = b.ep[gM], b.ep[gcM]
@@ -1232,15 +1226,12 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
         lo = np.where(whole, lo_whole, lo_part) - pg
         cut = b.back[pg + np.maximum(lo - 1, 0)] * (lo > 1)
         np.maximum(cut, stG, out=cut)
-        m0 = np.maximum(stG, cg[2])
+        m0 = np.maximum(stG, pe[G])
         H = (cut > m0).nonzero()[0]
         if len(H):
             h = G[H]  # the summarizing lanes, as positions in Sf
             Sh = Sg[:, H]
-            ch = cg[:, H]
-            qh, ph_h, prefix_h = ch[0], ch[1], ch[3]
-            cut, m0, cM, ep_M, top = np.stack((cut, m0, cM, ep_M, top))[:, H]
-            c = Sh[_CT]
+            qh, cut, m0, c, cM, ep_M, top = pg[H], cut[H], m0[H], c[H], cM[H], ep_M[H], top[H]
             at = b.m_sums[:, np.concatenate((qh + m0, qh + cut))]  # m_tok bc bl ep dv first tok
             nh = len(H)
             at_m0, at_cut = at[:, :nh], at[:, nh:]
@@ -1249,6 +1240,7 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
             def kept_from(m, at):
                 return np.where(m >= cM, ep_M - at[3], top - at[4])
 
+            ph_h = ph[h]
             j = b.tmg.searchsorted(np.concatenate((qh + m0, qh + np.minimum(cut, c), qh + cut)))
             j0, j1, stt_t = j[:nh], j[nh : 2 * nh], j[2 * nh :]
             cleared = j1 > j0
@@ -1280,7 +1272,7 @@ def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray
             Sh[_S_BYTES], Sh[_S_EST] = text, new_est
             Sh[_STT] = cut
             Sh[_STT_T] = stt_t
-            msg_tokens = out + prefix_h
+            msg_tokens = out + prefix_tokens[h]
             car = Sh[_CARRIER]
             fresh = car < 0
             cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
