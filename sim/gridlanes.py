@@ -26,10 +26,8 @@ only lane starts at its first call, its first block the whole run. The started l
 blocks (``_Lanes.advance``: each lane's next block twice its last gap, or to its run's end once few
 calls are left, so that every round fires), or, where they are thousands (a wide grid: a call
 position's arrays are long already and blocks would compute past many firings), call position by call
-position (``_Lanes._lockstep``: a position's cost is its count of array operations, so what it reads
-is laid out for one gather each, ``_LockTables``, and its firing lanes compact in ``_lock_compact``).
-The lanes' state is one integer array (a row per quantity, a column per lane) so starting, gathering
-and dropping lanes are single operations. The
+position (``_Lanes._lockstep``). The lanes' state is one integer array (a row per
+quantity, a column per lane) so starting, gathering and dropping lanes are single operations. The
 calls' token counts are priced in a few large passes, each call rounded on its own, so no call table is
 kept.
 
@@ -51,7 +49,7 @@ from sim.cache import CacheRules
 from sim.gridpath import NO_LIMIT, _Static, status_base_len
 from sim.model import ReplayModel
 from sim.policies.seed_engine import SeedEngine
-from sim.pricing import PICO, Price
+from sim.pricing import Price
 from sim.seed_messages import (
     ELISION_RESERVE,
     INPUT_BUDGET,
@@ -63,7 +61,6 @@ from sim.seed_messages import (
 from sim.tokens import MESSAGE_OVERHEAD_BYTES, SEED_BYTES_PER_TOKEN
 
 _POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)
-_NEXT_POW10 = np.append(_POW10, np.iinfo(np.int64).max)  # (after d digits past the first: d + 1 at this)
 _SUMMARY_FIXED = summary_message(0)  # the summary message's bytes but for its text
 _TRANSCRIPT_FRAME = INSTRUCTION_CHARS + len("\n\n<transcript>\n") + len("\n</transcript>")
 
@@ -269,9 +266,6 @@ _FIGURE_ROWS = np.array([_RUN, _LANE, _TOKENS, _S_OUT, _START, _PEAK, _COMP, _OK
 # the last call's output, the settled prefix, the residual, the status line's fixed length, the output,
 # the provider's window
 _T_APP, _T_OPREV, _T_PREFIX, _T_RESID, _T_FIXED, _T_OUT, _T_WIN = range(7)
-# and, in the lockstep's rows (``_LockTables``), the estimate's part from the last call (its output and
-# what this call appends) and the output's priced part (its pico-USD and half a micro-USD)
-_L_EST, _L_OCOST, _L_ROWS = 7, 8, 9
 
 
 def grid_figures(
@@ -685,54 +679,44 @@ class _Lanes:
     def _lockstep(self, state: np.ndarray, fstate: np.ndarray) -> None:
         """``advance`` call position by call position: many started lanes make each position's arrays
         long, so its per-position work is small beside the lanes' own (and there are no blocks to
-        compute past a firing). A position's cost is its count of array operations more than their
-        length, so everything a position reads is laid out beforehand for one gather each
-        (``_LockTables``), its calls are priced where they are made and summed per column, and the
-        firing lanes compact in ``_lock_compact``. The lanes are ordered by the call they start at, so
-        the lanes going are a prefix; lanes whose runs ended stay in it (their figures and costs
-        taken, never firing, their calls billed to no lane) until they are many."""
+        compute past a firing). The lanes are ordered by the call they start at, so the lanes going are
+        a prefix; lanes whose runs ended stay in it (their figures taken, never firing, billed to no
+        lane) until they are many."""
         n = state.shape[1]
         if not n:
             return
-        lt = _LockTables(self)
         order = np.argsort(state[_START], kind="stable")
         st, fs = state[:, order], fstate[:, order]
         ident = order.copy()  # each column's lane, as ``state`` has them
         starts = st[_START].copy()
         ends = self.b.ncalls[st[_RUN]]
-        own = np.zeros(n, dtype=np.int64)  # each column's calls' cost so far
-        # each column's tokens so far in digits past the first, and the power of ten that adds one: the
-        # tokens only grow, so a position searches again only where they passed it
-        dig = np.empty((2, n), dtype=np.int64)
-        dig[0] = _POW10.searchsorted(st[_TOKENS], "right")
-        dig[1] = _NEXT_POW10[dig[0]]
         dead = np.zeros(n, dtype=bool)  # (lanes of ended runs: all started, so in the prefix)
         n_dead = 0
         K = self.K
-        going = np.searchsorted(starts, np.arange(K), side="right").tolist()  # lanes started by call k
-        ending = set(ends.tolist())
         for k in range(int(starts[0]), K + 1):
-            if k in ending:  # runs that end here: their lanes' figures and costs are final
-                gone = np.flatnonzero(ends == k)
+            gone = np.flatnonzero(ends == k)  # runs that end here: their lanes' figures are final
+            if len(gone):
                 state[:, ident[gone]] = st[:, gone]
                 fstate[:, ident[gone]] = fs[:, gone]
-                self.own[ident[gone]] += own[gone]
                 st[_TRIG, gone] = NO_LIMIT
                 dead[gone] = True
                 n_dead += len(gone)
             if k == K:
                 break
-            m = going[k]
+            m = int(np.searchsorted(starts, k, side="right"))
             if 4 * n_dead > m:  # (the rest keep their order)
                 keep = np.flatnonzero(~dead)
-                st, fs, ident, starts, ends, dead, own, dig = (
-                    st[:, keep], fs[:, keep], ident[keep], starts[keep], ends[keep], dead[keep], own[keep],
-                    dig[:, keep],
+                st, fs, ident, starts, ends, dead = (
+                    st[:, keep], fs[:, keep], ident[keep], starts[keep], ends[keep], dead[keep]
                 )  # fmt: skip
-                going = np.searchsorted(starts, np.arange(K), side="right").tolist()
-                m = going[k]
+                m = int(np.searchsorted(starts, k, side="right"))
                 n_dead = 0
-            self._call(lt, st[:, :m], fs[:, :m], own[:m], dig[:, :m], k, dead[:m] if n_dead else None)
+            Sv, fv = st[:, :m], fs[:, :m]
+            X = self.by_call[k].take(Sv[_RUN], axis=1)
+            last = Sv[_LAST]
+            ve = Sv[_VE] + X[_T_APP]
+            est = np.where(last > 0, last + (X[_T_OPREV] + X[_T_APP]), ve) if k else ve
+            self._call(Sv, fv, ident[:m], k, est > Sv[_TRIG], dead[:m] if n_dead else None, X)
 
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
@@ -782,156 +766,96 @@ class _Lanes:
         state[:, F] = Sf
         fstate[:, F] = fF
 
-    def _call(self, lt: _LockTables, Sf, fF, own, dig, k: int, dead) -> None:
-        """The lanes ``Sf``, ``fF`` (their state, updated in place) make their calls at call position
-        ``k`` (the lockstep's: blocks take ``_Trajectory``), those over their trigger compacting first
-        (``_lock_compact``); each call's cost is added to the lane's ``own``, and ``dig`` keeps the
-        digits of their tokens so far (``_lockstep``). ``dead``: lanes past their runs' ends (None:
-        none), not tabled (their costs were taken when they ended)."""
-        rules = self.rules
+    def _call(self, Sf, fF, ids, k, fires, dead, X=None) -> None:
+        """The lanes ``Sf``, ``fF`` (their state, updated in place; ``ids``: their places in the bills)
+        make their calls at call position ``k`` (the lockstep's: blocks take ``_Trajectory``): those that
+        ``fires`` (None: all) compact first. ``dead``: lanes past their runs' ends (None: none), neither
+        billed nor tabled. ``X``: the lanes' per-run tables at ``k`` when the caller has them."""
+        b, rules = self.b, self.rules
         r = Sf[_RUN]
-        X = lt.rows[k].take(r, axis=0)  # (lane, table): the lanes' runs' tables at k, one gather
-        Sf[_VE] += X[:, _T_APP]
-        ve = Sf[_VE]
-        last = Sf[_LAST]
-        est = np.where(last > 0, last + X[:, _L_EST], ve) if k else ve
-        G = (est > Sf[_TRIG]).nonzero()[0]
-        summary_in = None
-        if len(G):
-            Sg, fg = Sf[:, G], fF[:, G]
-            stable_G, first_G, summary_in = _lock_compact(self, lt, Sg, fg, k)
-            Sf[:, G] = Sg
-            if summary_in is not None:
-                summary_in = (G[summary_in[0]], summary_in[1])
-        total = Sf[_DELTA] + X[:, _T_PREFIX]
-        req = total + X[:, _T_RESID]
+        X = self.by_call[k].take(r, axis=1) if X is None else X  # (one position: contiguous tables)
+        t = b.elapsed_by_call[k].take(r)
+
+        def prev_items(H):  # the items the lanes' last calls had in view
+            return b.view_end_by_call[k - 1].take(r[H]) if k else 0
+
+        Sf[_VE] += X[_T_APP]
+        n = Sf.shape[1]
+        if fires is None:
+            stable_F, firstF, summary_in = _compact(
+                b, Sf, fF, k, self.settings, self.mode, self.ratio, self.smin, self.smax, self, self.summaries
+            )
+        else:
+            G = np.flatnonzero(fires)
+            stable_F = firstF = summary_in = None
+            if len(G):
+                Sg, fg = Sf[:, G], fF[:, G]
+                sg, fgi, summary_in = _compact(
+                    b, Sg, fg, k, self.settings, self.mode, self.ratio, self.smin,
+                    self.smax, self, self.summaries,
+                )  # fmt: skip
+                Sf[:, G] = Sg
+                stable_F, firstF = sg, fgi
+                if summary_in is not None:
+                    summary_in = (G[summary_in[0]], summary_in[1])
+        total = Sf[_DELTA] + X[_T_PREFIX]
         if self.status_on:  # the line's length from its numbers' digits: the rest of its text is fixed
+            last = Sf[_LAST]
             if summary_in is not None:
                 last = last.copy()
                 last[summary_in[0]] = summary_in[1]
-            tokens = Sf[_TOKENS]
-            up = tokens >= dig[1]
-            if up.any():  # (a summary call's tokens are in them: they passed a power of ten)
-                d = _POW10.searchsorted(tokens[up], "right")
-                dig[0, up] = d
-                dig[1, up] = _NEXT_POW10[d]
-            digits = _POW10.searchsorted(last, "right")
-            digits += dig[0]
-            digits += X[:, _T_FIXED]
+            digits = np.searchsorted(_POW10, Sf[_TOKENS], "right") + np.searchsorted(_POW10, last, "right")
+            digits += X[_T_FIXED]
             stok = np.ceil(digits / fF[_BPT]).astype(np.int64)  # estimate_tokens of the line
-            req += stok
+            req = total + X[_T_RESID] + stok
         else:
-            stok = None
+            stok = np.zeros(n, dtype=np.int64)
+            req = total + X[_T_RESID]
         np.maximum(req, 0, out=req)
-        if self.windowed:
-            over = req > X[:, _T_WIN]
-            if over.any():  # refused by the provider: the loop replays what follows
-                Sf[_OK, over] = 0
-                Sf[_TRIG, over] = NO_LIMIT
-        stable = Sf[_PREV]  # (the last call's view: PREV is this call's view below)
-        if len(G):
-            use = (first_G >= 0) & (first_G < (lt.prev_items[k].take(r[G]) if k else 0))
-            stable = stable.copy()
-            stable[G[use]] = stable_G[use]
+        over = req > X[_T_WIN]
+        if over.any():  # refused by the provider: the loop replays what follows
+            Sf[_OK, over] = 0
+            Sf[_TRIG, over] = NO_LIMIT
+        stable = Sf[_PREV].copy()
+        if firstF is not None:  # (``stable_F``, ``firstF``: of the lanes ``G``, or of all when None)
+            H = np.arange(n) if fires is None else G
+            use = (firstF >= 0) & (firstF < prev_items(H))
+            stable[H[use]] = stable_F[use]
         expires = fF[_EXPIRES]
-        t = lt.elapsed[k].take(r)
-        hit = t <= expires
-        hit &= stable >= rules.min_prefix_tokens
+        hit = (t <= expires) & (stable >= rules.min_prefix_tokens)
         reusable = np.minimum(stable, Sf[_CACHED])
         if rules.reuse_fraction != 1.0:
             reusable = np.floor(reusable * rules.reuse_fraction).astype(np.int64)
         if rules.granularity != 1:
             reusable = reusable // rules.granularity * rules.granularity
-        read = np.minimum(reusable, req)
-        read *= hit
+        read = np.minimum(reusable, req) * hit
         cacheable = total >= rules.min_prefix_tokens
         if rules.writes:
-            write = np.minimum(total, req)
-            write -= read
-            np.maximum(write, 0, out=write)
-            write *= cacheable
+            write = np.maximum(np.minimum(total, req) - read, 0) * cacheable
         else:
-            write = np.zeros(len(r), dtype=np.int64)
+            write = np.zeros(n, dtype=np.int64)
         np.copyto(Sf[_CACHED], total, where=cacheable)
-        t += rules.lifetime_s
-        np.copyto(expires, t, where=cacheable)
-        o = X[:, _T_OUT]
-        cost = lt.cost(req, read, write, o, X)
-        own += cost
+        np.copyto(expires, t + rules.lifetime_s, where=cacheable)
+        o = X[_T_OUT]
+        uncached = req - read - write
+        billed = ids if dead is None else np.where(dead, self.n, ids)
+        self.own[billed] += self.cost(uncached, read, write, o)  # (a position's lanes are many: priced now)
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,
                 "stable_prefix_tokens": stable, "cache_read_tokens": read, "cache_write_tokens": write,
-                "uncached_input_tokens": req - read - write, "cost_microusd": cost,
+                "uncached_input_tokens": uncached,
             }  # fmt: skip
-            if stok is None:
-                cols["status_tokens"] = np.zeros(len(r), dtype=np.int64)
+            if "cost_microusd" in self.tables:
+                cols["cost_microusd"] = self.cost(uncached, read, write, o)
             flat = Sf[_LANE] * self.K + k
             live = slice(None) if dead is None else ~dead
             for name, v in self.tables.items():
-                v.reshape(-1)[flat[live]] = cols[name][live]
+                v.reshape(-1)[flat[live]] = np.broadcast_to(cols[name], n)[live]
         np.maximum(Sf[_PEAK], req, out=Sf[_PEAK])
-        Sf[_TOKENS] += req
-        Sf[_TOKENS] += o
+        Sf[_TOKENS] += req + o
         Sf[_LAST] = req
         Sf[_PREV] = total
-
-
-class _LockTables:
-    """What the lockstep's call positions read, laid out for one gather each: per call position, every
-    run's call tables as a row (``rows[k]``: appended, output, settled prefix, residual, status line,
-    window, the estimate's part from the last call, and the output's priced part), the calls' times and
-    the items the runs' last calls had in view; per run, the constants a firing reads (offsets, the
-    placeholder's and the summary prefix's tokens, the protected end); the settings' limit and keep."""
-
-    def __init__(self, lanes: _Lanes) -> None:
-        b = lanes.b
-        by_call = lanes.by_call  # (call, table, run)
-        K, _, R = by_call.shape
-        rows = np.zeros((K, R, _L_ROWS), dtype=np.int64)
-        rows[:, :, :7] = by_call.transpose(0, 2, 1)
-        rows[:, :, _L_EST] = by_call[:, _T_OPREV] + by_call[:, _T_APP]
-        price = lanes.price
-        if price is not None:
-            rows[:, :, _L_OCOST] = by_call[:, _T_OUT] * price.base.output + PICO // 2
-        self.rows = rows
-        self.elapsed = b.elapsed_by_call
-        self.prev_items = np.zeros((K, R), dtype=np.int64)
-        self.prev_items[1:] = b.view_end_by_call[:-1]
-        # a firing lane's per-(call, run) numbers: its newest tool message in view, its messages
-        self.fire_at = np.ascontiguousarray(np.stack([b.top_by_call, b.msgs_by_call], axis=1))
-        self.run_consts = np.stack([b.po, b.ph, b.pe, b.prefix_tokens, b.to, b.io])
-        self.set_consts = np.stack(lanes.settings)  # (limit, keep) of each setting
-        self.price = price
-        self.o_max = int(by_call[:, _T_OUT].max(initial=0))  # (the largest output of any call)
-        if price is not None:
-            rates = (price.base,) if price.tier is None else (price.base, price.tier)
-            self.dearest = max(max(r.input, r.output, r.cache_read, r.cache_write) for r in rates)
-            base = price.base
-            self.base = (base.input, base.cache_read - base.input, base.cache_write - base.input)
-
-    def cost(self, req, read, write, o, X) -> np.ndarray:
-        """``Price.cost_all(req - read - write, read, write, o)`` of a position's calls (-1 each when
-        unpriced): the same integers, with the uncached tokens' rate folded into the others' and the
-        output's share taken from the tables, where no count can overflow (else ``cost_all`` itself)."""
-        price = self.price
-        if price is None:
-            return np.full(len(req), -1, dtype=np.int64)
-        top = max(int(req.max(initial=0)), self.o_max)
-        if top * self.dearest >= 1 << 60:
-            return price.cost_all(req - read - write, read, write, o)
-        r_in, r_read, r_write = self.base
-        pusd = req * r_in
-        pusd += read * r_read
-        pusd += write * r_write
-        pusd += X[:, _L_OCOST]
-        pusd //= PICO
-        if price.tier is not None:  # (the tier's rates only where some call is above it)
-            above = req > price.tier_above
-            if above.any():
-                tier = price.cost_all(req - read - write, read, write, o)
-                pusd = np.where(above, tier, pusd)
-        return pusd
 
 
 # ``_Trajectory.row_columns``' names, in its order
@@ -1161,146 +1085,6 @@ def _compact(
                 summaries.append((np.broadcast_to(k, nF)[h], Sh[_LANE].copy(), s_in, out))
             summarized[h] = True
     stable_F = b.prefix[b.io[r] + np.maximum(firstF, 0)] + d_old * ~summarized
-    Sf[_DELTA] = d_old + dtok
-    return stable_F, firstF, summary_in
-
-
-def _lock_compact(lanes: _Lanes, lt: _LockTables, Sf: np.ndarray, fF: np.ndarray, k: int):
-    """``_compact`` of the lanes whose trigger fires at the lockstep's call position ``k`` (the same
-    rules and arithmetic, one position's lanes at once): their constants come in one gather each from
-    ``lt`` (run, setting, and the run's numbers at ``k``), the batch's stacked prefix sums are gathered
-    along their rows, and the summarizing lanes' figures are worked on them alone. Returns what
-    ``_compact`` returns."""
-    b = lanes.b
-    mode = lanes.mode
-    nF = Sf.shape[1]
-    r = Sf[_RUN]
-    pF, ph, pe, prefix_tokens, t0, io = lt.run_consts[:, r]
-    lane_limit, lane_keep = lt.set_consts[:, Sf[_SET]]
-    top_k, msgs_k = lt.fire_at[k][:, r]
-    veF = Sf[_VE]
-    d_old = Sf[_DELTA].copy()
-    dtok = np.zeros(nF, dtype=np.int64)
-    firstF = np.full(nF, -1, dtype=np.int64)
-    moved = None
-    summarized = None
-    summary_in = None
-    if mode != "summarize":
-        # the natural bound (as ``_Batch.natural`` tables it): q, the first tool message it leaves in view
-        c0, a = Sf[_CT], Sf[_CT_T]
-        q = b.c.searchsorted(b.c_through[top_k] - lane_keep)
-        np.maximum(q, t0, out=q)
-        np.minimum(q, top_k, out=q)
-        natural = b.tmg[q - 1] - pF + 1
-        natural *= q > t0
-        moved = natural > c0
-        bb = np.where(moved, q, a)  # (the bound past tool message q - 1: q in ``tmg``)
-        av = np.maximum(a, Sf[_STT_T])
-        has = moved & (bb > av)
-        if has.any():
-            d = b.t_sums[:, bb] - b.t_sums[:, av]  # saving, count, tokens of the messages cleared
-            d *= has
-            veF -= d[0]
-            dtok += ph * d[1] - d[2]
-            np.copyto(firstF, b.t_first[np.minimum(av, len(b.t_first) - 1)], where=has)
-            Sf[_COMP] += has
-        np.maximum(c0, natural, out=c0)
-        Sf[_CT_T] = bb
-    if mode == "prune":
-        G = None
-    elif mode == "summarize":
-        G = np.arange(nF)
-    else:
-        G = (~(moved & (veF <= lane_limit))).nonzero()[0]
-    if G is not None and len(G):
-        Sg = Sf[:, G]
-        c, stG = Sg[_CT], Sg[_STT]
-        pg, keep, M = pF[G], lane_keep[G], msgs_k[G]
-        cM = np.minimum(c, M)
-        gM, gcM = pg + M, pg + cM
-        ep_M, ep_cM = b.ep[gM], b.ep[gcM]
-        top = ep_M - b.sv[gcM]
-        whole = (cM < M) & (ep_M - ep_cM >= keep)
-        lo_whole = _clip(b.ep.searchsorted(ep_M - keep, side="right"), gcM, gM)
-        lo_part = _clip(b.dv.searchsorted(top - keep, side="right"), pg, gcM)
-        lo = np.where(whole, lo_whole, lo_part) - pg
-        cut = b.back[pg + np.maximum(lo - 1, 0)] * (lo > 1)
-        np.maximum(cut, stG, out=cut)
-        m0 = np.maximum(stG, pe[G])
-        H = (cut > m0).nonzero()[0]
-        if len(H):
-            h = G[H]  # the summarizing lanes, as positions in Sf
-            Sh = Sg[:, H]
-            qh, cut, m0, c, cM, ep_M, top = pg[H], cut[H], m0[H], c[H], cM[H], ep_M[H], top[H]
-            at = b.m_sums[:, np.concatenate((qh + m0, qh + cut))]  # m_tok bc bl ep dv first tok
-            nh = len(H)
-            at_m0, at_cut = at[:, :nh], at[:, nh:]
-            span = at_cut - at_m0  # (the covered messages' tokens, blocks, block bytes)
-
-            def kept_from(m, at):
-                return np.where(m >= cM, ep_M - at[3], top - at[4])
-
-            ph_h = ph[h]
-            j = b.tmg.searchsorted(np.concatenate((qh + m0, qh + np.minimum(cut, c), qh + cut)))
-            j0, j1, stt_t = j[:nh], j[nh : 2 * nh], j[2 * nh :]
-            cleared = j1 > j0
-            covered = span[0]
-            t = b.t_sums[1:, j1] - b.t_sums[1:, j0]
-            covered += (ph_h * t[0] - t[1]) * cleared
-            s_tok = Sh[_S_TOK].copy()
-            covered_tokens = s_tok + covered
-            prev = Sh[_S_BYTES].copy()
-            has_prev = prev >= 0
-            count, total = span[1], span[2]
-            shown_prev = (19 + prev) * has_prev  # the previous summary's line
-            lines = count + has_prev
-            chars = _TRANSCRIPT_FRAME + total + shown_prev
-            chars += 2 * np.maximum(lines - 1, 0)
-            budget = (INPUT_BUDGET - ELISION_RESERVE - INSTRUCTION_CHARS) - (shown_prev + 2 * has_prev)
-            elide = (total + 2 * count > budget).nonzero()[0]
-            if len(elide):  # over the transcript budget: whole blocks from both ends
-                chars[elide] = _elided_chars(
-                    b.w, qh[elide] + m0[elide], qh[elide] + cut[elide], budget[elide], prev[elide], b.bc
-                )
-            bpt = fF[_BPT, h]
-            s_in = _ceil_tokens(chars, bpt)
-            out = _clip(np.rint(lanes.ratio * covered_tokens), lanes.smin, lanes.smax).astype(np.int64)
-            text = np.rint(out * bpt).astype(np.int64)
-            text[text == 0] = len(NO_SUMMARY)
-            new_est = -(-(_SUMMARY_FIXED + text) // 4)
-            Sh[_VE] -= kept_from(m0, at_m0) - kept_from(cut, at_cut) + Sh[_S_EST] - new_est
-            Sh[_S_BYTES], Sh[_S_EST] = text, new_est
-            Sh[_STT] = cut
-            Sh[_STT_T] = stt_t
-            msg_tokens = out + prefix_tokens[h]
-            car = Sh[_CARRIER]
-            fresh = car < 0
-            cleared_head = cleared & (b.tmg[np.minimum(j0, len(b.tmg) - 1)] == qh + m0)
-            old_new = np.where(cleared_head, ph_h, at_m0[6])
-            old_car = np.where(fresh, old_new, s_tok)
-            others = covered - old_new * fresh
-            np.copyto(car, at_m0[5], where=fresh)
-            Sh[_S_TOK] = msg_tokens
-            dtok[h] += msg_tokens - old_car - others
-            firstF[h] = car
-            Sh[_TOKENS] += s_in + out
-            Sh[_S_OUT] += out
-            np.maximum(Sh[_PEAK], s_in, out=Sh[_PEAK])
-            lane_ids = Sh[_LANE].copy()
-            lanes.add(lane_ids, s_in, 0, 0, out)
-            Sh[_COMP] += 1
-            Sf[:, h] = Sh
-            summary_in = (h, s_in)
-            if lanes.summaries is not None:  # (call, lanes, summary input, summary output)
-                lanes.summaries.append((np.full(nh, k), lane_ids, s_in, out))
-            summarized = h
-    stable_F = b.prefix[io + np.maximum(firstF, 0)]
-    if summarized is None:
-        stable_F += d_old
-    else:
-        keep_d = d_old.copy()
-        keep_d[summarized] = 0
-        stable_F += keep_d
     Sf[_DELTA] = d_old + dtok
     return stable_F, firstF, summary_in
 
