@@ -306,3 +306,23 @@ def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mi
     assert all(type(t.__dict__["events"]) is Lazy for t, was in zip(traces, lazy, strict=True) if was)
     slow = [any(e.needs or e.provides or e.supersedes for e in t.events) for t in traces]
     assert fast == slow and any(lazy) and any(fast) and not all(fast)
+
+
+def test_the_grid_lanes_benchmark_reports_the_pass_and_the_lanes_compactions():
+    """``benchmarks/grid_lanes.py`` (where the bench's grid pass spends its time): its counts are the
+    grid's own (3 traces x 395 settings), its compactions the figures' less the settle-time ones."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    got = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "grid_lanes.py"), "3", "1"],
+        capture_output=True, text=True, check=True, cwd=root,
+    )  # fmt: skip
+    first, second = got.stdout.splitlines()[:2]
+    calls = sum(len(generate_run(7, i).calls) for i in range(3))
+    longest = max(len(generate_run(7, i).calls) for i in range(3))
+    assert first.startswith(f"3 traces, {calls} calls, 395 settings: grid pass ")
+    assert first.endswith(f"longest run {longest} calls (the lockstep's call positions)")
+    assert second.startswith("lanes 1185: ") and "compact at least once" in second
