@@ -57,7 +57,7 @@ from sim.types import (
     Lazy,
     Trace,
     TraceArrays,
-    filled,
+    filler,
 )
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
@@ -73,9 +73,73 @@ Slow = Callable[[int], Trace]  # record number in the batch -> its trace by the 
 # ------------------------------------------------------------------------------------------ JSON text
 def _pa():
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    return pa, pc
+    return pa, _compute()
+
+
+@lru_cache(maxsize=1)
+def _compute() -> _Compute:
+    return _Compute()
+
+
+class _Compute:
+    """The ``pyarrow.compute`` functions this module calls, called as those do (same kernels, same
+    options) through ``pyarrow._compute.call_function``: importing ``pyarrow.compute`` itself wraps and
+    documents each of its ~290 functions, ~0.07 s CPU, a thirtieth of a streamed 10k run. Arrays'
+    own ``is_valid``, ``filter`` and ``cast`` import it too: called here instead."""
+
+    def __init__(self) -> None:
+        import pyarrow as pa
+        import pyarrow._compute as c
+
+        self.pa, self.c, self.call = pa, c, c.call_function
+
+    def fill_null(self, a, fill):
+        pa = self.pa
+        if not isinstance(fill, pa.Array | pa.ChunkedArray | pa.Scalar):
+            fill = pa.scalar(fill, type=a.type)
+        elif a.type != fill.type:
+            fill = self.cast(fill, a.type)
+        return self.call("coalesce", [a, fill])
+
+    def cast(self, a, target_type):
+        return self.call("cast", [a], self.c.CastOptions.safe(self.pa.types.lib.ensure_type(target_type)))
+
+    def take(self, a, indices):
+        return self.call("take", [a, indices], self.c.TakeOptions(boundscheck=True))
+
+    def filter(self, a, mask):
+        return self.call("filter", [a, mask], self.c.FilterOptions("drop"))
+
+    def is_valid(self, a):
+        return self.call("is_valid", [a])
+
+    def index_in(self, a, value_set):
+        return self.call("index_in", [a], self.c.SetLookupOptions(value_set))
+
+    def match_substring_regex(self, a, pattern: str):
+        return self.call("match_substring_regex", [a], self.c.MatchSubstringOptions(pattern))
+
+    def count_substring_regex(self, a, pattern: str):
+        return self.call("count_substring_regex", [a], self.c.MatchSubstringOptions(pattern))
+
+    def replace_substring(self, a, pattern: str, replacement: str):
+        return self.call("replace_substring", [a], self.c.ReplaceSubstringOptions(pattern, replacement))
+
+    def binary_join_element_wise(self, *strings):
+        return self.call("binary_join_element_wise", list(strings))
+
+    def and_(self, x, y):
+        return self.call("and", [x, y])
+
+    def __getattr__(self, name: str):  # the others take no options: any, all, equal, if_else, ...
+        call = self.call
+
+        def function(*args):
+            return call(name, list(args))
+
+        setattr(self, name, function)
+        return function
 
 
 def _int_text(a):
@@ -127,7 +191,7 @@ def _list_text(lists, item_text):
     pa, pc = _pa()
     items = pa.ListArray.from_arrays(lists.offsets, item_text(lists.values))
     out = pc.binary_join_element_wise("[", pc.binary_join(items, ","), "]", "")
-    return pc.if_else(lists.is_valid(), out, "null")
+    return pc.if_else(pc.is_valid(lists), out, "null")
 
 
 def _objects(parts: list) -> Any:
@@ -221,7 +285,7 @@ def _valid(a) -> np.ndarray:
     nulls = a.null_count
     if nulls == 0 or nulls == len(a):  # the common cases, without a bitmap turned into bools
         return np.full(len(a), nulls == 0, dtype=bool)
-    return _numpy(a.is_valid())
+    return _numpy(_compute().is_valid(a))
 
 
 def _nat(v: np.ndarray) -> np.ndarray:
@@ -423,6 +487,8 @@ def batch_traces(
         top["context_window"],
         top["bytes_per_token"],
     )
+    make_arrays, make_trace = _makers()
+    no_facts = _no_facts(int(n_ev.max(initial=0)) + 1)
     for i in fast.tolist():
         a, b, ca, cb = eo_[i], eo_[i + 1], co_[i], co_[i + 1]
         if lines is not None:
@@ -433,57 +499,64 @@ def batch_traces(
             digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
         else:
             digest = hashes[i]
-        arrays = filled(
-            TraceArrays,
-            {
-                "kind": kind[a:b],
-                "tokens": tokens[a:b],
-                "bytes": bytes_[a:b],
-                "chars": chars[a:b],
-                "lines": lines_[a:b],
-                "bounded": bounded[a:b],
-                "view_end": ve_ro[ca:cb],
-                "residual": res_ro[ca:cb],
-                "output_tokens": out_tokens[ca:cb],
-                "recorded_input": rec_input[ca:cb],
-                "prefix": own_prefix[a + i : b + i + 1],
-                "recorded_view": view_ro[ca:cb],
-                "call_index": local_ro[ca:cb],
-                "no_first": minus_one[ca:cb],
-                "no_changes": zeros[ca:cb],
-            },
+        arrays = make_arrays(
+            kind[a:b],
+            tokens[a:b],
+            bytes_[a:b],
+            chars[a:b],
+            lines_[a:b],
+            bounded[a:b],
+            ve_ro[ca:cb],
+            res_ro[ca:cb],
+            out_tokens[ca:cb],
+            rec_input[ca:cb],
+            own_prefix[a + i : b + i + 1],
+            view_ro[ca:cb],
+            local_ro[ca:cb],
+            minus_one[ca:cb],
+            zeros[ca:cb],
         )
-        t = filled(
-            Trace,
-            {
-                "trace_id": ids[i],
-                "source_format": formats[i],
-                "events": Lazy(_EventBuilder(E, a, b)),
-                "calls": Lazy(_CallBuilder(calls_py, ca, cb)),
-                "agent": agents[i],
-                "model": models[i],
-                "context_window": windows[i],
-                "bytes_per_token": ratios[i],
-                "recorded_policy": _object(policy_text[i]),
-                "outcome": _object(outcome_text[i]),
-                "source_file": files[i],
-            },
-        )
-        cache = t._cache
-        cache["arrays"] = arrays
-        cache["trace_hash"] = digest
-        cache["runs"] = 1
         # the derived values the batch path asks for, from the columns (held equal to their builders)
-        cache["provides_any"] = provides_any[a:b]
-        cache["has_needs"] = any_needs_[i]
-        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else ()
-        cache["elapsed"] = elapsed[ca:cb]
+        cache = {
+            "arrays": arrays,
+            "trace_hash": digest,
+            "runs": 1,
+            "provides_any": provides_any[a:b],
+            "has_needs": any_needs_[i],
+            "answer_needs": _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else (),
+            "elapsed": elapsed[ca:cb],
+        }
         if not unrecorded_[i]:  # sim.model's recorded outputs: the column itself, none estimated
             cache["replay_outputs"] = (arrays.output_tokens, 0)
         if not any_facts_[i]:  # sim.ledger's facts_before of a trace without facts
-            cache["facts_before"] = _no_facts(b - a + 1)
+            cache["facts_before"] = no_facts[: b - a + 1]
+        t = make_trace(
+            ids[i],
+            formats[i],
+            Lazy(_EventBuilder(E, a, b)),
+            Lazy(_CallBuilder(calls_py, ca, cb)),
+            agents[i],
+            models[i],
+            windows[i],
+            ratios[i],
+            _object(policy_text[i]),
+            _object(outcome_text[i]),
+            files[i],
+            (),
+            (),
+            (),
+            cache,
+        )
         out[i] = t
     return [t if t is not None else slow(i) for i, t in enumerate(out)]
+
+
+@lru_cache(maxsize=1)
+def _makers():
+    """Makers of a record's ``TraceArrays`` and ``Trace``, from their fields in order (``filler``)."""
+    from dataclasses import fields
+
+    return tuple(filler(cls, tuple(f.name for f in fields(cls))) for cls in (TraceArrays, Trace))
 
 
 def text_hash(pieces) -> str:
@@ -685,11 +758,11 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
         return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
 
     present = {k: listed(k) for k in _OPTIONAL if pa.types.is_list(f(k).type)}
-    content_absent = pc.invert(f("content").is_valid())
+    content_absent = pc.invert(pc.is_valid(f("content")))
     for k in ("json_bytes", "json2_bytes"):  # JSON sizes: beside a missing content only
-        present[k] = pc.and_(content_absent, f(k).is_valid())
+        present[k] = pc.and_(content_absent, pc.is_valid(f(k)))
     for k in ("source_type", "url"):
-        present[k] = f(k).is_valid()
+        present[k] = pc.is_valid(f(k))
     for k in list(present):
         if not pc.any(present[k]).as_py():
             present[k] = None  # absent everywhere: no piece at all
@@ -790,7 +863,7 @@ def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int
     """Rows (of ``rows``) asking (at ``asked_at``) for a string no row of their record (``owner``) gave
     (at ``given_at``) before them (or at the same row when ``same_ok``)."""
     pa, pc = _pa()
-    every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
+    every = pa.chunked_array([pc.cast(given, pa.string()), pc.cast(asked, pa.string())]).combine_chunks()
     codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_given = owner[given_at] * width + codes[: len(given_at)]
@@ -824,9 +897,25 @@ def _unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
     issued, lengths = _items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
     assistant = kind[issued_at] == _ASSISTANT
-    answer_ids = E.field("tool_call_id").filter(_mask(answer))
-    issued_at, issued = issued_at[assistant], issued.filter(_mask(assistant))
-    return _unmatched(owner, issued_at, issued, np.flatnonzero(answer), answer_ids, True, len(E))
+    _, pc = _pa()
+    answer_ids = pc.filter(E.field("tool_call_id"), _mask(answer))
+    issued_at, issued = issued_at[assistant], pc.filter(issued, _mask(assistant))
+    answer_at = np.flatnonzero(answer)
+    if _answered_in_order(owner, issued_at, issued, answer_at, answer_ids):
+        return np.zeros(len(E), dtype=bool)
+    return _unmatched(owner, issued_at, issued, answer_at, answer_ids, True, len(E))
+
+
+def _answered_in_order(owner, issued_at, issued, answer_at, answer_ids) -> bool:
+    """Does the k-th answer name the k-th issued id, issued at or before it in its own record, for every
+    k? Then every answer is answered (what ``_unmatched`` finds without sorting; a recorded agent answers
+    its tool calls in the order it made them). False: no answer (so, ``_unmatched`` decides)."""
+    _, pc = _pa()
+    if len(answer_at) != len(issued_at) or issued.null_count or answer_ids.null_count:
+        return False
+    if not ((issued_at <= answer_at).all() and (owner[issued_at] == owner[answer_at]).all()):
+        return False
+    return len(issued) == 0 or pc.all(pc.equal(issued, answer_ids)).as_py() is True
 
 
 _NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
@@ -969,36 +1058,21 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
 
     hashes = stored_hashes(path, f)
     done = 0
-    try:
-        batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH)
-    except Exception:  # noqa: BLE001 - not readable: the reference says how
-        batches = None
-    while batches is not None:
-        try:
-            batch = next(batches, None)
-            if batch is not None:
-                batch.validate(full=True)  # strings that are not UTF-8: the reference names the row
-        except Exception:  # noqa: BLE001 - pyarrow's reading only
-            break
-        if batch is None:
-            return
-        rows = None
-
-        def slow_row(i: int, base=done, batch=batch) -> Trace:
-            nonlocal rows
-            if rows is None:
-                rows = batch.to_pylist()
-            return slow(base + i, rows[i])
-
-        known = None if hashes is None else hashes[done : done + batch.num_rows]
-        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
-            hashes = known = None
-        ts = _declining(
-            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
-        )
-        for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
-            yield t
-            done += 1
+    readable = True
+    batches = _ahead(_parquet_batches(f, slow, hashes))
+    try:  # closed here, before the file is: the thread reading ahead stops first
+        for got in batches:
+            if got is None:  # a batch Arrow could not read
+                readable = False
+                break
+            rows, ts, slow_row = got
+            for t in ts if ts is not None else map(slow_row, range(rows)):
+                yield t
+                done += 1
+    finally:
+        batches.close()
+    if readable:
+        return
     # the rest through the reference: it reads (and fails) where it always has
     rows_iter = parquet_rows(path, start=done)
     while True:
@@ -1010,6 +1084,89 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
             return
         yield slow(got[0], got[1])
         done += 1
+
+
+def _parquet_batches(f, slow, hashes: list[str] | None) -> Iterator[tuple | None]:
+    """Per Arrow batch of the file, in order: (its rows, its traces read as columns or None when the fast
+    path declines the whole batch, its reference reader ``slow_row(i)``); a last None when a batch could
+    not be read (the reference reads from there on). Run one batch ahead of its reader (``_ahead``)."""
+    start = 0
+    try:  # one thread: the batch ahead is read on a second one (_ahead), beside the replay
+        batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH, use_threads=False)
+    except Exception:  # noqa: BLE001 - not readable: the reference says how
+        yield None
+        return
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is not None:
+                batch.validate(full=True)  # strings that are not UTF-8: the reference names the row
+        except Exception:  # noqa: BLE001 - pyarrow's reading only
+            yield None
+            return
+        if batch is None:
+            return
+        rows = None
+
+        def slow_row(i: int, base=start, batch=batch) -> Trace:
+            nonlocal rows
+            if rows is None:
+                rows = batch.to_pylist()
+            return slow(base + i, rows[i])
+
+        known = None if hashes is None else hashes[start : start + batch.num_rows]
+        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
+            hashes = known = None
+        ts = _declining(
+            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
+        )
+        yield batch.num_rows, ts, slow_row
+        start += batch.num_rows
+
+
+def _ahead(items: Iterator) -> Iterator:
+    """``items`` in order, each made on a second thread while the caller uses the one before (one item
+    ahead, no more): Arrow's decoding and compute and numpy's loops release the interpreter lock, so
+    the next batch is read and checked on the second core while this one is replayed. An exception
+    ``items`` raises is raised here, where the caller reaches it, as it was without the thread; the
+    thread is stopped (``items`` closed on it) when the caller stops early."""
+    import queue
+    import threading
+
+    asks: queue.SimpleQueue = queue.SimpleQueue()
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            while asks.get():
+                try:
+                    answers.put((True, next(items)))
+                except StopIteration:
+                    answers.put((False, None))
+                    return
+                except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+                    answers.put((False, exc))
+                    return
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=run, name="ctxsim-read-ahead", daemon=True)
+    asks.put(True)
+    worker.start()
+    try:
+        while True:
+            more, item = answers.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            asks.put(True)  # the next one, made while the caller uses this one
+            yield item
+    finally:
+        asks.put(False)
+        worker.join()
 
 
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:
