@@ -275,6 +275,20 @@ def _value_set(values: tuple[str, ...]):
     return got
 
 
+def _codes(a, values: tuple[str, ...]) -> np.ndarray:
+    """Each string's position in ``values`` (-1: null or none of them), as numpy: ``pc.index_in``. An
+    enumeration read as a dictionary is looked up once per distinct value (``index_in`` of the
+    dictionary array itself decodes every row first: a tenth of the checks)."""
+    pa, pc = _pa()
+    if not pa.types.is_dictionary(a.type):
+        return _np(pc.index_in(a, value_set=_value_set(values)), -1)
+    if not len(a.dictionary):
+        return np.full(len(a), -1, dtype=np.int64)
+    per_value = _np(pc.index_in(a.dictionary, value_set=_value_set(values)), -1)
+    codes = per_value[_np(a.indices, 0)]
+    return np.where(_valid(a), codes, -1) if a.null_count else codes
+
+
 def _items(lists) -> tuple[Any, np.ndarray]:
     """A list column's items (exactly the rows' spans of its child) and each row's span length."""
     off = _numpy(lists.offsets).astype(np.int64)
@@ -342,9 +356,9 @@ def batch_traces(
     ints = {k: _np(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
     for v in ints.values():
         bad |= ~_nat(v)
-    kind = _np(pc.index_in(f("kind"), value_set=_value_set(EVENT_KINDS)), -1).astype(np.int8)
+    kind = _codes(f("kind"), EVENT_KINDS).astype(np.int8)
     bad |= kind < 0
-    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=_value_set(TOKEN_PROVENANCES)), -1) < 0
+    bad |= _codes(f("tokens_provenance"), TOKEN_PROVENANCES) < 0
     tcids = f("tool_call_ids")
     bad |= ~_valid(tcids) | ~_valid(f("bounded"))
     items, lengths = _items(tcids)  # items are strings, never null (the fact lists: _fact_problems)
@@ -389,7 +403,7 @@ def batch_traces(
         cbad |= _valid(g(k)) & ~_nat(opt[k])
     residual = _np(g("residual_tokens"), 0)
     cbad |= ~_valid(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
-    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=_value_set(USAGE_PROVENANCES)), -1) < 0
+    cbad |= _codes(g("usage_provenance"), USAGE_PROVENANCES) < 0
     cbad |= ~_time_ok(g("timestamp"))
     cost = _np(g("recorded_cost_usd"), 0.0).astype(np.float64)
     cbad |= ~((cost >= 0) & (cost < math.inf))
@@ -419,12 +433,13 @@ def batch_traces(
 
     # ---- top level
     top = {k: col(k).to_pylist() for k in _top_keys()}
-    for i in np.flatnonzero(ok):
-        ok[i] = _top_ok(top, i)
-    policy_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["recorded_policy"])]
-    outcome_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["outcome"])]
-    for i in np.flatnonzero(ok):
-        ok[i] = policy_text[i] is not None and outcome_text[i] is not None
+    fine = [o and _top_ok(top, i) for i, o in enumerate(ok.tolist())]  # Python bools: no numpy scalars
+    policy_text = [_object_text(s) if o else None for o, s in zip(fine, top["recorded_policy"], strict=True)]
+    outcome_text = [_object_text(s) if o else None for o, s in zip(fine, top["outcome"], strict=True)]
+    fine = [
+        o and p is not None and q is not None for o, p, q in zip(fine, policy_text, outcome_text, strict=True)
+    ]
+    ok = np.array(fine, dtype=bool)
     outputs = opt["output_tokens"]
     # the sum bound (sim.limits): per record, (calls + 1) x (its tokens + largest |residual| + largest
     # output); a call without output tokens counts the mock model's estimate (exact integers, in Python)
@@ -1059,14 +1074,29 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
     hashes = stored_hashes(path, f)
     done = 0
     readable = True
-    batches = _ahead(_parquet_batches(f, slow, hashes))
+    batches = _ahead(_arrow_batches(f))
     try:  # closed here, before the file is: the thread reading ahead stops first
-        for got in batches:
-            if got is None:  # a batch Arrow could not read
+        for batch in batches:
+            if batch is None:  # a batch Arrow could not read
                 readable = False
                 break
-            rows, ts, slow_row = got
-            for t in ts if ts is not None else map(slow_row, range(rows)):
+            rows = None
+
+            def slow_row(i: int, base=done, batch=batch) -> Trace:
+                nonlocal rows
+                if rows is None:
+                    rows = batch.to_pylist()
+                return slow(base + i, rows[i])
+
+            known = None if hashes is None else hashes[done : done + batch.num_rows]
+            if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
+                hashes = known = None
+            ts = _declining(
+                lambda batch=batch, slow_row=slow_row, known=known: batch_traces(
+                    batch, slow_row, hashes=known
+                )
+            )
+            for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
                 yield t
                 done += 1
     finally:
@@ -1086,12 +1116,11 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
         done += 1
 
 
-def _parquet_batches(f, slow, hashes: list[str] | None) -> Iterator[tuple | None]:
-    """Per Arrow batch of the file, in order: (its rows, its traces read as columns or None when the fast
-    path declines the whole batch, its reference reader ``slow_row(i)``); a last None when a batch could
-    not be read (the reference reads from there on). Run one batch ahead of its reader (``_ahead``)."""
-    start = 0
-    try:  # one thread: the batch ahead is read on a second one (_ahead), beside the replay
+def _arrow_batches(f) -> Iterator:
+    """The Arrow batches of the Parquet file ``f`` for the fast path, in order, each checked (its
+    strings UTF-8); a last None when one could not be read (the reference reads from there on). Meant
+    to run ahead of its reader (``_ahead``): Arrow decodes without the interpreter lock."""
+    try:  # one thread: the batch ahead is decoded on a second one (_ahead), beside the replay
         batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH, use_threads=False)
     except Exception:  # noqa: BLE001 - not readable: the reference says how
         yield None
@@ -1106,22 +1135,7 @@ def _parquet_batches(f, slow, hashes: list[str] | None) -> Iterator[tuple | None
             return
         if batch is None:
             return
-        rows = None
-
-        def slow_row(i: int, base=start, batch=batch) -> Trace:
-            nonlocal rows
-            if rows is None:
-                rows = batch.to_pylist()
-            return slow(base + i, rows[i])
-
-        known = None if hashes is None else hashes[start : start + batch.num_rows]
-        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
-            hashes = known = None
-        ts = _declining(
-            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
-        )
-        yield batch.num_rows, ts, slow_row
-        start += batch.num_rows
+        yield batch
 
 
 def _ahead(items: Iterator) -> Iterator:
@@ -1173,57 +1187,146 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
     """The traces of a canonical JSON Lines file in order. ``slow(lineno, raw, record)``: the reference
     for a line the fast path declines (``record``: how many records came before it; None returned: a
     blank line; ``raw`` None: a line past the length limit)."""
-    from sim.jsonl import lines_of
     from sim.storedhashes import stored_hashes
 
-    block: list[tuple[int, bytes]] = []
-    size = 0
     done = [0]  # records so far
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
-        hashes = stored_hashes(path, f)
-        for lineno, raw in lines_of(path, file=f):
-            if raw is None:
-                yield from _jsonl_block(block, slow, done, hashes)
-                block, size = [], 0
-                yield from _jsonl_block([(lineno, None)], slow, done, hashes)
-                continue
-            if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
-                continue
-            block.append((lineno, raw))
-            size += len(raw)
-            if size >= JSONL_BLOCK:
-                yield from _jsonl_block(block, slow, done, hashes)
-                block, size = [], 0
-        yield from _jsonl_block(block, slow, done, hashes)
+        hashes = stored_hashes(path, f)  # before the thread reading ahead starts on the same handle
+        blocks = _ahead(_jsonl_blocks(path, f))
+        try:  # closed here, before the file is: the thread stops first
+            for block, batch in blocks:
+                yield from _jsonl_block(block, batch, slow, done, hashes)
+        finally:
+            blocks.close()
 
 
-def _jsonl_block(
-    block: list[tuple[int, bytes | None]], slow, done: list[int], hashes: list[str] | None
-) -> Iterator[Trace]:
-    if not block:
-        return
+def _jsonl_blocks(path: Path, f) -> Iterator[tuple[list[tuple[int, bytes | None]], Any]]:
+    """The file's non-blank lines in blocks of about ``JSONL_BLOCK`` bytes (a line past the length
+    limit, ``raw`` None, a block of its own), each with what Arrow parsed from it (``_parsed``). Meant
+    to run ahead of its reader (``_ahead``): Arrow parses without the interpreter lock."""
+    from sim.jsonl import lines_of
+
+    block: list[tuple[int, bytes | None]] = []
+    size = 0
+    for lineno, raw in lines_of(path, file=f):
+        if raw is None:
+            if block:
+                yield block, _parsed(block)
+            block, size = [], 0
+            yield [(lineno, None)], None
+            continue
+        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+            continue
+        block.append((lineno, raw))
+        size += len(raw)
+        if size >= JSONL_BLOCK:
+            yield block, _parsed(block)
+            block, size = [], 0
+    if block:
+        yield block, _parsed(block)
+
+
+def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
+    """The block's lines as one Arrow batch of canonical records (``arrow_schema``), or None when Arrow
+    does not read every line as one such record (the reference reads them and says why)."""
     import pyarrow.json as pj
 
     from sim.traceio import arrow_schema
 
     pa, _ = _pa()
     lines = [None if raw is None else raw[:-1] if raw.endswith(b"\n") else raw for _, raw in block]
-    batch = None
     # Arrow reads a block whose every line is one object (else: blank lines, \r\n, ...: the reference)
-    if all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
-        data = b"\n".join(lines)
-        try:
-            table = pj.read_json(
-                pa.BufferReader(data),
-                read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
-                parse_options=pj.ParseOptions(
-                    explicit_schema=arrow_schema(), unexpected_field_behavior="error"
-                ),
-            )
-            if table.num_rows == len(lines):
-                batch = table.combine_chunks().to_batches()[0]
-        except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
-            batch = None
+    if not all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+        return None
+    data = b"\n".join(lines)
+    read_options = pj.ReadOptions(use_threads=False, block_size=len(data) + 1)
+    # first as Arrow infers the types (a quarter cheaper than parsing to a given schema: no builder per
+    # absent key), then conformed to the schema where that changes no value; else parsed to the schema.
+    # Checked whole: inferring, Arrow drops a list's null items before its first value (pyarrow 26:
+    # [null, "a"] comes out as offsets 0..2 over one value), which only a full check notices
+    try:
+        table = pj.read_json(pa.BufferReader(data), read_options=read_options)
+        if table.num_rows == len(lines):
+            batch = _conformed(table.combine_chunks().to_batches()[0], arrow_schema())
+            if batch is not None:
+                batch.validate(full=True)
+                return batch
+    except Exception:  # noqa: BLE001 - types Arrow infers differently (a key of two types): as below
+        pass
+    try:
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=read_options,
+            parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
+        )
+        if table.num_rows == len(lines):
+            return table.combine_chunks().to_batches()[0]
+    except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
+        pass
+    return None
+
+
+def _conformed(batch, schema) -> Any:
+    """``batch`` (JSON records as Arrow inferred their types) as a batch of ``schema``, exactly what
+    parsing with ``schema`` as the explicit schema gives; None where that is not sure: a key the schema
+    does not have (that parse fails on it), or a column of another type than the schema's but for
+    what stands for the same JSON values (no values: null; integers in a float column; lists and
+    objects of such)."""
+    pa, _ = _pa()
+    names = batch.schema.names
+    if len(set(names)) != len(names) or not set(names) <= set(schema.names):
+        return None
+    columns = []
+    for field in schema:
+        got = _conformed_array(batch.column(field.name), field.type) if field.name in names else None
+        if got is None and field.name in names:
+            return None
+        columns.append(got if got is not None else pa.nulls(batch.num_rows, field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+def _conformed_array(a, t) -> Any:
+    """``a`` as an array of type ``t`` holding the same JSON values, or None (``_conformed``)."""
+    pa, pc = _pa()
+    if a.type == t:
+        return a
+    if pa.types.is_null(a.type):
+        return pa.nulls(len(a), t)
+    if pa.types.is_float64(t) and pa.types.is_int64(a.type):
+        return pc.cast(a, t)  # safe: an integer a double cannot hold exactly fails (then: the schema's)
+    if pa.types.is_list(t) and pa.types.is_list(a.type):
+        values = _conformed_array(a.values, t.value_type)
+        if values is None:
+            return None
+        mask = pc.invert(pc.is_valid(a)) if a.null_count else None
+        return pa.ListArray.from_arrays(a.offsets, values, type=t, mask=mask)
+    if pa.types.is_struct(t) and pa.types.is_struct(a.type):
+        names = [a.type.field(i).name for i in range(a.type.num_fields)]
+        wanted = [t.field(i) for i in range(t.num_fields)]
+        if len(set(names)) != len(names) or not set(names) <= {f.name for f in wanted}:
+            return None
+        children = []
+        for f in wanted:
+            child = None
+            if f.name in names:
+                child = _conformed_array(_struct_child(a, names.index(f.name)), f.type)
+                if child is None:
+                    return None
+            children.append(child if child is not None else pa.nulls(len(a), f.type))
+        mask = pc.invert(pc.is_valid(a)) if a.null_count else None
+        return pa.StructArray.from_arrays(children, fields=wanted, mask=mask)
+    return None
+
+
+def _struct_child(a, i: int):
+    """Child ``i`` of the struct array ``a``, its rows aligned with ``a``'s (its own nulls only)."""
+    child = a.field(i)
+    return child if len(child) == len(a) else child.slice(a.offset, len(a))
+
+
+def _jsonl_block(
+    block: list[tuple[int, bytes | None]], batch, slow, done: list[int], hashes: list[str] | None
+) -> Iterator[Trace]:
     if batch is None:
         for lineno, raw in block:
             t = slow(lineno, raw, done[0])
@@ -1238,7 +1341,9 @@ def _jsonl_block(
     # a file that holds the very bytes its record of hashes was taken from is write_traces' own output,
     # read back when it was written: its lines are the canonical encoding, and are not checked again
     # (a third of reading a JSON Lines file); the schema's rules are
-    check = lines if known is None else None
+    check = None
+    if known is None:
+        check = [raw[:-1] if raw.endswith(b"\n") else raw for _, raw in block]
     ts = _declining(
         lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), check, known)
     )
