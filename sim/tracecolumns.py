@@ -86,24 +86,41 @@ class _Compute:
     """The ``pyarrow.compute`` functions this module calls, called as those do (same kernels, same
     options) through ``pyarrow._compute.call_function``: importing ``pyarrow.compute`` itself wraps and
     documents each of its ~290 functions, ~0.07 s CPU, a thirtieth of a streamed 10k run. Arrays'
-    own ``is_valid``, ``filter`` and ``cast`` import it too: called here instead."""
+    own ``is_valid``, ``filter`` and ``cast`` import it too: called here instead. A Python value
+    among the arguments becomes an Arrow scalar built from its bytes (``pa.scalar`` imports pandas,
+    ~0.3 s)."""
 
     def __init__(self) -> None:
         import pyarrow as pa
         import pyarrow._compute as c
 
-        self.pa, self.c, self.call = pa, c, c.call_function
+        self.pa, self.c, self._call = pa, c, c.call_function
+        self.types = {str: pa.string(), bool: pa.bool_(), int: pa.int64(), float: pa.float64()}
+
+    def call(self, name: str, args: list, options=None):
+        return self._call(name, [self.scalar(v) for v in args], options)
+
+    def scalar(self, value, t=None):
+        """``value`` as Arrow (of type ``t``, else its own: str, bool, int, float); Arrow data as it is."""
+        pa = self.pa
+        if isinstance(value, pa.Array | pa.ChunkedArray | pa.Scalar):
+            return value if t is None or value.type == t else self.cast(value, t)
+        t = t if t is not None else self.types.get(type(value))
+        if type(value) is str and t == pa.string():
+            return _value_set((value,))[0]
+        if type(value) is bool and t == pa.bool_():
+            return _mask(np.array([value]))[0]
+        dtype = _DTYPES.get(str(t))
+        if type(value) in (int, float) and dtype is not None:
+            data = np.array([value], dtype=dtype)
+            return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(data)])[0]
+        return pa.scalar(value, type=t)  # none of those: as pyarrow.compute would
 
     def fill_null(self, a, fill):
-        pa = self.pa
-        if not isinstance(fill, pa.Array | pa.ChunkedArray | pa.Scalar):
-            fill = pa.scalar(fill, type=a.type)
-        elif a.type != fill.type:
-            fill = self.cast(fill, a.type)
-        return self.call("coalesce", [a, fill])
+        return self.call("coalesce", [a, self.scalar(fill, a.type)])
 
     def cast(self, a, target_type):
-        return self.call("cast", [a], self.c.CastOptions.safe(self.pa.types.lib.ensure_type(target_type)))
+        return self._call("cast", [a], self.c.CastOptions.safe(self.pa.types.lib.ensure_type(target_type)))
 
     def take(self, a, indices):
         return self.call("take", [a, indices], self.c.TakeOptions(boundscheck=True))
@@ -157,13 +174,11 @@ def _float_text(a):
     usual = (mag < 1e15) & ((mag >= 1e-4) | (v == 0))  # NaN: neither
     integral = usual & (v == np.floor(v))  # Arrow: "5", Python: "5.0"
     if integral.any():
-        s = pc.if_else(pa.array(integral), pc.binary_join_element_wise(s, ".0", ""), s)
+        s = pc.if_else(_mask(integral), pc.binary_join_element_wise(s, ".0", ""), s)
     special = ~usual & np.asarray(_valid(a))
     if special.any():
         idx = np.flatnonzero(special)
-        s = pc.replace_with_mask(
-            s, pa.array(special), pa.array([repr(float(v[i])) for i in idx], pa.string())
-        )
+        s = pc.replace_with_mask(s, _mask(special), _strings([repr(float(v[i])) for i in idx]))
     return pc.fill_null(s, "null")
 
 
@@ -180,7 +195,7 @@ def _str_text(a, few: bool = False):
         return pc.fill_null(pc.take(_str_text(d.dictionary), d.indices), "null")
     if len(a) and pc.any(pc.match_substring_regex(a, r'[\x00-\x1f"\\]')).as_py():
         if pc.any(pc.match_substring_regex(a, r"[\x00-\x07\x0b\x0e-\x1f]")).as_py():  # \u00XX escapes
-            return pa.array([json.dumps(x, ensure_ascii=False) for x in a.to_pylist()], pa.string())
+            return _strings([json.dumps(x, ensure_ascii=False) for x in a.to_pylist()])
         for old, new in _ESCAPES:
             a = pc.replace_substring(a, old, new)
     return pc.fill_null(pc.binary_join_element_wise('"', a, '"', ""), "null")
@@ -257,6 +272,25 @@ def _mask(v: np.ndarray):
     pa, _ = _pa()
     bits = np.packbits(np.asarray(v, dtype=bool), bitorder="little")
     return pa.Array.from_buffers(pa.bool_(), len(v), [None, pa.py_buffer(bits)])
+
+
+def _strings(values: list[str]):
+    """A list of strings as an Arrow string array, built from their bytes (``pa.array`` imports pandas)."""
+    pa, _ = _pa()
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise OverflowError("text past 2 GiB")  # Arrow's offsets: the fast path declines the batch
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+    )
+
+
+def _int32s(v: np.ndarray):
+    """Integers (offsets) as an Arrow int32 array, from their bytes."""
+    pa, _ = _pa()
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(np.ascontiguousarray(v, np.int32))])
 
 
 _VALUE_SETS: dict = {}
@@ -723,7 +757,7 @@ def _fold(parts: list, rows: int) -> Any:
         elif not (isinstance(p, str) and not p):
             folded.append(p)
     if all(isinstance(p, str) for p in folded):  # every column one value: one text for every row
-        return pa.array(["".join(folded)] * rows, pa.string())
+        return _strings(["".join(folded)] * rows)
     return _objects(folded)
 
 
@@ -788,7 +822,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
         for n, k in enumerate(order):
             if k in present:
                 if present[k] is not None:
-                    text = T[k] if not isinstance(T[k], str) else pa.array([T[k]] * len(E), pa.string())
+                    text = T[k] if not isinstance(T[k], str) else _strings([T[k]] * len(E))
                     parts.append(_optional(present[k], k, text))
             else:
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
@@ -802,7 +836,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
             parts += [("{" if n == 0 else ",") + f'"{k}":', U[k]]
         return _fold([*parts, "}"], len(C))
 
-    ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
+    ev_off, call_off = _int32s(eo), _int32s(co)
     out = {}
     if with_sorted:
         out["events_sorted"] = _joined(ev_off, obj(sorted(ev_keys)))
@@ -1138,12 +1172,36 @@ def _arrow_batches(f) -> Iterator:
         yield batch
 
 
+READ_AHEAD: bool | None = None  # read the next batch on a second thread: None when a core is free
+
+
+def _spare_core() -> bool:
+    """Is a core idle for reading ahead (the 1-minute load average a core and a half below the cores
+    this process may use)? On a busy machine a second thread gains no wall time and costs CPU (10k
+    streamed runs: ~0.2 s more, ~10%, from two threads' allocations and hand-offs)."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no affinity or load average on this platform
+        return False
+    return cores >= 2 and load <= cores - 1.5
+
+
 def _ahead(items: Iterator) -> Iterator:
     """``items`` in order, each made on a second thread while the caller uses the one before (one item
-    ahead, no more): Arrow's decoding and compute and numpy's loops release the interpreter lock, so
-    the next batch is read and checked on the second core while this one is replayed. An exception
-    ``items`` raises is raised here, where the caller reaches it, as it was without the thread; the
-    thread is stopped (``items`` closed on it) when the caller stops early."""
+    ahead, no more) when ``READ_AHEAD`` says so (by default: when a core is idle): Arrow decodes and
+    parses without the interpreter lock, so the next batch is read on the second core while this one
+    is replayed. The same items either way: an exception ``items`` raises is raised here, where the
+    caller reaches it, as without the thread; the thread is stopped (``items`` closed on it) when the
+    caller stops early."""
+    if not (READ_AHEAD if READ_AHEAD is not None else _spare_core()):
+        return items
+    return _on_thread(items)
+
+
+def _on_thread(items: Iterator) -> Iterator:
     import queue
     import threading
 
