@@ -1297,24 +1297,10 @@ def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
     if not all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
         return None
     data = b"\n".join(lines)
-    read_options = pj.ReadOptions(use_threads=False, block_size=len(data) + 1)
-    # first as Arrow infers the types (a quarter cheaper than parsing to a given schema: no builder per
-    # absent key), then conformed to the schema where that changes no value; else parsed to the schema.
-    # Checked whole: inferring, Arrow drops a list's null items before its first value (pyarrow 26:
-    # [null, "a"] comes out as offsets 0..2 over one value), which only a full check notices
-    try:
-        table = pj.read_json(pa.BufferReader(data), read_options=read_options)
-        if table.num_rows == len(lines):
-            batch = _conformed(table.combine_chunks().to_batches()[0], arrow_schema())
-            if batch is not None:
-                batch.validate(full=True)
-                return batch
-    except Exception:  # noqa: BLE001 - types Arrow infers differently (a key of two types): as below
-        pass
-    try:
+    try:  # to the schema: Arrow's inferring reader crashes on deep nesting and loses lists' leading nulls
         table = pj.read_json(
             pa.BufferReader(data),
-            read_options=read_options,
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
             parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
         )
         if table.num_rows == len(lines):
@@ -1322,64 +1308,6 @@ def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
     except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
         pass
     return None
-
-
-def _conformed(batch, schema) -> Any:
-    """``batch`` (JSON records as Arrow inferred their types) as a batch of ``schema``, exactly what
-    parsing with ``schema`` as the explicit schema gives; None where that is not sure: a key the schema
-    does not have (that parse fails on it), or a column of another type than the schema's but for
-    what stands for the same JSON values (no values: null; integers in a float column; lists and
-    objects of such)."""
-    pa, _ = _pa()
-    names = batch.schema.names
-    if len(set(names)) != len(names) or not set(names) <= set(schema.names):
-        return None
-    columns = []
-    for field in schema:
-        got = _conformed_array(batch.column(field.name), field.type) if field.name in names else None
-        if got is None and field.name in names:
-            return None
-        columns.append(got if got is not None else pa.nulls(batch.num_rows, field.type))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
-
-
-def _conformed_array(a, t) -> Any:
-    """``a`` as an array of type ``t`` holding the same JSON values, or None (``_conformed``)."""
-    pa, pc = _pa()
-    if a.type == t:
-        return a
-    if pa.types.is_null(a.type):
-        return pa.nulls(len(a), t)
-    if pa.types.is_float64(t) and pa.types.is_int64(a.type):
-        return pc.cast(a, t)  # safe: an integer a double cannot hold exactly fails (then: the schema's)
-    if pa.types.is_list(t) and pa.types.is_list(a.type):
-        values = _conformed_array(a.values, t.value_type)
-        if values is None:
-            return None
-        mask = pc.invert(pc.is_valid(a)) if a.null_count else None
-        return pa.ListArray.from_arrays(a.offsets, values, type=t, mask=mask)
-    if pa.types.is_struct(t) and pa.types.is_struct(a.type):
-        names = [a.type.field(i).name for i in range(a.type.num_fields)]
-        wanted = [t.field(i) for i in range(t.num_fields)]
-        if len(set(names)) != len(names) or not set(names) <= {f.name for f in wanted}:
-            return None
-        children = []
-        for f in wanted:
-            child = None
-            if f.name in names:
-                child = _conformed_array(_struct_child(a, names.index(f.name)), f.type)
-                if child is None:
-                    return None
-            children.append(child if child is not None else pa.nulls(len(a), f.type))
-        mask = pc.invert(pc.is_valid(a)) if a.null_count else None
-        return pa.StructArray.from_arrays(children, fields=wanted, mask=mask)
-    return None
-
-
-def _struct_child(a, i: int):
-    """Child ``i`` of the struct array ``a``, its rows aligned with ``a``'s (its own nulls only)."""
-    child = a.field(i)
-    return child if len(child) == len(a) else child.slice(a.offset, len(a))
 
 
 def _jsonl_block(

@@ -496,52 +496,6 @@ def test_ahead_keeps_order_raises_in_place_and_stops_its_thread(monkeypatch):
     assert tracecolumns._ahead(source) is source  # no thread: the items themselves
 
 
-def _explicit(data: bytes):
-    import pyarrow.json as pj
-
-    return (
-        pj.read_json(
-            pa.BufferReader(data),
-            read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
-            parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
-        )
-        .combine_chunks()
-        .to_batches()[0]
-    )
-
-
-def test_json_lines_parsed_with_inferred_types_equal_the_schema_parse(tmp_path):
-    """The JSON Lines block parse (inferred types conformed to the schema) gives what parsing with the
-    schema gives, value for value, including where Arrow's inference loses a list's leading nulls (a
-    fact without a span before one with: caught by the full check, parsed with the schema); a record
-    it cannot conform (an unknown key; a string Arrow infers as a timestamp) is parsed with the schema."""
-    d = _record()
-    spans = json.loads(json.dumps(d))
-    e = next(e for e in spans["events"] if e["bytes"] >= 4)
-    e.update(provides=["f1", "f2"], fact_kinds=["path", "path"], fact_spans=[None, [0, 4]])
-    dated = dict(d, trace_id="2025-07-21T10:00:00")
-    hand = tmp_path / "hand.jsonl"
-    hand.write_text("".join(json.dumps(r) + "\n" for r in (d, spans, dated)), encoding="utf-8")
-    path = tmp_path / "x.jsonl"
-    write_traces(reference(hand), path, record_hashes=False)  # canonical lines: the fast path's
-    lines = path.read_bytes().decode().splitlines()
-    for picked in ([0], [1], [0, 1], [2], [0, 1, 2]):
-        data = "\n".join(lines[i] for i in picked).encode()
-        block = [(n + 1, line.encode() + b"\n") for n, line in enumerate(data.decode().split("\n"))]
-        got = tracecolumns._parsed(block)
-        want = _explicit(data)
-        assert got.schema.equals(want.schema) and got.equals(want), picked
-    inferred = pa.json.read_json(pa.BufferReader(lines[1].encode())).combine_chunks().to_batches()[0]
-    with pytest.raises(pa.ArrowInvalid):  # the loss the full check catches (pyarrow 26)
-        tracecolumns._conformed(inferred, arrow_schema()).validate(full=True)
-    for other in (dict(d, extra=1), dated):  # a key the schema lacks; a string inferred as a time
-        inferred = pa.json.read_json(pa.BufferReader(json.dumps(other).encode()))
-        assert tracecolumns._conformed(inferred.combine_chunks().to_batches()[0], arrow_schema()) is None
-    got = read(path)
-    assert_same(got, reference(path))
-    assert [fast(t) for t in got] == [True, True, True]
-
-
 def test_enumeration_codes_of_a_dictionary_column_equal_index_in():
     import pyarrow.compute as pc
 
