@@ -1,6 +1,6 @@
 """Benchmark (not a test): stream a generated corpus of about 1 GB (or of ``--runs`` runs) through
 ``ctxsim run --dataset --streaming`` and report the wall time, the CPU time (user + system) and the peak
-resident memory of that process, and simulated calls per CPU second.
+resident memory of that process, and simulated calls per CPU second and per wall second.
 
     .venv/bin/python benchmarks/stream_corpus.py [--gb 1.0 | --runs 10000] [--format jsonl|parquet]
         [--keep DIR] [--repeats 1] [--no-record] [--compile-each-run]
@@ -168,7 +168,8 @@ def main() -> int:
     wall, cpu, peak_mib = statistics.median(walls), statistics.median(cpus), max(peaks)
     print(
         f"run --dataset --streaming --policy {args.policy}: {wall:.1f} s wall (loaded), {cpu:.2f} s CPU, "
-        f"{calls / cpu:,.0f} calls per CPU second, peak RSS {peak_mib:,.0f} MiB "
+        f"{calls / cpu:,.0f} calls per CPU second ({calls / wall:,.0f} per wall second, loaded), "
+        f"peak RSS {peak_mib:,.0f} MiB "
         f"(median of {args.repeats}; CPU per repeat {', '.join(f'{c:.2f}' for c in cpus)} s; "
         f"{'compiling from source in each run' if args.compile_each_run else 'bytecode compiled beforehand'})"
     )

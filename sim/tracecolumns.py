@@ -57,7 +57,7 @@ from sim.types import (
     Lazy,
     Trace,
     TraceArrays,
-    filled,
+    filler,
 )
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
@@ -73,9 +73,90 @@ Slow = Callable[[int], Trace]  # record number in the batch -> its trace by the 
 # ------------------------------------------------------------------------------------------ JSON text
 def _pa():
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    return pa, pc
+    return pa, _compute()
+
+
+@lru_cache(maxsize=1)
+def _compute() -> _Compute:
+    return _Compute()
+
+
+class _Compute:
+    """The ``pyarrow.compute`` functions this module calls, called as those do (same kernels, same
+    options) through ``pyarrow._compute.call_function``: importing ``pyarrow.compute`` itself wraps and
+    documents each of its ~290 functions, ~0.07 s CPU, a thirtieth of a streamed 10k run. Arrays'
+    own ``is_valid``, ``filter`` and ``cast`` import it too: called here instead. A Python value
+    among the arguments becomes an Arrow scalar built from its bytes (``pa.scalar`` imports pandas,
+    ~0.3 s)."""
+
+    def __init__(self) -> None:
+        import pyarrow as pa
+        import pyarrow._compute as c
+
+        self.pa, self.c, self._call = pa, c, c.call_function
+        self.types = {str: pa.string(), bool: pa.bool_(), int: pa.int64(), float: pa.float64()}
+
+    def call(self, name: str, args: list, options=None):
+        return self._call(name, [self.scalar(v) for v in args], options)
+
+    def scalar(self, value, t=None):
+        """``value`` as Arrow (of type ``t``, else its own: str, bool, int, float); Arrow data as it is."""
+        pa = self.pa
+        if isinstance(value, pa.Array | pa.ChunkedArray | pa.Scalar):
+            return value if t is None or value.type == t else self.cast(value, t)
+        t = t if t is not None else self.types.get(type(value))
+        if type(value) is str and t == pa.string():
+            return _value_set((value,))[0]
+        if type(value) is bool and t == pa.bool_():
+            return _mask(np.array([value]))[0]
+        dtype = _DTYPES.get(str(t))
+        if type(value) in (int, float) and dtype is not None:
+            data = np.array([value], dtype=dtype)
+            return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(data)])[0]
+        return pa.scalar(value, type=t)  # none of those: as pyarrow.compute would
+
+    def fill_null(self, a, fill):
+        return self.call("coalesce", [a, self.scalar(fill, a.type)])
+
+    def cast(self, a, target_type):
+        return self._call("cast", [a], self.c.CastOptions.safe(self.pa.types.lib.ensure_type(target_type)))
+
+    def take(self, a, indices):
+        return self.call("take", [a, indices], self.c.TakeOptions(boundscheck=True))
+
+    def filter(self, a, mask):
+        return self.call("filter", [a, mask], self.c.FilterOptions("drop"))
+
+    def is_valid(self, a):
+        return self.call("is_valid", [a])
+
+    def index_in(self, a, value_set):
+        return self.call("index_in", [a], self.c.SetLookupOptions(value_set))
+
+    def match_substring_regex(self, a, pattern: str):
+        return self.call("match_substring_regex", [a], self.c.MatchSubstringOptions(pattern))
+
+    def count_substring_regex(self, a, pattern: str):
+        return self.call("count_substring_regex", [a], self.c.MatchSubstringOptions(pattern))
+
+    def replace_substring(self, a, pattern: str, replacement: str):
+        return self.call("replace_substring", [a], self.c.ReplaceSubstringOptions(pattern, replacement))
+
+    def binary_join_element_wise(self, *strings):
+        return self.call("binary_join_element_wise", list(strings))
+
+    def and_(self, x, y):
+        return self.call("and", [x, y])
+
+    def __getattr__(self, name: str):  # the others take no options: any, all, equal, if_else, ...
+        call = self.call
+
+        def function(*args):
+            return call(name, list(args))
+
+        setattr(self, name, function)
+        return function
 
 
 def _int_text(a):
@@ -93,13 +174,11 @@ def _float_text(a):
     usual = (mag < 1e15) & ((mag >= 1e-4) | (v == 0))  # NaN: neither
     integral = usual & (v == np.floor(v))  # Arrow: "5", Python: "5.0"
     if integral.any():
-        s = pc.if_else(pa.array(integral), pc.binary_join_element_wise(s, ".0", ""), s)
+        s = pc.if_else(_mask(integral), pc.binary_join_element_wise(s, ".0", ""), s)
     special = ~usual & np.asarray(_valid(a))
     if special.any():
         idx = np.flatnonzero(special)
-        s = pc.replace_with_mask(
-            s, pa.array(special), pa.array([repr(float(v[i])) for i in idx], pa.string())
-        )
+        s = pc.replace_with_mask(s, _mask(special), _strings([repr(float(v[i])) for i in idx]))
     return pc.fill_null(s, "null")
 
 
@@ -116,7 +195,7 @@ def _str_text(a, few: bool = False):
         return pc.fill_null(pc.take(_str_text(d.dictionary), d.indices), "null")
     if len(a) and pc.any(pc.match_substring_regex(a, r'[\x00-\x1f"\\]')).as_py():
         if pc.any(pc.match_substring_regex(a, r"[\x00-\x07\x0b\x0e-\x1f]")).as_py():  # \u00XX escapes
-            return pa.array([json.dumps(x, ensure_ascii=False) for x in a.to_pylist()], pa.string())
+            return _strings([json.dumps(x, ensure_ascii=False) for x in a.to_pylist()])
         for old, new in _ESCAPES:
             a = pc.replace_substring(a, old, new)
     return pc.fill_null(pc.binary_join_element_wise('"', a, '"', ""), "null")
@@ -127,7 +206,7 @@ def _list_text(lists, item_text):
     pa, pc = _pa()
     items = pa.ListArray.from_arrays(lists.offsets, item_text(lists.values))
     out = pc.binary_join_element_wise("[", pc.binary_join(items, ","), "]", "")
-    return pc.if_else(lists.is_valid(), out, "null")
+    return pc.if_else(pc.is_valid(lists), out, "null")
 
 
 def _objects(parts: list) -> Any:
@@ -195,6 +274,25 @@ def _mask(v: np.ndarray):
     return pa.Array.from_buffers(pa.bool_(), len(v), [None, pa.py_buffer(bits)])
 
 
+def _strings(values: list[str]):
+    """A list of strings as an Arrow string array, built from their bytes (``pa.array`` imports pandas)."""
+    pa, _ = _pa()
+    data = [v.encode() for v in values]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in data], out=offsets[1:])
+    if offsets[-1] >= 2**31:
+        raise OverflowError("text past 2 GiB")  # Arrow's offsets: the fast path declines the batch
+    return pa.Array.from_buffers(
+        pa.string(), len(data), [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(b"".join(data))]
+    )
+
+
+def _int32s(v: np.ndarray):
+    """Integers (offsets) as an Arrow int32 array, from their bytes."""
+    pa, _ = _pa()
+    return pa.Array.from_buffers(pa.int32(), len(v), [None, pa.py_buffer(np.ascontiguousarray(v, np.int32))])
+
+
 _VALUE_SETS: dict = {}
 
 
@@ -211,6 +309,20 @@ def _value_set(values: tuple[str, ...]):
     return got
 
 
+def _codes(a, values: tuple[str, ...]) -> np.ndarray:
+    """Each string's position in ``values`` (-1: null or none of them), as numpy: ``pc.index_in``. An
+    enumeration read as a dictionary is looked up once per distinct value (``index_in`` of the
+    dictionary array itself decodes every row first: a tenth of the checks)."""
+    pa, pc = _pa()
+    if not pa.types.is_dictionary(a.type):
+        return _np(pc.index_in(a, value_set=_value_set(values)), -1)
+    if not len(a.dictionary):
+        return np.full(len(a), -1, dtype=np.int64)
+    per_value = _np(pc.index_in(a.dictionary, value_set=_value_set(values)), -1)
+    codes = per_value[_np(a.indices, 0)]
+    return np.where(_valid(a), codes, -1) if a.null_count else codes
+
+
 def _items(lists) -> tuple[Any, np.ndarray]:
     """A list column's items (exactly the rows' spans of its child) and each row's span length."""
     off = _numpy(lists.offsets).astype(np.int64)
@@ -221,7 +333,7 @@ def _valid(a) -> np.ndarray:
     nulls = a.null_count
     if nulls == 0 or nulls == len(a):  # the common cases, without a bitmap turned into bools
         return np.full(len(a), nulls == 0, dtype=bool)
-    return _numpy(a.is_valid())
+    return _numpy(_compute().is_valid(a))
 
 
 def _nat(v: np.ndarray) -> np.ndarray:
@@ -278,9 +390,9 @@ def batch_traces(
     ints = {k: _np(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
     for v in ints.values():
         bad |= ~_nat(v)
-    kind = _np(pc.index_in(f("kind"), value_set=_value_set(EVENT_KINDS)), -1).astype(np.int8)
+    kind = _codes(f("kind"), EVENT_KINDS).astype(np.int8)
     bad |= kind < 0
-    bad |= _np(pc.index_in(f("tokens_provenance"), value_set=_value_set(TOKEN_PROVENANCES)), -1) < 0
+    bad |= _codes(f("tokens_provenance"), TOKEN_PROVENANCES) < 0
     tcids = f("tool_call_ids")
     bad |= ~_valid(tcids) | ~_valid(f("bounded"))
     items, lengths = _items(tcids)  # items are strings, never null (the fact lists: _fact_problems)
@@ -325,7 +437,7 @@ def batch_traces(
         cbad |= _valid(g(k)) & ~_nat(opt[k])
     residual = _np(g("residual_tokens"), 0)
     cbad |= ~_valid(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
-    cbad |= _np(pc.index_in(g("usage_provenance"), value_set=_value_set(USAGE_PROVENANCES)), -1) < 0
+    cbad |= _codes(g("usage_provenance"), USAGE_PROVENANCES) < 0
     cbad |= ~_time_ok(g("timestamp"))
     cost = _np(g("recorded_cost_usd"), 0.0).astype(np.float64)
     cbad |= ~((cost >= 0) & (cost < math.inf))
@@ -355,12 +467,13 @@ def batch_traces(
 
     # ---- top level
     top = {k: col(k).to_pylist() for k in _top_keys()}
-    for i in np.flatnonzero(ok):
-        ok[i] = _top_ok(top, i)
-    policy_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["recorded_policy"])]
-    outcome_text = [_object_text(s) if ok[i] else None for i, s in enumerate(top["outcome"])]
-    for i in np.flatnonzero(ok):
-        ok[i] = policy_text[i] is not None and outcome_text[i] is not None
+    fine = [o and _top_ok(top, i) for i, o in enumerate(ok.tolist())]  # Python bools: no numpy scalars
+    policy_text = [_object_text(s) if o else None for o, s in zip(fine, top["recorded_policy"], strict=True)]
+    outcome_text = [_object_text(s) if o else None for o, s in zip(fine, top["outcome"], strict=True)]
+    fine = [
+        o and p is not None and q is not None for o, p, q in zip(fine, policy_text, outcome_text, strict=True)
+    ]
+    ok = np.array(fine, dtype=bool)
     outputs = opt["output_tokens"]
     # the sum bound (sim.limits): per record, (calls + 1) x (its tokens + largest |residual| + largest
     # output); a call without output tokens counts the mock model's estimate (exact integers, in Python)
@@ -423,6 +536,8 @@ def batch_traces(
         top["context_window"],
         top["bytes_per_token"],
     )
+    make_arrays, make_trace = _makers()
+    no_facts = _no_facts(int(n_ev.max(initial=0)) + 1)
     for i in fast.tolist():
         a, b, ca, cb = eo_[i], eo_[i + 1], co_[i], co_[i + 1]
         if lines is not None:
@@ -433,57 +548,64 @@ def batch_traces(
             digest = text_hash((head, sorted_calls[i].as_buffer(), mid, sorted_events[i].as_buffer(), end))
         else:
             digest = hashes[i]
-        arrays = filled(
-            TraceArrays,
-            {
-                "kind": kind[a:b],
-                "tokens": tokens[a:b],
-                "bytes": bytes_[a:b],
-                "chars": chars[a:b],
-                "lines": lines_[a:b],
-                "bounded": bounded[a:b],
-                "view_end": ve_ro[ca:cb],
-                "residual": res_ro[ca:cb],
-                "output_tokens": out_tokens[ca:cb],
-                "recorded_input": rec_input[ca:cb],
-                "prefix": own_prefix[a + i : b + i + 1],
-                "recorded_view": view_ro[ca:cb],
-                "call_index": local_ro[ca:cb],
-                "no_first": minus_one[ca:cb],
-                "no_changes": zeros[ca:cb],
-            },
+        arrays = make_arrays(
+            kind[a:b],
+            tokens[a:b],
+            bytes_[a:b],
+            chars[a:b],
+            lines_[a:b],
+            bounded[a:b],
+            ve_ro[ca:cb],
+            res_ro[ca:cb],
+            out_tokens[ca:cb],
+            rec_input[ca:cb],
+            own_prefix[a + i : b + i + 1],
+            view_ro[ca:cb],
+            local_ro[ca:cb],
+            minus_one[ca:cb],
+            zeros[ca:cb],
         )
-        t = filled(
-            Trace,
-            {
-                "trace_id": ids[i],
-                "source_format": formats[i],
-                "events": Lazy(_EventBuilder(E, a, b)),
-                "calls": Lazy(_CallBuilder(calls_py, ca, cb)),
-                "agent": agents[i],
-                "model": models[i],
-                "context_window": windows[i],
-                "bytes_per_token": ratios[i],
-                "recorded_policy": _object(policy_text[i]),
-                "outcome": _object(outcome_text[i]),
-                "source_file": files[i],
-            },
-        )
-        cache = t._cache
-        cache["arrays"] = arrays
-        cache["trace_hash"] = digest
-        cache["runs"] = 1
         # the derived values the batch path asks for, from the columns (held equal to their builders)
-        cache["provides_any"] = provides_any[a:b]
-        cache["has_needs"] = any_needs_[i]
-        cache["answer_needs"] = _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else ()
-        cache["elapsed"] = elapsed[ca:cb]
+        cache = {
+            "arrays": arrays,
+            "trace_hash": digest,
+            "runs": 1,
+            "provides_any": provides_any[a:b],
+            "has_needs": any_needs_[i],
+            "answer_needs": _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else (),
+            "elapsed": elapsed[ca:cb],
+        }
         if not unrecorded_[i]:  # sim.model's recorded outputs: the column itself, none estimated
             cache["replay_outputs"] = (arrays.output_tokens, 0)
         if not any_facts_[i]:  # sim.ledger's facts_before of a trace without facts
-            cache["facts_before"] = _no_facts(b - a + 1)
+            cache["facts_before"] = no_facts[: b - a + 1]
+        t = make_trace(
+            ids[i],
+            formats[i],
+            Lazy(_EventBuilder(E, a, b)),
+            Lazy(_CallBuilder(calls_py, ca, cb)),
+            agents[i],
+            models[i],
+            windows[i],
+            ratios[i],
+            _object(policy_text[i]),
+            _object(outcome_text[i]),
+            files[i],
+            (),
+            (),
+            (),
+            cache,
+        )
         out[i] = t
     return [t if t is not None else slow(i) for i, t in enumerate(out)]
+
+
+@lru_cache(maxsize=1)
+def _makers():
+    """Makers of a record's ``TraceArrays`` and ``Trace``, from their fields in order (``filler``)."""
+    from dataclasses import fields
+
+    return tuple(filler(cls, tuple(f.name for f in fields(cls))) for cls in (TraceArrays, Trace))
 
 
 def text_hash(pieces) -> str:
@@ -635,7 +757,7 @@ def _fold(parts: list, rows: int) -> Any:
         elif not (isinstance(p, str) and not p):
             folded.append(p)
     if all(isinstance(p, str) for p in folded):  # every column one value: one text for every row
-        return pa.array(["".join(folded)] * rows, pa.string())
+        return _strings(["".join(folded)] * rows)
     return _objects(folded)
 
 
@@ -685,11 +807,11 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
         return pc.greater(pc.fill_null(pc.list_value_length(f(k)), 0), 0)
 
     present = {k: listed(k) for k in _OPTIONAL if pa.types.is_list(f(k).type)}
-    content_absent = pc.invert(f("content").is_valid())
+    content_absent = pc.invert(pc.is_valid(f("content")))
     for k in ("json_bytes", "json2_bytes"):  # JSON sizes: beside a missing content only
-        present[k] = pc.and_(content_absent, f(k).is_valid())
+        present[k] = pc.and_(content_absent, pc.is_valid(f(k)))
     for k in ("source_type", "url"):
-        present[k] = f(k).is_valid()
+        present[k] = pc.is_valid(f(k))
     for k in list(present):
         if not pc.any(present[k]).as_py():
             present[k] = None  # absent everywhere: no piece at all
@@ -700,7 +822,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
         for n, k in enumerate(order):
             if k in present:
                 if present[k] is not None:
-                    text = T[k] if not isinstance(T[k], str) else pa.array([T[k]] * len(E), pa.string())
+                    text = T[k] if not isinstance(T[k], str) else _strings([T[k]] * len(E))
                     parts.append(_optional(present[k], k, text))
             else:
                 parts += [("{" if n == 0 else ",") + f'"{k}":', T[k]]
@@ -714,7 +836,7 @@ def _texts(E, C, eo: np.ndarray, co: np.ndarray, with_sorted: bool, with_lines: 
             parts += [("{" if n == 0 else ",") + f'"{k}":', U[k]]
         return _fold([*parts, "}"], len(C))
 
-    ev_off, call_off = pa.array(eo, pa.int32()), pa.array(co, pa.int32())
+    ev_off, call_off = _int32s(eo), _int32s(co)
     out = {}
     if with_sorted:
         out["events_sorted"] = _joined(ev_off, obj(sorted(ev_keys)))
@@ -790,7 +912,7 @@ def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int
     """Rows (of ``rows``) asking (at ``asked_at``) for a string no row of their record (``owner``) gave
     (at ``given_at``) before them (or at the same row when ``same_ok``)."""
     pa, pc = _pa()
-    every = pa.chunked_array([given.cast(pa.string()), asked.cast(pa.string())]).combine_chunks()
+    every = pa.chunked_array([pc.cast(given, pa.string()), pc.cast(asked, pa.string())]).combine_chunks()
     codes = _numpy(pc.dictionary_encode(every).indices).astype(np.int64)
     width = int(codes.max()) + 1 if len(codes) else 1
     key_given = owner[given_at] * width + codes[: len(given_at)]
@@ -824,9 +946,25 @@ def _unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
     issued, lengths = _items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
     assistant = kind[issued_at] == _ASSISTANT
-    answer_ids = E.field("tool_call_id").filter(_mask(answer))
-    issued_at, issued = issued_at[assistant], issued.filter(_mask(assistant))
-    return _unmatched(owner, issued_at, issued, np.flatnonzero(answer), answer_ids, True, len(E))
+    _, pc = _pa()
+    answer_ids = pc.filter(E.field("tool_call_id"), _mask(answer))
+    issued_at, issued = issued_at[assistant], pc.filter(issued, _mask(assistant))
+    answer_at = np.flatnonzero(answer)
+    if _answered_in_order(owner, issued_at, issued, answer_at, answer_ids):
+        return np.zeros(len(E), dtype=bool)
+    return _unmatched(owner, issued_at, issued, answer_at, answer_ids, True, len(E))
+
+
+def _answered_in_order(owner, issued_at, issued, answer_at, answer_ids) -> bool:
+    """Does the k-th answer name the k-th issued id, issued at or before it in its own record, for every
+    k? Then every answer is answered (what ``_unmatched`` finds without sorting; a recorded agent answers
+    its tool calls in the order it made them). False: no answer (so, ``_unmatched`` decides)."""
+    _, pc = _pa()
+    if len(answer_at) != len(issued_at) or issued.null_count or answer_ids.null_count:
+        return False
+    if not ((issued_at <= answer_at).all() and (owner[issued_at] == owner[answer_at]).all()):
+        return False
+    return len(issued) == 0 or pc.all(pc.equal(issued, answer_ids)).as_py() is True
 
 
 _NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
@@ -969,36 +1107,36 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
 
     hashes = stored_hashes(path, f)
     done = 0
-    try:
-        batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH)
-    except Exception:  # noqa: BLE001 - not readable: the reference says how
-        batches = None
-    while batches is not None:
-        try:
-            batch = next(batches, None)
-            if batch is not None:
-                batch.validate(full=True)  # strings that are not UTF-8: the reference names the row
-        except Exception:  # noqa: BLE001 - pyarrow's reading only
-            break
-        if batch is None:
-            return
-        rows = None
+    readable = True
+    batches = _ahead(_arrow_batches(f))
+    try:  # closed here, before the file is: the thread reading ahead stops first
+        for batch in batches:
+            if batch is None:  # a batch Arrow could not read
+                readable = False
+                break
+            rows = None
 
-        def slow_row(i: int, base=done, batch=batch) -> Trace:
-            nonlocal rows
-            if rows is None:
-                rows = batch.to_pylist()
-            return slow(base + i, rows[i])
+            def slow_row(i: int, base=done, batch=batch) -> Trace:
+                nonlocal rows
+                if rows is None:
+                    rows = batch.to_pylist()
+                return slow(base + i, rows[i])
 
-        known = None if hashes is None else hashes[done : done + batch.num_rows]
-        if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
-            hashes = known = None
-        ts = _declining(
-            lambda batch=batch, slow_row=slow_row, known=known: batch_traces(batch, slow_row, hashes=known)
-        )
-        for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
-            yield t
-            done += 1
+            known = None if hashes is None else hashes[done : done + batch.num_rows]
+            if known is not None and len(known) != batch.num_rows:  # more rows than recorded: not ours
+                hashes = known = None
+            ts = _declining(
+                lambda batch=batch, slow_row=slow_row, known=known: batch_traces(
+                    batch, slow_row, hashes=known
+                )
+            )
+            for t in ts if ts is not None else map(slow_row, range(batch.num_rows)):
+                yield t
+                done += 1
+    finally:
+        batches.close()
+    if readable:
+        return
     # the rest through the reference: it reads (and fails) where it always has
     rows_iter = parquet_rows(path, start=done)
     while True:
@@ -1012,61 +1150,169 @@ def _parquet_traces(path: Path, f, slow, read_error) -> Iterator[Trace]:
         done += 1
 
 
+def _arrow_batches(f) -> Iterator:
+    """The Arrow batches of the Parquet file ``f`` for the fast path, in order, each checked (its
+    strings UTF-8); a last None when one could not be read (the reference reads from there on). Meant
+    to run ahead of its reader (``_ahead``): Arrow decodes without the interpreter lock."""
+    try:  # one thread: the batch ahead is decoded on a second one (_ahead), beside the replay
+        batches = _open_parquet(f).iter_batches(batch_size=PARQUET_BATCH, use_threads=False)
+    except Exception:  # noqa: BLE001 - not readable: the reference says how
+        yield None
+        return
+    while True:
+        try:
+            batch = next(batches, None)
+            if batch is not None:
+                batch.validate(full=True)  # strings that are not UTF-8: the reference names the row
+        except Exception:  # noqa: BLE001 - pyarrow's reading only
+            yield None
+            return
+        if batch is None:
+            return
+        yield batch
+
+
+READ_AHEAD: bool | None = None  # read the next batch on a second thread: None when a core is free
+
+
+def _spare_core() -> bool:
+    """Is a core idle for reading ahead (the 1-minute load average a core and a half below the cores
+    this process may use)? On a busy machine a second thread gains no wall time and costs CPU (10k
+    streamed runs: ~0.2 s more, ~10%, from two threads' allocations and hand-offs)."""
+    import os
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no affinity or load average on this platform
+        return False
+    return cores >= 2 and load <= cores - 1.5
+
+
+def _ahead(items: Iterator) -> Iterator:
+    """``items`` in order, each made on a second thread while the caller uses the one before (one item
+    ahead, no more) when ``READ_AHEAD`` says so (by default: when a core is idle): Arrow decodes and
+    parses without the interpreter lock, so the next batch is read on the second core while this one
+    is replayed. The same items either way: an exception ``items`` raises is raised here, where the
+    caller reaches it, as without the thread; the thread is stopped (``items`` closed on it) when the
+    caller stops early."""
+    if not (READ_AHEAD if READ_AHEAD is not None else _spare_core()):
+        return items
+    return _on_thread(items)
+
+
+def _on_thread(items: Iterator) -> Iterator:
+    import queue
+    import threading
+
+    asks: queue.SimpleQueue = queue.SimpleQueue()
+    answers: queue.SimpleQueue = queue.SimpleQueue()
+
+    def run() -> None:
+        try:
+            while asks.get():
+                try:
+                    answers.put((True, next(items)))
+                except StopIteration:
+                    answers.put((False, None))
+                    return
+                except BaseException as exc:  # noqa: BLE001 - raised again on the caller's thread
+                    answers.put((False, exc))
+                    return
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    worker = threading.Thread(target=run, name="ctxsim-read-ahead", daemon=True)
+    asks.put(True)
+    worker.start()
+    try:
+        while True:
+            more, item = answers.get()
+            if not more:
+                if item is not None:
+                    raise item
+                return
+            asks.put(True)  # the next one, made while the caller uses this one
+            yield item
+    finally:
+        asks.put(False)
+        worker.join()
+
+
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:
     """The traces of a canonical JSON Lines file in order. ``slow(lineno, raw, record)``: the reference
     for a line the fast path declines (``record``: how many records came before it; None returned: a
     blank line; ``raw`` None: a line past the length limit)."""
-    from sim.jsonl import lines_of
     from sim.storedhashes import stored_hashes
 
-    block: list[tuple[int, bytes]] = []
-    size = 0
     done = [0]  # records so far
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
-        hashes = stored_hashes(path, f)
-        for lineno, raw in lines_of(path, file=f):
-            if raw is None:
-                yield from _jsonl_block(block, slow, done, hashes)
-                block, size = [], 0
-                yield from _jsonl_block([(lineno, None)], slow, done, hashes)
-                continue
-            if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
-                continue
-            block.append((lineno, raw))
-            size += len(raw)
-            if size >= JSONL_BLOCK:
-                yield from _jsonl_block(block, slow, done, hashes)
-                block, size = [], 0
-        yield from _jsonl_block(block, slow, done, hashes)
+        hashes = stored_hashes(path, f)  # before the thread reading ahead starts on the same handle
+        blocks = _ahead(_jsonl_blocks(path, f))
+        try:  # closed here, before the file is: the thread stops first
+            for block, batch in blocks:
+                yield from _jsonl_block(block, batch, slow, done, hashes)
+        finally:
+            blocks.close()
 
 
-def _jsonl_block(
-    block: list[tuple[int, bytes | None]], slow, done: list[int], hashes: list[str] | None
-) -> Iterator[Trace]:
-    if not block:
-        return
+def _jsonl_blocks(path: Path, f) -> Iterator[tuple[list[tuple[int, bytes | None]], Any]]:
+    """The file's non-blank lines in blocks of about ``JSONL_BLOCK`` bytes (a line past the length
+    limit, ``raw`` None, a block of its own), each with what Arrow parsed from it (``_parsed``). Meant
+    to run ahead of its reader (``_ahead``): Arrow parses without the interpreter lock."""
+    from sim.jsonl import lines_of
+
+    block: list[tuple[int, bytes | None]] = []
+    size = 0
+    for lineno, raw in lines_of(path, file=f):
+        if raw is None:
+            if block:
+                yield block, _parsed(block)
+            block, size = [], 0
+            yield [(lineno, None)], None
+            continue
+        if not raw.strip():  # blank (ASCII whitespace): no record, as in the reference
+            continue
+        block.append((lineno, raw))
+        size += len(raw)
+        if size >= JSONL_BLOCK:
+            yield block, _parsed(block)
+            block, size = [], 0
+    if block:
+        yield block, _parsed(block)
+
+
+def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
+    """The block's lines as one Arrow batch of canonical records (``arrow_schema``), or None when Arrow
+    does not read every line as one such record (the reference reads them and says why)."""
     import pyarrow.json as pj
 
     from sim.traceio import arrow_schema
 
     pa, _ = _pa()
     lines = [None if raw is None else raw[:-1] if raw.endswith(b"\n") else raw for _, raw in block]
-    batch = None
     # Arrow reads a block whose every line is one object (else: blank lines, \r\n, ...: the reference)
-    if all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
-        data = b"\n".join(lines)
-        try:
-            table = pj.read_json(
-                pa.BufferReader(data),
-                read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
-                parse_options=pj.ParseOptions(
-                    explicit_schema=arrow_schema(), unexpected_field_behavior="error"
-                ),
-            )
-            if table.num_rows == len(lines):
-                batch = table.combine_chunks().to_batches()[0]
-        except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
-            batch = None
+    if not all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
+        return None
+    data = b"\n".join(lines)
+    try:  # to the schema: Arrow's inferring reader crashes on deep nesting and loses lists' leading nulls
+        table = pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+            parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
+        )
+        if table.num_rows == len(lines):
+            return table.combine_chunks().to_batches()[0]
+    except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
+        pass
+    return None
+
+
+def _jsonl_block(
+    block: list[tuple[int, bytes | None]], batch, slow, done: list[int], hashes: list[str] | None
+) -> Iterator[Trace]:
     if batch is None:
         for lineno, raw in block:
             t = slow(lineno, raw, done[0])
@@ -1081,7 +1327,9 @@ def _jsonl_block(
     # a file that holds the very bytes its record of hashes was taken from is write_traces' own output,
     # read back when it was written: its lines are the canonical encoding, and are not checked again
     # (a third of reading a JSON Lines file); the schema's rules are
-    check = lines if known is None else None
+    check = None
+    if known is None:
+        check = [raw[:-1] if raw.endswith(b"\n") else raw for _, raw in block]
     ts = _declining(
         lambda: batch_traces(batch, lambda i: slow(block[i][0], block[i][1], base + i), check, known)
     )

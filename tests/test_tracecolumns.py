@@ -444,3 +444,122 @@ def test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, m
     assert str(err.value) == _error(lambda: list(real(path)))
     assert "row 64" in str(err.value) and [t.trace_id for t in got] == [t.trace_id for t in traces[:70]]
     assert starts == [70]  # the reference goes on from row 70: the records before it are not built again
+
+
+# ------------------------------------------------------------------ reading ahead, parsing, lookups
+@pytest.mark.parametrize("ahead", [True, False])
+def test_reading_ahead_on_a_thread_gives_the_same_traces(suite_files, monkeypatch, ahead):
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
+    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)  # several batches, each made ahead of the last
+    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 50_000)
+    for path in suite_files:
+        got = read(path)
+        assert_same(got, reference(path))
+        if path.stem == "swe_like":
+            assert all(fast(t) for t in got)
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_reading_ahead_fails_where_the_reader_reaches_the_bad_batch(tmp_path, monkeypatch, ahead):
+    """The unreadable row 70 again, read ahead on a thread or not: rows 0-69 first, then the same error."""
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
+    test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, monkeypatch)
+
+
+def test_ahead_keeps_order_raises_in_place_and_stops_its_thread(monkeypatch):
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", True)
+    made, closed = [], []
+
+    def items():
+        try:
+            for i in range(5):
+                made.append(i)
+                if i == 3:
+                    raise ValueError("item 3")
+                yield i
+        finally:
+            closed.append(True)
+
+    got = []
+    with pytest.raises(ValueError, match="item 3"):
+        for i in tracecolumns._ahead(items()):
+            got.append(i)
+            assert len(made) <= i + 2  # one ahead, no more
+    assert got == [0, 1, 2] and closed == [True]
+    made.clear(), closed.clear()
+    it = tracecolumns._ahead(items())
+    assert next(it) == 0
+    it.close()  # the caller stops early: the source is closed (on its thread) before close returns
+    assert closed == [True] and made == [0, 1]
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", False)
+    source = items()
+    assert tracecolumns._ahead(source) is source  # no thread: the items themselves
+
+
+def test_enumeration_codes_of_a_dictionary_column_equal_index_in():
+    import pyarrow.compute as pc
+
+    values = ("user", "assistant", "tool_result")
+    dense = pa.array(["assistant", None, "user", "nobody", "assistant", "tool_result", None])
+    for a in (dense, pc.dictionary_encode(dense), pc.dictionary_encode(dense).slice(2, 4)):
+        want = pc.index_in(pc.cast(a, pa.string()), value_set=pa.array(values)).to_pylist()
+        assert tracecolumns._codes(a, values).tolist() == [-1 if w is None else w for w in want]
+    empty = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int32()), pa.array([], pa.string()))
+    assert tracecolumns._codes(empty, values).tolist() == [-1, -1]
+
+
+def test_answers_in_issue_order_and_out_of_it_are_found_alike():
+    """``_unanswered``'s shortcut (the k-th answer names the k-th id issued, at or before it, in its
+    record) against the sorting search it stands in for, on answers in order, out of order, before
+    their call, in another record, and unissued."""
+    owner = np.array([0, 0, 0, 0, 1, 1])
+    issued_at = np.array([0, 0, 4])
+    issued = pa.array(["a", "b", "c"])
+    cases = {
+        "in order": ([1, 2, 5], ["a", "b", "c"], []),
+        "swapped": ([1, 2, 5], ["b", "a", "c"], []),
+        "unissued": ([1, 2, 5], ["a", "x", "c"], [2]),
+        "other record": ([1, 2, 3], ["a", "b", "c"], [3]),
+        "one missing": ([1, 5], ["a", "c"], []),
+    }
+    for label, (at, ids, bad) in cases.items():
+        at = np.array(at)
+        want = tracecolumns._unmatched(owner, issued_at, issued, at, pa.array(ids), True, len(owner))
+        assert np.flatnonzero(want).tolist() == bad, label
+        shortcut = tracecolumns._answered_in_order(owner, issued_at, issued, at, pa.array(ids))
+        assert shortcut == (label == "in order"), label
+    before = np.array([0, 1])  # an answer before its call: no shortcut, and the search finds it
+    late = np.array([2, 2, 4])
+    assert not tracecolumns._answered_in_order(owner, late, issued, np.array([1, 2, 5]), issued)
+    assert tracecolumns._unmatched(owner, late, issued, np.array([1, 2, 5]), issued, True, 6)[1]
+    assert len(before) == 2
+
+
+def test_a_filler_makes_what_the_constructor_makes_and_checks_its_names_once():
+    from sim.types import Trace, filler
+
+    names = tuple(f.name for f in dataclasses.fields(Trace))
+    make = filler(Trace, names)
+    t = make("t", "fmt", (), (), None, "m", 100, None, {}, {}, None, (), (), (), {})
+    assert t == Trace("t", "fmt", (), (), model="m", context_window=100)
+    assert list(t.__dict__) == list(Trace("t", "fmt", (), ()).__dict__) == list(names) and t._cache == {}
+    with pytest.raises(TypeError, match="in order"):
+        filler(Trace, names[1:])
+    with pytest.raises(TypeError, match="in order"):
+        filler(Trace, (names[1], names[0], *names[2:]))
+
+
+def test_a_streamed_read_does_not_import_pyarrow_compute(suite_files):
+    """Its kernels are called through ``pyarrow._compute`` (``tracecolumns._Compute``): importing
+    ``pyarrow.compute`` wraps ~290 functions, a thirtieth of a streamed run's CPU."""
+    import subprocess
+    import sys
+
+    for path in suite_files:
+        code = (
+            "import sys\nfrom pathlib import Path\nfrom sim.traceio import load_dataset_traces\n"
+            f"n = len(list(load_dataset_traces(Path({str(path)!r}), streaming=True)))\n"
+            "print(n, 'pyarrow.compute' in sys.modules, 'pandas' in sys.modules)\n"
+        )
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == [str(40 if path.stem == "swe_like" else 4), "False", "False"], path
