@@ -248,41 +248,11 @@ class TraceArrays:
         )
 
 
-def filled(cls, values: dict):
-    """An instance of the frozen dataclass ``cls`` (``Trace``, ``TraceArrays``: no ``__post_init__``)
-    whose fields are ``values``, the others their defaults: the object its constructor makes (fields in
-    the same order), filled at once (the constructor sets each through ``object.__setattr__``: a Trace
-    ~10 us, loaded, and a corpus read as columns makes one per record)."""
-    spec = _FIELDS.get(cls)
-    if spec is None:
-        from dataclasses import MISSING, fields
-
-        assert not hasattr(cls, "__post_init__")
-        every = fields(cls)
-        template = {f.name: None if f.default is MISSING else f.default for f in every}
-        factories = tuple((f.name, f.default_factory) for f in every if f.default_factory is not MISSING)
-        required = frozenset(f.name for f in every if f.default is MISSING and f.default_factory is MISSING)
-        spec = _FIELDS[cls] = (template, factories, required, frozenset(template))
-    template, factories, required, names = spec
-    if not (required <= values.keys() <= names):
-        missing, unknown = sorted(required - values.keys()), sorted(values.keys() - names)
-        raise TypeError(f"{cls.__name__}: fields {missing} missing, {unknown} unknown")
-    obj = object.__new__(cls)
-    d = obj.__dict__
-    d.update(template)  # every field, in order
-    for name, factory in factories:
-        d[name] = factory()
-    d.update(values)
-    return obj
-
-
-_FIELDS: dict[type, tuple] = {}
-
-
 def filler(cls, names: tuple[str, ...]):
-    """``make(*values)``: ``filled(cls, dict(zip(names, values)))``, its field names checked here, once
-    (a corpus read as columns makes two objects per record: the check per call was a fifth of it).
-    ``names`` in field order, every field (so no default is filled in per call)."""
+    """``make(*values)``: the instance of the frozen dataclass ``cls`` (``Trace``, ``TraceArrays``: no
+    ``__post_init__``) whose fields are ``values``, the object its constructor makes, filled at once (the
+    constructor sets each field through ``object.__setattr__``, and a corpus read as columns makes two
+    objects per record). ``names`` are every field in field order, checked here once, not per call."""
     from dataclasses import fields
 
     assert not hasattr(cls, "__post_init__")
