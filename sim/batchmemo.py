@@ -32,6 +32,17 @@ class BatchKey:
         self.ids = tuple(map(id, objects))
         self._hash = hash(self.ids)
 
+    @classmethod
+    def derived(cls, tag: str, base: BatchKey) -> BatchKey:
+        """The key of the batch of objects ``tag`` names, made one for one from ``base``'s (a trace
+        batch's default replay models): its hash and comparisons read no id of theirs. Sound while each
+        such object holds its source (an id is not reused while its entry lives) and is the same for the
+        same source."""
+        key = cls.__new__(cls)
+        key.ids = (tag, base)  # never equal to a key of ids (a tuple of ints)
+        key._hash = hash(key.ids)
+        return key
+
     def __hash__(self) -> int:
         return self._hash
 
@@ -44,9 +55,9 @@ class Keyed(tuple):
     same batch several times, and each ask would otherwise read every object's id (a tuple: the key
     stays true)."""
 
-    def __new__(cls, objects):
+    def __new__(cls, objects, key: BatchKey | None = None):
         self = super().__new__(cls, objects)
-        self.key = BatchKey(self)
+        self.key = BatchKey(self) if key is None else key
         return self
 
     def __reduce__(self):

@@ -35,7 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.batchmemo import Keyed, batch_derived
+from sim.batchmemo import BatchKey, Keyed, batch_derived
 from sim.cache import CacheRules, CostModel, cache_rules
 from sim.errors import ConfigError, TraceError
 from sim.fastpath import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
@@ -254,7 +254,9 @@ def replay_table(
         models = [ref() for ref in batch_derived(traces, "replay_model_refs", _default_model_refs)]
         if None in models:  # (a trace's memo cleared: its model made again)
             models = [t.derived("replay_model", ReplayModel) for t in traces]
-    models = Keyed(models)
+        else:  # the batch's default models, keyed from the traces' key (each model holds its trace)
+            models = Keyed(models, BatchKey.derived("replay_model", traces.key))
+    models = Keyed(models) if type(models) is not Keyed else models
     if len(models) != len(traces):
         raise ValueError(f"replay_many: {len(traces)} traces but {len(models)} models")
     fast = batch_path(policy)

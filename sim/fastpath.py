@@ -868,6 +868,7 @@ def replay_batch(
     firsts = nchanged = None  # per call: first item changed (-1: none), and items changed
     seam = None
     entries = per_call = None
+    promised = (False, None)  # (ascending, one state): what the plans promise of the entries laid out
     if plans is not None and runs:
         # runs keep their order: as many as the plans have is all of them, in order
         pos = None if len(runs) == len(plans) else [r.pos for r in runs]
@@ -878,9 +879,11 @@ def replay_batch(
             entries = plans.laid_out(pos, call_off, item_off)
         elif len(plans.index):  # every run, entries by call: their calls are not needed as an array
             entries = (None, plans.index + np.repeat(item_off, plans.counts), plans.tokens, plans.state)
+            # runs in order, each run's items after the last one's: the plans' promises hold for the batch
+            promised = (plans.ascending, plans.one_state)
     if entries is not None:
         view_tokens, seam, stable_at = _fold_plans(
-            entries, st, tok, states, prefix, view_tokens, change_parts, per_call
+            entries, st, tok, states, prefix, view_tokens, change_parts, per_call, promised
         )
         firsts, nchanged = change_parts[-1].firsts, change_parts[-1].counts
     else:
@@ -1135,13 +1138,16 @@ def _ledger(st: _Static, tok, states, bounds, reread: np.ndarray, shown: dict, o
     return st.facts_seen, st.tokens_seen, tokens, facts, st.kinds_seen, st.seen
 
 
-def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_parts, counts=None):
+def _fold_plans(
+    entries, st: _Static, tok, states, prefix, view_tokens, change_parts, counts=None, promised=(False, None)
+):
     """Fold the runs' plan entries (``Plans.laid_out``) into their calls (``tok``, ``states`` in place;
     each call's first changed item and count of changes in the part appended to ``change_parts``). A
     call that changes items from position q on reuses only the prefix before q: its size is the settled
     prefix sum plus the changes earlier calls of its run made below q. When positions only grow (a
     moving boundary, as in masking) those are all its run's earlier changes; otherwise a Fenwick tree
-    sums them. ``counts``: the entries of each call, when the plans know them.
+    sums them. ``counts``: the entries of each call, when the plans know them. ``promised``: (ascending,
+    one state) as the plans promise them (``Plans.ascending``, ``Plans.one_state``; else checked here).
     Returns (view tokens, the seam calls as a mask over the calls (None: no seam), and per call its
     stable prefix, meaningful at the seams)."""
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
@@ -1164,7 +1170,7 @@ def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_p
     firsts = np.where(has, first, -1)
     seam = has & st.later_call & (first < st.prev_items)  # rewrites what was sent before
     stable_at = None
-    ascending = m < 2 or bool((index[1:] > index[:-1]).all())
+    ascending = promised[0] or m < 2 or bool((index[1:] > index[:-1]).all())
     if not seam.any():
         seam = None
     elif ascending:
@@ -1181,7 +1187,9 @@ def _fold_plans(entries, st: _Static, tok, states, prefix, view_tokens, change_p
         stable_at = np.zeros(K, dtype=np.int64)
         stable_at[at] = prefix[index[starts[at]]] - prefix[item_base[at]] + below
     tok[index] = new
-    one_state = int(state[0]) if state.min() == state.max() else None
+    one_state = promised[1]
+    if one_state is None:
+        one_state = int(state[0]) if state.min() == state.max() else None
     states[index] = state if one_state is None else one_state
     kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
     change_parts.append(

@@ -506,3 +506,58 @@ def test_int_lists_repeat_a_row_of_one_value():
     assert got == [[7, 7, 7], [1, 2, 3], [0, 0, 0], [3, 3, 4]]
     assert all(type(v) is int for row in got for v in row)
     assert int_lists(np.zeros((2, 0), dtype=np.int64)) == [[], []]
+
+
+@pytest.mark.parametrize("params", [{}, {"n": 1}, {"n": 3, "polling": 4}])
+def test_masking_plans_keep_what_they_promise(params, embedded):
+    # the batch path skips its ascending and one-state checks on these promises: they must hold for
+    # every run's entries and for the runs laid end to end as the batch lays them (by item offsets)
+    traces = [swe_trace([]), *embedded[:6], four_turns(), swe_trace([("a", 5)])]
+    plans = make_policy("observation_masking", **params).plan_many(traces)
+    assert plans.ascending is True and plans.one_state == int(ItemState.MASKED)
+    sizes = [len(t.arrays.tokens) for t in traces]
+    off = np.repeat(np.cumsum([0, *sizes[:-1]]), plans.counts)
+    index = plans.index + off
+    assert len(index) > 20 and bool((index[1:] > index[:-1]).all())
+    assert plans.state.tolist() == [int(ItemState.MASKED)] * len(index)
+    assert all(0 <= i < s for p, s in zip(plans, sizes, strict=True) for i in p.index.tolist())
+
+
+def test_plans_without_promises_are_checked(embedded):
+    from sim.policies.base import Plans
+
+    # a plugin's plans (one Plan per run) promise nothing: the batch path checks them, as before
+    policy = make_policy("observation_masking", n=2)
+    plans = Plans.of([policy.plan(t) for t in embedded[:4]])
+    assert plans.ascending is False and plans.one_state is None
+    from sim.engine import replay_table
+
+    class Unpromised(type(policy)):
+        name = "observation_masking"
+
+        def plan_many(self, traces):
+            got = super().plan_many(traces)
+            got.ascending, got.one_state = False, None
+            return got
+
+    other = Unpromised(n=2)
+    want = replay_table(embedded[:4], policy, pricing=None).records()
+    got = replay_table(embedded[:4], other, pricing=None).records()
+    assert [record_diff(a, b) for a, b in zip(got, want, strict=True)] == [[]] * 4
+
+
+def test_default_models_key_from_their_traces_key():
+    from sim.batchmemo import BatchKey, Keyed
+    from sim.engine import replay_table
+
+    traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3)]
+    table = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)
+    again = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)
+    assert isinstance(table.models, Keyed) and table.models.key.ids[0] == "replay_model"
+    assert table.models.key == again.models.key and hash(table.models.key) == hash(again.models.key)
+    # never equal to a key of ids, not even of the same models
+    assert table.models.key != BatchKey(table.models) and table.models.key != table.traces.key
+    # models given by the caller key by their ids, and replay to the same records
+    given = replay_table(traces, make_policy("observation_masking", n=1), list(table.models), pricing=None)
+    assert given.models.key.ids == tuple(map(id, table.models))
+    assert [record_diff(a, b) for a, b in zip(given.records(), table.records(), strict=True)] == [[]] * 2

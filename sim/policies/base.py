@@ -54,6 +54,7 @@ class Plans:
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
     __slots__ = ("_call", "index", "tokens", "state", "counts", "call_counts", "_local", "_bounds", "_whole")
+    __slots__ += ("ascending", "one_state")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
@@ -66,6 +67,10 @@ class Plans:
         self._local: np.ndarray | None = None
         self._bounds: list[int] | None = None
         self._whole: tuple | None = None  # laid_out of every run: (offsets it was given, entries)
+        # what the planner promises of its entries, so the batch path need not check (a pass each):
+        # every entry changes another item, in ascending index within its run; every entry's state
+        self.ascending = False
+        self.one_state: int | None = None
 
     @classmethod
     def by_call(

@@ -232,7 +232,10 @@ class ObservationMasking(Policy):
         index, tokens = b.obs[at], b.obs_tokens[at]
         state = np.empty(len(index), dtype=np.int64)
         state.fill(MASKED)
-        return Plans.by_call(counts, b.local_call, index, tokens, state, runs)
+        plans = Plans.by_call(counts, b.local_call, index, tokens, state, runs)
+        # each run masks its observations after the first once each, in order
+        plans.ascending, plans.one_state = True, int(MASKED)
+        return plans
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         obs = [i for i in observations(trace) if i < view.n]
