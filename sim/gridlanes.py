@@ -937,18 +937,10 @@ class _Lanes:
     def _commit(self, state, fstate, A, s, fs, tr: _Trajectory, w, j) -> None:
         """The first ``j`` calls of each lane's block are made: its state moves past them."""
         m = tr.rel < np.repeat(j, w)
-        has = j > 0
         first = tr.first
-        last = first + np.maximum(j - 1, 0)  # each lane's last call made
         s[_TOKENS] += np.add.reduceat(np.where(m, tr.req + tr.out, 0), first)
         np.maximum(s[_PEAK], np.maximum.reduceat(np.where(m, tr.req, 0), first), out=s[_PEAK])
-        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
-            s[r_] = np.where(has, v[last], s[r_])
-        lc = tr.lc[last]
-        moved = has & (lc >= first)
-        lc0 = np.maximum(lc, 0)
-        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
-        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        self._past_last(s, fs, tr, j)
         over = None if tr.over is None else np.add.reduceat(tr.over & m, first) > 0
         if over is not None and over.any():  # refused by the provider: the loop replays what follows
             s[_OK, over] = 0
@@ -962,6 +954,20 @@ class _Lanes:
         state[:, A] = s
         fstate[:, A] = fs
 
+    def _past_last(self, s, fs, tr: _Trajectory, j) -> None:
+        """What a commit reads from each lane's last call made (the ``j``-th of its block, if any): the
+        last request, the view and its estimate, and the cache the last cached call left."""
+        has = j > 0
+        first = tr.first
+        last = first + np.maximum(j - 1, 0)
+        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
+            s[r_] = np.where(has, v[last], s[r_])
+        lc = tr.lc[last]
+        moved = has & (lc >= first)
+        lc0 = np.maximum(lc, 0)
+        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
+        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+
     def _commit_whole(self, state, fstate, s, fs, tr: _Trajectory, j) -> None:
         """``_commit`` of the first round's block (one lane a run, every run from its first call, kept
         with the batch): each lane's sums over its first ``j`` calls are differences of the block's
@@ -971,18 +977,9 @@ class _Lanes:
         tok, over_p, cost, peak, tables = tr.whole_sums(self, names)
         R = len(j)
         runs = s[_RUN]  # (0, 1, ...: the lanes are the runs, in order)
-        has = j > 0
-        first = tr.first
-        last = first + np.maximum(j - 1, 0)  # each lane's last call made
         s[_TOKENS] += tok[runs, j]
-        np.maximum(s[_PEAK], np.where(has, peak[runs, np.maximum(j - 1, 0)], 0), out=s[_PEAK])
-        for r_, v in ((_LAST, tr.req), (_PREV, tr.total), (_VE, tr.ve)):
-            s[r_] = np.where(has, v[last], s[r_])
-        lc = tr.lc[last]
-        moved = has & (lc >= first)
-        lc0 = np.maximum(lc, 0)
-        s[_CACHED] = np.where(moved, tr.total[lc0], s[_CACHED])
-        fs[_EXPIRES] = np.where(moved, tr.t[lc0] + self.rules.lifetime_s, fs[_EXPIRES])
+        np.maximum(s[_PEAK], np.where(j > 0, peak[runs, np.maximum(j - 1, 0)], 0), out=s[_PEAK])
+        self._past_last(s, fs, tr, j)
         if tr.over is not None:
             over = over_p[runs, j] > 0
             if over.any():  # refused by the provider: the loop replays what follows
