@@ -36,7 +36,7 @@ from typing import Any
 
 from sim.errors import ConfigError, CtxsimError, UnknownNameError
 from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
-from sim.resultstore import PARTS, RESULTS
+from sim.resultstore import PARTS, RESULTS, KeyLabels
 
 DEFAULT_CHUNK = 64
 EXECUTORS = ("pool", "ray")  # a closed choice: a word on the command line never names code to run
@@ -781,12 +781,10 @@ class SweepRuns:
         """Every run key in grid order; a key repeats when trace content and config are identical."""
         return [key for _, runs in self.settings for _, key, _ in runs]
 
-    def labels(self) -> Any:
+    def labels(self) -> KeyLabels:
         """(scenario, setting) of each key, from the first setting that names it: what this sweep writes
         into results.parquet, whichever writer's part the row's numbers come from
         (``sim.resultstore.KeyLabels``: a key's label, or a whole column's at once)."""
-        from sim.resultstore import KeyLabels
-
         texts = [(self.spec.scenario, " ".join(s.overrides)) for s, _ in self.settings]
         which = [i for i, (_, runs) in enumerate(self.settings) for _ in runs]
         return KeyLabels(self.keys(), which, texts)
