@@ -145,7 +145,10 @@ def durable_replace(src: Path, dst: Path) -> None:
 @contextmanager
 def atomic_path(path: Path):
     """Yield a temporary path beside ``path`` (named with this writer's id); it replaces ``path`` only if
-    the block succeeds: the file is fsynced before the rename and its folder after it."""
+    the block succeeds: the file is fsynced before the rename and its folder after it. A Ctrl-C that
+    arrived meanwhile, even one a finalizer swallowed (``sim.interrupts``), leaves ``path`` as it was."""
+    from sim.interrupts import check
+
     path = Path(path)
     import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
 
@@ -154,6 +157,7 @@ def atomic_path(path: Path):
     os.close(fd)
     try:
         yield Path(tmp)
+        check()
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; results are ordinary files

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from sim import interrupts
 from sim.errors import ConfigError, CtxsimError, TraceError, UnknownNameError
 from sim.exitcodes import run_command
 from sim.jsonl import json_lines
@@ -229,26 +230,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
     runs = iter_runs(paths, policy, window, pricing, behaviour, args.scenario, dataset, transforms)
-    for traces, table in _collecting_less(runs) if args.streaming else runs:
-        if stream_out and args.format == "csv" and not (args.calls or args.ledger):
-            # CSV straight from the replays' columns: no row dict, no record
-            header = _stream_csv_columns(table_columns(table, __version__), header)
-            continue
-        # rows from the replays' columns; a record per run only for the tables that show its calls
-        batch_rows = table_rows(table, __version__)
-        records = table.records() if args.calls or args.ledger else [None] * len(traces)
-        if stream_out and args.format == "csv":
-            header = _stream_csv(batch_rows, header)
-        for trace, rec, row in zip(traces, records, batch_rows, strict=True):
-            if stream_out:
-                if args.format == "json":
-                    sys.stdout.write(json_line(row) + "\n")
-            else:
-                rows.append(row)
-            if args.calls:
-                frames.append(calls_table(trace, rec))
-            if args.ledger:
-                ledger.extend(entries(trace, rec))
+    try:
+        for traces, table in _collecting_less(runs) if args.streaming else runs:
+            interrupts.check()  # a batch replayed: a Ctrl-C a finalizer swallowed stops the run here
+            if stream_out and args.format == "csv" and not (args.calls or args.ledger):
+                # CSV straight from the replays' columns: no row dict, no record
+                header = _stream_csv_columns(table_columns(table, __version__), header)
+                continue
+            # rows from the replays' columns; a record per run only for the tables that show its calls
+            batch_rows = table_rows(table, __version__)
+            records = table.records() if args.calls or args.ledger else [None] * len(traces)
+            if stream_out and args.format == "csv":
+                header = _stream_csv(batch_rows, header)
+            for trace, rec, row in zip(traces, records, batch_rows, strict=True):
+                if stream_out:
+                    if args.format == "json":
+                        sys.stdout.write(json_line(row) + "\n")
+                else:
+                    rows.append(row)
+                if args.calls:
+                    frames.append(calls_table(trace, rec))
+                if args.ledger:
+                    ledger.extend(entries(trace, rec))
+    finally:  # here, not in a finalizer: the thread reading ahead (sim.tracecolumns) has stopped on return
+        runs.close()
+    interrupts.check()  # before any output: an interrupted run writes no table, no --calls, no --ledger
     if args.calls:
         write_frames(frames, Path(args.calls))
     if args.ledger:
@@ -499,6 +505,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             skip_invalid=True,  # keep_recent_tokens 16000 with limit 16000 is refused: skipped, said so
         )
         paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
+    interrupts.check()  # the sweeps done: a Ctrl-C a finalizer swallowed stops the demo before its output
     rec = verdict_from_results(paths[-1], "seed_engine")
     best = rec.get("recommended") or {"context_token_limit": None}
     shown: list[dict] = []
@@ -725,6 +732,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 f"bench --grid: --traces {args.traces} and --repeats {args.repeats} must be >= 1"
             )
         row = run_grid_bench(args.traces, args.repeats, log=lambda m: _warn(m))
+        interrupts.check()  # before any output (sim.interrupts)
         if args.format == "json":
             sys.stdout.write(json_line(row) + "\n")
         else:
@@ -736,6 +744,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             )
         return 0 if row["same_cumulative_input"] else 3
     rows = run_bench(args.policy, args.corpus, args.repeats, log=lambda m: _warn(m))
+    interrupts.check()
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
@@ -860,6 +869,7 @@ def cmd_size(args: argparse.Namespace) -> int:
         verdicts = []
         others = sensitivity_behaviours()
         for n, b in enumerate(others, start=1):
+            interrupts.check()
             _progress(n, len(others), "sensitivity: mock behaviours")
             if b == behaviour:
                 verdicts.append((b, rec))
@@ -872,6 +882,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
     sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
     rec["assumptions"] = assumptions(traces, results[0].trace_hashes, sources, pricing, window, behaviour)
+    interrupts.check()  # before any output: an interrupted sizing prints no verdict
     for line in rec["assumptions"]["warnings"]:
         _warn(line)
     if args.format == "json":
@@ -993,6 +1004,7 @@ def cmd_results(args: argparse.Namespace) -> int:
     from sim.tables import json_line
 
     rows = summary(args.path)
+    interrupts.check()  # before any output (sim.interrupts)
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
@@ -1015,7 +1027,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
 
-    def step(msg: str) -> None:
+    def step(msg: str) -> None:  # make_report checks for a Ctrl-C at each step (sim.interrupts)
         if sys.stderr.isatty():
             print(f"report: {msg}", file=sys.stderr, flush=True)
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim import interrupts
 from sim.errors import ConfigError, CtxsimError
 from sim.jsonl import json_lines
 from sim.metrics import LEDGER_FIELDS
@@ -863,6 +864,7 @@ def cmd_gate(args) -> int:
 
     allow = check_allow_modules(args.allow_module or ())
     res = evaluate(args.gate_file, allow, args.update_baseline, log=note)
+    interrupts.check()  # before any output: an interrupted gate writes no summary (sim.interrupts)
     text = res.summary()
     if args.summary:
         _write_text(Path(args.summary), text)

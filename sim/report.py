@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sim import interrupts
+from sim.atomicfile import atomic_path
 from sim.errors import ConfigError, CtxsimError
 from sim.model import UPPER_BOUND
 
@@ -973,7 +975,12 @@ def make_report(
     paths = [Path(p) for p in results_paths]
     if not paths:
         raise ConfigError("report: give at least one results file or sweep folder")
-    step = progress or (lambda _msg: None)  # the work takes seconds: say what it is doing
+    said = progress or (lambda _msg: None)  # the work takes seconds: say what it is doing
+
+    def step(msg: str) -> None:
+        interrupts.check()  # between steps: a swallowed Ctrl-C stops the report here (sim.interrupts)
+        said(msg)
+
     step("reading results")
     frames, settings = _load(paths)
     mixed = _check_mixed(frames, paths, allow_mixed)
@@ -1187,15 +1194,20 @@ def make_report(
                 f"{'is' if len(paths) == 3 else 'are'} in the table and figures only._"
             )
 
+    interrupts.check()
     out_dir.mkdir(parents=True, exist_ok=True)
     figs = out_dir / "figures"
     figs.mkdir(exist_ok=True)
+    # each file whole or not at all, report.md last: an interrupted report leaves no new report.md
     for name, png in doc.figures:
-        (figs / name).write_bytes(png)
-    md = out_dir / "report.md"
-    md.write_text(_render_md(doc), encoding="utf-8")
+        with atomic_path(figs / name) as tmp:
+            tmp.write_bytes(png)
     page = out_dir / "report.html"
-    page.write_text(_render_html(doc, "ctxsim sweep report"), encoding="utf-8")
+    with atomic_path(page) as tmp:
+        tmp.write_text(_render_html(doc, "ctxsim sweep report"), encoding="utf-8")
+    md = out_dir / "report.md"
+    with atomic_path(md) as tmp:
+        tmp.write_text(_render_md(doc), encoding="utf-8")
     return md, page
 
 

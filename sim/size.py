@@ -147,6 +147,7 @@ def evaluate(
     ``grid=False`` replays everything that way (the reference the grid path is held to). ``workers``:
     processes the grid batches, then the settings with runs for the loop, are dealt to (``sim.forkmap``:
     the same batches and the same answer for any number)."""
+    from sim import interrupts
     from sim.engine import AUTO, _rules_and_price, replay_many
     from sim.forkmap import forked_map
     from sim.gridlanes import grid_figures
@@ -192,6 +193,7 @@ def evaluate(
     ]  # the same batches whatever the number of workers
 
     def run_batch(job: tuple) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        interrupts.check()  # between batches: a swallowed Ctrl-C stops the grid here (sim.interrupts)
         rules, price, chunk = job
         ts = [ordered[p] for p in chunk]
         windows = [resolve_window(t.model) if window == AUTO else window for t in ts]
@@ -215,6 +217,7 @@ def evaluate(
     looped = [j for j, positions in enumerate(todo) if positions]
 
     def run_loop(j: int) -> list[tuple]:  # per trace: its figures, priced, outcome, completed, overflow
+        interrupts.check()
         positions = todo[j]
         records = replay_many(
             [ordered[p] for p in positions], policies[j], [models[p] for p in positions], window, pricing

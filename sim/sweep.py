@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.errors import ConfigError, CtxsimError, UnknownNameError
+from sim.interrupts import ReportedInterrupt, remembered_interrupts
 from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
 from sim.resultstore import PARTS, RESULTS, KeyLabels
 
@@ -911,8 +912,6 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
     returns the path of the merged ``results.parquet``. Interrupt it at any moment and run it again
     with the same spec: finished chunks are kept, the rest is redone. Other sweeps may write the same
     folder at the same time; a rerun of a finished sweep whose results.parquet is current only checks."""
-    from sim.interrupts import remembered_interrupts
-
     with remembered_interrupts() as check:  # a Ctrl-C swallowed by a finalizer still stops the sweep
         return _run_sweep(spec, workers, progress, merge, check)
 
@@ -983,7 +982,7 @@ def _run_sweep(spec: SweepSpec, workers: int, progress: bool, merge: bool, check
                 f"interrupted: {prog.done} of {total} runs saved in {parts_dir}; "
                 "rerun the same command to resume"
             )
-            raise
+            raise ReportedInterrupt from None
         if not merge:  # a Hydra job: the multirun's end merges every job's parts (merge_parts)
             return parts_dir
         pieces, missing = store.collect(parts, wanted, _note)

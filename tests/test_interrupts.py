@@ -11,6 +11,7 @@ import time
 import pytest
 
 from sim.interrupts import remembered_interrupts
+from sim.paths import REPO
 
 
 class _SignalsItselfWhenCollected:
@@ -85,3 +86,115 @@ def test_outside_the_main_thread_nothing_changes():
     t.start()
     t.join()
     assert result == [True]
+
+
+# ---------------------------------------------------------------------------- every command (the CLI)
+SWE_LIKE = REPO / "scenarios" / "suite" / "swe_like.jsonl"  # 40 traces: two replay batches of 32 and 8
+
+
+def _swallowed_once(monkeypatch, module, name: str) -> list[int]:
+    """Replace ``module.name`` so that its first call drops an object whose finalizer sends this process
+    SIGINT (swallowed there, as in pyarrow's ``ParquetWriter.__del__``), then carries on as before.
+    Returns the calls made, counted."""
+    real = getattr(module, name)
+    calls: list[int] = []
+
+    def wrapped(*args, **kwargs):
+        calls.append(len(calls))
+        if len(calls) == 1:
+            obj = _SignalsItselfWhenCollected()
+            del obj
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapped)
+    return calls
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_run_interrupted_in_a_finalizer_exits_130_and_writes_nothing(
+    capsys, monkeypatch, tmp_path, streaming
+):
+    import sim.engine
+    from sim.cli import main
+
+    ignored = _ignored(monkeypatch)
+    calls = _swallowed_once(monkeypatch, sim.engine, "replay_table")
+    out = tmp_path / "calls.csv"
+    source = ["--dataset", str(SWE_LIKE), "--streaming"] if streaming else [str(SWE_LIKE)]
+    assert main(["run", *source, "--format", "csv", "--calls", str(out)]) == 130
+    assert ignored == [KeyboardInterrupt]  # Python swallowed it; the run stopped all the same
+    assert calls == [0]  # at the check after the first batch: the second was never replayed
+    assert not out.exists() and not list(tmp_path.iterdir())  # no file, no temporary
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1] == "ctxsim: interrupted"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # Python's handler again
+
+
+def test_a_streamed_csv_run_stops_after_the_batch_it_was_interrupted_in(capsys, monkeypatch):
+    import sim.engine
+    from sim.cli import main
+
+    _ignored(monkeypatch)
+    _swallowed_once(monkeypatch, sim.engine, "replay_table")
+    argv = ["run", "--dataset", str(SWE_LIKE), "--streaming", "--format", "csv"]
+    assert main(argv) == 130
+    assert capsys.readouterr().out == ""  # the first batch's rows are not written either
+    monkeypatch.undo()
+    assert main(argv) == 0
+    assert capsys.readouterr().out.count("\n") == 41  # uninterrupted: header and 40 rows
+
+
+def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys, monkeypatch):
+    import sim.gridlanes
+    from sim.cli import main
+
+    ignored = _ignored(monkeypatch)
+    calls = _swallowed_once(monkeypatch, sim.gridlanes, "grid_figures")
+    argv = ["size", str(SWE_LIKE), "--model", "claude-sonnet-4-5", "--limits", "16000,32000"]
+    assert main([*argv, "--keeps", "2000,4000", "--format", "json"]) == 130
+    assert ignored == [KeyboardInterrupt] and calls == [0]  # no batch after the interrupted one
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines()[-1] == "ctxsim: interrupted"
+
+
+def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch, tmp_path):
+    import sim.report
+    from sim.cli import main
+    from sim.sweep import SweepSpec, run_sweep
+
+    results = run_sweep(
+        SweepSpec(
+            policy="observation_masking",
+            grid=("policy.n=1,3",),
+            scenario=str(SWE_LIKE),
+            pricing="claude-sonnet-4-5",
+            results=str(tmp_path / "sweep"),
+        ),
+        progress=False,
+    )
+    ignored = _ignored(monkeypatch)
+    _swallowed_once(monkeypatch, sim.report, "_render_md")  # the last file's text, its rename to come
+    assert main(["report", str(results), "-o", str(tmp_path / "rep")]) == 130
+    assert ignored == [KeyboardInterrupt]
+    assert not (tmp_path / "rep" / "report.md").exists()
+    assert not list((tmp_path / "rep").glob(".*.tmp"))
+    assert capsys.readouterr().err.splitlines()[-1] == "ctxsim: interrupted"
+
+
+def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_path):
+    import sim.sweep
+    from sim.cli import main
+
+    _ignored(monkeypatch)
+    _swallowed_once(monkeypatch, sim.sweep, "_run_chunk")  # its part's rename checks first
+    out = tmp_path / "sweep"
+    words = ["policy=observation_masking", "policy.n=1,3", f"scenario={SWE_LIKE}", f"results.path={out}"]
+    assert main(["sweep", *words]) == 130
+    err = capsys.readouterr().err.splitlines()
+    assert "ctxsim: interrupted" not in err
+    assert err[-1] == (
+        f"ctxsim: sweep: interrupted: 0 of 80 runs saved in {out / 'parts'}; rerun the same command to resume"
+    )
+    assert not (out / "results.parquet").exists() and not list((out / "parts").glob("*.parquet"))
