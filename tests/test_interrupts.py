@@ -88,6 +88,73 @@ def test_outside_the_main_thread_nothing_changes():
     assert result == [True]
 
 
+def test_a_block_inside_another_shares_its_memory_and_the_outer_one_restores(monkeypatch):
+    from sim import interrupts
+
+    _ignored(monkeypatch)
+    with remembered_interrupts() as outer:
+        with remembered_interrupts() as inner:  # a sweep inside the command runner's block
+            obj = _SignalsItselfWhenCollected()
+            del obj
+            with pytest.raises(KeyboardInterrupt):
+                inner()
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler  # still the outer's
+        with pytest.raises(KeyboardInterrupt):
+            outer()
+        with pytest.raises(KeyboardInterrupt):
+            interrupts.check()  # the module's own check: the open block's memory
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    interrupts.check()  # no block open: nothing to raise, and the next block starts afresh
+    with remembered_interrupts() as check:
+        check()
+
+
+def test_another_thread_never_raises_at_a_check(monkeypatch):
+    from sim import interrupts
+
+    _ignored(monkeypatch)
+    raised = []
+
+    def body() -> None:
+        try:
+            interrupts.check()
+        except KeyboardInterrupt:
+            raised.append(True)
+
+    with remembered_interrupts() as check:
+        obj = _SignalsItselfWhenCollected()
+        del obj
+        t = threading.Thread(target=body)
+        t.start()
+        t.join()
+        with pytest.raises(KeyboardInterrupt):
+            check()
+    assert raised == []
+
+
+def test_the_command_runner_leaves_a_callers_handler_alone():
+    from sim.exitcodes import run_command
+
+    seen, during = [], []
+
+    def command(args) -> int:
+        during.append(signal.getsignal(signal.SIGINT))
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)
+        return 0
+
+    def own(signum, frame):
+        seen.append(signum)
+
+    previous = signal.signal(signal.SIGINT, own)
+    try:
+        assert run_command(command, None) == 0  # the caller's handler took the signal: not an interrupt
+        assert during == [own] and seen == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGINT) is own
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 # ---------------------------------------------------------------------------- every command (the CLI)
 SWE_LIKE = REPO / "scenarios" / "suite" / "swe_like.jsonl"  # 40 traces: two replay batches of 32 and 8
 
@@ -145,15 +212,35 @@ def test_a_streamed_csv_run_stops_after_the_batch_it_was_interrupted_in(capsys, 
     assert capsys.readouterr().out.count("\n") == 41  # uninterrupted: header and 40 rows
 
 
-def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys, monkeypatch):
+@pytest.mark.parametrize("where", ["here", "in a forked worker"])
+def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys, monkeypatch, where):
+    """In a forked worker (``--workers 2``) the child's check raises and the parent raises the
+    KeyboardInterrupt the child sent back."""
     import sim.gridlanes
+    import sim.size
     from sim.cli import main
 
+    parent = os.getpid()
+    monkeypatch.setattr(sim.size, "GRID_BATCH", 8)  # 5 batches: the parent's share 0, 2, 4, the child's 1, 3
     ignored = _ignored(monkeypatch)
-    calls = _swallowed_once(monkeypatch, sim.gridlanes, "grid_figures")
+    real = sim.gridlanes.grid_figures
+    calls: list[int] = []
+
+    def grid_figures(*args):
+        calls.append(os.getpid())
+        if len(calls) == 1 and (os.getpid() == parent) == (where == "here"):
+            obj = _SignalsItselfWhenCollected()
+            del obj
+        return real(*args)
+
+    monkeypatch.setattr(sim.gridlanes, "grid_figures", grid_figures)
     argv = ["size", str(SWE_LIKE), "--model", "claude-sonnet-4-5", "--limits", "16000,32000"]
-    assert main([*argv, "--keeps", "2000,4000", "--format", "json"]) == 130
-    assert ignored == [KeyboardInterrupt] and calls == [0]  # no batch after the interrupted one
+    workers = "1" if where == "here" else "2"
+    assert main([*argv, "--keeps", "2000,4000", "--format", "json", "--workers", workers]) == 130
+    if where == "here":
+        assert ignored == [KeyboardInterrupt] and calls == [parent]  # no batch after the interrupted one
+    else:
+        assert ignored == [] and calls == [parent] * 3  # the parent's share whole; the child's stopped
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines()[-1] == "ctxsim: interrupted"
@@ -198,3 +285,72 @@ def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_pa
         f"ctxsim: sweep: interrupted: 0 of 80 runs saved in {out / 'parts'}; rerun the same command to resume"
     )
     assert not (out / "results.parquet").exists() and not list((out / "parts").glob("*.parquet"))
+
+
+# The streamed run of the subprocess test: the thread reading ahead says so on stderr when it starts to
+# parse, and parses until the Ctrl-C has arrived (so the signal lands while it parses, however loaded
+# the machine); at exit the threads still alive are listed.
+_READING_AHEAD = """
+import atexit, sys, threading, time
+import sim.tracecolumns as tc
+from sim import interrupts
+from sim.cli import main
+
+tc.READ_AHEAD = True
+real = getattr(tc, sys.argv[1])
+
+def parsing(*args):
+    if threading.current_thread() is not threading.main_thread() and not parsing.said:
+        parsing.said = True
+        print("reading ahead", file=sys.stderr, flush=True)
+        deadline = time.monotonic() + 60  # a bound for a broken test, not a timing
+        while not interrupts._arrived and time.monotonic() < deadline:
+            time.sleep(0.001)
+    return real(*args)
+
+parsing.said = False
+setattr(tc, sys.argv[1], parsing)
+atexit.register(lambda: print("threads at exit:", [t.name for t in threading.enumerate()], file=sys.stderr))
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(("suffix", "parse"), [(".jsonl", "_parsed"), (".parquet", "_open_parquet")])
+def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_path, suffix, parse):
+    import subprocess
+
+    from sim.importers import load_path
+    from sim.traceio import write_traces
+
+    corpus = tmp_path / f"corpus{suffix}"
+    write_traces(list(load_path(SWE_LIKE)), corpus)
+    before = sorted(tmp_path.iterdir())
+    argv = [
+        "run",
+        "--dataset",
+        str(corpus),
+        "--streaming",
+        "--format",
+        "csv",
+        "--calls",
+        str(tmp_path / "c.csv"),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _READING_AHEAD, parse, *argv],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stderr.readline() == "reading ahead\n"  # the marker: the thread is parsing now
+        os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert out == ""
+    assert err == "ctxsim: interrupted\nthreads at exit: ['MainThread']\n"  # no traceback, no thread left
+    assert sorted(tmp_path.iterdir()) == before  # no --calls file, no temporary
