@@ -26,9 +26,11 @@ hashes taken: see ``sim.storedhashes``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import signal
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -1228,8 +1230,9 @@ def _on_thread(items: Iterator) -> Iterator:
 
     worker = threading.Thread(target=run, name="ctxsim-read-ahead", daemon=True)
     asks.put(True)
-    worker.start()
     try:
+        with _sigint_held():  # a Ctrl-C during start() would leave the thread running, never told to stop
+            worker.start()
         while True:
             more, item = answers.get()
             if not more:
@@ -1240,7 +1243,25 @@ def _on_thread(items: Iterator) -> Iterator:
             yield item
     finally:
         asks.put(False)
-        worker.join()
+        try:
+            worker.join()
+        except RuntimeError:  # never started: at most it makes the item asked for, then reads the stop
+            pass
+
+
+@contextlib.contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT held back from this thread meanwhile (delivered when the block ends, raising there, at a
+    point where the caller can clean up); a thread started meanwhile keeps it held back for good, so the
+    signal always reaches the thread that handles it. Where ``pthread_sigmask`` does not exist: nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:

@@ -354,3 +354,31 @@ def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_pa
     assert out == ""
     assert err == "ctxsim: interrupted\nthreads at exit: ['MainThread']\n"  # no traceback, no thread left
     assert sorted(tmp_path.iterdir()) == before  # no --calls file, no temporary
+
+
+def test_ctrl_c_while_the_read_ahead_thread_starts_still_stops_it(monkeypatch):
+    """Under load the reader thread may run before ``Thread.start`` returns on the main thread; a Ctrl-C
+    then is held back until start has returned, so it is raised where the thread is told to stop."""
+    import sim.tracecolumns as tc
+
+    monkeypatch.setattr(tc, "READ_AHEAD", True)
+    real_start = threading.Thread.start
+
+    def start(self) -> None:
+        real_start(self)
+        os.kill(os.getpid(), signal.SIGINT)  # unheld, Python's handler would raise in here
+        time.sleep(0.05)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    closed = []
+
+    def items():
+        try:
+            yield from range(3)
+        finally:
+            closed.append(True)
+
+    with pytest.raises(KeyboardInterrupt):
+        list(tc._ahead(items()))
+    assert closed == [True]  # the source closed on its thread, which has ended
+    assert [t.name for t in threading.enumerate() if t.name == "ctxsim-read-ahead"] == []
