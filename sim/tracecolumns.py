@@ -1256,14 +1256,52 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
 
     done = [0]  # records so far
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
-        hashes = stored_hashes(path, f)  # before the thread reading ahead starts on the same handle
-        spare = _reading_ahead()  # a free core: the next block parsed on it, by Arrow's threads too
-        blocks = _on_thread(_jsonl_blocks(path, f, spare)) if spare else _jsonl_blocks(path, f)
-        try:  # closed here, before the file is: the thread stops first
+        if _reading_ahead():  # a core free: the next block read and parsed on it, by Arrow's threads too,
+            # and the file's digest taken on a thread of its own (at offsets) while the first block is
+            hashes = _Soon(lambda: stored_hashes(path, f, in_place=True))
+            blocks = _on_thread(_jsonl_blocks(path, f, threads=True))
+        else:
+            hashes = _Soon(lambda: stored_hashes(path, f), now=True)
+            blocks = _jsonl_blocks(path, f)
+        try:  # closed here, before the file is: the threads stop first
             for block, batch in blocks:
-                yield from _jsonl_block(block, batch, slow, done, hashes)
+                yield from _jsonl_block(block, batch, slow, done, hashes.result())
         finally:
             blocks.close()
+            hashes.join()
+
+
+class _Soon:
+    """``make()`` begun on a thread of its own (``now``: made here instead); ``result()`` waits for it
+    and gives its result or raises its exception; ``join()`` only waits."""
+
+    def __init__(self, make: Callable[[], Any], now: bool = False) -> None:
+        self._got: tuple = ()
+        self._thread = None
+        if now:  # its exception raised here, as the call's would be
+            self._got = (True, make())
+            return
+        import threading
+
+        self._thread = threading.Thread(target=self._make, args=(make,), name="ctxsim-digest", daemon=True)
+        self._thread.start()
+
+    def _make(self, make: Callable[[], Any]) -> None:
+        try:
+            self._got = (True, make())
+        except BaseException as exc:  # noqa: BLE001 - raised again where the result is asked for
+            self._got = (False, exc)
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> Any:
+        self.join()
+        ok, got = self._got
+        if not ok:
+            raise got
+        return got
 
 
 def _jsonl_blocks(

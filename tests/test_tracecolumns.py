@@ -182,10 +182,13 @@ def test_observation_arrays_from_columns_equal_the_event_builders(suite_files):
             assert tokens.tolist() == [t for t, _ in placeholder_sizes(want)]
 
 
-def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ahead", [True, False])
+def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_path, monkeypatch, ahead):
     """A JSON Lines file holding the bytes its record of hashes was taken from is write_traces' own text:
     its lines are not compared with their canonical encoding again, and read as the same traces; a file
-    without a valid record (none, or edited since) is compared line by line as before."""
+    without a valid record (none, or edited since) is compared line by line as before. Read ahead, the
+    file's digest is taken on a thread of its own, beside the one reading the file."""
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
     traces = reference(SUITE / "swe_like.jsonl")
     path = tmp_path / "t.jsonl"
     write_traces(traces, path)  # with its record
