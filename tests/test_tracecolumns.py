@@ -612,6 +612,8 @@ def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_pa
     """Blank lines, CRLF, a line past the length limit and a truncated line, in blocks that end inside
     lines, read ahead (a block at a time, parsed on Arrow's threads) or not: the reference's traces, and
     its error where it reaches the bad line."""
+    import threading
+
     import sim.jsonl
 
     monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
@@ -642,3 +644,4 @@ def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_pa
             got.append(t.trace_id)
     assert str(exc.value) == _error(lambda: reference(cut)) and "line 7" in str(exc.value)
     assert got == [f"t{i}" for i in range(6)]
+    assert [t.name for t in threading.enumerate() if t.name.startswith("ctxsim-")] == []  # all stopped
