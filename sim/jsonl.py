@@ -181,12 +181,19 @@ def json_line(raw: bytes | None, errors: str = "strict") -> tuple[Any, str | Non
         return None, str(exc)
 
 
-def lines_of(path: Path, limit: int | None = None, file=None) -> Iterator[tuple[int, bytes | None]]:
+def lines_of(
+    path: Path, limit: int | None = None, file=None, chunk: int | None = None
+) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes) of each line, or (line number, None) for one longer than ``limit`` (default
     ``MAX_DOCUMENT_BYTES``), which is skipped without holding it in memory. ``file``: ``path`` already
-    open (binary, at its start), read instead of opening it again."""
+    open (binary, at its start), read instead of opening it again. ``chunk``: read the file that many
+    bytes at a time (the same lines): a few reads instead of a few per line, for a thread that must
+    not wait for the interpreter lock after each one."""
     limit = MAX_DOCUMENT_BYTES if limit is None else limit
     with open(path, "rb") if file is None else contextlib.nullcontext(file) as f:
+        if chunk is not None:
+            yield from _lines_in_chunks(f, limit, chunk)
+            return
         lineno = 0
         while True:
             line = f.readline(limit + 1)
@@ -199,3 +206,39 @@ def lines_of(path: Path, limit: int | None = None, file=None) -> Iterator[tuple[
             while line and not line.endswith(b"\n"):  # the rest of the long line, a chunk at a time
                 line = f.readline(1 << 20)
             yield lineno, None
+
+
+def _lines_in_chunks(f, limit: int, chunk: int) -> Iterator[tuple[int, bytes | None]]:
+    """``lines_of`` reading ``chunk`` bytes at a time: each line whole (with its newline), None for one
+    of more than ``limit`` bytes before its newline, yielded once its end is read, as ``lines_of`` does."""
+    lineno = 0
+    head: list[bytes] = []  # the start of a line whose newline is not read yet
+    held = 0  # its bytes: at most ``limit`` (past it, the line is dropped up to its newline)
+    skipping = False
+    while True:
+        data = f.read(chunk)
+        if not data:
+            break
+        pos = 0
+        nl = data.find(b"\n")
+        if nl >= 0 and (head or skipping):  # the end of the line begun in an earlier chunk
+            lineno += 1
+            too_long = skipping or held + nl > limit
+            yield lineno, None if too_long else b"".join(head) + data[: nl + 1]
+            head, held, skipping = [], 0, False
+            pos = nl + 1
+            nl = data.find(b"\n", pos)
+        while nl >= 0:
+            lineno += 1
+            yield lineno, None if nl - pos > limit else data[pos : nl + 1]
+            pos = nl + 1
+            nl = data.find(b"\n", pos)
+        if skipping or pos == len(data):
+            continue
+        held += len(data) - pos
+        if held > limit:  # too long already: not held
+            head, held, skipping = [], 0, True
+        else:
+            head.append(data[pos:] if pos else data)
+    if head or skipping:  # the last line, without a newline
+        yield lineno + 1, None if skipping else b"".join(head)

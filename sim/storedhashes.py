@@ -53,6 +53,19 @@ def file_digest(f: BinaryIO) -> tuple[int, str]:
     return size, digest
 
 
+def file_digest_in_place(f: BinaryIO) -> tuple[int, str]:
+    """``file_digest`` read at offsets (``os.pread``), leaving ``f`` where it is: while another thread
+    reads ``f`` from its start (the same open file, so the same bytes)."""
+    h = hashlib.sha256()
+    fd, size = f.fileno(), 0
+    while True:
+        piece = os.pread(fd, 1 << 20, size)
+        if not piece:
+            return size, h.hexdigest()
+        h.update(piece)
+        size += len(piece)
+
+
 def _seal(size: int, digest: str, hashes: list[str]) -> str:
     h = hashlib.sha256(f"{FORMAT}\x00{size}\x00{digest}\x00{len(hashes)}\x00".encode())
     h.update("\n".join(hashes).encode())
@@ -74,10 +87,11 @@ def write_record(path: Path, size: int, digest: str, hashes: list[str]) -> None:
         tmp.write_text(record_text(size, digest, hashes), encoding="ascii")
 
 
-def stored_hashes(path: Path, f: BinaryIO) -> list[str] | None:
+def stored_hashes(path: Path, f: BinaryIO, in_place: bool = False) -> list[str] | None:
     """The recorded trace hashes of ``path`` when its record is valid and ``f`` (``path`` opened for
     reading, read from its start by the caller afterwards) holds the recorded bytes; else None (compute
-    them). Never raises for a bad record: a record is an optimisation, not input."""
+    them). ``in_place``: ``f`` is read at offsets, not moved (the caller may be reading it already).
+    Never raises for a bad record: a record is an optimisation, not input."""
     try:
         size = os.fstat(f.fileno()).st_size
         rec = record_path(path)
@@ -96,7 +110,7 @@ def stored_hashes(path: Path, f: BinaryIO) -> list[str] | None:
     if got["seal"] != _seal(recorded, digest, hashes):
         return None
     try:
-        if file_digest(f) != (size, digest):
+        if (file_digest_in_place(f) if in_place else file_digest(f)) != (size, digest):
             return None
     except OSError:
         return None

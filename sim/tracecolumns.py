@@ -64,6 +64,7 @@ from sim.types import (
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
 JSONL_BLOCK = 8 << 20  # bytes of whole lines parsed by Arrow at once
+_PARTS = 4  # a block parsed on Arrow's threads: in this many parts, so that both cores keep busy
 _ASSISTANT = KIND_CODE["assistant"]
 _USER = KIND_CODE["user"]
 _TOOL_RESULT = KIND_CODE["tool_result"]
@@ -1200,9 +1201,13 @@ def _ahead(items: Iterator) -> Iterator:
     is replayed. The same items either way: an exception ``items`` raises is raised here, where the
     caller reaches it, as without the thread; the thread is stopped (``items`` closed on it) when the
     caller stops early."""
-    if not (READ_AHEAD if READ_AHEAD is not None else _spare_core()):
+    if not _reading_ahead():
         return items
     return _on_thread(items)
+
+
+def _reading_ahead() -> bool:
+    return READ_AHEAD if READ_AHEAD is not None else _spare_core()
 
 
 def _on_thread(items: Iterator) -> Iterator:
@@ -1272,27 +1277,70 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
 
     done = [0]  # records so far
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
-        hashes = stored_hashes(path, f)  # before the thread reading ahead starts on the same handle
-        blocks = _ahead(_jsonl_blocks(path, f))
-        try:  # closed here, before the file is: the thread stops first
+        if _reading_ahead():  # a core free: the next block read and parsed on it, by Arrow's threads too,
+            # and the file's digest taken on a thread of its own (at offsets) while the first block is
+            hashes = _Soon(lambda: stored_hashes(path, f, in_place=True))
+            blocks = _on_thread(_jsonl_blocks(path, f, threads=True))
+        else:
+            hashes = _Soon(lambda: stored_hashes(path, f), now=True)
+            blocks = _jsonl_blocks(path, f)
+        try:  # closed here, before the file is: the threads stop first
             for block, batch in blocks:
-                yield from _jsonl_block(block, batch, slow, done, hashes)
+                yield from _jsonl_block(block, batch, slow, done, hashes.result())
         finally:
             blocks.close()
+            hashes.join()
 
 
-def _jsonl_blocks(path: Path, f) -> Iterator[tuple[list[tuple[int, bytes | None]], Any]]:
+class _Soon:
+    """``make()`` begun on a thread of its own (``now``: made here instead); ``result()`` waits for it
+    and gives its result or raises its exception; ``join()`` only waits."""
+
+    def __init__(self, make: Callable[[], Any], now: bool = False) -> None:
+        self._got: tuple = ()
+        self._thread = None
+        if now:  # its exception raised here, as the call's would be
+            self._got = (True, make())
+            return
+        import threading
+
+        self._thread = threading.Thread(target=self._make, args=(make,), name="ctxsim-digest", daemon=True)
+        self._thread.start()
+
+    def _make(self, make: Callable[[], Any]) -> None:
+        try:
+            self._got = (True, make())
+        except BaseException as exc:  # noqa: BLE001 - raised again where the result is asked for
+            self._got = (False, exc)
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+    def result(self) -> Any:
+        self.join()
+        ok, got = self._got
+        if not ok:
+            raise got
+        return got
+
+
+def _jsonl_blocks(
+    path: Path, f, threads: bool = False
+) -> Iterator[tuple[list[tuple[int, bytes | None]], Any]]:
     """The file's non-blank lines in blocks of about ``JSONL_BLOCK`` bytes (a line past the length
-    limit, ``raw`` None, a block of its own), each with what Arrow parsed from it (``_parsed``). Meant
-    to run ahead of its reader (``_ahead``): Arrow parses without the interpreter lock."""
+    limit, ``raw`` None, a block of its own), each with what Arrow parsed from it (``_parsed``; on
+    Arrow's threads with ``threads``). Meant to run ahead of its reader (``_on_thread``): Arrow parses
+    without the interpreter lock, and the file is read a block at a time (read line by line, the
+    thread would wait for the lock after each of the few reads a line takes, while the replay runs)."""
     from sim.jsonl import lines_of
 
     block: list[tuple[int, bytes | None]] = []
     size = 0
-    for lineno, raw in lines_of(path, file=f):
+    for lineno, raw in lines_of(path, file=f, chunk=JSONL_BLOCK):
         if raw is None:
             if block:
-                yield block, _parsed(block)
+                yield block, _parsed(block, threads)
             block, size = [], 0
             yield [(lineno, None)], None
             continue
@@ -1301,15 +1349,16 @@ def _jsonl_blocks(path: Path, f) -> Iterator[tuple[list[tuple[int, bytes | None]
         block.append((lineno, raw))
         size += len(raw)
         if size >= JSONL_BLOCK:
-            yield block, _parsed(block)
+            yield block, _parsed(block, threads)
             block, size = [], 0
     if block:
-        yield block, _parsed(block)
+        yield block, _parsed(block, threads)
 
 
-def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
+def _parsed(block: list[tuple[int, bytes | None]], threads: bool = False) -> Any:
     """The block's lines as one Arrow batch of canonical records (``arrow_schema``), or None when Arrow
-    does not read every line as one such record (the reference reads them and says why)."""
+    does not read every line as one such record (the reference reads them and says why). ``threads``:
+    Arrow parses the block in a few parts at once (the same batch; with a core free)."""
     import pyarrow.json as pj
 
     from sim.traceio import arrow_schema
@@ -1320,10 +1369,13 @@ def _parsed(block: list[tuple[int, bytes | None]]) -> Any:
     if not all(line is not None and line[:1] == b"{" and line[-1:] == b"}" for line in lines):
         return None
     data = b"\n".join(lines)
+    part = len(data) + 1  # Arrow's block: whole lines, so at least the longest (one past it: Arrow refuses)
+    if threads:
+        part = max(len(data) // _PARTS, max(map(len, lines))) + 1
     try:  # to the schema: Arrow's inferring reader crashes on deep nesting and loses lists' leading nulls
         table = pj.read_json(
             pa.BufferReader(data),
-            read_options=pj.ReadOptions(use_threads=False, block_size=len(data) + 1),
+            read_options=pj.ReadOptions(use_threads=threads, block_size=part),
             parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
         )
         if table.num_rows == len(lines):

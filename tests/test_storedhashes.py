@@ -230,3 +230,17 @@ def test_a_record_far_larger_than_its_file_is_not_read(suite, tmp_path, counted)
     counted[0] = 0
     assert [t._cache["trace_hash"] for t in read(path)] == [trace_hash(t) for t in suite[:3]]
     assert counted[0] == 0
+
+
+def test_the_digest_taken_in_place_is_the_files_and_leaves_it_where_it_was(tmp_path):
+    from sim.storedhashes import file_digest, file_digest_in_place
+
+    path = tmp_path / "x.bin"
+    for size in (0, 5, 1 << 20, (1 << 20) + 3):
+        path.write_bytes(bytes(range(256)) * (size // 256) + b"z" * (size % 256))
+        with open(path, "rb") as f:
+            f.read(3)
+            here = f.tell()
+            got = file_digest_in_place(f)
+            assert f.tell() == here
+            assert got == file_digest(f) and got[0] == size

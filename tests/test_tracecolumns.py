@@ -182,10 +182,13 @@ def test_observation_arrays_from_columns_equal_the_event_builders(suite_files):
             assert tokens.tolist() == [t for t, _ in placeholder_sizes(want)]
 
 
-def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_path, monkeypatch):
+@pytest.mark.parametrize("ahead", [True, False])
+def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_path, monkeypatch, ahead):
     """A JSON Lines file holding the bytes its record of hashes was taken from is write_traces' own text:
     its lines are not compared with their canonical encoding again, and read as the same traces; a file
-    without a valid record (none, or edited since) is compared line by line as before."""
+    without a valid record (none, or edited since) is compared line by line as before. Read ahead, the
+    file's digest is taken on a thread of its own, beside the one reading the file."""
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
     traces = reference(SUITE / "swe_like.jsonl")
     path = tmp_path / "t.jsonl"
     write_traces(traces, path)  # with its record
@@ -553,3 +556,92 @@ def test_a_streamed_read_does_not_import_pyarrow_compute(suite_files):
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert out.stdout.split() == [str(40 if path.stem == "swe_like" else 4), "False", "False"], path
+
+
+def test_lines_read_in_chunks_are_the_lines_read_one_by_one():
+    """``lines_of`` with ``chunk`` against the line-by-line reading it stands in for: lines across
+    chunk ends, blank lines, CRLF, lines at, one past and far past the length limit (None), and a last
+    line without its newline, for chunks of one byte up to more than the file."""
+    import io
+
+    from sim.jsonl import lines_of
+
+    texts = [
+        b"",
+        b"\n",
+        b"abc",
+        b"abcd\n",
+        b"abcde\n",
+        b"ab\r\ncd\n\n\nabcd",
+        b"abcde",
+        b"xxxxxxxxxxxx\nab\nabcdefghij\nabcd\n",
+        b"{}\n  \nabcd\nabcdexxxxxxxxxx",
+    ]
+    for text in texts:
+        want = list(lines_of(Path("x"), 4, io.BytesIO(text)))
+        for chunk in (1, 2, 3, 4, 5, 7, 64):
+            assert list(lines_of(Path("x"), 4, io.BytesIO(text), chunk)) == want, (text, chunk)
+    text = texts[-2]
+    assert list(lines_of(Path("x"), 4, io.BytesIO(text), 3)) == [
+        (1, None),
+        (2, b"ab\n"),
+        (3, None),
+        (4, b"abcd\n"),
+    ]
+    text = texts[-1]
+    got = list(lines_of(Path("x"), 4, io.BytesIO(text), 2))
+    assert got == [(1, b"{}\n"), (2, b"  \n"), (3, b"abcd\n"), (4, None)]
+
+
+def test_a_block_parsed_on_arrows_threads_is_the_same_batch(suite_files):
+    """``_parsed`` in parts on Arrow's threads (a core free) gives the batch it gives in one part, and
+    refuses what it refuses in one part."""
+    path = next(p for p in suite_files if p.suffix == ".jsonl" and p.stem == "swe_like")
+    block = [(i + 1, raw) for i, raw in enumerate(path.read_bytes().splitlines(keepends=True)) if raw.strip()]
+    assert len(block) > tracecolumns._PARTS  # each part has lines
+    one = tracecolumns._parsed(block)
+    parts = tracecolumns._parsed(block, threads=True)
+    assert one is not None and parts is not None and parts.equals(one) and parts.num_rows == len(block)
+    bad = block[:2] + [(99, block[2][1].replace(b'"index":0', b'"index":"0"', 1))] + block[3:]
+    assert bad[2][1] != block[2][1]
+    assert tracecolumns._parsed(bad) is None and tracecolumns._parsed(bad, threads=True) is None
+
+
+@pytest.mark.parametrize("ahead", [True, False])
+def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_path, monkeypatch, ahead):
+    """Blank lines, CRLF, a line past the length limit and a truncated line, in blocks that end inside
+    lines, read ahead (a block at a time, parsed on Arrow's threads) or not: the reference's traces, and
+    its error where it reaches the bad line."""
+    import threading
+
+    import sim.jsonl
+
+    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
+    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 5_000)
+    lines = [
+        json.dumps({**_record(), "trace_id": f"t{i}"}, ensure_ascii=False, separators=(",", ":"))
+        for i in range(9)
+    ]
+    limit = max(map(len, lines)) + 100
+    monkeypatch.setattr(sim.jsonl, "MAX_DOCUMENT_BYTES", limit)
+    good = tmp_path / "good.jsonl"
+    good.write_text(
+        "\n".join(lines[:3]) + "\n\n \n" + lines[3] + "\r\n" + "\n".join(lines[4:]), encoding="utf-8"
+    )
+    got = read(good)
+    assert_same(got, reference(good))
+    assert [t.trace_id for t in got] == [f"t{i}" for i in range(9)]
+    assert [fast(t) for t in got] == [True] * 3 + [False] + [True] * 5  # the CRLF line: the reference's
+    long = tmp_path / "long.jsonl"
+    long.write_text("\n".join([*lines[:4], "x" * (limit + 1), *lines[4:]]) + "\n", encoding="utf-8")
+    message = _error(lambda: reference(long))
+    assert "line 5" in message and _error(lambda: read(long)) == message
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text("\n".join([*lines[:6], lines[6][:-40], *lines[7:]]) + "\n", encoding="utf-8")
+    got = []
+    with pytest.raises(TraceError) as exc:
+        for t in iter_jsonl(cut):
+            got.append(t.trace_id)
+    assert str(exc.value) == _error(lambda: reference(cut)) and "line 7" in str(exc.value)
+    assert got == [f"t{i}" for i in range(6)]
+    assert [t.name for t in threading.enumerate() if t.name.startswith("ctxsim-")] == []  # all stopped
