@@ -1277,14 +1277,12 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
 
     done = [0]  # records so far
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
-        if _reading_ahead():  # a core free: the next block read and parsed on it, by Arrow's threads too,
-            # and the file's digest taken on a thread of its own (at offsets) while the first block is
-            hashes = _Soon(lambda: stored_hashes(path, f, in_place=True))
-            blocks = _on_thread(_jsonl_blocks(path, f, threads=True))
-        else:
-            hashes = _Soon(lambda: stored_hashes(path, f), now=True)
-            blocks = _jsonl_blocks(path, f)
+        ahead = _reading_ahead()  # a core free: the next block read and parsed on it, by Arrow's threads
+        # too, and the file's digest taken on a thread of its own (at offsets) while the first block is
+        blocks = _on_thread(_jsonl_blocks(path, f, threads=True)) if ahead else _jsonl_blocks(path, f)
+        hashes = _Soon(lambda: stored_hashes(path, f, in_place=ahead))  # nothing runs yet, as above
         try:  # closed here, before the file is: the threads stop first
+            hashes.start(now=not ahead)
             for block, batch in blocks:
                 yield from _jsonl_block(block, batch, slow, done, hashes.result())
         finally:
@@ -1293,19 +1291,26 @@ def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | No
 
 
 class _Soon:
-    """``make()`` begun on a thread of its own (``now``: made here instead); ``result()`` waits for it
-    and gives its result or raises its exception; ``join()`` only waits."""
+    """``make()`` begun on a thread of its own by ``start()`` (``now``: made there instead); ``result()``
+    waits for it and gives its result or raises its exception; ``join()`` only waits. Made before the
+    ``try`` whose ``finally`` joins it, started inside it: a Ctrl-C at any point leaves no thread behind."""
 
-    def __init__(self, make: Callable[[], Any], now: bool = False) -> None:
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make_it = make
         self._got: tuple = ()
-        self._thread = None
+        self._thread: Any = None
+
+    def start(self, now: bool = False) -> None:
         if now:  # its exception raised here, as the call's would be
-            self._got = (True, make())
+            self._got = (True, self._make_it())
             return
         import threading
 
-        self._thread = threading.Thread(target=self._make, args=(make,), name="ctxsim-digest", daemon=True)
-        self._thread.start()
+        self._thread = threading.Thread(
+            target=self._make, args=(self._make_it,), name="ctxsim-digest", daemon=True
+        )
+        with _sigint_held():  # a Ctrl-C during start() raises after it, in the caller's try
+            self._thread.start()
 
     def _make(self, make: Callable[[], Any]) -> None:
         try:
@@ -1314,7 +1319,7 @@ class _Soon:
             self._got = (False, exc)
 
     def join(self) -> None:
-        if self._thread is not None:
+        if self._thread is not None and self._thread.ident is not None:  # started
             self._thread.join()
 
     def result(self) -> Any:
