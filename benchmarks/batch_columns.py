@@ -6,7 +6,8 @@ Corpus: the SWE-like generator's runs ``generate_run(SEED, i)`` for i < ``--runs
 measurement replays the whole corpus in one batch and keeps what a sweep keeps: the metric columns
 (``metrics``) or the result rows (``rows``), under ``observation_masking`` (defaults) and a pipeline of
 two batch-path steps (settle-time head/tail cuts, then masking). Prints calls/s (simulated model calls
-per CPU second) per route. Traces are built before timing (loading is ``benchmarks/load_traces.py``).
+per CPU second) per route, the routes timed in turn. Traces are built before timing (loading is
+``benchmarks/load_traces.py``).
 """
 
 from __future__ import annotations
@@ -52,16 +53,25 @@ def routes():
 
 def cpu_median(fn, repeats: int, min_seconds: float = 0.3) -> float:
     """Median CPU seconds of one call over ``repeats`` timed repeats, each long enough to time."""
-    t0 = time.process_time()
-    fn()  # warm-up: fills per-trace and per-batch caches, as a sweep's later settings find them
-    passes = max(1, int(min_seconds / max(time.process_time() - t0, 1e-6)))
-    samples = []
-    for _ in range(repeats):
+    return cpu_medians([fn], repeats, min_seconds)[0]
+
+
+def cpu_medians(fns, repeats: int, min_seconds: float = 0.3) -> list[float]:
+    """``cpu_median`` of each of ``fns``, their repeats taken in turn: a neighbour's burst on a shared
+    machine then slows every route's few samples, not all the samples of the one route it meets."""
+    passes = []
+    for fn in fns:
         t0 = time.process_time()
-        for _ in range(passes):
-            fn()
-        samples.append((time.process_time() - t0) / passes)
-    return statistics.median(samples)
+        fn()  # warm-up: fills per-trace and per-batch caches, as a sweep's later settings find them
+        passes.append(max(1, int(min_seconds / max(time.process_time() - t0, 1e-6))))
+    samples: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for fn, n, got in zip(fns, passes, samples, strict=True):
+            t0 = time.process_time()
+            for _ in range(n):
+                fn()
+            got.append((time.process_time() - t0) / n)
+    return [statistics.median(got) for got in samples]
 
 
 def main() -> int:
@@ -76,10 +86,10 @@ def main() -> int:
         "observation_masking": make_policy("observation_masking"),
         "pipeline(head_tail, masking)": make_policy("pipeline", steps=PIPELINE),
     }
-    for pname, policy in policies.items():
-        for route, fn in routes().items():
-            s = cpu_median(lambda fn=fn, policy=policy: fn(traces, policy), args.repeats)
-            print(f"{pname:30s} {route:8s} {calls / s:>12,.0f} calls/s  ({s * 1e3:.2f} ms per corpus)")
+    cases = [(pname, route, pol, fn) for pname, pol in policies.items() for route, fn in routes().items()]
+    fns = [lambda fn=fn, policy=policy: fn(traces, policy) for *_, policy, fn in cases]
+    for (pname, route, *_), s in zip(cases, cpu_medians(fns, args.repeats), strict=True):
+        print(f"{pname:30s} {route:8s} {calls / s:>12,.0f} calls/s  ({s * 1e3:.2f} ms per corpus)")
     return 0
 
 
