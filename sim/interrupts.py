@@ -43,6 +43,23 @@ def check() -> None:
         raise KeyboardInterrupt
 
 
+@contextlib.contextmanager
+def sigint_held() -> Iterator[None]:
+    """SIGINT held back from this thread meanwhile, delivered (and raised) when the block ends. Around
+    ``Thread.start()``: a Ctrl-C inside ``start()`` would come before the caller's ``try`` that stops
+    the thread, leaving it running; and the thread started keeps SIGINT held back for good, so the
+    signal always reaches the main thread, which handles it. Where ``pthread_sigmask`` does not exist:
+    nothing."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def _never() -> None:
     return None
 

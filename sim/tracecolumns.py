@@ -26,11 +26,9 @@ hashes taken: see ``sim.storedhashes``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
-import signal
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -39,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from sim.errors import CtxsimError
+from sim.interrupts import sigint_held
 from sim.limits import (
     MAX_COUNT,
     MAX_TRACE_TOKENS,
@@ -1180,10 +1179,10 @@ READ_AHEAD: bool | None = None  # read the next batch on a second thread: None w
 
 def _spare_core() -> bool:
     """Is a core free for reading ahead (the 1-minute load average below the cores this process may use)?
-    Measured on 2 cores, 10k streamed runs, with and without the thread: at load ~1.1 left by the runs
-    before (nothing else running) it took 1.89 s wall instead of 2.59, at the same CPU; beside one busy
-    core 2.47 s instead of 2.56, CPU about the same; at load ~5 it cost ~10% CPU (two threads'
-    allocations and hand-offs) for no wall time."""
+    With one free, the second thread saves wall time (the README gives the figures, measured on 2 cores
+    at load ~1: 10k streamed runs, JSON Lines 1.8 s instead of 2.8 s, Parquet 0.62 s instead of 0.71 s);
+    on a busy machine (measured at load ~5) it cost ~10% CPU (two threads' allocations and hand-offs)
+    for no wall time."""
     import os
 
     try:
@@ -1236,7 +1235,7 @@ def _on_thread(items: Iterator) -> Iterator:
     worker = threading.Thread(target=run, name="ctxsim-read-ahead", daemon=True)
     asks.put(True)
     try:
-        with _sigint_held():  # a Ctrl-C during start() would leave the thread running, never told to stop
+        with sigint_held():  # a Ctrl-C during start() would leave the thread running, never told to stop
             worker.start()
         while True:
             more, item = answers.get()
@@ -1252,21 +1251,6 @@ def _on_thread(items: Iterator) -> Iterator:
             worker.join()
         except RuntimeError:  # never started: at most it makes the item asked for, then reads the stop
             pass
-
-
-@contextlib.contextmanager
-def _sigint_held() -> Iterator[None]:
-    """SIGINT held back from this thread meanwhile (delivered when the block ends, raising there, at a
-    point where the caller can clean up); a thread started meanwhile keeps it held back for good, so the
-    signal always reaches the thread that handles it. Where ``pthread_sigmask`` does not exist: nothing."""
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 def jsonl_traces(path: Path, slow: Callable[[int, bytes | None, int], Trace | None]) -> Iterator[Trace]:
@@ -1309,7 +1293,7 @@ class _Soon:
         self._thread = threading.Thread(
             target=self._make, args=(self._make_it,), name="ctxsim-digest", daemon=True
         )
-        with _sigint_held():  # a Ctrl-C during start() raises after it, in the caller's try
+        with sigint_held():  # a Ctrl-C during start() raises after it, in the caller's try
             self._thread.start()
 
     def _make(self, make: Callable[[], Any]) -> None:
