@@ -34,16 +34,17 @@ PIPELINE = [
 def routes():
     """(name, replay function) of this checkout: from the batch's columns where it has them, else the
     records (the code before columns, for before/after numbers)."""
-    from sim import engine, tables
+    from sim.engine import dispatch as engine
+    from sim.results import tables
 
     if hasattr(engine, "replay_table"):
-        from sim.metrics import table_metric_columns
+        from sim.metrics.compute import table_metric_columns
 
         return {
             "metrics": lambda ts, p: table_metric_columns(engine.replay_table(ts, p)),
             "rows": lambda ts, p: tables.table_rows(engine.replay_table(ts, p), "bench"),
         }
-    from sim.metrics import compute_metric_columns
+    from sim.metrics.compute import compute_metric_columns
 
     return {
         "metrics": lambda ts, p: compute_metric_columns(engine.replay_many(ts, p)),

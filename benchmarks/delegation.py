@@ -18,13 +18,13 @@ import argparse
 import statistics
 import time
 
-from sim.engine import replay_many
+from sim.engine.dispatch import replay_many
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.metrics import compute_metrics_many
-from sim.model import ReplayModel
-from sim.paths import traces_dir
+from sim.metrics.compute import compute_metrics_many
 from sim.policies.base import make_policy
 from sim.transforms.base import apply_all, make_transform
+from sim.util.paths import traces_dir
 
 MINI = "mini-swe-agent-gemini3pro/trajs"
 PRICING = "claude-sonnet-4-5"

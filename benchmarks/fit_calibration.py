@@ -3,10 +3,11 @@ it on the other half (not a test: it replays every run, about ten seconds).
 
     .venv/bin/python benchmarks/fit_calibration.py [--write]
 
-Fits, each on the declared training half (``sim.fidelity.default_split``: every other trace id in sorted
-order): the Gemini cache's ``min_prefix_tokens`` and ``reuse_fraction`` (``sim.cache.fit_implicit``),
-bytes per token (``sim.tokens.fit_bytes_per_token``) and the character-class coefficients
-(``sim.tokens.fit_text_estimator``). Prints the cache figures of the shipped parameters and of the
+Fits, each on the declared training half (``sim.analysis.fidelity.default_split``: every other trace id in
+sorted
+order): the Gemini cache's ``min_prefix_tokens`` and ``reuse_fraction`` (``sim.cost.cache.fit_implicit``),
+bytes per token (``sim.cost.tokens.fit_bytes_per_token``) and the character-class coefficients
+(``sim.cost.tokens.fit_text_estimator``). Prints the cache figures of the shipped parameters and of the
 refit on both halves (predicted / reported cached total, per-call absolute % error mean, p50 and p95
 over calls reporting a hit). ``--write`` rewrites ``conf/cache/gemini.yaml``,
 ``conf/calibration/bytes_per_token.yaml`` and ``conf/calibration/text_tokens.yaml``. Deterministic:
@@ -18,11 +19,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sim.cache import cache_rules, fit_implicit, implicit_errors
-from sim.fidelity import cache_samples, default_split, has_usage, write_fit, write_token_calibration
+from sim.analysis.fidelity import cache_samples, default_split, has_usage, write_fit, write_token_calibration
+from sim.cost.cache import cache_rules, fit_implicit, implicit_errors
+from sim.cost.tokens import fit_bytes_per_token, fit_text_estimator
 from sim.importers import load_paths
-from sim.paths import traces_dir
-from sim.tokens import fit_bytes_per_token, fit_text_estimator
+from sim.util.paths import traces_dir
 
 
 def main() -> int:

@@ -1411,7 +1411,7 @@ def _shell(a: str) -> str:
 
 def memoize_compose() -> None:
     """Compose each policy's config once in the parent; every case gets a deep copy (see the docstring)."""
-    import sim.config as config
+    import sim.config.compose as config
 
     real = config.compose
     memo: dict[str, Any] = {}
@@ -1440,10 +1440,10 @@ def warm_imports() -> None:
     import yaml  # noqa: F401
 
     import sim.cli  # noqa: F401
-    import sim.engine  # noqa: F401
-    import sim.ledger  # noqa: F401
-    import sim.tables  # noqa: F401
-    import sim.traceio  # noqa: F401
+    import sim.engine.dispatch  # noqa: F401
+    import sim.information.ledger  # noqa: F401
+    import sim.results.tables  # noqa: F401
+    import sim.trace.io  # noqa: F401
     from sim.importers import registered
 
     registered()
@@ -1472,7 +1472,7 @@ def warm_commands(samples: list[Sample], work: Path) -> None:
 
 
 def load_samples(args: argparse.Namespace, work: Path) -> list[Sample]:
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     root = traces_dir()
     samples = chat_samples()

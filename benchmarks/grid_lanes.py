@@ -1,5 +1,6 @@
 """Where the time of ``ctxsim bench --grid`` goes: ``size``'s 20 x 20 grid of the seed engine's defaults
-over N SWE-like traces, replayed by ``sim.gridlanes.grid_figures`` as the bench does. Prints the grid
+over N SWE-like traces, replayed by ``sim.engine.fast.seed_lanes.grid_figures`` as the bench does. Prints the
+grid
 pass's CPU time (median of REPEATS) and grid-calls per CPU second, how the lanes' compactions are spread
 (the lanes that compact often set how many call positions the lockstep must take one by one, whatever
 the rest do), and the functions that take the most CPU time in one pass (cProfile, process time).
@@ -21,10 +22,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.swe_like import generate_run  # noqa: E402
-from sim.bench import load_kernel  # noqa: E402
-from sim.engine import _rules_and_price  # noqa: E402
-from sim.gridlanes import grid_figures  # noqa: E402
-from sim.model import ReplayModel  # noqa: E402
+from sim.commands.bench import load_kernel  # noqa: E402
+from sim.engine.dispatch import _rules_and_price  # noqa: E402
+from sim.engine.fast.seed_lanes import grid_figures  # noqa: E402
+from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
 
 

@@ -15,12 +15,12 @@ import argparse
 import statistics
 from collections import Counter
 
-from sim.engine import replay_many
+from sim.engine.dispatch import replay_many
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.metrics import ANSWER_OUTCOMES, compute_metrics
-from sim.model import ReplayModel
-from sim.paths import traces_dir
+from sim.metrics.compute import ANSWER_OUTCOMES, compute_metrics
 from sim.policies.base import make_policy
+from sim.util.paths import traces_dir
 
 SETTINGS: list[tuple[str, dict]] = [
     ("raw", {}),

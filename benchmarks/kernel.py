@@ -4,7 +4,8 @@ as the arithmetic allows. It is the yardstick for ``ctxsim size``'s grid path (`
 reports the grid path's calls per second as a share of this kernel's): no records, no cache or cost, no
 summaries, status line or window, only the trigger, the prune bound and the request's size.
 
-Its inputs are the per-run tables ``sim.gridlanes`` lays out (message estimates, tool-message prefix
+Its inputs are the per-run tables ``sim.engine.fast.seed_lanes`` lays out (message estimates, tool-message
+prefix
 sums, the natural prune bound of each (run, keep, call)), built once and not timed. Per call position,
 for every (run, setting) lane at once: the seed engine's estimate (the last input and output plus what
 was appended), the lanes over the limit move their bound to max(bound, natural bound) and take the
@@ -24,10 +25,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.gridlanes import _Batch  # noqa: E402
-from sim.gridpath import _Static  # noqa: E402
+from sim.engine.fast.seed_grid import _Static  # noqa: E402
+from sim.engine.fast.seed_lanes import _Batch  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
-from sim.seed_messages import OUTPUT_CONTRACT_TOKENS  # noqa: E402
+from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS  # noqa: E402
 
 
 class Inputs:
@@ -99,9 +100,9 @@ def grid_20x20() -> tuple[np.ndarray, np.ndarray]:
 
 def main() -> None:
     from scenarios.swe_like import generate_run
-    from sim.engine import _rules_and_price
-    from sim.gridlanes import grid_figures
-    from sim.model import ReplayModel
+    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.fast.seed_lanes import grid_figures
+    from sim.engine.model import ReplayModel
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     traces = [generate_run(7, i) for i in range(n)]

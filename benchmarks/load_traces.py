@@ -4,7 +4,7 @@
 
 Writes the SWE-like generator's runs ``generate_run(SEED, i)``, i < ``--runs``, as canonical JSON Lines
 and Parquet in a temporary folder, then times, in this process: reading them as a run does (the
-importers, ``load_paths``: read as columns, ``sim.tracecolumns``), through ``--dataset``
+importers, ``load_paths``: read as columns, ``sim.trace.columns``), through ``--dataset``
 (``load_dataset_traces``, streaming), with each trace's content hash (which every result row carries;
 the column reader stores it at load), and the record-by-record reference reader (every record parsed and
 built by ``trace_from_dict``, hashed by re-encoding) for comparison. Also prints one masking replay of
@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 from scenarios.make_suite import SEED  # noqa: E402
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.traceio import (  # noqa: E402
+from sim.trace.io import (  # noqa: E402
     _NULLABLE_TOP,
     load_dataset_traces,
     parquet_rows,
@@ -38,7 +38,7 @@ from sim.traceio import (  # noqa: E402
 
 def reference(f: Path) -> list:
     """The record-by-record reader: each record parsed, validated and built by ``trace_from_dict``."""
-    from sim.jsonl import json_lines
+    from sim.util.jsonl import json_lines
 
     if f.suffix == ".jsonl":
         return [trace_from_dict(d, f.name, f"line {n}", text_checked=True) for n, d, _ in json_lines(f)]
@@ -84,9 +84,9 @@ def main() -> int:
             ):
                 s = cpu_median(fn, args.repeats)
                 print(f"{suffix:9s} {label:26s} {s * 1e3:9.1f} ms  ({calls / s:>10,.0f} calls/s)")
-    from sim.engine import replay_many
+    from sim.engine.dispatch import replay_many
     from sim.policies.base import make_policy
-    from sim.tables import result_rows
+    from sim.results.tables import result_rows
 
     policy = make_policy("observation_masking")
     result_rows(replay_many(traces, policy), "bench")

@@ -56,7 +56,7 @@ def main() -> None:
     have = registered()
 
     def measure(name: str, knobs: dict, window="auto") -> tuple[int, int, int, int, int]:
-        recs = sim.engine.replay_many(traces, sim.make_policy(name, **knobs), window=window)
+        recs = sim.engine.dispatch.replay_many(traces, sim.make_policy(name, **knobs), window=window)
         ms = [sim.compute_metrics(r) for r in recs]
         return (
             sum(int(m["cumulative_input_tokens"]) for m in ms),

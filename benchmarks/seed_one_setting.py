@@ -4,7 +4,8 @@
 
 Corpus: the SWE-like generator's runs ``generate_run(SEED, i)`` for i < ``--runs``, built once. Each
 measurement replays the whole corpus under one seed-engine setting (a limit set: the lanes of
-``sim.gridrows``, one lane a run) and keeps what ``ctxsim run`` and a sweep keep: the metric columns
+``sim.engine.fast.seed_rows``, one lane a run) and keeps what ``ctxsim run`` and a sweep keep: the metric
+columns
 (``metrics``) or the result rows (``rows``). ``--loop`` also times the per-call loop on the same setting
 (``replay_table(..., lanes=False)``), the route every limited seed engine took before. Prints calls/s
 (simulated model calls per CPU second) per setting and route, pinned to one core.
@@ -31,9 +32,9 @@ SETTINGS = [(32000, 10000), (64000, 20000), (128000, 20000)]  # (context_token_l
 
 
 def main() -> int:
-    from sim.engine import replay_table
-    from sim.metrics import table_metric_columns
-    from sim.tables import table_rows
+    from sim.engine.dispatch import replay_table
+    from sim.metrics.compute import table_metric_columns
+    from sim.results.tables import table_rows
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=500)

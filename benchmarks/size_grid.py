@@ -11,7 +11,8 @@ default run's byte for byte.
 
 The traces are ``scenarios.swe_like.generate_run(7, i)`` written to a temporary folder; limits 16k to 168k
 by 8k, keeps 1k to 20k by 1k, priced as claude-sonnet-4-5 with its 200k window. ``--loop`` also runs the
-sizing once with the grid path off (``sim.size.evaluate(grid=False)``: every run on the per-call loop;
+sizing once with the grid path off (``sim.analysis.size.evaluate(grid=False)``: every run on the per-call
+loop;
 minutes) and compares the two JSON answers byte for byte.
 """
 
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMITS = ",".join(str(v) for v in range(16000, 168001, 8000))
 KEEPS = ",".join(str(v) for v in range(1000, 20001, 1000))
 LOOP = (
-    "import sys, sim.size as s\n"
+    "import sys, sim.analysis.size as s\n"
     "real = s.evaluate\n"
     "s.evaluate = lambda *a, **k: real(*a, **{**k, 'grid': False})\n"
     "from sim.cli import main\n"
@@ -61,7 +62,7 @@ def main() -> None:
     repeats = int(args[1]) if len(args) > 1 else 3
     sys.path.insert(0, str(ROOT))
     from scenarios.swe_like import generate_run
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "swe_like.jsonl"

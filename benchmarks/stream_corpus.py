@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from scenarios.swe_like import generate_run  # noqa: E402
-from sim.traceio import trace_to_dict, write_traces  # noqa: E402
+from sim.trace.io import trace_to_dict, write_traces  # noqa: E402
 
 
 def corpus(
@@ -78,7 +78,7 @@ def _kept(path: Path, options: dict) -> tuple[int, int, int] | None:
     """(runs, calls, bytes) of a corpus an earlier run wrote at ``path`` from the same options and left
     as it was (size and modification time as noted; its record of hashes there when asked for); else
     None: write it again."""
-    from sim.storedhashes import record_path
+    from sim.trace.storedhashes import record_path
 
     try:
         got = json.loads(_description(path).read_text())

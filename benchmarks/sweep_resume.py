@@ -86,7 +86,7 @@ def swe_corpus(folder: Path) -> Path:
         sys.path.insert(0, str(REPO))
         from scenarios.make_suite import SEED
         from scenarios.swe_like import generate_suite
-        from sim.traceio import write_traces
+        from sim.trace.io import write_traces
 
         write_traces(generate_suite(SEED, N_SWE), path)
     return path

@@ -32,11 +32,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim.tokens import MESSAGE_OVERHEAD_BYTES
-from sim.types import Call, Event, Trace
+from sim.core.types import Call, Event, Trace
+from sim.cost.tokens import MESSAGE_OVERHEAD_BYTES
 
 BYTES_PER_TOKEN = 4.0
-_KINDS = {  # fact id prefix -> kind (sim.types.FACT_KINDS)
+_KINDS = {  # fact id prefix -> kind (sim.core.types.FACT_KINDS)
     "rule": "constraint",
     "task": "goal",
     "test": "error",
@@ -203,7 +203,7 @@ SCENARIOS: dict[str, Callable[[int], Trace]] = {
 
 
 def scenario(name: str, seed: int = 0) -> Trace:
-    from sim.errors import UnknownNameError
+    from sim.util.errors import UnknownNameError
 
     if name not in SCENARIOS:
         raise UnknownNameError("scenario", name, SCENARIOS)

@@ -23,7 +23,7 @@ import dataclasses
 import numpy as np
 
 from scenarios.closed_loop import _Builder
-from sim.types import Trace
+from sim.core.types import Trace
 
 RUNS = 5
 RUN_GAP_S = 3600.0  # between the end of a run and the next run's task
@@ -60,7 +60,7 @@ def conversation(seed: int = 0, runs: int = RUNS) -> Trace:
 
 def _final(b: _Builder, tokens: int, needs: list[str]) -> None:
     """The run's final answer: an agent call that issues no tool call."""
-    from sim.types import Call
+    from sim.core.types import Call
 
     k = len(b.calls)
     b.t += 4.0 + 0.0005 * b.prefix[-1]
@@ -86,7 +86,7 @@ if __name__ == "__main__":  # write the 5-run conversation as a canonical file (
     import sys
     from pathlib import Path
 
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     if len(sys.argv) != 2:
         sys.exit("usage: python -m scenarios.conversation OUT.jsonl|OUT.parquet")

@@ -38,8 +38,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.tokens import MESSAGE_OVERHEAD_BYTES
-from sim.types import Call, Event, Trace
+from sim.core.types import Call, Event, Trace
+from sim.cost.tokens import MESSAGE_OVERHEAD_BYTES
 
 BYTES_PER_TOKEN = 3.3  # source code and shell output under a BPE tokenizer
 

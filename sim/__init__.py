@@ -6,22 +6,22 @@ loads no numpy, no engine and no importer, so every command starts by loading on
 from __future__ import annotations
 
 _PUBLIC = {
-    "replay": "sim.engine",
+    "replay": "sim.engine.dispatch",
     "load_path": "sim.importers",
     "load_paths": "sim.importers",
-    "compute_metrics": "sim.metrics",
+    "compute_metrics": "sim.metrics.compute",
     "make_policy": "sim.policies.base",
     "registered": "sim.policies.base",
-    "RunRecord": "sim.records",
-    "write_traces": "sim.traceio",
-    "Trace": "sim.types",
+    "RunRecord": "sim.core.records",
+    "write_traces": "sim.trace.io",
+    "Trace": "sim.core.types",
 }
 
 __all__ = ["__version__", *_PUBLIC]
 
 
 def _version() -> str:
-    from sim.versions import installed_version
+    from sim.util.versions import installed_version
 
     # None: running from a source tree without installation
     return installed_version("ctxsim") or "0.0.0+source"

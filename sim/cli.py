@@ -10,10 +10,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sim import interrupts
-from sim.errors import ConfigError, CtxsimError, TraceError, UnknownNameError
-from sim.exitcodes import run_command
-from sim.jsonl import json_lines
+from sim.util import interrupts
+from sim.util.errors import ConfigError, CtxsimError, TraceError, UnknownNameError
+from sim.util.exitcodes import run_command
+from sim.util.jsonl import json_lines
 
 _OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
 
@@ -89,14 +89,15 @@ def iter_runs(
     dataset: tuple[str, str, bool] | None = None,
     transforms: Sequence[Any] = (),
 ) -> Iterator[tuple[list[Any], Any]]:
-    """Batches of (traces, their replays as a ``sim.engine.ReplayTable``) for every trace in the given
+    """Batches of (traces, their replays as a ``sim.engine.dispatch.ReplayTable``) for every trace in the
+    given
     files, in file order (a batch never spans two files); each trace through ``transforms``
     (``sim.transforms``) first."""
-    from sim.engine import BATCH, replay_table
+    from sim.cost.models import resolve
+    from sim.cost.pricing import price_named
+    from sim.engine.dispatch import BATCH, replay_table
+    from sim.engine.model import ReplayModel
     from sim.importers import expand_paths, load_path
-    from sim.model import ReplayModel
-    from sim.models import resolve
-    from sim.pricing import price_named
 
     if pricing not in ("auto", None):
         price_named(pricing)  # an unknown name fails before any run
@@ -116,7 +117,7 @@ def iter_runs(
         built = [CONVERSATIONS[n]() if n in CONVERSATIONS else scenario(n) for n in scenarios]
         sources += [(t.trace_id, lambda t=t: [t]) for t in built]
     if dataset is not None:
-        from sim.traceio import load_dataset_traces
+        from sim.trace.io import load_dataset_traces
 
         name, split, streaming = dataset
         sources.append((name, lambda: load_dataset_traces(name, split, streaming)))
@@ -178,8 +179,8 @@ def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tu
     """``--model NAME`` (price as NAME, and NAME's window unless ``--window`` is given) and ``--window N``
     on ``run`` and ``explain``, as ``size`` and ``sweep`` take them: (window, pricing)."""
     if args.model:
-        from sim.models import resolve_window
-        from sim.pricing import price_named
+        from sim.cost.models import resolve_window
+        from sim.cost.pricing import price_named
 
         price_named(args.model)  # an unknown name: exit 2 with the closest ones
         if pricing not in ("auto", args.model):
@@ -207,11 +208,18 @@ def model_options(p: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from sim import __version__
-    from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
-    from sim.ledger import LEDGER_COLUMNS, entries
-    from sim.model import UPPER_BOUND
-    from sim.tables import check_table_path, csv_text, json_line, table_columns, table_rows, write_frames
-    from sim.working_set import calls_table
+    from sim.config.compose import build_policy, check_allow_modules, compose, model_behaviour, model_window
+    from sim.engine.model import UPPER_BOUND
+    from sim.information.ledger import LEDGER_COLUMNS, entries
+    from sim.metrics.working_set import calls_table
+    from sim.results.tables import (
+        check_table_path,
+        csv_text,
+        json_line,
+        table_columns,
+        table_rows,
+        write_frames,
+    )
 
     paths, overrides = split_args(args.items)
     if not paths and not args.scenario and not args.dataset:
@@ -252,7 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     frames.append(calls_table(trace, rec))
                 if args.ledger:
                     ledger.extend(entries(trace, rec))
-    finally:  # here, not in a finalizer: the thread reading ahead (sim.tracecolumns) has stopped on return
+    finally:  # here, not in a finalizer: the thread reading ahead (sim.trace.columns) has stopped on return
         runs.close()
     interrupts.check()  # before any output: an interrupted run writes no table, no --calls, no --ledger
     if args.calls:
@@ -286,7 +294,7 @@ def _stream_csv(rows: list[dict[str, Any]], header: list[str] | None) -> list[st
     """Write a batch of rows as CSV under the first row's header (each row in its own column order, as
     a row at a time always did); returns the header. A batch whose rows all have the header's columns
     is one ``csv_text``: the same bytes, one writer per batch instead of per row."""
-    from sim.tables import csv_text
+    from sim.results.tables import csv_text
 
     if rows and all(list(r) == (header or list(rows[0])) for r in rows):
         text = csv_text(rows)
@@ -315,10 +323,12 @@ def _collecting_less(items: Iterator) -> Iterator:
 
 
 def _stream_csv_columns(columns: dict[str, list], header: list[str] | None) -> list[str] | None:
-    """``_stream_csv`` of the rows ``columns`` hold (``sim.tables.table_columns``: every row has its keys,
-    in its order), the same bytes, written a column at a time (``sim.tables.csv_columns_text``). Returns
+    """``_stream_csv`` of the rows ``columns`` hold (``sim.results.tables.table_columns``: every row has its
+    keys,
+    in its order), the same bytes, written a column at a time (``sim.results.tables.csv_columns_text``).
+    Returns
     the header."""
-    from sim.tables import csv_columns_text
+    from sim.results.tables import csv_columns_text
 
     names = list(columns)
     if not names or not len(columns[names[0]]):
@@ -336,7 +346,7 @@ def _transforms(args: argparse.Namespace) -> list[Any]:
     specs = getattr(args, "transforms", None)
     if not specs:
         return []
-    from sim.transforms.config import compose_transforms
+    from sim.config.transforms import compose_transforms
 
     return compose_transforms(specs)
 
@@ -351,7 +361,7 @@ def _totals_line(rows: list[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------------------------------------- import
 def cmd_import(args: argparse.Namespace) -> int:
     from sim.importers import load_paths
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     traces = load_paths(args.paths)
     first = next(traces, None)
@@ -359,7 +369,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise TraceError(", ".join(map(str, args.paths)), "no traces to import (see the warnings above)")
     traces = itertools.chain([first], traces)
     if args.redact:
-        from sim.traceio import redact
+        from sim.trace.io import redact
 
         traces = map(redact, traces)
     n = write_traces(traces, Path(args.output))
@@ -371,14 +381,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
 
-    from sim.traceio import _record_name, trace_problems
+    from sim.trace.io import _record_name, trace_problems
 
     def report(record: str, d) -> Iterator[str]:
         for field, msg in trace_problems(d):
             yield f"{path.name}: record {_record_name(record, d)}: field {field}: {msg}"
 
     if path.suffix.lower() == ".parquet":
-        from sim.traceio import parquet_rows
+        from sim.trace.io import parquet_rows
 
         try:
             for row, d in parquet_rows(path):
@@ -400,7 +410,7 @@ def _canonical_problems(path: Path) -> Iterator[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from sim.importers import detect, expand_paths, load_path
-    from sim.traceio import CANONICAL_FORMAT, trace_problems, trace_to_dict
+    from sim.trace.io import CANONICAL_FORMAT, trace_problems, trace_to_dict
 
     bad = 0
     for f in expand_paths(args.paths):
@@ -439,7 +449,7 @@ def cmd_policies(args: argparse.Namespace) -> int:
     import dataclasses
 
     from sim.policies.base import knobs, registered
-    from sim.tables import json_line
+    from sim.results.tables import json_line
 
     out = []
     for name, cls in registered().items():
@@ -485,9 +495,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     observation masking, and write the comparison report."""
     import shutil
 
-    from sim.results import summary, varying_columns
-    from sim.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
-    from sim.sweep import SweepSpec, run_sweep
+    from sim.analysis.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
+    from sim.results.summary import summary, varying_columns
+    from sim.sweep.execute import SweepSpec, run_sweep
 
     out = Path(args.out)
     scenario = args.paths[0] if args.paths else "embedded"
@@ -545,7 +555,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(line)
     print(recommendation_line(rec))
     try:
-        from sim.report import make_report
+        from sim.report.make import make_report
     except ImportError:
         make_report = None
     if make_report is not None:
@@ -561,12 +571,12 @@ STATE_NAMES = ("verbatim", "bounded", "masked", "dropped", "summarized", "spille
 
 def cmd_explain(args: argparse.Namespace) -> int:
     """What one agent call sent: its items, their sizes and states, the facts it needed, the cache split."""
-    from sim.config import build_policy, check_allow_modules, compose, model_behaviour, model_window
-    from sim.engine import replay
+    from sim.config.compose import build_policy, check_allow_modules, compose, model_behaviour, model_window
+    from sim.core.records import AGENT
+    from sim.engine.dispatch import replay
+    from sim.engine.model import UPPER_BOUND, ReplayModel
     from sim.importers import load_path
-    from sim.model import UPPER_BOUND, ReplayModel
-    from sim.records import AGENT
-    from sim.working_set import CATEGORY_COLUMNS, CLASS_NAMES, event_classes, working_set
+    from sim.metrics.working_set import CATEGORY_COLUMNS, CLASS_NAMES, event_classes, working_set
 
     paths, overrides = split_args(args.items)
     if len(paths) != 1:
@@ -685,9 +695,9 @@ FIDELITY_COLUMNS = [
 
 
 def cmd_fidelity(args: argparse.Namespace) -> int:
-    from sim.fidelity import evaluate
+    from sim.analysis.fidelity import evaluate
     from sim.importers import load_paths
-    from sim.tables import json_line
+    from sim.results.tables import json_line
 
     report = evaluate(list(load_paths(args.paths)))
     if not report["per_trace"]:
@@ -717,22 +727,22 @@ def cmd_fidelity(args: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------------------------- bench
 def cmd_bench(args: argparse.Namespace) -> int:
-    from sim.bench import run_bench
-    from sim.tables import json_line
+    from sim.commands.bench import run_bench
+    from sim.results.tables import json_line
 
     for name in args.policy or []:
         from sim.policies.base import policy_class
 
         policy_class(name)
     if args.grid:
-        from sim.bench import run_grid_bench
+        from sim.commands.bench import run_grid_bench
 
         if args.traces < 1 or args.repeats < 1:
             raise ConfigError(
                 f"bench --grid: --traces {args.traces} and --repeats {args.repeats} must be >= 1"
             )
         row = run_grid_bench(args.traces, args.repeats, log=lambda m: _warn(m))
-        interrupts.check()  # before any output (sim.interrupts)
+        interrupts.check()  # before any output (sim.util.interrupts)
         if args.format == "json":
             sys.stdout.write(json_line(row) + "\n")
         else:
@@ -767,13 +777,8 @@ def _int_list(text: str, option: str) -> list[int]:
 
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
-    from sim.assumptions import assumptions, assumptions_text
-    from sim.forkmap import MAX_WORKERS
-    from sim.importers import load_paths
-    from sim.models import resolve_window
-    from sim.policies.base import knobs, policy_class
-    from sim.pricing import price_named
-    from sim.size import (
+    from sim.analysis.assumptions import assumptions, assumptions_text
+    from sim.analysis.size import (
         DEFAULT_KEEPS,
         DEFAULT_LIMITS,
         evaluate,
@@ -791,7 +796,12 @@ def cmd_size(args: argparse.Namespace) -> int:
         tied_text,
         verdict,
     )
-    from sim.tables import json_line
+    from sim.cost.models import resolve_window
+    from sim.cost.pricing import price_named
+    from sim.importers import load_paths
+    from sim.policies.base import knobs, policy_class
+    from sim.results.tables import json_line
+    from sim.util.forkmap import MAX_WORKERS
 
     cls = policy_class(args.policy)
     names = {f.name for f in knobs(cls)}
@@ -812,7 +822,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     limits = _int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
     keeps = _int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
     if args.dataset:
-        from sim.traceio import load_dataset_traces
+        from sim.trace.io import load_dataset_traces
 
         traces = list(load_dataset_traces(args.dataset, args.split))
     elif args.paths:
@@ -822,7 +832,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     if not traces:
         raise ConfigError("size: no traces")
     if transforms := _transforms(args):
-        from sim.model import ReplayModel
+        from sim.engine.model import ReplayModel
         from sim.transforms.base import apply_all
 
         what = {"on_missing": args.on_missing, "summarizer": args.summarizer}
@@ -984,11 +994,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """One policy over a grid of settings and a scenario; resumable (rerun the same command)."""
     words = [w for name, ovs in getattr(args, "transforms", None) or () for w in (f"transform={name}", *ovs)]
     if args.multirun:  # through Hydra's multirun and whichever launcher the words choose
-        from sim.hydra_sweep import main as hydra_main
+        from sim.sweep.hydra_app import main as hydra_main
 
         flags = _sweep_flags(args) + (["skip_invalid=true"] if args.skip_invalid else [])
         return hydra_main(flags + list(args.items) + words + (["csv=true"] if args.csv else []))
-    from sim.sweep import run_sweep, spec_from_args
+    from sim.sweep.execute import run_sweep, spec_from_args
 
     args.items = _sweep_flags(args) + list(args.items) + words
     spec, workers = spec_from_args(args.items, csv=args.csv, skip_invalid=args.skip_invalid)
@@ -999,12 +1009,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_results(args: argparse.Namespace) -> int:
-    from sim.model import UPPER_BOUND
-    from sim.results import SUMMARY_METRICS, summary, varying_columns
-    from sim.tables import json_line
+    from sim.engine.model import UPPER_BOUND
+    from sim.results.summary import SUMMARY_METRICS, summary, varying_columns
+    from sim.results.tables import json_line
 
     rows = summary(args.path)
-    interrupts.check()  # before any output (sim.interrupts)
+    interrupts.check()  # before any output (sim.util.interrupts)
     if args.format == "json":
         sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
     else:
@@ -1022,19 +1032,19 @@ def cmd_results(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace) -> int:
-    from sim.report import make_report
-    from sim.results import results_file
+    from sim.report.make import make_report
+    from sim.results.summary import results_file
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
 
-    def step(msg: str) -> None:  # make_report checks for a Ctrl-C at each step (sim.interrupts)
+    def step(msg: str) -> None:  # make_report checks for a Ctrl-C at each step (sim.util.interrupts)
         if sys.stderr.isatty():
             print(f"report: {msg}", file=sys.stderr, flush=True)
 
     md, page = make_report(
         paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed, progress=step
     )
-    from sim.report import verdict_of
+    from sim.report.make import verdict_of
 
     if rec := verdict_of(md):
         print(rec)
@@ -1340,7 +1350,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="report results of different ctxsim versions, suites or pricing together (said in the report)",
     )
     rp.set_defaults(func=cmd_report)
-    from sim.gate_args import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
+    from sim.gate.args import add_parser as add_gate_parser  # exit 0 pass, 1 regression, 2 config error
 
     add_gate_parser(sub)
     return p
@@ -1367,7 +1377,7 @@ def _show_notice(message, category, filename, lineno, file=None, line=None) -> N
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
-    from sim.notices import ImportNotice
+    from sim.util.notices import ImportNotice
 
     warnings.simplefilter("always", ImportNotice)
     warnings.showwarning = _show_notice
@@ -1377,7 +1387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = [a for a in argv if a != "--debug"]
     transforms: list = []
     if argv[:1] and argv[0] in ("run", "size", "sweep"):  # --transform NAME [transform.KEY=V ...]
-        from sim.transforms.config import take_transforms
+        from sim.config.transforms import take_transforms
 
         try:
             argv, transforms = take_transforms(argv, loose=argv[0] == "sweep")

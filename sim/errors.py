@@ -1,49 +1,12 @@
-"""Typed errors. Every user-facing failure is one of these; the CLI turns them into one line and exit 2."""
+"""Documented import path ``sim.errors``: the module itself lives in ``sim.util.errors``
+(docs/architecture.md).
 
-from __future__ import annotations
+The name is kept for callers that catch ctxsim's errors (``ConfigError``, ``TraceError``); ctxsim's own
+code imports ``sim.util.errors``. The alias is the same module object, so every name, class identity and
+private helper is the one defined there."""
 
-from collections.abc import Iterable
+import sys
 
+from sim.util import errors as _module
 
-class CtxsimError(Exception):
-    """Base of all errors a user can cause (bad input, bad config). Exit status 2."""
-
-    exit_code = 2
-
-
-class TraceError(CtxsimError):
-    """A trace file or record is malformed. Names the file, the record and the field."""
-
-    def __init__(self, file: str, message: str, record: str | None = None, field: str | None = None):
-        self.file, self.record, self.field, self.message = file, record, field, message
-        where = file
-        if record is not None:
-            where += f": record {record}"
-        if field is not None:
-            where += f": field {field}"
-        super().__init__(f"{where}: {message}")
-
-    def __reduce__(self):  # picklable with its fields: a worker process (pool, launcher) sends it back
-        return (type(self), (self.file, self.message, self.record, self.field))
-
-
-class ConfigError(CtxsimError):
-    """A knob, override or option has a bad value."""
-
-
-class UnknownNameError(CtxsimError):
-    """A name (policy, format, ...) is not registered; lists what is and the closest match."""
-
-    def __init__(self, kind: str, name: str, choices: Iterable[str]):
-        choices = sorted(choices)
-        import difflib  # only when a name is wrong: every command imports this module
-
-        close = difflib.get_close_matches(name, choices, n=1)
-        if not close:  # a fragment of a longer name ("masking") is too short for difflib's ratio
-            close = sorted((c for c in choices if name and name.lower() in c.lower()), key=len)[:1]
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        super().__init__(f"unknown {kind} '{name}'; registered: {', '.join(choices)}{hint}")
-        self.kind, self.name, self.choices = kind, name, choices
-
-    def __reduce__(self):
-        return (type(self), (self.kind, self.name, self.choices))
+sys.modules[__name__] = _module

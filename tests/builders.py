@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sim.types import Call, Event, Trace
+from sim.core.types import Call, Event, Trace
 
 
 def ev(index: int, kind: str, content: str, tokens: int, **kw) -> Event:

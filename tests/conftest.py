@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from sim.paths import traces_dir  # noqa: E402
+from sim.util.paths import traces_dir  # noqa: E402
 
 MINI = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
 

@@ -25,12 +25,12 @@ import json
 import re
 from pathlib import Path
 
-from sim.engine import replay
+from sim.core.types import ItemState, Trace
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.model import ReplayModel
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
-from sim.types import ItemState, Trace
+from sim.util.paths import traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden" / "frameworks"

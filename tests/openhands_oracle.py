@@ -18,14 +18,14 @@ import dataclasses
 import json
 from pathlib import Path
 
-from sim.engine import replay
+from sim.core.records import AGENT
+from sim.core.types import ItemState, Trace
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.model import ReplayModel
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
 from sim.policies.openhands_memory import events_of
-from sim.records import AGENT
-from sim.types import ItemState, Trace
+from sim.util.paths import traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden" / "frameworks" / "openhands"

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sim.engine import replay
+from sim.core.records import AGENT, GRACE
+from sim.core.types import Call, Event, Trace
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.model import ReplayModel
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
-from sim.records import AGENT, GRACE
-from sim.types import Call, Event, Trace
+from sim.util.paths import traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN = REPO / "tests" / "golden" / "seed_engine_oracle"

@@ -1,4 +1,4 @@
-"""The batched fast path (sim.fastpath via replay_many) against the per-call loop, and its pieces."""
+"""The batched fast path (sim.engine.fast.batch via replay_many) against the per-call loop, and its pieces."""
 
 import pickle
 
@@ -8,17 +8,17 @@ from builders import swe_trace
 from test_conformance import settings_of
 from test_information import four_turns, inputs, with_facts
 
-from sim.cache import CostModel, cache_rules, split_runs
-from sim.conformance import record_diff
-from sim.engine import replay, replay_many
-from sim.growth import growth_exponents
-from sim.ledger import token_outcomes
-from sim.metrics import compute_metrics, compute_metrics_many, growth_exponent
-from sim.model import ReplayModel
+from sim.checks.conformance import record_diff
+from sim.core.growth import growth_exponents
+from sim.core.records import CALL_COLUMNS, REFETCH, Columns, RunRecord
+from sim.core.types import ItemState
+from sim.cost.cache import CostModel, cache_rules, split_runs
+from sim.cost.pricing import find_price
+from sim.engine.dispatch import replay, replay_many
+from sim.engine.model import ReplayModel
+from sim.information.ledger import token_outcomes
+from sim.metrics.compute import compute_metrics, compute_metrics_many, growth_exponent
 from sim.policies.base import make_policy, registered
-from sim.pricing import find_price
-from sim.records import CALL_COLUMNS, REFETCH, Columns, RunRecord
-from sim.types import ItemState
 
 
 def loop(t, policy, on_missing="refetch"):
@@ -29,7 +29,7 @@ def loop(t, policy, on_missing="refetch"):
 @pytest.fixture(scope="module")
 def embedded():
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     return list(load_paths([EMBEDDED_SUITE]))[:12]
 
@@ -86,7 +86,7 @@ def needs_at_several_calls():
 def test_reactions_of_many_needs_are_each_needs_reaction():
     from itertools import product
 
-    from sim.information import DEGRADE, FAIL, RETRIEVE, reaction, reactions
+    from sim.information.state import DEGRADE, FAIL, RETRIEVE, reaction, reactions
 
     cases = list(product([False, True], [False, True], ["refetch", "degrade", "fail"]))
     spilled, tool, om = (np.array(c) for c in zip(*cases, strict=True))
@@ -249,7 +249,7 @@ def test_columns_table_reads_like_a_dict_and_pickles():
 
 
 def test_batch_groups_a_runs_compactions_when_read(embedded):
-    from sim.records import GroupedCompactions, compactions_of
+    from sim.core.records import GroupedCompactions, compactions_of
 
     r = replay_many(embedded[:3], make_policy("observation_masking", n=2))[2]
     assert isinstance(r.compactions, GroupedCompactions)
@@ -282,7 +282,7 @@ def test_record_of_fields_names_missing_and_unknown_fields():
 def test_fact_outcome_counts_take_each_facts_best_holder():
     from test_information import with_facts
 
-    from sim.ledger import batch_facts, fact_index, fact_outcome_counts
+    from sim.information.ledger import batch_facts, fact_index, fact_outcome_counts
 
     s = ItemState
     # calls at events 2, 4, 6: a run holds items 0..5; r2 (event 7) is never admitted
@@ -330,7 +330,7 @@ def test_masking_plans_for_a_batch_equal_plans_run_by_run(params, embedded):
 def test_batch_memory_forgets_a_batch_when_one_of_its_objects_goes():
     import gc
 
-    from sim.batchmemo import KEEP, batch_derived, remembered
+    from sim.util.batchmemo import KEEP, batch_derived, remembered
 
     class Run:  # any weakly referable per-run object
         pass
@@ -351,7 +351,7 @@ def test_batch_memory_does_not_keep_traces_alive_and_checks_identity():
     import gc
     import weakref
 
-    from sim.batchmemo import KEEP, remembered
+    from sim.util.batchmemo import KEEP, remembered
 
     traces = [four_turns(), swe_trace([("a", 5)] * 2, trace_id="two")]
     first = replay_many(traces, make_policy("raw"))
@@ -437,8 +437,8 @@ def test_plans_given_per_call_make_their_call_array_when_read():
 
 
 def test_result_rows_of_one_batch_are_separate_dicts():
-    from sim.engine import replay_table
-    from sim.tables import result_rows, table_rows
+    from sim.engine.dispatch import replay_table
+    from sim.results.tables import result_rows, table_rows
 
     traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3, 5)]
     table = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)
@@ -451,7 +451,7 @@ def test_result_rows_of_one_batch_are_separate_dicts():
 def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
     import copy
 
-    from sim.batchmemo import Keyed
+    from sim.util.batchmemo import Keyed
 
     runs = Keyed([swe_trace([("x", 5)]), swe_trace([("y", 6)])])
     for other in (pickle.loads(pickle.dumps(runs)), copy.deepcopy(runs)):
@@ -463,7 +463,7 @@ def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
 def test_the_wrap_bound_covers_every_call_column_but_cost():
     # without re-read rows replay_batch bounds each column by kind (traces', zero, measured, or derived
     # from those): a column added to CALL_COLUMNS must join one of them, or its sums would go unchecked
-    from sim import fastpath
+    from sim.engine.fast import batch as fastpath
 
     derived = {"output_tokens", "input_tokens", "uncached_input_tokens"}
     kinds = (fastpath._TRACE_COLUMNS, fastpath._ZERO_COLUMNS, fastpath._MEASURED_COLUMNS, derived)
@@ -471,7 +471,7 @@ def test_the_wrap_bound_covers_every_call_column_but_cost():
 
 
 def test_a_keyed_batch_takes_its_entrys_key_on_a_hit():
-    from sim.batchmemo import Keyed, batch_derived
+    from sim.util.batchmemo import Keyed, batch_derived
 
     objects = [swe_trace([("x", 5)]), swe_trace([("y", 6)])]
     first, second = Keyed(objects), Keyed(objects)
@@ -485,7 +485,7 @@ def test_a_tables_default_models_are_each_traces_own_and_hold_no_trace():
     import gc
     import weakref
 
-    from sim.engine import replay_table
+    from sim.engine.dispatch import replay_table
 
     traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3)]
     for _ in range(2):  # made, then found in the batch's memory
@@ -499,7 +499,7 @@ def test_a_tables_default_models_are_each_traces_own_and_hold_no_trace():
 
 
 def test_int_lists_repeat_a_row_of_one_value():
-    from sim.ledger import int_lists
+    from sim.information.ledger import int_lists
 
     block = np.array([[7, 7, 7], [1, 2, 3], [0, 0, 0], [3, 3, 4]], dtype=np.int64)
     got = int_lists(block)
@@ -530,7 +530,7 @@ def test_plans_without_promises_are_checked(embedded):
     policy = make_policy("observation_masking", n=2)
     plans = Plans.of([policy.plan(t) for t in embedded[:4]])
     assert plans.ascending is False and plans.one_state is None
-    from sim.engine import replay_table
+    from sim.engine.dispatch import replay_table
 
     class Unpromised(type(policy)):
         name = "observation_masking"
@@ -547,8 +547,8 @@ def test_plans_without_promises_are_checked(embedded):
 
 
 def test_default_models_key_from_their_traces_key():
-    from sim.batchmemo import BatchKey, Keyed
-    from sim.engine import replay_table
+    from sim.engine.dispatch import replay_table
+    from sim.util.batchmemo import BatchKey, Keyed
 
     traces = [swe_trace([("x", 100)] * k, trace_id=f"r{k}") for k in (2, 3)]
     table = replay_table(traces, make_policy("observation_masking", n=1), pricing=None)

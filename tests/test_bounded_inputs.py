@@ -30,9 +30,9 @@ from hostile import (
 )
 
 from sim.cli import main
-from sim.errors import TraceError
 from sim.importers import common, load_path
 from sim.importers.common import Archive
+from sim.util.errors import TraceError
 
 
 def cli(capsys, *argv) -> tuple[int, str, str]:
@@ -287,7 +287,7 @@ def test_a_list_where_a_name_belongs_names_the_field(capsys, tmp_path, name, rec
 
 
 def test_a_document_past_the_size_bound_is_refused_before_parsing(capsys, tmp_path, monkeypatch):
-    from sim import jsonl
+    from sim.util import jsonl
 
     monkeypatch.setattr(common, "MAX_DOCUMENT_BYTES", 1_000)
     monkeypatch.setattr(jsonl, "MAX_DOCUMENT_BYTES", 1_000)
@@ -298,7 +298,7 @@ def test_a_document_past_the_size_bound_is_refused_before_parsing(capsys, tmp_pa
 
 def test_a_document_too_dense_to_parse_within_the_memory_bound_is_refused(capsys, tmp_path, monkeypatch):
     """A list of tiny objects takes ~40 times its size as Python objects (2.5 GB for 63 MB)."""
-    from sim import jsonl
+    from sim.util import jsonl
 
     text = _mini([{"role": "user", "content": "go"}] + [{"a": []}] * 20_000)
     assert jsonl.parse_cost(text) > 10 * len(text)  # the estimate sees the density
@@ -316,7 +316,7 @@ def test_parse_cost_bounds_what_parsing_takes():
         json.dumps([1.5] * 100_000),
         json.dumps({"k" + str(i): {"role": "user", "content": "t" * 50} for i in range(5_000)}),
     ]
-    from sim.jsonl import parse_cost
+    from sim.util.jsonl import parse_cost
 
     for text in samples:
         tracemalloc.start()
@@ -358,7 +358,7 @@ def test_a_chat_file_larger_than_the_sniff_prefix_is_classified_from_it(tmp_path
 
 
 def test_a_json_line_longer_than_the_bound_is_named_and_skipped(tmp_path, monkeypatch):
-    from sim import jsonl
+    from sim.util import jsonl
 
     monkeypatch.setattr(jsonl, "MAX_DOCUMENT_BYTES", 100)
     path = tmp_path / "t.jsonl"
@@ -373,7 +373,7 @@ def test_a_json_line_longer_than_the_bound_is_named_and_skipped(tmp_path, monkey
 def canonical(tmp_path) -> Path:
     from builders import swe_trace
 
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     path = tmp_path / "suite.jsonl"
     write_traces([swe_trace([("a\nb\nc", 100)] * 3, trace_id=f"t{i}") for i in range(3)], path)
@@ -394,7 +394,7 @@ def test_bad_utf8_in_a_canonical_file_is_named_by_validate(capsys, canonical):
 
 def test_lone_surrogates_given_as_python_strings_are_refused(canonical):
     """Parquet and ``datasets`` hand over Python strings: the schema rules name a lone surrogate."""
-    from sim.traceio import trace_from_dict, trace_problems
+    from sim.trace.io import trace_from_dict, trace_problems
 
     d = json.loads(canonical.read_text().splitlines()[0])
     d["events"][1]["content"] = "x\ud800"
@@ -409,7 +409,7 @@ def test_lone_surrogates_given_as_python_strings_are_refused(canonical):
 
 def _parquet(tmp_path: Path, canonical: Path) -> Path:
     from sim.importers import load_paths
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     path = tmp_path / "suite.parquet"
     write_traces(load_paths([canonical]), path)
@@ -486,7 +486,7 @@ def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
             {"type": "Custom", "since": "2024-01-02", "ratio": "nan", "3": "three", "blob": "b'hi'"}
         ],
     }
-    from sim.traceio import trace_to_dict
+    from sim.trace.io import trace_to_dict
 
     json.dumps(trace_to_dict(t), allow_nan=False)  # writable as canonical JSON
 

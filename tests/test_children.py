@@ -9,14 +9,14 @@ import json
 import pytest
 from builders import swe_trace
 
-import sim.engine
+import sim.engine.dispatch
 from sim.cli import main
-from sim.engine import replay, replay_many
-from sim.errors import TraceError
-from sim.metrics import compute_metrics
+from sim.core.types import MAX_CHILD_DEPTH, SCHEMA_VERSION, Child
+from sim.engine.dispatch import replay, replay_many
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.traceio import iter_jsonl, iter_parquet, trace_from_dict, trace_hash, trace_to_dict, write_traces
-from sim.types import MAX_CHILD_DEPTH, SCHEMA_VERSION, Child
+from sim.trace.io import iter_jsonl, iter_parquet, trace_from_dict, trace_hash, trace_to_dict, write_traces
+from sim.util.errors import TraceError
 
 # a child of 3 calls: inputs 150, 150+10+100 = 260, 260+10+200 = 470 (sum 880); a parent of 2 calls
 # whose first spawned it: 150 and 150+10+10 = 170 (sum 320); every call outputs 7 tokens
@@ -139,13 +139,13 @@ def test_fast_paths_decline_traces_with_children(monkeypatch):
     """A batch mixing traces with and without children: the one with children never reaches the batch
     path (prepare_many), and every record equals the per-call loop's."""
     seen = []
-    real = sim.engine.prepare_many
+    real = sim.engine.dispatch.prepare_many
 
     def spy(traces, *a, **k):
         seen.extend(t.trace_id for t in traces)
         return real(traces, *a, **k)
 
-    monkeypatch.setattr(sim.engine, "prepare_many", spy)
+    monkeypatch.setattr(sim.engine.dispatch, "prepare_many", spy)
     policy = make_policy("observation_masking", n=1)
     batch = replay_many([PARENT, WITH_CHILD, KID], policy)
     assert "par" in seen and seen.count("par") == 1 and "kid" in seen
@@ -159,8 +159,8 @@ def test_a_sweep_over_traces_with_children_reports_parent_vs_child_spend(tmp_pat
     figure only then: the same sweep without children has no such section."""
     import pandas as pd
 
-    from sim.report import make_report
-    from sim.sweep import SweepSpec, run_sweep
+    from sim.report.make import make_report
+    from sim.sweep.execute import SweepSpec, run_sweep
 
     out = {}
     for name, traces in (("kids", [WITH_CHILD, KID]), ("plain", [PARENT, KID])):
@@ -190,7 +190,7 @@ def test_a_child_that_fails_sends_no_report():
     under model.on_missing=fail the child ends with missing-information: no answer, so the parent's
     tool result for it (the report, providing 'rep', which the parent's answer needs) brings nothing
     and the parent fails too. With refetch the child re-reads, answers, and the parent completes."""
-    from sim.model import ReplayModel
+    from sim.engine.model import ReplayModel
 
     kid_events = list(KID.events)
     kid_events[3] = dataclasses.replace(kid_events[3], provides=("seen",))

@@ -11,7 +11,7 @@ from builders import swe_trace
 
 from sim.cli import main
 from sim.importers import load_path
-from sim.traceio import trace_to_dict, write_traces
+from sim.trace.io import trace_to_dict, write_traces
 
 
 @pytest.fixture
@@ -324,7 +324,7 @@ def test_on_missing_override(capsys, tmp_path):
 
 def test_demo_sizes_compares_and_reports(capsys, tmp_path):
     """The README's main job on a small scenario: sweeps, a recommendation, a report."""
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     out = tmp_path / "latest"
     code, text, _ = run(capsys, "demo", EMBEDDED_SUITE / "closed_loop.jsonl", "--out", out, "--workers", "1")
@@ -336,7 +336,7 @@ def test_demo_sizes_compares_and_reports(capsys, tmp_path):
 
 def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):
     """results, report and explain say so wherever the oracle's summaries appear."""
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"
     words = ["sweep", f"scenario={suite}", "policy=seed_engine", "policy.context_token_limit=16000"]
@@ -348,7 +348,7 @@ def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):
     code, out, _ = run(capsys, "results", tmp_path / "s")
     assert code == 0 and "oracle (upper bound)" in out and "extractive " in out
     assert "oracle: the summarizer keeps what later actions need; an upper bound, not a harness" in out
-    from sim.report import make_report
+    from sim.report.make import make_report
 
     md, _ = make_report([tmp_path / "s"], tmp_path / "r")
     assert "model.summarizer=oracle [oracle summarizer: upper bound]" in md.read_text(encoding="utf-8")
@@ -360,7 +360,7 @@ def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):
 
 
 def test_explain_shows_a_missed_retrieval(capsys):
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     args = ["explain", EMBEDDED_SUITE / "closed_loop.jsonl", "--trace", "spill", "--policy"]
     args += [
@@ -386,7 +386,7 @@ def test_version_did_you_mean_and_the_sweep_flags(capsys, tmp_path):
     import pandas as pd
 
     from sim import __version__
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     with pytest.raises(SystemExit) as e:
         main(["--version"])
@@ -431,7 +431,7 @@ def test_version_did_you_mean_and_the_sweep_flags(capsys, tmp_path):
 def test_an_unpriced_calls_cost_is_empty_not_minus_one(capsys, tmp_path):
     import pandas as pd
 
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"  # synthetic: no price
     for ext in ("csv", "jsonl", "parquet"):
@@ -445,7 +445,7 @@ def test_an_unpriced_calls_cost_is_empty_not_minus_one(capsys, tmp_path):
 
 
 def test_an_unpriced_sweep_warns_and_names_the_pricing_choices(capsys, tmp_path):
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"
     code, _, err = run(capsys, "sweep", "policy=raw", f"scenario={suite}", f"results.path={tmp_path / 'u'}")
@@ -458,7 +458,7 @@ def test_an_unpriced_sweep_warns_and_names_the_pricing_choices(capsys, tmp_path)
 
 def test_run_and_explain_take_model_and_window(capsys):
     """--model and --window on run and explain, as size and sweep take them."""
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"
     code, out, _ = run(capsys, "run", suite, "--window", "5000", "--format", "json")
@@ -489,7 +489,7 @@ def test_datasets_progress_bars_never_reach_ctxsim_output(tmp_path):
     """`datasets` draws "Generating train split: N examples" bars on standard error even without a
     terminal; ctxsim turns them off, so standard error holds only ctxsim's own lines."""
     pytest.importorskip("datasets")
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     exe = shutil.which("ctxsim") or str(__import__("pathlib").Path(sys.executable).parent / "ctxsim")
     data = tmp_path / "d.parquet"

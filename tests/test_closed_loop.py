@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from scenarios.closed_loop import SCENARIOS, grep_and_read, needle, scenario, working_set_16k
-from sim.engine import replay
-from sim.errors import UnknownNameError
-from sim.ledger import entries
-from sim.metrics import compute_metrics
-from sim.model import ReplayModel
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
+from sim.information.ledger import entries
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import Change, Decision, Policy, SummaryCall, make_policy
-from sim.traceio import trace_hash
-from sim.types import ItemState
+from sim.trace.io import trace_hash
+from sim.util.errors import UnknownNameError
 
 GOLDEN = Path(__file__).parent / "golden" / "working_set_16k"
 PRICE = "claude-sonnet-4-5"

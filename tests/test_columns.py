@@ -6,15 +6,15 @@ import pytest
 from builders import swe_trace
 from test_conformance import settings_of
 
-from sim.engine import replay_many, replay_table
-from sim.metrics import compute_metric_columns, table_metric_columns
+from sim.engine.dispatch import replay_many, replay_table
+from sim.metrics.compute import compute_metric_columns, table_metric_columns
 from sim.policies.base import make_policy, registered
-from sim.tables import result_rows, table_columns, table_rows
+from sim.results.tables import result_rows, table_columns, table_rows
 
 
 def _embedded(n=None):
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     return list(load_paths([EMBEDDED_SUITE]))[:n]
 
@@ -41,7 +41,7 @@ def test_hand_trace_metrics_from_columns():
 
 def test_rows_without_records(monkeypatch):
     """Rows of batch-path runs never build a run's record or its tables."""
-    import sim.engine
+    import sim.engine.dispatch
 
     traces = _embedded(8)
     want = result_rows(replay_many(traces, make_policy("observation_masking")), "v")
@@ -49,8 +49,8 @@ def test_rows_without_records(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("a record was built")
 
-    monkeypatch.setattr(sim.engine, "run_columns", refuse)
-    monkeypatch.setattr(sim.engine, "_record", refuse)
+    monkeypatch.setattr(sim.engine.dispatch, "run_columns", refuse)
+    monkeypatch.setattr(sim.engine.dispatch, "_record", refuse)
     table = replay_table(traces, make_policy("observation_masking"))
     assert table_rows(table, "v") == want
     with pytest.raises(AssertionError, match="a record was built"):
@@ -93,7 +93,7 @@ def test_mixed_table_keeps_order():
 
 
 def test_pipeline_of_batch_path_steps_stays_on_the_batch_path():
-    from sim.engine import batch_path, replay
+    from sim.engine.dispatch import batch_path, replay
 
     steps = [{"name": "tool_result_head_tail", "max_chars": 50, "head_chars": 20, "tail_chars": 10}]
     steps.append({"name": "observation_masking", "n": 1})
@@ -120,7 +120,7 @@ def test_rows_from_columns_equal_rows_from_records_beyond_one_run(name):
     from test_children import WITH_CHILD
 
     from scenarios.conversation import conversation
-    from sim.model import ReplayModel
+    from sim.engine.model import ReplayModel
     from sim.transforms.base import apply_all, make_transform
 
     plain = _embedded(3)

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from sim import schema
-from sim.config import CONF_DIR, build_policy, compose, model_window, policy_names
-from sim.errors import ConfigError
+from sim.config.compose import CONF_DIR, build_policy, compose, model_window, policy_names
 from sim.policies.base import knobs, registered
+from sim.trace import schema
+from sim.util.errors import ConfigError
 
 
 @pytest.mark.parametrize("name", sorted(registered()))
@@ -78,7 +78,7 @@ def test_conf_dir_has_groups():
 
 
 def test_models_of_the_shared_traces_have_windows():
-    from sim.models import resolve_window
+    from sim.cost.models import resolve_window
 
     assert resolve_window("google/gemini-3-pro-preview") == 1048576
     assert resolve_window("@google/gemini-3-pro-preview") == 1048576
@@ -120,7 +120,7 @@ def _same(a, b) -> bool:
 
 @pytest.mark.parametrize("name", policy_names())
 def test_the_plain_merge_is_hydras_compose_for_every_policy(name):
-    from sim.config import hydra_compose, plain_compose, prepare_policy
+    from sim.config.compose import hydra_compose, plain_compose, prepare_policy
 
     prepare_policy(name)
     plain = plain_compose(name)
@@ -150,7 +150,7 @@ HYDRA_VALUES += ["{a: 1}", "a b", "x.y", "-", ""]
 
 @pytest.mark.parametrize("value", PLAIN_VALUES)
 def test_plain_override_values_are_typed_as_hydra_types_them(value):
-    from sim.config import hydra_compose, plain_compose, plain_overrides
+    from sim.config.compose import hydra_compose, plain_compose, plain_overrides
 
     ovs = [f"policy.mode={value}", f"model.window={value}", "policy.context_token_limit=32000"]
     plain = plain_overrides(plain_compose("seed_engine"), ovs)
@@ -160,13 +160,13 @@ def test_plain_override_values_are_typed_as_hydra_types_them(value):
 
 @pytest.mark.parametrize("value", HYDRA_VALUES)
 def test_other_override_values_are_left_to_hydra(value):
-    from sim.config import plain_compose, plain_overrides
+    from sim.config.compose import plain_compose, plain_overrides
 
     assert plain_overrides(plain_compose("seed_engine"), [f"policy.mode={value}"]) is None
 
 
 def test_overrides_hydra_composes_still_compose_as_before():
-    from sim.config import hydra_compose
+    from sim.config.compose import hydra_compose
 
     for ovs in (["policy.mode='prune'"], ["policy.summary_ratio=1e-1"], ["policy.max_turns=1_000"]):
         assert _same(compose("seed_engine", ovs), hydra_compose("seed_engine", ovs))
@@ -181,7 +181,7 @@ def test_overrides_hydra_composes_still_compose_as_before():
 
 
 def plain_overrides_of(name, ovs):
-    from sim.config import plain_compose, plain_overrides
+    from sim.config.compose import plain_compose, plain_overrides
 
     return plain_overrides(plain_compose(name), ovs)
 
@@ -191,7 +191,7 @@ def test_a_file_outside_the_plain_subset_is_composed_by_hydra(tmp_path, monkeypa
     in its defaults: Hydra composes, and compose gives its answer."""
     import shutil
 
-    from sim import config
+    from sim.config import compose as config
 
     conf = tmp_path / "conf"
     shutil.copytree(CONF_DIR, conf)

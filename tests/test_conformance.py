@@ -1,9 +1,9 @@
 import pytest
 from builders import swe_trace
 
-from sim.conformance import check_policy
+from sim.checks.conformance import check_policy
+from sim.core.types import ItemState
 from sim.policies.base import Change, Policy, make_policy, registered
-from sim.types import ItemState
 
 # a few settings per policy, defaults first
 SETTINGS = {
@@ -64,7 +64,7 @@ def test_checker_catches_a_policy_that_splits_pairs():
 @pytest.mark.parametrize("name", sorted(registered()))
 def test_conformance_on_embedded_suite(name):
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     traces = list(load_paths([EMBEDDED_SUITE]))[:10]
     for params in settings_of(name):

@@ -13,14 +13,14 @@ import pytest
 from scenarios.closed_loop import scenario
 from scenarios.conversation import conversation
 from sim.cli import main
-from sim.conversation import per_run
-from sim.engine import replay, replay_many
-from sim.errors import ConfigError, TraceError
-from sim.metrics import compute_metrics
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay, replay_many
+from sim.metrics.compute import compute_metrics
+from sim.metrics.conversation import per_run
+from sim.metrics.working_set import calls_table
 from sim.policies.base import make_policy, registered
-from sim.traceio import trace_from_dict, trace_hash, trace_to_dict, write_traces
-from sim.types import ItemState
-from sim.working_set import calls_table
+from sim.trace.io import trace_from_dict, trace_hash, trace_to_dict, write_traces
+from sim.util.errors import ConfigError, TraceError
 
 REPO = Path(__file__).resolve().parent.parent
 LIMIT, KEEP, SUMMARY_MAX = 16000, 4000, 2048
@@ -75,7 +75,7 @@ def test_conversation_round_trips_as_version_2(conv, tmp_path):
     assert d["schema_version"] == 2
     assert d["events"][21]["run_index"] == 1 and "run_index" not in d["events"][20]
     assert trace_from_dict(d) == conv
-    from sim.traceio import redact
+    from sim.trace.io import redact
 
     assert [e.run_index for e in redact(conv).events] == [e.run_index for e in conv.events]
     for name in ("c.jsonl", "c.parquet"):
@@ -206,7 +206,7 @@ def test_other_policies_carry_their_state_across_runs(conv):
 
 
 def test_batch_path_declines_conversations(conv, monkeypatch):
-    import sim.engine as engine
+    import sim.engine.dispatch as engine
 
     seen = []
     real = engine.prepare_many
@@ -337,7 +337,7 @@ def test_claude_code_session_prompts_open_runs(tmp_path):
 
 def test_shared_claude_code_fixture_has_three_runs():
     from sim.importers import load_path
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     path = traces_dir() / "claude-code-fixtures" / "representative_messages.jsonl"
     if not path.is_file():
@@ -357,7 +357,7 @@ def test_shared_claude_code_fixture_has_three_runs():
 )
 def test_openhands_resumed_conversations_have_runs(sub, trace_id, starts):
     from sim.importers import load_paths
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     path = traces_dir() / sub
     if not path.exists():
@@ -369,8 +369,8 @@ def test_openhands_resumed_conversations_have_runs(sub, trace_id, starts):
 
 # ------------------------------------------------------------------------------------------- report
 def test_report_draws_conversation_growth(conv, tmp_path):
-    from sim.report import make_report
-    from sim.sweep import SweepSpec, run_sweep
+    from sim.report.make import make_report
+    from sim.sweep.execute import SweepSpec, run_sweep
 
     scenario_file = tmp_path / "conv.jsonl"
     write_traces([conv], scenario_file)
@@ -399,7 +399,7 @@ def test_every_policy_conforms_on_a_conversation(name):
     sizes sane, its declared bound kept in every request of every run."""
     from test_conformance import settings_of
 
-    from sim.conformance import check_policy
+    from sim.checks.conformance import check_policy
 
     t = conversation()
     settings = settings_of(name)
@@ -455,7 +455,7 @@ def test_a_pipeline_hands_each_run_to_its_steps():
 def test_a_transform_keeps_each_call_in_its_run():
     """code_mode merges round-trips inside one run: the merged calls and events keep their run, so the
     conversation still has its five runs, opening where they did."""
-    from sim.model import ReplayModel
+    from sim.engine.model import ReplayModel
     from sim.transforms.base import apply_all, make_transform
 
     conv = conversation()

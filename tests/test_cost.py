@@ -6,13 +6,13 @@ import json
 import pytest
 from builders import swe_trace
 
-from sim.cache import CacheRules, CostModel
 from sim.cli import main
-from sim.engine import replay
-from sim.errors import ConfigError
-from sim.metrics import compute_metrics
+from sim.cost.cache import CacheRules, CostModel
+from sim.cost.pricing import find_price, price_named
+from sim.engine.dispatch import replay
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.pricing import find_price, price_named
+from sim.util.errors import ConfigError
 
 
 def timed(trace, gap=10.0):
@@ -133,7 +133,7 @@ def test_seed_engine_cost_budget_always_fails():
 
 
 def test_unpriced_model_warns_and_leaves_cost_empty(capsys, tmp_path):
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     write_traces([swe_trace([("a", 3)] * 2, model="acme/claude-sonet-9")], tmp_path / "t.jsonl")
     assert main(["run", str(tmp_path / "t.jsonl"), "--format", "json"]) == 0
@@ -145,7 +145,7 @@ def test_unpriced_model_warns_and_leaves_cost_empty(capsys, tmp_path):
 
 
 def test_fidelity_on_the_shared_runs(capsys, mini_dir, mini_traces):
-    from sim.cache import cache_rules
+    from sim.cost.cache import cache_rules
 
     assert main(["fidelity", str(mini_dir), "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -173,7 +173,7 @@ def test_fidelity_on_the_shared_runs(capsys, mini_dir, mini_traces):
 def test_fidelity_text_only_figure_never_sees_a_traces_own_provider_numbers(mini_traces):
     """Issue 26: a trace outside ``fitted_on`` used to be sized with its own bytes per token (fitted from
     its provider numbers), so scoring the held-back runs alone printed 1.15% instead of 1.96%."""
-    from sim.fidelity import evaluate
+    from sim.analysis.fidelity import evaluate
 
     full = {p["trace_id"]: p for p in evaluate(mini_traces)["per_trace"]}
     held = [t for t in mini_traces if full[t.trace_id]["split"] == "test"]
@@ -198,7 +198,7 @@ def test_fidelity_summary_by_hand():
     """gpt-4o (automatic caching: 1,024-token minimum, 128-token steps, $2.50 input, $1.25 cached, $10
     output per million): views of 2,000, 3,010, 4,020 and 5,030 tokens, each call reusing the previous
     view: 0, 1,920, 2,944 and 3,968 cached tokens predicted; costs 5,070, 5,195, 6,440, 7,685 micro-USD."""
-    from sim.fidelity import evaluate
+    from sim.analysis.fidelity import evaluate
 
     t = timed(swe_trace([("x" * 3984, 1000)] * 4, system=1500, task=500, model="gpt-4o", trace_id="by-hand"))
     rec_cached, rec_cost = [0, 2000, 2944, 0], [0.00507, 0.005, 0.007, 0.007685]
@@ -239,7 +239,7 @@ def test_fidelity_summary_by_hand():
 
 
 def test_fit_implicit_keeps_the_largest_minimum_that_predicts_every_hit():
-    from sim.cache import FIT_MIN_PREFIX_GRID, fit_implicit, implicit_errors
+    from sim.cost.cache import FIT_MIN_PREFIX_GRID, fit_implicit, implicit_errors
 
     # (stable prefix, previous view alive?, reported cached): 90% of the stable prefix is reused from
     # 2,500 tokens up; a 1,000-token prefix is not cached. Minimums 1,024-2,432 (128-token grid) all
@@ -254,9 +254,9 @@ def test_fit_implicit_keeps_the_largest_minimum_that_predicts_every_hit():
 
 
 def test_shipped_fits_equal_a_refit(mini_traces):
-    from sim.cache import cache_rules
-    from sim.fidelity import default_split, fit_family
-    from sim.tokens import fit_text_estimator, text_coefficients
+    from sim.analysis.fidelity import default_split, fit_family
+    from sim.cost.cache import cache_rules
+    from sim.cost.tokens import fit_text_estimator, text_coefficients
 
     train = default_split(t.trace_id for t in mini_traces)
     rules = cache_rules("gemini")

@@ -1,12 +1,12 @@
-"""sim.forkmap: jobs over forked workers give the in-process list, in job order, and a worker's error
+"""sim.util.forkmap: jobs over forked workers give the in-process list, in job order, and a worker's error
 is raised in the caller as its own type."""
 
 import os
 
 import pytest
 
-from sim.errors import ConfigError
-from sim.forkmap import can_fork, forked_map
+from sim.util.errors import ConfigError
+from sim.util.forkmap import can_fork, forked_map
 
 pytestmark = pytest.mark.skipif(not can_fork(), reason="no os.fork on this platform")
 

@@ -18,9 +18,9 @@ from functools import cache
 import framework_oracle as fo
 import pytest
 
-from sim.engine import replay
-from sim.information import issuer_of
-from sim.model import ReplayModel
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
+from sim.information.state import issuer_of
 from sim.policies.base import make_policy, registered
 
 FRAMEWORK_POLICIES = {

@@ -18,10 +18,10 @@ from builders import swe_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sim.errors import CtxsimError
 from sim.importers import load_path, registered
 from sim.importers.common import ImportNotice
-from sim.traceio import trace_from_dict, trace_problems, trace_to_dict
+from sim.trace.io import trace_from_dict, trace_problems, trace_to_dict
+from sim.util.errors import CtxsimError
 
 FUZZ_EXAMPLES = int(os.environ.get("CTXSIM_FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=FUZZ_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -121,7 +121,7 @@ def test_every_importer_random_json(ext, value):
 
 
 def _samples() -> list[Path]:
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     root = traces_dir()
     picks = [
@@ -163,7 +163,7 @@ def test_every_importer_mutated_real_sample(data):
     st.lists(st.text(max_size=25), max_size=3),
 )
 def test_config_layer_any_override(policy, overrides):
-    from sim.config import build_policy, compose, model_behaviour, model_window
+    from sim.config.compose import build_policy, compose, model_behaviour, model_window
 
     try:
         cfg = compose(policy, overrides)

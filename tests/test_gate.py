@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.gate import aggregate, load_gate, main
-from sim.paths import REPO
-from sim.pytest_gate import assert_gate
+from sim.gate.check import aggregate, load_gate, main
+from sim.gate.pytest_plugin import assert_gate
+from sim.util.paths import REPO
 
 SUITE = REPO / "scenarios" / "suite" / "closed_loop.jsonl"
 CI_GATE = REPO / "gates" / "ci.yaml"
@@ -38,7 +38,7 @@ thresholds:
 
 
 def gate(cli):
-    """Run ``ctxsim gate`` through the CLI when it has the subcommand, else ``sim.gate.main``."""
+    """Run ``ctxsim gate`` through the CLI when it has the subcommand, else ``sim.gate.check.main``."""
 
     def run(*argv: str) -> int:
         from sim import cli as cli_mod

@@ -1,4 +1,5 @@
-"""The blocks mode of the lanes (``sim.gridlanes``) on its own terms: one setting's lanes start at their
+"""The blocks mode of the lanes (``sim.engine.fast.seed_lanes``) on its own terms: one setting's lanes start
+at their
 runs' first calls (no pristine lane) and give what the pristine route gives; the status line's fixed
 point, solved again only for the lanes whose line moved, is the plain iteration's; the digit counts,
 metric ratios and the batch's decline look are the reference arithmetic's."""
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from scenarios.swe_like import generate_run
-from sim.model import ReplayModel
+from sim.engine.model import ReplayModel
 from sim.policies.base import make_policy
 
 PRICE = "claude-sonnet-4-5"
@@ -17,7 +18,7 @@ TRACES = [generate_run(11, i) for i in range(24)]
 
 
 def _figures(policies, window, rules, price):
-    from sim.gridlanes import grid_figures
+    from sim.engine.fast.seed_lanes import grid_figures
 
     models = [ReplayModel(t) for t in TRACES]
     rows, out = [], {}
@@ -34,7 +35,7 @@ def test_one_setting_without_a_pristine_lane_gives_the_pristine_routes_figures_r
     """A setting alone (its lanes start at call 0) and twice over (two settings: the pristine route,
     lanes starting where their trigger first fires): the same figures, rows, final state and summary
     calls for each copy."""
-    from sim.engine import _rules_and_price
+    from sim.engine.dispatch import _rules_and_price
 
     rules, price = _rules_and_price(None, PRICE)
     policy = make_policy(
@@ -94,15 +95,15 @@ def _plain_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_status_fixed_point_passing_only_moved_lanes_again_is_the_plain_iteration(monkeypatch, seed):
-    import sim.gridlanes
+    import sim.engine.fast.seed_lanes
 
-    real, calls = sim.gridlanes._status_fixed_point, []
+    real, calls = sim.engine.fast.seed_lanes._status_fixed_point, []
 
     def counted(*a):
         calls.append(len(a[0]))
         return real(*a)
 
-    monkeypatch.setattr(sim.gridlanes, "_status_fixed_point", counted)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_status_fixed_point", counted)
     rng = np.random.default_rng(seed)
     n = 40
     width = rng.integers(1, 300, n)
@@ -128,7 +129,7 @@ def test_the_status_fixed_point_passing_only_moved_lanes_again_is_the_plain_iter
 
 
 def test_digit_counts_of_long_arrays_are_the_search_over_powers_of_ten():
-    from sim.gridlanes import _POW10, _digits
+    from sim.engine.fast.seed_lanes import _POW10, _digits
 
     rng = np.random.default_rng(3)
     edges = [0, 1, 9, 10, 99, 100, 999, 10**6 - 1, 10**6, 10**17 - 1, 10**17, 10**18 - 1, 10**18, 2**63 - 1]
@@ -140,7 +141,7 @@ def test_digit_counts_of_long_arrays_are_the_search_over_powers_of_ten():
 
 
 def test_metric_ratios_are_pythons_division_of_the_ints():
-    from sim.gridrows import _ratios
+    from sim.engine.fast.seed_rows import _ratios
 
     num = np.array([0, 1, 2, 7, 5, 3], dtype=np.int64)
     den = [3, 3, 0, 9, 5, 7]
@@ -152,7 +153,7 @@ def test_metric_ratios_are_pythons_division_of_the_ints():
 
 
 def test_the_batchs_decline_look_is_each_runs():
-    from sim.engine import lanes_accept, lanes_decline
+    from sim.engine.dispatch import lanes_accept, lanes_decline
 
     traces = list(TRACES[:4])
     models = [ReplayModel(t) for t in traces]

@@ -1,17 +1,18 @@
-"""The blocks mode's foreseen prune-only firings (``sim.gridlanes._Chain``): a round that carries the
+"""The blocks mode's foreseen prune-only firings (``sim.engine.fast.seed_lanes._Chain``): a round that
+carries the
 firings the last round's blocks foresee gives what a round a firing gives (figures, rows, final state,
 summary calls), in fewer rounds; a wrong guess (estimates perturbed) costs rounds, never a figure; and the
-lanes' rows with the chain are the per-call loop's (``sim.conformance.check_lanes``)."""
+lanes' rows with the chain are the per-call loop's (``sim.checks.conformance.check_lanes``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import sim.gridlanes
+import sim.engine.fast.seed_lanes
 from scenarios.swe_like import generate_run
-from sim.conformance import check_lanes
-from sim.model import ReplayModel
+from sim.checks.conformance import check_lanes
+from sim.engine.model import ReplayModel
 from sim.policies.base import make_policy
 
 PRICE = "claude-sonnet-4-5"
@@ -30,23 +31,23 @@ class _NoChain:
 def _replay(policy, window, monkeypatch, chain=None):
     """(ok, figures, rows, lanes_out, rounds) of ``policy``'s lanes on TRACES, ``chain`` standing for
     ``_Chain`` (None: the real one)."""
-    from sim.engine import _rules_and_price
+    from sim.engine.dispatch import _rules_and_price
 
     rules, price = _rules_and_price(None, PRICE)
     rounds = []
-    real = sim.gridlanes._Trajectory
+    real = sim.engine.fast.seed_lanes._Trajectory
 
     def counted(*a, **k):
         rounds.append(1)
         return real(*a, **k)
 
     with monkeypatch.context() as m:
-        m.setattr(sim.gridlanes, "_Trajectory", counted)
+        m.setattr(sim.engine.fast.seed_lanes, "_Trajectory", counted)
         if chain is not None:
-            m.setattr(sim.gridlanes, "_Chain", chain)
+            m.setattr(sim.engine.fast.seed_lanes, "_Chain", chain)
         models = [ReplayModel(t) for t in TRACES]
         rows, out = [], {}
-        ok, figures = sim.gridlanes.grid_figures(
+        ok, figures = sim.engine.fast.seed_lanes.grid_figures(
             TRACES, [policy], models, [window] * len(TRACES), rules, price, rows, out
         )
     return ok, figures, rows, out, len(rounds)
@@ -95,7 +96,7 @@ def test_a_wrong_guess_costs_rounds_never_a_figure(seed, monkeypatch):
     """The estimates the chain reads shifted at random (some firings foreseen where none comes, some
     missed): the same results as without a chain."""
     rng = np.random.default_rng(seed)
-    real = sim.gridlanes._Chain
+    real = sim.engine.fast.seed_lanes._Chain
 
     def guessing(lanes, s, pos, w, pred):
         est = pred[0] + rng.integers(-3000, 3000, len(pred[0]))

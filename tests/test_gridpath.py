@@ -1,4 +1,5 @@
-"""The grid path (sim.gridpath, sim.gridlanes): every setting of a seed_engine grid replayed together,
+"""The grid path (sim.engine.fast.seed_grid, sim.engine.fast.seed_lanes): every setting of a seed_engine grid
+replayed together,
 held to the per-call loop's records and metrics; what it declines goes to the loop."""
 
 import dataclasses
@@ -7,11 +8,11 @@ import numpy as np
 import pytest
 
 from scenarios.swe_like import generate_run
-from sim.conformance import check_grid
-from sim.gridpath import settings_decline, trace_declines
-from sim.model import ReplayModel
+from sim.analysis.size import evaluate
+from sim.checks.conformance import check_grid
+from sim.engine.fast.seed_grid import settings_decline, trace_declines
+from sim.engine.model import ReplayModel
 from sim.policies.base import make_policy
-from sim.size import evaluate
 
 TRACES = [generate_run(7, i) for i in range(6)]
 PRICE = "claude-sonnet-4-5"
@@ -35,9 +36,9 @@ def test_grid_path_matches_the_loop(mode, run_status):
 def test_lanes_advanced_call_by_call_match_the_loop(monkeypatch, mode):
     """The started lanes of a wide grid advance call position by call position (``_lockstep``); the
     checker's one-trace grids are narrow (blocks), so the call-by-call way is forced here."""
-    import sim.gridlanes
+    import sim.engine.fast.seed_lanes
 
-    monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", 0)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", 0)
     assert check_grid(grid(mode=mode), TRACES, 200000, PRICE) == []
     assert check_grid(grid(tool_result_max_bytes=4096), TRACES, 30000, PRICE) == []
 
@@ -47,8 +48,8 @@ def test_lanes_advanced_call_by_call_match_the_loop(monkeypatch, mode):
 def test_blocks_and_call_by_call_give_the_same_figures_rows_and_summaries(monkeypatch, window, run_status):
     """Both ways the started lanes advance, on many runs at once (the checker replays one at a time):
     every figure, per-call row and summary call the same."""
-    import sim.gridlanes
-    from sim.engine import _rules_and_price
+    import sim.engine.fast.seed_lanes
+    from sim.engine.dispatch import _rules_and_price
 
     traces = [generate_run(11, i) for i in range(24)]
     models = [ReplayModel(t) for t in traces]
@@ -56,9 +57,9 @@ def test_blocks_and_call_by_call_give_the_same_figures_rows_and_summaries(monkey
     rules, price = _rules_and_price(None, PRICE)
     got = []
     for lanes in (0, 1 << 40):
-        monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", lanes)
+        monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
         rows, out = [], {}
-        ok, figures = sim.gridlanes.grid_figures(
+        ok, figures = sim.engine.fast.seed_lanes.grid_figures(
             traces, policies, models, [window] * len(traces), rules, price, rows, out
         )
         summaries = sorted(
@@ -86,8 +87,8 @@ def test_lanes_that_fire_at_the_first_call_match_the_loop():
     policies = [make_policy("seed_engine")] + [
         make_policy("seed_engine", context_token_limit=lim, keep_recent_tokens=keep) for lim, keep in points
     ]
-    from sim.gridpath import _Static
-    from sim.seed_messages import OUTPUT_CONTRACT_TOKENS
+    from sim.engine.fast.seed_grid import _Static
+    from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
 
     first = min(int(_Static(t, policies[1]).appended[0]) for t in TRACES)  # the first call's estimate
     assert first > 2000 - OUTPUT_CONTRACT_TOKENS  # (over the two lowest limits' triggers)
@@ -98,8 +99,8 @@ def test_lanes_that_fire_at_the_first_call_match_the_loop():
 def test_lanes_that_would_overflow_leave_the_grid_and_the_rest_still_match(window):
     policies = grid(tool_result_max_bytes=4096)
     assert check_grid(policies, TRACES, window, PRICE) == []
-    from sim.engine import _rules_and_price
-    from sim.gridlanes import grid_figures
+    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.fast.seed_lanes import grid_figures
 
     rules, price = _rules_and_price(None, PRICE)
     ok, _ = grid_figures(TRACES, policies, [ReplayModel(t) for t in TRACES], [window] * 6, rules, price)
@@ -107,16 +108,16 @@ def test_lanes_that_would_overflow_leave_the_grid_and_the_rest_still_match(windo
 
 
 def test_checker_catches_a_wrong_figure(monkeypatch):
-    import sim.gridlanes
+    import sim.engine.fast.seed_lanes
 
-    real = sim.gridlanes.grid_figures
+    real = sim.engine.fast.seed_lanes.grid_figures
 
     def off_by_one(*a, **k):
         ok, figures = real(*a, **k)
         figures["input_tokens"] = figures["input_tokens"] + 1
         return ok, figures
 
-    monkeypatch.setattr(sim.gridlanes, "grid_figures", off_by_one)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "grid_figures", off_by_one)
     problems = check_grid(grid(), TRACES[:1], 200000, PRICE)
     assert len(problems) == len(grid()) and "input_tokens" in problems[0]
 
@@ -130,7 +131,7 @@ def test_the_grid_path_declines_what_it_does_not_model():
     )
     assert trace_declines(TRACES[0], ReplayModel(TRACES[0], max_turns=3)) is not None
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     with_facts = [t for t in load_paths([EMBEDDED_SUITE]) if any(e.needs for e in t.events)]
     assert with_facts and trace_declines(with_facts[0], ReplayModel(with_facts[0])) == "facts"
@@ -138,7 +139,7 @@ def test_the_grid_path_declines_what_it_does_not_model():
 
 def test_size_gives_the_same_results_on_and_off_the_grid():
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     traces = TRACES + list(load_paths([EMBEDDED_SUITE]))[:4]  # the suite's traces with facts: the loop
     args = (traces, "seed_engine", [16000, 32000, 200000], [2000, 8000], 200000, PRICE)
@@ -165,7 +166,7 @@ def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
     """Recorded text (JSON escapes, non-ASCII, bounded results) and the recorded model's window."""
     from dataclasses import replace
 
-    from sim.models import resolve_window
+    from sim.cost.models import resolve_window
 
     def without_facts(t):
         facts = {"provides": (), "needs": (), "fact_spans": (), "fact_kinds": (), "supersedes": ()}
@@ -183,9 +184,9 @@ def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
 
 
 def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
-    from sim.bench import load_kernel
-    from sim.engine import _rules_and_price
-    from sim.gridlanes import grid_figures
+    from sim.commands.bench import load_kernel
+    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.fast.seed_lanes import grid_figures
 
     kernel = load_kernel()
     limits, keeps = np.array([8000, 16000, 16000, 64000]), np.array([1000, 1000, 12000, 4000])
@@ -223,8 +224,8 @@ def test_bench_grid_reports_both_rates_and_their_ratio(capsys):
 
 def test_the_elided_transcript_length_is_prompt_units():
     """The grid's arithmetic for a summarizer transcript over its budget, against the function."""
-    from sim.gridlanes import _elided_chars
-    from sim.seed_messages import ELISION_RESERVE, INPUT_BUDGET, INSTRUCTION_CHARS, prompt_units
+    from sim.engine.fast.seed_lanes import _elided_chars
+    from sim.policies.seed_messages import ELISION_RESERVE, INPUT_BUDGET, INSTRUCTION_CHARS, prompt_units
 
     rng = np.random.default_rng(3)
     blocks = [None if rng.random() < 0.2 else int(rng.integers(5, 2004)) for _ in range(400)]
@@ -249,24 +250,25 @@ def test_the_elided_transcript_length_is_prompt_units():
 
 @pytest.mark.parametrize("run_status", ["appended", "off"])
 def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status):
-    """No limit, no budgets: the runs are lanes (sim.gridlanes.replay_unlimited), the loop's records."""
-    import sim.engine
-    from sim.cache import CostModel
-    from sim.conformance import record_diff
-    from sim.engine import _rules_and_price, replay_many
+    """No limit, no budgets: the runs are lanes (sim.engine.fast.seed_lanes.replay_unlimited), the loop's
+    records."""
+    import sim.engine.dispatch
+    from sim.checks.conformance import record_diff
+    from sim.cost.cache import CostModel
+    from sim.engine.dispatch import _rules_and_price, replay_many
 
     policy = make_policy("seed_engine", run_status=run_status, tool_result_max_bytes=4096)
     rules, price = _rules_and_price(None, PRICE)
     models = [ReplayModel(t) for t in TRACES]
     want = [
-        sim.engine._replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
+        sim.engine.dispatch._replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
         for t, m in zip(TRACES, models, strict=True)
     ]
 
     def no_loop(*a, **k):
         raise AssertionError("the per-call loop ran")
 
-    monkeypatch.setattr(sim.engine, "_replay_loop", no_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", no_loop)
     got = replay_many(TRACES, policy, models, window=200000, pricing=PRICE)
     assert all(record_diff(a, b) == [] for a, b in zip(want, got, strict=True))
     assert sum(r.n_calls for r in got) == sum(len(t.calls) for t in TRACES)
@@ -295,10 +297,10 @@ def test_grid_path_declines_conversations_and_size_answers_as_the_loop():
 def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mini_dir):
     """trace_declines reads the flags the column reader fills (no Event objects built); the answer is
     the events' own, on the suite (with and without facts) and on recorded runs."""
-    from sim.gridpath import _has_facts
+    from sim.core.types import Lazy
+    from sim.engine.fast.seed_grid import _has_facts
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
-    from sim.types import Lazy
+    from sim.util.paths import EMBEDDED_SUITE
 
     traces = list(load_paths([EMBEDDED_SUITE])) + list(load_paths([mini_dir]))
     lazy = [type(t.__dict__["events"]) is Lazy for t in traces]

@@ -1,6 +1,7 @@
-"""The lanes' result rows (sim.gridrows): a seed engine with a limit replayed as lanes by ``replay_table``
+"""The lanes' result rows (sim.engine.fast.seed_rows): a seed engine with a limit replayed as lanes by
+``replay_table``
 (one setting: the runs are the lanes) and by a sweep's chunk of grid settings (``replay_tables``), held to
-the per-call loop's rows by ``sim.conformance.check_lanes``; what the lanes decline or hand back is the
+the per-call loop's rows by ``sim.checks.conformance.check_lanes``; what the lanes decline or hand back is the
 loop's."""
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from scenarios.swe_like import generate_run, generate_suite
-from sim.conformance import check_lanes
+from sim.checks.conformance import check_lanes
+from sim.core.records import SUMMARY
+from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.model import ReplayModel
-from sim.paths import EMBEDDED_SUITE
 from sim.policies.base import make_policy
-from sim.records import SUMMARY
+from sim.util.paths import EMBEDDED_SUITE
 
 PRICE = "claude-sonnet-4-5"
 POINTS = [(8000, 1000), (16000, 4000), (16000, 12000), (32000, 4000), (64000, 12000)]
@@ -35,8 +36,8 @@ def grid(**knobs):
 
 def lane_counts(traces, policy, window, pricing=PRICE) -> tuple[int, int]:
     """(runs the lanes kept, runs they handed back to the loop) of one setting replayed alone."""
-    from sim.engine import replay_tables
-    from sim.gridrows import LaneGroup
+    from sim.engine.dispatch import replay_tables
+    from sim.engine.fast.seed_rows import LaneGroup
 
     table = replay_tables(traces, [policy], [ReplayModel(t) for t in traces], window, pricing, min_width=0)[0]
     groups = [g for g in table.groups if isinstance(g, LaneGroup)]
@@ -70,9 +71,9 @@ def test_lanes_over_the_window_go_to_the_loop_and_the_rows_still_match(window):
 def test_lane_rows_match_the_loop_whichever_way_the_lanes_advance(monkeypatch, lanes):
     """Started lanes call by call (``_LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
     call): the same rows as the loop's, windows and summaries included."""
-    import sim.gridlanes
+    import sim.engine.fast.seed_lanes
 
-    monkeypatch.setattr(sim.gridlanes, "_LOCKSTEP_LANES", lanes)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
     assert check_lanes(grid(tool_result_max_bytes=4096), SWE, 30000, PRICE) == []
     assert check_lanes(grid(mode="summarize"), SWE[:5], 200000, PRICE) == []
 
@@ -98,7 +99,7 @@ def test_lane_rows_match_the_loop_on_every_shared_format(folder, mini_dir):
     summaries happen, with the recorded model's window and price."""
     import warnings
 
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # import notices about files no format recognises
@@ -114,16 +115,16 @@ def test_lane_rows_match_the_loop_on_every_shared_format(folder, mini_dir):
 
 
 def test_the_checker_catches_a_wrong_column(monkeypatch):
-    import sim.gridrows
+    import sim.engine.fast.seed_rows
 
-    real = sim.gridrows.metric_lists
+    real = sim.engine.fast.seed_rows.metric_lists
 
     def off_by_one(*a, **k):
         out = real(*a, **k)
         out["tokens_lost"] = [v + 1 for v in out["tokens_lost"]]
         return out
 
-    monkeypatch.setattr(sim.gridrows, "metric_lists", off_by_one)
+    monkeypatch.setattr(sim.engine.fast.seed_rows, "metric_lists", off_by_one)
     problems = check_lanes(grid()[:2], SWE[:3], 200000, PRICE)
     assert len(problems) == 2 * 2 * 3 and all("column tokens_lost" in p for p in problems)
 
@@ -131,31 +132,31 @@ def test_the_checker_catches_a_wrong_column(monkeypatch):
 def test_replay_table_of_a_limited_seed_engine_runs_no_loop(monkeypatch):
     """A batch of runs the lanes accept: the rows come from the lanes (the loop never runs), the same as
     the loop's rows; ``records()`` still gives the loop's records."""
-    import sim.engine
-    from sim.conformance import record_diff
-    from sim.engine import replay_many, replay_table
-    from sim.tables import result_rows, table_rows
+    import sim.engine.dispatch
+    from sim.checks.conformance import record_diff
+    from sim.engine.dispatch import replay_many, replay_table
+    from sim.results.tables import result_rows, table_rows
 
     policy = make_policy("seed_engine", context_token_limit=16000, keep_recent_tokens=4000)
     want_records = replay_many(WIDE, policy, window=200000, pricing=PRICE)
     want = result_rows(want_records, "test")
     assert sum(r.kind_count(SUMMARY) for r in want_records) > 0  # summaries made: not a vacuous comparison
-    real_loop = sim.engine._replay_loop
+    real_loop = sim.engine.dispatch._replay_loop
 
     def no_loop(*a, **k):
         raise AssertionError("the per-call loop ran")
 
-    monkeypatch.setattr(sim.engine, "_replay_loop", no_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", no_loop)
     table = replay_table(WIDE, policy, window=200000, pricing=PRICE)
     assert json.dumps(table_rows(table, "test")) == json.dumps(want)
-    monkeypatch.setattr(sim.engine, "_replay_loop", real_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", real_loop)
     assert all(record_diff(a, b) == [] for a, b in zip(table.records(), want_records, strict=True))
 
 
 def test_narrow_batches_stay_on_the_loop():
     """Lanes pay each call position's arrays: a batch with fewer than ``LANES_MIN_WIDTH`` lanes a
     position on average (its calls over its longest run's) is faster on the loop, and stays there."""
-    from sim.engine import LANES_MIN_WIDTH, replay_table
+    from sim.engine.dispatch import LANES_MIN_WIDTH, replay_table
 
     policy = make_policy("seed_engine", context_token_limit=16000, keep_recent_tokens=4000)
     longest = max(SWE, key=lambda t: len(t.calls))
@@ -170,7 +171,7 @@ def test_narrow_batches_stay_on_the_loop():
 # ------------------------------------------------------------------------------------------------ sweep
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     out = tmp_path_factory.mktemp("corpus") / "small.jsonl"
     write_traces(list(load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])) + generate_suite(7, 9), out)
@@ -178,7 +179,7 @@ def corpus(tmp_path_factory) -> Path:
 
 
 def _sweep(corpus: Path, out: Path, workers: int, chunk_size: int) -> str:
-    from sim.sweep import SweepSpec, run_sweep
+    from sim.sweep.execute import SweepSpec, run_sweep
 
     spec = SweepSpec(
         policy="seed_engine",
@@ -194,22 +195,22 @@ def _sweep(corpus: Path, out: Path, workers: int, chunk_size: int) -> str:
 def test_a_seed_engine_sweep_runs_a_chunks_settings_as_lanes_with_the_same_bytes(
     corpus, tmp_path, monkeypatch
 ):
-    import sim.engine
-    import sim.gridrows
+    import sim.engine.dispatch
+    import sim.engine.fast.seed_rows
 
     settings_together: list[int] = []
-    real = sim.gridrows.lane_columns
+    real = sim.engine.fast.seed_rows.lane_columns
 
     def spy(traces, policies, *a, **k):
         settings_together.append(len(policies))
         return real(traces, policies, *a, **k)
 
-    monkeypatch.setattr(sim.gridrows, "lane_columns", spy)
+    monkeypatch.setattr(sim.engine.fast.seed_rows, "lane_columns", spy)
     lanes = _sweep(corpus, tmp_path / "lanes", 1, 6)
     assert settings_together and max(settings_together) == 4  # a chunk's four settings at once
     assert _sweep(corpus, tmp_path / "lanes2", 2, 4) == lanes  # other chunks, two workers: same bytes
     monkeypatch.setattr(
-        sim.engine,
+        sim.engine.dispatch,
         "_replay_lanes",
         lambda t, policies, *a, **k: ([[] for _ in policies], [{} for _ in policies]),
     )
@@ -217,7 +218,7 @@ def test_a_seed_engine_sweep_runs_a_chunks_settings_as_lanes_with_the_same_bytes
 
 
 def test_lane_units_group_a_grids_chunks_of_the_same_runs():
-    from sim.sweep import Chunk, Setting, lane_units
+    from sim.sweep.execute import Chunk, Setting, lane_units
 
     def chunk(name, limit, runs, **extra):
         cfg = {"policy": {"context_token_limit": limit, "keep_recent_tokens": 100, **extra}, "model": {}}
@@ -233,8 +234,9 @@ def test_lane_units_group_a_grids_chunks_of_the_same_runs():
 
 
 def test_the_sweeps_lane_knobs_are_the_grid_paths():
-    """sweep keeps its own copy (importing sim.gridpath would load numpy on a resume): it must not drift."""
-    from sim.gridpath import GRID_KNOBS
-    from sim.sweep import LANE_GRID_KNOBS
+    """sweep keeps its own copy (importing sim.engine.fast.seed_grid would load numpy on a resume): it must
+    not drift."""
+    from sim.engine.fast.seed_grid import GRID_KNOBS
+    from sim.sweep.execute import LANE_GRID_KNOBS
 
     assert LANE_GRID_KNOBS == GRID_KNOBS

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.engine import replay
-from sim.errors import TraceError
+from sim.engine.dispatch import replay
 from sim.importers import detect, get_importer, load_path
 from sim.importers.common import ImportNotice
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
-from sim.traceio import trace_problems, trace_to_dict
+from sim.trace.io import trace_problems, trace_to_dict
+from sim.util.errors import TraceError
+from sim.util.paths import traces_dir
 
 FIXTURES = traces_dir() / "claude-code-fixtures"
 
@@ -308,7 +308,7 @@ def test_file_without_conversation_is_an_error(tmp_path):
 def test_sniff_refuses_canonical_and_openhands_jsonl(tmp_path):
     from builders import swe_trace
 
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     canonical = tmp_path / "canonical.jsonl"
     write_traces([swe_trace([("ls", 10)])], canonical)
@@ -345,10 +345,10 @@ def test_sidechains_import_as_children_and_their_tokens_join_the_parents_totals(
     """Issue 25 item 2: a sub-agent's own records become a child (parent_call: the Task call; its own
     events, calls and usage); the parent keeps only the Task's result; replayed, the child's tokens and
     cost are the parent's too (exact: raw replay reproduces recorded inputs)."""
-    from sim.engine import replay
-    from sim.metrics import compute_metrics
+    from sim.engine.dispatch import replay
+    from sim.metrics.compute import compute_metrics
     from sim.policies.base import make_policy
-    from sim.traceio import iter_jsonl, write_traces
+    from sim.trace.io import iter_jsonl, write_traces
 
     with pytest.warns(ImportNotice, match="4 sidechain .sub-agent. records imported as 1 child"):
         t = list(load_path(write(tmp_path, sidechain_session())))[0]

@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.engine import replay
-from sim.errors import TraceError
+from sim.engine.dispatch import replay
 from sim.importers import detect, expand_paths, load_path
 from sim.importers.common import ImportNotice
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
-from sim.traceio import trace_problems, trace_to_dict
+from sim.trace.io import trace_problems, trace_to_dict
+from sim.util.errors import TraceError
+from sim.util.paths import traces_dir
 
 V0 = traces_dir() / "openhands-v0"
 SDK = traces_dir() / "openhands-sdk-v1"
@@ -533,7 +533,7 @@ def test_v0_keeps_openhands_types_the_recall_action_and_browser_pages(tmp_path):
     assert (t.events[4].source_type, t.events[4].url) == ("observation:browse", "https://example.org/a")
     assert_raw_exact(t)
     # written and read back; redacted, the page address keeps only its length (the placeholder's size)
-    from sim.traceio import redact, trace_from_dict
+    from sim.trace.io import redact, trace_from_dict
 
     d = trace_to_dict(t)
     assert d["events"][4]["url"] == "https://example.org/a" and "url" not in d["events"][0]

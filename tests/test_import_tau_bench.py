@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from sim.engine import replay
-from sim.errors import TraceError
+from sim.engine.dispatch import replay
 from sim.importers import detect, get_importer, load_path
 from sim.importers.common import ImportNotice
-from sim.paths import traces_dir
 from sim.policies.base import make_policy
-from sim.traceio import trace_problems, trace_to_dict
+from sim.trace.io import trace_problems, trace_to_dict
+from sim.util.errors import TraceError
+from sim.util.paths import traces_dir
 
 AIRLINE = traces_dir() / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"
 

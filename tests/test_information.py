@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.facts import classify, is_error, swe_fact_table, swe_facts
-from sim.ledger import entries
-from sim.metrics import compute_metrics
-from sim.model import ReplayModel
+from sim.core.records import AGENT, GRACE, PAGE, REFETCH, RETRIEVE, SUMMARY
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
+from sim.information.facts import classify, is_error, swe_fact_table, swe_facts
+from sim.information.ledger import entries
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.records import AGENT, GRACE, PAGE, REFETCH, RETRIEVE, SUMMARY
 
 GOLDEN = Path(__file__).parent / "golden" / "facts"
 
@@ -268,7 +268,7 @@ def test_an_envelope_keeps_the_head_and_tail_facts_and_loses_the_middle():
 
 
 def test_a_redacted_trace_keeps_spans_kinds_and_verdicts():
-    from sim.traceio import redact
+    from sim.trace.io import redact
 
     t = three_facts(ALPHABET[:1000], 250, ((0, 8), (500, 520), (996, 1000)))
     red = redact(t)
@@ -358,7 +358,7 @@ def test_retrieval_misses_are_identical_across_worker_counts(tmp_path):
     import pandas as pd
 
     from sim.cli import main
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     words = [
         f"scenario={EMBEDDED_SUITE / 'closed_loop.jsonl'}",
@@ -410,7 +410,7 @@ def test_a_grace_answer_is_not_a_failure():
 # --------------------------------------------------------------------------------- tool-calling facts
 def test_tool_facts_ids_values_errors_and_stale_values():
     from sim.importers.common import Message as M
-    from sim.tool_facts import tool_fact_table
+    from sim.information.tool_facts import tool_fact_table
 
     def call(name, args, cid, text=""):
         return M("assistant", f"{text}{name}({args})", (cid,), calls=((name, args),))
@@ -466,9 +466,9 @@ TAU = "tau-bench/historical_trajectories/gpt-4o-airline.json"
 def test_tau_bench_runs_carry_facts():
     import statistics
 
+    from sim.core.types import FACT_KINDS
     from sim.importers import load_path
-    from sim.paths import traces_dir
-    from sim.types import FACT_KINDS
+    from sim.util.paths import traces_dir
 
     path = traces_dir() / TAU
     if not path.is_file():
@@ -504,7 +504,7 @@ TOKEN_STATES = ("verbatim", "derived", "spilled", "paginated", "lost")
 
 
 def reconciles(m) -> bool:
-    from sim.types import FACT_KINDS
+    from sim.core.types import FACT_KINDS
 
     return (
         sum(m[f"facts_{s}"] for s in FACT_STATES) == m["facts_seen"]
@@ -536,8 +536,8 @@ def test_outcomes_tell_settings_apart_on_the_shared_runs(mini_traces):
     give back a resolved error or a summary's input) and fail runs under fail."""
     from collections import Counter
 
-    from sim.engine import replay_many
-    from sim.metrics import ANSWER_OUTCOMES
+    from sim.engine.dispatch import replay_many
+    from sim.metrics.compute import ANSWER_OUTCOMES
 
     def row(name, params, on_missing):
         models = [ReplayModel(t, on_missing=on_missing) for t in mini_traces]
@@ -585,10 +585,10 @@ def test_ledger_reconciles_for_every_registered_policy(mini_traces, name):
     that act), on the 40 shared runs and the closed-loop scenarios, under both mock models."""
     from test_conformance import settings_of
 
-    from sim.engine import replay_many
+    from sim.core.types import FACT_KINDS
+    from sim.engine.dispatch import replay_many
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
-    from sim.types import FACT_KINDS
+    from sim.util.paths import EMBEDDED_SUITE
 
     traces = [*mini_traces, *load_paths([EMBEDDED_SUITE / "closed_loop.jsonl"])]
     for params in settings_of(name):
@@ -639,7 +639,7 @@ def commands_trace():
 
 
 def test_working_set_categories_per_call():
-    from sim.working_set import CATEGORY_COLUMNS, working_set
+    from sim.metrics.working_set import CATEGORY_COLUMNS, working_set
 
     t = commands_trace()
     r = replay(t, make_policy("raw"), window=1000)
@@ -667,7 +667,7 @@ def test_working_set_categories_per_call():
 
 
 def test_working_set_adds_up_on_the_shared_runs(mini_traces):
-    from sim.working_set import CATEGORY_COLUMNS, calls_table
+    from sim.metrics.working_set import CATEGORY_COLUMNS, calls_table
 
     p = make_policy("seed_engine", context_token_limit=16000, keep_recent_tokens=2000)
     summaries = 0
@@ -702,8 +702,8 @@ def test_working_set_adds_up_on_the_shared_runs(mini_traces):
     ],
 )
 def test_model_knobs_are_checked(knobs, message):
-    from sim.config import model_behaviour
-    from sim.errors import ConfigError
+    from sim.config.compose import model_behaviour
+    from sim.util.errors import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         ReplayModel(four_turns(), **knobs)

@@ -1,4 +1,4 @@
-"""A Ctrl-C that lands in a finalizer is not lost (sim.interrupts)."""
+"""A Ctrl-C that lands in a finalizer is not lost (sim.util.interrupts)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from sim.interrupts import remembered_interrupts
-from sim.paths import REPO
+from sim.util.interrupts import remembered_interrupts
+from sim.util.paths import REPO
 
 
 class _SignalsItselfWhenCollected:
@@ -89,7 +89,7 @@ def test_outside_the_main_thread_nothing_changes():
 
 
 def test_a_block_inside_another_shares_its_memory_and_the_outer_one_restores(monkeypatch):
-    from sim import interrupts
+    from sim.util import interrupts
 
     _ignored(monkeypatch)
     with remembered_interrupts() as outer:
@@ -110,7 +110,7 @@ def test_a_block_inside_another_shares_its_memory_and_the_outer_one_restores(mon
 
 
 def test_another_thread_never_raises_at_a_check(monkeypatch):
-    from sim import interrupts
+    from sim.util import interrupts
 
     _ignored(monkeypatch)
     raised = []
@@ -133,7 +133,7 @@ def test_another_thread_never_raises_at_a_check(monkeypatch):
 
 
 def test_the_command_runner_leaves_a_callers_handler_alone():
-    from sim.exitcodes import run_command
+    from sim.util.exitcodes import run_command
 
     seen, during = [], []
 
@@ -181,11 +181,11 @@ def _swallowed_once(monkeypatch, module, name: str) -> list[int]:
 def test_run_interrupted_in_a_finalizer_exits_130_and_writes_nothing(
     capsys, monkeypatch, tmp_path, streaming
 ):
-    import sim.engine
+    import sim.engine.dispatch
     from sim.cli import main
 
     ignored = _ignored(monkeypatch)
-    calls = _swallowed_once(monkeypatch, sim.engine, "replay_table")
+    calls = _swallowed_once(monkeypatch, sim.engine.dispatch, "replay_table")
     out = tmp_path / "calls.csv"
     source = ["--dataset", str(SWE_LIKE), "--streaming"] if streaming else [str(SWE_LIKE)]
     assert main(["run", *source, "--format", "csv", "--calls", str(out)]) == 130
@@ -199,11 +199,11 @@ def test_run_interrupted_in_a_finalizer_exits_130_and_writes_nothing(
 
 
 def test_a_streamed_csv_run_stops_after_the_batch_it_was_interrupted_in(capsys, monkeypatch):
-    import sim.engine
+    import sim.engine.dispatch
     from sim.cli import main
 
     _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.engine, "replay_table")
+    _swallowed_once(monkeypatch, sim.engine.dispatch, "replay_table")
     argv = ["run", "--dataset", str(SWE_LIKE), "--streaming", "--format", "csv"]
     assert main(argv) == 130
     assert capsys.readouterr().out == ""  # the first batch's rows are not written either
@@ -216,14 +216,16 @@ def test_a_streamed_csv_run_stops_after_the_batch_it_was_interrupted_in(capsys, 
 def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys, monkeypatch, where):
     """In a forked worker (``--workers 2``) the child's check raises and the parent raises the
     KeyboardInterrupt the child sent back."""
-    import sim.gridlanes
-    import sim.size
+    import sim.analysis.size
+    import sim.engine.fast.seed_lanes
     from sim.cli import main
 
     parent = os.getpid()
-    monkeypatch.setattr(sim.size, "GRID_BATCH", 8)  # 5 batches: the parent's share 0, 2, 4, the child's 1, 3
+    monkeypatch.setattr(
+        sim.analysis.size, "GRID_BATCH", 8
+    )  # 5 batches: the parent's share 0, 2, 4, the child's 1, 3
     ignored = _ignored(monkeypatch)
-    real = sim.gridlanes.grid_figures
+    real = sim.engine.fast.seed_lanes.grid_figures
     calls: list[int] = []
 
     def grid_figures(*args):
@@ -233,7 +235,7 @@ def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys,
             del obj
         return real(*args)
 
-    monkeypatch.setattr(sim.gridlanes, "grid_figures", grid_figures)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "grid_figures", grid_figures)
     argv = ["size", str(SWE_LIKE), "--model", "claude-sonnet-4-5", "--limits", "16000,32000"]
     workers = "1" if where == "here" else "2"
     assert main([*argv, "--keeps", "2000,4000", "--format", "json", "--workers", workers]) == 130
@@ -247,9 +249,9 @@ def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys,
 
 
 def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch, tmp_path):
-    import sim.report
+    import sim.report.make
     from sim.cli import main
-    from sim.sweep import SweepSpec, run_sweep
+    from sim.sweep.execute import SweepSpec, run_sweep
 
     results = run_sweep(
         SweepSpec(
@@ -262,7 +264,7 @@ def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch,
         progress=False,
     )
     ignored = _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.report, "_render_md")  # the last file's text, its rename to come
+    _swallowed_once(monkeypatch, sim.report.make, "_render_md")  # the last file's text, its rename to come
     assert main(["report", str(results), "-o", str(tmp_path / "rep")]) == 130
     assert ignored == [KeyboardInterrupt]
     assert not (tmp_path / "rep" / "report.md").exists()
@@ -271,11 +273,11 @@ def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch,
 
 
 def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_path):
-    import sim.sweep
+    import sim.sweep.execute
     from sim.cli import main
 
     _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.sweep, "_run_chunk")  # its part's rename checks first
+    _swallowed_once(monkeypatch, sim.sweep.execute, "_run_chunk")  # its part's rename checks first
     out = tmp_path / "sweep"
     words = ["policy=observation_masking", "policy.n=1,3", f"scenario={SWE_LIKE}", f"results.path={out}"]
     assert main(["sweep", *words]) == 130
@@ -292,8 +294,8 @@ def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_pa
 # the machine); at exit the threads still alive are listed.
 _READING_AHEAD = """
 import atexit, sys, threading, time
-import sim.tracecolumns as tc
-from sim import interrupts
+import sim.trace.columns as tc
+from sim.util import interrupts
 from sim.cli import main
 
 tc.READ_AHEAD = True
@@ -320,7 +322,7 @@ def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_pa
     import subprocess
 
     from sim.importers import load_path
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     corpus = tmp_path / f"corpus{suffix}"
     write_traces(list(load_path(SWE_LIKE)), corpus)
@@ -359,7 +361,7 @@ def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_pa
 def test_ctrl_c_while_the_read_ahead_thread_starts_still_stops_it(monkeypatch):
     """Under load the reader thread may run before ``Thread.start`` returns on the main thread; a Ctrl-C
     then is held back until start has returned, so it is raised where the thread is told to stop."""
-    import sim.tracecolumns as tc
+    import sim.trace.columns as tc
 
     monkeypatch.setattr(tc, "READ_AHEAD", True)
     real_start = threading.Thread.start

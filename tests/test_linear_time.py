@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.facts import classify, drop_heredocs, shell_words, swe_facts
 from sim.importers import expand_paths, load_path
+from sim.information.facts import classify, drop_heredocs, shell_words, swe_facts
 
 SECONDS = 20  # each case; before the fix the fastest of them took 30 s, the slowest never finished
 MB2 = 2_000_000

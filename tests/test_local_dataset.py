@@ -5,9 +5,9 @@ import json
 import pytest
 from builders import swe_trace
 
-import sim.traceio as traceio
-from sim.errors import TraceError
-from sim.traceio import load_dataset_traces, trace_hash, trace_to_dict, write_traces
+import sim.trace.io as traceio
+from sim.trace.io import load_dataset_traces, trace_hash, trace_to_dict, write_traces
+from sim.util.errors import TraceError
 
 
 def _traces():

@@ -125,7 +125,7 @@ def test_parquet_and_datasets_work_under_the_cap(tmp_path):
     """The readers that need pyarrow (and ``datasets``) run under the same cap with the system pool."""
     from builders import swe_trace
 
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     path = tmp_path / "suite.parquet"
     write_traces([swe_trace([("a\nb", 100)] * 3, trace_id="t1")], path)

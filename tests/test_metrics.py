@@ -3,11 +3,11 @@ import math
 import numpy as np
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.ledger import LedgerTotals
-from sim.metrics import METRICS, compute_metrics, growth_exponent
+from sim.core.records import CALL_COLUMNS, NO_COMPACTIONS, RunRecord
+from sim.engine.dispatch import replay
+from sim.information.ledger import LedgerTotals
+from sim.metrics.compute import METRICS, compute_metrics, growth_exponent
 from sim.policies.base import make_policy
-from sim.records import CALL_COLUMNS, NO_COMPACTIONS, RunRecord
 
 
 def record(inputs):

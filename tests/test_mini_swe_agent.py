@@ -2,13 +2,13 @@
 
 import numpy as np
 
-from sim.engine import replay
-from sim.metrics import compute_metrics
+from sim.engine.dispatch import replay
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
 
 
 def test_all_40_runs_import_and_validate(mini_traces):
-    from sim.traceio import trace_problems, trace_to_dict
+    from sim.trace.io import trace_problems, trace_to_dict
 
     assert len(mini_traces) == 40
     assert len({t.trace_id for t in mini_traces}) == 40
@@ -74,8 +74,8 @@ def test_usage_normalised(mini_traces):
 
 
 def test_shipped_calibration_is_the_fit_over_the_training_half(mini_traces):
-    from sim.fidelity import default_split
-    from sim.tokens import calibrated_bytes_per_token, fit_bytes_per_token
+    from sim.analysis.fidelity import default_split
+    from sim.cost.tokens import calibrated_bytes_per_token, fit_bytes_per_token
 
     train = set(default_split(t.trace_id for t in mini_traces))
     fit = fit_bytes_per_token([t for t in mini_traces if t.trace_id in train])
@@ -86,8 +86,8 @@ def test_shipped_calibration_is_the_fit_over_the_training_half(mini_traces):
 def test_run_without_usage_uses_model_calibration(mini_dir, tmp_path):
     import json
 
+    from sim.cost.tokens import calibrated_bytes_per_token, estimate_text_tokens, text_coefficients
     from sim.importers import load_path
-    from sim.tokens import calibrated_bytes_per_token, estimate_text_tokens, text_coefficients
 
     data = json.loads(sorted(mini_dir.iterdir())[0].read_text())
     for m in data["messages"]:

@@ -1,4 +1,4 @@
-"""One model-name resolver for pricing, window, cache family and token calibration (sim.models)."""
+"""One model-name resolver for pricing, window, cache family and token calibration (sim.cost.models)."""
 
 import dataclasses
 import json
@@ -6,10 +6,10 @@ import json
 from builders import swe_trace
 
 from sim.cli import main
-from sim.models import lookup, match_key, resolve
-from sim.pricing import find_price
-from sim.tokens import calibrated_bytes_per_token, text_coefficients
-from sim.traceio import write_traces
+from sim.cost.models import lookup, match_key, resolve
+from sim.cost.pricing import find_price
+from sim.cost.tokens import calibrated_bytes_per_token, text_coefficients
+from sim.trace.io import write_traces
 
 GEMINI_NAMES = [
     "gemini-3-pro-preview",

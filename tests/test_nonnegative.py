@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_conformance import settings_of
 
-from sim.conformance import record_diff
-from sim.engine import replay, replay_many
-from sim.metrics import ANSWER_OUTCOMES, compute_metrics
-from sim.model import ReplayModel
+from sim.checks.conformance import record_diff
+from sim.core.records import CALL_COLUMNS
+from sim.core.types import Call, Trace
+from sim.engine.dispatch import replay, replay_many
+from sim.engine.model import ReplayModel
+from sim.metrics.compute import ANSWER_OUTCOMES, compute_metrics
 from sim.policies.base import make_policy, registered
-from sim.records import CALL_COLUMNS
-from sim.traceio import trace_from_dict, trace_problems, trace_to_dict
-from sim.types import Call, Trace
+from sim.trace.io import trace_from_dict, trace_problems, trace_to_dict
 
 NONNEG_EXAMPLES = int(os.environ.get("CTXSIM_NONNEG_EXAMPLES", "40"))
 PROPERTY = settings(

@@ -12,19 +12,19 @@ import numpy as np
 import pytest
 from builders import swe_trace
 
-from sim.cache import CostModel, cache_rules, read_cache_rules, split_runs
+from sim.checks.conformance import record_diff
 from sim.cli import main
-from sim.conformance import record_diff
-from sim.engine import replay, replay_many
-from sim.errors import ConfigError, TraceError
+from sim.core.types import Trace
+from sim.cost.cache import CostModel, cache_rules, read_cache_rules, split_runs
+from sim.cost.models import read_windows_file
+from sim.cost.pricing import find_price, read_price_file
+from sim.engine.dispatch import replay, replay_many
 from sim.importers import load_path
 from sim.importers.common import anthropic_usage, iso_timestamp, openai_usage, unix_time, usage_count
-from sim.limits import MAX_COUNT
-from sim.models import read_windows_file
 from sim.policies.base import make_policy
-from sim.pricing import find_price, read_price_file
-from sim.traceio import iter_jsonl, iter_parquet, trace_to_dict, write_traces
-from sim.types import Trace
+from sim.trace.io import iter_jsonl, iter_parquet, trace_to_dict, write_traces
+from sim.util.errors import ConfigError, TraceError
+from sim.util.limits import MAX_COUNT
 
 BASE = trace_to_dict(swe_trace([("a\nb", 30), ("c", 5)], trace_id="nums"))
 
@@ -83,7 +83,7 @@ def test_schema_refuses_each_bad_number_naming_file_record_field(tmp_path, path,
     ],
 )
 def test_parquet_nan_and_infinity_are_refused(tmp_path, field, value):
-    # JSON cannot carry NaN (sim.jsonl refuses it); Parquet can, so the schema must
+    # JSON cannot carry NaN (sim.util.jsonl refuses it); Parquet can, so the schema must
     t = swe_trace([("a\nb", 30), ("c", 5)], trace_id="pq")
     if field == "bytes_per_token":
         t = dataclasses.replace(t, bytes_per_token=value)
@@ -263,7 +263,7 @@ def test_mini_swe_agent_prompt_tokens_zero_imports_and_replays_without_negatives
 # ------------------------------------------------------------------------------- calibration and conf
 @pytest.fixture
 def calibration(tmp_path, monkeypatch):
-    import sim.tokens as tokens
+    import sim.cost.tokens as tokens
 
     def use(text: str, name: str = "bytes_per_token.yaml"):
         f = tmp_path / name
@@ -309,7 +309,7 @@ def test_text_calibration_refused_naming_file_and_key(calibration):
 
 
 def test_estimates_refuse_a_ratio_out_of_range():
-    from sim.tokens import estimate_tokens
+    from sim.cost.tokens import estimate_tokens
 
     assert estimate_tokens(84, None) == 25  # the seed's 4 bytes per token, 16 bytes of framing
     for bad in (-1.0, 0.0, float("nan"), float("inf")):
@@ -318,7 +318,7 @@ def test_estimates_refuse_a_ratio_out_of_range():
 
 
 def test_derived_ratio_below_the_floor_keeps_the_calibration():
-    from sim.tokens import derive_sizes
+    from sim.cost.tokens import derive_sizes
 
     # a provider count no text explains: 10^12 tokens for two short messages
     sizes, prov, _, bpt = derive_sizes([3, 4, 5], [2], [10**12], 4.0)
@@ -471,7 +471,7 @@ def undefined_traces(tmp_path):
 
 
 def strict_json_lines(text: str) -> list:
-    from sim.jsonl import parse_json
+    from sim.util.jsonl import parse_json
 
     lines = text.splitlines()
     assert lines
@@ -509,7 +509,7 @@ def test_no_nan_or_infinity_in_run_outputs(capsys, tmp_path):
 def test_table_writers_write_undefined_as_null_or_empty(tmp_path):
     import pandas as pd
 
-    from sim.tables import csv_text, json_line, write_frames, write_rows
+    from sim.results.tables import csv_text, json_line, write_frames, write_rows
 
     row = {"a": 1, "b": float("nan"), "c": float("inf"), "d": None}
     assert csv_text([row]) == "a,b,c,d\n1,,,\n"
@@ -526,7 +526,7 @@ def test_table_writers_write_undefined_as_null_or_empty(tmp_path):
 
 
 def test_no_nan_or_infinity_in_results_size_fidelity_bench_policies(capsys, tmp_path, mini_dir):
-    from sim.tables import result_rows, write_rows
+    from sim.results.tables import result_rows, write_rows
 
     f = undefined_traces(tmp_path)
     records = replay_many(list(iter_jsonl(f)), make_policy("raw"))
@@ -568,7 +568,7 @@ def test_knob_numbers_out_of_range_are_refused(name, knob, value, why):
 def test_sweep_summaries_sum_exactly_past_int64():
     import pandas as pd
 
-    from sim.results import exact_sum
+    from sim.results.summary import exact_sum
 
     col = pd.Series([2**61] * 8 + [None], dtype="Int64")
     assert int(col.sum()) == 0  # pandas' int64 sum wraps silently
@@ -576,7 +576,7 @@ def test_sweep_summaries_sum_exactly_past_int64():
 
 
 def test_openhands_response_created_of_10_400_is_refused(tmp_path):
-    from sim.paths import traces_dir
+    from sim.util.paths import traces_dir
 
     src = traces_dir() / "openhands-v0" / "runtime_test_trajs" / "basic.json"
     if not src.is_file():

@@ -9,7 +9,7 @@ agreeing calls with the cause of the rest (none today). Summarizer calls are com
 import pytest
 from openhands_oracle import SETTINGS, corpus, ctxsim_run, golden_path, load_golden, shared_traces
 
-from sim.paths import traces_dir
+from sim.util.paths import traces_dir
 
 # setting -> (agreeing calls, cause). Measured with the goldens of this commit.
 RESIDUAL: dict[str, tuple[int, str]] = {}

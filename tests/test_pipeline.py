@@ -5,10 +5,10 @@ import json
 import pytest
 from builders import swe_trace
 
-from sim.conformance import check_policy
-from sim.engine import replay
-from sim.errors import ConfigError, UnknownNameError
+from sim.checks.conformance import check_policy
+from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
+from sim.util.errors import ConfigError, UnknownNameError
 
 
 def inputs(t, p):
@@ -52,7 +52,7 @@ def test_readme_user_policy_example_conforms():
     """The README's ten-line policy runs and passes the conformance checker."""
     import re
 
-    from sim.paths import REPO
+    from sim.util.paths import REPO
 
     code = re.search(
         r"```python\n(from dataclasses import dataclass.*?)```", (REPO / "README.md").read_text(), re.S

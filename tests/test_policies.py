@@ -3,11 +3,11 @@ import dataclasses
 import pytest
 from builders import ev, swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError, UnknownNameError
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.policies.observation_masking import placeholder
-from sim.types import ItemState
+from sim.util.errors import ConfigError, UnknownNameError
 
 
 def five_obs():

@@ -9,11 +9,11 @@ ceil((657 + 16) / 4) = 169 tokens, ctxsim's summarizer instruction (Letta) 61.
 import pytest
 from builders import ev, swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
+from sim.core.records import AGENT, SUMMARY
+from sim.core.types import Call, ItemState, Trace
+from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
-from sim.records import AGENT, SUMMARY
-from sim.types import Call, ItemState, Trace
+from sim.util.errors import ConfigError
 
 V, S = ItemState.VERBATIM, ItemState.SUMMARIZED
 A, SU = AGENT, SUMMARY

@@ -9,13 +9,13 @@ view at call k. New text of b bytes weighs ceil((b + 16) / 4) tokens (4 bytes pe
 import pytest
 from builders import ev, swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
-from sim.metrics import compute_metrics
+from sim.core.records import AGENT, SUMMARY
+from sim.core.types import Call, ItemState, Trace
+from sim.engine.dispatch import replay
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
-from sim.records import AGENT, SUMMARY
-from sim.types import Call, ItemState, Trace
+from sim.util.errors import ConfigError
 
 V, M, D, S = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
 INSTRUCTION = 61  # ceil((227 + 16) / 4): the summarizer instruction's tokens

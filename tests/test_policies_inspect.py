@@ -8,11 +8,11 @@ bytes) ceil(63 / 4) = 16; the summary's framing ceil(291 / 4) = 73, the summary 
 import pytest
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
+from sim.core.records import AGENT, SUMMARY
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
-from sim.records import AGENT, SUMMARY
-from sim.types import ItemState
+from sim.util.errors import ConfigError
 
 V, M, D, S = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
 A, SU = AGENT, SUMMARY

@@ -9,12 +9,12 @@ import dataclasses
 import pytest
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
+from sim.core.types import Trace
+from sim.cost.tokens import estimate_tokens
+from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.policies.openhands_llm_summarizing import INSTRUCTION
-from sim.tokens import estimate_tokens
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 V, M, D, S = 0, 2, 3, 4  # VERBATIM, MASKED, DROPPED, SUMMARIZED
 

@@ -8,14 +8,14 @@ raw input 150 + 110 k. Bytes per token 4.0: a new message of b bytes weighs ceil
 import pytest
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
+from sim.core.records import AGENT, SUMMARY
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay
 from sim.policies.anthropic_clear_tool_uses import text_size
 from sim.policies.base import make_policy
 from sim.policies.codex_auto_compact import SUMMARY_PREFIX as CODEX_PREFIX
 from sim.policies.langchain_summarization import SUMMARY_PROMPT
-from sim.records import AGENT, SUMMARY
-from sim.types import ItemState
+from sim.util.errors import ConfigError
 
 V, M, D, S, B = (
     ItemState.VERBATIM,

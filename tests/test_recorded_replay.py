@@ -1,8 +1,9 @@
 """Issue 26 item 4: replaying a trace under the policy it was recorded with reproduces the recorded run.
 
 A need counts only if the request the recorded agent sent at that call held its fact
-(``sim.recorded_request``); SWE-agent's own tools, OpenHands' file editor and Claude Code's Read/Edit
-have file rules (``sim.facts``, ``sim.tool_facts``)."""
+(``sim.information.recorded_request``); SWE-agent's own tools, OpenHands' file editor and Claude Code's
+Read/Edit
+have file rules (``sim.information.facts``, ``sim.information.tool_facts``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from sim.engine import replay
-from sim.facts import OPEN_FILE, SweToolOp, swe_fact_table, swe_tool_op
-from sim.fidelity import recorded_replay_policy
+from sim.analysis.fidelity import recorded_replay_policy
+from sim.engine.dispatch import replay
 from sim.importers import load_path, load_paths, registered
 from sim.importers.common import Message
-from sim.metrics import compute_metrics
-from sim.paths import traces_dir
+from sim.information.facts import OPEN_FILE, SweToolOp, swe_fact_table, swe_tool_op
+from sim.information.recorded_request import masked_from, present_needs
+from sim.information.tool_facts import tool_fact_table
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.recorded_request import masked_from, present_needs
-from sim.tool_facts import tool_fact_table
+from sim.util.paths import traces_dir
 
 registered()
 from sim.importers.claude_code import file_ops  # noqa: E402

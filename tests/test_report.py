@@ -1,4 +1,5 @@
-"""``sim.report``: a tiny seed_engine sweep (2 × 2 grid, 3 closed-loop traces) rendered as Markdown + HTML."""
+"""``sim.report.make``: a tiny seed_engine sweep (2 × 2 grid, 3 closed-loop traces) rendered as Markdown +
+HTML."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from sim.errors import ConfigError
 from sim.importers import load_paths
-from sim.paths import EMBEDDED_SUITE
-from sim.report import make_report
-from sim.sweep import SweepSpec, run_sweep
-from sim.traceio import write_traces
+from sim.report.make import make_report
+from sim.sweep.execute import SweepSpec, run_sweep
+from sim.trace.io import write_traces
+from sim.util.errors import ConfigError
+from sim.util.paths import EMBEDDED_SUITE
 
 FIGURES = (
     "cost_vs_completion.png",

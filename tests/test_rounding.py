@@ -1,9 +1,9 @@
-"""sim.rounding.round_all against Python's round, value by value."""
+"""sim.core.rounding.round_all against Python's round, value by value."""
 
 import numpy as np
 import pytest
 
-from sim.rounding import round_all
+from sim.core.rounding import round_all
 
 
 @pytest.mark.parametrize("digits", [4, 6])

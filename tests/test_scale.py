@@ -5,10 +5,10 @@ import dataclasses
 import pytest
 
 from sim.cli import main
-from sim.engine import replay
-from sim.metrics import compute_metrics
+from sim.engine.dispatch import replay
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.traceio import load_dataset_traces, redact, trace_problems, trace_to_dict, write_traces
+from sim.trace.io import load_dataset_traces, redact, trace_problems, trace_to_dict, write_traces
 
 POLICIES = [
     ("raw", {}),
@@ -91,14 +91,14 @@ def test_streamed_csv_from_columns_is_the_rows_csv(capsys, columns):
 
 def test_streamed_csv_spans_batches(capsys, mini_traces, tmp_path, monkeypatch):
     """Several replay batches streamed as CSV: the same bytes as the run over the file as a whole."""
-    import sim.engine
+    import sim.engine.dispatch
 
     write_traces(mini_traces[:7], tmp_path / "c.parquet")
     assert (
         main(["run", str(tmp_path / "c.parquet"), "--policy", "observation_masking", "--format", "csv"]) == 0
     )
     whole = capsys.readouterr().out
-    monkeypatch.setattr(sim.engine, "BATCH", 3)
+    monkeypatch.setattr(sim.engine.dispatch, "BATCH", 3)
     argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--policy", "observation_masking"]
     assert main([*argv, "--format", "csv"]) == 0
     assert capsys.readouterr().out == whole
@@ -108,13 +108,13 @@ def test_streamed_csv_spans_batches(capsys, mini_traces, tmp_path, monkeypatch):
 def test_streaming_run_collects_cycles_less_often_and_restores_it(capsys, mini_traces, tmp_path, monkeypatch):
     import gc
 
-    import sim.tables
+    import sim.results.tables
 
     write_traces(mini_traces[:2], tmp_path / "c.parquet")
     seen = []
-    columns = sim.tables.table_columns
+    columns = sim.results.tables.table_columns
     monkeypatch.setattr(
-        sim.tables, "table_columns", lambda *a: seen.append(gc.get_threshold()) or columns(*a)
+        sim.results.tables, "table_columns", lambda *a: seen.append(gc.get_threshold()) or columns(*a)
     )
     before = gc.get_threshold()
     argv = ["run", "--dataset", str(tmp_path / "c.parquet"), "--streaming", "--format", "csv"]

@@ -13,9 +13,9 @@ import pytest
 
 from scenarios import make_suite
 from scenarios.swe_like import BYTES_PER_TOKEN, generate_run, generate_suite
+from sim.core.types import Trace
 from sim.importers import detect, load_paths
-from sim.traceio import CANONICAL_FORMAT, iter_jsonl, trace_from_dict, trace_to_dict, write_traces
-from sim.types import Trace
+from sim.trace.io import CANONICAL_FORMAT, iter_jsonl, trace_from_dict, trace_to_dict, write_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 

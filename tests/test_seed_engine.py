@@ -14,14 +14,14 @@ import dataclasses
 import pytest
 from builders import swe_trace
 
-from sim.engine import replay
-from sim.errors import ConfigError
-from sim.metrics import compute_metrics
+from sim.core.records import AGENT, GRACE, SUMMARY
+from sim.core.types import ItemState
+from sim.engine.dispatch import replay
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import RunStatus, make_policy
 from sim.policies.seed_engine import PRUNE_PLACEHOLDER, RUN_STATUS_WARNING, SUMMARY_PREFIX
-from sim.records import AGENT, GRACE, SUMMARY
-from sim.seed_messages import bound_result, estimate, stand_in
-from sim.types import ItemState
+from sim.policies.seed_messages import bound_result, estimate, stand_in
+from sim.util.errors import ConfigError
 
 
 def six(**kw):
@@ -315,7 +315,7 @@ def test_no_output_reserve_knob():
 # -------------------------------------------------------------------------------------------- explain
 def test_explain_shows_seed_estimates_trigger_terms_and_original_bytes(tmp_path, capsys):
     from sim.cli import main
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     t = swe_trace([("x" * 384, 100)] * 3 + [("é" * 250, 1000), ("ok", 5)])
     write_traces([t], tmp_path / "t.jsonl")

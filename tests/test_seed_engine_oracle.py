@@ -20,7 +20,7 @@ import seed_oracle as so
 
 from sim.importers import load_paths
 from sim.policies.base import RunStatus, make_policy
-from sim.seed_messages import OUTPUT_CONTRACT_TOKENS
+from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
 
 FILES = sorted(so.GOLDEN.glob("*.json"))
 

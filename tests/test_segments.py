@@ -1,8 +1,8 @@
-"""sim.segments: runs laid end to end."""
+"""sim.core.segments: runs laid end to end."""
 
 import numpy as np
 
-from sim.segments import concat, offsets, owners, positions, value_ends, value_starts
+from sim.core.segments import concat, offsets, owners, positions, value_ends, value_starts
 
 
 def test_segment_arithmetic_with_an_empty_segment():

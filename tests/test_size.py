@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
+from sim.analysis.size import SettingResult, bootstrap_ci, paired, recommendation_line, tied_text, verdict
 from sim.cli import main
-from sim.size import SettingResult, bootstrap_ci, paired, recommendation_line, tied_text, verdict
 
 HASHES = tuple(f"sha256:{i:02d}" for i in range(8))
 
@@ -148,7 +148,7 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     """One recommendation function: the demo's sweeps, `size` on the same traces and `report` on the
     demo's sweeps state the same verdict."""
     from sim.cli import DEMO_STUDY
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     out = tmp_path / "latest"
@@ -171,10 +171,10 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
 
 def test_size_prints_every_assumption(capsys):
     from sim import __version__
-    from sim.assumptions import traces_hash
+    from sim.analysis.assumptions import traces_hash
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
-    from sim.traceio import trace_hash
+    from sim.trace.io import trace_hash
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"
     args = ["size", str(suite), "--model", "claude-sonnet-4-5", "--limits", "16000", "--keeps", "2000"]
@@ -212,7 +212,7 @@ def test_size_prints_every_assumption(capsys):
 def test_runaway_budgets_and_the_keep_check():
     from types import SimpleNamespace
 
-    from sim.size import keep_check, load_bearing_results, runaway_budgets
+    from sim.analysis.size import keep_check, load_bearing_results, runaway_budgets
 
     base = setting(None, None, [1_000_000, 2_000_000, 3_000_000, 4_000_000])
     base = SettingResult(**{**base.__dict__, "output": np.array([1000.0, 2000.0, 3000.0, 4000.0])})
@@ -245,7 +245,7 @@ def test_runaway_budgets_and_the_keep_check():
 
 
 def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     args = ["size", suite, "--model", "claude-sonnet-4-5", "--limits", "16000", "--keeps", "2000,8000"]
@@ -274,7 +274,7 @@ def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
 def test_workers_give_the_same_answer_byte_for_byte(capsys):
     """--workers deals the grid batches, the loop's settings and the bootstraps to forked processes:
     the answer is the one-process answer whatever their number (traces with facts take the loop)."""
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     args = ["size", str(EMBEDDED_SUITE), "--model", "claude-sonnet-4-5", "--format", "json"]
     args += ["--limits", "16000,24000,32000,64000", "--keeps", "1000,2000,4000,8000"]
@@ -291,9 +291,9 @@ def test_workers_give_the_same_answer_byte_for_byte(capsys):
 
 def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results():
     from scenarios.swe_like import generate_run
+    from sim.analysis.size import evaluate, paired_many
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
-    from sim.size import evaluate, paired_many
+    from sim.util.paths import EMBEDDED_SUITE
 
     traces = [generate_run(7, i) for i in range(5)] + list(load_paths([EMBEDDED_SUITE]))[:3]
     args = (traces, "seed_engine", [16000, 32000], [2000, 8000], 200000, "claude-sonnet-4-5")
@@ -310,7 +310,7 @@ def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results
 def test_the_seeds_are_the_sha256_of_the_hashes_and_the_key():
     import hashlib
 
-    from sim.size import _rng, _Seeds
+    from sim.analysis.size import _rng, _Seeds
 
     hashes = [f"sha256:{i:064x}" for i in range(5)]
     digest = hashlib.sha256(("\n".join(hashes) + "\n" + "16000/2000").encode()).digest()
@@ -323,9 +323,9 @@ def test_the_seeds_are_the_sha256_of_the_hashes_and_the_key():
 
 def test_load_bearing_results_skip_only_traces_that_need_nothing(mini_traces):
     """A trace read as columns knows it needs no fact without building its events: the same sizes."""
+    from sim.analysis.size import load_bearing_results
     from sim.importers import load_paths
-    from sim.paths import EMBEDDED_SUITE
-    from sim.size import load_bearing_results
+    from sim.util.paths import EMBEDDED_SUITE
 
     for traces in (list(load_paths([EMBEDDED_SUITE])), mini_traces):
         fast = load_bearing_results(traces)

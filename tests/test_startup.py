@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sim import versions
-from sim.paths import EMBEDDED_SUITE, REPO
+from sim.util import versions
+from sim.util.paths import EMBEDDED_SUITE, REPO
 
 HEAVY = ("numpy", "pandas", "pyarrow", "hydra", "omegaconf", "datasets", "matplotlib", "yaml", "ray")
 
@@ -36,8 +36,8 @@ def test_importing_the_command_line_loads_nothing_heavy():
 
 def test_the_public_names_still_come_from_sim():
     import sim
-    from sim.engine import replay
-    from sim.types import Trace
+    from sim.core.types import Trace
+    from sim.engine.dispatch import replay
 
     assert sim.replay is replay and sim.Trace is Trace
     assert sim.__version__ == metadata.version("ctxsim")
@@ -143,8 +143,8 @@ NOT_PLAIN = [  # the YAML parser reads them (or refuses them)
 
 @pytest.mark.parametrize("text", PLAIN)
 def test_plain_key_value_lines_read_as_yaml_reads_them(text):
-    from sim.config import plain_mapping
-    from sim.safeyaml import load_yaml
+    from sim.config.compose import plain_mapping
+    from sim.util.safeyaml import load_yaml
 
     got = plain_mapping(text)
     assert got is not None
@@ -153,7 +153,7 @@ def test_plain_key_value_lines_read_as_yaml_reads_them(text):
 
 @pytest.mark.parametrize("text", NOT_PLAIN)
 def test_anything_else_is_left_to_the_yaml_parser(text):
-    from sim.config import plain_mapping
+    from sim.config.compose import plain_mapping
 
     assert plain_mapping(text) is None
 
@@ -161,7 +161,7 @@ def test_anything_else_is_left_to_the_yaml_parser(text):
 # --------------------------------------------------------------------------------------------- policies
 def test_a_policy_by_name_imports_its_own_module_and_is_the_registered_class():
     code = (
-        "import sys; from sim.policies.base import policy_class, registered; from sim.config import "
+        "import sys; from sim.policies.base import policy_class, registered; from sim.config.compose import "
         "registered_name, compose, build_policy\n"
         "p = build_policy(compose('seed_engine', ['policy.context_token_limit=32000']))\n"
         "mods = sorted(m for m in sys.modules if m.startswith('sim.policies.'))\n"

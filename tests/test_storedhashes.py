@@ -1,4 +1,5 @@
-"""The trace hashes recorded beside a canonical file (``sim.storedhashes``): used while the file keeps its
+"""The trace hashes recorded beside a canonical file (``sim.trace.storedhashes``): used while the file keeps
+its
 bytes, ignored (and computed as without a record) when the file or the record changed."""
 
 import json
@@ -9,10 +10,10 @@ from pathlib import Path
 import pytest
 from test_tracecolumns import _real_traces, assert_same, fast, read, reference
 
-import sim.tracecolumns as tracecolumns
+import sim.trace.columns as tracecolumns
 from sim.importers import expand_paths
-from sim.storedhashes import SUFFIX, record_path, record_text
-from sim.traceio import load_dataset_traces, trace_hash, write_traces
+from sim.trace.io import load_dataset_traces, trace_hash, write_traces
+from sim.trace.storedhashes import SUFFIX, record_path, record_text
 
 SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite" / "swe_like.jsonl"
 
@@ -233,7 +234,7 @@ def test_a_record_far_larger_than_its_file_is_not_read(suite, tmp_path, counted)
 
 
 def test_the_digest_taken_in_place_is_the_files_and_leaves_it_where_it_was(tmp_path):
-    from sim.storedhashes import file_digest, file_digest_in_place
+    from sim.trace.storedhashes import file_digest, file_digest_in_place
 
     path = tmp_path / "x.bin"
     for size in (0, 5, 1 << 20, (1 << 20) + 3):

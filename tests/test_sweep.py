@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 
 from scenarios.swe_like import generate_suite
-from sim.errors import ConfigError
 from sim.importers import load_paths
-from sim.paths import EMBEDDED_SUITE, REPO
-from sim.results import summary
-from sim.sweep import SweepSpec, expand_grid, load_experiment, run_key, run_sweep, spec_from_args
-from sim.traceio import write_traces
+from sim.results.summary import summary
+from sim.sweep.execute import SweepSpec, expand_grid, load_experiment, run_key, run_sweep, spec_from_args
+from sim.trace.io import write_traces
+from sim.util.errors import ConfigError
+from sim.util.paths import EMBEDDED_SUITE, REPO
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_run_key_stable_and_sensitive():
     ]
     assert len({key, *(run_key(*v) for v in variants)}) == len(variants) + 1
     # the same in another interpreter: no per-process salt
-    code = f"from sim.sweep import run_key; print(run_key(*{args!r}))"
+    code = f"from sim.sweep.execute import run_key; print(run_key(*{args!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == key
 
@@ -138,7 +138,7 @@ def test_workers_do_not_change_results(corpus, tmp_path):
 
 
 def test_rerun_is_a_no_op(corpus, tmp_path, monkeypatch):
-    import sim.sweep as sweep
+    import sim.sweep.execute as sweep
 
     first = _read(run_sweep(_spec(corpus, tmp_path / "r"), progress=False))
     monkeypatch.setattr(sweep, "_run_chunk", lambda chunk: pytest.fail("a finished run was redone"))
@@ -147,7 +147,7 @@ def test_rerun_is_a_no_op(corpus, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
-    import sim.sweep as sweep
+    import sim.sweep.execute as sweep
 
     out = tmp_path / "int"
     kw = dict(chunk_size=1, grid=("policy.n=1,2,3,5,10",))
@@ -156,7 +156,7 @@ def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
     code = textwrap.dedent(
         f"""
         import time
-        import sim.sweep as s
+        import sim.sweep.execute as s
         _orig = s._run_chunk
         ran = [0]
         def slow(chunk):
@@ -226,8 +226,8 @@ def test_summary_cost_none_when_unpriced(corpus, tmp_path):
 
 
 def test_fast_compose_equals_hydra_compose():
-    from sim.config import compose
-    from sim.sweep import _compose_fast
+    from sim.config.compose import compose
+    from sim.sweep.execute import _compose_fast
 
     base = compose("seed_engine", [])
     for ovs in (
@@ -245,7 +245,7 @@ def test_hydra_multirun_equals_in_process_sweep(tmp_path):
     import pandas as pd
 
     from sim.cli import main
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     words = ["policy=observation_masking", "policy.n=1,3", f"scenario={scenario}", "pricing=gpt-4o"]
@@ -262,7 +262,7 @@ def test_hydra_multirun_refuses_a_setting_before_any_job_or_skips_it(tmp_path, c
     import pandas as pd
 
     from sim.cli import main
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     words = [
@@ -292,7 +292,7 @@ def test_hydra_multirun_takes_transforms_as_the_in_process_sweep(tmp_path):
     import pandas as pd
 
     from sim.cli import main
-    from sim.paths import EMBEDDED_SUITE
+    from sim.util.paths import EMBEDDED_SUITE
 
     scenario = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     words = ["policy=observation_masking", "policy.n=1,3", f"scenario={scenario}", "pricing=gpt-4o"]

@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from scenarios.swe_like import generate_suite
-from sim.errors import ConfigError, UnknownNameError
 from sim.importers import load_paths
-from sim.paths import EMBEDDED_SUITE, REPO
-from sim.sweep import SweepSpec, encoded_hashes, run_key, run_keys, run_sweep, spec_from_args
-from sim.traceio import write_traces
+from sim.sweep.execute import SweepSpec, encoded_hashes, run_key, run_keys, run_sweep, spec_from_args
+from sim.trace.io import write_traces
+from sim.util.errors import ConfigError, UnknownNameError
+from sim.util.paths import EMBEDDED_SUITE, REPO
 
 GRID = ("policy.n=1,3,10",)
 
@@ -82,12 +82,12 @@ def _tree_of(results: Path) -> dict[str, bytes]:
 
 SPY = """
 import os, sys
-import sim.resultstore as store
-import sim.traceio as traceio
-import sim.tracecolumns as columns
-import sim.engine as engine
-import sim.model as model
-import sim.sweep as s
+import sim.results.store as store
+import sim.trace.io as traceio
+import sim.trace.columns as columns
+import sim.engine.dispatch as engine
+import sim.engine.model as model
+import sim.sweep.execute as s
 
 parent = os.getpid()
 log = {log!r}
@@ -132,7 +132,7 @@ print(parent)
 def test_forked_workers_write_their_parts_and_never_hash_a_trace(corpus, tmp_path):
     """The parent hashes each trace once while planning; every part is written by a worker (6 chunks, 6
     parts, none by the parent) and no worker computes a trace hash. With the file's record of hashes
-    (``sim.storedhashes``) nobody computes one."""
+    (``sim.trace.storedhashes``) nobody computes one."""
     plain = tmp_path / "plain" / corpus.name
     plain.parent.mkdir()
     plain.write_bytes(corpus.read_bytes())  # without the record: the parent hashes each trace
@@ -156,10 +156,10 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     """A worker that did not inherit the traces (spawned, a Ray task) loads them, checks the scenario's
     bytes against the parent's digest and uses the parent's hashes: no trace is hashed. If the file
     changed after planning, the chunk stops with exit 2 instead of running other traces under old keys."""
-    import sim.engine as engine
-    import sim.model as model
-    import sim.sweep as sweep
-    import sim.traceio as traceio
+    import sim.engine.dispatch as engine
+    import sim.engine.model as model
+    import sim.sweep.execute as sweep
+    import sim.trace.io as traceio
 
     local = tmp_path / "corpus.jsonl"
     local.write_bytes(corpus.read_bytes())
@@ -186,7 +186,7 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
 # ------------------------------------------------------------------------------------------------ merge
 def _row_merge(parts_dir: Path, labels=None) -> bytes:
     """The merge as it was, through Python rows: every part's rows, one per key, sorted, labelled."""
-    import sim.resultstore as store
+    import sim.results.store as store
 
     rows: dict[str, dict] = {}
     for path in sorted(parts_dir.glob("part-*.parquet")):
@@ -204,7 +204,7 @@ def _row_merge(parts_dir: Path, labels=None) -> bytes:
 def test_the_arrow_merge_writes_the_row_merges_bytes(tmp_path):
     """Parts whose columns are typed differently (empty in one part, ints in one and floats in another)
     merge to the bytes the row merge writes: the types come out as table(rows) infers them."""
-    import sim.resultstore as store
+    import sim.results.store as store
 
     parts_dir = tmp_path / "s" / "parts"
     key = [f"{i:064x}" for i in range(7)]
@@ -243,8 +243,8 @@ def _forbid_work(monkeypatch) -> list[tuple]:
     """Fail on composing a setting, loading a trace or writing a table; record every Parquet read."""
     import pyarrow.parquet as pqm
 
-    import sim.resultstore as store
-    import sim.sweep as sweep
+    import sim.results.store as store
+    import sim.sweep.execute as sweep
 
     reads: list[tuple] = []
     monkeypatch.setattr(sweep, "_settings", lambda *a: pytest.fail("a setting was composed"))
@@ -287,7 +287,7 @@ def test_rerun_of_a_finished_sweep_stops_at_the_receipt(corpus, tmp_path, monkey
 def test_the_receipt_vouches_for_nothing_that_changed(corpus, tmp_path, monkeypatch, change):
     """Each change sends the rerun down the full path (it composes the settings again) and the
     results are those of a fresh sweep; the next rerun stops at the new receipt."""
-    import sim.sweep as sweep
+    import sim.sweep.execute as sweep
 
     out = tmp_path / "c"
     spec = _spec(corpus, out)
@@ -321,7 +321,7 @@ def test_executor_is_a_closed_choice():
     with pytest.raises(ConfigError, match="'ray.address=auto' needs executor=ray"):
         spec_from_args(["policy=raw", "ray.address=auto"])
     with pytest.raises(ConfigError, match="expected auto, HOST:PORT or ray://HOST:PORT"):
-        spec_from_args(["policy=raw", "executor=ray", "ray.address=sim.rayexec:_task"])
+        spec_from_args(["policy=raw", "executor=ray", "ray.address=sim.sweep.rayexec:_task"])
 
 
 def test_cli_unknown_executor_exits_2_with_the_choices(corpus, tmp_path):
@@ -335,7 +335,7 @@ def test_cli_unknown_executor_exits_2_with_the_choices(corpus, tmp_path):
 
 
 def test_importing_ctxsim_does_not_import_ray():
-    code = "import sys, sim, sim.cli, sim.sweep, sim.resultstore; print('ray' in sys.modules)"
+    code = "import sys, sim, sim.cli, sim.sweep.execute, sim.results.store; print('ray' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "False", proc.stderr
 
@@ -344,8 +344,8 @@ def test_a_receipt_vouches_only_for_a_file_that_reads_nothing_beside_it(tmp_path
     """A canonical trace file is digested; a file of another format is not (its importer may read a file
     beside it: SWE-agent's args.yaml sets the recorded policy), so no receipt can skip its rerun."""
     from scenarios.swe_like import generate_run
-    from sim.plandigest import scenario_digest
-    from sim.traceio import write_traces
+    from sim.sweep.plandigest import scenario_digest
+    from sim.trace.io import write_traces
 
     canonical = tmp_path / "runs.jsonl"
     write_traces([generate_run(7, 0)], canonical)
@@ -383,7 +383,7 @@ def _part_reads(monkeypatch) -> list[str]:
 def test_a_first_sweep_merges_from_the_tables_it_wrote(corpus, tmp_path, monkeypatch, workers):
     """The merge of a first sweep reads no part back (each writer hands back the table it wrote), and
     results.parquet is byte for byte the merge that reads every part (``merge_parts``) and the row merge."""
-    from sim.sweep import merge_parts
+    from sim.sweep.execute import merge_parts
 
     out = tmp_path / f"w{workers}"
     spec = _spec(corpus, out, policy="seed_engine", grid=("policy.context_token_limit=24000,32000",))
@@ -405,7 +405,7 @@ def test_a_part_changed_since_it_was_written_is_read_again(tmp_path, monkeypatch
     writer's file under the same name (same keys) is read, its rows are the ones merged."""
     import time
 
-    import sim.resultstore as store
+    import sim.results.store as store
 
     parts_dir = tmp_path / "parts"
     rows = [{"run_key": f"{i:064x}", "trace_hash": f"h{i}", "policy": "p", "x": i} for i in range(3)]
@@ -425,7 +425,7 @@ def test_a_part_changed_since_it_was_written_is_read_again(tmp_path, monkeypatch
 def test_a_part_travels_with_its_table(tmp_path):
     import pickle
 
-    import sim.resultstore as store
+    import sim.results.store as store
 
     rows = [{"run_key": f"{i:064x}", "trace_hash": "h", "policy": "p", "x": None, "y": 0.5} for i in range(2)]
     part = store.write_part(tmp_path, rows)
@@ -440,7 +440,7 @@ def test_a_part_travels_with_its_table(tmp_path):
 def test_file_sha256_is_the_sha256_of_the_bytes(tmp_path):
     import hashlib
 
-    import sim.resultstore as store
+    import sim.results.store as store
 
     path = tmp_path / "f.bin"
     data = bytes(range(256)) * 5000  # more than one read block
@@ -450,12 +450,12 @@ def test_file_sha256_is_the_sha256_of_the_bytes(tmp_path):
 
 # ------------------------------------------------------------------------------- planning from a record
 def test_plan_takes_a_canonical_files_recorded_hashes_without_loading_it(corpus, tmp_path, monkeypatch):
-    """With a valid record of its hashes (``sim.storedhashes``) a canonical file is not loaded to plan,
+    """With a valid record of its hashes (``sim.trace.storedhashes``) a canonical file is not loaded to plan,
     and the plan is the one loading gives; without a record, with a stale one, or a folder, it loads."""
     import shutil
 
-    import sim.sweep as sweep
-    from sim.storedhashes import record_path
+    import sim.sweep.execute as sweep
+    from sim.trace.storedhashes import record_path
 
     plain = tmp_path / "plain" / corpus.name  # the same bytes without the record: loaded and hashed
     plain.parent.mkdir()
@@ -488,7 +488,7 @@ def test_key_labels_answer_as_the_first_setting_naming_a_key():
     column holding a key the plan does not hold gets no labels (the caller then says not current)."""
     import pyarrow as pa
 
-    from sim.resultstore import KeyLabels
+    from sim.results.store import KeyLabels
 
     keys = ["c", "a", "b", "a", "d", "c"]
     labels = KeyLabels(keys, [0, 0, 1, 1, 2, 2], [("s", "x=1"), ("s", "x=2"), ("t", "x=3")])

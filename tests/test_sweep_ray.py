@@ -1,6 +1,6 @@
 """``executor=ray`` on a local Ray instance with 2 CPUs (started by the sweep itself): the same part
 files and a byte-identical results.parquet as the in-process pool (workers=1 and workers=2), a seed-engine
-grid's chunks replayed together as lanes (``sim.sweep.lane_units``) as the pool replays them; a ctxsim
+grid's chunks replayed together as lanes (``sim.sweep.execute.lane_units``) as the pool replays them; a ctxsim
 error inside a Ray task is exit 2, as in the pool; a rerun of the finished sweep starts no Ray at all."""
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ ray = pytest.importorskip(
 )
 
 from scenarios.swe_like import generate_suite  # noqa: E402
-from sim.errors import ConfigError  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.paths import EMBEDDED_SUITE  # noqa: E402
-from sim.sweep import SweepSpec, run_sweep  # noqa: E402
-from sim.traceio import write_traces  # noqa: E402
+from sim.sweep.execute import SweepSpec, run_sweep  # noqa: E402
+from sim.trace.io import write_traces  # noqa: E402
+from sim.util.errors import ConfigError  # noqa: E402
+from sim.util.paths import EMBEDDED_SUITE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +63,7 @@ def _tree(out: Path) -> dict[str, bytes]:
 
 def test_ray_writes_the_pools_parts_and_results_byte_for_byte(corpus, tmp_path, monkeypatch):
     """The sweep starts its own local Ray with `workers` = 2 CPUs, and stops it at the end."""
-    import sim.rayexec as rayexec
+    import sim.sweep.rayexec as rayexec
 
     assert not ray.is_initialized()
     started: list[dict] = []
@@ -97,7 +97,7 @@ def test_ray_runs_a_seed_engine_grids_chunks_together_as_lanes(corpus, tmp_path,
     """A Ray task is a lane unit: the chunks of one set of runs under several (limit, keep) settings go
     to one task and are replayed together, as the pool's workers replay them; the parts and
     results.parquet are the pool's at 1 and 2 workers, byte for byte."""
-    import sim.sweep as sweep
+    import sim.sweep.execute as sweep
 
     units: list[tuple[int, ...]] = []
     real = sweep.lane_units
@@ -127,8 +127,8 @@ def test_a_ctxsim_error_in_a_ray_task_is_exit_2(corpus, tmp_path, local_ray):
     that no longer matches) stop the sweep with the worker's own message, as a ConfigError."""
     import dataclasses
 
-    import sim.sweep as sweep
-    from sim.rayexec import run_chunks
+    import sim.sweep.execute as sweep
+    from sim.sweep.rayexec import run_chunks
 
     runs = sweep.plan(_spec(corpus, tmp_path / "e"), log=lambda msg: None)
     chunk = dataclasses.replace(runs.chunks(())[0], scenario_digest="0" * 64)

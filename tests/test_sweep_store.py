@@ -22,9 +22,9 @@ import pytest
 
 from scenarios.swe_like import generate_suite
 from sim.importers import load_paths
-from sim.paths import EMBEDDED_SUITE, REPO
-from sim.sweep import SweepSpec, merge_parts, run_sweep
-from sim.traceio import write_traces
+from sim.sweep.execute import SweepSpec, merge_parts, run_sweep
+from sim.trace.io import write_traces
+from sim.util.paths import EMBEDDED_SUITE, REPO
 
 TRIALS = 5
 SLOW_RENAME = """
@@ -125,7 +125,7 @@ def _temp_name(target: str, kernel: str, ns: int, pid: int) -> str:
 
 
 def test_temporary_names_carry_the_writer_and_only_stale_ones_go(corpus, tmp_path):
-    from sim import atomicfile
+    from sim.util import atomicfile
 
     kernel, ns = atomicfile._KERNEL, atomicfile._PIDNS
     with atomicfile.atomic_path(tmp_path / "x.parquet") as tmp:
@@ -167,7 +167,7 @@ def test_temporary_names_carry_the_writer_and_only_stale_ones_go(corpus, tmp_pat
 # ------------------------------------------------------------------------------------------ concurrency
 WRITER = """
 import pathlib, sys, time
-import sim.sweep as s
+import sim.sweep.execute as s
 root = pathlib.Path({root!r})
 def spec(trial):
     return s.SweepSpec(policy="observation_masking", grid=({grid!r},), scenario={corpus!r},
@@ -292,7 +292,7 @@ DAMAGE = {
 
 
 def _count_runs(monkeypatch) -> list[int]:
-    import sim.sweep as sweep
+    import sim.sweep.execute as sweep
 
     ran: list[int] = []
     orig = sweep._run_chunk
@@ -390,7 +390,7 @@ def test_hydra_merge_refuses_to_merge_a_hole_and_a_rerun_fills_it(
 ):
     """The multirun's final merge finds a damaged part (by its run keys, or only by a full read): it
     writes no results.parquet and says to rerun; the rerun's jobs redo those runs and the merge is whole."""
-    from sim.errors import ConfigError
+    from sim.util.errors import ConfigError
 
     out = _copy(finished, tmp_path / "h", merged=False)
     victim = _parts(out)[0]
@@ -438,7 +438,7 @@ def test_same_keys_from_other_writers_give_one_row_and_the_same_bytes(corpus, tm
 
 # ---------------------------------------------------------------------------------------- fsync, resume
 def test_files_and_their_folder_are_fsynced_around_the_rename(tmp_path, monkeypatch):
-    from sim import atomicfile
+    from sim.util import atomicfile
 
     events: list[tuple[str, str]] = []
     real_fsync, real_replace = os.fsync, os.replace
@@ -484,7 +484,7 @@ def _spy_reads(monkeypatch) -> list[tuple[str, tuple]]:
 
 
 def test_resume_of_a_finished_sweep_reads_run_keys_only_and_writes_nothing(corpus, tmp_path, monkeypatch):
-    import sim.resultstore as store
+    import sim.results.store as store
 
     out = tmp_path / "r"
     results = run_sweep(_spec(corpus, out, csv=True), progress=False)
@@ -521,7 +521,7 @@ def test_the_parts_index_gives_only_the_keys_of_unchanged_parts(corpus, tmp_path
     index: a damaged part is still found, a forged or garbled entry gives no key."""
     import json
 
-    import sim.resultstore as store
+    import sim.results.store as store
 
     out = tmp_path / "ix"
     run_sweep(_spec(corpus, out), progress=False)
@@ -577,7 +577,7 @@ def test_csv_is_rewritten_from_current_results(corpus, tmp_path):
 
 
 def _merged_again(corpus, out: Path, monkeypatch, **kw) -> bool:
-    import sim.resultstore as store
+    import sim.results.store as store
 
     writes: list[Path] = []
     orig = store.write_table
@@ -619,7 +619,7 @@ def test_merge_is_skipped_only_when_results_are_current(corpus, finished, tmp_pa
 def test_hydra_merge_is_skipped_when_current_and_redone_when_a_part_is_added(
     corpus, finished, tmp_path, monkeypatch
 ):
-    import sim.resultstore as store
+    import sim.results.store as store
 
     out = _copy(finished, tmp_path / "hm", merged=False)
     first = merge_parts(out)

@@ -1,4 +1,4 @@
-from sim.tokens import (
+from sim.cost.tokens import (
     MESSAGE_OVERHEAD_BYTES,
     derive_sizes,
     estimate_tokens,
@@ -66,8 +66,8 @@ def test_json_sizes_are_json_dumps_on_recorded_and_awkward_texts(mini_traces):
     non-ASCII and astral characters."""
     import json
 
-    from sim.seed_messages import RESULT_CLIP, json_units, units
-    from sim.tokens import json_bytes
+    from sim.cost.tokens import json_bytes
+    from sim.policies.seed_messages import RESULT_CLIP, json_units, units
 
     texts = [e.content for t in mini_traces for e in t.events if e.content is not None]
     texts += ['a"b\\c', "tab\there\nnew\r\x00\x1f\x7f", "héllo wörld", "emoji 😀 \u2028 \u2029", ""]

@@ -1,4 +1,4 @@
-"""Canonical files read as columns (``sim.tracecolumns``): the same traces, hashes and errors as the
+"""Canonical files read as columns (``sim.trace.columns``): the same traces, hashes and errors as the
 record-by-record reader (``trace_from_dict`` of each parsed record), with the fast path really taken."""
 
 import dataclasses
@@ -12,16 +12,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import sim.tracecolumns as tracecolumns
-from sim.errors import TraceError
-from sim.fastpath import elapsed_array
+import sim.trace.columns as tracecolumns
+from sim.core.types import Lazy, TraceArrays
+from sim.engine.fast.batch import elapsed_array
+from sim.engine.model import _recorded_outputs
 from sim.importers import expand_paths, load_path
-from sim.information import has_needs
-from sim.jsonl import json_lines
-from sim.ledger import _facts_before, provides_any
-from sim.model import _recorded_outputs
+from sim.information.ledger import _facts_before, provides_any
+from sim.information.state import has_needs
 from sim.policies.observation_masking import _observation_arrays, observations, placeholder_sizes
-from sim.traceio import (
+from sim.trace.io import (
     _NULLABLE_TOP,
     arrow_schema,
     iter_jsonl,
@@ -33,7 +32,8 @@ from sim.traceio import (
     trace_to_dict,
     write_traces,
 )
-from sim.types import Lazy, TraceArrays
+from sim.util.errors import TraceError
+from sim.util.jsonl import json_lines
 
 SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite"
 
@@ -420,16 +420,16 @@ def test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, m
     col = pa.array(ids, type=pa.binary()).view(pa.string())
     pq.write_table(table.set_column(table.schema.get_field_index("trace_id"), "trace_id", col), path)
     monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)
-    import sim.traceio
+    import sim.trace.io
 
     starts = []
-    real = sim.traceio.parquet_rows
+    real = sim.trace.io.parquet_rows
 
     def rows(path, batch_size=64, start=0):
         starts.append(start)
         return real(path, batch_size, start)
 
-    monkeypatch.setattr(sim.traceio, "parquet_rows", rows)
+    monkeypatch.setattr(sim.trace.io, "parquet_rows", rows)
     got = []
     with pytest.raises(TraceError) as err:
         for t in iter_parquet(path):
@@ -529,7 +529,7 @@ def test_answers_in_issue_order_and_out_of_it_are_found_alike():
 
 
 def test_a_filler_makes_what_the_constructor_makes_and_checks_its_names_once():
-    from sim.types import Trace, filler
+    from sim.core.types import Trace, filler
 
     names = tuple(f.name for f in dataclasses.fields(Trace))
     make = filler(Trace, names)
@@ -550,7 +550,7 @@ def test_a_streamed_read_does_not_import_pyarrow_compute(suite_files):
 
     for path in suite_files:
         code = (
-            "import sys\nfrom pathlib import Path\nfrom sim.traceio import load_dataset_traces\n"
+            "import sys\nfrom pathlib import Path\nfrom sim.trace.io import load_dataset_traces\n"
             f"n = len(list(load_dataset_traces(Path({str(path)!r}), streaming=True)))\n"
             "print(n, 'pyarrow.compute' in sys.modules, 'pandas' in sys.modules)\n"
         )
@@ -564,7 +564,7 @@ def test_lines_read_in_chunks_are_the_lines_read_one_by_one():
     line without its newline, for chunks of one byte up to more than the file."""
     import io
 
-    from sim.jsonl import lines_of
+    from sim.util.jsonl import lines_of
 
     texts = [
         b"",
@@ -614,7 +614,7 @@ def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_pa
     its error where it reaches the bad line."""
     import threading
 
-    import sim.jsonl
+    import sim.util.jsonl
 
     monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
     monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 5_000)
@@ -623,7 +623,7 @@ def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_pa
         for i in range(9)
     ]
     limit = max(map(len, lines)) + 100
-    monkeypatch.setattr(sim.jsonl, "MAX_DOCUMENT_BYTES", limit)
+    monkeypatch.setattr(sim.util.jsonl, "MAX_DOCUMENT_BYTES", limit)
     good = tmp_path / "good.jsonl"
     good.write_text(
         "\n".join(lines[:3]) + "\n\n \n" + lines[3] + "\r\n" + "\n".join(lines[4:]), encoding="utf-8"

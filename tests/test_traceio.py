@@ -3,9 +3,8 @@ import json
 import pytest
 from builders import swe_trace
 
-from sim.errors import TraceError
 from sim.importers import load_path
-from sim.traceio import (
+from sim.trace.io import (
     iter_jsonl,
     load_dataset_traces,
     trace_from_dict,
@@ -13,6 +12,7 @@ from sim.traceio import (
     trace_to_dict,
     write_traces,
 )
+from sim.util.errors import TraceError
 
 
 def test_roundtrip_jsonl_and_parquet_keep_content_and_hash(tmp_path):
@@ -118,7 +118,7 @@ def test_trace_from_dict_rejects_non_object():
 
 
 def test_json_sizes_kept_beside_a_redacted_content_only(tmp_path):
-    from sim.traceio import redact
+    from sim.trace.io import redact
 
     t = swe_trace([('say "hi"\n', 5), ("é", 2)], trace_id="js")
     assert "json_bytes" not in trace_to_dict(t)["events"][1]  # derived from the text: not written

@@ -8,17 +8,17 @@ import pytest
 from builders import ev
 
 from sim.cli import main
-from sim.engine import replay
-from sim.errors import ConfigError, UnknownNameError
-from sim.ledger import entries
-from sim.metrics import compute_metrics
-from sim.model import ReplayModel
+from sim.config.transforms import compose_transforms, take_transforms
+from sim.core.types import Call, Trace
+from sim.engine.dispatch import replay
+from sim.engine.model import ReplayModel
+from sim.information.ledger import entries
+from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.traceio import write_traces
+from sim.trace.io import write_traces
 from sim.transforms.base import apply_all, make_transform, registered
-from sim.transforms.config import compose_transforms, take_transforms
 from sim.transforms.delegate_research import read_only_command
-from sim.types import Call, Trace
+from sim.util.errors import ConfigError, UnknownNameError
 
 
 def bash(cmd: str) -> str:

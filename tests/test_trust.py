@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from sim.cli import main
-from sim.paths import CONF_DIR, EMBEDDED_SUITE, REPO
+from sim.util.paths import CONF_DIR, EMBEDDED_SUITE, REPO
 
 SUITE = EMBEDDED_SUITE / "closed_loop.jsonl"
 
@@ -28,13 +28,13 @@ SUITE = EMBEDDED_SUITE / "closed_loop.jsonl"
 def conf(tmp_path, monkeypatch) -> Path:
     """A copy of conf/ that the code under test reads instead of the repository's, so a test can add
     policy files to conf/policy/ without touching the checkout."""
-    import sim.config
-    import sim.hydra_sweep
-    import sim.sweep
+    import sim.config.compose
+    import sim.sweep.execute
+    import sim.sweep.hydra_app
 
     copy = tmp_path / "conf"
     shutil.copytree(CONF_DIR, copy)
-    for mod in (sim.config, sim.hydra_sweep, sim.sweep):
+    for mod in (sim.config.compose, sim.sweep.hydra_app, sim.sweep.execute):
         monkeypatch.setattr(mod, "CONF_DIR", copy)
     return copy
 
@@ -411,7 +411,7 @@ def test_readme_own_policy_recipe(conf, tmp_path, monkeypatch, capsys):
 
 
 def test_multirun_jobs_take_allow_modules_from_the_command_line_only():
-    from sim.hydra_sweep import _task_allow_modules
+    from sim.sweep.hydra_app import _task_allow_modules
 
     assert _task_allow_modules(["policy.keep=1", "allow_modules=[a,b.c]"]) == ("a", "b.c")
     assert _task_allow_modules(["policy.keep=1"]) == ()
@@ -506,7 +506,7 @@ def test_gate_baseline_row_with_nan(tmp_path, capsys, baseline_rows, literal):
 
 
 def test_gate_crash_is_exit_3_not_1(tmp_path, capsys, baseline_rows, monkeypatch):
-    import sim.gate
+    import sim.gate.check
 
     (tmp_path / "base.jsonl").write_text("".join(json.dumps(r) + "\n" for r in baseline_rows))
     (tmp_path / "gate.yaml").write_text(GATE.format(suite=SUITE))
@@ -516,10 +516,10 @@ def test_gate_crash_is_exit_3_not_1(tmp_path, capsys, baseline_rows, monkeypatch
     def broken(rows, metric):
         raise ZeroDivisionError("a bug in an aggregate")
 
-    monkeypatch.setattr(sim.gate, "aggregate", broken)
+    monkeypatch.setattr(sim.gate.check, "aggregate", broken)
     for run in (
         lambda: main(["gate", str(tmp_path / "gate.yaml")]),
-        lambda: sim.gate.main([str(tmp_path / "gate.yaml")]),
+        lambda: sim.gate.check.main([str(tmp_path / "gate.yaml")]),
     ):
         assert run() == 3
         err = _errors(capsys)
@@ -537,7 +537,7 @@ def test_results_and_report_on_files_that_are_not_results(tmp_path, capsys):
     text.write_text("not parquet at all\n")
     traces = tmp_path / "traces.parquet"
     from sim.importers import load_paths
-    from sim.traceio import write_traces
+    from sim.trace.io import write_traces
 
     write_traces(list(load_paths([SUITE])), traces)  # a Parquet file, but of traces
     typed = tmp_path / "typed.parquet"
@@ -582,11 +582,11 @@ def test_results_and_report_on_files_that_are_not_results(tmp_path, capsys):
 def test_multirun_compares_the_whole_hydra_config(conf, tmp_path, monkeypatch, capsys):
     """Were a policy file's check to miss something, composing the Hydra config before the multirun
     would still find the change: here the check is switched off and the evil file is found anyway."""
-    import sim.config
+    import sim.config.compose
 
     dst = tmp_path / "PWNED"
     _evil_file(conf / "policy" / "evil.yaml", dst)
-    monkeypatch.setattr(sim.config, "check_policy_file", lambda name, allow=(): None)
+    monkeypatch.setattr(sim.config.compose, "check_policy_file", lambda name, allow=(): None)
     refused(
         capsys,
         ["sweep", "-m", "policy=evil", f"scenario={SUITE}", f"results.path={tmp_path / 'r'}"],
@@ -680,8 +680,8 @@ def test_typed_errors_survive_pickling():
     must come back as itself with the same message, or the parent sees a crash (exit 3) instead of 2."""
     import pickle
 
-    from sim.errors import ConfigError, TraceError, UnknownNameError
-    from sim.gate import GateError
+    from sim.gate.check import GateError
+    from sim.util.errors import ConfigError, TraceError, UnknownNameError
 
     for exc in (
         TraceError("a.jsonl", "bad", record="line 3", field="calls[0].input_tokens"),

@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE.parent.parent / "tests"))
 
 import framework_oracle as fo  # noqa: E402
 
-from sim.engine import replay  # noqa: E402
-from sim.model import ReplayModel  # noqa: E402
+from sim.engine.dispatch import replay  # noqa: E402
+from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Source formats. One module per format, registered by name; ``load_path`` auto-detects.
 
-An importer maps a real format to canonical traces and never imports anything above ``sim.traceio``.
+An importer maps a real format to canonical traces and never imports anything above ``sim.trace.io``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.errors import TraceError, UnknownNameError
-from sim.jsonl import json_lines
-from sim.types import Trace
+from sim.core.types import Trace
+from sim.util.errors import TraceError, UnknownNameError
+from sim.util.jsonl import json_lines
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from sim.plugins import import_modules
+    from sim.util.plugins import import_modules
 
     import_modules("sim.importers", skip="common")
 
@@ -215,7 +215,7 @@ def load_paths(paths: Iterable[str | Path]) -> Iterator[Trace]:
 
 
 def read_json(path: Path):
-    """Whole-file JSON (UTF-8, ``sim.jsonl.parse_document``'s bounds, checked by size before reading)
+    """Whole-file JSON (UTF-8, ``sim.util.jsonl.parse_document``'s bounds, checked by size before reading)
     with a TraceError that names the file and the position on failure."""
     from sim.importers.common import MAX_DOCUMENT_BYTES, parse_text
 

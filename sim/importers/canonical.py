@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.importers import Importer, register
-from sim.traceio import CANONICAL_FORMAT, is_canonical_jsonl, iter_jsonl, iter_parquet
+from sim.trace.io import CANONICAL_FORMAT, is_canonical_jsonl, iter_jsonl, iter_parquet
 
 
 def _is_parquet(path: Path) -> bool:

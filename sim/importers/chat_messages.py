@@ -47,7 +47,7 @@ from collections.abc import Iterator, Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     Message,
@@ -62,8 +62,8 @@ from sim.importers.common import (
     usage_cost,
     warn,
 )
-from sim.jsonl import parse_json
-from sim.types import Trace
+from sim.util.errors import TraceError
+from sim.util.jsonl import parse_json
 
 OPENAI = "openai-chat"
 ANTHROPIC = "anthropic-messages"
@@ -356,7 +356,9 @@ def openai_messages(msgs, file: str, record: str = "") -> tuple[list[Message], d
         elif role == "assistant":
             parts = [text] if text else []
             ids: list[str] = []
-            issued: list[tuple[str, str]] = []  # (name, arguments text): sim.tool_facts reads them
+            issued: list[
+                tuple[str, str]
+            ] = []  # (name, arguments text): sim.information.tool_facts reads them
             calls = m.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise TraceError(file, "expected a list", record=rec, field="tool_calls")

@@ -30,8 +30,8 @@ Mapping.
   history append-only, the provider's count falls while the view grows, and the per-call residuals
   carry the difference, so raw replay of a compacted session stays exact but no event is marked as
   dropped. A need of a call after the boundary whose fact only events before it provided is dropped
-  (``sim.recorded_request``: the recorded request did not hold it).
-- Facts: ``sim.tool_facts``, with ``Read`` a file read and ``Edit``, ``MultiEdit``, ``Write`` and
+  (``sim.information.recorded_request``: the recorded request did not hold it).
+- Facts: ``sim.information.tool_facts``, with ``Read`` a file read and ``Edit``, ``MultiEdit``, ``Write`` and
   ``NotebookEdit`` file edits (``file_ops``).
 - Not conversation, so skipped: ``system`` records otherwise (local notices, hooks), other record
   types (``file-history-snapshot``, ``queue-operation``, ...; counted per file in the outcome), and
@@ -60,7 +60,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Child, Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     Message,
@@ -71,8 +71,8 @@ from sim.importers.common import (
     number_runs,
     warn,
 )
-from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
-from sim.types import Child, Trace
+from sim.util.errors import TraceError
+from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
 
 FORMAT = "claude-code"
 _CONVERSATION = ("user", "assistant")
@@ -354,7 +354,8 @@ _EDIT_TOOLS = {
 
 
 def file_ops(content) -> tuple[tuple[str, str, str], ...]:
-    """Claude Code's file calls for ``sim.tool_facts``: ``Read`` reads its ``file_path``; ``Edit``,
+    """Claude Code's file calls for ``sim.information.tool_facts``: ``Read`` reads its ``file_path``;
+    ``Edit``,
     ``MultiEdit``, ``Write`` and ``NotebookEdit`` edit theirs."""
     out = []
     for b in content if isinstance(content, list) else ():
@@ -371,7 +372,7 @@ def file_ops(content) -> tuple[tuple[str, str, str], ...]:
 
 def hide_before_compactions(messages: list[Message], boundaries: list[int]) -> None:
     """Each message before a compaction was not sent from the first call after it on (it saw the summary
-    instead): its ``hidden_from`` (``sim.recorded_request``) is that call's message index."""
+    instead): its ``hidden_from`` (``sim.information.recorded_request``) is that call's message index."""
     calls = [i for i, m in enumerate(messages) if m.kind == "assistant"]
     done = 0  # messages before it were handled by an earlier boundary: each message is visited once
     for b in sorted(set(boundaries)):

@@ -3,7 +3,7 @@
 An importer reads its format into ``Message`` items (in order) and a ``Usage`` for each assistant
 message that came from a model call, then calls ``build_trace``. Here, once: pairing of tool results with
 the calls that issued them (an orphan result gets a warning and no pairing), sizes derived from the
-provider's numbers (``sim.tokens.derive_sizes``) or estimated from text, and usage normalised to one
+provider's numbers (``sim.cost.tokens.derive_sizes``) or estimated from text, and usage normalised to one
 meaning (``input_tokens`` counts every input token, cached or not: see ``anthropic_usage`` and
 ``openai_usage``). Messy input warns (``ImportNotice``, shown on standard error) and imports sensibly;
 broken input raises ``TraceError`` naming file, record and field.
@@ -14,7 +14,7 @@ value that is present but impossible is refused: a count that is not an integer 
 too large, a fraction, NaN, infinity, a boolean, a string), a cost that is not a finite number >= 0, a
 time that is not unix seconds (or an ISO-8601 string) between years 1 and 9999. An integral float
 (``12.0``, as some exporters write counts) is that integer. ``build_trace`` checks every ``Usage`` again
-and the finished trace against the sum bound (``sim.limits``), so no importer hands the engine a number
+and the finished trace against the sum bound (``sim.util.limits``), so no importer hands the engine a number
 it cannot add up.
 """
 
@@ -33,19 +33,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from sim.errors import TraceError
-from sim.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
-from sim.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
-from sim.notices import ImportNotice as ImportNotice  # where importers have always taken it from
-from sim.recorded_request import present_needs
-from sim.tokens import (
+from sim.core.types import EVENT_KINDS, Call, Event, Trace
+from sim.cost.tokens import (
     calibrated_bytes_per_token,
     derive_sizes,
     estimate_text_tokens,
     estimate_tokens,
     text_coefficients,
 )
-from sim.types import EVENT_KINDS, Call, Event, Trace
+from sim.information.recorded_request import present_needs
+from sim.util.errors import TraceError
+from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
+from sim.util.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
+from sim.util.notices import ImportNotice as ImportNotice  # where importers have always taken it from
 
 MAX_ARCHIVE_BYTES = 1 << 30  # all members of one archive, decompressed (as declared, and as produced)
 
@@ -56,7 +56,7 @@ def warn(file: str, message: str) -> None:
 
 @dataclass
 class Message:
-    kind: str  # one of sim.types.EVENT_KINDS
+    kind: str  # one of sim.core.types.EVENT_KINDS
     content: str | None
     tool_call_ids: tuple[str, ...] = ()  # assistant: the tool calls it issued
     tool_call_id: str | None = None  # tool_result: the call it answers
@@ -64,12 +64,12 @@ class Message:
     bounded: bool = False  # the recorded run already cut this content
     provides: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
-    fact_spans: tuple[tuple[int, int] | None, ...] = ()  # per provided fact (sim.types.Event)
+    fact_spans: tuple[tuple[int, int] | None, ...] = ()  # per provided fact (sim.core.types.Event)
     fact_kinds: tuple[str | None, ...] = ()
     supersedes: tuple[str, ...] = ()
     calls: tuple[tuple[str, str], ...] = ()  # assistant: (tool name, arguments text) per issued call
     file_ops: tuple[tuple[str, str, str], ...] = ()  # assistant: (call id, "read"/"edit", path) (tool_facts)
-    source_type: str | None = None  # the source framework's type of the event (sim.types.Event)
+    source_type: str | None = None  # the source framework's type of the event (sim.core.types.Event)
     url: str | None = None  # a browser output's page address
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
     hidden_from: int | None = None  # first message index whose recorded request lacked it (recorded_request)
@@ -594,10 +594,11 @@ def build_trace(
         prefix.append(prefix[-1] + s)
     facts = None
     if not any(m.provides or m.needs for m in messages):  # the format has no rules of its own
-        from sim.tool_facts import tool_fact_table
+        from sim.information.tool_facts import tool_fact_table
 
         facts = tool_fact_table(messages, [tcid for _, tcid in events_kw])
-    # a need counts only if the request the recorded agent sent held its fact (sim.recorded_request)
+    # a need counts only if the request the recorded agent sent held its fact
+    # (sim.information.recorded_request)
     needs = present_needs(
         [m.provides for m in messages] if facts is None else facts.provides,
         [m.needs for m in messages] if facts is None else facts.needs,
@@ -667,14 +668,15 @@ def build_trace(
 
 
 def checked(t: Trace, file: str) -> Trace:
-    """``t``, once its numbers are in the canonical ranges, its sums fit (``sim.schema.number_problems``)
-    and its runs are numbered as the schema says (``sim.traceio.run_problems``); else the first problem,
+    """``t``, once its numbers are in the canonical ranges, its sums fit
+    (``sim.trace.schema.number_problems``)
+    and its runs are numbered as the schema says (``sim.trace.io.run_problems``); else the first problem,
     naming file, trace and field."""
-    from sim.schema import number_problems
+    from sim.trace.schema import number_problems
 
     found = number_problems(t)
     if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
-        from sim.traceio import run_problems
+        from sim.trace.io import run_problems
 
         found += run_problems(
             {

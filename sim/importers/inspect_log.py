@@ -50,7 +50,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     Message,
@@ -64,7 +64,7 @@ from sim.importers.common import (
     usage_count,
     warn,
 )
-from sim.types import Trace
+from sim.util.errors import TraceError
 
 FORMAT_JSON = "inspect-json"
 FORMAT_EVAL = "inspect-eval"

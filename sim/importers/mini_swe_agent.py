@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from sim.errors import TraceError
-from sim.facts import swe_fact_table
+from sim.core.types import Call, Event, Trace
+from sim.cost.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
 from sim.importers import Importer, read_json, register
 from sim.importers.common import checked, unix_time, usage_cost, usage_count, usage_details
-from sim.tokens import calibrated_bytes_per_token, derive_sizes, estimate_text_tokens, text_coefficients
-from sim.types import Call, Event, Trace
+from sim.information.facts import swe_fact_table
+from sim.util.errors import TraceError
 
 FORMAT = "mini-swe-agent-1"
 RECORDED_POLICY = {

@@ -45,7 +45,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     Message,
@@ -58,7 +58,7 @@ from sim.importers.common import (
     warn,
 )
 from sim.importers.openhands_v0 import cmd_output_text, cost_of, token_usage, tool_call_line
-from sim.types import Trace
+from sim.util.errors import TraceError
 
 FORMAT = "openhands-sdk-v1"
 _EVENT_FILE = re.compile(r"^event-(\d+)-.*\.json$")
@@ -162,7 +162,9 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     run_starts: list[int] = []
     for name, e in events:
         kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
-        first = len(messages)  # the messages this event adds carry its kind (sim.types.Event.source_type)
+        first = len(
+            messages
+        )  # the messages this event adds carry its kind (sim.core.types.Event.source_type)
         if kind != "ActionEvent":
             last_action = None
         if kind == "SystemPromptEvent":

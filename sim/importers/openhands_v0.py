@@ -53,9 +53,10 @@ prompt_tokens`` and the cache fields are copied; a record whose cache fields exc
 only be counting them beside, and is summed instead. Per-call ``costs`` are matched by position when
 there is one per call.
 
-Facts: ``sim.tool_facts``, with the file editor's calls marked (``file_op``): a ``read`` action (the
+Facts: ``sim.information.tool_facts``, with the file editor's calls marked (``file_op``): a ``read`` action
+(the
 editor's ``view``) reads its ``path``, an ``edit`` action edits it. Every event before a call was sent
-to it (the cut ones as cut), so every need counts (``sim.recorded_request``).
+to it (the cut ones as cut), so every need counts (``sim.information.recorded_request``).
 
 Not modelled: a condenser's rewrites of the history (``condensation`` actions) - later calls keep the
 append-only view and their residuals absorb the difference; a model call whose response failed to parse
@@ -69,7 +70,7 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     MAX_DOCUMENT_BYTES,
@@ -87,15 +88,15 @@ from sim.importers.common import (
     usage_count,
     warn,
 )
-from sim.jsonl import lines_of
-from sim.types import Trace
+from sim.util.errors import TraceError
+from sim.util.jsonl import lines_of
 
 FORMAT_OUTPUT = "openhands-v0-output"
 FORMAT_EVENTS = "openhands-v0-events"
 DEFAULT_MAX_MESSAGE_CHARS = 30000  # OpenHands LLMConfig default, for files that do not record theirs
 TRUNCATION_NOTICE = "\n[... Observation truncated due to length ...]\n"
 
-TYPE_SYSTEM = "action:system"  # sim.types.Event.source_type: the system prompt and the tools it carries
+TYPE_SYSTEM = "action:system"  # sim.core.types.Event.source_type: the system prompt and the tools it carries
 TYPE_RECALL = "action:recall"
 _SKIP_ACTIONS = {"change_agent_state", "null", "condensation_request", "pause", "resume"}
 _SKIP_OBSERVATIONS = {"null", "agent_state_changed"}
@@ -514,7 +515,8 @@ def _legacy(history: list) -> list:
 
 
 def file_op(action, args: Mapping, tcid: str | None) -> tuple[tuple[str, str, str], ...]:
-    """The file editor's calls for ``sim.tool_facts``: a ``read`` action (or the editor's ``view``) reads
+    """The file editor's calls for ``sim.information.tool_facts``: a ``read`` action (or the editor's
+    ``view``) reads
     its path, an ``edit`` action (``create``, ``str_replace``, ``insert``, ``undo_edit``, or the older
     LLM-based edit with no command) edits it."""
     path = args.get("path")

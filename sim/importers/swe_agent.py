@@ -32,13 +32,15 @@ object or a JSON string). The mapping:
   ``instant_empty_submit``, ``human``...) are no model: the trace gets none and ``outcome`` marks it a
   demonstration, as it does a run whose ``model_stats`` are all zero (a hand-written demo such as the
   EnIGMA ``katy.traj``).
-- Facts: ``sim.facts.swe_fact_table`` over the run, an action's command being its ``action`` field (the
+- Facts: ``sim.information.facts.swe_fact_table`` over the run, an action's command being its ``action``
+field (the
   command SWE-agent ran) wrapped as a bash block, else the message text. SWE-agent's own tools
   (``open``, ``edit``, ``str_replace_editor``, ``find_file`` ...) are not shell commands (their bodies
-  are file text, which the shell rules would misread): they follow the tool rules of ``sim.facts``
+  are file text, which the shell rules would misread): they follow the tool rules of ``sim.information.facts``
   (``swe_tool_op``), paths relative to the run's working directory (the steps' ``state.working_dir``).
   Observations that report errors give error facts either way.
-- What each call's request held (``sim.recorded_request``): a step's ``messages`` (1.x: the history as
+- What each call's request held (``sim.information.recorded_request``): a step's ``messages`` (1.x: the
+history as
   sent at the next call) show which observations were masked; without them, a recorded
   ``last_n_observations`` masks by SWE-agent's rule. A need whose fact the request did not hold is
   dropped: replaying the run under its recorded policy finds nothing missing.
@@ -57,15 +59,15 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sim.errors import TraceError
-from sim.facts import SweToolOp, command_of, swe_fact_table, swe_tool_op
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
-from sim.jsonl import parse_json
-from sim.recorded_request import masked_from
-from sim.traceio import lone_surrogate
-from sim.types import Trace
+from sim.information.facts import SweToolOp, command_of, swe_fact_table, swe_tool_op
+from sim.information.recorded_request import masked_from
+from sim.trace.io import lone_surrogate
+from sim.util.errors import TraceError
+from sim.util.jsonl import parse_json
 
 FORMAT = "swe-agent"
 _TEST_MODELS = frozenset({"replay", "instant_empty_submit", "human", "human_thought"})
@@ -147,8 +149,8 @@ def _args_yaml(path: Path | None, file: str) -> dict:
     f = path.parent / "args.yaml"
     if not f.is_file():
         return {}
-    from sim.errors import ConfigError
-    from sim.safeyaml import MAX_YAML_BYTES, load_yaml
+    from sim.util.errors import ConfigError
+    from sim.util.safeyaml import MAX_YAML_BYTES, load_yaml
 
     try:
         if f.stat().st_size > MAX_YAML_BYTES:
@@ -179,7 +181,7 @@ def _plain(value, depth: int = 0):
 
 def _text(s: str) -> str:
     if lone_surrogate(s):
-        from sim.errors import ConfigError
+        from sim.util.errors import ConfigError
 
         raise ConfigError("args.yaml: holds a lone UTF-16 surrogate (not valid Unicode text)")
     return s
@@ -246,7 +248,8 @@ def _facts_text(action, content: str) -> str:
 
 
 def _tool_op(action) -> SweToolOp | None:
-    """The SWE-agent tool rule of an action (``sim.facts.swe_tool_op``); None for a shell command."""
+    """The SWE-agent tool rule of an action (``sim.information.facts.swe_tool_op``); None for a shell
+    command."""
     if not isinstance(action, str) or not action.strip():
         return None
     return swe_tool_op(action) if action.split()[0] in _SWE_TOOLS else None

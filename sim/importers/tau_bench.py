@@ -24,12 +24,12 @@ import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from sim.errors import TraceError
+from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.chat_messages import openai_messages
 from sim.importers.common import build_trace, read_json_file
-from sim.limits import number_problem
-from sim.types import Trace
+from sim.util.errors import TraceError
+from sim.util.limits import number_problem
 
 FORMAT = "tau-bench"
 RECORDED_POLICY = {"name": "raw"}

@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.llm_summary import check_summary_knobs
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED, VERBATIM = ItemState.SUMMARIZED, ItemState.VERBATIM
 INSTRUCTION_KINDS = ("system", "tools")

@@ -36,11 +36,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.information import issuer_of
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
+from sim.information.state import issuer_of
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 PLACEHOLDER = "[tool result cleared]"
 INPUT_PLACEHOLDER = "[tool input cleared]"

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
 VISIBLE = (ItemState.VERBATIM, ItemState.BOUNDED)

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, frame
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
 
 MASKED, DROPPED = ItemState.MASKED, ItemState.DROPPED
 

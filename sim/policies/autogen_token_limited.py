@@ -28,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, frame
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 DROPPED, VERBATIM = ItemState.DROPPED, ItemState.VERBATIM
 TOKEN_COUNTS = ("framework", "provider")

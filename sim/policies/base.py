@@ -15,9 +15,9 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from sim.errors import ConfigError, UnknownNameError
-from sim.segments import offsets, owners, positions
-from sim.types import ItemState, Trace
+from sim.core.segments import offsets, owners, positions
+from sim.core.types import ItemState, Trace
+from sim.util.errors import ConfigError, UnknownNameError
 
 
 class Change(NamedTuple):
@@ -175,7 +175,7 @@ class View:
     __slots__ = ("n", "tokens", "nbytes", "state", "total", "facts", "policy_state")
 
     def __init__(self) -> None:
-        self.facts = None  # the engine's sim.information.FactState, for observers (explain)
+        self.facts = None  # the engine's sim.information.state.FactState, for observers (explain)
         self.policy_state = None  # what the policy's ``start`` returned, for observers (explain)
         self.n = 0
         self.tokens: list[int] = []
@@ -333,7 +333,7 @@ def _load_builtins() -> None:
     if _LOADED:
         return
     _LOADED = True
-    from sim.plugins import import_modules
+    from sim.util.plugins import import_modules
 
     import_modules("sim.policies", skip="base")
     load_entry_points()
@@ -415,7 +415,7 @@ def make_policy(name: str, **params: Any) -> Policy:
 def _knob_number_problem(value: Any) -> str | None:
     """Numbers in a knob (also inside a list) must be finite and their integers below 2^53 in magnitude,
     like every count ctxsim keeps: a larger one would overflow the int64 columns a replay computes."""
-    from sim.limits import MAX_COUNT
+    from sim.util.limits import MAX_COUNT
 
     stack = [value]
     while stack:

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
 from sim.policies.base import Policy, View, check_int, register
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 OUTPUT_RESERVE_CAP = 20000
 SUMMARY_PREFIX = (

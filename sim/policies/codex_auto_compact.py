@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARY_PREFIX = (
     "Another language model started to solve this problem and produced a summary of its thinking process. "

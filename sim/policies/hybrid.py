@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import ItemState, Trace
 from sim.policies.base import Decision, Policy, View, check_int, register
 from sim.policies.llm_summary import SummaryState, check_summary_knobs, summarize_turns
 from sim.policies.observation_masking import ObservationMasking
-from sim.types import ItemState, Trace
 
 
 class _HybridState:

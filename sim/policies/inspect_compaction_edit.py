@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.information import issuer_of
+from sim.core.types import Trace
+from sim.information.state import issuer_of
 from sim.policies.anthropic_clear_tool_uses import excluded
 from sim.policies.base import check_int, register
 from sim.policies.inspect_handler import (
@@ -43,7 +43,7 @@ from sim.policies.inspect_handler import (
     tool_uses,
     trailing_assistants,
 )
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 TOOL_RESULT_REMOVED = "(Tool result removed)"
 TOOL_NAME = "bash"

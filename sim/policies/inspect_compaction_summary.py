@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import Trace
 from sim.policies.anthropic_server_compaction import check_summary_knobs
 from sim.policies.base import SummaryCall, register
 from sim.policies.inspect_handler import (
@@ -37,7 +38,6 @@ from sim.policies.inspect_handler import (
     partition,
     text_tokens,
 )
-from sim.types import Trace
 
 WRAPPER_BYTES = 275  # the summary message's text around the completion
 PROMPT_BYTES = 6090  # DEFAULT_SUMMARY_PROMPT with no addendums

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import Trace
 from sim.policies.base import register
 from sim.policies.inspect_handler import DROPPED, MASKED, HandlerState, InspectCompaction, Work, partition
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 
 @register

@@ -27,11 +27,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
-from sim.models import resolve_window
+from sim.core.types import ItemState, Trace
+from sim.cost.models import resolve_window
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 VERBATIM, MASKED, DROPPED, SUMMARIZED = (
     ItemState.VERBATIM,

@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.information import issuer_of
+from sim.core.types import Trace
+from sim.information.state import issuer_of
 from sim.policies.anthropic_clear_tool_uses import (
     INPUT_PLACEHOLDER,
     MASKED,
@@ -45,7 +46,6 @@ from sim.policies.anthropic_clear_tool_uses import (
 )
 from sim.policies.autogen_token_limited import check_token_count
 from sim.policies.base import Change, View, register
-from sim.types import Trace
 
 PLACEHOLDER = "[cleared]"
 

@@ -37,13 +37,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import scale_tokens
 from sim.policies.anthropic_clear_tool_uses import text_size
 from sim.policies.autogen_token_limited import check_token_count
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.strands_sliding_window import frame
-from sim.tokens import scale_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED, DROPPED, VERBATIM = ItemState.SUMMARIZED, ItemState.DROPPED, ItemState.VERBATIM
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"

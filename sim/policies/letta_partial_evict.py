@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION, check_summary_knobs
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
 TRIGGER_MULTIPLIER = 0.9  # letta.constants.SUMMARIZATION_TRIGGER_MULTIPLIER

@@ -24,11 +24,11 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, frame
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
 SUMMARIZER_INSTRUCTION = (

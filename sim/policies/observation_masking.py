@@ -19,11 +19,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from sim.batchmemo import batch_derived
+from sim.core.segments import concat, offsets, owners
+from sim.core.types import KIND_CODE, ItemState, Trace
+from sim.cost.tokens import estimate_tokens, estimate_tokens_all
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
-from sim.segments import concat, offsets, owners
-from sim.tokens import estimate_tokens, estimate_tokens_all
-from sim.types import KIND_CODE, ItemState, Trace
+from sim.util.batchmemo import batch_derived
 
 MASKED = ItemState.MASKED
 

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
 from sim.policies.base import View, check_int, register
 from sim.policies.openhands_memory import SUM, Events, V0Condenser, V0State, events_of
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 
 def check_cut(policy: str, keep_first: int, max_size: int) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from sim.core.types import ItemState, Trace
 from sim.policies.base import Plan, View, check_int, register
 from sim.policies.openhands_memory import (
     EV,
@@ -28,7 +29,6 @@ from sim.policies.openhands_memory import (
     mask_plan,
     placeholder_size,
 )
-from sim.types import ItemState, Trace
 
 
 def placeholder(url: str) -> str:

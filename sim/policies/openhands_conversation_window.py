@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import Trace
 from sim.policies.base import register
 from sim.policies.openhands_memory import EV, SUM, Events, V0Condenser, V0State, is_obs
-from sim.types import Trace
 
 
 @register

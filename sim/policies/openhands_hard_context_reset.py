@@ -18,11 +18,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import Trace
 from sim.policies.base import Decision, Policy, RunStatus, SummaryCall, View, check_int, register
 from sim.policies.openhands_llm_summarizing import SdkState, sdk_changes, sdk_view, summary_of
 from sim.policies.openhands_memory import EV, INSUFFICIENT, SUM, events_of
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 
 @register

@@ -41,7 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, RunStatus, SummaryCall, View, check_int, register
 from sim.policies.openhands_amortized_forgetting import check_cut, forget_range
 from sim.policies.openhands_memory import (
@@ -55,8 +56,7 @@ from sim.policies.openhands_memory import (
     events_of,
     merged,
 )
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
 VARIANTS = ("v0", "sdk_v1")

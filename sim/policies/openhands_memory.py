@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sim.core.types import ItemState, Trace
 from sim.policies.base import Change, Decision, Plan, Policy, RunStatus, SummaryCall, View
-from sim.types import ItemState, Trace
 
 V, MASKED, DROPPED, SUMMARIZED = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
 EV, PH, SUM = 0, 1, 2  # entry kinds of a view: an event (one unit of it), a placeholder, a summary
@@ -133,7 +133,7 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
 
 
 def placeholder_size(text: str, t: Trace) -> tuple[int, int]:
-    from sim.tokens import estimate_tokens
+    from sim.cost.tokens import estimate_tokens
 
     nbytes = len(text.encode())
     return estimate_tokens(nbytes, t.bytes_per_token), nbytes
@@ -193,7 +193,9 @@ class Insufficient(Exception):
         self.calls = calls or []
 
 
-INSUFFICIENT = "condensation-insufficient"  # sim.engine finish reason: an OpenHands condenser gave up
+INSUFFICIENT = (
+    "condensation-insufficient"  # sim.engine.dispatch finish reason: an OpenHands condenser gave up
+)
 
 
 class V0State:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
+from sim.core.types import ItemState, Trace
 from sim.policies.base import Plan, View, check_int, register
 from sim.policies.openhands_memory import (
     PH,
@@ -30,7 +31,6 @@ from sim.policies.openhands_memory import (
     placeholder_size,
     unit_positions,
 )
-from sim.types import ItemState, Trace
 
 PLACEHOLDER = "<MASKED>"
 

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import Trace
 from sim.policies.base import check_int, register
 from sim.policies.openhands_memory import Events, V0Condenser, V0State
-from sim.types import Trace
 
 
 @register

@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.core.types import Trace
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
-from sim.types import Trace
+from sim.util.errors import ConfigError
 
 
 class _Shadow(View):

@@ -114,9 +114,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens, json2_bytes, json_bytes, scale_tokens
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
-from sim.seed_messages import (
+from sim.policies.seed_messages import (
     CALL_PART,
     CLEARED_RESULT,
     CLEARED_RESULT_JSON,
@@ -139,8 +140,7 @@ from sim.seed_messages import (
     text_units,
     units,
 )
-from sim.tokens import estimate_tokens, json2_bytes, json_bytes, scale_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 MODES = ("prune", "summarize", "prune-then-summarize")
 ON_EXHAUSTION = ("final-answer", "fail")

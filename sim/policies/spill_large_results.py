@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens, scale_tokens
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.tokens import estimate_tokens, scale_tokens
-from sim.types import ItemState, Trace
 
 
 def handle_text(index: int) -> str:

@@ -28,10 +28,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import scale_tokens
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.tokens import scale_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 DROPPED, MASKED = ItemState.DROPPED, ItemState.MASKED
 NOT_MESSAGES = ("system", "tools")

@@ -33,13 +33,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sim.errors import ConfigError
+from sim.core.types import ItemState, Trace
+from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.langchain_clear_tool_uses import instruction_tokens
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
 from sim.policies.strands_sliding_window import Frame, frame
-from sim.tokens import estimate_tokens
-from sim.types import ItemState, Trace
+from sim.util.errors import ConfigError
 
 SUMMARIZED, VERBATIM = ItemState.SUMMARIZED, ItemState.VERBATIM
 DEFAULT_COMPRESSION_THRESHOLD = 0.7

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.core.types import KIND_CODE, ItemState, Trace
+from sim.cost.tokens import scale_tokens
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.tokens import scale_tokens
-from sim.types import KIND_CODE, ItemState, Trace
 
 
 def long_results(trace: Trace) -> tuple[list[int], list[int]]:
@@ -49,7 +49,7 @@ class ToolResultHeadTail(Policy):
         check_int(self.name, "head_chars", self.head_chars, 0)
         check_int(self.name, "tail_chars", self.tail_chars, 0)
         if self.head_chars + self.tail_chars > self.max_chars:
-            from sim.errors import ConfigError
+            from sim.util.errors import ConfigError
 
             raise ConfigError(
                 f"policy '{self.name}': head_chars + tail_chars = {self.head_chars + self.tail_chars} "

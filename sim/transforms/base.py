@@ -2,8 +2,9 @@
 
 A transform maps a trace to another trace, as data: it never runs code named by configuration or trace
 data (its knobs are numbers; the names are those of this closed registry). It declares what it moved
-where in ``Trace.moved`` (``sim.types.Moved``), which the ledger reports and whose lost facts count as
-seen and lost (``sim.ledger.moved_totals``). A transformed trace is composite: the fast paths decline it
+where in ``Trace.moved`` (``sim.core.types.Moved``), which the ledger reports and whose lost facts count as
+seen and lost (``sim.information.ledger.moved_totals``). A transformed trace is composite: the fast paths
+decline it
 and the per-call loop replays it (``Trace.composite``).
 
 Transforms compose in the order given, each on the previous one's output, before the policy. The mock
@@ -18,11 +19,11 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from sim.errors import ConfigError, UnknownNameError
-from sim.information import fact_info, providers
-from sim.limits import MAX_COUNT
-from sim.model import ReplayModel
-from sim.types import Call, Child, Event, Moved, Trace
+from sim.core.types import Call, Child, Event, Moved, Trace
+from sim.engine.model import ReplayModel
+from sim.information.state import fact_info, providers
+from sim.util.errors import ConfigError, UnknownNameError
+from sim.util.limits import MAX_COUNT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +62,7 @@ def registered() -> dict[str, type[Transform]]:
     """The closed registry: the transforms of sim.transforms' modules (no entry points: a transform
     rewrites the trace every metric is computed from, so only ctxsim's own are trusted)."""
     if not _LOADED:
-        from sim.plugins import import_modules
+        from sim.util.plugins import import_modules
 
         import_modules("sim.transforms", skip="base")
         _LOADED.append(True)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from sim.model import ReplayModel
+from sim.core.types import Call, Event, Moved, Trace
+from sim.engine.model import ReplayModel
 from sim.transforms.base import (
     Transform,
     check_int,
@@ -32,7 +33,6 @@ from sim.transforms.base import (
     spans,
     synthetic_event,
 )
-from sim.types import Call, Event, Moved, Trace
 
 
 @register

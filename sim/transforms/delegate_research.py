@@ -32,9 +32,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from sim.facts import command_of, command_words
-from sim.information import last_need
-from sim.model import ReplayModel
+from sim.core.types import Call, Child, Event, Moved, Trace
+from sim.engine.model import ReplayModel
+from sim.information.facts import command_of, command_words
+from sim.information.state import last_need
 from sim.transforms.base import (
     Transform,
     check_int,
@@ -48,7 +49,6 @@ from sim.transforms.base import (
     spans,
     synthetic_event,
 )
-from sim.types import Call, Child, Event, Moved, Trace
 
 READERS = frozenset({"cat", "head", "tail", "grep", "rg", "ls", "find", "tree"})
 _FIND_ACTIONS = ("-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf", "-fls")

@@ -26,8 +26,8 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import openhands_oracle as oo  # noqa: E402
 
-from sim.tokens import MESSAGE_OVERHEAD_BYTES  # noqa: E402
-from sim.types import Trace  # noqa: E402
+from sim.core.types import Trace  # noqa: E402
+from sim.cost.tokens import MESSAGE_OVERHEAD_BYTES  # noqa: E402
 
 VERSIONS = {"openhands-ai": "0.62.0", "openhands-sdk": "1.58.2"}
 

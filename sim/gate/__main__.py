@@ -1,0 +1,7 @@
+"""``python -m sim.gate GATE_FILE ...``: the ``ctxsim gate`` command on its own (docs/gate.md)."""
+
+import sys
+
+from sim.gate.check import main
+
+sys.exit(main())

@@ -1,0 +1,169 @@
+"""Files that appear whole or not at all, safe with several writers in one folder.
+
+``atomic_path(path)`` yields a temporary name beside ``path``; when the block succeeds the file is fsynced,
+renamed over ``path`` and the folder is fsynced, so after a crash ``path`` is either the old file or the
+whole new one (never a name pointing at unwritten data), and the rename itself survives the crash.
+
+Every temporary name carries its writer's id: ``.NAME.<kernel>~<pid namespace>~<pid>.<random>.tmp``.
+A writer removes only its own temporaries (on failure, inside ``atomic_path``); another process's
+temporary is removed only when it is provably stale (``is_stale``): written under this very kernel boot
+(same ``/proc/sys/kernel/random/boot_id``) and the same pid namespace, by a process that no longer exists.
+A temporary of a writer on another machine, in another container's pid namespace or from before a
+reboot cannot be proven stale from here and is left alone.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from contextlib import contextmanager
+from pathlib import Path
+
+_TEMP = re.compile(
+    r"^\.(?P<target>.+)\.(?P<kernel>[A-Za-z0-9-]+)~(?P<ns>[0-9]+)~(?P<pid>[0-9]+)\.[a-z0-9_]+\.tmp\Z"
+)
+
+
+def _kernel_id() -> str:
+    """The running kernel instance: its boot id on Linux (shared by containers, new at each boot);
+    elsewhere ``h-`` and the host name (no reboot detection there)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            return f.read().strip().replace("-", "")[:32]
+    except OSError:
+        import socket
+
+        return "h-" + re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname())[:40]
+
+
+def _pid_namespace() -> int:
+    """The pid namespace (its inode on Linux): two containers on one kernel may reuse each other's pids."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+_KERNEL = _kernel_id()
+_PIDNS = _pid_namespace()
+
+
+def writer_id() -> str:
+    """``<kernel>~<pid namespace>~<pid>``: who writes a temporary file. Computed per call: a forked
+    worker is a different writer from its parent."""
+    return f"{_KERNEL}~{_PIDNS}~{os.getpid()}"
+
+
+def is_stale(path: Path) -> bool:
+    """True only when ``path`` is a temporary name of ``atomic_path`` whose writer is provably gone:
+    same kernel boot, same pid namespace, and no process with its pid. A pid that is alive (even if reused
+    by another program) or a name from another machine keeps the file: leaving a stale file costs disk
+    space, removing a live writer's file breaks its write."""
+    m = _TEMP.match(Path(path).name)
+    if not m or m["kernel"] != _KERNEL or int(m["ns"]) != _PIDNS:
+        return False
+    pid = int(m["pid"])
+    if pid == os.getpid():
+        return False  # this process's own file: another thread may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # alive under another user / not a pid we can ask about
+        return False
+    return False
+
+
+def remove_stale_temps(folder: Path, pattern: str = ".*.tmp") -> list[Path]:
+    """Delete the provably stale temporaries (``is_stale``) in ``folder`` matching ``pattern``."""
+    removed = []
+    for tmp in sorted(Path(folder).glob(pattern)):
+        if is_stale(tmp):
+            try:
+                tmp.unlink()
+            except FileNotFoundError:  # another process cleaned it up first
+                continue
+            removed.append(tmp)
+    return removed
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make the entries of ``folder`` durable (a rename, a new file or subfolder in it). File systems
+    that cannot fsync a directory (EINVAL, ENOTSUP) offer no more durability to ask for."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF):
+            raise
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs(folder: Path) -> None:
+    """``mkdir -p`` that fsyncs the parent of every folder it creates, so a new folder's entry is as
+    durable as the files later renamed into it."""
+    folder = Path(folder)
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        if folder.parent == folder:
+            break
+        folder = folder.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            if not d.is_dir():
+                raise
+            continue
+        fsync_dir(d.parent)
+
+
+def durable_replace(src: Path, dst: Path) -> None:
+    """``os.replace`` then fsync of both folders (the one that gained the name and the one that lost it)."""
+    os.replace(src, dst)
+    fsync_dir(Path(dst).parent)
+    if Path(src).parent != Path(dst).parent:
+        fsync_dir(Path(src).parent)
+
+
+@contextmanager
+def atomic_path(path: Path):
+    """Yield a temporary path beside ``path`` (named with this writer's id); it replaces ``path`` only if
+    the block succeeds: the file is fsynced before the rename and its folder after it. A Ctrl-C that
+    arrived meanwhile, even one a finalizer swallowed (``sim.util.interrupts``), leaves ``path`` as it was."""
+    from sim.util.interrupts import check
+
+    path = Path(path)
+    import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
+
+    make_dirs(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        check()
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files owner-only; results are ordinary files
+        fsync_file(tmp)
+        durable_replace(Path(tmp), path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
