@@ -21,10 +21,9 @@ __all__ = ["__version__", *_PUBLIC]
 
 
 def _version() -> str:
-    from sim.util.versions import installed_version
+    from sim.util.versions import ctxsim_version
 
-    # None: running from a source tree without installation
-    return installed_version("ctxsim") or "0.0.0+source"
+    return ctxsim_version()
 
 
 def __getattr__(name: str) -> object:

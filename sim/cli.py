@@ -207,7 +207,6 @@ def model_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from sim import __version__
     from sim.config.compose import build_policy, check_allow_modules, compose, model_behaviour, model_window
     from sim.engine.model import UPPER_BOUND
     from sim.information.ledger import LEDGER_COLUMNS, entries
@@ -220,6 +219,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         table_rows,
         write_frames,
     )
+    from sim.util.versions import ctxsim_version
 
     paths, overrides = split_args(args.items)
     if not paths and not args.scenario and not args.dataset:
@@ -243,10 +243,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             interrupts.check()  # a batch replayed: a Ctrl-C a finalizer swallowed stops the run here
             if stream_out and args.format == "csv" and not (args.calls or args.ledger):
                 # CSV straight from the replays' columns: no row dict, no record
-                header = _stream_csv_columns(table_columns(table, __version__), header)
+                header = _stream_csv_columns(table_columns(table, ctxsim_version()), header)
                 continue
             # rows from the replays' columns; a record per run only for the tables that show its calls
-            batch_rows = table_rows(table, __version__)
+            batch_rows = table_rows(table, ctxsim_version())
             records = table.records() if args.calls or args.ledger else [None] * len(traces)
             if stream_out and args.format == "csv":
                 header = _stream_csv(batch_rows, header)
@@ -1063,9 +1063,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--debug", action="store_true", help="on an internal error (exit 3), print the traceback too"
     )
-    from sim import __version__
+    from sim.util.versions import ctxsim_version
 
-    p.add_argument("--version", action="version", version=f"ctxsim {__version__}")
+    p.add_argument("--version", action="version", version=f"ctxsim {ctxsim_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     r = sub.add_parser(

@@ -48,9 +48,9 @@ def assumptions(
     behaviour: dict[str, Any],
 ) -> dict[str, Any]:
     """Every assumption of a sizing, as plain values (JSON-ready), with ``warnings``."""
-    from sim import __version__
     from sim.cost.models import resolve
     from sim.engine.model import ReplayModel
+    from sim.util.versions import ctxsim_version
 
     recorded = sorted({t.model or "" for t in traces})
     warnings: list[str] = []
@@ -96,7 +96,7 @@ def assumptions(
         "cache_rules": [_cache(f) for f in families],
         "mock_model": {k: mock[k] for k in names},
         "retrieval_recall": mock["retrieval_recall"],
-        "ctxsim_version": __version__,
+        "ctxsim_version": ctxsim_version(),
         "warnings": warnings,
     }
 

@@ -426,15 +426,15 @@ def _build(gate: Gate, spec: PolicySpec, allow_modules: tuple[str, ...]):
 
 def run_policy(gate: Gate, spec: PolicySpec, traces: list[Any], allow_modules=()) -> list[dict[str, Any]]:
     """One result row per trace of the suite (``sim.results.tables.result_row``), in suite order."""
-    from sim import __version__
     from sim.engine.dispatch import replay_table
     from sim.engine.model import ReplayModel
     from sim.results.tables import table_rows
+    from sim.util.versions import ctxsim_version
 
     policy, window, behaviour = _build(gate, spec, tuple(allow_modules))
     pricing = None if gate.pricing in ("none", "null") else gate.pricing
     models = [ReplayModel(t, **behaviour) for t in traces]
-    return table_rows(replay_table(traces, policy, models, window=window, pricing=pricing), __version__)
+    return table_rows(replay_table(traces, policy, models, window=window, pricing=pricing), ctxsim_version())
 
 
 def _load_traces(gate: Gate) -> list[Any]:

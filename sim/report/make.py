@@ -1002,11 +1002,12 @@ def make_report(
         else []
     )
     intro_at = len(doc.blocks)  # the intro counts the settings shown, known after the verdict
-    from sim import __version__
+    from sim.util.versions import ctxsim_version
 
     versions = _distinct(frames, "ctxsim_version")
     doc.p(
-        f"Results written by ctxsim {', '.join(versions) or 'unknown'}; this report by ctxsim {__version__}."
+        f"Results written by ctxsim {', '.join(versions) or 'unknown'}; "
+        f"this report by ctxsim {ctxsim_version()}."
         + (f" **Mixed (--allow-mixed): {'; '.join(mixed)}.**" if mixed else "")
     )
 

@@ -657,12 +657,12 @@ def _run_lane_chunks(chunks: tuple[Chunk, ...]) -> list[list[dict[str, Any]]]:
 def _chunk_rows(chunk: Chunk, replays) -> list[dict[str, Any]]:
     """A chunk's result rows from its replays (a ``sim.engine.dispatch.ReplayTable``): run key, scenario, the
     pricing setting, the model knobs and the setting beside each run's row."""
-    from sim import __version__
     from sim.results.tables import table_rows
+    from sim.util.versions import ctxsim_version
 
     cfg = chunk.setting.cfg
     rows = []
-    for (_, key, _), result in zip(chunk.runs, table_rows(replays, __version__), strict=True):
+    for (_, key, _), result in zip(chunk.runs, table_rows(replays, ctxsim_version()), strict=True):
         row = {"run_key": key, **result}
         row["scenario"] = chunk.scenario
         row["pricing_setting"] = chunk.pricing
@@ -820,10 +820,10 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
     """The sweep's runs: settings composed (invalid ones skipped with a note), run keys computed. Every
     check that can fail for the whole sweep fails here, before any run. ``digest``: the scenario's
     ``scenario_digest`` when the caller took it already."""
-    from sim import __version__
     from sim.cost.pricing import price_named
     from sim.sweep.plandigest import scenario_digest
     from sim.trace.io import trace_hash
+    from sim.util.versions import ctxsim_version
 
     if spec.pricing not in ("auto", "none", "null"):
         price_named(spec.pricing)  # an unknown model name fails before any run
@@ -844,7 +844,7 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
         model = s.cfg.get("model") or {}
         # a setting with transforms keys its runs by them too (without, the keys are as they were)
         params = {**s.params, "transforms": s.cfg["transforms"]} if s.cfg.get("transforms") else s.params
-        keys = run_keys(hashes, s.name, params, model, spec.pricing, __version__, encoded)
+        keys = run_keys(hashes, s.name, params, model, spec.pricing, ctxsim_version(), encoded)
         out.append((s, tuple(zip(range(len(hashes)), keys, hashes, strict=True))))
     return SweepRuns(spec, tuple(out), digest, tuple(notes))
 
@@ -919,15 +919,15 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
 
 
 def _run_sweep(spec: SweepSpec, workers: int, progress: bool, merge: bool, check: Callable[[], None]) -> Path:
-    from sim import __version__
     from sim.results import store as store
     from sim.sweep.plandigest import plan_digest, scenario_digest
+    from sim.util.versions import ctxsim_version
 
     check_executor(spec.executor, spec.ray_address)
     out = spec.results_dir
     parts_dir = out / PARTS
     scenario = scenario_digest(spec.scenario)  # read once: the receipt and the plan both need it
-    plan_id = plan_digest(spec, __version__, scenario) if merge else None
+    plan_id = plan_digest(spec, ctxsim_version(), scenario) if merge else None
     done = _finished(spec, plan_id)
     if done is not None:
         return done

@@ -31,12 +31,12 @@ IN_FLIGHT_PER_CPU = 4  # tasks submitted ahead of the results: enough to keep ev
 def _task(unit: tuple[Any, ...], parts_dir: str, version: str) -> list[Any]:
     """One work unit on a Ray worker: replay its chunks, write their parts, return the parts (path, keys,
     stat), one a chunk."""
-    from sim import __version__
     from sim.sweep.execute import _run_and_save_unit
+    from sim.util.versions import ctxsim_version
 
-    if version != __version__:
+    if version != ctxsim_version():
         raise ConfigError(
-            f"sweep: a Ray worker runs ctxsim {__version__} but the sweep ctxsim {version}: install the "
+            f"sweep: a Ray worker runs ctxsim {ctxsim_version()} but the sweep ctxsim {version}: install the "
             "same ctxsim on every node"
         )
     return _run_and_save_unit(unit, parts_dir)
@@ -70,8 +70,8 @@ def run_chunks(
 ) -> None:
     """Run the chunks of ``todo`` as Ray tasks, one task a work unit (``sim.sweep.execute.lane_units`` for the
     cluster's CPUs); ``save(chunk, part)`` for each chunk of a unit as the unit finishes."""
-    from sim import __version__
     from sim.sweep.execute import lane_units
+    from sim.util.versions import ctxsim_version
 
     ray = _ray()
     started = not ray.is_initialized()
@@ -90,7 +90,7 @@ def run_chunks(
         while queue or pending:
             while queue and len(pending) < limit:
                 unit = queue.pop()
-                pending[task.remote(unit, str(parts_dir), __version__)] = unit
+                pending[task.remote(unit, str(parts_dir), ctxsim_version())] = unit
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
                 unit = pending.pop(ref)

@@ -108,3 +108,9 @@ def installed_version(name: str) -> str | None:
             except PackageNotFoundError:
                 _SEEN[name] = None
     return _SEEN[name]
+
+
+def ctxsim_version() -> str:
+    """ctxsim's own version (``sim.__version__``): the installed distribution's, or ``0.0.0+source`` when
+    running from a source tree without installation."""
+    return installed_version("ctxsim") or "0.0.0+source"
