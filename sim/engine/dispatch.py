@@ -55,7 +55,8 @@ from sim.core.types import ItemState, Trace
 from sim.cost.cache import CacheRules, CostModel, cache_rules
 from sim.cost.models import resolve, resolve_window
 from sim.cost.pricing import Price, closest_priced, price_named
-from sim.engine.fast.batch import Batch, Fenwick, Prepared, per_call, prepare_many, replay_batch, run_columns
+from sim.engine.common import Fenwick, per_call
+from sim.engine.fast.batch import Batch, Prepared, prepare_many, replay_batch, run_columns
 from sim.engine.model import ReplayModel
 from sim.information.ledger import moved_totals
 from sim.information.ledger import totals as ledger_totals

@@ -34,7 +34,7 @@ from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.cache import CacheRules, split_runs
 from sim.cost.pricing import Price
 from sim.cost.tokens import estimate_tokens
-from sim.engine.fast.batch import per_call
+from sim.engine.common import per_call
 from sim.engine.model import ReplayModel
 from sim.information.ledger import provides_any
 from sim.information.state import has_needs
