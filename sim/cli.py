@@ -381,11 +381,11 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
 
-    from sim.trace.io import _record_name, trace_problems
+    from sim.trace.io import record_name, trace_problems
 
     def report(record: str, d) -> Iterator[str]:
         for field, msg in trace_problems(d):
-            yield f"{path.name}: record {_record_name(record, d)}: field {field}: {msg}"
+            yield f"{path.name}: record {record_name(record, d)}: field {field}: {msg}"
 
     if path.suffix.lower() == ".parquet":
         from sim.trace.io import parquet_rows

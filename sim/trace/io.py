@@ -366,7 +366,7 @@ def trace_from_dict(d: dict, file: str = "<memory>", record: str = "0", text_che
     if found:
         field, msg = found[0]
         more = f" (+{len(found) - 1} more problems)" if len(found) > 1 else ""
-        raise TraceError(file, msg + more, record=_record_name(record, d), field=field)
+        raise TraceError(file, msg + more, record=record_name(record, d), field=field)
     events = tuple(map(_event, d["events"]))
     calls = tuple(
         Call(
@@ -446,7 +446,7 @@ def _event(e: dict) -> Event:
     )
 
 
-def _record_name(record: str, d) -> str:
+def record_name(record: str, d) -> str:
     tid = d.get("trace_id") if isinstance(d, dict) else None
     return f"{record} (trace_id {tid})" if isinstance(tid, str) else record
 
