@@ -1010,7 +1010,7 @@ def _strict_json(line: str) -> Any:
 
 
 # Result columns that may be negative by definition: a slope, and tokens reclaimed *net* of the summaries'
-# own size (a minimum-size summary of a short span leaves the view larger: README's metrics table).
+# own size (a minimum-size summary of a short span leaves the view larger: docs/metrics.md).
 SIGNED = ("growth_exponent", "tokens_reclaimed")
 
 
@@ -1537,7 +1537,7 @@ def main() -> int:
     bombs = not args.no_bombs
 
     if args.max_memory_mb:
-        # as the README says to run under an address-space limit: pyarrow's default allocator reserves
+        # as docs/formats.md ("Bounded reading") says to run under an address-space limit: pyarrow's default allocator reserves
         # ~1 GiB of address space up front, which a capped child then lacks for its threads
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     work = Path(tempfile.mkdtemp(prefix="ctxsim-fuzz-"))

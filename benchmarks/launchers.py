@@ -1,7 +1,7 @@
 """Benchmark (not a test): one sweep run three ways — the in-process pool, ``executor=ray`` (a local Ray
 started by the sweep) and ``-m`` with Hydra's joblib launcher — each into a fresh folder; wall time
 (loaded machine), CPU time of the whole process tree, and whether the three results.parquet are the
-same bytes. docs/launchers.md quotes its output.
+same bytes. docs/performance.md quotes its output.
 
     .venv/bin/python benchmarks/launchers.py [--repeats 3] [--workers 2] [--only pool,ray,joblib]
 
