@@ -1537,8 +1537,9 @@ def main() -> int:
     bombs = not args.no_bombs
 
     if args.max_memory_mb:
-        # as docs/formats.md ("Bounded reading") says to run under an address-space limit: pyarrow's default allocator reserves
-        # ~1 GiB of address space up front, which a capped child then lacks for its threads
+        # as docs/formats.md ("Bounded reading") says to run under an address-space limit: pyarrow's
+        # default allocator reserves ~1 GiB of address space up front, which a capped child then lacks
+        # for its threads
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     work = Path(tempfile.mkdtemp(prefix="ctxsim-fuzz-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill PID` still removes the work folder
