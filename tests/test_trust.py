@@ -29,12 +29,12 @@ def conf(tmp_path, monkeypatch) -> Path:
     """A copy of conf/ that the code under test reads instead of the repository's, so a test can add
     policy files to conf/policy/ without touching the checkout."""
     import sim.config.compose
-    import sim.sweep.execute
     import sim.sweep.hydra_app
+    import sim.sweep.spec
 
     copy = tmp_path / "conf"
     shutil.copytree(CONF_DIR, copy)
-    for mod in (sim.config.compose, sim.sweep.hydra_app, sim.sweep.execute):
+    for mod in (sim.config.compose, sim.sweep.hydra_app, sim.sweep.spec):
         monkeypatch.setattr(mod, "CONF_DIR", copy)
     return copy
 

@@ -438,7 +438,7 @@ def run_policy(gate: Gate, spec: PolicySpec, traces: list[Any], allow_modules=()
 
 
 def _load_traces(gate: Gate) -> list[Any]:
-    from sim.sweep.execute import load_scenario
+    from sim.sweep.scenario import load_scenario
 
     try:
         if gate.pricing not in ("auto", "none", "null"):
