@@ -264,7 +264,7 @@ def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch,
         progress=False,
     )
     ignored = _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.report.make, "_render_md")  # the last file's text, its rename to come
+    _swallowed_once(monkeypatch, sim.report.make, "render_md")  # the last file's text, its rename to come
     assert main(["report", str(results), "-o", str(tmp_path / "rep")]) == 130
     assert ignored == [KeyboardInterrupt]
     assert not (tmp_path / "rep" / "report.md").exists()
