@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sim.gate.check import aggregate, load_gate, main
+from sim.gate.args import main
+from sim.gate.gatefile import load_gate
+from sim.gate.outcome import aggregate
 from sim.gate.pytest_plugin import assert_gate
 from sim.util.paths import REPO
 
@@ -38,7 +40,7 @@ thresholds:
 
 
 def gate(cli):
-    """Run ``ctxsim gate`` through the CLI when it has the subcommand, else ``sim.gate.check.main``."""
+    """Run ``ctxsim gate`` through the CLI when it has the subcommand, else ``sim.gate.args.main``."""
 
     def run(*argv: str) -> int:
         from sim import cli as cli_mod

@@ -218,7 +218,8 @@ def test_a_seed_engine_sweep_runs_a_chunks_settings_as_lanes_with_the_same_bytes
 
 
 def test_lane_units_group_a_grids_chunks_of_the_same_runs():
-    from sim.sweep.execute import Chunk, Setting, lane_units
+    from sim.sweep.settings import Setting
+    from sim.sweep.units import Chunk, lane_units
 
     def chunk(name, limit, runs, **extra):
         cfg = {"policy": {"context_token_limit": limit, "keep_recent_tokens": 100, **extra}, "model": {}}
@@ -237,6 +238,6 @@ def test_the_sweeps_lane_knobs_are_the_grid_paths():
     """sweep keeps its own copy (importing sim.engine.fast.seed_grid would load numpy on a resume): it must
     not drift."""
     from sim.engine.fast.seed_grid import GRID_KNOBS
-    from sim.sweep.execute import LANE_GRID_KNOBS
+    from sim.sweep.units import LANE_GRID_KNOBS
 
     assert LANE_GRID_KNOBS == GRID_KNOBS

@@ -264,7 +264,7 @@ def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch,
         progress=False,
     )
     ignored = _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.report.make, "_render_md")  # the last file's text, its rename to come
+    _swallowed_once(monkeypatch, sim.report.make, "render_md")  # the last file's text, its rename to come
     assert main(["report", str(results), "-o", str(tmp_path / "rep")]) == 130
     assert ignored == [KeyboardInterrupt]
     assert not (tmp_path / "rep" / "report.md").exists()
@@ -273,11 +273,11 @@ def test_report_interrupted_in_a_finalizer_leaves_no_report(capsys, monkeypatch,
 
 
 def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_path):
-    import sim.sweep.execute
+    import sim.sweep.unit_runner
     from sim.cli import main
 
     _ignored(monkeypatch)
-    _swallowed_once(monkeypatch, sim.sweep.execute, "_run_chunk")  # its part's rename checks first
+    _swallowed_once(monkeypatch, sim.sweep.unit_runner, "run_chunk")  # its part's rename checks first
     out = tmp_path / "sweep"
     words = ["policy=observation_masking", "policy.n=1,3", f"scenario={SWE_LIKE}", f"results.path={out}"]
     assert main(["sweep", *words]) == 130

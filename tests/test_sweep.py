@@ -18,7 +18,9 @@ import pytest
 from scenarios.swe_like import generate_suite
 from sim.importers import load_paths
 from sim.results.summary import summary
-from sim.sweep.execute import SweepSpec, expand_grid, load_experiment, run_key, run_sweep, spec_from_args
+from sim.sweep.execute import run_sweep
+from sim.sweep.keys import run_key
+from sim.sweep.spec import SweepSpec, expand_grid, load_experiment, spec_from_args
 from sim.trace.io import write_traces
 from sim.util.errors import ConfigError
 from sim.util.paths import EMBEDDED_SUITE, REPO
@@ -86,7 +88,7 @@ def test_run_key_stable_and_sensitive():
     ]
     assert len({key, *(run_key(*v) for v in variants)}) == len(variants) + 1
     # the same in another interpreter: no per-process salt
-    code = f"from sim.sweep.execute import run_key; print(run_key(*{args!r}))"
+    code = f"from sim.sweep.keys import run_key; print(run_key(*{args!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == key
 
@@ -138,16 +140,16 @@ def test_workers_do_not_change_results(corpus, tmp_path):
 
 
 def test_rerun_is_a_no_op(corpus, tmp_path, monkeypatch):
-    import sim.sweep.execute as sweep
+    import sim.sweep.unit_runner as runner
 
     first = _read(run_sweep(_spec(corpus, tmp_path / "r"), progress=False))
-    monkeypatch.setattr(sweep, "_run_chunk", lambda chunk: pytest.fail("a finished run was redone"))
+    monkeypatch.setattr(runner, "run_chunk", lambda chunk: pytest.fail("a finished run was redone"))
     pd.testing.assert_frame_equal(first, _read(run_sweep(_spec(corpus, tmp_path / "r"), progress=False)))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
 def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
-    import sim.sweep.execute as sweep
+    import sim.sweep.unit_runner as runner
 
     out = tmp_path / "int"
     kw = dict(chunk_size=1, grid=("policy.n=1,2,3,5,10",))
@@ -157,13 +159,14 @@ def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
         f"""
         import time
         import sim.sweep.execute as s
-        _orig = s._run_chunk
+        import sim.sweep.unit_runner as runner
+        _orig = runner.run_chunk
         ran = [0]
         def slow(chunk):
             ran[0] += 1
             time.sleep(0.05 if ran[0] <= 12 else 60)  # cannot finish before the signal, however loaded
             return _orig(chunk)
-        s._run_chunk = slow
+        runner.run_chunk = slow
         spec = s.SweepSpec(policy="observation_masking", grid={kw["grid"]!r}, scenario={str(corpus)!r},
                            pricing="claude-sonnet-4-5", results={str(out)!r}, chunk_size=1)
         s.run_sweep(spec, progress=False)
@@ -188,8 +191,8 @@ def test_interrupted_sweep_resumes(corpus, tmp_path, monkeypatch, sig):
     assert 1 <= saved < 40
 
     ran = []
-    orig = sweep._run_chunk
-    monkeypatch.setattr(sweep, "_run_chunk", lambda chunk: ran.append(len(chunk.runs)) or orig(chunk))
+    orig = runner.run_chunk
+    monkeypatch.setattr(runner, "run_chunk", lambda chunk: ran.append(len(chunk.runs)) or orig(chunk))
     resumed = _read(run_sweep(_spec(corpus, out, **kw), progress=False))
     assert sum(ran) == 40 - saved  # only unfinished runs were redone
     assert not list((out / "parts").glob(".*"))  # no temporary file left behind
@@ -227,7 +230,7 @@ def test_summary_cost_none_when_unpriced(corpus, tmp_path):
 
 def test_fast_compose_equals_hydra_compose():
     from sim.config.compose import compose
-    from sim.sweep.execute import _compose_fast
+    from sim.sweep.settings import compose_fast
 
     base = compose("seed_engine", [])
     for ovs in (
@@ -235,9 +238,9 @@ def test_fast_compose_equals_hydra_compose():
         ["policy.mode=prune", "model.window=1000", "model.on_missing=fail"],
         ["policy.token_budget=null", "policy.summary_ratio=0.2", "policy.run_status=off"],
     ):
-        assert _compose_fast("seed_engine", base, ovs) == compose("seed_engine", ovs)
-    assert _compose_fast("seed_engine", base, ["policy.no_such_knob=1"]) is None
-    assert _compose_fast("seed_engine", base, ["+policy.extra=1"]) is None
+        assert compose_fast("seed_engine", base, ovs) == compose("seed_engine", ovs)
+    assert compose_fast("seed_engine", base, ["policy.no_such_knob=1"]) is None
+    assert compose_fast("seed_engine", base, ["+policy.extra=1"]) is None
 
 
 def test_hydra_multirun_equals_in_process_sweep(tmp_path):

@@ -16,7 +16,9 @@ import pytest
 
 from scenarios.swe_like import generate_suite
 from sim.importers import load_paths
-from sim.sweep.execute import SweepSpec, encoded_hashes, run_key, run_keys, run_sweep, spec_from_args
+from sim.sweep.execute import run_sweep
+from sim.sweep.keys import encoded_hashes, run_key, run_keys
+from sim.sweep.spec import SweepSpec, spec_from_args
 from sim.trace.io import write_traces
 from sim.util.errors import ConfigError, UnknownNameError
 from sim.util.paths import EMBEDDED_SUITE, REPO
@@ -158,29 +160,31 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     changed after planning, the chunk stops with exit 2 instead of running other traces under old keys."""
     import sim.engine.dispatch as engine
     import sim.engine.model as model
-    import sim.sweep.execute as sweep
+    import sim.sweep.plan as sweep_plan
+    import sim.sweep.scenario as scenario
+    import sim.sweep.unit_runner as runner
     import sim.trace.io as traceio
 
     local = tmp_path / "corpus.jsonl"
     local.write_bytes(corpus.read_bytes())
-    runs = sweep.plan(_spec(local, tmp_path / "p"), log=lambda msg: None)
+    runs = sweep_plan.plan(_spec(local, tmp_path / "p"), log=lambda msg: None)
     chunk = runs.chunks(())[0]
     assert chunk.scenario_digest is not None and len(chunk.runs) == 5
-    sweep._TRACES.clear()  # as a process that did not fork from the parent
+    scenario._TRACES.clear()  # as a process that did not fork from the parent
 
     def no_hash(t):
         raise AssertionError("a worker hashed a trace")
 
     for mod in (traceio, engine, model):
         monkeypatch.setattr(mod, "trace_hash", no_hash)
-    rows = sweep._run_chunk(chunk)
+    rows = runner.run_chunk(chunk)
     assert [r["run_key"] for r in rows] == [key for _, key, _ in chunk.runs]
     assert [r["trace_hash"] for r in rows] == [h for _, _, h in chunk.runs]
 
-    sweep._TRACES.clear()
+    scenario._TRACES.clear()
     local.write_bytes(corpus.read_bytes() + b"\n")  # a blank line more: same traces, other bytes
     with pytest.raises(ConfigError, match="changed during the sweep"):
-        sweep._run_chunk(chunk)
+        runner.run_chunk(chunk)
 
 
 # ------------------------------------------------------------------------------------------------ merge
@@ -244,11 +248,12 @@ def _forbid_work(monkeypatch) -> list[tuple]:
     import pyarrow.parquet as pqm
 
     import sim.results.store as store
-    import sim.sweep.execute as sweep
+    import sim.sweep.plan as sweep_plan
+    import sim.sweep.scenario as scenario
 
     reads: list[tuple] = []
-    monkeypatch.setattr(sweep, "_settings", lambda *a: pytest.fail("a setting was composed"))
-    monkeypatch.setattr(sweep, "load_scenario", lambda *a: pytest.fail("the scenario was loaded"))
+    monkeypatch.setattr(sweep_plan, "grid_settings", lambda *a: pytest.fail("a setting was composed"))
+    monkeypatch.setattr(scenario, "load_scenario", lambda *a: pytest.fail("the scenario was loaded"))
     monkeypatch.setattr(store, "write_table", lambda *a: pytest.fail("a table was written"))
     real_read, real_read_table = pqm.ParquetFile.read, pqm.read_table
     monkeypatch.setattr(
@@ -287,7 +292,7 @@ def test_rerun_of_a_finished_sweep_stops_at_the_receipt(corpus, tmp_path, monkey
 def test_the_receipt_vouches_for_nothing_that_changed(corpus, tmp_path, monkeypatch, change):
     """Each change sends the rerun down the full path (it composes the settings again) and the
     results are those of a fresh sweep; the next rerun stops at the new receipt."""
-    import sim.sweep.execute as sweep
+    import sim.sweep.plan as sweep_plan
 
     out = tmp_path / "c"
     spec = _spec(corpus, out)
@@ -302,8 +307,8 @@ def test_the_receipt_vouches_for_nothing_that_changed(corpus, tmp_path, monkeypa
     else:
         run_sweep(_spec(corpus, out, grid=("policy.n=1,3",)), progress=False)
     composed: list[int] = []
-    real = sweep._settings
-    monkeypatch.setattr(sweep, "_settings", lambda *a: composed.append(1) or real(*a))
+    real = sweep_plan.grid_settings
+    monkeypatch.setattr(sweep_plan, "grid_settings", lambda *a: composed.append(1) or real(*a))
     assert run_sweep(spec, progress=False).read_bytes() == fresh and composed == [1]
     assert run_sweep(spec, progress=False).read_bytes() == fresh and composed == [1]
 
@@ -454,32 +459,33 @@ def test_plan_takes_a_canonical_files_recorded_hashes_without_loading_it(corpus,
     and the plan is the one loading gives; without a record, with a stale one, or a folder, it loads."""
     import shutil
 
-    import sim.sweep.execute as sweep
+    import sim.sweep.plan as sweep_plan
+    import sim.sweep.scenario as scenario
     from sim.trace.storedhashes import record_path
 
     plain = tmp_path / "plain" / corpus.name  # the same bytes without the record: loaded and hashed
     plain.parent.mkdir()
     shutil.copyfile(corpus, plain)
-    sweep._TRACES.clear()
-    want = sweep.plan(_spec(plain, tmp_path / "a"), log=lambda _m: None)
+    scenario._TRACES.clear()
+    want = sweep_plan.plan(_spec(plain, tmp_path / "a"), log=lambda _m: None)
 
     kept = tmp_path / "kept" / corpus.name
     kept.parent.mkdir()
     shutil.copyfile(corpus, kept)
     shutil.copyfile(record_path(corpus), record_path(kept))
     loads: list[str] = []
-    real = sweep.load_scenario
-    monkeypatch.setattr(sweep, "load_scenario", lambda s: loads.append(s) or real(s))
-    sweep._TRACES.clear()
-    got = sweep.plan(_spec(kept, tmp_path / "b"), log=lambda _m: None)
+    real = scenario.load_scenario
+    monkeypatch.setattr(scenario, "load_scenario", lambda s: loads.append(s) or real(s))
+    scenario._TRACES.clear()
+    got = sweep_plan.plan(_spec(kept, tmp_path / "b"), log=lambda _m: None)
     assert loads == []
     assert [[run for run in runs] for _, runs in got.settings] == [[r for r in rs] for _, rs in want.settings]
 
     kept.write_bytes(corpus.read_bytes() + b"\n")  # other bytes: the record is stale, the file is loaded
-    again = sweep.plan(_spec(kept, tmp_path / "c"), log=lambda _m: None)
+    again = sweep_plan.plan(_spec(kept, tmp_path / "c"), log=lambda _m: None)
     assert loads == [str(kept)] and again.keys() == want.keys()
-    sweep._TRACES.clear()
-    sweep.plan(_spec(kept.parent, tmp_path / "d"), log=lambda _m: None)  # a folder: loaded
+    scenario._TRACES.clear()
+    sweep_plan.plan(_spec(kept.parent, tmp_path / "d"), log=lambda _m: None)  # a folder: loaded
     assert loads == [str(kept), str(kept.parent)]
 
 

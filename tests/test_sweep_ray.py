@@ -1,6 +1,6 @@
 """``executor=ray`` on a local Ray instance with 2 CPUs (started by the sweep itself): the same part
 files and a byte-identical results.parquet as the in-process pool (workers=1 and workers=2), a seed-engine
-grid's chunks replayed together as lanes (``sim.sweep.execute.lane_units``) as the pool replays them; a ctxsim
+grid's chunks replayed together as lanes (``sim.sweep.units.lane_units``) as the pool replays them; a ctxsim
 error inside a Ray task is exit 2, as in the pool; a rerun of the finished sweep starts no Ray at all."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ ray = pytest.importorskip(
 
 from scenarios.swe_like import generate_suite  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.sweep.execute import SweepSpec, run_sweep  # noqa: E402
+from sim.sweep.execute import run_sweep  # noqa: E402
+from sim.sweep.spec import SweepSpec  # noqa: E402
 from sim.trace.io import write_traces  # noqa: E402
 from sim.util.errors import ConfigError  # noqa: E402
 from sim.util.paths import EMBEDDED_SUITE  # noqa: E402
@@ -97,17 +98,17 @@ def test_ray_runs_a_seed_engine_grids_chunks_together_as_lanes(corpus, tmp_path,
     """A Ray task is a lane unit: the chunks of one set of runs under several (limit, keep) settings go
     to one task and are replayed together, as the pool's workers replay them; the parts and
     results.parquet are the pool's at 1 and 2 workers, byte for byte."""
-    import sim.sweep.execute as sweep
+    import sim.sweep.rayexec as rayexec
 
     units: list[tuple[int, ...]] = []
-    real = sweep.lane_units
+    real = rayexec.lane_units
 
     def spy(todo, workers=0):
         out = real(todo, workers)
         units.append(tuple(len(u) for u in out))
         return out
 
-    monkeypatch.setattr(sweep, "lane_units", spy)
+    monkeypatch.setattr(rayexec, "lane_units", spy)
     grid = ("policy.context_token_limit=16000,32000,48000", "policy.keep_recent_tokens=2000,8000")
     kw = dict(policy="seed_engine", grid=grid, chunk_size=4)
     on_ray = tmp_path / "ray"
@@ -127,10 +128,10 @@ def test_a_ctxsim_error_in_a_ray_task_is_exit_2(corpus, tmp_path, local_ray):
     that no longer matches) stop the sweep with the worker's own message, as a ConfigError."""
     import dataclasses
 
-    import sim.sweep.execute as sweep
+    from sim.sweep.plan import plan
     from sim.sweep.rayexec import run_chunks
 
-    runs = sweep.plan(_spec(corpus, tmp_path / "e"), log=lambda msg: None)
+    runs = plan(_spec(corpus, tmp_path / "e"), log=lambda msg: None)
     chunk = dataclasses.replace(runs.chunks(())[0], scenario_digest="0" * 64)
     with pytest.raises(ConfigError, match="changed during the sweep") as exc:
         run_chunks([chunk], tmp_path / "e" / "parts", 2, None, lambda c, p: None)

@@ -22,7 +22,8 @@ import pytest
 
 from scenarios.swe_like import generate_suite
 from sim.importers import load_paths
-from sim.sweep.execute import SweepSpec, merge_parts, run_sweep
+from sim.sweep.execute import merge_parts, run_sweep
+from sim.sweep.spec import SweepSpec
 from sim.trace.io import write_traces
 from sim.util.paths import EMBEDDED_SUITE, REPO
 
@@ -168,11 +169,13 @@ def test_temporary_names_carry_the_writer_and_only_stale_ones_go(corpus, tmp_pat
 WRITER = """
 import pathlib, sys, time
 import sim.sweep.execute as s
+from sim.sweep.plan import plan
+from sim.sweep.spec import SweepSpec
 root = pathlib.Path({root!r})
 def spec(trial):
-    return s.SweepSpec(policy="observation_masking", grid=({grid!r},), scenario={corpus!r},
+    return SweepSpec(policy="observation_masking", grid=({grid!r},), scenario={corpus!r},
                        pricing="claude-sonnet-4-5", results=str(root / f"t{{trial}}"), chunk_size={chunk})
-s.plan(spec(0))  # imports, Hydra and the traces loaded before the first start line
+plan(spec(0))  # imports, Hydra and the traces loaded before the first start line
 for trial in range({trials}):
     (root / f"ready-{{trial}}-{name}").touch()
     while not (root / f"go-{{trial}}").exists():
@@ -292,11 +295,11 @@ DAMAGE = {
 
 
 def _count_runs(monkeypatch) -> list[int]:
-    import sim.sweep.execute as sweep
+    import sim.sweep.unit_runner as runner
 
     ran: list[int] = []
-    orig = sweep._run_chunk
-    monkeypatch.setattr(sweep, "_run_chunk", lambda chunk: ran.append(len(chunk.runs)) or orig(chunk))
+    orig = runner.run_chunk
+    monkeypatch.setattr(runner, "run_chunk", lambda chunk: ran.append(len(chunk.runs)) or orig(chunk))
     return ran
 
 

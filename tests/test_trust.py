@@ -29,12 +29,12 @@ def conf(tmp_path, monkeypatch) -> Path:
     """A copy of conf/ that the code under test reads instead of the repository's, so a test can add
     policy files to conf/policy/ without touching the checkout."""
     import sim.config.compose
-    import sim.sweep.execute
     import sim.sweep.hydra_app
+    import sim.sweep.spec
 
     copy = tmp_path / "conf"
     shutil.copytree(CONF_DIR, copy)
-    for mod in (sim.config.compose, sim.sweep.hydra_app, sim.sweep.execute):
+    for mod in (sim.config.compose, sim.sweep.hydra_app, sim.sweep.spec):
         monkeypatch.setattr(mod, "CONF_DIR", copy)
     return copy
 
@@ -506,6 +506,7 @@ def test_gate_baseline_row_with_nan(tmp_path, capsys, baseline_rows, literal):
 
 
 def test_gate_crash_is_exit_3_not_1(tmp_path, capsys, baseline_rows, monkeypatch):
+    import sim.gate.args
     import sim.gate.check
 
     (tmp_path / "base.jsonl").write_text("".join(json.dumps(r) + "\n" for r in baseline_rows))
@@ -519,7 +520,7 @@ def test_gate_crash_is_exit_3_not_1(tmp_path, capsys, baseline_rows, monkeypatch
     monkeypatch.setattr(sim.gate.check, "aggregate", broken)
     for run in (
         lambda: main(["gate", str(tmp_path / "gate.yaml")]),
-        lambda: sim.gate.check.main([str(tmp_path / "gate.yaml")]),
+        lambda: sim.gate.args.main([str(tmp_path / "gate.yaml")]),
     ):
         assert run() == 3
         err = _errors(capsys)
@@ -680,7 +681,7 @@ def test_typed_errors_survive_pickling():
     must come back as itself with the same message, or the parent sees a crash (exit 3) instead of 2."""
     import pickle
 
-    from sim.gate.check import GateError
+    from sim.gate.gatefile import GateError
     from sim.util.errors import ConfigError, TraceError, UnknownNameError
 
     for exc in (

@@ -2,6 +2,6 @@
 
 import sys
 
-from sim.gate.check import main
+from sim.gate.args import main
 
 sys.exit(main())

@@ -1,7 +1,10 @@
 """The ``gate`` subcommand's arguments, apart from ``sim.gate.check``: the command line builds every parser at
-start, and the gate's own module (metrics, numpy) is imported only when ``ctxsim gate`` runs."""
+start, and the gate's own module (metrics, numpy) is imported only when ``ctxsim gate`` runs. ``main`` is the
+same command on its own (``python -m sim.gate``)."""
 
 from __future__ import annotations
+
+import sys
 
 
 def cmd_gate(args) -> int:
@@ -37,3 +40,16 @@ def add_parser(sub) -> None:
         help="let a policy's _target_ name a Policy subclass from this module of yours (repeatable)",
     )
     g.set_defaults(func=cmd_gate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m sim.gate GATE_FILE ...``: the ``ctxsim gate`` command on its own (same exit codes)."""
+    import argparse
+
+    from sim.util.exitcodes import run_command
+
+    parser = argparse.ArgumentParser(prog="ctxsim")
+    add_parser(parser.add_subparsers(dest="command", required=True, metavar="COMMAND"))
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(["gate", *(w for w in words if w != "--debug")])
+    return run_command(args.func, args, debug="--debug" in words)

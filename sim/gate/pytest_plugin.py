@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from sim.gate.check import GateResult, evaluate
+from sim.gate.check import evaluate
+from sim.gate.outcome import GateResult
 
 
 def assert_gate(

@@ -25,7 +25,7 @@ SUMMARY_METRICS = (
 )
 
 
-def _py(v: Any) -> Any:
+def plain_value(v: Any) -> Any:
     """A plain Python value for a table cell: missing → None, numpy scalars → int/float/bool."""
     import pandas as pd
 
@@ -50,7 +50,7 @@ def exact_sum(col) -> int:
     return sum(int(v) for v in values)
 
 
-def _sort_key(v: Any) -> tuple:
+def value_sort_key(v: Any) -> tuple:
     """Numbers numerically, then strings, missing last: 16000 before 96000, never '16000' < '9000'."""
     if v is None:
         return (2, 0.0, "")
@@ -141,7 +141,7 @@ def summarize(df) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for values, g in df.groupby(keys, dropna=False, sort=False):
         values = values if isinstance(values, tuple) else (values,)
-        row: dict[str, Any] = {k: _py(v) for k, v in zip(keys, values, strict=True)}
+        row: dict[str, Any] = {k: plain_value(v) for k, v in zip(keys, values, strict=True)}
         cost = g["cost_microusd"]
         priced = len(g) > 0 and not cost.isna().any()
         ci = exact_sum(g["cumulative_input_tokens"])
@@ -158,7 +158,7 @@ def summarize(df) -> list[dict[str, Any]]:
             }
         )
         out.append(row)
-    out.sort(key=lambda r: tuple(_sort_key(r[k]) for k in keys))
+    out.sort(key=lambda r: tuple(value_sort_key(r[k]) for k in keys))
     return out
 
 

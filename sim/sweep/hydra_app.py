@@ -69,7 +69,8 @@ def _job(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from sim.sweep.execute import SweepSpec, run_sweep
+    from sim.sweep.execute import run_sweep
+    from sim.sweep.spec import SweepSpec
 
     hc = HydraConfig.get()
     composed = OmegaConf.to_container(cfg, resolve=True)
@@ -191,7 +192,7 @@ def check_words(items: Sequence[str]) -> Words:
             raise _refuse(it, "not allowed")
     if transform_words:
         from sim.config.transforms import transform_steps
-        from sim.sweep.execute import transform_specs
+        from sim.sweep.spec import transform_specs
 
         # composed here, once (a job cannot compose: Hydra is running it), as `sweep` composes them; an
         # unknown name or knob exits 2 before any job. Handed to every job as one JSON string value.
@@ -315,7 +316,7 @@ def _check_knobs(words: Words, knob_names: dict[str, dict[str, list[str]]]) -> N
 
 def _check_top(words: Words) -> None:
     """The values a job would otherwise only find bad one by one (a missing scenario, a bad number)."""
-    from sim.sweep.execute import load_scenario
+    from sim.sweep.scenario import load_scenario
 
     top = words.top
     for key in ("chunk_size",):
@@ -346,7 +347,8 @@ def check_grid(words: Words) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
 
-    from sim.sweep.execute import SweepSpec, check_settings
+    from sim.sweep.settings import check_settings
+    from sim.sweep.spec import SweepSpec
 
     try:
         parsed = OverridesParser.create().parse_overrides([w for w, _, _ in words.knobs])

@@ -74,7 +74,7 @@ def open_file_digest(name: str, f: BinaryIO) -> str:
 
 
 def scenario_path(scenario: str) -> Path | None:
-    """The file or folder a scenario reads (as ``sim.sweep.execute.load_scenario`` resolves it); None for a
+    """The file or folder a scenario reads (as ``sim.sweep.scenario.load_scenario`` resolves it); None for a
     ``dataset:`` scenario (a hub name, or a folder ``datasets`` may write its cache into)."""
     if scenario == "embedded":
         return EMBEDDED_SUITE

@@ -1,8 +1,8 @@
 """``ctxsim sweep … executor=ray [ray.address=auto|HOST:PORT|ray://HOST:PORT]``: a sweep's chunks as Ray
 tasks, for a sweep larger than one machine.
 
-Each task is one work unit of ``sim.sweep.execute.lane_units``, as the in-process pool runs them: one chunk
-(``sim.sweep.execute.Chunk``: a setting and its (trace, run key, trace hash) triples, nothing big), or the
+Each task is one work unit of ``sim.sweep.units.lane_units``, as the in-process pool runs them: one chunk
+(``sim.sweep.units.Chunk``: a setting and its (trace, run key, trace hash) triples, nothing big), or the
 seed-engine chunks of the same runs whose settings differ only in the grid knobs, replayed together as
 lanes. A task loads the scenario once per Ray worker process, checks that the scenario's bytes are the
 ones the parent planned from, takes the parent's trace hashes, replays its unit and writes each chunk's
@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sim.sweep.unit_runner import run_and_save_unit
+from sim.sweep.units import lane_units
 from sim.util.errors import ConfigError, CtxsimError
 
 IN_FLIGHT_PER_CPU = 4  # tasks submitted ahead of the results: enough to keep every CPU busy, bounded
@@ -31,7 +33,6 @@ IN_FLIGHT_PER_CPU = 4  # tasks submitted ahead of the results: enough to keep ev
 def _task(unit: tuple[Any, ...], parts_dir: str, version: str) -> list[Any]:
     """One work unit on a Ray worker: replay its chunks, write their parts, return the parts (path, keys,
     stat), one a chunk."""
-    from sim.sweep.execute import _run_and_save_unit
     from sim.util.versions import ctxsim_version
 
     if version != ctxsim_version():
@@ -39,7 +40,7 @@ def _task(unit: tuple[Any, ...], parts_dir: str, version: str) -> list[Any]:
             f"sweep: a Ray worker runs ctxsim {ctxsim_version()} but the sweep ctxsim {version}: install the "
             "same ctxsim on every node"
         )
-    return _run_and_save_unit(unit, parts_dir)
+    return run_and_save_unit(unit, parts_dir)
 
 
 def _ray():
@@ -68,9 +69,8 @@ def _get(ray, ref):
 def run_chunks(
     todo: list[Any], parts_dir: Path, workers: int, address: str | None, save: Callable[[Any, Any], None]
 ) -> None:
-    """Run the chunks of ``todo`` as Ray tasks, one task a work unit (``sim.sweep.execute.lane_units`` for the
+    """Run the chunks of ``todo`` as Ray tasks, one task a work unit (``sim.sweep.units.lane_units`` for the
     cluster's CPUs); ``save(chunk, part)`` for each chunk of a unit as the unit finishes."""
-    from sim.sweep.execute import lane_units
     from sim.util.versions import ctxsim_version
 
     ray = _ray()
