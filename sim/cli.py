@@ -26,7 +26,7 @@ from sim.util.errors import CtxsimError
 from sim.util.exitcodes import run_command
 
 TRANSFORM_COMMANDS = ("run", "size", "sweep")  # they take --transform NAME [transform.KEY=V ...]
-OVERRIDE_COMMANDS = ("run", "explain", "sweep")  # KEY=VALUE words may follow their options
+OVERRIDE_COMMANDS = ("run", "explain", "size", "sweep")  # KEY=VALUE words may follow their options
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -157,12 +157,14 @@ def add_workers_option(p: argparse.ArgumentParser, default: int | None, text: st
     p.add_argument("--workers", type=int, default=default, metavar="N", help=text)
 
 
-def check_workers(workers: int) -> int:
-    """``--workers N`` is in [1, MAX_WORKERS] on every command (exit 2 naming the flag and the range)."""
+def check_workers(workers: int, as_word: bool = False) -> int:
+    """``--workers N`` (or the ``workers=N`` word, ``as_word``) is in [1, MAX_WORKERS] on every command:
+    exit 2 naming what was given and the range."""
     from sim.util.forkmap import MAX_WORKERS
 
     if not 1 <= workers <= MAX_WORKERS:
-        raise ConfigError(f"--workers {workers} is not in [1, {MAX_WORKERS}]")
+        given = f"workers={workers}" if as_word else f"--workers {workers}"
+        raise ConfigError(f"{given} is not in [1, {MAX_WORKERS}]")
     return workers
 
 

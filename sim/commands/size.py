@@ -16,6 +16,7 @@ from sim.commands.common import (
     check_workers,
     format_table,
     progress,
+    split_args,
     transforms_of,
     warn,
 )
@@ -33,7 +34,13 @@ def add_parser(sub) -> None:
         "without a context overflow, with bootstrap 95% intervals over traces, the runners-up and one "
         "sentence of advice.",
     )
-    sz.add_argument("paths", nargs="*", metavar="PATH")
+    sz.add_argument(
+        "items",
+        nargs="*",
+        metavar="PATH|KEY=VALUE",
+        help="trace files or folders; model.on_missing=X, model.summarizer=X and workers=N as on run and "
+        "sweep (the same as the flags; a word wins over its flag)",
+    )
     sz.add_argument(
         "--dataset", metavar="NAME_OR_PATH", help="canonical traces through Hugging Face datasets"
     )
@@ -81,6 +88,34 @@ def int_list(text: str, option: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise ConfigError(f"{option} {text!r}: expected integers >= 1")
     return values
+
+
+SIZE_WORDS = ("model.on_missing", "model.summarizer", "workers")
+
+
+def take_size_words(args: argparse.Namespace) -> None:
+    """Split ``size``'s positional words into ``args.paths`` and the KEY=VALUE words it shares with run
+    and sweep (``SIZE_WORDS``), which set ``args.on_missing``, ``args.summarizer`` and ``args.workers``
+    (a word wins over its flag, as on sweep); a bad value is refused as run refuses it."""
+    args.paths, words = split_args(args.items)
+    for word in words:
+        key, _, value = word.partition("=")
+        if key not in SIZE_WORDS:
+            raise ConfigError(
+                f"size: '{word}' is not one of {', '.join(k + '=' for k in SIZE_WORDS)} (the other settings "
+                "are flags: ctxsim size --help)"
+            )
+        if key == "workers":
+            try:
+                args.workers = check_workers(int(value), as_word=True)
+            except ValueError:
+                raise ConfigError(f"size: '{word}': workers is an integer") from None
+        else:
+            setattr(args, key.partition(".")[2], value)
+    if words:
+        from sim.engine.model import check_behaviour
+
+        check_behaviour(args.on_missing, 40, args.summarizer)  # run's errors: model.KEY='X' is not one of
 
 
 def check_size_args(args: argparse.Namespace) -> None:
@@ -210,6 +245,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     from sim.cost.pricing import price_named
     from sim.results.tables import json_line
 
+    take_size_words(args)
     check_size_args(args)
     if args.model:
         price_named(args.model)
