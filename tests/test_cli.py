@@ -523,8 +523,12 @@ def test_run_size_and_sweep_list_the_same_flags_in_their_help(command):
     from sim.cli import build_parser
 
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
-    text = sub.format_help()
+    text = " ".join(sub.format_help().split())
     assert all(flag in text for flag in SHARED_FLAGS)
+    if command != "size":  # the range the help states is the one --workers is checked against
+        from sim.util.forkmap import MAX_WORKERS
+
+        assert f"in [1, {MAX_WORKERS}]" in text
 
 
 @pytest.mark.parametrize("command", ["run", "size", "sweep"])
