@@ -504,3 +504,101 @@ def test_datasets_progress_bars_never_reach_ctxsim_output(tmp_path):
     )
     assert p.returncode == 0 and len(p.stdout.splitlines()) == 4
     assert "examples" not in p.stderr and all(line.startswith("ctxsim: ") for line in p.stderr.splitlines())
+
+
+# ------------------------------------------------------------------------- one flag style: run, size, sweep
+SHARED_FLAGS = ("--workers", "--on-missing", "--summarizer", "--transform")
+
+
+def test_the_flags_choices_are_the_mock_models():
+    """The parser spells the mock model's choices itself (no numpy at start): the same as the model's."""
+    from sim.commands.common import ON_MISSING_CHOICES, SUMMARIZER_CHOICES
+    from sim.engine.model import ON_MISSING, SUMMARIZERS
+
+    assert ON_MISSING_CHOICES == ON_MISSING and SUMMARIZER_CHOICES == SUMMARIZERS
+
+
+@pytest.mark.parametrize("command", ["run", "size", "sweep"])
+def test_run_size_and_sweep_list_the_same_flags_in_their_help(command):
+    from sim.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
+    text = " ".join(sub.format_help().split())
+    assert all(flag in text for flag in SHARED_FLAGS)
+    if command != "size":  # the range the help states is the one --workers is checked against
+        from sim.util.forkmap import MAX_WORKERS
+
+        assert f"in [1, {MAX_WORKERS}]" in text
+
+
+@pytest.mark.parametrize("command", ["run", "size", "sweep"])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--on-missing", "guess"], "--on-missing: invalid choice: 'guess' (choose from 'refetch', 'fail', "),
+        (["--summarizer", "best"], "--summarizer: invalid choice: 'best' (choose from 'extractive', "),
+        (["--workers", "0"], "--workers 0 is not in [1, 64]"),
+        (["--transf", "code_mode"], "argument --transform: spell it in full, as --transform"),
+    ],
+)
+def test_a_bad_flag_value_is_exit_2_naming_the_flag(capsys, suite, tmp_path, command, argv, message):
+    out = tmp_path / "s"
+    words = ["policy=raw", f"scenario={suite}", f"results.path={out}"] if command == "sweep" else [suite]
+    try:
+        code = main([command, *map(str, words), *argv])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err and not out.exists()
+
+
+def test_run_flags_give_what_the_model_words_give(capsys, tmp_path):
+    fact_trace(tmp_path / "om.jsonl", "om")
+    args = ["run", tmp_path / "om.jsonl", "--policy", "observation_masking", "policy.n=1", "--format", "json"]
+    default = run(capsys, *args)[1]
+    for flag, word in [
+        (["--on-missing", "fail"], ["model.on_missing=fail"]),
+        (["--summarizer", "oracle"], ["model.summarizer=oracle"]),
+        (["--workers", "2"], []),  # run replays in one process: the same rows for any --workers
+    ]:
+        code, by_flag, _ = run(capsys, *args, *flag)
+        assert code == 0 and by_flag == run(capsys, *args, *word)[1]
+    assert run(capsys, *args, "--on-missing", "fail")[1] != default  # the flag does something
+    # a word on the line wins over its flag, as on sweep
+    assert run(capsys, *args, "--on-missing", "fail", "model.on_missing=refetch")[1] == default
+
+
+def test_size_flags_give_what_the_words_give(capsys):
+    from sim.util.paths import EMBEDDED_SUITE
+
+    base = ["size", EMBEDDED_SUITE / "closed_loop.jsonl", "--model", "claude-sonnet-4-5", "--format", "json"]
+    base += ["--limits", "16000,32000", "--keeps", "2000,4000"]
+    code, by_flag, _ = run(capsys, *base, "--on-missing", "fail", "--summarizer", "oracle", "--workers", "1")
+    assert code == 0
+    assert json.loads(by_flag)["assumptions"]["mock_model"]["on_missing"] == "fail"
+    words = ["model.on_missing=fail", "model.summarizer=oracle", "workers=1"]
+    assert run(capsys, *base, *words) == (0, by_flag, run(capsys, *base, *words)[2])
+    code, _, err = run(capsys, *base, "model.on_missing=guess")
+    assert code == 2 and "model.on_missing='guess' is not one of refetch, fail, degrade" in err
+    code, _, err = run(capsys, *base, "workers=0")
+    assert code == 2 and "workers=0 is not in [1, 64]" in err
+    code, _, err = run(capsys, *base, "model.window=1000")
+    assert code == 2 and "is not one of model.on_missing=, model.summarizer=, workers=" in err
+
+
+def test_sweep_flags_give_what_the_words_give(capsys, tmp_path):
+    import pandas as pd
+
+    from sim.cli import build_parser
+    from sim.commands.sweep import sweep_flags
+
+    flags = ["--on-missing", "fail", "--summarizer", "oracle", "--workers", "2"]
+    words = ["model.on_missing=fail", "model.summarizer=oracle", "workers=2"]
+    assert sweep_flags(build_parser().parse_args(["sweep", *flags])) == words
+    fact_trace(tmp_path / "om.jsonl", "om")
+    grid = ["policy=observation_masking", "policy.n=1,3", f"scenario={tmp_path / 'om.jsonl'}"]
+    assert run(capsys, "sweep", *grid, f"results.path={tmp_path / 'f'}", *flags)[0] == 0
+    # the flags stand for words given first (a word on the line wins)
+    assert run(capsys, "sweep", *words, *grid, f"results.path={tmp_path / 'w'}")[0] == 0
+    by_flag = pd.read_parquet(tmp_path / "f" / "results.parquet")
+    assert by_flag.equals(pd.read_parquet(tmp_path / "w" / "results.parquet"))
+    assert set(by_flag["model.on_missing"]) == {"fail"} and set(by_flag["summarizer"]) == {"oracle"}

@@ -74,18 +74,18 @@ def test_run_dataset_cli_matches_paths(capsys, mini_traces, tmp_path):
 def test_streamed_csv_from_columns_is_the_rows_csv(capsys, columns):
     """``run --streaming --format csv`` writes a batch's CSV from its columns: the very bytes the rows'
     writer gives, for every kind of cell, for a first batch (with its header) and a later one."""
-    from sim.cli import _stream_csv, _stream_csv_columns
+    from sim.commands.run import stream_csv, stream_csv_columns
 
     rows = [dict(zip(columns, values, strict=True)) for values in zip(*columns.values(), strict=True)]
     for header in (None, list(columns)):
-        assert _stream_csv(rows, header) == list(columns)
+        assert stream_csv(rows, header) == list(columns)
         by_rows = capsys.readouterr().out
-        assert _stream_csv_columns(columns, header) == list(columns)
+        assert stream_csv_columns(columns, header) == list(columns)
         assert capsys.readouterr().out == by_rows
     other = dict(reversed(columns.items()))  # a later batch in another column order: a row at a time
-    assert _stream_csv_columns(other, list(columns)) == list(columns)
+    assert stream_csv_columns(other, list(columns)) == list(columns)
     by_columns = capsys.readouterr().out
-    _stream_csv([dict(zip(other, v, strict=True)) for v in zip(*other.values(), strict=True)], list(columns))
+    stream_csv([dict(zip(other, v, strict=True)) for v in zip(*other.values(), strict=True)], list(columns))
     assert capsys.readouterr().out == by_columns
 
 

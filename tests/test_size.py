@@ -147,7 +147,7 @@ def test_size_errors(capsys, tmp_path):
 def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     """One recommendation function: the demo's sweeps, `size` on the same traces and `report` on the
     demo's sweeps state the same verdict."""
-    from sim.cli import DEMO_STUDY
+    from sim.commands.demo import DEMO_STUDY
     from sim.util.paths import EMBEDDED_SUITE
 
     suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")

@@ -311,11 +311,12 @@ def test_hydra_multirun_takes_transforms_as_the_in_process_sweep(tmp_path):
 def test_sweep_refuses_a_model_and_a_pricing_that_disagree(tmp_path, capsys):
     """`sweep --model X --pricing Y` is refused as `run` refuses it, instead of pricing as Y with X's
     window; `--model X` alone gives X's pricing and window."""
-    from sim.cli import _sweep_flags, build_parser, main
+    from sim.cli import build_parser, main
+    from sim.commands.sweep import sweep_flags
 
     out = tmp_path / "s"
     argv = ["sweep", "policy=raw", "scenario=embedded", f"results.path={out}", "--model", "claude-sonnet-4-5"]
     assert main([*argv, "--pricing", "gpt-4o"]) == 2
     assert "disagree" in capsys.readouterr().err and not out.exists()
     args = build_parser().parse_args(["sweep", "--model", "claude-sonnet-4-5"])
-    assert _sweep_flags(args) == ["pricing=claude-sonnet-4-5", "model.window=200000"]
+    assert sweep_flags(args) == ["pricing=claude-sonnet-4-5", "model.window=200000"]

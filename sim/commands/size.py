@@ -1,0 +1,360 @@
+"""``ctxsim size``: recommend context_token_limit and keep_recent_tokens from the user's traces, against
+no compaction. Replays a grid of the two knobs, judges it by one rule (``sim.analysis.size.verdict``),
+optionally under every mock-model behaviour (``--sensitivity``), and prints the verdict with the
+assumptions it rests on."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from sim.commands.common import (
+    add_mock_model_options,
+    add_transform_option,
+    add_workers_option,
+    check_workers,
+    format_table,
+    progress,
+    split_args,
+    transforms_of,
+    warn,
+)
+from sim.util import interrupts
+from sim.util.errors import ConfigError
+
+
+def add_parser(sub) -> None:
+    """The ``size`` subcommand on the CLI's subparsers."""
+    sz = sub.add_parser(
+        "size",
+        help="recommend context_token_limit and keep_recent_tokens from your traces",
+        description="Replay the traces under a grid of context_token_limit x keep_recent_tokens and "
+        "recommend the cheapest setting whose answers complete in at least the target share of runs "
+        "without a context overflow, with bootstrap 95% intervals over traces, the runners-up and one "
+        "sentence of advice.",
+    )
+    sz.add_argument(
+        "items",
+        nargs="*",
+        metavar="PATH|KEY=VALUE",
+        help="trace files or folders; model.on_missing=X, model.summarizer=X and workers=N as on run and "
+        "sweep (the same as the flags; a word wins over its flag)",
+    )
+    sz.add_argument(
+        "--dataset", metavar="NAME_OR_PATH", help="canonical traces through Hugging Face datasets"
+    )
+    sz.add_argument("--split", default="train")
+    sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
+    sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
+    sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
+    sz.add_argument(
+        "--target-completion",
+        type=float,
+        default=0.95,
+        help="share of runs whose answer must complete under a recommended setting (default 0.95)",
+    )
+    sz.add_argument(
+        "--max-facts-lost-increase",
+        type=float,
+        default=0.05,
+        help="how much more of the facts seen a recommended setting may lose than no compaction "
+        "(default 0.05: 5 percentage points)",
+    )
+    sz.add_argument("--limits", help="context_token_limit values, comma-separated")
+    sz.add_argument("--keeps", help="keep_recent_tokens values, comma-separated")
+    add_mock_model_options(sz)
+    sz.add_argument(
+        "--sensitivity",
+        action="store_true",
+        help="also recompute the verdict under every --on-missing x --summarizer and say whether it holds",
+    )
+    add_workers_option(
+        sz,
+        2,
+        "processes for the grid batches and the bootstraps (default 2; the same answer for any number)",
+    )
+    sz.add_argument("--format", choices=("table", "json"), default="table")
+    add_transform_option(sz)
+    sz.set_defaults(func=cmd_size)
+
+
+def int_list(text: str, option: str) -> list[int]:
+    """A comma-separated list of integers >= 1 (``--limits``, ``--keeps``), else exit 2 naming the flag."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ConfigError(f"{option} {text!r}: expected comma-separated integers") from None
+    if not values or any(v < 1 for v in values):
+        raise ConfigError(f"{option} {text!r}: expected integers >= 1")
+    return values
+
+
+SIZE_WORDS = ("model.on_missing", "model.summarizer", "workers")
+
+
+def take_size_words(args: argparse.Namespace) -> None:
+    """Split ``size``'s positional words into ``args.paths`` and the KEY=VALUE words it shares with run
+    and sweep (``SIZE_WORDS``), which set ``args.on_missing``, ``args.summarizer`` and ``args.workers``
+    (a word wins over its flag, as on sweep); a bad value is refused as run refuses it."""
+    args.paths, words = split_args(args.items)
+    for word in words:
+        key, _, value = word.partition("=")
+        if key not in SIZE_WORDS:
+            raise ConfigError(
+                f"size: '{word}' is not one of {', '.join(k + '=' for k in SIZE_WORDS)} (the other settings "
+                "are flags: ctxsim size --help)"
+            )
+        if key == "workers":
+            try:
+                args.workers = check_workers(int(value), as_word=True)
+            except ValueError:
+                raise ConfigError(f"size: '{word}': workers is an integer") from None
+        else:
+            setattr(args, key.partition(".")[2], value)
+    if words:
+        from sim.engine.model import check_behaviour
+
+        check_behaviour(args.on_missing, 40, args.summarizer)  # run's errors: model.KEY='X' is not one of
+
+
+def check_size_args(args: argparse.Namespace) -> None:
+    """The policy has both knobs; the thresholds and ``--workers`` are in range (before any work)."""
+    from sim.policies.base import knobs, policy_class
+
+    cls = policy_class(args.policy)
+    names = {f.name for f in knobs(cls)}
+    if not {"context_token_limit", "keep_recent_tokens"} <= names:
+        raise ConfigError(
+            f"size: policy '{args.policy}' has no context_token_limit / keep_recent_tokens knobs"
+        )
+    if not 0 < args.target_completion <= 1:
+        raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
+    if not 0 <= args.max_facts_lost_increase <= 1:
+        raise ConfigError(f"--max-facts-lost-increase {args.max_facts_lost_increase} is not in [0, 1]")
+    check_workers(args.workers)
+
+
+def size_traces(args: argparse.Namespace) -> list[Any]:
+    """The traces to size on (``--dataset`` or PATHs), each through ``--transform`` first."""
+    from sim.importers import load_paths
+
+    if args.dataset:
+        from sim.trace.io import load_dataset_traces
+
+        traces = list(load_dataset_traces(args.dataset, args.split))
+    elif args.paths:
+        traces = list(load_paths(args.paths))
+    else:
+        raise ConfigError("size: give trace PATHs or --dataset")
+    if not traces:
+        raise ConfigError("size: no traces")
+    if transforms := transforms_of(args):
+        from sim.engine.model import ReplayModel
+        from sim.transforms.base import apply_all
+
+        what = {"on_missing": args.on_missing, "summarizer": args.summarizer}
+        traces = [apply_all(t, transforms, ReplayModel(t, **what)) for t in traces]
+    return traces
+
+
+class Sizing:
+    """One sizing's inputs, fixed before the grid is replayed: the traces, the model's window and
+    pricing, the output reserve and largest summary, and the grid's limits (those above the window left
+    out)."""
+
+    def __init__(self, args: argparse.Namespace, traces: list[Any], limits: list[int], keeps: list[int]):
+        from sim.analysis.size import grid_limits, largest_summary, output_reserve
+        from sim.cost.models import resolve_window
+
+        self.args, self.traces, self.limits, self.keeps = args, traces, limits, keeps
+        self.pricing = args.model or "auto"
+        self.window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
+        self.reserve, self.summary = output_reserve(traces), largest_summary(args.policy)
+        win = self.window if isinstance(self.window, int) else None
+        if self.window == "auto":  # every trace's recorded model has the same window: size against it
+            recorded = {resolve_window(t.model) for t in traces}
+            win = recorded.pop() if len(recorded) == 1 else None
+        self.win = win
+        self.kept = grid_limits(limits, win, self.reserve, self.summary)
+        if not self.kept:
+            raise ConfigError(
+                f"--limits: every limit is above window {win} - output reserve {self.reserve} - largest "
+                f"summary {self.summary} = {win - self.reserve - self.summary}"
+            )
+        self.behaviour = {"on_missing": args.on_missing, "summarizer": args.summarizer}
+
+    def evaluate(self, behaviour: dict[str, Any], show_progress: bool) -> list:
+        """Every setting of the grid (and no compaction) replayed under a mock-model ``behaviour``."""
+        from sim.analysis.size import evaluate
+
+        return evaluate(
+            self.traces,
+            self.args.policy,
+            self.kept,
+            self.keeps,
+            self.window,
+            self.pricing,
+            (lambda i, n: progress(i, n, "sizing settings")) if show_progress else None,
+            behaviour,
+            workers=self.args.workers,
+        )
+
+    def judge(self, results: list) -> dict:
+        """The verdict on ``results``: the same rule and tolerances for every mock behaviour."""
+        from sim.analysis.size import verdict
+
+        args = self.args
+        return verdict(
+            results,
+            policy_name=args.policy,
+            target=args.target_completion,
+            max_facts_lost_increase=args.max_facts_lost_increase,
+            window=self.win,
+            reserve=self.reserve,
+            summary=self.summary,
+            workers=args.workers,
+        )
+
+    def sensitivity(self, rec: dict) -> dict:
+        """The verdict under every mock-model behaviour (this one's is ``rec``), and whether it holds."""
+        from sim.analysis.size import sensitivity, sensitivity_behaviours
+
+        verdicts = []
+        others = sensitivity_behaviours()
+        for n, b in enumerate(others, start=1):
+            interrupts.check()
+            progress(n, len(others), "sensitivity: mock behaviours")
+            if b == self.behaviour:
+                verdicts.append((b, rec))
+                continue
+            verdicts.append((b, self.judge(self.evaluate(b, show_progress=False))))
+        return sensitivity(verdicts)
+
+
+def cmd_size(args: argparse.Namespace) -> int:
+    """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
+    from sim.analysis.assumptions import assumptions
+    from sim.analysis.size import (
+        DEFAULT_KEEPS,
+        DEFAULT_LIMITS,
+        keep_check,
+        load_bearing_results,
+        runaway_budgets,
+    )
+    from sim.cost.pricing import price_named
+    from sim.results.tables import json_line
+
+    take_size_words(args)
+    check_size_args(args)
+    if args.model:
+        price_named(args.model)
+    limits = int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
+    keeps = int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
+    traces = size_traces(args)
+    sizing = Sizing(args, traces, limits, keeps)
+    results = sizing.evaluate(sizing.behaviour, show_progress=True)
+    rec = sizing.judge(results)
+    rec["grid_limits_left_out"] = [v for v in limits if v not in sizing.kept]
+    if args.sensitivity:
+        rec["sensitivity"] = sizing.sensitivity(rec)
+    rec["budgets"] = runaway_budgets(results[0])
+    chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
+    rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
+    sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
+    rec["assumptions"] = assumptions(
+        traces, results[0].trace_hashes, sources, sizing.pricing, sizing.window, sizing.behaviour
+    )
+    interrupts.check()  # before any output: an interrupted sizing prints no verdict
+    for line in rec["assumptions"]["warnings"]:
+        warn(line)
+    if args.format == "json":
+        sys.stdout.write(json_line(rec) + "\n")
+        return 0
+    print_verdict(args, rec, sizing, len(results) - 1)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- output
+def grid_table(rec: dict) -> list[dict[str, Any]]:
+    """No compaction and every setting of the grid, one row each, for the table."""
+    return [
+        {
+            "context_token_limit": g["context_token_limit"],
+            "keep_recent_tokens": g["keep_recent_tokens"],
+            "mean_cost_usd": round(g["mean_cost_usd"], 4),
+            "saving_ci_usd": "-"
+            if "saving_ci" not in g
+            else f"{g['saving_ci'][0]:+.4f}..{g['saving_ci'][1]:+.4f}",
+            "completion": round(g["completion"], 3),
+            "facts_lost": g["facts_lost"],
+            "refetch_calls": g["refetch_calls"],
+            "overflow_runs": g["overflow_runs"],
+            "eligible": g.get("eligible", "baseline"),
+        }
+        for g in [{**rec["baseline"], "context_token_limit": "none"}, *rec["grid"]]
+    ]
+
+
+def sensitivity_table(sens: dict) -> list[dict[str, Any]]:
+    """The verdict under each mock-model behaviour, one row each."""
+    return [
+        {
+            **{k: r[k] for k in ("on_missing", "summarizer", "verdict")},
+            "recommended": (
+                f"{r['context_token_limit']}/{r['keep_recent_tokens']}" if r["context_token_limit"] else "-"
+            ),
+            "mean_cost_usd": round(r["mean_cost_usd"], 4),
+            "completion": round(r["completion"], 3),
+            "saving_ci_usd": "-" if r["saving_ci"] is None else "{:+.4f}..{:+.4f}".format(*r["saving_ci"]),
+            "eligible_settings": r["eligible_settings"],
+        }
+        for r in sens["rows"]
+    ]
+
+
+def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings: int) -> None:
+    """The sizing for people: the grid's table, the rule's thresholds and the advice, the runners-up,
+    the sensitivity table, the mock model, the rules, the assumptions and the recommendation."""
+    from sim.analysis.assumptions import assumptions_text
+    from sim.analysis.size import recommendation_line, rules_text, sensitivity_text, tied_text
+
+    rows = grid_table(rec)
+    print(format_table(rows, list(rows[0])))
+    left = rec["grid_limits_left_out"]
+    print(
+        f"\n{len(sizing.traces)} traces, {settings} settings of {args.policy} against no compaction; "
+        f"target completion {args.target_completion:.0%}, facts lost at most "
+        f"+{args.max_facts_lost_increase:.0%} of facts seen."
+        + (
+            f" Limits left out of the grid (above window - output reserve {sizing.reserve} - largest "
+            f"summary {sizing.summary}): {', '.join(map(str, left))}; the highest safe limit, "
+            f"{max(sizing.kept)}, stands in."
+            if left
+            else ""
+        )
+        + f"\n{rec['advice']}"
+    )
+    if rec.get("runners_up"):
+        print(
+            "runners-up: "
+            + "; ".join(
+                f"{r['context_token_limit']}/{r['keep_recent_tokens']} ${r['mean_cost_usd']:.4f} "
+                f"({r['completion']:.0%})"
+                for r in rec["runners_up"]
+            )
+        )
+    if line := tied_text(rec):
+        print(line)
+    if "sensitivity" in rec:
+        table = sensitivity_table(rec["sensitivity"])
+        print("\nsensitivity to the mock model (model.on_missing x model.summarizer):")
+        print(format_table(table, list(table[0])))
+        print(sensitivity_text(rec["sensitivity"]) + "\n")
+    print(
+        f"verdict under the mock model on_missing={args.on_missing}, summarizer={args.summarizer}"
+        + (" (oracle: an upper bound)" if args.summarizer == "oracle" else "")
+    )
+    print(rules_text(rec["budgets"], rec["keep_check"]))
+    print(assumptions_text(rec["assumptions"]))
+    print(recommendation_line(rec))
