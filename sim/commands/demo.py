@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from sim.commands.common import format_table
+from sim.commands.common import add_workers_option, check_workers, format_table
 from sim.util import interrupts
 
 DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` (the README's main job)
@@ -31,15 +31,16 @@ def add_parser(sub) -> None:
     d = sub.add_parser(
         "demo",
         help="compare the built-in policies on the embedded scenario suite",
-        description="Replay the embedded suite (or PATHs) under raw, tool_result_head_tail, "
-        "observation_masking n=10 and seed_engine (context_token_limit 32000, keep_recent_tokens 8000); "
-        "print a comparison and write per-run and per-call tables.",
+        description="Sweep the embedded suite (or PATHs) under raw, observation_masking n=1,3,10 and the "
+        "seed engine's grid (context_token_limit none or 16000-64000 x keep_recent_tokens 2000-16000, under "
+        "three mock behaviours and two summarizers); print the comparison and the sizing verdict, and write "
+        "the report (report.md, report.html) and each sweep's results under --out.",
     )
     d.add_argument(
         "paths", nargs="*", metavar="PATH", help="a trace file or folder instead of the embedded suite"
     )
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
-    d.add_argument("--workers", type=int, default=2, help="processes for the sweeps (default 2)")
+    add_workers_option(d, 2, "processes for the sweeps, in [1, 64] (default 2)")
     d.add_argument(
         "--pricing",
         default="claude-sonnet-4-5",
@@ -78,7 +79,7 @@ def run_study(args: argparse.Namespace) -> list[Path]:
             csv=True,
             skip_invalid=True,  # keep_recent_tokens 16000 with limit 16000 is refused: skipped, said so
         )
-        paths.append(run_sweep(spec, workers=args.workers, progress=sys.stderr.isatty()))
+        paths.append(run_sweep(spec, workers=check_workers(args.workers), progress=sys.stderr.isatty()))
     return paths
 
 
