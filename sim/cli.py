@@ -495,7 +495,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     observation masking, and write the comparison report."""
     import shutil
 
-    from sim.analysis.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
+    from sim.analysis.setting_results import settings_from_results
+    from sim.analysis.verdict import recommendation_line, tied_text, verdict_from_results
     from sim.results.summary import summary, varying_columns
     from sim.sweep.execute import SweepSpec, run_sweep
 
@@ -778,18 +779,17 @@ def _int_list(text: str, option: str) -> list[int]:
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.analysis.assumptions import assumptions, assumptions_text
+    from sim.analysis.seed_rules import keep_check, load_bearing_results, rules_text, runaway_budgets
     from sim.analysis.size import (
         DEFAULT_KEEPS,
         DEFAULT_LIMITS,
         evaluate,
         grid_limits,
-        keep_check,
         largest_summary,
-        load_bearing_results,
         output_reserve,
+    )
+    from sim.analysis.verdict import (
         recommendation_line,
-        rules_text,
-        runaway_budgets,
         sensitivity,
         sensitivity_behaviours,
         sensitivity_text,
