@@ -70,41 +70,10 @@ def verdict(
     if largest_request is None:
         largest_request = int(base.peak.max()) + reserve
     net = safety_net(window, reserve, summary, largest_request)
-    rows = []
-    for s, pr in zip(cands, paired_many(base, cands, workers), strict=True):
-        reasons = []
-        if pr["saving_ci"][0] <= 0:
-            reasons.append("saving CI includes zero")
-        if s.completion < target:
-            reasons.append(f"completion {s.completion:.0%} < {target:.0%}")
-        if pr["facts_lost_change"]["share_of_facts_seen"] > max_facts_lost_increase:
-            reasons.append(
-                f"facts lost +{pr['facts_lost_change']['share_of_facts_seen']:.1%} of facts seen "
-                f"> {max_facts_lost_increase:.0%}"
-            )
-        if s.overflow_runs:
-            reasons.append(f"{s.overflow_runs} runs overflow the window")
-        rows.append((s, pr, reasons))
-
-    def brief(s: SettingResult, pr: dict | None = None, reasons: list[str] | None = None) -> dict:
-        d = {
-            "context_token_limit": s.context_token_limit,
-            "keep_recent_tokens": s.keep_recent_tokens,
-            "mean_cost_usd": round(s.mean_cost_usd, 6),
-            "completion": round(s.completion, 4),
-            "facts_lost": int(s.facts_lost.sum()),
-            "facts_seen": int(s.facts_seen.sum()),
-            "refetch_calls": int(s.refetch.sum()),
-            "overflow_runs": int(s.overflow_runs),
-            "compactions": int(s.compactions.sum()),
-        }
-        if pr is not None:
-            d["eligible"] = not reasons
-            d["why_not"] = reasons
-            d["saving_ci"] = pr["saving_ci"]
-            d["facts_lost_change_share"] = pr["facts_lost_change"]["share_of_facts_seen"]
-        return d
-
+    rows = [
+        (s, pr, _why_not(s, pr, target, max_facts_lost_increase))
+        for s, pr in zip(cands, paired_many(base, cands, workers), strict=True)
+    ]
     eligible = [(s, pr) for s, pr, why in rows if not why]
     ranked = sorted(
         eligible,
@@ -116,7 +85,7 @@ def verdict(
         ),
     )
     peak_p99 = float(np.percentile(base.peak, 99))
-    base_brief = brief(base)
+    base_brief = _brief(base)
     base_brief["peak_context_tokens_p99"] = round(peak_p99)
     never_fire = [s for s in cands if s.same_as(base)]
     out = {
@@ -125,101 +94,18 @@ def verdict(
         "target_completion": target,
         "max_facts_lost_increase": max_facts_lost_increase,
         "settings": len(results),
-        "grid": [brief(s, pr, why) for s, pr, why in rows],
+        "grid": [_brief(s, pr, why) for s, pr, why in rows],
         "eligible_settings": len(eligible),
         "traces": len(base.cost),
         "safety_net": net,
     }
-    changing = [x for x in rows if not x[0].same_as(base)] or rows  # a setting that changes some run
-    cheapest = min(changing, key=lambda x: (x[0].mean_cost_usd, -(x[0].context_token_limit or 0)))
     if ranked:
-        best, pr = ranked[0]
-        tied = [s for s, _ in ranked[1:] if s.same_as(best)]
-        runners = [brief(s, p, []) for s, p in ranked[1:] if not s.same_as(best)][:3]
-        fl = pr["facts_lost_change"]
-        advice = (
-            f"Ship context_token_limit={best.context_token_limit} with keep_recent_tokens="
-            f"{best.keep_recent_tokens}: {_usd(best.mean_cost_usd)} per run against "
-            f"{_usd(base.mean_cost_usd)} "
-            f"without compaction, saving {_usd(pr['saving_usd'])} per run (paired 95% CI "
-            f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
-            f"{len(base.cost)} runs dearer); information cost: facts lost {fl['setting_share']:.1%} of "
-            f"facts seen ({fl['share_of_facts_seen']:+.1%} vs no compaction), refetch calls "
-            f"{pr['refetch_change']['per_run']:+.2f} per run, answers completed {best.completion:.0%} "
-            f"(no compaction {base.completion:.0%})."
-        )
-        out.update(
-            verdict="compact",
-            recommended={
-                "context_token_limit": int(best.context_token_limit),
-                "keep_recent_tokens": int(best.keep_recent_tokens),
-            },
-            mean_cost_usd=round(best.mean_cost_usd, 6),
-            completion=round(best.completion, 4),
-            paired={
-                k: pr[k]
-                for k in (
-                    "saving_ci",
-                    "tokens_saving_ci",
-                    "facts_lost_change",
-                    "refetch_change",
-                    "outcome_change",
-                )
-            },
-            runners_up=runners,
-            tied=[
-                {"context_token_limit": s.context_token_limit, "keep_recent_tokens": s.keep_recent_tokens}
-                for s in tied
-            ],
-        )
+        advice = _recommend(out, base, ranked)
     else:
-        s, pr, why = cheapest
-        fl = pr["facts_lost_change"]
-        if s.same_as(base):
-            alt = f"no setting of the grid changes any run: all {len(cands)} are tied with no compaction."
-        else:
-            alt = (
-                f"the cheapest setting, {s.label}, would save {_usd(pr['saving_usd'])} per run "
-                "(paired 95% CI "
-                f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
-                f"{len(base.cost)} runs dearer) and lose {fl['setting_share']:.0%} of facts "
-                f"({fl['share_of_facts_seen']:+.1%} vs no compaction), completing {s.completion:.0%} "
-                f"({'; '.join(why)})."
-            )
-        if base.overflow_runs == 0:
-            head = f"Compaction not needed. Your runs peak at {_k(peak_p99)} tokens (p99)"
-            if window is not None and net is not None and not net["fires_on_these_traces"]:
-                head += (
-                    f"; with a {_k(window)} window compaction never needs to fire: set context_token_limit="
-                    f"{net['low']}–{net['high']} as a safety net (it never fires on these traces)"
-                )
-            elif window is not None and net is not None:
-                head += (
-                    f" and no run overflows the {_k(window)} window without compaction, but with little "
-                    f"room: the largest request plus the largest output is {largest_request:,} tokens, so "
-                    "even the "
-                    f"highest safe limit, context_token_limit={net['high']} (window − output reserve − "
-                    f"largest summary), would fire on these traces"
-                )
-            advice = f"{head}; {alt}"
-            out["verdict"] = "compaction-not-needed"
-        else:
-            advice = (
-                f"No setting qualifies: without compaction {base.overflow_runs} of {len(base.cost)} runs "
-                f"overflow the window, and no compacting setting meets the tolerances; {alt}"
-            )
-            out["verdict"] = "no-setting-qualifies"
-        out.update(
-            recommended=None,
-            mean_cost_usd=round(base.mean_cost_usd, 6),
-            completion=round(base.completion, 4),
-            paired=None,
-            runners_up=[],
-            tied=[
-                {"context_token_limit": x.context_token_limit, "keep_recent_tokens": x.keep_recent_tokens}
-                for x in never_fire
-            ],
-        )
+        changing = [x for x in rows if not x[0].same_as(base)] or rows  # a setting that changes some run
+        cheapest = min(changing, key=lambda x: (x[0].mean_cost_usd, -(x[0].context_token_limit or 0)))
+        alt = _cheapest_text(base, cheapest, len(cands))
+        advice = _no_recommendation(out, base, alt, never_fire, peak_p99, window, net, largest_request)
     # the recommendation's (or, with none, the baseline's) own intervals, resampling traces
     shown = ranked[0][0] if ranked else base
     rng = seeded_rng(base.trace_hashes, "intervals " + shown.label)
@@ -228,6 +114,154 @@ def verdict(
     out["never_fire"] = len(never_fire)
     out["advice"] = advice
     return out
+
+
+def _why_not(s: SettingResult, pr: dict, target: float, max_facts_lost_increase: float) -> list[str]:
+    """Why a compacting setting is not eligible (empty: it is)."""
+    reasons = []
+    if pr["saving_ci"][0] <= 0:
+        reasons.append("saving CI includes zero")
+    if s.completion < target:
+        reasons.append(f"completion {s.completion:.0%} < {target:.0%}")
+    if pr["facts_lost_change"]["share_of_facts_seen"] > max_facts_lost_increase:
+        reasons.append(
+            f"facts lost +{pr['facts_lost_change']['share_of_facts_seen']:.1%} of facts seen "
+            f"> {max_facts_lost_increase:.0%}"
+        )
+    if s.overflow_runs:
+        reasons.append(f"{s.overflow_runs} runs overflow the window")
+    return reasons
+
+
+def _brief(s: SettingResult, pr: dict | None = None, reasons: list[str] | None = None) -> dict:
+    """A setting's figures as the verdict lists them; with its paired comparison, its eligibility."""
+    d = {
+        "context_token_limit": s.context_token_limit,
+        "keep_recent_tokens": s.keep_recent_tokens,
+        "mean_cost_usd": round(s.mean_cost_usd, 6),
+        "completion": round(s.completion, 4),
+        "facts_lost": int(s.facts_lost.sum()),
+        "facts_seen": int(s.facts_seen.sum()),
+        "refetch_calls": int(s.refetch.sum()),
+        "overflow_runs": int(s.overflow_runs),
+        "compactions": int(s.compactions.sum()),
+    }
+    if pr is not None:
+        d["eligible"] = not reasons
+        d["why_not"] = reasons
+        d["saving_ci"] = pr["saving_ci"]
+        d["facts_lost_change_share"] = pr["facts_lost_change"]["share_of_facts_seen"]
+    return d
+
+
+def _recommend(out: dict, base: SettingResult, ranked: list[tuple[SettingResult, dict]]) -> str:
+    """The verdict ``compact``: the first of ``ranked`` recommended, its runners-up and ties, into
+    ``out``; returns the advice."""
+    best, pr = ranked[0]
+    tied = [s for s, _ in ranked[1:] if s.same_as(best)]
+    runners = [_brief(s, p, []) for s, p in ranked[1:] if not s.same_as(best)][:3]
+    fl = pr["facts_lost_change"]
+    advice = (
+        f"Ship context_token_limit={best.context_token_limit} with keep_recent_tokens="
+        f"{best.keep_recent_tokens}: {_usd(best.mean_cost_usd)} per run against "
+        f"{_usd(base.mean_cost_usd)} "
+        f"without compaction, saving {_usd(pr['saving_usd'])} per run (paired 95% CI "
+        f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
+        f"{len(base.cost)} runs dearer); information cost: facts lost {fl['setting_share']:.1%} of "
+        f"facts seen ({fl['share_of_facts_seen']:+.1%} vs no compaction), refetch calls "
+        f"{pr['refetch_change']['per_run']:+.2f} per run, answers completed {best.completion:.0%} "
+        f"(no compaction {base.completion:.0%})."
+    )
+    out.update(
+        verdict="compact",
+        recommended={
+            "context_token_limit": int(best.context_token_limit),
+            "keep_recent_tokens": int(best.keep_recent_tokens),
+        },
+        mean_cost_usd=round(best.mean_cost_usd, 6),
+        completion=round(best.completion, 4),
+        paired={
+            k: pr[k]
+            for k in (
+                "saving_ci",
+                "tokens_saving_ci",
+                "facts_lost_change",
+                "refetch_change",
+                "outcome_change",
+            )
+        },
+        runners_up=runners,
+        tied=[
+            {"context_token_limit": s.context_token_limit, "keep_recent_tokens": s.keep_recent_tokens}
+            for s in tied
+        ],
+    )
+    return advice
+
+
+def _cheapest_text(base: SettingResult, cheapest: tuple, settings: int) -> str:
+    """What the cheapest setting that changes some run would do, and why it is not recommended."""
+    s, pr, why = cheapest
+    fl = pr["facts_lost_change"]
+    if s.same_as(base):
+        return f"no setting of the grid changes any run: all {settings} are tied with no compaction."
+    return (
+        f"the cheapest setting, {s.label}, would save {_usd(pr['saving_usd'])} per run "
+        "(paired 95% CI "
+        f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
+        f"{len(base.cost)} runs dearer) and lose {fl['setting_share']:.0%} of facts "
+        f"({fl['share_of_facts_seen']:+.1%} vs no compaction), completing {s.completion:.0%} "
+        f"({'; '.join(why)})."
+    )
+
+
+def _no_recommendation(
+    out: dict,
+    base: SettingResult,
+    alt: str,
+    never_fire: list[SettingResult],
+    peak_p99: float,
+    window: int | None,
+    net: dict | None,
+    largest_request: int,
+) -> str:
+    """The verdict without a recommendation (``compaction-not-needed`` or ``no-setting-qualifies``) into
+    ``out``, the baseline's figures in the recommendation's place; returns the advice."""
+    if base.overflow_runs == 0:
+        head = f"Compaction not needed. Your runs peak at {_k(peak_p99)} tokens (p99)"
+        if window is not None and net is not None and not net["fires_on_these_traces"]:
+            head += (
+                f"; with a {_k(window)} window compaction never needs to fire: set context_token_limit="
+                f"{net['low']}–{net['high']} as a safety net (it never fires on these traces)"
+            )
+        elif window is not None and net is not None:
+            head += (
+                f" and no run overflows the {_k(window)} window without compaction, but with little "
+                f"room: the largest request plus the largest output is {largest_request:,} tokens, so "
+                "even the "
+                f"highest safe limit, context_token_limit={net['high']} (window − output reserve − "
+                f"largest summary), would fire on these traces"
+            )
+        advice = f"{head}; {alt}"
+        out["verdict"] = "compaction-not-needed"
+    else:
+        advice = (
+            f"No setting qualifies: without compaction {base.overflow_runs} of {len(base.cost)} runs "
+            f"overflow the window, and no compacting setting meets the tolerances; {alt}"
+        )
+        out["verdict"] = "no-setting-qualifies"
+    out.update(
+        recommended=None,
+        mean_cost_usd=round(base.mean_cost_usd, 6),
+        completion=round(base.completion, 4),
+        paired=None,
+        runners_up=[],
+        tied=[
+            {"context_token_limit": x.context_token_limit, "keep_recent_tokens": x.keep_recent_tokens}
+            for x in never_fire
+        ],
+    )
+    return advice
 
 
 def tied_text(rec: dict) -> str:
