@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.commands.bench import load_kernel  # noqa: E402
-from sim.engine.dispatch import _rules_and_price  # noqa: E402
+from sim.engine.common import rules_and_price  # noqa: E402
 from sim.engine.fast.seed_lanes import grid_figures  # noqa: E402
 from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
@@ -35,7 +35,7 @@ def main() -> None:
     traces = [generate_run(7, i) for i in range(n)]
     models = [ReplayModel(t) for t in traces]
     limits, keeps = load_kernel().grid_20x20()  # (the bench's grid)
-    rules, price = _rules_and_price(None, "claude-sonnet-4-5")
+    rules, price = rules_and_price(None, "claude-sonnet-4-5")
     policies = [
         make_policy("seed_engine", context_token_limit=int(a), keep_recent_tokens=int(b))
         for a, b in zip(limits, keeps, strict=True)

@@ -100,7 +100,7 @@ def grid_20x20() -> tuple[np.ndarray, np.ndarray]:
 
 def main() -> None:
     from scenarios.swe_like import generate_run
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_lanes import grid_figures
     from sim.engine.model import ReplayModel
 
@@ -122,7 +122,7 @@ def main() -> None:
         )
         for a, b in zip(limits, keeps, strict=True)
     ]
-    rules, price = _rules_and_price(None, "claude-sonnet-4-5")
+    rules, price = rules_and_price(None, "claude-sonnet-4-5")
     _, figures = grid_figures(traces, policies, models, [None] * n, rules, price)
     same = np.array_equal(cum, figures["input_tokens"])
     rate = x.calls * len(limits) / dt / 1e6

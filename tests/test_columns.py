@@ -50,7 +50,7 @@ def test_rows_without_records(monkeypatch):
         raise AssertionError("a record was built")
 
     monkeypatch.setattr(sim.engine.dispatch, "run_columns", refuse)
-    monkeypatch.setattr(sim.engine.dispatch, "_record", refuse)
+    monkeypatch.setattr(sim.engine.dispatch, "assemble_record", refuse)
     table = replay_table(traces, make_policy("observation_masking"))
     assert table_rows(table, "v") == want
     with pytest.raises(AssertionError, match="a record was built"):

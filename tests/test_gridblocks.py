@@ -35,9 +35,9 @@ def test_one_setting_without_a_pristine_lane_gives_the_pristine_routes_figures_r
     """A setting alone (its lanes start at call 0) and twice over (two settings: the pristine route,
     lanes starting where their trigger first fires): the same figures, rows, final state and summary
     calls for each copy."""
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
 
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     policy = make_policy(
         "seed_engine", context_token_limit=12000, keep_recent_tokens=3000, mode=mode, run_status=run_status
     )

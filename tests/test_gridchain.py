@@ -31,9 +31,9 @@ class _NoChain:
 def _replay(policy, window, monkeypatch, chain=None):
     """(ok, figures, rows, lanes_out, rounds) of ``policy``'s lanes on TRACES, ``chain`` standing for
     ``_Chain`` (None: the real one)."""
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
 
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     rounds = []
     real = sim.engine.fast.seed_lanes._Trajectory
 

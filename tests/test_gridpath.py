@@ -49,12 +49,12 @@ def test_blocks_and_call_by_call_give_the_same_figures_rows_and_summaries(monkey
     """Both ways the started lanes advance, on many runs at once (the checker replays one at a time):
     every figure, per-call row and summary call the same."""
     import sim.engine.fast.seed_lanes
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
 
     traces = [generate_run(11, i) for i in range(24)]
     models = [ReplayModel(t) for t in traces]
     policies = grid(run_status=run_status, tool_result_max_bytes=4096)
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     got = []
     for lanes in (0, 1 << 40):
         monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
@@ -99,10 +99,10 @@ def test_lanes_that_fire_at_the_first_call_match_the_loop():
 def test_lanes_that_would_overflow_leave_the_grid_and_the_rest_still_match(window):
     policies = grid(tool_result_max_bytes=4096)
     assert check_grid(policies, TRACES, window, PRICE) == []
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_lanes import grid_figures
 
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     ok, _ = grid_figures(TRACES, policies, [ReplayModel(t) for t in TRACES], [window] * 6, rules, price)
     assert not ok.all() and ok.any()  # some lanes left the grid, some stayed
 
@@ -185,7 +185,7 @@ def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
 
 def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
     from sim.commands.bench import load_kernel
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_lanes import grid_figures
 
     kernel = load_kernel()
@@ -203,7 +203,7 @@ def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
         for a, b in zip(limits, keeps, strict=True)
     ]
     assert check_grid(policies, TRACES, None, PRICE) == []
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     _, figures = grid_figures(TRACES, policies, models, [None] * len(TRACES), rules, price)
     assert np.array_equal(got, figures["input_tokens"]) and got.shape == (4, 6)
 
@@ -255,20 +255,21 @@ def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status)
     import sim.engine.dispatch
     from sim.checks.conformance import record_diff
     from sim.cost.cache import CostModel
-    from sim.engine.dispatch import _rules_and_price, replay_many
+    from sim.engine.common import rules_and_price
+    from sim.engine.dispatch import replay_many
 
     policy = make_policy("seed_engine", run_status=run_status, tool_result_max_bytes=4096)
-    rules, price = _rules_and_price(None, PRICE)
+    rules, price = rules_and_price(None, PRICE)
     models = [ReplayModel(t) for t in TRACES]
     want = [
-        sim.engine.dispatch._replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
+        sim.engine.dispatch.replay_loop(t, policy, m, None, 200000, CostModel(rules, price))
         for t, m in zip(TRACES, models, strict=True)
     ]
 
     def no_loop(*a, **k):
         raise AssertionError("the per-call loop ran")
 
-    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", no_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "replay_loop", no_loop)
     got = replay_many(TRACES, policy, models, window=200000, pricing=PRICE)
     assert all(record_diff(a, b) == [] for a, b in zip(want, got, strict=True))
     assert sum(r.n_calls for r in got) == sum(len(t.calls) for t in TRACES)

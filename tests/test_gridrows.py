@@ -141,15 +141,15 @@ def test_replay_table_of_a_limited_seed_engine_runs_no_loop(monkeypatch):
     want_records = replay_many(WIDE, policy, window=200000, pricing=PRICE)
     want = result_rows(want_records, "test")
     assert sum(r.kind_count(SUMMARY) for r in want_records) > 0  # summaries made: not a vacuous comparison
-    real_loop = sim.engine.dispatch._replay_loop
+    real_loop = sim.engine.dispatch.replay_loop
 
     def no_loop(*a, **k):
         raise AssertionError("the per-call loop ran")
 
-    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", no_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "replay_loop", no_loop)
     table = replay_table(WIDE, policy, window=200000, pricing=PRICE)
     assert json.dumps(table_rows(table, "test")) == json.dumps(want)
-    monkeypatch.setattr(sim.engine.dispatch, "_replay_loop", real_loop)
+    monkeypatch.setattr(sim.engine.dispatch, "replay_loop", real_loop)
     assert all(record_diff(a, b) == [] for a, b in zip(table.records(), want_records, strict=True))
 
 

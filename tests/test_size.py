@@ -6,7 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from sim.analysis.size import SettingResult, bootstrap_ci, paired, recommendation_line, tied_text, verdict
+from sim.analysis.paired import bootstrap_ci, paired
+from sim.analysis.setting_results import SettingResult
+from sim.analysis.verdict import recommendation_line, tied_text, verdict
 from sim.cli import main
 
 HASHES = tuple(f"sha256:{i:02d}" for i in range(8))
@@ -212,7 +214,7 @@ def test_size_prints_every_assumption(capsys):
 def test_runaway_budgets_and_the_keep_check():
     from types import SimpleNamespace
 
-    from sim.analysis.size import keep_check, load_bearing_results, runaway_budgets
+    from sim.analysis.seed_rules import keep_check, load_bearing_results, runaway_budgets
 
     base = setting(None, None, [1_000_000, 2_000_000, 3_000_000, 4_000_000])
     base = SettingResult(**{**base.__dict__, "output": np.array([1000.0, 2000.0, 3000.0, 4000.0])})
@@ -291,7 +293,8 @@ def test_workers_give_the_same_answer_byte_for_byte(capsys):
 
 def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results():
     from scenarios.swe_like import generate_run
-    from sim.analysis.size import evaluate, paired_many
+    from sim.analysis.paired import paired_many
+    from sim.analysis.size import evaluate
     from sim.importers import load_paths
     from sim.util.paths import EMBEDDED_SUITE
 
@@ -310,20 +313,20 @@ def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results
 def test_the_seeds_are_the_sha256_of_the_hashes_and_the_key():
     import hashlib
 
-    from sim.analysis.size import _rng, _Seeds
+    from sim.analysis.paired import Seeds, seeded_rng
 
     hashes = [f"sha256:{i:064x}" for i in range(5)]
     digest = hashlib.sha256(("\n".join(hashes) + "\n" + "16000/2000").encode()).digest()
     want = np.random.Generator(np.random.PCG64(int.from_bytes(digest[:16], "big"))).integers(0, 5, 50)
-    seeds = _Seeds(hashes)
+    seeds = Seeds(hashes)
     assert np.array_equal(seeds("16000/2000").integers(0, 5, 50), want)
     assert np.array_equal(seeds("16000/2000").integers(0, 5, 50), want)  # each key a fresh copy
-    assert np.array_equal(_rng(hashes, "16000/2000").integers(0, 5, 50), want)
+    assert np.array_equal(seeded_rng(hashes, "16000/2000").integers(0, 5, 50), want)
 
 
 def test_load_bearing_results_skip_only_traces_that_need_nothing(mini_traces):
     """A trace read as columns knows it needs no fact without building its events: the same sizes."""
-    from sim.analysis.size import load_bearing_results
+    from sim.analysis.seed_rules import load_bearing_results
     from sim.importers import load_paths
     from sim.util.paths import EMBEDDED_SUITE
 

@@ -87,7 +87,8 @@ import os, sys
 import sim.results.store as store
 import sim.trace.io as traceio
 import sim.trace.columns as columns
-import sim.engine.dispatch as engine
+import sim.engine.common as engine
+import sim.engine.loop as loop
 import sim.engine.model as model
 import sim.sweep.execute as s
 
@@ -122,7 +123,7 @@ def text_hash(pieces):  # a canonical file's traces are hashed as they are read 
 
 
 store.write_part = write_part
-traceio.trace_hash = engine.trace_hash = model.trace_hash = trace_hash
+traceio.trace_hash = engine.trace_hash = loop.trace_hash = model.trace_hash = trace_hash
 columns.text_hash = text_hash
 spec = s.SweepSpec(policy="observation_masking", grid={grid!r}, scenario={corpus!r},
                    pricing="claude-sonnet-4-5", results={out!r}, chunk_size=5)
@@ -158,7 +159,8 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     """A worker that did not inherit the traces (spawned, a Ray task) loads them, checks the scenario's
     bytes against the parent's digest and uses the parent's hashes: no trace is hashed. If the file
     changed after planning, the chunk stops with exit 2 instead of running other traces under old keys."""
-    import sim.engine.dispatch as engine
+    import sim.engine.common as engine
+    import sim.engine.loop as loop
     import sim.engine.model as model
     import sim.sweep.plan as sweep_plan
     import sim.sweep.scenario as scenario
@@ -175,7 +177,7 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     def no_hash(t):
         raise AssertionError("a worker hashed a trace")
 
-    for mod in (traceio, engine, model):
+    for mod in (traceio, engine, loop, model):
         monkeypatch.setattr(mod, "trace_hash", no_hash)
     rows = runner.run_chunk(chunk)
     assert [r["run_key"] for r in rows] == [key for _, key, _ in chunk.runs]

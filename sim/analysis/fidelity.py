@@ -17,7 +17,8 @@ from sim.core.types import Trace
 from sim.cost.cache import CACHE_DIR, cache_rules, fit_implicit
 from sim.cost.models import resolve
 from sim.cost.tokens import estimate_text_tokens, estimate_tokens
-from sim.engine.dispatch import cost_model, replay
+from sim.engine.common import cost_model
+from sim.engine.dispatch import replay
 from sim.policies.base import Policy, make_policy
 
 

@@ -99,9 +99,10 @@ def check_grid(
     loop's
     metrics. A trace or grid the grid path declines is replayed by the loop only: nothing to compare."""
     from sim.cost.cache import CostModel
-    from sim.engine.dispatch import _replay_loop, _rules_and_price
+    from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_grid import record, replay_grid, settings_decline, trace_declines
     from sim.engine.fast.seed_lanes import grid_figures
+    from sim.engine.loop import replay_loop
     from sim.metrics.compute import compute_metrics_many
 
     out: list[str] = []
@@ -111,8 +112,8 @@ def check_grid(
         m = ReplayModel(t)
         if trace_declines(t, m) is not None:
             continue
-        rules, price = _rules_and_price(t.model, pricing)
-        refs = [_replay_loop(t, p, m, None, window, CostModel(rules, price)) for p in policies]
+        rules, price = rules_and_price(t.model, pricing)
+        refs = [replay_loop(t, p, m, None, window, CostModel(rules, price)) for p in policies]
         res = replay_grid(t, policies, m, window, rules, price, records=True)
         ok, figures = grid_figures([t], policies, [m], [window], rules, price)
         if sorted(res.lanes.tolist()) != sorted(int(s) for s in ok[:, 0].nonzero()[0]):
@@ -145,7 +146,7 @@ def check_lanes(
     together, a sweep's chunk) and from the setting alone (one setting: the lanes are the runs, as
     ``replay_table`` replays a batch) against ``sim.results.tables.result_rows`` of the loop's records. Runs
     the lanes decline or hand back take the loop on both sides."""
-    from sim.engine.dispatch import _loop_one, replay_tables
+    from sim.engine.dispatch import loop_one, replay_tables
     from sim.results.tables import result_rows, table_rows
 
     traces = list(traces)
@@ -154,7 +155,7 @@ def check_lanes(
     out: list[str] = []
     for p, table in zip(policies, together, strict=True):
         label = f"{p.name} {p.context_token_limit}/{p.keep_recent_tokens}"
-        loop = [_loop_one(t, p, m, None, window, pricing) for t, m in zip(traces, models, strict=True)]
+        loop = [loop_one(t, p, m, None, window, pricing) for t, m in zip(traces, models, strict=True)]
         want = result_rows(loop, "conformance")
         alone = replay_tables(traces, [p], models, window, pricing, min_width=0)[0]
         for route, got in (("with the grid's settings", table), ("alone", alone)):

@@ -122,7 +122,7 @@ def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
 
     from scenarios.swe_like import generate_run
     from sim.analysis.size import GRID_BATCH
-    from sim.engine.dispatch import _rules_and_price
+    from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_lanes import grid_figures
     from sim.engine.model import ReplayModel
     from sim.util.errors import ConfigError
@@ -134,7 +134,7 @@ def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
     traces = [generate_run(7, i) for i in range(n_traces)]
     models = [ReplayModel(t) for t in traces]
     limits, keeps = kernel.grid_20x20()
-    rules, price = _rules_and_price(None, "claude-sonnet-4-5")
+    rules, price = rules_and_price(None, "claude-sonnet-4-5")
     calls = sum(len(t.calls) for t in traces)
 
     def grid_pass(**knobs) -> dict:

@@ -121,7 +121,8 @@ def shown_rows(paths: list[Path], best: dict) -> list[dict]:
 def cmd_demo(args: argparse.Namespace) -> int:
     """The README's main job: size the seed engine on the embedded suite, compare it with full history and
     observation masking, and write the comparison report."""
-    from sim.analysis.size import recommendation_line, settings_from_results, tied_text, verdict_from_results
+    from sim.analysis.setting_results import settings_from_results
+    from sim.analysis.verdict import recommendation_line, tied_text, verdict_from_results
 
     paths = run_study(args)
     interrupts.check()  # the sweeps done: a Ctrl-C a finalizer swallowed stops the demo before its output

@@ -202,7 +202,7 @@ class Sizing:
 
     def judge(self, results: list) -> dict:
         """The verdict on ``results``: the same rule and tolerances for every mock behaviour."""
-        from sim.analysis.size import verdict
+        from sim.analysis.verdict import verdict
 
         args = self.args
         return verdict(
@@ -218,7 +218,7 @@ class Sizing:
 
     def sensitivity(self, rec: dict) -> dict:
         """The verdict under every mock-model behaviour (this one's is ``rec``), and whether it holds."""
-        from sim.analysis.size import sensitivity, sensitivity_behaviours
+        from sim.analysis.verdict import sensitivity, sensitivity_behaviours
 
         verdicts = []
         others = sensitivity_behaviours()
@@ -235,13 +235,8 @@ class Sizing:
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.analysis.assumptions import assumptions
-    from sim.analysis.size import (
-        DEFAULT_KEEPS,
-        DEFAULT_LIMITS,
-        keep_check,
-        load_bearing_results,
-        runaway_budgets,
-    )
+    from sim.analysis.seed_rules import keep_check, load_bearing_results, runaway_budgets
+    from sim.analysis.size import DEFAULT_KEEPS, DEFAULT_LIMITS
     from sim.cost.pricing import price_named
     from sim.results.tables import json_line
 
@@ -317,7 +312,8 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
     """The sizing for people: the grid's table, the rule's thresholds and the advice, the runners-up,
     the sensitivity table, the mock model, the rules, the assumptions and the recommendation."""
     from sim.analysis.assumptions import assumptions_text
-    from sim.analysis.size import recommendation_line, rules_text, sensitivity_text, tied_text
+    from sim.analysis.seed_rules import rules_text
+    from sim.analysis.verdict import recommendation_line, sensitivity_text, tied_text
 
     rows = grid_table(rec)
     print(format_table(rows, list(rows[0])))

@@ -1,85 +1,45 @@
-"""The per-call replay loop (DESIGN.md "Replay semantics").
+"""Which way each run is replayed: the one place that decides.
 
-Per call: admit the events recorded since the previous call (settle-time transforms apply once, here);
-let the policy transform the view, possibly through a metered summary call; price the request
-incrementally (prefix sums of the original sizes plus the net effect of every change so far, never a
-recount), with the run-status line if the policy appends one; refuse it if it exceeds the model's window
-(the policy may compact and retry, up to its ``overflow_retries`` rejections in a row); ask the mock model;
-account usage and let the policy check its budgets (a grace call with tools forbidden, or a stop). A
-policy's ``Decision`` may also stop the run with a finish reason of its own (a framework's failure, e.g.
-``condensation-insufficient``).
+The reference is the per-call loop (``sim.engine.loop``); the fast paths beside it give the same records
+(``sim.checks.conformance`` holds them to it) where they apply:
 
-Two ways to run the same semantics. The per-call loop (``_replay_loop``) is the reference. When nothing
-watches and the policy's decisions are known ahead (no pre-call transform, or a ``plan``; no budgets, no
-status line, no recovery), ``replay_many`` hands a batch of runs to ``sim.engine.fast.batch``: requests are
-prefix
-sums of settled sizes plus planned changes, and the mock model's reactions to facts a plan hid (refetch,
-retrieval, degrade) are rows inserted where the loop would make them, all computed over the batch's runs
-laid end to end. A run that would exceed its window, or whose model fails on a missing fact, is handed
-to the loop. The conformance checker holds the two paths to identical records for every registered
-policy.
+- the **batch path** (``sim.engine.fast.batch``): when nothing watches and the policy's decisions are
+  known ahead (no pre-call transform, or a ``plan``; no budgets, no status line, no recovery:
+  ``batch_path``), a batch of runs is replayed at once as columns laid end to end; a run that would
+  exceed its window, or whose model fails on a missing fact, is handed to the loop;
+- the seed engine's **lanes** (``sim.engine.fast.seed_lanes``, ``sim.engine.fast.seed_rows``): settings
+  that differ only in ``context_token_limit`` / ``keep_recent_tokens`` advance together over runs the
+  lanes accept (``lanes_decline``), as a sweep's chunk (``replay_tables``), a run's batch
+  (``replay_table``), or the whole grid of a sizing (``grid_route`` and ``grid_figures_of``);
+  a seed engine without a limit never compacts, and its runs are lanes too;
+- everything else, and every trace of several runs, children or a transform's moves, takes the loop.
 
-A trace of several runs of one conversation (``Trace.runs``) always takes the loop: at each run's first
-call the policy's compaction carries into the run (``Policy.persists_compaction``) or every item goes
-back to what it was when it settled (the seed engine without its durable record), and the policy's
-``start_run`` gives the state the run goes on with; each run's opening prompt is recorded.
+Callers ask here (``replay``, ``replay_many``, ``replay_table``, ``replay_tables``, ``grid_route``,
+``lane_setting_key``) and never pick a fast path themselves.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Callable, Sequence
-from functools import lru_cache, partial
-from itertools import accumulate
+from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
-from sim.core.records import (
-    AGENT,
-    CALL_COLUMNS,
-    GRACE,
-    KIND_OF_STATE,
-    PAGE,
-    REFETCH,
-    RETRIEVE,
-    STEP_KINDS,
-    SUMMARY,
-    RunRecord,
-    change_table,
-    child_answered,
-    compactions_of,
-)
-from sim.core.types import ItemState, Trace
-from sim.cost.cache import CacheRules, CostModel, cache_rules
-from sim.cost.models import resolve, resolve_window
-from sim.cost.pricing import Price, closest_priced, price_named
-from sim.engine.common import Fenwick, per_call
+from sim.core.records import RunRecord
+from sim.core.types import Trace
+from sim.cost.cache import CacheRules, CostModel
+from sim.cost.models import resolve_window
+from sim.cost.pricing import Price
+from sim.engine.common import AUTO, Observer, assemble_record, check_priced, rules_and_price
 from sim.engine.fast.batch import Batch, Prepared, prepare_many, replay_batch, run_columns
+from sim.engine.loop import after_children, replay_loop
 from sim.engine.model import ReplayModel
-from sim.information.ledger import moved_totals
-from sim.information.ledger import totals as ledger_totals
-from sim.information.state import (
-    POSITIONAL,
-    FactState,
-    choose_rows,
-    has_needs,
-    last_need,
-    page_size,
-    pages_of,
-    reread_size,
-    shown_ranges,
-    span_of,
-)
-from sim.policies.base import Decision, Plans, Policy, RunStatus, View
-from sim.trace.io import trace_hash
+from sim.policies.base import Plans, Policy
 from sim.util.batchmemo import BatchKey, Keyed, batch_derived
-from sim.util.errors import ConfigError, TraceError
-from sim.util.limits import run_sum_problem
 
-Observer = Callable[[int, View], None]
-AUTO = "auto"
 BATCH = 256  # runs per replay_many call for streaming callers: amortises per-batch work, bounds memory
 # Lanes pay a call position's array operations whatever their number, the loop each call: below this
 # many lanes a position on average (lanes' calls / the longest run's), the loop is faster (measured:
@@ -108,20 +68,21 @@ def replay(
     model = model or trace.derived("replay_model", ReplayModel)
     if observer is None:
         return replay_many([trace], policy, [model], window, pricing)[0]
-    return _loop_one(trace, policy, model, observer, window, pricing)
+    return loop_one(trace, policy, model, observer, window, pricing)
 
 
-def _loop_one(
+def loop_one(
     trace: Trace, policy: Policy, model: ReplayModel, observer: Observer | None, window, pricing
 ) -> RunRecord:
-    """One run through the per-call loop, set up as ``replay`` sets it up."""
-    rules, price = _rules_and_price(trace.model, pricing)
-    _check_priced(policy, trace, price)
+    """One run through the per-call loop (the reference), set up as ``replay`` sets it up: its price and
+    window resolved, its children replayed first (``sim.engine.loop.after_children``)."""
+    rules, price = rules_and_price(trace.model, pricing)
+    check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
     children = _replay_children(trace, policy, model, window, pricing)
     run = after_children(trace, children)
     model, trace = (model, trace) if run is trace else (model.like(run), run)
-    return _replay_loop(trace, policy, model, observer, w, CostModel(rules, price), children)  # type: ignore[arg-type]
+    return replay_loop(trace, policy, model, observer, w, CostModel(rules, price), children)  # type: ignore[arg-type]
 
 
 def _replay_children(
@@ -133,35 +94,6 @@ def _replay_children(
         return ()
     kids = [c.trace for c in trace.children]
     return tuple(replay_many(kids, policy, [model.like(k) for k in kids], window, pricing))
-
-
-def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
-    """The parent as its children left it: a child that failed sent no report, so the tool result
-    answering its call provides no facts (declared lost: ``Moved`` of kind ``child-failed``). The run
-    keeps the recorded trace's identity (its hash). Without a failed child: ``trace`` itself."""
-    import dataclasses
-
-    from sim.core.types import Moved
-
-    failed = {
-        c.tool_call_id: (j, c.parent_call)
-        for j, (c, r) in enumerate(zip(trace.children, kids, strict=True))
-        if c.tool_call_id is not None and not child_answered(r)
-    }
-    if not failed:
-        return trace
-    events, moved = list(trace.events), []
-    for i, e in enumerate(events):
-        if e.kind == "tool_result" and e.tool_call_id in failed and e.provides:
-            j, k = failed[e.tool_call_id]
-            kinds = e.fact_kinds or (None,) * len(e.provides)
-            moved.append(Moved("child-failed", k, k + 1, k, j, 0, 0, (), e.provides, tuple(kinds)))
-            events[i] = dataclasses.replace(e, provides=(), fact_spans=(), fact_kinds=())
-    if not moved:
-        return trace
-    out = dataclasses.replace(trace, events=tuple(events), moved=(*trace.moved, *moved))
-    out._cache["trace_hash"] = trace.derived("trace_hash", trace_hash)
-    return out
 
 
 def replay_many(
@@ -214,16 +146,14 @@ class ReplayTable:
                 for pos, w, ok in zip(g.positions, g.windows, g.kept.tolist(), strict=True):
                     if ok:
                         trace, model = self.traces[pos], self.models[pos]
-                        records[pos] = _replay_loop(
-                            trace, policy, model, None, w, CostModel(g.rules, g.price)
-                        )
+                        records[pos] = replay_loop(trace, policy, model, None, w, CostModel(g.rules, g.price))
                 continue
             columns = run_columns(g.batch)
             kept = g.kept.tolist()
             for pos, p, w, c, ok in zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True):
                 if not ok:
                     continue
-                records[pos] = _record(
+                records[pos] = assemble_record(
                     p.trace, policy, p.model, c.calls, c.item_state, c.changes, (g.rules, g.price),
                     c.item_tokens, recovered=p.recovered, degraded=p.degraded, rereads=p.rereads,
                     answer_met=p.answer_met, compactions=c.compactions, ledger=c.ledger, params=params,
@@ -269,9 +199,9 @@ def replay_table(
     for pos in setup.composite:
         # several runs of one conversation, children or a transform's moves: only the per-call loop
         # models them, so the batch and grid paths never see such a trace (they decline, never guess)
-        loop[pos] = _loop_one(traces[pos], policy, models[pos], None, window, pricing)
+        loop[pos] = loop_one(traces[pos], policy, models[pos], None, window, pricing)
     for pos in setup.first_of_model:  # the first run of each model, checked once
-        _check_priced(policy, traces[pos], setup.setups[pos][1])
+        check_priced(policy, traces[pos], setup.setups[pos][1])
     setups = setup.setups
     _replay_unlimited(traces, policy, models, setups, loop)
     groups: list = []
@@ -301,7 +231,7 @@ def replay_table(
     for pos, prepared in zip(rest, prepared_runs, strict=True):
         rules, price, w = setups[pos]
         if prepared is None:
-            loop[pos] = _replay_loop(traces[pos], policy, models[pos], None, w, CostModel(rules, price))
+            loop[pos] = replay_loop(traces[pos], policy, models[pos], None, w, CostModel(rules, price))
         else:
             by_setup.setdefault(id(setups[pos]), (rules, price, []))[2].append((pos, prepared, w))
     for rules, price, runs in by_setup.values():
@@ -330,7 +260,7 @@ def _batch_group(positions, runs, plans, rules, price, windows, policy, loop) ->
         kept = unlimited | (batch.peaks <= w_arr)
         for j in np.flatnonzero(~kept).tolist():
             p, w = runs[j], windows[j]
-            loop[positions[j]] = _replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
+            loop[positions[j]] = replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
     return BatchGroup(positions, batch, rules, price, windows, kept)
 
 
@@ -354,7 +284,7 @@ def _batch_setup(window, pricing, traces: Sequence[Trace]) -> _Setup:
     first: list[int] = []
     for pos, trace in enumerate(traces):
         if trace.model not in by_model:
-            rules, price = _rules_and_price(trace.model, pricing)
+            rules, price = rules_and_price(trace.model, pricing)
             w = resolve_window(trace.model) if window == AUTO else window
             by_model[trace.model] = (rules, price, w)
             first.append(pos)
@@ -491,7 +421,7 @@ def _replay_lanes(
             for s, policy in enumerate(policies):
                 kept = ok[s]
                 for j in np.flatnonzero(~kept).tolist():  # left the grid: the loop decides what follows
-                    handed[s][chunk[j]] = _replay_loop(
+                    handed[s][chunk[j]] = replay_loop(
                         sub[j], policy, sub_models[j], None, w, CostModel(rules, price)
                     )
                 lists = metric_lists(cols, s, range(len(chunk)), price is not None)
@@ -499,503 +429,75 @@ def _replay_lanes(
     return groups, handed
 
 
-def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
-    """Refuse a run whose column sums could wrap int64 (``sim.util.limits.run_sum_problem``); the batch path
-    checks the same bound on its columns (``sim.engine.fast.batch._check_sums``)."""
-    rows = len(cols["kind"])
-    top = max((max(max(v), -min(v)) for c, v in cols.items() if c != "cost_microusd" and v), default=0)
-    if (p := run_sum_problem(top, rows)) is not None:
-        raise TraceError(trace.source_file or "<trace>", p, record=trace.trace_id)
+# ------------------------------------------------------------------------------------ a sizing's grid
+class GridRoute(NamedTuple):
+    """Where the runs of a grid of seed-engine settings (a sizing) are replayed."""
+
+    batches: list[tuple[CacheRules, Price | None, list[int]]]  # runs the grid path takes, priced alike,
+    # at most ``batch`` a batch: (rules, price, positions), the same batches for any number of workers
+    loop: list[int]  # positions of the runs every setting replays on its own (``replay_many``)
 
 
-def _check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
-    if getattr(policy, "cost_budget_microusd", None) is not None and price is None:
-        close = ", ".join(closest_priced(trace.model or "")) or "none"
-        raise ConfigError(
-            f"trace {trace.trace_id}: cost_budget_microusd needs a price, and model {trace.model!r} has none "
-            f"(closest priced: {close}; choose one with --pricing)"
-        )
+def grid_route(
+    traces: Sequence[Trace],
+    policies: Sequence[Policy],
+    models: Sequence[ReplayModel],
+    pricing: str | None,
+    batch: int,
+    grid: bool = True,
+) -> GridRoute:
+    """Which runs of ``traces`` the grid path replays under all of ``policies`` at once (``grid_figures_of``)
+    and which each setting replays through ``replay_many``: the grid takes seed-engine settings that
+    differ only in the grid knobs (``sim.engine.fast.seed_grid.settings_decline``) and the traces it
+    accepts (``trace_declines``); ``grid=False`` sends every run to ``replay_many`` (the reference)."""
+    from sim.engine.fast.seed_grid import settings_decline, trace_declines
+
+    grid = grid and settings_decline(policies) is None
+    loop: list[int] = []
+    by_setup: dict[int, tuple[tuple, list[int]]] = {}  # runs priced alike go on the grid together
+    for pos, (t, model) in enumerate(zip(traces, models, strict=True)):
+        if not grid or trace_declines(t, model) is not None:
+            loop.append(pos)
+            continue
+        setup = rules_and_price(t.model, pricing)
+        by_setup.setdefault(id(setup), (setup, []))[1].append(pos)
+    batches = [
+        (rules, price, positions[lo : lo + batch])
+        for (rules, price), positions in by_setup.values()
+        for lo in range(0, len(positions), batch)
+    ]
+    return GridRoute(batches, loop)
 
 
-@lru_cache(maxsize=256)
-def _rules_and_price(model: str | None, pricing: str | None) -> tuple[CacheRules, Price | None]:
-    """Cache rules and price of a recorded model under a pricing setting (tables are read once)."""
-    price: Price | None
-    if pricing == AUTO:
-        price = resolve(model).price
-    elif pricing is None:
-        price = None
-    else:
-        price = price_named(pricing)
-    family = price.family if price is not None else resolve(model).cache_family
-    return cache_rules(family), price
+def grid_figures_of(
+    traces: Sequence[Trace],
+    policies: Sequence[Policy],
+    models: Sequence[ReplayModel],
+    window: int | str | None,
+    rules: CacheRules,
+    price: Price | None,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """One batch of ``grid_route`` replayed on the grid path: per (setting, run), whether it stayed on the
+    grid (False: it left it, and ``replay_many`` replays it) and its figures' sums
+    (``sim.engine.fast.seed_lanes.grid_figures``); ``window`` as ``replay`` takes it."""
+    from sim.engine.fast.seed_lanes import grid_figures
+
+    windows = [resolve_window(t.model) if window == AUTO else window for t in traces]
+    return grid_figures(traces, policies, models, windows, rules, price)
 
 
-def _answer_needs(trace: Trace) -> tuple[str, ...]:
-    """Facts the final answer (the last call's action) needs."""
-    return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+# ------------------------------------------------------------------------------------ a sweep's lanes
+def lane_setting_key(policy_name: str, knobs: Mapping[str, object], transformed: bool) -> dict | None:
+    """What settings must share to be replayed together as lanes (``replay_tables``): the policy's knobs
+    other than the grid knobs (``sim.engine.fast.seed_grid.GRID_KNOBS``); None for a setting the lanes
+    never take (not the seed engine, or traces a transform changed), replayed on its own."""
+    from sim.engine.fast.seed_grid import GRID_KNOBS
+
+    if policy_name != "seed_engine" or transformed:
+        return None
+    return {k: v for k, v in knobs.items() if k not in GRID_KNOBS}
 
 
-def answer_needs_of(trace: Trace) -> int:
-    """How many facts the final answer needs (a record's ``answer_needs``)."""
-    return len(trace.derived("answer_needs", _answer_needs))
-
-
-def cost_model(trace: Trace, pricing: str | None) -> CostModel:
-    return CostModel(*_rules_and_price(trace.model, pricing))
-
-
-def _record(
-    trace,
-    policy,
-    model,
-    cols,
-    item_state,
-    changes,
-    cost,
-    item_tokens,
-    finish="completed",
-    warnings=(),
-    rejections=0,
-    facts=None,
-    degraded=False,
-    summaries=(),
-    rereads=(),
-    recovered=(),
-    compactions=None,
-    ledger=None,
-    answer_met=None,
-    params=None,
-    primed=None,
-    cuts=(),
-    page_reads=(),
-    final_answered=True,
-    window=None,
-    unpaired=0,
-    opening_prompts=(),
-    children=(),
-) -> RunRecord:
-    """``changes``: CHANGE_COLUMNS arrays in the order the changes were made; ``cost``: (rules, price);
-    ``compactions``: their table when already grouped; ``ledger``: its totals, ``answer_met`` the
-    final answer's needs met and ``recovered`` the facts re-read, when a batch computed them (``facts``:
-    the loop's fact state otherwise); ``params``: the policy's, read once a batch; ``primed``: the
-    record's cached sums and counts (``records.Primed``); ``cuts``, ``page_reads``, ``final_answered``
-    and ``window``: the record's fields of those names."""
-    rules, price = cost
-    answer = trace.derived("answer_needs", _answer_needs)
-    missed: tuple[str, ...] = ()
-    if answer_met is not None:  # a batch found the needs met and the facts re-read
-        met, kept = answer_met, ()
-    elif facts is None:  # no fact can have left the view (see replay): every need is met
-        met, kept, recovered = len(answer), (), ()
-    else:
-        n, states = len(item_state), item_state.tolist()
-        met = sum(1 for f in answer if facts.where(f, states, n) not in ("lost", "not_retrieved"))
-        kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
-        missed = tuple(sorted(facts.ever_missed))
-    record = RunRecord.of_fields(
-        {
-            "trace_id": trace.trace_id,
-            "trace_hash": trace.derived("trace_hash", trace_hash),
-            "policy": policy.name,
-            "params": policy.params() if params is None else dict(params),
-            "model": model.name,
-            "finish_reason": finish,
-            "calls": cols,
-            "item_state": item_state,
-            "compactions": compactions_of(changes) if compactions is None else compactions,
-            "warnings": tuple(warnings),
-            "rejections": rejections,
-            "pricing": None if price is None else price.model,
-            "cache_family": rules.family,
-            "changes": changes,
-            "item_tokens": item_tokens,
-            "summary_kept": kept,
-            "summaries": tuple(summaries),
-            "rereads": tuple(rereads),
-            "recovered": recovered,
-            "degraded": degraded,
-            "answer_needs": len(answer),
-            "answer_needs_met": met,
-            "unpaired_tool_messages": unpaired,
-            "ledger": ledger,
-            "summarizer": model.summarizer,
-            "cuts": tuple(cuts),
-            "page_reads": tuple(page_reads),
-            "missed": missed,
-            "final_answered": final_answered,
-            "window": window,
-            "runs": trace.runs,
-            "opening_prompts": tuple(opening_prompts),
-            "children": children,
-            "transforms": trace.applied,
-        },
-        primed,
-    )
-    if ledger is None:  # derived once, from the record
-        object.__setattr__(record, "ledger", moved_totals(trace, ledger_totals(trace, record)))
-    return record
-
-
-# ------------------------------------------------------------------------------------------ the loop
-class _TurnLimit(Exception):
-    """The agent's next step would pass ``model.max_turns``: the run ends there."""
-
-
-def _replay_loop(
-    trace: Trace,
-    policy: Policy,
-    model: ReplayModel,
-    observer: Observer | None,
-    window: int | None,
-    cost: CostModel,
-    children: tuple[RunRecord, ...] = (),
-) -> RunRecord:
-    a = trace.arrays
-    events_ = trace.events
-    view_end = a.view_end.tolist()
-    residual = a.residual.tolist()
-    recorded_input = a.recorded_input.tolist()
-    outputs = model.respond_all().tolist()
-    ncalls = len(view_end)
-    stop = view_end[-1] if ncalls else 0
-    tool_calls, elapsed = trace.derived("per_call", per_call)
-    # Items are laid out for every event the run will admit; only [0, view.n) is in view. The running
-    # total is the prefix sum of original sizes plus ``delta``, the net effect of every change so far;
-    # a Fenwick tree of the changes gives any prefix of the view (the part a cache can reuse). Items the
-    # agent re-reads (refetch, retrieval) are appended to the conversation: ``extra`` tokens that stay
-    # in every later request (policies do not transform them).
-    original = a.tokens.tolist()[:stop]
-    view = View()
-    view.tokens = vt = list(original)
-    original_bytes = a.bytes.tolist()[:stop]
-    view.nbytes = vb = list(original_bytes)
-    view.state = vs = [0] * stop
-    prefix = list(accumulate(vt, initial=0))
-    fen = Fenwick(stop)
-    delta = extra = 0
-    prev_view = prev_items = 0  # the previous request's view: what the cache may hold
-    state = policy.start(trace)
-    view.policy_state = state
-    status = RunStatus()
-    status.window = window
-    settle, settles = policy.settle, policy.settles
-    facts = FactState(trace) if trace.derived("has_needs", has_needs) else None
-    view.facts = facts
-    still_needed = trace.derived("last_need", last_need)
-    degraded = False
-    summaries: list[tuple[int, tuple[str, ...]]] = []
-    rereads: list[tuple[int, int, int, int]] = []  # (recorded call, row kind, event re-read, tokens added)
-    cuts: list[tuple[int, int, tuple[tuple[int, int], ...]]] = []  # (call, item, shown byte ranges)
-    page_reads: list[tuple[int, int, int]] = []
-    cols: dict[str, list[int]] = {c: [] for c in CALL_COLUMNS}
-    events: list[tuple[int, int, int, int, int, int]] = []
-    warnings: list[tuple[int, str]] = []
-    finish, rejections = "completed", 0
-    max_steps = model.max_turns
-    steps = 0  # the agent's own steps so far (STEP_KINDS rows)
-    final_answered = False
-    # a conversation of several runs: each run's first call, what settle time made of each item (a run
-    # that does not persist compaction opens on those), and each run's opening prompt
-    run_starts = set(trace.run_starts[1:]) if trace.runs > 1 else set()
-    settled: dict[int, object] = {}
-    openings: list[int] = []
-
-    def change(k: int, ch) -> None:
-        nonlocal delta
-        i, d = ch.index, ch.tokens - vt[ch.index]
-        delta += d
-        fen.add(i, d)
-        if ch.state != ItemState.VERBATIM:  # a verbatim item resized (sent twice) is no compaction
-            events.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens, len(cols["kind"])))
-        vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, ch.state
-        if ch.state in POSITIONAL:
-            shown = shown_ranges(ch.state, ch.kept, ch.nbytes)
-            cuts.append((k, i, shown))
-            if facts is not None:
-                facts.shown[i] = shown
-        elif facts is not None:
-            facts.shown.pop(i, None)
-
-    def admit(k: int, end: int) -> None:
-        if settles:
-            for i in range(view.n, end):
-                view.n, view.total = i + 1, prefix[i + 1] + delta
-                ch = settle(trace, state, i, view)
-                if ch is not None:
-                    change(k, ch)
-                    if run_starts:
-                        settled[i] = ch
-        view.n, view.total = end, prefix[end] + delta
-
-    def restore() -> int:
-        """A new run without the durable compaction record: every item in view goes back to what it was
-        when it settled (prior runs' raw records, their settle-time bounds kept). Returns the first item
-        that changed (-1: none). Not a compaction: the change table does not list it."""
-        nonlocal delta
-        first = -1
-        for i in range(view.n):
-            ch = settled.get(i)
-            if ch is None:
-                tokens, nbytes, st = original[i], original_bytes[i], 0
-            else:
-                tokens, nbytes, st = ch.tokens, ch.nbytes, int(ch.state)
-            if vt[i] == tokens and vb[i] == nbytes and vs[i] == st:
-                continue
-            d = tokens - vt[i]
-            delta += d
-            fen.add(i, d)
-            vt[i], vb[i], vs[i] = tokens, nbytes, st
-            if first < 0:
-                first = i
-            if facts is not None:
-                if ch is not None and ch.state in POSITIONAL:
-                    facts.shown[i] = shown_ranges(ch.state, ch.kept, ch.nbytes)
-                else:
-                    facts.shown.pop(i, None)
-        if facts is not None:
-            facts.kept = set()  # the summary that held them is gone with the compaction state
-        view.total = prefix[view.n] + delta
-        return first
-
-    def row(kind, k, inp, out, view_tokens, resid, st, recorded, first, changed, stable) -> None:
-        """Append one request's row with its modelled cache split and cost; account it in the status.
-        An agent step past ``model.max_turns`` is never made: the run ends (``_TurnLimit``)."""
-        nonlocal steps
-        if kind in STEP_KINDS:
-            if max_steps is not None and steps >= max_steps:
-                raise _TurnLimit
-            steps += 1
-        read, write, uncached, c = cost.step(kind == SUMMARY, elapsed[k], inp, view_tokens, stable, out)
-        for col, v in (
-            ("kind", kind),
-            ("recorded_call", k),
-            ("input_tokens", inp),
-            ("output_tokens", out),
-            ("view_tokens", view_tokens),
-            ("residual_tokens", resid),
-            ("status_tokens", st),
-            ("recorded_input_tokens", recorded),
-            ("view_items", view.n),
-            ("first_changed", first),
-            ("items_changed", changed),
-            ("stable_prefix_tokens", stable),
-            ("cache_read_tokens", read),
-            ("cache_write_tokens", write),
-            ("uncached_input_tokens", uncached),
-            ("cost_microusd", c),
-        ):
-            cols[col].append(v)
-        status.tokens += inp + out
-        if c > 0:
-            status.cost_microusd += c
-
-    def apply(k: int, result) -> tuple[int, int]:
-        """Apply a decision before request k; a summary call gets its own row. Returns (first, count)."""
-        if isinstance(result, Decision):
-            changes, summary = result.changes, result.summary
-        else:
-            changes, summary = result, None
-        if isinstance(summary, list):  # several passes: each call metered, the last one's output kept
-            for s in summary[:-1]:
-                row(SUMMARY, k, s.input_tokens, model.summarize(s.input_tokens, s.output_tokens), 0, 0, 0,
-                    -1, -1, 0, 0)  # fmt: skip
-            summary = summary[-1] if summary else None
-        covered: list[str] = []
-        if summary is not None:
-            out = model.summarize(summary.input_tokens, summary.output_tokens)
-            row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
-            if facts is not None:  # what the summary covers: the facts its items show, the old summary's
-                for ch in sorted(changes, key=lambda c: -c.index):
-                    i = ch.index
-                    if ch.state == ItemState.SUMMARIZED:
-                        covered.extend(f for f in reversed(events_[i].provides) if facts.visible(i, vs[i], f))
-                covered.extend(sorted(facts.kept, reverse=True))
-        first = -1
-        for ch in changes:
-            change(k, ch)
-            if first < 0 or ch.index < first:
-                first = ch.index
-        if summary is None and facts is not None and isinstance(result, Decision) and result.forgets_summary:
-            facts.kept = set()
-        if summary is not None and facts is not None:
-            later = {f for f in covered if still_needed.get(f, -1) >= view.n}
-            facts.kept = set(model.summary_keeps(list(dict.fromkeys(covered)), later, out, view.n))
-            summaries.append((k, tuple(sorted(facts.kept))))
-        view.total = prefix[view.n] + delta
-        return first, len(changes)
-
-    def stable_prefix(first: int) -> int:
-        """Tokens of the request's prefix unchanged since the previous request."""
-        if first < 0 or first >= prev_items:
-            return prev_view
-        return prefix[first] + fen.query(first)
-
-    def reread(k: int, first: int, changed: int) -> tuple[bool, int, int]:
-        """Before agent call k: bring back what its action needs. Returns (go on?, first, changed)."""
-        nonlocal extra, degraded, prev_view, prev_items
-        found = choose_rows(facts, events_[trace.calls[k].event_index].needs, vs, view.n, model)
-        if found is None:
-            return False, first, changed
-        degraded |= found.degraded
-        for src, kind, page in found.rows:
-            # one more call on the current view, whose result then stays in the conversation
-            provides = events_[src].provides
-            if kind == PAGE:
-                size = facts.shown[src][0][1]
-                added, out = page_size(trace, src, page, size, outputs)
-            else:
-                added, out = reread_size(trace, src, outputs)
-            total = view.total + extra
-            stable = stable_prefix(first)
-            row(kind, k, max(total + residual[k], 0), out, total, residual[k], 0, -1, first, changed, stable)
-            prev_view, prev_items, first, changed = total, view.n, -1, 0
-            extra += added
-            rereads.append((k, kind, src, added))
-            if kind == REFETCH:  # the tool ran again: everything it provides is back
-                facts.recovered.update(provides)
-                facts.missed.difference_update(provides)
-            elif kind == RETRIEVE:  # what the retrieval finds (choose_rows noted what it misses)
-                facts.recovered.update(f for f in provides if model.retrieves(f))
-            else:
-                page_reads.append((k, src, page))
-                read = facts.pages_read.setdefault(src, set())
-                read.add(page)
-                nbytes = events_[src].bytes
-                facts.recovered.update(
-                    f
-                    for f in provides
-                    if all(p == 0 or p in read for p in pages_of(span_of(trace, src, f), size, nbytes))
-                )
-        return True, first, changed
-
-    def send(k: int, first: int, changed: int) -> tuple[int, int, int, int] | str | None:
-        """Request k's status line and size; over the window the policy may compact and retry (up to its
-        ``overflow_retries`` rejections in a row). Returns (request, status tokens, first changed,
-        changed), None when the provider refuses, or the finish reason a policy stopped the run with."""
-        nonlocal rejections
-        st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
-        request = max(view.total + extra + residual[k] + st, 0)  # a negative residual cannot go below 0
-        tries = 0
-        while window is not None and request > window:
-            rejections += 1
-            tries += 1
-            if tries > policy.overflow_retries:
-                return None
-            retry = policy.on_overflow(trace, state, view, k, status) if policy.recovers else None
-            if retry is None:
-                return None
-            if isinstance(retry, Decision) and retry.stop is not None:
-                apply(k, retry)  # the framework gave up: what it did (its summaries) still counts
-                return retry.stop
-            f2, c2 = apply(k, retry)
-            if f2 >= 0 and (first < 0 or f2 < first):
-                first = f2
-            changed += c2
-            st = policy.status_tokens(trace, state, k, status) if policy.reports_status else 0
-            request = max(view.total + extra + residual[k] + st, 0)
-        return request, st, first, changed
-
-    def calls_loop(ncalls: int) -> tuple[str, bool]:
-        """Every recorded call in turn: (finish reason, did the final call get its agent turn)."""
-        nonlocal prev_view, prev_items, state
-        finish, answered = "completed", False
-        for k in range(ncalls):
-            status.elapsed_s = elapsed[k]
-            restored = -1
-            if k in run_starts:  # a new run of the conversation: carry the compaction state, or drop it
-                persisted = policy.persists_compaction
-                if not persisted:
-                    restored = restore()
-                state = policy.start_run(trace, state, trace.calls[k].run_index, view, persisted)
-                view.policy_state = state
-            admit(k, view_end[k])
-            if run_starts and (k == 0 or k in run_starts):
-                openings.append(max(view.total + extra + residual[k], 0))
-            first, changed = restored, 0
-            if policy.acts_before_call:
-                decision = policy.before_call(trace, state, view, k, status)
-                f2, changed = apply(k, decision)
-                first = f2 if restored < 0 or 0 <= f2 < restored else restored
-                if isinstance(decision, Decision) and decision.stop is not None:
-                    finish = decision.stop  # the framework's compaction failed: this call is never sent
-                    break
-            if facts is not None:
-                go_on, first, changed = reread(k, first, changed)
-                if not go_on:
-                    finish = "missing-information"
-                    break
-            sent = send(k, first, changed)
-            if sent is None or isinstance(sent, str):
-                finish = sent or "context-overflow"
-                break
-            request, st, first, changed = sent
-            out = model.respond(k)
-            total = view.total + extra
-            stable = stable_prefix(first)
-            row(AGENT, k, request, out, total, residual[k], st, recorded_input[k], first, changed, stable)
-            if k == ncalls - 1:
-                answered = True
-            prev_view, prev_items = total, view.n
-            status.turns, status.last_input, status.last_output = k + 1, request, out
-            status.tool_calls += tool_calls[k]
-            if observer is not None:
-                observer(k, view)
-            if policy.checks_after_call:
-                verdict = policy.after_call(trace, state, view, k, status)
-                if verdict is not None:
-                    warnings.extend((len(cols["kind"]) - 1, w) for w in verdict.warnings)
-                    if verdict.stop is not None:
-                        finish = verdict.stop
-                        if verdict.grace and k + 1 < ncalls:  # one final answer, tools forbidden
-                            g = k + 1
-                            status.elapsed_s = elapsed[g]
-                            admit(g, view_end[g])
-                            first, changed = -1, 0
-                            if policy.acts_before_call:
-                                first, changed = apply(g, policy.before_call(trace, state, view, g, status))
-                            sent = send(g, first, changed)
-                            if sent is None or isinstance(sent, str):
-                                finish = sent or "context-overflow"
-                            else:
-                                request, st, first, changed = sent
-                                total = view.total + extra
-                                out = model.grace(g)
-                                row(GRACE, g, request, out, total, residual[g], st, -1, first, changed,
-                                    stable_prefix(first))  # fmt: skip
-                        break
-        return finish, answered
-
-    try:
-        finish, final_answered = calls_loop(ncalls)
-    except _TurnLimit:
-        finish = "agent-turn-limit"
-
-    cols["call"] = list(range(len(cols["kind"])))
-    check_sums(trace, cols)
-    arrays = {c: np.array(v, dtype=np.int64) for c, v in cols.items()}
-    item_state = np.array(vs[: view.n], dtype=np.int8)
-    return _record(
-        trace,
-        policy,
-        model,
-        arrays,
-        item_state,
-        change_table(events),
-        (cost.rules, cost.price),
-        np.array(vt[: view.n], dtype=np.int64),
-        finish,
-        warnings,
-        rejections,
-        facts,
-        degraded,
-        summaries,
-        rereads,
-        cuts=cuts,
-        page_reads=page_reads,
-        final_answered=final_answered,
-        window=window,
-        unpaired=policy.unpaired_requests(state) if policy.splits_pairs else 0,
-        opening_prompts=openings,
-        children=children,
-    )
+def lanes_per_unit(runs: int) -> int:
+    """How many settings over ``runs`` runs advance together as lanes at most (``LANES`` lanes)."""
+    return max(1, LANES // max(runs, 1))

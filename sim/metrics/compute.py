@@ -537,6 +537,6 @@ def _live_context(b, runs: int) -> np.ndarray:
 
 
 def _answer_needs(traces) -> list[int]:
-    from sim.engine.dispatch import answer_needs_of
+    from sim.engine.common import answer_needs_of
 
     return [answer_needs_of(t) for t in traces]

@@ -17,7 +17,7 @@ def sizing(frames: list[Any], paths: list[Path]) -> tuple[int, str, dict] | None
     """The sizing verdict (``sim.analysis.size.verdict``, as ``size`` and ``demo`` compute it) of the first
     policy
     swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
-    from sim.analysis.size import verdict_from_frame
+    from sim.analysis.verdict import verdict_from_frame
 
     keys = ("policy.context_token_limit", "policy.keep_recent_tokens")
     for i, df in enumerate(frames):
@@ -52,7 +52,7 @@ def _knob(s: ReportSetting, key: str):
 def verdict_blocks(
     doc: Doc, sized: tuple[int, str, dict] | None, settings: list[ReportSetting], paths
 ) -> None:
-    from sim.analysis.size import recommendation_line, tied_text
+    from sim.analysis.verdict import recommendation_line, tied_text
 
     doc.h(2, "Sizing verdict")
     if sized is None:
@@ -123,7 +123,7 @@ def _sensitivity_blocks(doc: Doc, rec: dict) -> None:
     """The verdict's mock behaviour, and the table of verdicts under every behaviour the results hold."""
     mock = ", ".join(f"{k}={v}" for k, v in rec.get("mock_model", {}).items())
     if "sensitivity" in rec:
-        from sim.analysis.size import sensitivity_text
+        from sim.analysis.verdict import sensitivity_text
 
         sens = rec["sensitivity"]
         doc.p(

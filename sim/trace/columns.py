@@ -936,7 +936,7 @@ def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int
 
 
 def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: int, end_call: int) -> tuple:
-    """``sim.engine.dispatch._answer_needs``: the facts the last call's action needs."""
+    """``sim.engine.common.answer_needs``: the facts the last call's action needs."""
     if end_call == first_call:
         return ()
     got = needs[first_event + int(event_index[end_call - 1])].as_py()

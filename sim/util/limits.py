@@ -8,7 +8,7 @@ int64: a trace whose worst case (``trace_token_bound``) reaches ``MAX_TRACE_TOKE
 That keeps a run's token sums near 2^40 and its cost near 2^50 micro-USD at the highest price the tables
 may hold (``MAX_USD_PER_MTOK``), a margin of 2^13 or more for policy-made text and re-read copies before
 2^63; a replay whose calls x largest count still reaches ``MAX_RUN_TOKENS`` is refused
-(``sim.engine.dispatch``,
+(``sim.engine.common.check_sums``,
 ``sim.engine.fast.batch``), never wrapped. A bytes-per-token
 ratio must be at least ``MIN_BYTES_PER_TOKEN``: a smaller one would make an estimate of a few bytes of
 text a count past 2^53 (no tokenizer spends a hundred tokens on one byte).

@@ -10,7 +10,7 @@ then computes every run's rows in a few array steps over the whole batch: item, 
 arrays of all runs concatenated, with per-run offsets so sums restart at each run. Runs are short (tens
 of calls) and numpy's per-operation cost is fixed, so one pass over a corpus replaces hundreds of small
 ones; what depends only on the traces is kept for the next replay of the same batch. The per-call loop
-in ``sim.engine.dispatch`` is the reference; the conformance checker holds the two to identical records.
+in ``sim.engine.loop`` is the reference; the conformance checker holds the two to identical records.
 """
 
 from __future__ import annotations
@@ -1044,7 +1044,7 @@ def run_columns(b: Batch) -> list[RunColumns]:
 def _check_sums(
     table: np.ndarray, rows: _Rows, rows_per_run: np.ndarray, traces: list[Trace], top: int | None = None
 ) -> None:
-    """Refuse, as the loop does (``sim.engine.dispatch.check_sums``), a run whose column sums could wrap
+    """Refuse, as the loop does (``sim.engine.common.check_sums``), a run whose column sums could wrap
     int64:
     one bound on the whole batch (``top``: the largest magnitude in any column but cost, when known),
     and the runs only when it fails."""

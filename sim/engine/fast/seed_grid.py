@@ -651,11 +651,11 @@ def _settle_events(st: _Static, cols) -> list:
 
 def record(trace: Trace, policy: SeedEngine, model: ReplayModel, run: GridRun, rules, price, window):
     """The RunRecord the per-call loop builds for this lane."""
-    from sim.engine.dispatch import _record
+    from sim.engine.common import assemble_record
 
     assert run.changes is not None
     cols = {c: v.copy() for c, v in zip(CALL_COLUMNS, run.table, strict=True)}
-    return _record(
+    return assemble_record(
         trace, policy, model, cols, run.item_state, change_table(run.changes), (rules, price),
         run.item_tokens, cuts=run.cuts, window=window,
     )  # fmt: skip

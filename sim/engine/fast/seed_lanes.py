@@ -1363,7 +1363,7 @@ def replay_unlimited(
     a run whose request exceeds its window (the loop says what follows). The records are the per-call
     loop's: the status line's tokens from digit counts, the cache and cost as the requests are made."""
     from sim.core.records import AGENT, CALL_COLUMNS, change_table
-    from sim.engine.dispatch import _record
+    from sim.engine.common import assemble_record
 
     assert policy.context_token_limit is None
     rows: list = []
@@ -1399,7 +1399,7 @@ def replay_unlimited(
         # the settle-time envelopes: the rows before their admitting call's (one row a call)
         events = [(c, 0, j, before - after, after, c) for c, j, before, after in st.settled]
         out.append(
-            _record(
+            assemble_record(
                 t,
                 policy,
                 m,
