@@ -232,12 +232,3 @@ def test_lane_units_group_a_grids_chunks_of_the_same_runs():
     e = chunk("observation_masking", 5000, [0, 1])
     assert lane_units([a, c, b, d, e]) == [(a, b), (c,), (d,), (e,)]
     assert lane_units([a, b], workers=2) == [(a,), (b,)]  # a unit each worker while there are few
-
-
-def test_the_sweeps_lane_knobs_are_the_grid_paths():
-    """sweep keeps its own copy (importing sim.engine.fast.seed_grid would load numpy on a resume): it must
-    not drift."""
-    from sim.engine.fast.seed_grid import GRID_KNOBS
-    from sim.sweep.units import LANE_GRID_KNOBS
-
-    assert LANE_GRID_KNOBS == GRID_KNOBS

@@ -20,16 +20,16 @@ class Chunk:
     scenario_digest: str | None = None  # the bytes of the scenario the hashes are of (sim.sweep.plandigest)
 
 
-LANE_GRID_KNOBS = ("context_token_limit", "keep_recent_tokens")  # sim.engine.fast.seed_grid.GRID_KNOBS
-
-
 def _lane_key(chunk: Chunk) -> str | None:
-    """What chunks replayed together as lanes share: the runs and every part of the config but the grid
-    knobs (None: a chunk the lanes never take, replayed on its own)."""
+    """What chunks replayed together as lanes share: the runs, and every part of the config but what the
+    dispatcher lets lanes differ in (``sim.engine.dispatch.lane_setting_key``; None: a chunk the lanes
+    never take, replayed on its own)."""
+    from sim.engine.dispatch import lane_setting_key
+
     cfg = chunk.setting.cfg
-    if chunk.setting.name != "seed_engine" or cfg.get("transforms"):
+    policy = lane_setting_key(chunk.setting.name, cfg.get("policy") or {}, bool(cfg.get("transforms")))
+    if policy is None:
         return None
-    policy = {k: v for k, v in (cfg.get("policy") or {}).items() if k not in LANE_GRID_KNOBS}
     rest = {k: v for k, v in cfg.items() if k != "policy"}
     runs = [index for index, _, _ in chunk.runs]
     shared = [chunk.scenario, chunk.pricing, chunk.scenario_digest, chunk.setting.allow_modules, runs]
@@ -38,9 +38,10 @@ def _lane_key(chunk: Chunk) -> str | None:
 
 def lane_units(todo: list[Chunk], workers: int = 0) -> list[tuple[Chunk, ...]]:
     """The chunks as work units: seed-engine chunks of the same runs whose settings differ only in the
-    grid knobs go together (up to ``sim.engine.dispatch.LANES`` lanes a unit, and at least two units a worker
-    while there are enough), every other chunk on its own. Order: each unit at its first chunk's place."""
-    from sim.engine.dispatch import LANES
+    grid knobs go together (up to ``sim.engine.dispatch.lanes_per_unit`` settings a unit, and at least two
+    units a worker while there are enough), every other chunk on its own. Order: each unit at its first
+    chunk's place. Which chunks may share a unit is the dispatcher's rule, not restated here."""
+    from sim.engine.dispatch import lanes_per_unit
 
     groups: dict[str, list[Chunk]] = {}
     units: list[list[Chunk]] = []
@@ -55,7 +56,7 @@ def lane_units(todo: list[Chunk], workers: int = 0) -> list[tuple[Chunk, ...]]:
             units.append(groups[key])
     out: list[tuple[Chunk, ...]] = []
     for u in units:
-        size = max(1, LANES // max(len(u[0].runs), 1))
+        size = lanes_per_unit(len(u[0].runs))
         if workers > 1:  # enough units to keep every worker busy
             size = min(size, max(1, -(-len(u) // (2 * workers))))
         out.extend(tuple(u[j : j + size]) for j in range(0, len(u), size))
