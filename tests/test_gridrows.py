@@ -73,7 +73,7 @@ def test_lane_rows_match_the_loop_whichever_way_the_lanes_advance(monkeypatch, l
     call): the same rows as the loop's, windows and summaries included."""
     import sim.engine.fast.seed_lanes
 
-    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "LOCKSTEP_LANES", lanes)
     assert check_lanes(grid(tool_result_max_bytes=4096), SWE, 30000, PRICE) == []
     assert check_lanes(grid(mode="summarize"), SWE[:5], 200000, PRICE) == []
 

@@ -406,7 +406,7 @@ def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunReco
     (status
     line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
     simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
-    from sim.engine.fast.seed_lanes import replay_unlimited, unlimited_declines
+    from sim.engine.fast.seed_unlimited import replay_unlimited, unlimited_declines
 
     if unlimited_declines(policy) is not None:
         return
