@@ -4,13 +4,12 @@ as the arithmetic allows. It is the yardstick for ``ctxsim size``'s grid path (`
 reports the grid path's calls per second as a share of this kernel's): no records, no cache or cost, no
 summaries, status line or window, only the trigger, the prune bound and the request's size.
 
-Its inputs are the per-run tables ``sim.engine.fast.seed_lanes_tables`` lays out (message estimates, tool-message
-prefix
-sums, the natural prune bound of each (run, keep, call)), built once and not timed. Per call position,
-for every (run, setting) lane at once: the seed engine's estimate (the last input and output plus what
-was appended), the lanes over the limit move their bound to max(bound, natural bound) and take the
-placeholder's size for the results cleared, and the request is the settled prefix plus the lane's net
-change plus the residual.
+Its inputs are the per-run tables ``sim.engine.fast.seed_lanes_tables`` lays out (message estimates,
+tool-message prefix sums, the natural prune bound of each (run, keep, call)), built once and not timed. Per
+call position, for every (run, setting) lane at once: the seed engine's estimate (the last input and output
+plus what was appended), the lanes over the limit move their bound to max(bound, natural bound) and take the
+placeholder's size for the results cleared, and the request is the settled prefix plus the lane's net change
+plus the residual.
 
     python benchmarks/kernel.py [N_TRACES]   # kernel vs grid path on N SWE-like traces, same answer
 """
