@@ -69,7 +69,7 @@ def test_lanes_over_the_window_go_to_the_loop_and_the_rows_still_match(window):
 
 @pytest.mark.parametrize("lanes", [0, 1 << 40])
 def test_lane_rows_match_the_loop_whichever_way_the_lanes_advance(monkeypatch, lanes):
-    """Started lanes call by call (``_LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
+    """Started lanes call by call (``LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
     call): the same rows as the loop's, windows and summaries included."""
     import sim.engine.fast.seed_lanes
 
@@ -235,8 +235,11 @@ def test_lane_units_group_a_grids_chunks_of_the_same_runs():
 
 def test_the_sweeps_lane_knobs_are_the_grid_paths():
     """sweep keeps its own copy (importing sim.engine.fast.seed_grid would load numpy on a resume): it must
-    not drift."""
-    from sim.engine.fast.seed_grid import GRID_KNOBS
+    not drift from the seed engine's list (numpy-free), which the grid path reads."""
+    from sim.engine.fast import seed_grid
+    from sim.policies.seed_knobs import GRID_KNOBS
+
+    assert seed_grid.GRID_KNOBS is GRID_KNOBS
     from sim.sweep.execute import LANE_GRID_KNOBS
 
     assert LANE_GRID_KNOBS == GRID_KNOBS

@@ -215,7 +215,8 @@ def json_text(text: str) -> str:
 @register
 @dataclass(frozen=True)
 class SeedEngine(Policy):
-    """effect-agent's AgentPolicy: tool-result bounds, prune-then-summarize, budgets, grace turn."""
+    """effect-agent's AgentPolicy: tool-result bounds, prune-then-summarize, budgets, grace turn. The knobs
+    a grid of it varies while replayed as lanes: ``sim.policies.seed_knobs.GRID_KNOBS``."""
 
     context_token_limit: int | None = None
     keep_recent_tokens: int = 20000
