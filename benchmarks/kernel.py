@@ -4,13 +4,12 @@ as the arithmetic allows. It is the yardstick for ``ctxsim size``'s grid path (`
 reports the grid path's calls per second as a share of this kernel's): no records, no cache or cost, no
 summaries, status line or window, only the trigger, the prune bound and the request's size.
 
-Its inputs are the per-run tables ``sim.engine.fast.seed_lanes`` lays out (message estimates, tool-message
-prefix
-sums, the natural prune bound of each (run, keep, call)), built once and not timed. Per call position,
-for every (run, setting) lane at once: the seed engine's estimate (the last input and output plus what
-was appended), the lanes over the limit move their bound to max(bound, natural bound) and take the
-placeholder's size for the results cleared, and the request is the settled prefix plus the lane's net
-change plus the residual.
+Its inputs are the per-run tables ``sim.engine.fast.seed_lanes_tables`` lays out (message estimates,
+tool-message prefix sums, the natural prune bound of each (run, keep, call)), built once and not timed. Per
+call position, for every (run, setting) lane at once: the seed engine's estimate (the last input and output
+plus what was appended), the lanes over the limit move their bound to max(bound, natural bound) and take the
+placeholder's size for the results cleared, and the request is the settled prefix plus the lane's net change
+plus the residual.
 
     python benchmarks/kernel.py [N_TRACES]   # kernel vs grid path on N SWE-like traces, same answer
 """
@@ -25,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sim.engine.fast.seed_grid import _Static  # noqa: E402
-from sim.engine.fast.seed_lanes import _Batch  # noqa: E402
+from sim.engine.fast.seed_lanes_tables import LaneBatch  # noqa: E402
+from sim.engine.fast.seed_static import grid_static  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS  # noqa: E402
 
@@ -38,8 +37,8 @@ class Inputs:
         proto = make_policy("seed_engine", mode="prune", run_status="off")
         order = sorted(range(len(traces)), key=lambda r: -len(traces[r].calls))
         self.order = np.array(order)
-        statics = [traces[r].derived("grid_static_51200", lambda t: _Static(t, proto)) for r in order]
-        b = _Batch(
+        statics = [grid_static(traces[r], proto) for r in order]
+        b = LaneBatch(
             statics, [traces[r].bytes_per_token for r in order], [None] * len(order), sorted(set(keeps))
         )
         self.K, self.ncalls = b.K, b.ncalls

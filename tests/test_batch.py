@@ -463,10 +463,10 @@ def test_a_keyed_batch_copied_or_unpickled_keys_its_own_objects():
 def test_the_wrap_bound_covers_every_call_column_but_cost():
     # without re-read rows replay_batch bounds each column by kind (traces', zero, measured, or derived
     # from those): a column added to CALL_COLUMNS must join one of them, or its sums would go unchecked
-    from sim.engine.fast import batch as fastpath
+    from sim.engine.fast import batch_rows
 
     derived = {"output_tokens", "input_tokens", "uncached_input_tokens"}
-    kinds = (fastpath._TRACE_COLUMNS, fastpath._ZERO_COLUMNS, fastpath._MEASURED_COLUMNS, derived)
+    kinds = (batch_rows.TRACE_COLUMNS, batch_rows.ZERO_COLUMNS, batch_rows.MEASURED_COLUMNS, derived)
     assert sorted(n for k in kinds for n in k) == sorted(CALL_COLUMNS[:-1])
 
 

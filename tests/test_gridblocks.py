@@ -95,15 +95,15 @@ def _plain_fixed_point(base, out, fixed, bpt, tok0, last0, width, stok, passes):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_status_fixed_point_passing_only_moved_lanes_again_is_the_plain_iteration(monkeypatch, seed):
-    import sim.engine.fast.seed_lanes
+    import sim.engine.fast.seed_lanes_blocks
 
-    real, calls = sim.engine.fast.seed_lanes._status_fixed_point, []
+    real, calls = sim.engine.fast.seed_lanes_blocks.status_fixed_point, []
 
     def counted(*a):
         calls.append(len(a[0]))
         return real(*a)
 
-    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_status_fixed_point", counted)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes_blocks, "status_fixed_point", counted)
     rng = np.random.default_rng(seed)
     n = 40
     width = rng.integers(1, 300, n)
@@ -129,27 +129,28 @@ def test_the_status_fixed_point_passing_only_moved_lanes_again_is_the_plain_iter
 
 
 def test_digit_counts_of_long_arrays_are_the_search_over_powers_of_ten():
-    from sim.engine.fast.seed_lanes import _POW10, _digits
+    from sim.engine.fast.seed_lanes_blocks import digit_counts
+    from sim.engine.fast.seed_static import POW10
 
     rng = np.random.default_rng(3)
     edges = [0, 1, 9, 10, 99, 100, 999, 10**6 - 1, 10**6, 10**17 - 1, 10**17, 10**18 - 1, 10**18, 2**63 - 1]
     for hi in (10, 10**4, 10**9, 2**62):
         v = np.concatenate([rng.integers(-3, hi, 5000, dtype=np.int64), np.array(edges, dtype=np.int64)])
-        assert np.array_equal(_digits(v), np.searchsorted(_POW10, v, "right"))
+        assert np.array_equal(digit_counts(v), np.searchsorted(POW10, v, "right"))
     short = np.array(edges, dtype=np.int64)
-    assert _digits(short).tolist() == [0, 0, 0, 1, 1, 2, 2, 5, 6, 16, 17, 17, 18, 18]
+    assert digit_counts(short).tolist() == [0, 0, 0, 1, 1, 2, 2, 5, 6, 16, 17, 17, 18, 18]
 
 
 def test_metric_ratios_are_pythons_division_of_the_ints():
-    from sim.engine.fast.seed_rows import _ratios
+    from sim.engine.fast.seed_rows import exact_ratios
 
     num = np.array([0, 1, 2, 7, 5, 3], dtype=np.int64)
     den = [3, 3, 0, 9, 5, 7]
-    got = _ratios(num, den)
+    got = exact_ratios(num, den)
     want = [a / b if b else None for a, b in zip(num.tolist(), den, strict=True)]
     assert [None if q != q else q for q in got] == want
     big = np.array([2**60 + 1, 3], dtype=np.int64)  # past 2**53: Python's exact division
-    assert _ratios(big, [3, 2**55 + 1]) == [(2**60 + 1) / 3, 3 / (2**55 + 1)]
+    assert exact_ratios(big, [3, 2**55 + 1]) == [(2**60 + 1) / 3, 3 / (2**55 + 1)]
 
 
 def test_the_batchs_decline_look_is_each_runs():

@@ -1,4 +1,4 @@
-"""The blocks mode's foreseen prune-only firings (``sim.engine.fast.seed_lanes._Chain``): a round that
+"""The blocks mode's foreseen prune-only firings (``sim.engine.fast.seed_lanes_blocks.Chain``): a round that
 carries the
 firings the last round's blocks foresee gives what a round a firing gives (figures, rows, final state,
 summary calls), in fewer rounds; a wrong guess (estimates perturbed) costs rounds, never a figure; and the
@@ -30,21 +30,21 @@ class _NoChain:
 
 def _replay(policy, window, monkeypatch, chain=None):
     """(ok, figures, rows, lanes_out, rounds) of ``policy``'s lanes on TRACES, ``chain`` standing for
-    ``_Chain`` (None: the real one)."""
+    ``Chain`` (None: the real one)."""
     from sim.engine.common import rules_and_price
 
     rules, price = rules_and_price(None, PRICE)
     rounds = []
-    real = sim.engine.fast.seed_lanes._Trajectory
+    real = sim.engine.fast.seed_lanes.Trajectory
 
     def counted(*a, **k):
         rounds.append(1)
         return real(*a, **k)
 
     with monkeypatch.context() as m:
-        m.setattr(sim.engine.fast.seed_lanes, "_Trajectory", counted)
+        m.setattr(sim.engine.fast.seed_lanes, "Trajectory", counted)
         if chain is not None:
-            m.setattr(sim.engine.fast.seed_lanes, "_Chain", chain)
+            m.setattr(sim.engine.fast.seed_lanes, "Chain", chain)
         models = [ReplayModel(t) for t in TRACES]
         rows, out = [], {}
         ok, figures = sim.engine.fast.seed_lanes.grid_figures(
@@ -96,7 +96,7 @@ def test_a_wrong_guess_costs_rounds_never_a_figure(seed, monkeypatch):
     """The estimates the chain reads shifted at random (some firings foreseen where none comes, some
     missed): the same results as without a chain."""
     rng = np.random.default_rng(seed)
-    real = sim.engine.fast.seed_lanes._Chain
+    real = sim.engine.fast.seed_lanes.Chain
 
     def guessing(lanes, s, pos, w, pred):
         est = pred[0] + rng.integers(-3000, 3000, len(pred[0]))

@@ -38,7 +38,7 @@ def test_lanes_advanced_call_by_call_match_the_loop(monkeypatch, mode):
     checker's one-trace grids are narrow (blocks), so the call-by-call way is forced here."""
     import sim.engine.fast.seed_lanes
 
-    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", 0)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "LOCKSTEP_LANES", 0)
     assert check_grid(grid(mode=mode), TRACES, 200000, PRICE) == []
     assert check_grid(grid(tool_result_max_bytes=4096), TRACES, 30000, PRICE) == []
 
@@ -57,7 +57,7 @@ def test_blocks_and_call_by_call_give_the_same_figures_rows_and_summaries(monkey
     rules, price = rules_and_price(None, PRICE)
     got = []
     for lanes in (0, 1 << 40):
-        monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
+        monkeypatch.setattr(sim.engine.fast.seed_lanes, "LOCKSTEP_LANES", lanes)
         rows, out = [], {}
         ok, figures = sim.engine.fast.seed_lanes.grid_figures(
             traces, policies, models, [window] * len(traces), rules, price, rows, out
@@ -87,10 +87,10 @@ def test_lanes_that_fire_at_the_first_call_match_the_loop():
     policies = [make_policy("seed_engine")] + [
         make_policy("seed_engine", context_token_limit=lim, keep_recent_tokens=keep) for lim, keep in points
     ]
-    from sim.engine.fast.seed_grid import _Static
+    from sim.engine.fast.seed_static import GridStatic
     from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
 
-    first = min(int(_Static(t, policies[1]).appended[0]) for t in TRACES)  # the first call's estimate
+    first = min(int(GridStatic(t, policies[1]).appended[0]) for t in TRACES)  # the first call's estimate
     assert first > 2000 - OUTPUT_CONTRACT_TOKENS  # (over the two lowest limits' triggers)
     assert check_grid(policies, TRACES, 200000, PRICE) == []
 
@@ -224,7 +224,7 @@ def test_bench_grid_reports_both_rates_and_their_ratio(capsys):
 
 def test_the_elided_transcript_length_is_prompt_units():
     """The grid's arithmetic for a summarizer transcript over its budget, against the function."""
-    from sim.engine.fast.seed_lanes import _elided_chars
+    from sim.engine.fast.seed_lanes_compact import elided_chars
     from sim.policies.seed_messages import ELISION_RESERVE, INPUT_BUDGET, INSTRUCTION_CHARS, prompt_units
 
     rng = np.random.default_rng(3)
@@ -240,7 +240,7 @@ def test_the_elided_transcript_length_is_prompt_units():
         budget = INPUT_BUDGET - fixed - ELISION_RESERVE
         if sum(shown) + 2 * len(shown) <= budget:
             continue
-        got = _elided_chars(
+        got = elided_chars(
             bl + 2 * bc, np.array([lo]), np.array([hi]), np.array([budget]), np.array([prev]), bc
         )
         assert int(got[0]) == prompt_units(shown, None if prev < 0 else prev)[0]
@@ -250,7 +250,7 @@ def test_the_elided_transcript_length_is_prompt_units():
 
 @pytest.mark.parametrize("run_status", ["appended", "off"])
 def test_seed_engine_without_a_limit_stays_off_the_loop(monkeypatch, run_status):
-    """No limit, no budgets: the runs are lanes (sim.engine.fast.seed_lanes.replay_unlimited), the loop's
+    """No limit, no budgets: the runs are lanes (sim.engine.fast.seed_unlimited.replay_unlimited), the loop's
     records."""
     import sim.engine.dispatch
     from sim.checks.conformance import record_diff
@@ -299,13 +299,13 @@ def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mi
     """trace_declines reads the flags the column reader fills (no Event objects built); the answer is
     the events' own, on the suite (with and without facts) and on recorded runs."""
     from sim.core.types import Lazy
-    from sim.engine.fast.seed_grid import _has_facts
+    from sim.engine.fast.seed_grid import has_facts
     from sim.importers import load_paths
     from sim.util.paths import EMBEDDED_SUITE
 
     traces = list(load_paths([EMBEDDED_SUITE])) + list(load_paths([mini_dir]))
     lazy = [type(t.__dict__["events"]) is Lazy for t in traces]
-    fast = [_has_facts(t) for t in traces]
+    fast = [has_facts(t) for t in traces]
     assert all(type(t.__dict__["events"]) is Lazy for t, was in zip(traces, lazy, strict=True) if was)
     slow = [any(e.needs or e.provides or e.supersedes for e in t.events) for t in traces]
     assert fast == slow and any(lazy) and any(fast) and not all(fast)

@@ -14,7 +14,7 @@ import pytest
 
 import sim.trace.columns as tracecolumns
 from sim.core.types import Lazy, TraceArrays
-from sim.engine.fast.batch import elapsed_array
+from sim.engine.fast.batch_static import elapsed_array
 from sim.engine.model import _recorded_outputs
 from sim.importers import expand_paths, load_path
 from sim.information.ledger import _facts_before, provides_any

@@ -97,7 +97,7 @@ def check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
 
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
     """Refuse a run whose column sums could wrap int64 (``sim.util.limits.run_sum_problem``); the batch path
-    checks the same bound on its columns (``sim.engine.fast.batch._check_sums``)."""
+    checks the same bound on its columns (``sim.engine.fast.batch_rows.check_sums``)."""
     rows = len(cols["kind"])
     top = max((max(max(v), -min(v)) for c, v in cols.items() if c != "cost_microusd" and v), default=0)
     if (p := run_sum_problem(top, rows)) is not None:

@@ -336,7 +336,7 @@ def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunReco
     (status
     line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
     simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
-    from sim.engine.fast.seed_lanes import replay_unlimited, unlimited_declines
+    from sim.engine.fast.seed_unlimited import replay_unlimited, unlimited_declines
 
     if unlimited_declines(policy) is not None:
         return
@@ -489,9 +489,9 @@ def grid_figures_of(
 # ------------------------------------------------------------------------------------ a sweep's lanes
 def lane_setting_key(policy_name: str, knobs: Mapping[str, object], transformed: bool) -> dict | None:
     """What settings must share to be replayed together as lanes (``replay_tables``): the policy's knobs
-    other than the grid knobs (``sim.engine.fast.seed_grid.GRID_KNOBS``); None for a setting the lanes
+    other than the grid knobs (``sim.policies.seed_knobs.GRID_KNOBS``); None for a setting the lanes
     never take (not the seed engine, or traces a transform changed), replayed on its own."""
-    from sim.engine.fast.seed_grid import GRID_KNOBS
+    from sim.policies.seed_knobs import GRID_KNOBS
 
     if policy_name != "seed_engine" or transformed:
         return None

@@ -36,18 +36,20 @@ Rules, in the order a turn meets them:
   message not kept + 1 and never goes down. Cleared results render ``[tool result cleared by
   compaction]`` with ids and names kept. When the bound moved and the full view's estimate is now
   within the limit, stop; otherwise (or in mode ``summarize``) summarize.
+  The rule: ``sim.policies.seed_rules.prune_bound``, beside its vectorised copies (the grid path's and
+  the lanes'), which ``tests/test_seed_rules.py`` holds to it.
 - Summarize (``chooseSummarizeCut``): walk all messages from the end summing their estimates as rendered
   (cleared at the placeholder's size) until >= ``keep_recent_tokens``; step back over tool messages so no
-  result leaves its call; never below the previous cut. Covered: the messages from the previous cut to
-  this one, the protected block excluded; none -> no summary. The summarizer gets one user message: the
-  instruction and a ``<transcript>`` of the covered messages as recorded (cleared results show their
-  original content), each clipped at 2,000 characters (a result's JSON at 2,000 within that), the whole
-  within 80,000 characters with whole messages kept from both ends around an elision marker. Its
-  metered input is the calibrated size of that message's length (in characters, as its limits count
-  them: the event counts give it exactly, text or not); its output follows ctxsim's size rule
-  clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``), and the
-  summary enters the view after the protected block as "The prior conversation was compacted into this
-  summary:" + the text.
+  result leaves its call; never below the previous cut (``sim.policies.seed_rules.summarize_cut``, beside its
+  vectorised copies, held to it by ``tests/test_seed_rules.py``). Covered: the messages from the previous cut
+  to this one, the protected block excluded; none -> no summary. The summarizer gets one user message: the
+  instruction and a ``<transcript>`` of the covered messages as recorded (cleared results show their original
+  content), each clipped at 2,000 characters (a result's JSON at 2,000 within that), the whole within 80,000
+  characters with whole messages kept from both ends around an elision marker. Its metered input is the
+  calibrated size of that message's length (in characters, as its limits count them: the event counts give it
+  exactly, text or not); its output follows ctxsim's size rule clamp(``summary_ratio`` x covered tokens,
+  ``summary_min_tokens``, ``summary_max_tokens``), and the summary enters the view after the protected block
+  as "The prior conversation was compacted into this summary:" + the text.
 - Overflow: a request over the provider's window is rejected (nothing streamed yet): with a
   ``context_token_limit``, summarize (no prune) and retry once; a second rejection, or no limit, ends
   the run with ``context-overflow``.
@@ -115,7 +117,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.core.types import ItemState, Trace
-from sim.cost.tokens import estimate_tokens, json2_bytes, json_bytes, scale_tokens
+from sim.cost.tokens import estimate_tokens, scale_tokens
 from sim.policies.base import AfterCall, Change, Decision, Policy, RunStatus, SummaryCall, View, register
 from sim.policies.seed_messages import (
     CALL_PART,
@@ -135,11 +137,12 @@ from sim.policies.seed_messages import (
     prompt_units,
     rejection_bytes,
     result_part,
-    stand_in,
     summary_message,
     text_units,
     units,
 )
+from sim.policies.seed_rules import prune_bound, summarize_cut
+from sim.policies.seed_state import SeedEvents, SeedState
 from sim.util.errors import ConfigError
 
 MODES = ("prune", "summarize", "prune-then-summarize")
@@ -157,76 +160,8 @@ def nearing(used: float, limit: float) -> bool:
     return used * 5 >= limit * 4
 
 
-# ------------------------------------------------------------------------------ the trace, once per trace
-class _Events:
-    """What the policy reads of a trace, derived once (every setting of a sweep shares it)."""
-
-    __slots__ = ("jb", "escapes", "issuer", "id_json", "elapsed", "ids", "blocks", "inputs")
-
-    def __init__(self, trace: Trace) -> None:
-        events = trace.events
-        self.jb: list[int] = []
-        self.escapes: list[int] = []  # text-free events: newlines of their stand-in
-        for e in events:
-            if e.content is not None:
-                self.jb.append(e.json_bytes if e.json_bytes is not None else json_bytes(e.content))
-                self.escapes.append(0)
-            elif e.json_bytes is not None:
-                self.jb.append(e.json_bytes)
-                self.escapes.append(e.json_bytes - e.bytes - 2)
-            else:
-                k = min(max(e.lines - 1, 0), e.bytes // 2)
-                self.jb.append(e.bytes + 2 + k)
-                self.escapes.append(k)
-        # each run's instruction/input block [first event, first assistant event) and its input (the
-        # first user event there), whose text is JSON-stringified twice; one run: the trace's own
-        self.blocks: list[tuple[int, int]] = []
-        self.inputs: dict[int, int] = {}  # input event -> its json2 bytes
-        for start in _run_first_events(trace):
-            end = next((e.index for e in events[start:] if e.kind == "assistant"), len(events))
-            self.blocks.append((start, end))
-            first_user = next((e.index for e in events[start:end] if e.kind == "user"), -1)
-            if first_user >= 0:
-                e = events[first_user]
-                self.inputs[first_user] = (
-                    e.json2_bytes
-                    if e.json2_bytes is not None
-                    else json2_bytes(e.content if e.content is not None else self.stand_in(trace, e.index))
-                )
-        by_id: dict[str, int] = {}
-        self.issuer: dict[int, int] = {}
-        self.id_json: dict[int, list[int]] = {}
-        for e in events:
-            if e.kind == "assistant":
-                self.id_json[e.index] = [json_bytes(c) for c in e.tool_call_ids]
-                for c in e.tool_call_ids:
-                    by_id[c] = e.index
-            elif e.kind == "tool_result":
-                self.id_json[e.index] = [json_bytes(e.tool_call_id or "")]
-                if e.tool_call_id in by_id:
-                    self.issuer[e.index] = by_id[e.tool_call_id]
-        self.ids = [frozenset(events[c.event_index].tool_call_ids) for c in trace.calls]
-        # recorded time of each call since the run started (the engine's rule: earliest stamp = start)
-        stamps = [e.timestamp for e in events if e.timestamp is not None]
-        stamps += [c.timestamp for c in trace.calls if c.timestamp is not None]
-        start = min(stamps) if stamps else None
-        self.elapsed: list[float] = []
-        last = 0.0
-        for c in trace.calls:
-            if c.timestamp is not None and start is not None:
-                last = c.timestamp - start
-            self.elapsed.append(last)
-
-    def stand_in(self, trace: Trace, i: int) -> str:
-        return stand_in(trace.events[i].bytes, self.escapes[i])
-
-    def encoded(self, trace: Trace, i: int) -> str:
-        """The text a tool result's JSON text is made of (the recorded text, or its stand-in)."""
-        e = trace.events[i]
-        return e.content if e.content is not None else self.stand_in(trace, i)
-
-
-def _envelope(trace: Trace, info: _Events, i: int, max_bytes: int) -> tuple[int, int, tuple]:
+# ------------------------------------------------------------------------------ the tool-result envelope
+def _envelope(trace: Trace, info: SeedEvents, i: int, max_bytes: int) -> tuple[int, int, tuple]:
     """(bytes, length as the transcript shows it, the byte ranges of the result it shows) of result i's
     envelope: once per trace and bound."""
     memo = trace.derived(f"seed_engine_envelopes_{max_bytes}", lambda t: {})
@@ -277,67 +212,11 @@ def json_text(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-# ----------------------------------------------------------------------------------------- run state
-def _run_first_events(trace: Trace) -> list[int]:
-    """The first event of each run of the conversation (one run: [0])."""
-    events = trace.events
-    return [0] + [i for i in range(1, len(events)) if events[i].run_index != events[i - 1].run_index]
-
-
-class _State:
-    """One run's state: the engine's ``ContextCompactionState`` over messages, budget bookkeeping and
-    a log of every turn's decision (``explain`` and the oracle's golden test read it)."""
-
-    def __init__(self, info: _Events) -> None:
-        self.info = info
-        # source messages (a message index m covers events [first[m], end[m]))
-        self.role: list[str] = []
-        self.first: list[int] = []
-        self.end: list[int] = []
-        self.parts: list[list[int] | None] = []  # a tool message's part sizes (source and cleared)
-        self.cleared_parts: list[list[int] | None] = []
-        self.est: list[int] = []  # estimate of the source message
-        self.est_cleared: list[int] = []  # ... rendered with its results cleared (tool messages)
-        self.tool_msgs: list[int] = []  # unprotected tool messages, ascending
-        # messages [protected_start, protected_end) are the current run's instruction/input block: the
-        # events of ``block``; a later run's block replaces it (prior runs' blocks are history then)
-        self.protected_start = 0
-        self.protected_end = 0
-        self.block = info.blocks[0] if info.blocks else (0, 0)
-        self.built = 0  # events turned into messages so far
-        # ContextCompactionState
-        self.cleared_through = 0
-        self.summarized_through = 0
-        self.summary: int | None = None  # bytes of the summary text
-        self.summary_est = 0
-        self.last_msgs = -1  # source messages at the last request (lastViewLength); -1: none yet
-        self.last_compaction_turn = 0
-        self.overflow_retry_turn = 0
-        self.view_est = 0  # estimate of the whole view as built now
-        self.appended_est = 0  # ... of the messages appended since the last request
-        # the view in ctxsim's sizes
-        self.carrier = -1  # the event slot holding the summary message
-        self.summary_tokens = 0
-        # bounds, budgets, status
-        self.envelopes: dict[int, tuple[int, int, int]] = {}  # result -> (originalBytes, bytes, shown)
-        self.rejected: dict[int, int] = {}  # rejected result -> its JSON bytes
-        self.rejecting: tuple[str, int, frozenset[str]] | None = None
-        self.warned: set[str] = set()
-        self.token_exhausted = False
-        self.exhausted: str | None = None
-        self.summary_input: int | None = None  # the summarizer's input this turn (last-context)
-        self.grace_next = False  # the next turn is the grace turn
-        self.log: list[dict] = []
-
-    def event_at(self, m: int, n: int) -> int:
-        """First event of message m (n, the events in view, past the last message)."""
-        return self.first[m] if m < len(self.first) else n
-
-
 @register
 @dataclass(frozen=True)
 class SeedEngine(Policy):
-    """effect-agent's AgentPolicy: tool-result bounds, prune-then-summarize, budgets, grace turn."""
+    """effect-agent's AgentPolicy: tool-result bounds, prune-then-summarize, budgets, grace turn. The knobs
+    a grid of it varies while replayed as lanes: ``sim.policies.seed_knobs.GRID_KNOBS``."""
 
     context_token_limit: int | None = None
     keep_recent_tokens: int = 20000
@@ -422,15 +301,15 @@ class SeedEngine(Policy):
         budgets = (self.max_turns, self.max_tool_calls, self.max_duration_s, self.token_budget)
         return any(v is not None for v in (*budgets, self.cost_budget_microusd))
 
-    def start(self, trace: Trace) -> _State:
-        return _State(trace.derived("seed_engine_events", _Events))
+    def start(self, trace: Trace) -> SeedState:
+        return SeedState(trace.derived("seed_engine_events", SeedEvents))
 
     # ----------------------------------------------------------------------------- a new run
     @property
     def persists_compaction(self) -> bool:  # type: ignore[override]
         return self.persist_compaction
 
-    def start_run(self, trace: Trace, state: _State, run: int, view: View, persisted: bool) -> _State:
+    def start_run(self, trace: Trace, state: SeedState, run: int, view: View, persisted: bool) -> SeedState:
         """A new Run of the conversation: the engine's compaction state is fresh (initialCompactionState);
         the history it is handed renders what the durable record covers as the summary and cleared results
         (``persisted``), or is every prior run's raw records (settle-time bounds kept) without it. The
@@ -438,7 +317,7 @@ class SeedEngine(Policy):
         if persisted:
             state.last_msgs = -1
         else:
-            fresh = _State(state.info)
+            fresh = SeedState(state.info)
             for name in ("envelopes", "rejected", "rejecting", "warned", "token_exhausted", "exhausted",
                          "grace_next", "log"):  # fmt: skip
                 setattr(fresh, name, getattr(state, name))
@@ -448,7 +327,7 @@ class SeedEngine(Policy):
         return state
 
     # ----------------------------------------------------------------------------- tool-result bound
-    def settle(self, trace: Trace, state: _State, index: int, view: View) -> Change | None:
+    def settle(self, trace: Trace, state: SeedState, index: int, view: View) -> Change | None:
         e = trace.events[index]
         if e.kind != "tool_result":
             return None
@@ -468,7 +347,7 @@ class SeedEngine(Policy):
         return Change(index, ItemState.BOUNDED, tokens, nbytes, "envelope", kept)
 
     # ---------------------------------------------------------------------------------- the messages
-    def _admit(self, trace: Trace, state: _State, view: View) -> None:
+    def admit(self, trace: Trace, state: SeedState, view: View) -> None:
         """Turn the events admitted since the last call into source messages (their estimates)."""
         info, events = state.info, trace.events
         chunk = state.built
@@ -530,7 +409,7 @@ class SeedEngine(Policy):
         state.built = view.n
 
     @staticmethod
-    def _new_message(state: _State, role: str, i: int, est: int, est_cleared: int) -> None:
+    def _new_message(state: SeedState, role: str, i: int, est: int, est_cleared: int) -> None:
         m = len(state.role)
         state.role.append(role)
         state.first.append(i)
@@ -548,17 +427,19 @@ class SeedEngine(Policy):
         state.view_est += est
         state.appended_est += est
 
-    def _rendered(self, state: _State, m: int) -> int:
+    def _rendered(self, state: SeedState, m: int) -> int:
+        """Message m's estimate as the view renders it (its results cleared below the prune bound; the
+        same rendering ``seed_rules.summarize_cut`` walks)."""
         return state.est_cleared[m] if m < state.cleared_through and state.role[m] == "tool" else state.est[m]
 
     # ------------------------------------------------------------------------------------ compaction
-    def before_call(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus):
+    def before_call(self, trace: Trace, state: SeedState, view: View, call: int, status: RunStatus):
         state.summary_input = None
         limit = self.context_token_limit
         if limit is None:  # never compacts: no messages to size
             state.log.append({"call": call, "grace": state.grace_next, "limit": None, "status": None})
             return ()
-        self._admit(trace, state, view)
+        self.admit(trace, state, view)
         turn = call + 1
         last_input, last_output = status.last_input or 0, status.last_output or 0
         anchored = last_input > 0 and state.last_msgs >= 0
@@ -589,7 +470,7 @@ class SeedEngine(Policy):
         state.last_msgs, state.appended_est = len(state.role), 0  # compactedOutgoing
         return result
 
-    def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus):
+    def on_overflow(self, trace: Trace, state: SeedState, view: View, call: int, status: RunStatus):
         turn = call + 1
         if self.context_token_limit is None or state.overflow_retry_turn == turn:
             return None
@@ -598,7 +479,7 @@ class SeedEngine(Policy):
         rec["overflow"] = {"prune": None, "summarize": None}
         return self._compact(trace, state, view, rec["overflow"], force=True)
 
-    def _compact(self, trace: Trace, state: _State, view: View, rec: dict, force: bool) -> Decision:
+    def _compact(self, trace: Trace, state: SeedState, view: View, rec: dict, force: bool) -> Decision:
         """compactContext: prune (unless forced or mode summarize), then summarize if still over."""
         limit = self.context_token_limit
         assert limit is not None
@@ -614,22 +495,12 @@ class SeedEngine(Policy):
             return Decision(changes)
         return self._summarize(trace, state, view, {c.index: c for c in changes}, changes, rec)
 
-    def _prune_bound(self, state: _State) -> int:
-        """choosePruneBound over the unprotected tool messages, newest first."""
-        tm = state.tool_msgs
-        if len(tm) <= 1:
-            return state.cleared_through
-        budget = self.keep_recent_tokens - state.est[tm[-1]]  # the newest always spends the budget
-        for pos in range(len(tm) - 2, -1, -1):
-            m = tm[pos]
-            cost = state.est[m]
-            if budget - cost >= 0 and m >= state.cleared_through:
-                budget -= cost
-                continue
-            return max(state.cleared_through, m + 1)
-        return state.cleared_through
+    def _prune_bound(self, state: SeedState) -> int:
+        """choosePruneBound over the unprotected tool messages, newest first (``seed_rules.prune_bound``,
+        the one rule the fast paths' copies are held to)."""
+        return prune_bound(state.est, state.tool_msgs, state.cleared_through, self.keep_recent_tokens)
 
-    def _clear(self, trace: Trace, state: _State, view: View, bound: int, rec: dict) -> list[Change]:
+    def _clear(self, trace: Trace, state: SeedState, view: View, bound: int, rec: dict) -> list[Change]:
         tm = state.tool_msgs
         placeholder = len(PRUNE_PLACEHOLDER.encode())
         tokens = estimate_tokens(placeholder, trace.bytes_per_token)
@@ -652,20 +523,16 @@ class SeedEngine(Policy):
         rec["prune"]["after"] = state.view_est
         return changes
 
-    def _cut(self, state: _State) -> int:
-        """chooseSummarizeCut: keep a tail of at least keep_recent_tokens, results with their calls."""
-        kept, cut = 0, 0
-        for m in range(len(state.role) - 1, -1, -1):
-            kept += self._rendered(state, m)
-            if kept >= self.keep_recent_tokens:
-                cut = m
-                break
-        while cut > 0 and state.role[cut] == "tool":
-            cut -= 1
-        return max(cut, state.summarized_through)
+    def _cut(self, state: SeedState) -> int:
+        """chooseSummarizeCut: keep a tail of at least keep_recent_tokens, results with their calls
+        (``seed_rules.summarize_cut``, the one rule the fast paths' copies are held to)."""
+        return summarize_cut(
+            state.role, state.est, state.est_cleared, state.cleared_through, state.summarized_through,
+            self.keep_recent_tokens,
+        )  # fmt: skip
 
     def _summarize(
-        self, trace, state: _State, view: View, pending: dict[int, Change], changes, rec
+        self, trace, state: SeedState, view: View, pending: dict[int, Change], changes, rec
     ) -> Decision:
         cut = self._cut(state)
         covered = [m for m in range(state.summarized_through, cut) if not _protected(state, m)]
@@ -678,7 +545,7 @@ class SeedEngine(Policy):
             for i in range(state.first[m], state.end[m]):
                 c = pending.get(i)
                 covered_tokens += c.tokens if c is not None else view.tokens[i]
-            b = self._block(trace, state, m)
+            b = self.transcript_block(trace, state, m)
             if b is not None:
                 blocks.append(b)
         chars, elided = prompt_units(blocks, state.summary)
@@ -714,7 +581,7 @@ class SeedEngine(Policy):
         }
         return Decision(list(changes) + more, SummaryCall(summary_in, out))
 
-    def _block(self, trace: Trace, state: _State, m: int):
+    def transcript_block(self, trace: Trace, state: SeedState, m: int):
         """The transcript block of source message m (its recorded content: cleared results show it)."""
         info, events = state.info, trace.events
         role = state.role[m]
@@ -739,7 +606,7 @@ class SeedEngine(Policy):
         return block(role, segments)
 
     # --------------------------------------------------------------------------- status and budgets
-    def _status_text(self, status: RunStatus, last_context: int) -> str:
+    def status_text(self, status: RunStatus, last_context: int) -> str:
         turn, tools, tokens = status.turns + 1, status.tool_calls, status.tokens
         elapsed = max(0, math.floor(status.elapsed_s))
         max_turns, max_tools, budget = self.max_turns, self.max_tool_calls, self.token_budget
@@ -760,16 +627,18 @@ class SeedEngine(Policy):
 
     def status_line(self, status: RunStatus) -> str:
         """formatRunStatus for these counters (``turn`` is ``status.turns + 1``)."""
-        return self._status_text(status, status.last_input or 0)
+        return self.status_text(status, status.last_input or 0)
 
-    def status_tokens(self, trace: Trace, state: _State, call: int, status: RunStatus) -> int:
+    def status_tokens(self, trace: Trace, state: SeedState, call: int, status: RunStatus) -> int:
         last = state.summary_input if state.summary_input is not None else (status.last_input or 0)
-        line = self._status_text(status, last)
+        line = self.status_text(status, last)
         if state.log:
             state.log[-1]["status"] = line
         return estimate_tokens(len(line.encode()), trace.bytes_per_token)
 
-    def after_call(self, trace: Trace, state: _State, view: View, call: int, status: RunStatus) -> AfterCall:
+    def after_call(
+        self, trace: Trace, state: SeedState, view: View, call: int, status: RunStatus
+    ) -> AfterCall:
         info = state.info
         turn = call + 1
         last = call + 1 >= len(trace.calls)  # the recorded final answer
@@ -816,13 +685,13 @@ class SeedEngine(Policy):
 
     # ------------------------------------------------------------------------------------------ explain
     def explain(
-        self, trace: Trace, state: _State, view: View, call: int
+        self, trace: Trace, state: SeedState, view: View, call: int
     ) -> tuple[dict[str, list], list[str]]:
         """Each item's message estimate as sent (on the message's first item; "+" on the rest of a batch;
         "-" when covered by the summary, whose estimate sits on its slot), a bounded result's
         originalBytes, and the trigger's terms."""
         if self.context_token_limit is None:
-            self._admit(trace, state, view)  # sized for the display only: without a limit nothing acts
+            self.admit(trace, state, view)  # sized for the display only: without a limit nothing acts
         est: list = [None] * view.n
         of = {i: m for m in range(len(state.role)) for i in range(state.first[m], state.end[m])}
         for i in range(view.n):
@@ -850,7 +719,7 @@ class SeedEngine(Policy):
         ]
 
 
-def _protected(state: _State, m: int) -> bool:
+def _protected(state: SeedState, m: int) -> bool:
     return state.protected_start <= m < state.protected_end
 
 

@@ -990,9 +990,9 @@ def _segment_max(v: np.ndarray, off: np.ndarray) -> np.ndarray:
 
 
 def _elapsed(ev_time, call_time, eo, co, ev_owner, call_owner) -> np.ndarray:
-    """``sim.engine.fast.batch.elapsed_array`` of every record from the columns: each call's time since its
-    record's first stamp (events' and calls'), the last known one for a call without a stamp (0 before
-    any); NaN: no stamp."""
+    """``sim.engine.fast.batch_static.elapsed_array`` of every record from the columns: each call's time
+    since its record's first stamp (events' and calls'), the last known one for a call without a stamp (0
+    before any); NaN: no stamp."""
     n = len(eo) - 1
     start = np.full(n, np.inf)
     np.fmin.at(start, ev_owner, ev_time)  # fmin: a NaN (no stamp) never wins

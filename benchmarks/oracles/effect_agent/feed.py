@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import seed_oracle as so  # noqa: E402
 
-from sim.engine.fast.batch import per_call  # noqa: E402
+from sim.engine.common import per_call  # noqa: E402
 from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import RunStatus, make_policy  # noqa: E402
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS as CONTRACT  # noqa: E402

@@ -26,8 +26,8 @@ from sim.core.records import COMPACTION_KINDS
 from sim.core.types import ItemState
 from sim.cost.cache import CacheRules
 from sim.cost.pricing import Price
-from sim.engine.fast.seed_grid import _Static
 from sim.engine.fast.seed_lanes import grid_figures
+from sim.engine.fast.seed_static import GridStatic, grid_static
 from sim.engine.model import ReplayModel
 from sim.information.ledger import LedgerTotals, totals_columns
 from sim.policies.seed_engine import SeedEngine
@@ -62,7 +62,7 @@ class _Ledger:
     original tokens, the settle-time cuts' kept and lost parts, over the messages' items and over the
     tool messages' items; ``sim.information.ledger.token_outcomes`` item by item)."""
 
-    def __init__(self, trace, st: _Static) -> None:
+    def __init__(self, trace, st: GridStatic) -> None:
         a = trace.arrays
         N = st.N
         orig = np.asarray(a.tokens[:N], dtype=np.int64)
@@ -97,8 +97,7 @@ class _Tables:
     message prefix sums (``_Ledger``) with each run's offsets, and per-run totals."""
 
     def __init__(self, traces: Sequence, proto: SeedEngine) -> None:
-        key = f"grid_static_{proto.tool_result_max_bytes}"
-        statics = [t.derived(key, lambda t: _Static(t, proto)) for t in traces]
+        statics = [grid_static(t, proto) for t in traces]
         ledgers = [
             t.derived(f"lane_ledger_{proto.tool_result_max_bytes}", lambda t, st=st: _Ledger(t, st))
             for t, st in zip(traces, statics, strict=True)
@@ -233,7 +232,7 @@ def lane_columns(
     return ok, cols
 
 
-def _ratios(num: np.ndarray, den: list[int]) -> list[float]:
+def exact_ratios(num: np.ndarray, den: list[int]) -> list[float]:
     """``num[i] / den[i]`` as Python divides the ints (NaN where ``den[i]`` is 0): numpy's division of
     the same doubles where both are exact in a double (below 2**53), Python's own otherwise."""
     d = np.asarray(den, dtype=np.int64)
@@ -276,7 +275,7 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
         "cache_write_tokens": get("cache_write_tokens"),
         "uncached_input_tokens": get("uncached_input_tokens"),
         "cache_hit_rate": [
-            None if q != q else round(q, 6) for q in _ratios(cols["cache_read_tokens"][s, idx], total_in)
+            None if q != q else round(q, 6) for q in exact_ratios(cols["cache_read_tokens"][s, idx], total_in)
         ],
         "cost_microusd": get("cost_microusd") if priced else [None] * n,
         "compactions": n_comp,
@@ -285,7 +284,7 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
         name = f"compactions_{kind}"
         out[name] = get(name) if name in cols else zeros
     out["compaction_frequency"] = [
-        0.0 if q != q else round(q, 4) for q in _ratios(100 * cols["compactions"][s, idx], calls)
+        0.0 if q != q else round(q, 4) for q in exact_ratios(100 * cols["compactions"][s, idx], calls)
     ]
     out["tokens_reclaimed"] = get("tokens_reclaimed")
     out["summary_calls"] = get("summary_calls")

@@ -1,0 +1,226 @@
+"""What every setting of a ``seed_engine`` grid shares on one trace (``GridStatic``): the settled items, the
+seed engine's messages and their estimates call by call, the transcript block each message would show,
+and the prefix sums the grid paths move a lane's prune bound and summary cut over. Built once per trace
+and tool-result bound (``grid_static``) by the policy itself (``SeedEngine.admit``, ``settle``,
+``_block``): without budgets none of it depends on the other knobs. ``sim.engine.fast.seed_grid`` reads it
+for one trace, ``sim.engine.fast.seed_lanes_tables`` lays many end to end, ``sim.engine.fast.seed_rows``
+and ``sim.engine.fast.seed_unlimited`` read the settled items.
+
+Also here: the status line's length from digit counts (``status_base_len``, ``POW10``), which both grid
+paths use: the line's text is fixed but for five numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.core.types import KIND_CODE, ItemState, Trace
+from sim.cost.tokens import estimate_tokens
+from sim.engine.common import per_call
+from sim.policies.base import RunStatus, View
+from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SeedEngine
+from sim.policies.seed_messages import (
+    ELISION_RESERVE,
+    INPUT_BUDGET,
+    INSTRUCTION_CHARS,
+    SUMMARY_PREFIX,
+    prompt_units,
+)
+from sim.policies.seed_state import SeedState
+
+BOUNDED = int(ItemState.BOUNDED)
+NO_LIMIT = 1 << 62  # a lane without a limit never triggers
+POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)  # a count's digits past its first: a search
+
+
+def status_base_len(proto) -> int:
+    """UTF-8 bytes of the seed engine's status line less its five numbers: the line of a status whose
+    numbers are all 0, less one byte each (the grid paths add each number's digit count)."""
+    zero = RunStatus()
+    zero.turns, zero.tool_calls, zero.tokens = -1, 0, 0
+    return len(proto.status_text(zero, 0).encode()) - 5
+
+
+def grid_static(trace: Trace, proto: SeedEngine) -> GridStatic:
+    """``trace``'s ``GridStatic`` under ``proto``'s tool-result bound (kept with the trace: the other knobs
+    do not change it)."""
+    return trace.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: GridStatic(t, proto))
+
+
+def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and the items of the item ranges [first, end) laid end to end."""
+    lengths = (end - first).astype(np.int64)
+    off = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=off[1:])
+    items = np.arange(int(off[-1]), dtype=np.int64) + np.repeat(first.astype(np.int64) - off[:-1], lengths)
+    return off, items
+
+
+class GridStatic:
+    """What every lane of a trace shares: settled items, the messages and their estimates per call."""
+
+    def __init__(self, trace: Trace, proto: SeedEngine) -> None:
+        a = trace.arrays
+        self.view_end = a.view_end.tolist()
+        self.K = K = len(self.view_end)
+        self.N = N = self.view_end[-1]
+        self.residual = a.residual.astype(np.int64)
+        self.recorded_input = a.recorded_input.astype(np.int64)
+        state: SeedState = proto.start(trace)
+        view = View()
+        view.tokens, view.nbytes = a.tokens.tolist()[:N], a.bytes.tolist()[:N]
+        view.state = [0] * N
+        tok = np.asarray(a.tokens[:N], dtype=np.int64).copy()
+        states = np.zeros(N, dtype=np.int8)
+        self.settled: list[tuple[int, int, int, int]] = []  # (admitting call, item, tokens before, after)
+        self.cuts: list = []  # (call, item, shown ranges) as the loop's record holds them
+        # settle changes only a tool result over the bound (nothing is rejected without budgets): the
+        # others are not asked
+        assert state.rejecting is None
+        over = np.flatnonzero(
+            (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
+            & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
+        )
+        admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
+        for i, call in zip(over.tolist(), admitting, strict=True):
+            ch = proto.settle(trace, state, i, view)
+            if ch is not None:
+                assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
+                self.settled.append((call, i, int(tok[i]), ch.tokens))
+                self.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
+                tok[i], states[i] = ch.tokens, BOUNDED
+        self.tok0, self.state0 = tok, states
+        self.prefix = np.zeros(N + 1, dtype=np.int64)
+        np.cumsum(tok, out=self.prefix[1:])
+        self.bound_calls = len({c for c, *_ in self.settled})  # compactions of kind truncate
+        # the messages, admitted call by call (the same for every setting)
+        self.msgs_at: list[int] = []  # messages in view at call k
+        self.tools_at: list[int] = []  # unprotected tool messages in view at call k
+        appended = []
+        for k in range(K):
+            view.n = self.view_end[k]
+            proto.admit(trace, state, view)
+            self.msgs_at.append(len(state.role))
+            self.tools_at.append(len(state.tool_msgs))
+            appended.append(state.appended_est)
+            state.appended_est = 0
+        self.appended = np.array(appended, dtype=np.int64)
+        self.role_tool = np.array([r == "tool" for r in state.role], dtype=bool)
+        self.est = np.array(state.est, dtype=np.int64)
+        self.est_cleared = np.array(state.est_cleared, dtype=np.int64)
+        self.first, self.end = state.first, state.end
+        self.protected_end = state.protected_end
+        self.tm = state.tool_msgs
+        tm = np.array(self.tm, dtype=np.int64)
+        self.tm_est = self.est[tm] if len(tm) else np.zeros(0, dtype=np.int64)
+        self.tm_saving = np.zeros(len(tm) + 1, dtype=np.int64)  # prefix sums of est - est_cleared
+        if len(tm):
+            np.cumsum(self.est[tm] - self.est_cleared[tm], out=self.tm_saving[1:])
+        self.tm_off, self.tm_items = _spans(np.array(self.first)[tm], np.array(self.end)[tm])
+        M = len(state.role)
+        self.m_off, self.m_items = _spans(
+            np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
+        )
+        # chooseSummarizeCut steps back over tool messages: where each start lands
+        back, last = [0] * M, 0
+        for m in range(M):
+            if not self.role_tool[m]:
+                last = m
+            back[m] = last if self.role_tool[m] else m
+        self.back = back
+        self.blocks = [proto.transcript_block(trace, state, m) for m in range(M)]
+        self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
+        self.tm_saving_l = self.tm_saving.tolist()
+        self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
+        self.m_tok = [0, *np.cumsum(tok[self.m_items]).tolist()]  # ... of every message's items
+        self.ep = [0, *np.cumsum(self.est).tolist()]  # message estimates
+        tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
+        self.sv = [0, *np.cumsum(tool_saving).tolist()]  # what clearing saves (any tool message: _rendered)
+        self.dv = [e - v for e, v in zip(self.ep, self.sv, strict=True)]  # prefix sums of rendered-cleared
+        self.prefix_l = self.prefix.tolist()
+        self.residual_l = self.residual.tolist()
+        nonempty = [0 if b is None else 1 for b in self.blocks]
+        self.bl = [0, *np.cumsum([b or 0 for b in self.blocks]).tolist()]
+        self.bc = [0, *np.cumsum(nonempty).tolist()]
+        bpt = trace.bytes_per_token
+        self.ph_bytes = len(PRUNE_PLACEHOLDER.encode())
+        self.ph_tokens = estimate_tokens(self.ph_bytes, bpt)
+        self.prefix_bytes = len(SUMMARY_PREFIX.encode())
+        self.prefix_tokens = estimate_tokens(self.prefix_bytes, bpt)
+        tool_calls, elapsed = per_call(trace)
+        self.elapsed = np.array(elapsed, dtype=np.float64)
+        self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
+        self.tools_before = np.zeros(K, dtype=np.int64)
+        self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
+
+    def lane_arrays(self) -> dict[str, np.ndarray]:
+        """The tables ``sim.engine.fast.seed_lanes_tables.LaneBatch`` lays end to end, as arrays (built
+        once a trace): per call (``K`` entries), prefix sums (``chained``: each run's continue the
+        last's) and per-message or per-tool-message entries with one filler a run."""
+        memo = self.__dict__.get("_lane_arrays")
+        if memo is not None:
+            return memo
+        i64 = np.int64
+        first = np.array(self.first, dtype=i64)
+        # the tables held as Python lists, by name: per call, then prefix sums
+        lists = {
+            "view_end": self.view_end,
+            "msgs_at": self.msgs_at,
+            "tools_at": self.tools_at,
+            "ep": self.ep,
+            "sv": self.sv,
+            "bl": self.bl,
+            "bc": self.bc,
+            "m_off": self.m_off_l,
+            "m_tok": self.m_tok,
+            "t_count": self.tm_off_l,
+            "t_tok": self.tm_tok,
+            "t_saving": self.tm_saving_l,
+        }
+        memo = {name: np.array(v, dtype=i64) for name, v in lists.items()}
+        memo.update(
+            {
+                # per call
+                "prefix_at": self.prefix[memo["view_end"]],
+                "residual": self.residual,
+                "appended": self.appended,
+                "elapsed": self.elapsed,
+                # prefix sums
+                "c": np.concatenate([[0], np.cumsum(self.tm_est)]).astype(i64),
+                # per message, per tool message (a filler each)
+                "back": np.array(self.back + [0], dtype=i64),
+                "first_item": np.append(first, 0),
+                "tok_first": np.append(self.tok0[first], 0).astype(i64),
+                "tm_end": np.array(self.tm + [len(self.ep) - 1], dtype=i64),
+                "t_first": np.append(first[np.array(self.tm, dtype=i64)], 0),
+                "newest": np.append(self.tm_est, 0).astype(i64),
+            }
+        )
+        self.__dict__["_lane_arrays"] = memo
+        return memo
+
+    def status_fixed(self, base: int) -> list[int]:
+        """Per call: the status line's length but for its tokens and last-context numbers."""
+        memo = self.__dict__.setdefault("_status_memo", {})
+        if base not in memo:
+            memo[base] = self._status_fixed(base)
+        return memo[base]
+
+    def _status_fixed(self, base: int) -> list[int]:
+        turns = [len(str(k + 1)) for k in range(self.K)]
+        tools = [len(str(v)) for v in self.tools_before.tolist()]
+        secs = [len(str(v)) for v in self.elapsed_s.tolist()]
+        return [base + 2 + a + b + c for a, b, c in zip(turns, tools, secs, strict=True)]
+
+    def prompt_chars(self, m0: int, cut: int, previous: int | None) -> int:
+        """``prompt_units`` of messages [m0, cut)'s blocks after the previous summary: its arithmetic from
+        prefix sums while nothing is elided (the blocks fit the budget), else the function itself."""
+        count = self.bc[cut] - self.bc[m0]
+        total = self.bl[cut] - self.bl[m0]
+        prev = None if previous is None else 19 + previous
+        fixed = (0 if prev is None else prev + 2) + INSTRUCTION_CHARS
+        if total + 2 * count > INPUT_BUDGET - fixed - ELISION_RESERVE:
+            return prompt_units([b for b in self.blocks[m0:cut] if b is not None], previous)[0]
+        lines = count + (prev is not None)
+        transcript = total + (prev or 0) + 2 * max(lines - 1, 0)
+        return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>")
