@@ -162,6 +162,7 @@ def _without_facts(t):
     return dataclasses.replace(t, events=events, children=())
 
 
+@pytest.mark.slow  # every shared real trace written and read back four ways: ~25 s
 def test_real_traces_read_as_columns_the_same(tmp_path):
     traces = real_traces()
     assert len(traces) > 100
