@@ -122,6 +122,8 @@ def test_demo_from_the_wheel_prints_what_the_checkout_prints(installed, elsewher
     assert "recommended: seed_engine " in proc.stdout
     report = elsewhere / "reports" / "latest"
     assert (report / "report.md").is_file() and (report / "report.html").is_file()
+    site = Path(_paths(installed, elsewhere)["sim"]).parent.parent
+    assert not (site / "reports").exists() and not (site / "outputs").exists()
     here = tmp_path / "checkout_run"
     here.mkdir()
     ref = _run([sys.executable, "-m", "sim.cli", "demo"], here)
