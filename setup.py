@@ -13,6 +13,10 @@ from setuptools import find_packages, setup
 setup(
     packages=[*find_packages(include=["sim", "sim.*", "scenarios"]), "sim.conf"],
     package_dir={"sim.conf": "conf"},
+    # the data files are the ones package_data lists, nothing else: without this, setuptools also takes
+    # data files from the source manifest and warns, once per folder of conf/ and of the suite, that the
+    # folder is not a listed package
+    include_package_data=False,
     package_data={
         "sim.conf": ["**/*.yaml"],
         "scenarios": ["suite/*.jsonl", "suite/README.md", "trace.schema.json", "SCHEMA.md"],
