@@ -2,15 +2,24 @@
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
+LINTED := sim tests scenarios benchmarks setup.py
 
-.PHONY: demo test bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
+.PHONY: demo test test-all bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
 
-test: $(VENV)/.installed
-	$(BIN)/ruff check sim tests scenarios benchmarks
-	$(BIN)/ruff format --check sim tests scenarios benchmarks
+lint: $(VENV)/.installed
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+# everyday: lint and every test but the slow ones (pyproject's `slow` marker: the fuzzer's bounded hunt,
+# memory caps, concurrency stress, Ray, the wheel install)
+test: lint
+	$(BIN)/pytest -q -m "not slow"
+
+# CI (.ci/run): lint and every test, the slow ones included
+test-all: lint
 	$(BIN)/pytest -q
 
 bench: $(VENV)/.installed
@@ -44,7 +53,7 @@ $(FW)/%/.venv/.installed: $(FW)/%/requirements.txt
 	$(FW)/$*/.venv/bin/pip install -q --no-deps -r $<
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@# with the optional Ray extra (executor=ray, tests/test_sweep_ray.py); where no Ray wheel exists for

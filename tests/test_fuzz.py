@@ -228,6 +228,7 @@ def test_fuzzer_output_invariants():
     assert check('{"cost_microusd": -Infinity}') == ["run output is not strict JSON (-Infinity)"]
 
 
+@pytest.mark.slow  # three runs of the fuzzer, ~20 s
 @pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
 def test_fuzzer_cases_are_deterministic():
     """Case i depends only on (seed, i): the same seed lists the same cases, another seed others."""
@@ -241,6 +242,7 @@ def test_fuzzer_cases_are_deterministic():
 FUZZ_CASES = int(os.environ.get("CTXSIM_FUZZ_CASES", "200"))
 
 
+@pytest.mark.slow  # 200 fuzzer cases, each a ctxsim process: about a minute
 @pytest.mark.skipif(not SAMPLES, reason="real traces not found (set CTXSIM_TRACES)")
 def test_fuzzer_bounded_run_finds_no_failure():
     """A bounded, deterministic run of benchmarks/fuzz.py over every format (the long hunt is

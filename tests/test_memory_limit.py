@@ -32,6 +32,7 @@ from hostile import (
     zip_bytes,
 )
 
+pytestmark = pytest.mark.slow  # hostile inputs of hundreds of MB, each ctxsim run under a cap
 LIMIT_KB = 1_500_000
 if not sys.platform.startswith("linux"):
     pytest.skip("RLIMIT_AS and wait4's per-child peak RSS are Linux behaviour", allow_module_level=True)

@@ -8,7 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_tracecolumns import _real_traces, assert_same, fast, read, reference
+from test_tracecolumns import assert_same, fast, read, real_traces, reference
 
 import sim.trace.columns as tracecolumns
 from sim.importers import expand_paths
@@ -209,7 +209,7 @@ def test_a_file_that_does_not_read_back_gets_no_record(suite, tmp_path):
 
 
 def test_real_traces_take_the_recorded_hashes(tmp_path, counted):
-    traces = _real_traces()
+    traces = real_traces()
     for suffix in (".jsonl", ".parquet"):
         path = tmp_path / f"real{suffix}"
         write_traces(traces, path)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # starting a local Ray instance and its workers: ~25 s
+
 ray = pytest.importorskip(
     "ray",
     reason=f"Ray is not installed for Python {sys.version.split()[0]} (no Ray wheel for this interpreter, "

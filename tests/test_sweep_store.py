@@ -184,6 +184,7 @@ for trial in range({trials}):
 """
 
 
+@pytest.mark.slow  # two writer processes, 5 trials each, renames slowed down
 def test_two_sweeps_on_one_path_finish_with_the_union(corpus, tmp_path, slow_env, clean):
     """Overlapping grids with different chunk sizes: 2 settings in common, written in differently cut
     parts by the two writers. Both succeed; the store holds the union; each sweep's rows are the ones it
@@ -228,6 +229,7 @@ for trial in range({trials}):
 """
 
 
+@pytest.mark.slow  # 5 joblib multiruns of 32 jobs each, about 45 s
 def test_joblib_multirun_chunk_size_1(corpus, tmp_path, slow_env, clean):
     """`ctxsim sweep -m` with the joblib launcher (2 worker processes, reused across the 5 multiruns of
     one process), one run per part: jobs scan the parts folder while other jobs write there."""

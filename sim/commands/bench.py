@@ -101,10 +101,10 @@ def load_kernel():
     package): None when the tree has no benchmarks folder (an installed package)."""
     import importlib.util
 
-    from sim.util.paths import REPO
+    from sim.util.paths import REPO, SOURCE_CHECKOUT
 
     path = REPO / "benchmarks" / "kernel.py"
-    if not path.is_file():
+    if not SOURCE_CHECKOUT or not path.is_file():  # installed: never a benchmarks/ in site-packages
         return None
     spec = importlib.util.spec_from_file_location("ctxsim_bench_kernel", path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]

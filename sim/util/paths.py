@@ -1,4 +1,12 @@
-"""Where ctxsim finds its own files and the shared real traces. Repo-relative: an editable install."""
+"""Where ctxsim finds its own files and the shared real traces: in a source checkout (an editable install, or
+the tree on ``sys.path``) and in an installed wheel alike.
+
+The checkout keeps ``conf/`` at its top, where users and docs cite it; a wheel carries the same files inside
+the package as ``sim/conf/`` (``setup.py`` maps them). The embedded suite sits in the ``scenarios`` package
+beside ``sim`` in both. Only these two places are looked at: the checkout's ``conf/`` is used only when
+``sim/`` has no ``conf/`` of its own and sits beside ctxsim's ``pyproject.toml``, so an installed ctxsim
+never reads a ``conf/`` that some other project put in site-packages.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +14,18 @@ import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # sim/
+# the checkout's root; in an installed wheel, the folder sim/ and scenarios/ were installed into
 REPO = PACKAGE_DIR.parent
-CONF_DIR = REPO / "conf"
+# True in a source checkout: conf/ (and benchmarks/, tests/) are the repository's, beside sim/
+SOURCE_CHECKOUT = not (PACKAGE_DIR / "conf").is_dir() and (REPO / "pyproject.toml").is_file()
+CONF_DIR = REPO / "conf" if SOURCE_CHECKOUT else PACKAGE_DIR / "conf"
 EMBEDDED_SUITE = REPO / "scenarios" / "suite"
 
 
 def traces_dir() -> Path:
-    """The shared real traces: CTXSIM_TRACES, default ../shared/traces beside the repository."""
-    return Path(os.environ.get("CTXSIM_TRACES", REPO.parent / "shared" / "traces"))
+    """The shared real traces: CTXSIM_TRACES, default ../shared/traces beside the repository. An installed
+    ctxsim has no repository to stand beside: without CTXSIM_TRACES its path is the literal
+    ``$CTXSIM_TRACES``, so a message naming a missing file says what to set instead of citing a folder
+    next to site-packages."""
+    default = REPO.parent / "shared" / "traces" if SOURCE_CHECKOUT else Path("$CTXSIM_TRACES")
+    return Path(os.environ.get("CTXSIM_TRACES", default))
