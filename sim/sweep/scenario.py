@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.util.errors import ConfigError
-from sim.util.paths import EMBEDDED_SUITE, REPO
+from sim.util.paths import EMBEDDED_SUITE, REPO, SOURCE_CHECKOUT
 
 
 def load_scenario(scenario: str) -> Iterator[Any]:
@@ -26,7 +26,9 @@ def load_scenario(scenario: str) -> Iterator[Any]:
 
         return load_dataset_traces(scenario.removeprefix("dataset:"))
     path = Path(scenario)
-    if not path.exists() and not path.is_absolute() and (REPO / path).exists():
+    # a path relative to the checkout (a gate file run from elsewhere), never to an installed copy's
+    # site-packages
+    if SOURCE_CHECKOUT and not path.exists() and not path.is_absolute() and (REPO / path).exists():
         path = REPO / path
     if not path.exists():
         raise ConfigError(
