@@ -69,11 +69,11 @@ def test_lanes_over_the_window_go_to_the_loop_and_the_rows_still_match(window):
 
 @pytest.mark.parametrize("lanes", [0, 1 << 40])
 def test_lane_rows_match_the_loop_whichever_way_the_lanes_advance(monkeypatch, lanes):
-    """Started lanes call by call (``_LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
+    """Started lanes call by call (``LOCKSTEP_LANES`` 0) or firing to firing in blocks (never call by
     call): the same rows as the loop's, windows and summaries included."""
     import sim.engine.fast.seed_lanes
 
-    monkeypatch.setattr(sim.engine.fast.seed_lanes, "_LOCKSTEP_LANES", lanes)
+    monkeypatch.setattr(sim.engine.fast.seed_lanes, "LOCKSTEP_LANES", lanes)
     assert check_lanes(grid(tool_result_max_bytes=4096), SWE, 30000, PRICE) == []
     assert check_lanes(grid(mode="summarize"), SWE[:5], 200000, PRICE) == []
 
