@@ -271,13 +271,13 @@ def calibration(tmp_path, monkeypatch):
         monkeypatch.setattr(
             tokens, "CALIBRATION_FILE" if name.startswith("bytes") else "TEXT_CALIBRATION_FILE", f
         )
-        tokens._calibration.cache_clear()
-        tokens._text_calibration.cache_clear()
+        tokens.bytes_per_token_calibration.cache_clear()
+        tokens.text_calibration.cache_clear()
         return tokens
 
     yield use
-    tokens._calibration.cache_clear()
-    tokens._text_calibration.cache_clear()
+    tokens.bytes_per_token_calibration.cache_clear()
+    tokens.text_calibration.cache_clear()
 
 
 @pytest.mark.parametrize(
