@@ -260,7 +260,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     frames.append(calls_table(trace, rec))
                 if args.ledger:
                     ledger.extend(entries(trace, rec))
-    finally:  # here, not in a finalizer: the thread reading ahead (sim.trace.columns) has stopped on return
+    finally:  # here, not in a finalizer: the thread reading ahead (sim.trace.readahead) has stopped on return
         runs.close()
     interrupts.check()  # before any output: an interrupted run writes no table, no --calls, no --ledger
     if args.calls:
@@ -381,14 +381,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 def _canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
 
-    from sim.trace.io import record_name, trace_problems
+    from sim.trace.codec import record_name
+    from sim.trace.rules import trace_problems
 
     def report(record: str, d) -> Iterator[str]:
         for field, msg in trace_problems(d):
             yield f"{path.name}: record {record_name(record, d)}: field {field}: {msg}"
 
     if path.suffix.lower() == ".parquet":
-        from sim.trace.io import parquet_rows
+        from sim.trace.read_parquet import parquet_rows
 
         try:
             for row, d in parquet_rows(path):
@@ -410,7 +411,8 @@ def _canonical_problems(path: Path) -> Iterator[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from sim.importers import detect, expand_paths, load_path
-    from sim.trace.io import CANONICAL_FORMAT, trace_problems, trace_to_dict
+    from sim.trace.codec import CANONICAL_FORMAT, trace_to_dict
+    from sim.trace.rules import trace_problems
 
     bad = 0
     for f in expand_paths(args.paths):

@@ -22,7 +22,8 @@ from sim.engine.dispatch import replay, replay_many
 from sim.importers import load_path
 from sim.importers.common import anthropic_usage, iso_timestamp, openai_usage, unix_time, usage_count
 from sim.policies.base import make_policy
-from sim.trace.io import iter_jsonl, iter_parquet, trace_to_dict, write_traces
+from sim.trace.codec import trace_to_dict
+from sim.trace.io import iter_jsonl, iter_parquet, write_traces
 from sim.util.errors import ConfigError, TraceError
 from sim.util.limits import MAX_COUNT
 

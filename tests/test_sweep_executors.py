@@ -83,7 +83,7 @@ def _tree_of(results: Path) -> dict[str, bytes]:
 SPY = """
 import os, sys
 import sim.results.store as store
-import sim.trace.io as traceio
+import sim.trace.codec as codec
 import sim.trace.columns as columns
 import sim.engine.dispatch as engine
 import sim.engine.model as model
@@ -98,7 +98,7 @@ def note(what):
         f.write(f"{{what}} {{os.getpid()}}\\n")
 
 
-real_write_part, real_hash = store.write_part, traceio.trace_hash
+real_write_part, real_hash = store.write_part, codec.trace_hash
 
 
 def write_part(*a, **kw):
@@ -120,7 +120,7 @@ def text_hash(pieces):  # a canonical file's traces are hashed as they are read 
 
 
 store.write_part = write_part
-traceio.trace_hash = engine.trace_hash = model.trace_hash = trace_hash
+codec.trace_hash = engine.trace_hash = model.trace_hash = trace_hash
 columns.text_hash = text_hash
 spec = s.SweepSpec(policy="observation_masking", grid={grid!r}, scenario={corpus!r},
                    pricing="claude-sonnet-4-5", results={out!r}, chunk_size=5)
@@ -159,7 +159,7 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     import sim.engine.dispatch as engine
     import sim.engine.model as model
     import sim.sweep.execute as sweep
-    import sim.trace.io as traceio
+    import sim.trace.codec as codec
 
     local = tmp_path / "corpus.jsonl"
     local.write_bytes(corpus.read_bytes())
@@ -171,7 +171,7 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     def no_hash(t):
         raise AssertionError("a worker hashed a trace")
 
-    for mod in (traceio, engine, model):
+    for mod in (codec, engine, model):
         monkeypatch.setattr(mod, "trace_hash", no_hash)
     rows = sweep._run_chunk(chunk)
     assert [r["run_key"] for r in rows] == [key for _, key, _ in chunk.runs]

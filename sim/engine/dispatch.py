@@ -73,7 +73,7 @@ from sim.information.state import (
     span_of,
 )
 from sim.policies.base import Decision, Plans, Policy, RunStatus, View
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 from sim.util.batchmemo import BatchKey, Keyed, batch_derived
 from sim.util.errors import ConfigError, TraceError
 from sim.util.limits import run_sum_problem

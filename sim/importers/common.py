@@ -670,13 +670,13 @@ def build_trace(
 def checked(t: Trace, file: str) -> Trace:
     """``t``, once its numbers are in the canonical ranges, its sums fit
     (``sim.trace.schema.number_problems``)
-    and its runs are numbered as the schema says (``sim.trace.io.run_problems``); else the first problem,
+    and its runs are numbered as the schema says (``sim.trace.rules.run_problems``); else the first problem,
     naming file, trace and field."""
     from sim.trace.schema import number_problems
 
     found = number_problems(t)
     if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
-        from sim.trace.io import run_problems
+        from sim.trace.rules import run_problems
 
         found += run_problems(
             {

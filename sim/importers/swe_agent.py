@@ -65,7 +65,7 @@ from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
 from sim.information.facts import SweToolOp, command_of, swe_fact_table, swe_tool_op
 from sim.information.recorded_request import masked_from
-from sim.trace.io import lone_surrogate
+from sim.trace.rules import lone_surrogate
 from sim.util.errors import TraceError
 from sim.util.jsonl import parse_json
 

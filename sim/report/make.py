@@ -646,7 +646,7 @@ def _pricing(value: Any) -> str | None:
 
 def _find_trace(frames: list[Any], trace_id: str):
     from sim.sweep.execute import _traces
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     for df in frames:
         rows = df[df["trace_id"] == trace_id]

@@ -597,7 +597,7 @@ def _hashed(traces: list[Any], chunk: Chunk) -> list[Any]:
     """The chunk's traces, each holding the parent's content hash: inherited under fork, taken from the
     chunk when the scenario's bytes were checked against the parent's, computed only without a digest
     (a ``dataset:`` scenario). A trace that holds another hash changed during the sweep (exit 2)."""
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     out = []
     for index, _, expected in chunk.runs:
@@ -822,7 +822,7 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = _note, digest: str | None
     ``scenario_digest`` when the caller took it already."""
     from sim.cost.pricing import price_named
     from sim.sweep.plandigest import scenario_digest
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
     from sim.util.versions import ctxsim_version
 
     if spec.pricing not in ("auto", "none", "null"):
