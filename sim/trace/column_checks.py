@@ -8,10 +8,11 @@ import math
 
 import numpy as np
 
-from sim.core.types import FACT_KINDS, KIND_CODE
+from sim.core.types import EVENT_KINDS, FACT_KINDS, KIND_CODE, TOKEN_PROVENANCES, USAGE_PROVENANCES
 from sim.trace.arrow_arrays import (
     arrow_and_compute,
     bool_array,
+    codes_of,
     list_items,
     numpy_filled,
     numpy_of,
@@ -172,3 +173,130 @@ def _answered_in_order(owner, issued_at, issued, answer_at, answer_ids) -> bool:
     if not ((issued_at <= answer_at).all() and (owner[issued_at] == owner[answer_at]).all()):
         return False
     return len(issued) == 0 or pc.all(pc.equal(issued, answer_ids)).as_py() is True
+
+
+class Rows:
+    """A batch's records flattened: their events ``E`` and calls ``C`` (struct arrays starting at the
+    first record's first row), each record's offsets into them (``eo``, ``co``), counts and each row's
+    record (``ev_owner``, ``call_owner``); ``ok``: the records whose layout the fast path takes (lists
+    present, no children: a record with children, the reference builds it)."""
+
+    __slots__ = ("n", "E", "C", "eo", "co", "n_ev", "n_calls", "ev_owner", "call_owner", "ok")
+
+    def __init__(self, batch) -> None:
+        n = self.n = batch.num_rows
+        col = batch.column
+        ev_list, call_list = col("events"), col("calls")
+        ok = valid_mask(ev_list) & valid_mask(call_list)
+        ok &= ~valid_mask(col("children"))  # a record with children: the reference builds it
+        E, C = ev_list.values, call_list.values
+        eo = numpy_of(ev_list.offsets).astype(np.int64)
+        co = numpy_of(call_list.offsets).astype(np.int64)
+        e0, e1, c0, c1 = int(eo[0]), int(eo[-1]), int(co[0]), int(co[-1])
+        self.E, self.C = E.slice(e0, e1 - e0), C.slice(c0, c1 - c0)
+        self.eo, self.co = eo - e0, co - c0
+        self.n_ev, self.n_calls = np.diff(self.eo), np.diff(self.co)
+        self.ev_owner = np.repeat(np.arange(n), self.n_ev)
+        self.call_owner = np.repeat(np.arange(n), self.n_calls)
+        self.ok = ok
+
+
+def event_problems(rows: Rows) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """(records with an event that breaks the schema's or the cross-field rules, the events' integer
+    columns by name (-1 where null), their kind codes)."""
+    _, pc = arrow_and_compute()
+    E, n, ev_owner = rows.E, rows.n, rows.ev_owner
+    f = E.field
+    bad = ~valid_mask(E)
+    ints = {k: numpy_filled(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
+    for v in ints.values():
+        bad |= ~natural(v)
+    kind = codes_of(f("kind"), EVENT_KINDS).astype(np.int8)
+    bad |= kind < 0
+    bad |= codes_of(f("tokens_provenance"), TOKEN_PROVENANCES) < 0
+    tcids = f("tool_call_ids")
+    bad |= ~valid_mask(tcids) | ~valid_mask(f("bounded"))
+    items, lengths = list_items(tcids)  # items are strings, never null (the fact lists: bad_fact_lists)
+    if items.null_count:
+        bad |= per_record(~valid_mask(items), np.repeat(np.arange(len(E)), lengths), len(E))
+    bad |= ~time_ok(f("timestamp"))
+    for k in ("json_bytes", "json2_bytes"):
+        v = numpy_filled(f(k), 0)
+        bad |= ~natural(v)
+    bad |= bad_fact_lists(E, ints["bytes"])
+    bad |= numpy_filled(f("run_index"), 0) != 0  # several runs: the reference
+    bad |= ints["index"] != np.arange(len(E)) - rows.eo[ev_owner]
+    bad |= ints["tokens"] > BIG_TOKENS
+    content = f("content")
+    has_content = valid_mask(content)
+    if has_content.any():
+        bad |= has_content & (valid_mask(f("json_bytes")) | valid_mask(f("json2_bytes")))
+        bad |= has_content & (numpy_filled(pc.binary_length(content), 0) != ints["bytes"])
+        bad |= has_content & (numpy_filled(pc.utf8_length(content), 0) != ints["chars"])
+        bad |= has_content & (line_counts(content) != ints["lines"])
+    bad_records = per_record(bad, ev_owner, n)
+
+    # a tool result answers an earlier (or its own) assistant event's tool call
+    answer = valid_mask(f("tool_call_id"))
+    if answer.any():
+        bad_records |= per_record(unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
+    # a needed or superseded fact is provided by an earlier event
+    for k in ("needs", "supersedes"):
+        if len(list_items(f(k))[0]):
+            bad_records |= per_record(unprovided(E, f(k), ev_owner), ev_owner, n)
+    return bad_records, ints, kind
+
+
+class CallColumns:
+    """A batch's call columns as numpy (nulls: -1, a residual's 0), what they derive from the events
+    (``at``: each call's event row, ``local``: its index in its record, ``prefix``: the events' token
+    prefix sums, ``view``: each call's visible tokens), and ``bad``: the records with a call that breaks
+    a rule."""
+
+    __slots__ = ("cint", "opt", "residual", "at", "local", "prefix", "view", "bad")
+
+
+def call_columns(rows: Rows, tokens: np.ndarray, kind: np.ndarray) -> CallColumns:
+    """The calls of ``rows`` checked (the schema's rules, append-only views, each residual the recorded
+    input less the visible tokens) and read as numpy; ``tokens``, ``kind``: the events' columns."""
+    C, E, eo, call_owner = rows.C, rows.E, rows.eo, rows.call_owner
+    g = C.field
+    cbad = ~valid_mask(C)
+    cint = {k: numpy_filled(g(k), -1) for k in ("index", "event_index", "view_end")}
+    for v in cint.values():
+        cbad |= ~natural(v)
+    opt = {}
+    for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+        opt[k] = numpy_filled(g(k), -1)
+        cbad |= valid_mask(g(k)) & ~natural(opt[k])
+    residual = numpy_filled(g("residual_tokens"), 0)
+    cbad |= ~valid_mask(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
+    cbad |= codes_of(g("usage_provenance"), USAGE_PROVENANCES) < 0
+    cbad |= ~time_ok(g("timestamp"))
+    cost = numpy_filled(g("recorded_cost_usd"), 0.0).astype(np.float64)
+    cbad |= ~((cost >= 0) & (cost < math.inf))
+    cbad |= numpy_filled(g("run_index"), 0) != 0
+    local = np.arange(len(C)) - rows.co[call_owner]
+    cbad |= cint["index"] != local
+    ei, ve = cint["event_index"], cint["view_end"]
+    cbad |= ei >= rows.n_ev[call_owner]
+    at = np.where(cbad, 0, eo[call_owner] + ei)  # the call's event, row in E (0 where already bad)
+    if len(E):
+        cbad |= kind[at] != ASSISTANT
+    else:
+        cbad[:] = True
+    first = local == 0
+    prev_ei = np.concatenate([[-1], ei[:-1]])
+    prev_ve = np.concatenate([[0], ve[:-1]])
+    cbad |= ~first & (ei <= prev_ei)
+    cbad |= (ve > ei) | (~first & (ve < prev_ve))
+    prefix = np.zeros(len(E) + 1, dtype=np.int64)
+    np.cumsum(tokens, out=prefix[1:])
+    view = prefix[np.clip(eo[call_owner] + ve, 0, len(E))] - prefix[eo[call_owner]]
+    recorded_input = opt["input_tokens"]
+    expected = np.where(recorded_input < 0, 0, recorded_input - view)
+    cbad |= residual != expected
+    out = CallColumns()
+    out.cint, out.opt, out.residual, out.at, out.local = cint, opt, residual, at, local
+    out.prefix, out.view, out.bad = prefix, view, per_record(cbad, call_owner, rows.n)
+    return out

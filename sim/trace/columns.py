@@ -26,17 +26,13 @@ hashes taken: see ``sim.trace.storedhashes``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from functools import lru_cache
 
 import numpy as np
 
 from sim.core.types import (
-    EVENT_KINDS,
     FACT_KINDS,
-    TOKEN_PROVENANCES,
-    USAGE_PROVENANCES,
     Call,
     Lazy,
     Trace,
@@ -46,26 +42,18 @@ from sim.core.types import (
 from sim.cost.tokens import estimate_tokens
 from sim.trace.arrow_arrays import (
     arrow_and_compute,
-    codes_of,
-    list_items,
     numpy_filled,
-    numpy_of,
     read_only,
-    valid_mask,
 )
 from sim.trace.codec import arrow_schema, dictionary_schema, event_from_dict
 from sim.trace.column_checks import (
-    ASSISTANT,
-    BIG_TOKENS,
-    bad_fact_lists,
-    line_counts,
-    natural,
+    CallColumns,
+    Rows,
+    call_columns,
+    event_problems,
     per_record,
-    time_ok,
     top_keys,
     top_ok,
-    unanswered,
-    unprovided,
 )
 from sim.trace.column_text import (
     canonical_texts,
@@ -76,7 +64,7 @@ from sim.trace.column_text import (
     text_hash,
 )
 from sim.util.errors import CtxsimError
-from sim.util.limits import MAX_COUNT, MAX_TRACE_TOKENS, bound_problem, trace_token_bound
+from sim.util.limits import MAX_TRACE_TOKENS, bound_problem, trace_token_bound
 
 Slow = Callable[[int], Trace]  # record number in the batch -> its trace by the reference reader
 
@@ -88,126 +76,58 @@ def batch_traces(
     fast path declines is ``slow(i)``. ``lines``: the JSON lines the batch was parsed from (each must be
     the canonical encoding of its record to stay on the fast path). ``hashes``: the records' trace
     hashes recorded for the file's bytes (``sim.trace.storedhashes``), taken instead of hashing their text."""
-    pa, pc = arrow_and_compute()
     n = batch.num_rows
     if n == 0:
         return []
     if not (batch.schema.equals(arrow_schema()) or batch.schema.equals(dictionary_schema())):
         return [slow(i) for i in range(n)]
-    col = batch.column
-    ev_list, call_list = col("events"), col("calls")
-    ok = valid_mask(ev_list) & valid_mask(call_list)
-    ok &= ~valid_mask(col("children"))  # a record with children: the reference builds it
-    E, C = ev_list.values, call_list.values
-    eo = numpy_of(ev_list.offsets).astype(np.int64)
-    co = numpy_of(call_list.offsets).astype(np.int64)
-    e0, e1, c0, c1 = int(eo[0]), int(eo[-1]), int(co[0]), int(co[-1])
-    E, C = E.slice(e0, e1 - e0), C.slice(c0, c1 - c0)
-    eo, co = eo - e0, co - c0
-    n_ev, n_calls = np.diff(eo), np.diff(co)
-    ev_owner = np.repeat(np.arange(n), n_ev)
-    call_owner = np.repeat(np.arange(n), n_calls)
-
-    # ---- events: the schema's rules, then the cross-field ones
-    f = E.field
-    bad = ~valid_mask(E)
-    ints = {k: numpy_filled(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
-    for v in ints.values():
-        bad |= ~natural(v)
-    kind = codes_of(f("kind"), EVENT_KINDS).astype(np.int8)
-    bad |= kind < 0
-    bad |= codes_of(f("tokens_provenance"), TOKEN_PROVENANCES) < 0
-    tcids = f("tool_call_ids")
-    bad |= ~valid_mask(tcids) | ~valid_mask(f("bounded"))
-    items, lengths = list_items(tcids)  # items are strings, never null (the fact lists: bad_fact_lists)
-    if items.null_count:
-        bad |= per_record(~valid_mask(items), np.repeat(np.arange(len(E)), lengths), len(E))
-    bad |= ~time_ok(f("timestamp"))
-    for k in ("json_bytes", "json2_bytes"):
-        v = numpy_filled(f(k), 0)
-        bad |= ~natural(v)
-    provides = f("provides")
-    bad |= bad_fact_lists(E, ints["bytes"])
-    bad |= numpy_filled(f("run_index"), 0) != 0  # several runs: the reference
-    bad |= ints["index"] != np.arange(len(E)) - eo[ev_owner]
-    bad |= ints["tokens"] > BIG_TOKENS
-    content = f("content")
-    has_content = valid_mask(content)
-    if has_content.any():
-        bad |= has_content & (valid_mask(f("json_bytes")) | valid_mask(f("json2_bytes")))
-        bad |= has_content & (numpy_filled(pc.binary_length(content), 0) != ints["bytes"])
-        bad |= has_content & (numpy_filled(pc.utf8_length(content), 0) != ints["chars"])
-        bad |= has_content & (line_counts(content) != ints["lines"])
-    ok &= ~per_record(bad, ev_owner, n)
-
-    # a tool result answers an earlier (or its own) assistant event's tool call
-    answer = valid_mask(f("tool_call_id"))
-    if answer.any():
-        ok &= ~per_record(unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
-    # a needed or superseded fact is provided by an earlier event
-    for k in ("needs", "supersedes"):
-        if len(list_items(f(k))[0]):
-            ok &= ~per_record(unprovided(E, f(k), ev_owner), ev_owner, n)
-
-    # ---- calls
-    g = C.field
-    cbad = ~valid_mask(C)
-    cint = {k: numpy_filled(g(k), -1) for k in ("index", "event_index", "view_end")}
-    for v in cint.values():
-        cbad |= ~natural(v)
-    opt = {}
-    for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
-        opt[k] = numpy_filled(g(k), -1)
-        cbad |= valid_mask(g(k)) & ~natural(opt[k])
-    residual = numpy_filled(g("residual_tokens"), 0)
-    cbad |= ~valid_mask(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
-    cbad |= codes_of(g("usage_provenance"), USAGE_PROVENANCES) < 0
-    cbad |= ~time_ok(g("timestamp"))
-    cost = numpy_filled(g("recorded_cost_usd"), 0.0).astype(np.float64)
-    cbad |= ~((cost >= 0) & (cost < math.inf))
-    cbad |= numpy_filled(g("run_index"), 0) != 0
-    local = np.arange(len(C)) - co[call_owner]
-    cbad |= cint["index"] != local
-    ei, ve = cint["event_index"], cint["view_end"]
-    cbad |= ei >= n_ev[call_owner]
-    at = np.where(cbad, 0, eo[call_owner] + ei)  # the call's event, row in E (0 where already bad)
-    if len(E):
-        cbad |= kind[at] != ASSISTANT
-    else:
-        cbad[:] = True
-    first = local == 0
-    prev_ei = np.concatenate([[-1], ei[:-1]])
-    prev_ve = np.concatenate([[0], ve[:-1]])
-    cbad |= ~first & (ei <= prev_ei)
-    cbad |= (ve > ei) | (~first & (ve < prev_ve))
-    prefix = np.zeros(len(E) + 1, dtype=np.int64)
-    np.cumsum(ints["tokens"], out=prefix[1:])
-    view = prefix[np.clip(eo[call_owner] + ve, 0, len(E))] - prefix[eo[call_owner]]
-    recorded_input = opt["input_tokens"]
-    expected = np.where(recorded_input < 0, 0, recorded_input - view)
-    cbad |= residual != expected
-    ok &= ~per_record(cbad, call_owner, n)
-    ok &= ~((n_ev > 0) & (n_calls == 0))  # a run without a call (its opening prompt)
-
+    rows = Rows(batch)
+    # ---- events and calls: the schema's rules, then the cross-field ones
+    bad_events, ints, kind = event_problems(rows)
+    ok = rows.ok & ~bad_events
+    calls = call_columns(rows, ints["tokens"], kind)
+    ok &= ~calls.bad
+    ok &= ~((rows.n_ev > 0) & (rows.n_calls == 0))  # a run without a call (its opening prompt)
     # ---- top level
-    top = {k: col(k).to_pylist() for k in top_keys()}
+    top = {k: batch.column(k).to_pylist() for k in top_keys()}
+    ok, policy_text, outcome_text = _top_level(top, ok)
+    _hold_sum_bound(ok, rows, calls, ints["bytes"], top["bytes_per_token"])
+    # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
+    with_lines = lines is not None
+    texts = (
+        canonical_texts(rows.E, rows.C, rows.eo, rows.co, hashes is None, with_lines)
+        if hashes is None or with_lines
+        else {}
+    )
+    columns = _Shared(rows, ints, kind, calls)
+    out = _build(np.flatnonzero(ok), rows, columns, top, (policy_text, outcome_text), texts, lines, hashes)
+    return [t if t is not None else slow(i) for i, t in enumerate(out)]
+
+
+def _top_level(top: dict, ok: np.ndarray) -> tuple[np.ndarray, list, list]:
+    """``ok`` narrowed by the schema's rules on the top-level values, and each record's recorded policy
+    and outcome as ``trace_to_dict`` writes them (None for a declined record)."""
     fine = [o and top_ok(top, i) for i, o in enumerate(ok.tolist())]  # Python bools: no numpy scalars
     policy_text = [object_text(s) if o else None for o, s in zip(fine, top["recorded_policy"], strict=True)]
     outcome_text = [object_text(s) if o else None for o, s in zip(fine, top["outcome"], strict=True)]
     fine = [
         o and p is not None and q is not None for o, p, q in zip(fine, policy_text, outcome_text, strict=True)
     ]
-    ok = np.array(fine, dtype=bool)
-    outputs = opt["output_tokens"]
-    # the sum bound (sim.util.limits): per record, (calls + 1) x (its tokens + largest |residual| + largest
-    # output); a call without output tokens counts the mock model's estimate (exact integers, in Python)
+    return np.array(fine, dtype=bool), policy_text, outcome_text
+
+
+def _hold_sum_bound(ok: np.ndarray, rows: Rows, calls: CallColumns, nbytes: np.ndarray, ratios: list) -> None:
+    """Clear ``ok`` of the records past the sum bound (sim.util.limits): per record, (calls + 1) x (its
+    tokens + largest |residual| + largest output); a call without output tokens counts the mock model's
+    estimate (exact integers, in Python)."""
+    outputs, co, call_owner, n_calls = calls.opt["output_tokens"], rows.co, rows.call_owner, rows.n_calls
     widest_out = _segment_max(outputs, co)
     for j in np.flatnonzero(ok[call_owner] & (outputs < 0)):
         i = int(call_owner[j])
-        guess = estimate_tokens(int(ints["bytes"][at[j]]), top["bytes_per_token"][i])
+        guess = estimate_tokens(int(nbytes[calls.at[j]]), ratios[i])
         widest_out[i] = max(int(widest_out[i]), guess)
-    widest_res = _segment_max(np.abs(residual), co)
-    ev_sum = prefix[eo[1:]] - prefix[eo[:-1]]
+    widest_res = _segment_max(np.abs(calls.residual), co)
+    ev_sum = calls.prefix[rows.eo[1:]] - calls.prefix[rows.eo[:-1]]
     # in floats first (exact enough far from the limit); a record within a factor 2 of it, exactly
     approx = (n_calls + 1.0) * (ev_sum + np.where(n_calls > 0, widest_res + widest_out.astype(float), 0.0))
     for i in np.flatnonzero(ok & ~(approx < MAX_TRACE_TOKENS / 2)):
@@ -215,44 +135,78 @@ def batch_traces(
         widest = [int(widest_res[i])] if c else [], [int(widest_out[i])] if c else []
         ok[i] = bound_problem(trace_token_bound(int(ev_sum[i]), widest[0], widest[1], c)) is None
 
-    # ---- canonical text: the hash's (sorted keys) and, for JSON Lines, the line's (the writer's order)
-    fast = np.flatnonzero(ok)
-    with_lines = lines is not None
-    texts = canonical_texts(E, C, eo, co, hashes is None, with_lines) if hashes is None or with_lines else {}
-    out: list[Trace | None] = [None] * n
-    kind = read_only(kind)
-    tokens = read_only(ints["tokens"])
-    bytes_ = read_only(ints["bytes"])
-    chars = read_only(ints["chars"])
-    lines_ = read_only(ints["lines"])
-    bounded = read_only(numpy_filled(f("bounded"), False).astype(bool))
-    out_tokens = read_only(outputs)
-    rec_input = read_only(recorded_input)
-    ve_ro, res_ro = read_only(ve), read_only(residual)
-    view_ro, local_ro = read_only(view), read_only(local)
-    minus_one = read_only(np.full(len(C), -1, dtype=np.int64))
-    zeros = read_only(np.zeros(len(C), dtype=np.int64))
-    provides_any = read_only(numpy_filled(pc.list_value_length(provides), 0) > 0)
-    any_facts = per_record(provides_any, ev_owner, n)
-    needs = f("needs")
-    any_needs = per_record(numpy_filled(pc.list_value_length(needs), 0) > 0, ev_owner, n)
-    with np.errstate(invalid="ignore"):  # an infinite stamp (its record declined): NaN, no warning
-        stamps = numpy_filled(f("timestamp"), np.nan), numpy_filled(g("timestamp"), np.nan)
-        elapsed = _elapsed(*stamps, eo, co, ev_owner, call_owner)
-    calls_py = _BatchCalls(C, cint, opt, residual)
-    unrecorded_out = per_record(outputs < 0, call_owner, n)
-    # each record's own prefix sums (from 0, one longer than its events), side by side: record i's
-    # are rows [eo[i] + i, eo[i + 1] + i]
+
+class _Shared:
+    """What the batch's traces take slices of: read-only columns (the ``TraceArrays`` fields), the
+    columns of the derived values the fast paths ask for, per record as Python values where the loop
+    reads one per record (a numpy scalar per field per record costs as much again), and the batch's
+    calls, built on first use."""
+
+    def __init__(self, rows: Rows, ints: dict, kind: np.ndarray, calls: CallColumns) -> None:
+        _, pc = arrow_and_compute()
+        E, C, n, ev_owner, call_owner = rows.E, rows.C, rows.n, rows.ev_owner, rows.call_owner
+        f, g = E.field, C.field
+        outputs = calls.opt["output_tokens"]
+        self.kind = read_only(kind)
+        self.tokens = read_only(ints["tokens"])
+        self.bytes = read_only(ints["bytes"])
+        self.chars = read_only(ints["chars"])
+        self.lines = read_only(ints["lines"])
+        self.bounded = read_only(numpy_filled(f("bounded"), False).astype(bool))
+        self.out_tokens = read_only(outputs)
+        self.rec_input = read_only(calls.opt["input_tokens"])
+        self.ve, self.residual = read_only(calls.cint["view_end"]), read_only(calls.residual)
+        self.view, self.local = read_only(calls.view), read_only(calls.local)
+        self.minus_one = read_only(np.full(len(C), -1, dtype=np.int64))
+        self.zeros = read_only(np.zeros(len(C), dtype=np.int64))
+        self.provides_any = read_only(numpy_filled(pc.list_value_length(f("provides")), 0) > 0)
+        self.any_facts = per_record(self.provides_any, ev_owner, n).tolist()
+        self.needs = f("needs")
+        needed = numpy_filled(pc.list_value_length(self.needs), 0) > 0
+        self.any_needs = per_record(needed, ev_owner, n).tolist()
+        self.event_index = calls.cint["event_index"]
+        with np.errstate(invalid="ignore"):  # an infinite stamp (its record declined): NaN, no warning
+            stamps = numpy_filled(f("timestamp"), np.nan), numpy_filled(g("timestamp"), np.nan)
+            self.elapsed = _elapsed(*stamps, rows.eo, rows.co, ev_owner, call_owner)
+        self.calls = _BatchCalls(C, calls.cint, calls.opt, calls.residual)
+        self.unrecorded_out = per_record(outputs < 0, call_owner, n).tolist()
+        self.own_prefix = _own_prefix(rows, ints["tokens"])
+
+
+def _own_prefix(rows: Rows, tokens: np.ndarray) -> np.ndarray:
+    """Each record's own prefix sums of its events' tokens (from 0, one longer than its events), side by
+    side: record i's are rows [eo[i] + i, eo[i + 1] + i]. Read-only."""
+    n, eo, ev_owner = rows.n, rows.eo, rows.ev_owner
     starts = eo[:-1] + np.arange(n)
-    own_prefix = np.zeros(len(E) + n, dtype=np.int64)
-    own_prefix[np.arange(len(E)) + ev_owner + 1] = ints["tokens"]
+    own_prefix = np.zeros(len(rows.E) + n, dtype=np.int64)
+    own_prefix[np.arange(len(rows.E)) + ev_owner + 1] = tokens
     np.cumsum(own_prefix, out=own_prefix)
-    own_prefix -= np.repeat(own_prefix[starts], n_ev + 1)
-    own_prefix = read_only(own_prefix)
+    own_prefix -= np.repeat(own_prefix[starts], rows.n_ev + 1)
+    return read_only(own_prefix)
+
+
+def _build(
+    fast: np.ndarray,
+    rows: Rows,
+    s: _Shared,
+    top: dict,
+    objects: tuple[list, list],
+    texts: dict,
+    lines: list[bytes] | None,
+    hashes: list[str] | None,
+) -> list[Trace | None]:
+    """The traces of the records at ``fast`` (None for the others, and for a JSON line that is not its
+    record's canonical encoding), from the columns."""
+    E, n = rows.E, rows.n
+    policy_text, outcome_text = objects
+    out: list[Trace | None] = [None] * n
+    kind, tokens, bytes_, chars, lines_, bounded = s.kind, s.tokens, s.bytes, s.chars, s.lines, s.bounded
+    ve_ro, res_ro, out_tokens, rec_input = s.ve, s.residual, s.out_tokens, s.rec_input
+    own_prefix, view_ro, local_ro, minus_one, zeros = s.own_prefix, s.view, s.local, s.minus_one, s.zeros
+    provides_any, needs, ei, elapsed, calls_py = s.provides_any, s.needs, s.event_index, s.elapsed, s.calls
+    any_needs_, unrecorded_, any_facts_ = s.any_needs, s.unrecorded_out, s.any_facts
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
-    # per record, as Python values read once (a numpy scalar per field per record costs as much again)
-    eo_, co_ = eo.tolist(), co.tolist()
-    any_needs_, unrecorded_, any_facts_ = any_needs.tolist(), unrecorded_out.tolist(), any_facts.tolist()
+    eo_, co_ = rows.eo.tolist(), rows.co.tolist()
     ids, formats, files = top["trace_id"], top["source_format"], top["source_file"]
     agents, models, windows, ratios = (
         top["agent"],
@@ -261,7 +215,7 @@ def batch_traces(
         top["bytes_per_token"],
     )
     make_arrays, make_trace = _makers()
-    no_facts = _no_facts(int(n_ev.max(initial=0)) + 1)
+    no_facts = _no_facts(int(rows.n_ev.max(initial=0)) + 1)
     for i in fast.tolist():
         a, b, ca, cb = eo_[i], eo_[i + 1], co_[i], co_[i + 1]
         if lines is not None:
@@ -321,7 +275,7 @@ def batch_traces(
             cache,
         )
         out[i] = t
-    return [t if t is not None else slow(i) for i, t in enumerate(out)]
+    return out
 
 
 @lru_cache(maxsize=1)
