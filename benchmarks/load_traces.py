@@ -26,14 +26,9 @@ sys.path.insert(0, str(REPO))
 from scenarios.make_suite import SEED  # noqa: E402
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.trace.io import (  # noqa: E402
-    _NULLABLE_TOP,
-    load_dataset_traces,
-    parquet_rows,
-    trace_from_dict,
-    trace_hash,
-    write_traces,
-)
+from sim.trace.codec import NULLABLE_TOP, trace_from_dict, trace_hash  # noqa: E402
+from sim.trace.io import load_dataset_traces, write_traces  # noqa: E402
+from sim.trace.read_parquet import parquet_rows  # noqa: E402
 
 
 def reference(f: Path) -> list:
@@ -45,7 +40,7 @@ def reference(f: Path) -> list:
     rows = parquet_rows(f)
     return [
         trace_from_dict(
-            {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP}, f.name, f"row {r}", True
+            {k: v for k, v in d.items() if v is not None or k in NULLABLE_TOP}, f.name, f"row {r}", True
         )
         for r, d in rows
     ]

@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from scenarios.swe_like import generate_run  # noqa: E402
-from sim.trace.io import trace_to_dict, write_traces  # noqa: E402
+from sim.trace.codec import trace_to_dict  # noqa: E402
+from sim.trace.io import write_traces  # noqa: E402
 
 
 def corpus(

@@ -394,7 +394,8 @@ def test_bad_utf8_in_a_canonical_file_is_named_by_validate(capsys, canonical):
 
 def test_lone_surrogates_given_as_python_strings_are_refused(canonical):
     """Parquet and ``datasets`` hand over Python strings: the schema rules name a lone surrogate."""
-    from sim.trace.io import trace_from_dict, trace_problems
+    from sim.trace.codec import trace_from_dict
+    from sim.trace.rules import trace_problems
 
     d = json.loads(canonical.read_text().splitlines()[0])
     d["events"][1]["content"] = "x\ud800"
@@ -486,7 +487,7 @@ def test_yaml_values_json_cannot_hold_are_kept_as_text(tmp_path):
             {"type": "Custom", "since": "2024-01-02", "ratio": "nan", "3": "three", "blob": "b'hi'"}
         ],
     }
-    from sim.trace.io import trace_to_dict
+    from sim.trace.codec import trace_to_dict
 
     json.dumps(trace_to_dict(t), allow_nan=False)  # writable as canonical JSON
 

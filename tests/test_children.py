@@ -15,7 +15,8 @@ from sim.core.types import MAX_CHILD_DEPTH, SCHEMA_VERSION, Child
 from sim.engine.dispatch import replay, replay_many
 from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.trace.io import iter_jsonl, iter_parquet, trace_from_dict, trace_hash, trace_to_dict, write_traces
+from sim.trace.codec import trace_from_dict, trace_hash, trace_to_dict
+from sim.trace.io import iter_jsonl, iter_parquet, write_traces
 from sim.util.errors import TraceError
 
 # a child of 3 calls: inputs 150, 150+10+100 = 260, 260+10+200 = 470 (sum 880); a parent of 2 calls

@@ -11,7 +11,8 @@ from builders import swe_trace
 
 from sim.cli import main
 from sim.importers import load_path
-from sim.trace.io import trace_to_dict, write_traces
+from sim.trace.codec import trace_to_dict
+from sim.trace.io import write_traces
 
 
 @pytest.fixture

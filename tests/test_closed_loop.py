@@ -14,7 +14,7 @@ from sim.engine.model import ReplayModel
 from sim.information.ledger import entries
 from sim.metrics.compute import compute_metrics
 from sim.policies.base import Change, Decision, Policy, SummaryCall, make_policy
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 from sim.util.errors import UnknownNameError
 
 GOLDEN = Path(__file__).parent / "golden" / "working_set_16k"

@@ -19,7 +19,8 @@ from sim.metrics.compute import compute_metrics
 from sim.metrics.conversation import per_run
 from sim.metrics.working_set import calls_table
 from sim.policies.base import make_policy, registered
-from sim.trace.io import trace_from_dict, trace_hash, trace_to_dict, write_traces
+from sim.trace.codec import trace_from_dict, trace_hash, trace_to_dict
+from sim.trace.io import write_traces
 from sim.util.errors import ConfigError, TraceError
 
 REPO = Path(__file__).resolve().parent.parent

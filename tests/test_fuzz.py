@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from sim.importers import load_path, registered
 from sim.importers.common import ImportNotice
-from sim.trace.io import trace_from_dict, trace_problems, trace_to_dict
+from sim.trace.codec import trace_from_dict, trace_to_dict
+from sim.trace.rules import trace_problems
 from sim.util.errors import CtxsimError
 
 FUZZ_EXAMPLES = int(os.environ.get("CTXSIM_FUZZ_EXAMPLES", "150"))

@@ -18,7 +18,8 @@ from sim.engine.dispatch import replay
 from sim.importers import detect, expand_paths, load_path
 from sim.importers.common import ImportNotice
 from sim.policies.base import make_policy
-from sim.trace.io import trace_problems, trace_to_dict
+from sim.trace.codec import trace_to_dict
+from sim.trace.rules import trace_problems
 from sim.util.errors import TraceError
 from sim.util.paths import traces_dir
 
@@ -533,7 +534,8 @@ def test_v0_keeps_openhands_types_the_recall_action_and_browser_pages(tmp_path):
     assert (t.events[4].source_type, t.events[4].url) == ("observation:browse", "https://example.org/a")
     assert_raw_exact(t)
     # written and read back; redacted, the page address keeps only its length (the placeholder's size)
-    from sim.trace.io import redact, trace_from_dict
+    from sim.trace.codec import trace_from_dict
+    from sim.trace.io import redact
 
     d = trace_to_dict(t)
     assert d["events"][4]["url"] == "https://example.org/a" and "url" not in d["events"][0]

@@ -11,7 +11,8 @@ from sim.engine.dispatch import replay
 from sim.importers import detect, get_importer, load_path
 from sim.importers.common import ImportNotice
 from sim.policies.base import make_policy
-from sim.trace.io import trace_problems, trace_to_dict
+from sim.trace.codec import trace_to_dict
+from sim.trace.rules import trace_problems
 from sim.util.errors import TraceError
 from sim.util.paths import traces_dir
 

@@ -293,13 +293,15 @@ def test_an_interrupted_sweep_says_its_own_line_only(capsys, monkeypatch, tmp_pa
 # parse, and parses until the Ctrl-C has arrived (so the signal lands while it parses, however loaded
 # the machine); at exit the threads still alive are listed.
 _READING_AHEAD = """
-import atexit, sys, threading, time
-import sim.trace.columns as tc
+import atexit, importlib, sys, threading, time
+import sim.trace.readahead as ra
 from sim.util import interrupts
 from sim.cli import main
 
-tc.READ_AHEAD = True
-real = getattr(tc, sys.argv[1])
+module, name = sys.argv[1].rsplit(".", 1)
+tc = importlib.import_module(module)
+ra.READ_AHEAD = True
+real = getattr(tc, name)
 
 def parsing(*args):
     if threading.current_thread() is not threading.main_thread() and not parsing.said:
@@ -311,13 +313,16 @@ def parsing(*args):
     return real(*args)
 
 parsing.said = False
-setattr(tc, sys.argv[1], parsing)
+setattr(tc, name, parsing)
 atexit.register(lambda: print("threads at exit:", [t.name for t in threading.enumerate()], file=sys.stderr))
 sys.exit(main(sys.argv[2:]))
 """
 
 
-@pytest.mark.parametrize(("suffix", "parse"), [(".jsonl", "_parsed"), (".parquet", "_open_parquet")])
+@pytest.mark.parametrize(
+    ("suffix", "parse"),
+    [(".jsonl", "sim.trace.read_jsonl._parsed"), (".parquet", "sim.trace.read_parquet._open_parquet")],
+)
 def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_path, suffix, parse):
     import subprocess
 
@@ -361,7 +366,7 @@ def test_ctrl_c_while_the_read_ahead_thread_parses_stops_the_streamed_run(tmp_pa
 def test_ctrl_c_while_the_read_ahead_thread_starts_still_stops_it(monkeypatch):
     """Under load the reader thread may run before ``Thread.start`` returns on the main thread; a Ctrl-C
     then is held back until start has returned, so it is raised where the thread is told to stop."""
-    import sim.trace.columns as tc
+    import sim.trace.readahead as tc
 
     monkeypatch.setattr(tc, "READ_AHEAD", True)
     real_start = threading.Thread.start
@@ -381,6 +386,6 @@ def test_ctrl_c_while_the_read_ahead_thread_starts_still_stops_it(monkeypatch):
             closed.append(True)
 
     with pytest.raises(KeyboardInterrupt):
-        list(tc._ahead(items()))
+        list(tc.read_ahead(items()))
     assert closed == [True]  # the source closed on its thread, which has ended
     assert [t.name for t in threading.enumerate() if t.name == "ctxsim-read-ahead"] == []

@@ -6,7 +6,8 @@ import pytest
 from builders import swe_trace
 
 import sim.trace.io as traceio
-from sim.trace.io import load_dataset_traces, trace_hash, trace_to_dict, write_traces
+from sim.trace.codec import trace_hash, trace_to_dict
+from sim.trace.io import load_dataset_traces, write_traces
 from sim.util.errors import TraceError
 
 

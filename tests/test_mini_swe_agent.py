@@ -8,7 +8,8 @@ from sim.policies.base import make_policy
 
 
 def test_all_40_runs_import_and_validate(mini_traces):
-    from sim.trace.io import trace_problems, trace_to_dict
+    from sim.trace.codec import trace_to_dict
+    from sim.trace.rules import trace_problems
 
     assert len(mini_traces) == 40
     assert len({t.trace_id for t in mini_traces}) == 40

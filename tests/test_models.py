@@ -6,7 +6,8 @@ import json
 from builders import swe_trace
 
 from sim.cli import main
-from sim.cost.models import lookup, match_key, resolve
+from sim.cost.models import resolve
+from sim.cost.names import lookup, match_key
 from sim.cost.pricing import find_price
 from sim.cost.tokens import calibrated_bytes_per_token, text_coefficients
 from sim.trace.io import write_traces

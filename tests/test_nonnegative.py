@@ -21,7 +21,8 @@ from sim.engine.dispatch import replay, replay_many
 from sim.engine.model import ReplayModel
 from sim.metrics.compute import ANSWER_OUTCOMES, compute_metrics
 from sim.policies.base import make_policy, registered
-from sim.trace.io import trace_from_dict, trace_problems, trace_to_dict
+from sim.trace.codec import trace_from_dict, trace_to_dict
+from sim.trace.rules import trace_problems
 
 NONNEG_EXAMPLES = int(os.environ.get("CTXSIM_NONNEG_EXAMPLES", "40"))
 PROPERTY = settings(

@@ -22,7 +22,8 @@ from sim.engine.dispatch import replay, replay_many
 from sim.importers import load_path
 from sim.importers.common import anthropic_usage, iso_timestamp, openai_usage, unix_time, usage_count
 from sim.policies.base import make_policy
-from sim.trace.io import iter_jsonl, iter_parquet, trace_to_dict, write_traces
+from sim.trace.codec import trace_to_dict
+from sim.trace.io import iter_jsonl, iter_parquet, write_traces
 from sim.util.errors import ConfigError, TraceError
 from sim.util.limits import MAX_COUNT
 
@@ -271,13 +272,13 @@ def calibration(tmp_path, monkeypatch):
         monkeypatch.setattr(
             tokens, "CALIBRATION_FILE" if name.startswith("bytes") else "TEXT_CALIBRATION_FILE", f
         )
-        tokens._calibration.cache_clear()
-        tokens._text_calibration.cache_clear()
+        tokens.bytes_per_token_calibration.cache_clear()
+        tokens.text_calibration.cache_clear()
         return tokens
 
     yield use
-    tokens._calibration.cache_clear()
-    tokens._text_calibration.cache_clear()
+    tokens.bytes_per_token_calibration.cache_clear()
+    tokens.text_calibration.cache_clear()
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ from sim.cli import main
 from sim.engine.dispatch import replay
 from sim.metrics.compute import compute_metrics
 from sim.policies.base import make_policy
-from sim.trace.io import load_dataset_traces, redact, trace_problems, trace_to_dict, write_traces
+from sim.trace.codec import trace_to_dict
+from sim.trace.io import load_dataset_traces, redact, write_traces
+from sim.trace.rules import trace_problems
 
 POLICIES = [
     ("raw", {}),

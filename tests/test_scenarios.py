@@ -15,7 +15,8 @@ from scenarios import make_suite
 from scenarios.swe_like import BYTES_PER_TOKEN, generate_run, generate_suite
 from sim.core.types import Trace
 from sim.importers import detect, load_paths
-from sim.trace.io import CANONICAL_FORMAT, iter_jsonl, trace_from_dict, trace_to_dict, write_traces
+from sim.trace.codec import CANONICAL_FORMAT, trace_from_dict, trace_to_dict
+from sim.trace.io import iter_jsonl, write_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 

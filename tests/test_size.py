@@ -175,7 +175,7 @@ def test_size_prints_every_assumption(capsys):
     from sim import __version__
     from sim.analysis.assumptions import traces_hash
     from sim.importers import load_paths
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
     from sim.util.paths import EMBEDDED_SUITE
 
     suite = EMBEDDED_SUITE / "closed_loop.jsonl"

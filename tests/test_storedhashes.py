@@ -11,8 +11,11 @@ import pytest
 from test_tracecolumns import assert_same, fast, read, real_traces, reference
 
 import sim.trace.columns as tracecolumns
+import sim.trace.read_jsonl as read_jsonl
+import sim.trace.read_parquet as read_parquet
 from sim.importers import expand_paths
-from sim.trace.io import load_dataset_traces, trace_hash, write_traces
+from sim.trace.codec import trace_hash
+from sim.trace.io import load_dataset_traces, write_traces
 from sim.trace.storedhashes import SUFFIX, record_path, record_text
 
 SUITE = Path(__file__).resolve().parent.parent / "scenarios" / "suite" / "swe_like.jsonl"
@@ -61,8 +64,8 @@ def test_a_valid_record_gives_the_hashes_without_hashing_the_text(suite, tmp_pat
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet"])
 def test_small_batches_take_their_own_slice_of_the_record(suite, tmp_path, counted, monkeypatch, suffix):
-    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)
-    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 50_000)
+    monkeypatch.setattr(read_parquet, "PARQUET_BATCH", 7)
+    monkeypatch.setattr(read_jsonl, "JSONL_BLOCK", 50_000)
     path = _written(suite, tmp_path, suffix)
     counted[0] = 0  # (writing reads the file back)
     counted[0] = 0  # (writing reads the file back)

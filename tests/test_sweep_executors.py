@@ -85,7 +85,8 @@ def _tree_of(results: Path) -> dict[str, bytes]:
 SPY = """
 import os, sys
 import sim.results.store as store
-import sim.trace.io as traceio
+import sim.trace.codec as traceio
+import sim.trace.io as trace_files
 import sim.trace.columns as columns
 import sim.engine.common as engine
 import sim.engine.loop as loop
@@ -123,7 +124,8 @@ def text_hash(pieces):  # a canonical file's traces are hashed as they are read 
 
 
 store.write_part = write_part
-traceio.trace_hash = engine.trace_hash = loop.trace_hash = model.trace_hash = trace_hash
+for m in (traceio, trace_files, engine, loop, model):
+    m.trace_hash = trace_hash
 columns.text_hash = text_hash
 spec = s.SweepSpec(policy="observation_masking", grid={grid!r}, scenario={corpus!r},
                    pricing="claude-sonnet-4-5", results={out!r}, chunk_size=5)
@@ -165,7 +167,8 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     import sim.sweep.plan as sweep_plan
     import sim.sweep.scenario as scenario
     import sim.sweep.unit_runner as runner
-    import sim.trace.io as traceio
+    import sim.trace.codec as traceio
+    import sim.trace.io as trace_files
 
     local = tmp_path / "corpus.jsonl"
     local.write_bytes(corpus.read_bytes())
@@ -177,7 +180,7 @@ def test_a_worker_that_loads_the_scenario_takes_the_parents_hashes(corpus, tmp_p
     def no_hash(t):
         raise AssertionError("a worker hashed a trace")
 
-    for mod in (traceio, engine, loop, model):
+    for mod in (traceio, trace_files, engine, loop, model):
         monkeypatch.setattr(mod, "trace_hash", no_hash)
     rows = runner.run_chunk(chunk)
     assert [r["run_key"] for r in rows] == [key for _, key, _ in chunk.runs]

@@ -11,7 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import sim.trace.arrow_arrays as arrow_arrays
+import sim.trace.column_checks as column_checks
 import sim.trace.columns as tracecolumns
+import sim.trace.read_jsonl as read_jsonl
+import sim.trace.read_parquet as read_parquet
+import sim.trace.readahead as readahead
 from sim.core.types import Lazy, TraceArrays
 from sim.engine.fast.batch_static import elapsed_array
 from sim.engine.model import _recorded_outputs
@@ -19,18 +24,9 @@ from sim.importers import expand_paths, load_path
 from sim.information.ledger import _facts_before, provides_any
 from sim.information.state import has_needs
 from sim.policies.observation_masking import _observation_arrays, observations, placeholder_sizes
-from sim.trace.io import (
-    _NULLABLE_TOP,
-    arrow_schema,
-    iter_jsonl,
-    iter_parquet,
-    load_dataset_traces,
-    parquet_rows,
-    trace_from_dict,
-    trace_hash,
-    trace_to_dict,
-    write_traces,
-)
+from sim.trace.codec import NULLABLE_TOP, arrow_schema, trace_from_dict, trace_hash, trace_to_dict
+from sim.trace.io import iter_jsonl, iter_parquet, load_dataset_traces, write_traces
+from sim.trace.read_parquet import parquet_rows
 from sim.util.errors import TraceError
 from sim.util.jsonl import json_lines
 from sim.util.paths import traces_dir
@@ -49,7 +45,7 @@ def reference(path: Path) -> list:
         return out
     return [
         trace_from_dict(
-            {k: v for k, v in d.items() if v is not None or k in _NULLABLE_TOP},
+            {k: v for k, v in d.items() if v is not None or k in NULLABLE_TOP},
             path.name,
             f"row {row}",
             text_checked=True,
@@ -133,7 +129,8 @@ def test_a_batch_arrow_fails_on_is_read_by_the_reference(suite_files, monkeypatc
     def fails(*args, **kwargs):
         raise OverflowError("offset overflow")
 
-    monkeypatch.setattr(tracecolumns, "batch_traces", fails)
+    monkeypatch.setattr(read_jsonl, "batch_traces", fails)
+    monkeypatch.setattr(read_parquet, "batch_traces", fails)
     for path in suite_files:
         got = read(path)
         assert_same(got, reference(path))
@@ -191,13 +188,13 @@ def test_json_lines_with_their_record_of_hashes_skip_only_the_line_check(tmp_pat
     its lines are not compared with their canonical encoding again, and read as the same traces; a file
     without a valid record (none, or edited since) is compared line by line as before. Read ahead, the
     file's digest is taken on a thread of its own, beside the one reading the file."""
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
+    monkeypatch.setattr(readahead, "READ_AHEAD", ahead)
     traces = reference(SUITE / "swe_like.jsonl")
     path = tmp_path / "t.jsonl"
     write_traces(traces, path)  # with its record
     compared = []
-    line_matches = tracecolumns._line_matches
-    monkeypatch.setattr(tracecolumns, "_line_matches", lambda *a: compared.append(1) or line_matches(*a))
+    line_matches = tracecolumns.line_matches
+    monkeypatch.setattr(tracecolumns, "line_matches", lambda *a: compared.append(1) or line_matches(*a))
     got = read(path)
     assert compared == [] and all(map(fast, got))
     assert_same(got, traces)
@@ -422,17 +419,15 @@ def test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, m
     ids[70] = b"t\xff"
     col = pa.array(ids, type=pa.binary()).view(pa.string())
     pq.write_table(table.set_column(table.schema.get_field_index("trace_id"), "trace_id", col), path)
-    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)
-    import sim.trace.io
-
+    monkeypatch.setattr(read_parquet, "PARQUET_BATCH", 7)
     starts = []
-    real = sim.trace.io.parquet_rows
+    real = read_parquet.parquet_rows
 
     def rows(path, batch_size=64, start=0):
         starts.append(start)
         return real(path, batch_size, start)
 
-    monkeypatch.setattr(sim.trace.io, "parquet_rows", rows)
+    monkeypatch.setattr(read_parquet, "parquet_rows", rows)
     got = []
     with pytest.raises(TraceError) as err:
         for t in iter_parquet(path):
@@ -445,9 +440,9 @@ def test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, m
 # ------------------------------------------------------------------ reading ahead, parsing, lookups
 @pytest.mark.parametrize("ahead", [True, False, None])
 def test_small_batches_read_ahead_or_not_give_the_same_traces(suite_files, monkeypatch, ahead):
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)  # (None: as the machine's load decides)
-    monkeypatch.setattr(tracecolumns, "PARQUET_BATCH", 7)  # several batches, each made ahead of the last
-    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 50_000)
+    monkeypatch.setattr(readahead, "READ_AHEAD", ahead)  # (None: as the machine's load decides)
+    monkeypatch.setattr(read_parquet, "PARQUET_BATCH", 7)  # several batches, each made ahead of the last
+    monkeypatch.setattr(read_jsonl, "JSONL_BLOCK", 50_000)
     for path in suite_files:
         got = read(path)
         assert_same(got, reference(path))
@@ -458,12 +453,12 @@ def test_small_batches_read_ahead_or_not_give_the_same_traces(suite_files, monke
 @pytest.mark.parametrize("ahead", [True, False])
 def test_reading_ahead_fails_where_the_reader_reaches_the_bad_batch(tmp_path, monkeypatch, ahead):
     """The unreadable row 70 again, read ahead on a thread or not: rows 0-69 first, then the same error."""
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
+    monkeypatch.setattr(readahead, "READ_AHEAD", ahead)
     test_a_batch_that_cannot_be_read_hands_the_rest_to_the_reference(tmp_path, monkeypatch)
 
 
 def test_ahead_keeps_order_raises_in_place_and_stops_its_thread(monkeypatch):
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", True)
+    monkeypatch.setattr(readahead, "READ_AHEAD", True)
     made, closed = [], []
 
     def items():
@@ -478,18 +473,18 @@ def test_ahead_keeps_order_raises_in_place_and_stops_its_thread(monkeypatch):
 
     got = []
     with pytest.raises(ValueError, match="item 3"):
-        for i in tracecolumns._ahead(items()):
+        for i in readahead.read_ahead(items()):
             got.append(i)
             assert len(made) <= i + 2  # one ahead, no more
     assert got == [0, 1, 2] and closed == [True]
     made.clear(), closed.clear()
-    it = tracecolumns._ahead(items())
+    it = readahead.read_ahead(items())
     assert next(it) == 0
     it.close()  # the caller stops early: the source is closed (on its thread) before close returns
     assert closed == [True] and made == [0, 1]
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", False)
+    monkeypatch.setattr(readahead, "READ_AHEAD", False)
     source = items()
-    assert tracecolumns._ahead(source) is source  # no thread: the items themselves
+    assert readahead.read_ahead(source) is source  # no thread: the items themselves
 
 
 def test_enumeration_codes_of_a_dictionary_column_equal_index_in():
@@ -499,9 +494,9 @@ def test_enumeration_codes_of_a_dictionary_column_equal_index_in():
     dense = pa.array(["assistant", None, "user", "nobody", "assistant", "tool_result", None])
     for a in (dense, pc.dictionary_encode(dense), pc.dictionary_encode(dense).slice(2, 4)):
         want = pc.index_in(pc.cast(a, pa.string()), value_set=pa.array(values)).to_pylist()
-        assert tracecolumns._codes(a, values).tolist() == [-1 if w is None else w for w in want]
+        assert arrow_arrays.codes_of(a, values).tolist() == [-1 if w is None else w for w in want]
     empty = pa.DictionaryArray.from_arrays(pa.array([None, None], pa.int32()), pa.array([], pa.string()))
-    assert tracecolumns._codes(empty, values).tolist() == [-1, -1]
+    assert arrow_arrays.codes_of(empty, values).tolist() == [-1, -1]
 
 
 def test_answers_in_issue_order_and_out_of_it_are_found_alike():
@@ -520,14 +515,14 @@ def test_answers_in_issue_order_and_out_of_it_are_found_alike():
     }
     for label, (at, ids, bad) in cases.items():
         at = np.array(at)
-        want = tracecolumns._unmatched(owner, issued_at, issued, at, pa.array(ids), True, len(owner))
+        want = column_checks._unmatched(owner, issued_at, issued, at, pa.array(ids), True, len(owner))
         assert np.flatnonzero(want).tolist() == bad, label
-        shortcut = tracecolumns._answered_in_order(owner, issued_at, issued, at, pa.array(ids))
+        shortcut = column_checks._answered_in_order(owner, issued_at, issued, at, pa.array(ids))
         assert shortcut == (label == "in order"), label
     before = np.array([0, 1])  # an answer before its call: no shortcut, and the search finds it
     late = np.array([2, 2, 4])
-    assert not tracecolumns._answered_in_order(owner, late, issued, np.array([1, 2, 5]), issued)
-    assert tracecolumns._unmatched(owner, late, issued, np.array([1, 2, 5]), issued, True, 6)[1]
+    assert not column_checks._answered_in_order(owner, late, issued, np.array([1, 2, 5]), issued)
+    assert column_checks._unmatched(owner, late, issued, np.array([1, 2, 5]), issued, True, 6)[1]
     assert len(before) == 2
 
 
@@ -546,7 +541,7 @@ def test_a_filler_makes_what_the_constructor_makes_and_checks_its_names_once():
 
 
 def test_a_streamed_read_does_not_import_pyarrow_compute(suite_files):
-    """Its kernels are called through ``pyarrow._compute`` (``tracecolumns._Compute``): importing
+    """Its kernels are called through ``pyarrow._compute`` (``sim.trace.arrow_arrays.Compute``): importing
     ``pyarrow.compute`` wraps ~290 functions, a thirtieth of a streamed run's CPU."""
     import subprocess
     import sys
@@ -601,13 +596,13 @@ def test_a_block_parsed_on_arrows_threads_is_the_same_batch(suite_files):
     refuses what it refuses in one part."""
     path = next(p for p in suite_files if p.suffix == ".jsonl" and p.stem == "swe_like")
     block = [(i + 1, raw) for i, raw in enumerate(path.read_bytes().splitlines(keepends=True)) if raw.strip()]
-    assert len(block) > tracecolumns._PARTS  # each part has lines
-    one = tracecolumns._parsed(block)
-    parts = tracecolumns._parsed(block, threads=True)
+    assert len(block) > read_jsonl._PARTS  # each part has lines
+    one = read_jsonl._parsed(block)
+    parts = read_jsonl._parsed(block, threads=True)
     assert one is not None and parts is not None and parts.equals(one) and parts.num_rows == len(block)
     bad = block[:2] + [(99, block[2][1].replace(b'"index":0', b'"index":"0"', 1))] + block[3:]
     assert bad[2][1] != block[2][1]
-    assert tracecolumns._parsed(bad) is None and tracecolumns._parsed(bad, threads=True) is None
+    assert read_jsonl._parsed(bad) is None and read_jsonl._parsed(bad, threads=True) is None
 
 
 @pytest.mark.parametrize("ahead", [True, False])
@@ -619,8 +614,8 @@ def test_odd_lines_read_ahead_or_not_give_the_reference_traces_and_errors(tmp_pa
 
     import sim.util.jsonl
 
-    monkeypatch.setattr(tracecolumns, "READ_AHEAD", ahead)
-    monkeypatch.setattr(tracecolumns, "JSONL_BLOCK", 5_000)
+    monkeypatch.setattr(readahead, "READ_AHEAD", ahead)
+    monkeypatch.setattr(read_jsonl, "JSONL_BLOCK", 5_000)
     lines = [
         json.dumps({**_record(), "trace_id": f"t{i}"}, ensure_ascii=False, separators=(",", ":"))
         for i in range(9)

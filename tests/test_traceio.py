@@ -4,14 +4,8 @@ import pytest
 from builders import swe_trace
 
 from sim.importers import load_path
-from sim.trace.io import (
-    iter_jsonl,
-    load_dataset_traces,
-    trace_from_dict,
-    trace_hash,
-    trace_to_dict,
-    write_traces,
-)
+from sim.trace.codec import trace_from_dict, trace_hash, trace_to_dict
+from sim.trace.io import iter_jsonl, load_dataset_traces, write_traces
 from sim.util.errors import TraceError
 
 

@@ -30,7 +30,7 @@ GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (se
 
 def _order(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
     """Traces by content hash then id: the order ``settings_from_results`` reads a sweep in."""
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     hashes = [t.derived("trace_hash", trace_hash) for t in traces]  # memoised: --sensitivity asks again
     order = sorted(range(len(traces)), key=lambda i: (hashes[i], traces[i].trace_id))

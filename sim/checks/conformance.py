@@ -23,7 +23,7 @@ from sim.engine.dispatch import replay, replay_table
 from sim.engine.model import ReplayModel
 from sim.metrics.compute import compute_metric_columns, table_metric_columns
 from sim.policies.base import Policy, View
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 
 AS_SENT = {ItemState.VERBATIM, ItemState.BOUNDED}
 

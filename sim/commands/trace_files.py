@@ -62,7 +62,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 # -------------------------------------------------------------------------------------------- validate
 def _record_problems(path: Path, record: str, d) -> Iterator[str]:
-    from sim.trace.io import record_name, trace_problems
+    from sim.trace.codec import record_name
+    from sim.trace.rules import trace_problems
 
     for field, msg in trace_problems(d):
         yield f"{path.name}: record {record_name(record, d)}: field {field}: {msg}"
@@ -71,7 +72,7 @@ def _record_problems(path: Path, record: str, d) -> Iterator[str]:
 def canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
     if path.suffix.lower() == ".parquet":
-        from sim.trace.io import parquet_rows
+        from sim.trace.read_parquet import parquet_rows
 
         try:
             for row, d in parquet_rows(path):
@@ -93,7 +94,8 @@ def canonical_problems(path: Path) -> Iterator[str]:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from sim.importers import detect, expand_paths, load_path
-    from sim.trace.io import CANONICAL_FORMAT, trace_problems, trace_to_dict
+    from sim.trace.codec import CANONICAL_FORMAT, trace_to_dict
+    from sim.trace.rules import trace_problems
 
     bad = 0
     for f in expand_paths(args.paths):

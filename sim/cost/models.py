@@ -5,28 +5,23 @@ cache family), its context window and its token calibration. Tables: ``conf/pric
 Why one resolver: the same run names its model ``openrouter/google/gemini-3-pro-preview``,
 ``google/gemini-3-pro-preview`` or ``gemini-3-pro-preview`` depending on the agent and its router, and
 every table must read it the same way (a calibration matched only by its exact name silently fell back
-to the default ratio while pricing matched). A name matches a table key exactly (case-insensitive,
-``@`` routing prefix dropped), else the key sharing the most trailing path segments with it, at least
-the last (ties: the shortest key, then the first by name). What no table holds falls back, and ``fallbacks``
-says so, naming the fallback, for the commands to print.
+to the default ratio while pricing matched): each table is read through ``sim.cost.names.lookup``. What
+no table holds falls back, and ``fallbacks`` says so, naming the fallback, for the commands to print.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, TypeVar
 
+from sim.cost import pricing, tokens
+from sim.cost.names import lookup
+from sim.cost.pricing import Price
 from sim.util.errors import ConfigError
 from sim.util.limits import count_problem
 from sim.util.paths import CONF_DIR
 
-if TYPE_CHECKING:
-    from sim.cost.pricing import Price
-
 PROVIDERS_DIR = CONF_DIR / "model" / "providers"
-T = TypeVar("T")
 
 
 @lru_cache(maxsize=1)
@@ -56,37 +51,6 @@ def read_windows_file(f) -> dict[str, int]:
             raise ConfigError(f"{source}: models.{name}.window: {p}")
         out[str(name).lower()] = window
     return out
-
-
-def name_key(model: str) -> str:
-    """A model name as the tables key it: lower case, no ``@`` routing prefix, no surrounding space."""
-    return model.strip().lower().lstrip("@")
-
-
-def match_key(keys, model: str | None) -> str | None:
-    """The table key a recorded name resolves to (see the module docstring), or None."""
-    if not model:
-        return None
-    key = name_key(model)
-    if key in keys:
-        return key
-    segments = key.split("/")
-    best, best_rank = None, None
-    for k in keys:
-        ks = k.split("/")
-        n = 0
-        while n < min(len(ks), len(segments)) and ks[-1 - n] == segments[-1 - n]:
-            n += 1
-        rank = (-n, len(ks), k)  # most shared segments, then the shortest key, then by name
-        if n and (best_rank is None or rank < best_rank):
-            best, best_rank = k, rank
-    return best
-
-
-def lookup(table: Mapping[str, T], model: str | None) -> T | None:
-    """A model's entry in a per-model table (lower-case keys), by ``match_key``."""
-    k = match_key(table.keys(), model)
-    return None if k is None else table[k]
 
 
 def resolve_window(model: str | None) -> int | None:
@@ -123,19 +87,16 @@ class ModelFacts:
 
 @lru_cache(maxsize=256)
 def resolve(model: str | None) -> ModelFacts:
-    from sim.cost.pricing import closest_priced, price_table
-    from sim.cost.tokens import CALIBRATION_FILE, TEXT_CALIBRATION_FILE, _calibration, _text_calibration
-
     name = repr(model) if model else "(none recorded)"
-    price = lookup(price_table(), model)
+    price = lookup(pricing.price_table(), model)
     window = resolve_window(model)
-    default_bpt, bpt_table = _calibration()
+    default_bpt, bpt_table = tokens.bytes_per_token_calibration()
     bpt = lookup(bpt_table, model)
-    coefficients = lookup(_text_calibration(), model)
+    coefficients = lookup(tokens.text_calibration(), model)
     family = price.family if price is not None else guess_family(model)
     fallbacks = []
     if price is None:
-        close = ", ".join(closest_priced(model or "")) or "none"
+        close = ", ".join(pricing.closest_priced(model or "")) or "none"
         fallbacks.append(
             (
                 "pricing",
@@ -155,7 +116,7 @@ def resolve(model: str | None) -> ModelFacts:
             (
                 "bytes_per_token",
                 f"model {name} has no bytes-per-token calibration in conf/calibration/"
-                f"{CALIBRATION_FILE.name}: the default {default_bpt} bytes per token is used",
+                f"{tokens.CALIBRATION_FILE.name}: the default {default_bpt} bytes per token is used",
             )
         )
     if coefficients is None:
@@ -163,7 +124,7 @@ def resolve(model: str | None) -> ModelFacts:
             (
                 "text_coefficients",
                 f"model {name} has no character-class calibration in conf/calibration/"
-                f"{TEXT_CALIBRATION_FILE.name}: text-only estimates use "
+                f"{tokens.TEXT_CALIBRATION_FILE.name}: text-only estimates use "
                 f"{bpt or default_bpt} bytes per token",
             )
         )

@@ -3,7 +3,7 @@
 Each table names a cache ``family`` (its rules are in ``conf/cache/``) and lists models with prices in
 USD per million tokens: ``input``, ``output``, ``cache_read``, ``cache_write_5m`` / ``cache_write_1h``,
 and an optional ``long_context`` tier (``above_tokens`` and the tier's prices, which then apply to the
-whole request). A trace's recorded model resolves as in every table (``sim.cost.models``: exact name, then
+whole request). A trace's recorded model resolves as in every table (``sim.cost.names``: exact name, then
 the key sharing the most trailing path segments, case-insensitively). Users add tables by adding files.
 """
 
@@ -13,6 +13,7 @@ import difflib
 from dataclasses import dataclass
 from functools import lru_cache
 
+from sim.cost.names import lookup
 from sim.util.errors import ConfigError
 from sim.util.limits import MAX_USD_PER_MTOK, count_problem, number_problem
 from sim.util.paths import CONF_DIR
@@ -159,8 +160,6 @@ def read_price_file(f, lifetime: str = "5m") -> dict[str, Price]:
 
 
 def find_price(model: str | None) -> Price | None:
-    from sim.cost.models import lookup
-
     return lookup(price_table(), model)
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring
 
+from sim.cost.names import lookup
 from sim.util.errors import ConfigError
 from sim.util.limits import MIN_BYTES_PER_TOKEN, number_problem, ratio_problem
 from sim.util.paths import CONF_DIR
@@ -45,7 +46,7 @@ def _conf_mapping(path, key: str | None = None) -> dict:
 
 
 @lru_cache(maxsize=1)
-def _calibration() -> tuple[float, dict[str, float]]:
+def bytes_per_token_calibration() -> tuple[float, dict[str, float]]:
     """(default, per-model) bytes per token; each a finite ratio >= MIN_BYTES_PER_TOKEN, else ConfigError
     naming the file and key."""
     source = f"conf/calibration/{CALIBRATION_FILE.name}"
@@ -63,10 +64,8 @@ def _calibration() -> tuple[float, dict[str, float]]:
 
 def calibrated_bytes_per_token(model: str | None) -> float:
     """The shipped per-model calibration (the name resolved as every table resolves it,
-    ``sim.cost.models.lookup``), or the default (the seed's 4 bytes per token) for an unknown model."""
-    from sim.cost.models import lookup
-
-    default, models = _calibration()
+    ``sim.cost.names.lookup``), or the default (the seed's 4 bytes per token) for an unknown model."""
+    default, models = bytes_per_token_calibration()
     found = lookup(models, model)
     return default if found is None else found
 
@@ -245,7 +244,7 @@ def text_features(text: str) -> tuple[int, ...]:
 
 
 @lru_cache(maxsize=1)
-def _text_calibration() -> dict[str, tuple[float, ...]]:
+def text_calibration() -> dict[str, tuple[float, ...]]:
     """Per model: one finite coefficient per TEXT_FEATURES entry, else ConfigError naming file and key."""
     source = f"conf/calibration/{TEXT_CALIBRATION_FILE.name}"
     out = {}
@@ -262,11 +261,9 @@ def _text_calibration() -> dict[str, tuple[float, ...]]:
 
 
 def text_coefficients(model: str | None) -> tuple[float, ...] | None:
-    """The shipped character-class coefficients of a model (resolved by ``sim.cost.models.lookup``), or
+    """The shipped character-class coefficients of a model (resolved by ``sim.cost.names.lookup``), or
     None."""
-    from sim.cost.models import lookup
-
-    return lookup(_text_calibration(), model)
+    return lookup(text_calibration(), model)
 
 
 def estimate_text_tokens(text: str, coefficients: Sequence[float]) -> int:

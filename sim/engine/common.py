@@ -19,7 +19,7 @@ from sim.cost.pricing import Price, closest_priced, price_named
 from sim.information.ledger import moved_totals
 from sim.information.ledger import totals as ledger_totals
 from sim.policies.base import Policy, View
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 from sim.util.errors import ConfigError, TraceError
 from sim.util.limits import run_sum_problem
 

@@ -63,7 +63,7 @@ from sim.information.state import (
     span_of,
 )
 from sim.policies.base import Decision, Policy, RunStatus, View
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 
 
 def replay_loop(

@@ -31,7 +31,7 @@ import numpy as np
 from sim.core.types import Trace
 from sim.cost.tokens import estimate_tokens
 from sim.information.state import fact_info
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 from sim.util.errors import ConfigError, CtxsimError
 
 

@@ -46,7 +46,7 @@ def check_baseline_row(row: dict[str, Any], where: str) -> None:
 
 def read_baseline(gate: Gate, traces: list[Any]) -> list[dict[str, Any]]:
     """The committed baseline rows, matched to the suite's traces by id and content hash."""
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     path = gate.baseline_results
     assert path is not None

@@ -1,6 +1,6 @@
 """Source formats. One module per format, registered by name; ``load_path`` auto-detects.
 
-An importer maps a real format to canonical traces and never imports anything above ``sim.trace.io``.
+An importer maps a real format to canonical traces and never imports anything above ``sim.trace``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from sim.importers import Importer, register
-from sim.trace.io import CANONICAL_FORMAT, is_canonical_jsonl, iter_jsonl, iter_parquet
+from sim.trace.codec import CANONICAL_FORMAT
+from sim.trace.io import is_canonical_jsonl, iter_jsonl, iter_parquet
 
 
 def _is_parquet(path: Path) -> bool:

@@ -137,116 +137,142 @@ class _Session:
     summaries: list[dict] = field(default_factory=list)
 
 
-def load(path: Path) -> Iterator[Trace]:
-    file = path.name
-    sessions: dict[str, _Session] = {}
-    owner: dict[str, str] = {}  # record uuid -> session id
-    summaries: list[dict] = []
-    bad: Counter[str] = Counter()
-    first_bad: dict[str, int] = {}
-    ignored: Counter[str] = Counter()
-    sidechain = 0
-    sides: dict[str, list[_Side]] = {}  # session id -> its sub-agents' conversations, in order
+class _Reading:
+    """What reading a Claude Code file gathers: its sessions (and each record's session), summaries,
+    sub-agents' conversations, and the records skipped or ignored, for the warnings."""
 
-    def skip(reason: str, lineno: int) -> None:
-        bad[reason] += 1
-        first_bad.setdefault(reason, lineno)
+    def __init__(self) -> None:
+        self.sessions: dict[str, _Session] = {}
+        self.owner: dict[str, str] = {}  # record uuid -> session id
+        self.summaries: list[dict] = []
+        self.bad: Counter[str] = Counter()
+        self.first_bad: dict[str, int] = {}
+        self.ignored: Counter[str] = Counter()
+        self.sidechain = 0
+        self.sides: dict[str, list[_Side]] = {}  # session id -> its sub-agents' conversations, in order
+        self.bad_utf8: int | None = None  # the first line with undecodable bytes (replaced; one warning)
 
-    bad_utf8: int | None = None  # the first line with undecodable bytes (replaced; one warning says where)
+    def skip(self, reason: str, lineno: int) -> None:
+        self.bad[reason] += 1
+        self.first_bad.setdefault(reason, lineno)
+
+
+def _read_lines(path: Path, r: _Reading) -> None:
+    """Every line of the file as a record (``_take_record``), or skipped saying why."""
     # lines end at "\n" only: JSON text may hold U+2028 and other characters str.splitlines() breaks on
     for lineno, raw in lines_of(path):
         if raw is None:
-            skip(f"longer than {MAX_DOCUMENT_BYTES:,} bytes", lineno)
+            r.skip(f"longer than {MAX_DOCUMENT_BYTES:,} bytes", lineno)
             continue
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
-            bad_utf8 = bad_utf8 or lineno
+            r.bad_utf8 = r.bad_utf8 or lineno
             line = raw.decode("utf-8", errors="replace").strip()
         if not line:
             continue
         try:
             d = parse_document(line)
         except json.JSONDecodeError:
-            skip("not valid JSON", lineno)
+            r.skip("not valid JSON", lineno)
             continue
         except DocumentTooLarge:
-            skip("too large to parse", lineno)
+            r.skip("too large to parse", lineno)
             continue
         if not isinstance(d, dict):
-            skip("not a JSON object", lineno)
+            r.skip("not a JSON object", lineno)
             continue
-        kind = d.get("type")
-        if not isinstance(kind, str):
-            skip("no record type", lineno)
-            continue
-        if kind == "summary":
-            if isinstance(d.get("summary"), str):
-                summaries.append({"summary": d["summary"], "leaf_uuid": d.get("leafUuid")})
-            else:
-                skip("summary without text", lineno)
-            continue
-        sid = d.get("sessionId") if isinstance(d.get("sessionId"), str) else path.stem
-        if kind == "system":
-            if d.get("subtype") == "compact_boundary":
-                cs = sessions.setdefault(sid, _Session(sid))
-                cs.compact_boundaries += 1
-                cs.boundaries.append(len(cs.messages))
-                meta = d.get("compactMetadata") if isinstance(d.get("compactMetadata"), dict) else {}
-                cs.compact_triggers.append(meta.get("trigger"))
-            else:
-                ignored["system"] += 1
-            continue
-        if kind not in _CONVERSATION:
-            ignored[kind] += 1
-            continue
-        side = d.get("isSidechain") is True
-        if side:
-            sidechain += 1
-        if d.get("isVisibleInTranscriptOnly") is True and not d.get("isCompactSummary"):
-            ignored["transcript-only"] += 1
-            continue
-        msg = d.get("message")
-        if not isinstance(msg, dict) or "content" not in msg:
-            skip(f"{kind} record without a message object holding content", lineno)
-            continue
-        if side:
-            s = _side_session(sides.setdefault(sid, []), sessions.setdefault(sid, _Session(sid)), d)
-        else:
-            s = sessions.setdefault(sid, _Session(sid))
-        uuid = d.get("uuid") if isinstance(d.get("uuid"), str) else None
-        if uuid is not None and uuid in s.uuids:
-            skip("repeats an earlier record's uuid", lineno)
-            continue
-        if uuid is not None:
-            s.uuids.add(uuid)
-            owner[uuid] = sid
-        if s.version is None and isinstance(d.get("version"), str):
-            s.version = d["version"]
-        ts = iso_timestamp(d.get("timestamp"), file, f"line {lineno}", "timestamp")
-        if kind == "assistant":
-            _add_assistant(s, msg, ts, file, f"line {lineno}")
-        else:
-            if d.get("isCompactSummary") is True:
-                s.compact_summaries += 1
-                s.boundaries.append(len(s.messages))
-            prompt = not (d.get("isMeta") is True or d.get("isCompactSummary") is True)
-            _add_user(s, msg.get("content"), ts, prompt)
+        _take_record(path, r, d, lineno)
 
-    if bad_utf8 is not None:
-        warn(file, f"not valid UTF-8 (first at line {bad_utf8}); undecodable bytes replaced")
-    if bad:
-        detail = "; ".join(f"{n} {reason} (first at line {first_bad[reason]})" for reason, n in bad.items())
+
+def _take_record(path: Path, r: _Reading, d: dict, lineno: int) -> None:
+    """One record: a summary, a compaction boundary, or a user or assistant message of its session (or
+    of a sub-agent's conversation); others are counted as ignored or skipped."""
+    kind = d.get("type")
+    if not isinstance(kind, str):
+        r.skip("no record type", lineno)
+        return
+    if kind == "summary":
+        if isinstance(d.get("summary"), str):
+            r.summaries.append({"summary": d["summary"], "leaf_uuid": d.get("leafUuid")})
+        else:
+            r.skip("summary without text", lineno)
+        return
+    sessions = r.sessions
+    sid = d.get("sessionId") if isinstance(d.get("sessionId"), str) else path.stem
+    if kind == "system":
+        if d.get("subtype") == "compact_boundary":
+            cs = sessions.setdefault(sid, _Session(sid))
+            cs.compact_boundaries += 1
+            cs.boundaries.append(len(cs.messages))
+            meta = d.get("compactMetadata") if isinstance(d.get("compactMetadata"), dict) else {}
+            cs.compact_triggers.append(meta.get("trigger"))
+        else:
+            r.ignored["system"] += 1
+        return
+    if kind not in _CONVERSATION:
+        r.ignored[kind] += 1
+        return
+    side = d.get("isSidechain") is True
+    if side:
+        r.sidechain += 1
+    if d.get("isVisibleInTranscriptOnly") is True and not d.get("isCompactSummary"):
+        r.ignored["transcript-only"] += 1
+        return
+    msg = d.get("message")
+    if not isinstance(msg, dict) or "content" not in msg:
+        r.skip(f"{kind} record without a message object holding content", lineno)
+        return
+    if side:
+        s = _side_session(r.sides.setdefault(sid, []), sessions.setdefault(sid, _Session(sid)), d)
+    else:
+        s = sessions.setdefault(sid, _Session(sid))
+    uuid = d.get("uuid") if isinstance(d.get("uuid"), str) else None
+    if uuid is not None and uuid in s.uuids:
+        r.skip("repeats an earlier record's uuid", lineno)
+        return
+    if uuid is not None:
+        s.uuids.add(uuid)
+        r.owner[uuid] = sid
+    if s.version is None and isinstance(d.get("version"), str):
+        s.version = d["version"]
+    ts = iso_timestamp(d.get("timestamp"), path.name, f"line {lineno}", "timestamp")
+    if kind == "assistant":
+        _add_assistant(s, msg, ts, path.name, f"line {lineno}")
+    else:
+        if d.get("isCompactSummary") is True:
+            s.compact_summaries += 1
+            s.boundaries.append(len(s.messages))
+        prompt = not (d.get("isMeta") is True or d.get("isCompactSummary") is True)
+        _add_user(s, msg.get("content"), ts, prompt)
+
+
+def _warn_read(file: str, r: _Reading) -> None:
+    """The warnings of the reading: undecodable bytes, skipped records, sub-agents imported as children."""
+    if r.bad_utf8 is not None:
+        warn(file, f"not valid UTF-8 (first at line {r.bad_utf8}); undecodable bytes replaced")
+    if r.bad:
+        detail = "; ".join(
+            f"{n} {reason} (first at line {r.first_bad[reason]})" for reason, n in r.bad.items()
+        )
         warn(file, f"skipped records: {detail}")
-    if sidechain:
-        n = sum(len(v) for v in sides.values())
+    if r.sidechain:
+        n = sum(len(v) for v in r.sides.values())
         warn(
             file,
-            f"{sidechain} sidechain (sub-agent) records imported as {n} "
+            f"{r.sidechain} sidechain (sub-agent) records imported as {n} "
             f"{'child' if n == 1 else 'children'} of their sessions",
         )
-    for sm in summaries:
-        sid = owner.get(sm["leaf_uuid"]) if isinstance(sm["leaf_uuid"], str) else None
+
+
+def load(path: Path) -> Iterator[Trace]:
+    file = path.name
+    r = _Reading()
+    _read_lines(path, r)
+    _warn_read(file, r)
+    sessions = r.sessions
+    for sm in r.summaries:
+        sid = r.owner.get(sm["leaf_uuid"]) if isinstance(sm["leaf_uuid"], str) else None
         target = sessions.get(sid) if sid else next(iter(sessions.values()), None)
         if target is not None:
             target.summaries.append(sm)
@@ -273,10 +299,10 @@ def load(path: Path) -> Iterator[Trace]:
                 "compact_summaries": s.compact_summaries,
                 "compact_triggers": s.compact_triggers,
                 "summaries": s.summaries,
-                "ignored_records_in_file": dict(sorted(ignored.items())),
+                "ignored_records_in_file": dict(sorted(r.ignored.items())),
             },
         )
-        kids = _children(file, trace, sides.get(s.sid, ()))
+        kids = _children(file, trace, r.sides.get(s.sid, ()))
         yield dataclasses.replace(trace, children=kids) if kids else trace
 
 

@@ -550,21 +550,7 @@ def build_trace(
     usage; a call without usage is kept with unknown input (a warning says how many)."""
     if not messages:
         raise TraceError(file, "no messages to import", record=trace_id)
-    issued: set[str] = set()
-    orphans = 0
-    events_kw = []
-    for i, m in enumerate(messages):
-        if m.kind not in EVENT_KINDS:
-            raise TraceError(file, f"unknown message kind {m.kind!r}", record=f"{trace_id} message {i}")
-        tcid = m.tool_call_id
-        if m.kind == "tool_result" and tcid is not None and tcid not in issued:
-            orphans += 1
-            tcid = None
-        if m.kind == "assistant":
-            issued.update(m.tool_call_ids)
-        events_kw.append((m, tcid))
-    if orphans:
-        warn(file, f"{trace_id}: {orphans} tool results answer no earlier tool call; kept unpaired")
+    answers = _answered_ids(messages, file, trace_id)
     for i, m in enumerate(messages):
         unix_time(m.timestamp, file, f"{trace_id} message {i}", "timestamp")
     for i, u in usage.items():
@@ -574,29 +560,12 @@ def build_trace(
     if assistant and missing and len(missing) < len(assistant):
         warn(file, f"{trace_id}: {len(missing)} of {len(assistant)} calls have no recorded usage")
     nbytes = [len((m.content or "").encode()) for m in messages]
-    recorded = [usage[i].input_tokens if i in usage else None for i in assistant]
-    # sizes are derived over the messages sent; one never sent weighs 0 tokens and takes no share
-    sent = [i for i, m in enumerate(messages) if m.sent or m.kind == "assistant"]
-    pos = {i: p for p, i in enumerate(sent)}
-    part = derive_sizes(
-        [nbytes[i] for i in sent], [pos[i] for i in assistant], recorded, calibrated_bytes_per_token(model)
-    )
-    sizes, prov, bpt = [0] * len(messages), ["derived"] * len(messages), part[3]
-    for p, i in enumerate(sent):
-        sizes[i], prov[i] = part[0][p], part[1][p]
-    coef = text_coefficients(model)
-    for i, p in enumerate(prov):
-        if p == "estimate":
-            c = messages[i].content
-            sizes[i] = estimate_text_tokens(c, coef) if (coef and c) else estimate_tokens(nbytes[i], bpt)
-    prefix = [0]
-    for s in sizes:
-        prefix.append(prefix[-1] + s)
+    sizes, prov, bpt = _sizes(messages, nbytes, usage, assistant, model)
     facts = None
     if not any(m.provides or m.needs for m in messages):  # the format has no rules of its own
         from sim.information.tool_facts import tool_fact_table
 
-        facts = tool_fact_table(messages, [tcid for _, tcid in events_kw])
+        facts = tool_fact_table(messages, answers)
     # a need counts only if the request the recorded agent sent held its fact
     # (sim.information.recorded_request)
     needs = present_needs(
@@ -627,8 +596,82 @@ def build_trace(
             url=m.url,
             run_index=m.run_index,
         )
-        for i, (m, tcid) in enumerate(events_kw)
+        for i, (m, tcid) in enumerate(zip(messages, answers, strict=True))
     )
+    return checked(
+        Trace(
+            trace_id=trace_id,
+            source_format=source_format,
+            source_file=file,
+            agent=agent,
+            model=model,
+            context_window=context_window,
+            bytes_per_token=bpt,
+            recorded_policy=recorded_policy,
+            outcome=outcome,
+            events=events,
+            calls=_calls(messages, usage, assistant, sizes),
+        ),
+        file,
+    )
+
+
+def _answered_ids(messages: Sequence[Message], file: str, trace_id: str) -> list[str | None]:
+    """Each message's ``tool_call_id`` as kept: a tool result answering no earlier tool call is kept
+    unpaired (None; a warning says how many). An unknown message kind is an error."""
+    issued: set[str] = set()
+    orphans = 0
+    answers = []
+    for i, m in enumerate(messages):
+        if m.kind not in EVENT_KINDS:
+            raise TraceError(file, f"unknown message kind {m.kind!r}", record=f"{trace_id} message {i}")
+        tcid = m.tool_call_id
+        if m.kind == "tool_result" and tcid is not None and tcid not in issued:
+            orphans += 1
+            tcid = None
+        if m.kind == "assistant":
+            issued.update(m.tool_call_ids)
+        answers.append(tcid)
+    if orphans:
+        warn(file, f"{trace_id}: {orphans} tool results answer no earlier tool call; kept unpaired")
+    return answers
+
+
+def _sizes(
+    messages: Sequence[Message],
+    nbytes: list[int],
+    usage: Mapping[int, Usage],
+    assistant: list[int],
+    model: str | None,
+) -> tuple[list[int], list[str], float | None]:
+    """Each message's tokens and their provenance, and the bytes per token used: derived from the
+    recorded inputs (``derive_sizes``), else estimated (by character classes where the model has them)."""
+    recorded = [usage[i].input_tokens if i in usage else None for i in assistant]
+    # sizes are derived over the messages sent; one never sent weighs 0 tokens and takes no share
+    sent = [i for i, m in enumerate(messages) if m.sent or m.kind == "assistant"]
+    pos = {i: p for p, i in enumerate(sent)}
+    part = derive_sizes(
+        [nbytes[i] for i in sent], [pos[i] for i in assistant], recorded, calibrated_bytes_per_token(model)
+    )
+    sizes, prov, bpt = [0] * len(messages), ["derived"] * len(messages), part[3]
+    for p, i in enumerate(sent):
+        sizes[i], prov[i] = part[0][p], part[1][p]
+    coef = text_coefficients(model)
+    for i, p in enumerate(prov):
+        if p == "estimate":
+            c = messages[i].content
+            sizes[i] = estimate_text_tokens(c, coef) if (coef and c) else estimate_tokens(nbytes[i], bpt)
+    return sizes, prov, bpt
+
+
+def _calls(
+    messages: Sequence[Message], usage: Mapping[int, Usage], assistant: list[int], sizes: list[int]
+) -> tuple[Call, ...]:
+    """One call per assistant message, its view the messages before it; its residual: the recorded
+    input less the tokens of that view."""
+    prefix = [0]
+    for s in sizes:
+        prefix.append(prefix[-1] + s)
     calls = []
     for k, i in enumerate(assistant):
         u = usage.get(i) or Usage(None, None)
@@ -649,34 +692,19 @@ def build_trace(
                 run_index=messages[i].run_index,
             )
         )
-    return checked(
-        Trace(
-            trace_id=trace_id,
-            source_format=source_format,
-            source_file=file,
-            agent=agent,
-            model=model,
-            context_window=context_window,
-            bytes_per_token=bpt,
-            recorded_policy=recorded_policy,
-            outcome=outcome,
-            events=events,
-            calls=tuple(calls),
-        ),
-        file,
-    )
+    return tuple(calls)
 
 
 def checked(t: Trace, file: str) -> Trace:
     """``t``, once its numbers are in the canonical ranges, its sums fit
     (``sim.trace.schema.number_problems``)
-    and its runs are numbered as the schema says (``sim.trace.io.run_problems``); else the first problem,
+    and its runs are numbered as the schema says (``sim.trace.rules.run_problems``); else the first problem,
     naming file, trace and field."""
     from sim.trace.schema import number_problems
 
     found = number_problems(t)
     if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
-        from sim.trace.io import run_problems
+        from sim.trace.rules import run_problems
 
         found += run_problems(
             {

@@ -183,117 +183,120 @@ def _recorded_policy(steps: list[dict], spec: dict) -> dict:
     return {"name": "raw"}
 
 
-def _convert_sample(
-    sample: dict, task: str, model: str | None, agent: str, policy: dict, header: dict, file: str, fmt: str
-) -> Trace | None:
-    sid, epoch = sample.get("id"), sample.get("epoch", 1)
-    trace_id = f"{task}/{sid}/{epoch}"
-    att = sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}
-    missing: set[str] = set()
+class _Attachments:
+    """A sample's attachments: ``resolve`` puts each ``attachment://`` reference's text in its place
+    (through lists and objects); a reference without an attachment is kept as is and noted in
+    ``missing``."""
 
-    def resolve(value):
+    def __init__(self, att: dict) -> None:
+        self.att = att
+        self.missing: set[str] = set()
+
+    def resolve(self, value):
         if isinstance(value, str):
             if value.startswith(_ATTACHMENT):
                 key = value[len(_ATTACHMENT) :]
-                if isinstance(att.get(key), str):
-                    return att[key]
-                missing.add(key)
+                if isinstance(self.att.get(key), str):
+                    return self.att[key]
+                self.missing.add(key)
             return value
         if isinstance(value, list):
-            return [resolve(v) for v in value]
+            return [self.resolve(v) for v in value]
         if isinstance(value, dict):
-            return {k: resolve(v) for k, v in value.items()}
+            return {k: self.resolve(v) for k, v in value.items()}
         return value
 
-    pool = sample.get("message_pool") if isinstance(sample.get("message_pool"), list) else []
-    events = sample.get("events") if isinstance(sample.get("events"), list) else []
-    model_events = _agent_model_events(events)
 
-    messages: list[Message] = []
-    usage: dict[int, Usage] = {}
-    seen: set[str] = set()
-    not_prefix = skipped = 0
-    conv_keys: list[str] = []
-    tools_first = None
-    tools_changed = 0
-    accounting: set[str] = set()
+class _Conversation:
+    """The running conversation of a sample rebuilt from its model events: each message once (by
+    ``_key``), the calls' usage by the index of their output message, and what did not fit (counted
+    for the outcome and the warnings)."""
 
-    def append(m: dict, rec: str) -> None:
+    def __init__(self, file: str) -> None:
+        self.file = file
+        self.messages: list[Message] = []
+        self.usage: dict[int, Usage] = {}
+        self.seen: set[str] = set()
+        self.not_prefix = self.skipped = 0
+        self.conv_keys: list[str] = []
+        self.tools_first = None
+        self.tools_changed = 0
+        self.accounting: set[str] = set()
+
+    def append(self, m: dict, rec: str) -> None:
         k = _key(m)
-        if k in seen:
+        if k in self.seen:
             return
-        seen.add(k)
-        conv_keys.append(k)
-        messages.append(_message(m, file, rec))
+        self.seen.add(k)
+        self.conv_keys.append(k)
+        self.messages.append(_message(m, self.file, rec))
 
-    for n, ev in model_events:
-        rec = f"{trace_id} events[{n}]"
-        out_msg = _output_message(ev)
-        if out_msg is None:  # an errored or still-pending request produced no message: not a call
-            skipped += 1
-            continue
-        raw_input = ev.get("input")
-        refs = ev.get("input_refs")
-        if not raw_input and isinstance(refs, list) and refs:
-            raw_input = _expand_refs(refs, pool, file, rec)
-        if not isinstance(raw_input, list):
-            raise TraceError(file, "expected a list of messages", record=rec, field="input")
-        inp = [resolve(m) for m in raw_input]
-        for j, m in enumerate(inp):
-            if not isinstance(m, dict):
-                raise TraceError(file, "expected a message object", record=rec, field=f"input[{j}]")
-        tools = resolve(ev.get("tools")) if isinstance(ev.get("tools"), list) else None
-        if tools_first is None and not messages:
-            tools_first = tools or []
-            if tools_first:
-                messages.append(Message("tools", json.dumps(tools_first, sort_keys=True, ensure_ascii=False)))
-        elif tools is not None and tools != tools_first:
-            tools_changed += 1
-        keys = [_key(m) for m in inp]
-        if keys[: len(conv_keys)] != conv_keys:
-            not_prefix += 1
-        for j, m in enumerate(inp):
-            append(m, f"{rec} input[{j}]")
-        out = resolve(out_msg)
-        k = _key(out)
-        if k in seen:  # the same output recorded twice (a retried event): keep the first call
-            skipped += 1
-            continue
-        append(out, f"{rec} output")
-        ts = iso_timestamp(ev.get("timestamp"), file, rec, "timestamp")
-        messages[-1].timestamp = ts
-        u = (ev.get("output") or {}).get("usage")
-        if isinstance(u, Mapping):
-            usage[len(messages) - 1] = _usage(u, ts, accounting, file, rec)
 
-    sample_msgs = sample.get("messages") if isinstance(sample.get("messages"), list) else []
-    for j, m in enumerate(resolve(sample_msgs)):
+def _take_model_event(c: _Conversation, ev: dict, rec: str, pool: list, att: _Attachments) -> None:
+    """One model event: its input's new messages, then its output message (a call, with its usage)."""
+    file, messages = c.file, c.messages
+    out_msg = _output_message(ev)
+    if out_msg is None:  # an errored or still-pending request produced no message: not a call
+        c.skipped += 1
+        return
+    raw_input = ev.get("input")
+    refs = ev.get("input_refs")
+    if not raw_input and isinstance(refs, list) and refs:
+        raw_input = _expand_refs(refs, pool, file, rec)
+    if not isinstance(raw_input, list):
+        raise TraceError(file, "expected a list of messages", record=rec, field="input")
+    inp = [att.resolve(m) for m in raw_input]
+    for j, m in enumerate(inp):
         if not isinstance(m, dict):
-            raise TraceError(file, "expected a message object", record=trace_id, field=f"messages[{j}]")
-        append(m, f"{trace_id} messages[{j}]")
+            raise TraceError(file, "expected a message object", record=rec, field=f"input[{j}]")
+    tools = att.resolve(ev.get("tools")) if isinstance(ev.get("tools"), list) else None
+    if c.tools_first is None and not messages:
+        c.tools_first = tools or []
+        if c.tools_first:
+            messages.append(Message("tools", json.dumps(c.tools_first, sort_keys=True, ensure_ascii=False)))
+    elif tools is not None and tools != c.tools_first:
+        c.tools_changed += 1
+    keys = [_key(m) for m in inp]
+    if keys[: len(c.conv_keys)] != c.conv_keys:
+        c.not_prefix += 1
+    for j, m in enumerate(inp):
+        c.append(m, f"{rec} input[{j}]")
+    out = att.resolve(out_msg)
+    k = _key(out)
+    if k in c.seen:  # the same output recorded twice (a retried event): keep the first call
+        c.skipped += 1
+        return
+    c.append(out, f"{rec} output")
+    ts = iso_timestamp(ev.get("timestamp"), file, rec, "timestamp")
+    messages[-1].timestamp = ts
+    u = (ev.get("output") or {}).get("usage")
+    if isinstance(u, Mapping):
+        c.usage[len(messages) - 1] = _usage(u, ts, c.accounting, file, rec)
 
-    if missing:
-        warn(file, f"{trace_id}: {len(missing)} attachment references have no attachment; kept as is")
-    if "assumed" in accounting:
+
+def _warn_sample(file: str, trace_id: str, c: _Conversation, att: _Attachments) -> None:
+    """The warnings of a sample's conversation: missing attachments, an assumed token accounting, model
+    calls whose input is not the running conversation extended."""
+    if att.missing:
+        warn(file, f"{trace_id}: {len(att.missing)} attachment references have no attachment; kept as is")
+    if "assumed" in c.accounting:
         warn(
             file,
             f"{trace_id}: total_tokens does not say whether cache reads are inside input_tokens; "
             "assumed beside (Inspect's documented meaning)",
         )
-    if not_prefix:
+    if c.not_prefix:
         warn(
             file,
-            f"{trace_id}: {not_prefix} model calls' input is not the running conversation extended "
+            f"{trace_id}: {c.not_prefix} model calls' input is not the running conversation extended "
             "(trimmed, edited or another agent's); their new messages are appended and the per-call "
             "residual absorbs the difference",
         )
-    if not messages:
-        warn(file, f"{trace_id}: sample has no messages and no model events; skipped")
-        return None
-    if not model_events and any(m.kind == "assistant" for m in messages):
-        warn(file, f"{trace_id}: no model events; calls rebuilt from the sample's messages, without usage")
+
+
+def _sample_outcome(sample: dict, header: dict, c: _Conversation) -> dict:
     err = sample.get("error")
-    outcome = {
+    return {
         "status": header.get("status"),
         "scores": {
             name: s.get("value") if isinstance(s, dict) else s
@@ -305,20 +308,47 @@ def _convert_sample(
         "limit": sample.get("limit"),
         "total_time": sample.get("total_time"),
         "working_time": sample.get("working_time"),
-        "non_prefix_inputs": not_prefix,
-        "tools_changed": tools_changed,
-        "skipped_model_events": skipped,
+        "non_prefix_inputs": c.not_prefix,
+        "tools_changed": c.tools_changed,
+        "skipped_model_events": c.skipped,
     }
+
+
+def _convert_sample(
+    sample: dict, task: str, model: str | None, agent: str, policy: dict, header: dict, file: str, fmt: str
+) -> Trace | None:
+    sid, epoch = sample.get("id"), sample.get("epoch", 1)
+    trace_id = f"{task}/{sid}/{epoch}"
+    att = _Attachments(sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {})
+    pool = sample.get("message_pool") if isinstance(sample.get("message_pool"), list) else []
+    events = sample.get("events") if isinstance(sample.get("events"), list) else []
+    model_events = _agent_model_events(events)
+    c = _Conversation(file)
+    for n, ev in model_events:
+        _take_model_event(c, ev, f"{trace_id} events[{n}]", pool, att)
+
+    sample_msgs = sample.get("messages") if isinstance(sample.get("messages"), list) else []
+    for j, m in enumerate(att.resolve(sample_msgs)):
+        if not isinstance(m, dict):
+            raise TraceError(file, "expected a message object", record=trace_id, field=f"messages[{j}]")
+        c.append(m, f"{trace_id} messages[{j}]")
+
+    _warn_sample(file, trace_id, c, att)
+    if not c.messages:
+        warn(file, f"{trace_id}: sample has no messages and no model events; skipped")
+        return None
+    if not model_events and any(m.kind == "assistant" for m in c.messages):
+        warn(file, f"{trace_id}: no model events; calls rebuilt from the sample's messages, without usage")
     return build_trace(
         trace_id=trace_id,
         source_format=fmt,
         file=file,
-        messages=messages,
-        usage=usage,
+        messages=c.messages,
+        usage=c.usage,
         model=model,
         agent=agent,
         recorded_policy=dict(policy),
-        outcome=outcome,
+        outcome=_sample_outcome(sample, header, c),
     )
 
 

@@ -58,14 +58,9 @@ def load(path: Path) -> Iterator[Trace]:
     yield convert(data, path.name)
 
 
-def convert(data, file: str) -> Trace:
-    if not isinstance(data, dict) or data.get("trajectory_format") != FORMAT:
-        raise TraceError(
-            file, f"expected an object with trajectory_format '{FORMAT}'", field="trajectory_format"
-        )
-    messages = data.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise TraceError(file, "expected a non-empty list of messages", field="messages")
+def _message_kinds(messages: list, file: str) -> list[tuple[str, str, dict]]:
+    """(kind, content, message) of each message: a user message after the first assistant one is a tool
+    result (mini-swe-agent returns each command's output as the next user message)."""
     events_raw: list[tuple[str, str, dict]] = []  # kind, content, message
     seen_user = False
     for i, m in enumerate(messages):
@@ -87,7 +82,47 @@ def convert(data, file: str) -> Trace:
         else:
             kind = role
         events_raw.append((kind, content, m))
+    return events_raw
 
+
+def _assistant_call(m: dict, i: int, file: str, rec: str) -> dict:
+    """The call an assistant message (event ``i``) records: its time and its usage as the provider
+    reported it in ``extra.response``."""
+    response = (m.get("extra") or {}).get("response") or {}
+    if not isinstance(response, dict):
+        raise TraceError(file, "expected an object", record=rec, field="extra.response")
+    usage = response.get("usage")
+    timestamp = unix_time(response.get("created"), file, rec, "extra.response.created")
+    call = {"event_index": i, "view_end": i, "timestamp": timestamp}
+    if isinstance(usage, dict):
+        f = "extra.response.usage"
+        details = usage_details(usage, "prompt_tokens_details", file, rec, f)
+        cdetails = usage_details(usage, "completion_tokens_details", file, rec, f)
+        call["input_tokens"] = _int_field(usage.get("prompt_tokens"), file, rec, f + ".prompt_tokens")
+        call["output_tokens"] = _int_field(
+            usage.get("completion_tokens"), file, rec, f + ".completion_tokens"
+        )
+        call["cache_read_tokens"] = _int_field(
+            details.get("cached_tokens"), file, rec, f + ".prompt_tokens_details.cached_tokens"
+        )
+        call["reasoning_tokens"] = _int_field(
+            cdetails.get("reasoning_tokens"),
+            file,
+            rec,
+            f + ".completion_tokens_details.reasoning_tokens",
+        )
+        call["recorded_cost_usd"] = usage_cost(usage.get("cost"), file, rec, f + ".cost")
+        call["usage_provenance"] = "provider" if call["input_tokens"] is not None else "none"
+    elif usage is not None:
+        raise TraceError(file, "expected an object", record=rec, field="extra.response.usage")
+    else:
+        call.update(input_tokens=None, output_tokens=None, usage_provenance="none")
+    return call
+
+
+def _events_and_calls(events_raw: list[tuple[str, str, dict]], file: str) -> tuple[list[dict], list[dict]]:
+    """The events (as dicts) and calls of the messages: each assistant message is a call issuing one tool
+    call, which the next tool result answers."""
     events: list[dict] = []
     calls: list[dict] = []
     last_call_id: str | None = None
@@ -105,47 +140,38 @@ def convert(data, file: str) -> Trace:
             k = len(calls)
             last_call_id = f"call-{k}"
             ev["tool_call_ids"] = (last_call_id,)
-            response = (m.get("extra") or {}).get("response") or {}
-            if not isinstance(response, dict):
-                raise TraceError(file, "expected an object", record=rec, field="extra.response")
-            usage = response.get("usage")
-            ev["timestamp"] = unix_time(response.get("created"), file, rec, "extra.response.created")
-            call = {"event_index": i, "view_end": i, "timestamp": ev["timestamp"]}
-            if isinstance(usage, dict):
-                f = "extra.response.usage"
-                details = usage_details(usage, "prompt_tokens_details", file, rec, f)
-                cdetails = usage_details(usage, "completion_tokens_details", file, rec, f)
-                call["input_tokens"] = _int_field(usage.get("prompt_tokens"), file, rec, f + ".prompt_tokens")
-                call["output_tokens"] = _int_field(
-                    usage.get("completion_tokens"), file, rec, f + ".completion_tokens"
-                )
-                call["cache_read_tokens"] = _int_field(
-                    details.get("cached_tokens"), file, rec, f + ".prompt_tokens_details.cached_tokens"
-                )
-                call["reasoning_tokens"] = _int_field(
-                    cdetails.get("reasoning_tokens"),
-                    file,
-                    rec,
-                    f + ".completion_tokens_details.reasoning_tokens",
-                )
-                call["recorded_cost_usd"] = usage_cost(usage.get("cost"), file, rec, f + ".cost")
-                call["usage_provenance"] = "provider" if call["input_tokens"] is not None else "none"
-            elif usage is not None:
-                raise TraceError(file, "expected an object", record=rec, field="extra.response.usage")
-            else:
-                call.update(input_tokens=None, output_tokens=None, usage_provenance="none")
+            call = _assistant_call(m, i, file, rec)
+            ev["timestamp"] = call["timestamp"]
             calls.append(call)
         elif kind == "tool_result":
             ev["tool_call_id"] = last_call_id
             ev["bounded"] = all(marker in content for marker in _CUT_MARKERS)
         events.append(ev)
+    return events, calls
 
-    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+
+def _model_of(info: dict) -> str | None:
+    """The model the run's configuration names (``info.config.model.model_name``), routing prefix dropped."""
     config = info.get("config") if isinstance(info.get("config"), dict) else {}
     model_cfg = config.get("model") if isinstance(config.get("model"), dict) else {}
     model = model_cfg.get("model_name") if isinstance(model_cfg.get("model_name"), str) else None
     if model:  # one run names "@google/..." (a routing prefix); the model is the same
         model = model.lstrip("@")
+    return model
+
+
+def convert(data, file: str) -> Trace:
+    if not isinstance(data, dict) or data.get("trajectory_format") != FORMAT:
+        raise TraceError(
+            file, f"expected an object with trajectory_format '{FORMAT}'", field="trajectory_format"
+        )
+    messages = data.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise TraceError(file, "expected a non-empty list of messages", field="messages")
+    events, calls = _events_and_calls(_message_kinds(messages, file), file)
+
+    info = data.get("info") if isinstance(data.get("info"), dict) else {}
+    model = _model_of(info)
     nbytes = [len(e["content"].encode()) for e in events]
     sizes, prov, residuals, bpt = derive_sizes(
         nbytes,

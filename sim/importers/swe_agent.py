@@ -65,7 +65,7 @@ from sim.importers.chat_messages import render_call
 from sim.importers.common import Message, build_trace, read_json_file, text_of, warn
 from sim.information.facts import SweToolOp, command_of, swe_fact_table, swe_tool_op
 from sim.information.recorded_request import masked_from
-from sim.trace.io import lone_surrogate
+from sim.trace.rules import lone_surrogate
 from sim.util.errors import TraceError
 from sim.util.jsonl import parse_json
 
@@ -314,28 +314,24 @@ def _assistant_text(m: Mapping) -> tuple[str, tuple[str, ...]]:
     return "\n".join(parts), tuple(ids)
 
 
-def convert(data, file: str, path: Path | None = None) -> Trace:
-    if not isinstance(data, dict):
-        raise TraceError(file, f"expected a trajectory object, got {type(data).__name__}")
-    history = data.get("history")
-    trajectory = data.get("trajectory")
-    if history is None and trajectory is None:
-        raise TraceError(file, "neither 'history' nor 'trajectory' found; not a SWE-agent trajectory")
-    if history is not None and not isinstance(history, list):
-        raise TraceError(file, "expected a list", field="history")
-    if trajectory is not None and not isinstance(trajectory, list):
-        raise TraceError(file, "expected a list", field="trajectory")
-    history, trajectory = history or [], trajectory or []
-    trace_id = Path(file).name.removesuffix(".traj")
-    v1 = "replay_config" in data or any(isinstance(m, Mapping) and "message_type" in m for m in history)
+class _Transcript:
+    """The messages of a trajectory as they are read, each with the text its facts are read from, its
+    tool operation and its history index (None: from the trajectory); ``pending``: the latest action's
+    call id until an observation answers it."""
 
-    messages: list[Message] = []
-    facts_text: list[str] = []
-    tools: list[SweToolOp | None] = []
-    origin: list[int | None] = []  # the history index of each message (None: from trajectory)
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.facts_text: list[str] = []
+        self.tools: list[SweToolOp | None] = []
+        self.origin: list[int | None] = []  # the history index of each message (None: from trajectory)
+        self.pending: str | None = None  # the latest action's call id, until an observation answers it
+        self.n_actions = 0
+
+
+def _read_history(t: _Transcript, history: list, file: str, trace_id: str) -> int:
+    """The history's messages into ``t`` (demonstrations skipped: their count is returned)."""
+    messages, facts_text, tools, origin = t.messages, t.facts_text, t.tools, t.origin
     demos = unpaired = 0
-    pending: str | None = None  # the latest action's call id, until an observation answers it
-    n_actions = 0
     for i, m in enumerate(history):
         rec = f"history[{i}]"
         if not isinstance(m, Mapping):
@@ -352,39 +348,44 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
             facts_text.append(text)
         elif role == "assistant":
             text, ids = _assistant_text(m)
-            ids = ids or (f"call-{n_actions}",)
+            ids = ids or (f"call-{t.n_actions}",)
             messages.append(Message("assistant", text, ids))
             facts_text.append(_facts_text(m.get("action"), text))
             tools[-1] = _tool_op(m.get("action"))
-            pending = ids[0]
-            n_actions += 1
+            t.pending = ids[0]
+            t.n_actions += 1
         elif role in ("user", "tool"):
             text = text_of(m.get("content")) or ""
-            if n_actions == 0 and role == "user":
+            if t.n_actions == 0 and role == "user":
                 messages.append(Message("user", text))
             else:
                 ids = m.get("tool_call_ids")
-                tcid = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], str) else pending
+                tcid = ids[0] if isinstance(ids, list) and ids and isinstance(ids[0], str) else t.pending
                 if tcid is None:
                     unpaired += 1
-                if tcid == pending:
-                    pending = None
+                if tcid == t.pending:
+                    t.pending = None
                 messages.append(Message("tool_result", text, tool_call_id=tcid, bounded=_CLIPPED in text))
             facts_text.append(text)
         else:
             raise TraceError(file, f"unknown role {role!r}", record=rec, field="role")
     if unpaired:
         warn(file, f"{trace_id}: {unpaired} observations follow no unanswered action; kept unpaired")
+    return demos
 
-    # the steps SWE-agent did not keep in history: the last observation(s), sometimes the last step
+
+def _add_trajectory_steps(t: _Transcript, trajectory: list, file: str) -> int:
+    """The steps SWE-agent did not keep in history (the last observation(s), sometimes the last step),
+    from the trajectory into ``t``; returns how many."""
+    messages = t.messages
     added = 0
-    if n_actions <= len(trajectory):
+    if t.n_actions <= len(trajectory):
         steps = list(enumerate(trajectory))
-        if messages and messages[-1].kind == "assistant" and n_actions >= 1:
-            steps = steps[n_actions - 1 :]
+        if messages and messages[-1].kind == "assistant" and t.n_actions >= 1:
+            steps = steps[t.n_actions - 1 :]
             first_has_action = False
         else:
-            steps = steps[n_actions:]
+            steps = steps[t.n_actions :]
             first_has_action = True
         for j, (k, step) in enumerate(steps):
             rec = f"trajectory[{k}]"
@@ -394,34 +395,26 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
                 text = text_of(step.get("response")) or "\n".join(
                     v for v in (step.get("thought"), step.get("action")) if isinstance(v, str) and v
                 )
-                cid = f"call-{n_actions}"
+                cid = f"call-{t.n_actions}"
                 messages.append(Message("assistant", text, (cid,)))
-                facts_text.append(_facts_text(step.get("action"), text))
-                tools.append(_tool_op(step.get("action")))
-                origin.append(None)
-                pending = cid
-                n_actions += 1
+                t.facts_text.append(_facts_text(step.get("action"), text))
+                t.tools.append(_tool_op(step.get("action")))
+                t.origin.append(None)
+                t.pending = cid
+                t.n_actions += 1
             obs = step.get("observation")
             obs = "" if obs is None else text_of(obs) or ""
-            messages.append(Message("tool_result", obs, tool_call_id=pending, bounded=_CLIPPED in obs))
-            facts_text.append(obs)
-            tools.append(None)
-            origin.append(None)
-            pending = None
+            messages.append(Message("tool_result", obs, tool_call_id=t.pending, bounded=_CLIPPED in obs))
+            t.facts_text.append(obs)
+            t.tools.append(None)
+            t.origin.append(None)
+            t.pending = None
             added += 1
-    facts = swe_fact_table(
-        [(m.kind, t) for m, t in zip(messages, facts_text, strict=True)], tools, _working_dir(trajectory)
-    )
-    cfg = _replay_config(data, file) or _args_yaml(path, file)
-    policy = recorded_policy(_processors(cfg))
-    hidden = _hidden_from(messages, origin, trajectory, policy)
-    for j, m in enumerate(messages):
-        m.provides, m.needs = tuple(facts.provides[j]), tuple(facts.needs[j])
-        m.fact_spans, m.fact_kinds = tuple(facts.spans[j]), tuple(facts.kinds[j])
-        m.supersedes = tuple(facts.supersedes[j])
-        m.hidden_from = hidden[j]
+    return added
 
-    model = _model(cfg)
+
+def _outcome(data: dict, model, cfg, trace_id: str, demos: int, added: int) -> tuple[dict, bool]:
+    """The run's outcome, and whether its model is a scripted test model (a demonstration)."""
     info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), Mapping) else {}
     outcome: dict = {"exit_status": info.get("exit_status"), "model_stats": dict(stats)}
@@ -437,6 +430,44 @@ def convert(data, file: str, path: Path | None = None) -> Trace:
     ps_id = _dig(cfg, "problem_statement", "id")
     if isinstance(ps_id, str) and ps_id != trace_id:
         outcome["problem_statement_id"] = ps_id
+    return outcome, scripted
+
+
+def convert(data, file: str, path: Path | None = None) -> Trace:
+    if not isinstance(data, dict):
+        raise TraceError(file, f"expected a trajectory object, got {type(data).__name__}")
+    history = data.get("history")
+    trajectory = data.get("trajectory")
+    if history is None and trajectory is None:
+        raise TraceError(file, "neither 'history' nor 'trajectory' found; not a SWE-agent trajectory")
+    if history is not None and not isinstance(history, list):
+        raise TraceError(file, "expected a list", field="history")
+    if trajectory is not None and not isinstance(trajectory, list):
+        raise TraceError(file, "expected a list", field="trajectory")
+    history, trajectory = history or [], trajectory or []
+    trace_id = Path(file).name.removesuffix(".traj")
+    v1 = "replay_config" in data or any(isinstance(m, Mapping) and "message_type" in m for m in history)
+
+    t = _Transcript()
+    demos = _read_history(t, history, file, trace_id)
+    added = _add_trajectory_steps(t, trajectory, file)
+    messages = t.messages
+    facts = swe_fact_table(
+        [(m.kind, text) for m, text in zip(messages, t.facts_text, strict=True)],
+        t.tools,
+        _working_dir(trajectory),
+    )
+    cfg = _replay_config(data, file) or _args_yaml(path, file)
+    policy = recorded_policy(_processors(cfg))
+    hidden = _hidden_from(messages, t.origin, trajectory, policy)
+    for j, m in enumerate(messages):
+        m.provides, m.needs = tuple(facts.provides[j]), tuple(facts.needs[j])
+        m.fact_spans, m.fact_kinds = tuple(facts.spans[j]), tuple(facts.kinds[j])
+        m.supersedes = tuple(facts.supersedes[j])
+        m.hidden_from = hidden[j]
+
+    model = _model(cfg)
+    outcome, scripted = _outcome(data, model, cfg, trace_id, demos, added)
     return build_trace(
         trace_id=trace_id,
         source_format=FORMAT,

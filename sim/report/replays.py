@@ -17,7 +17,7 @@ def pricing_of(value: Any) -> str | None:
 
 def find_trace(frames: list[Any], trace_id: str):
     from sim.sweep.scenario import scenario_traces
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     for df in frames:
         rows = df[df["trace_id"] == trace_id]

@@ -21,7 +21,7 @@ from typing import Any
 
 from sim.core.records import RunRecord
 from sim.metrics.compute import compute_metric_columns, compute_metrics, table_metric_columns
-from sim.trace.io import trace_hash
+from sim.trace.codec import trace_hash
 from sim.util.batchmemo import batch_derived
 from sim.util.errors import ConfigError
 

@@ -67,7 +67,7 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = note, digest: str | None 
     ``scenario_digest`` when the caller took it already."""
     from sim.cost.pricing import price_named
     from sim.sweep.plandigest import scenario_digest
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
     from sim.util.versions import ctxsim_version
 
     if spec.pricing not in ("auto", "none", "null"):

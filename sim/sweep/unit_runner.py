@@ -16,7 +16,7 @@ def _hashed(traces: list[Any], chunk: Chunk) -> list[Any]:
     """The chunk's traces, each holding the parent's content hash: inherited under fork, taken from the
     chunk when the scenario's bytes were checked against the parent's, computed only without a digest
     (a ``dataset:`` scenario). A trace that holds another hash changed during the sweep (exit 2)."""
-    from sim.trace.io import trace_hash
+    from sim.trace.codec import trace_hash
 
     out = []
     for index, _, expected in chunk.runs:
