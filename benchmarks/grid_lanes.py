@@ -22,7 +22,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scenarios.swe_like import generate_run  # noqa: E402
-from sim.commands.bench import load_kernel  # noqa: E402
+from sim.commands.engine_speed import load_kernel  # noqa: E402
 from sim.engine.common import rules_and_price  # noqa: E402
 from sim.engine.fast.seed_lanes import grid_figures  # noqa: E402
 from sim.engine.model import ReplayModel  # noqa: E402

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from sim.commands import (
-    bench_command,
+    bench,
     demo,
     explain,
     fidelity,
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     explain.add_parser(sub)
     fidelity.add_parser(sub)
-    bench_command.add_parser(sub)
+    bench.add_parser(sub)
     size.add_parser(sub)
     sweep.add_parser(sub)
     results.add_parser(sub)

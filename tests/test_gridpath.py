@@ -184,7 +184,7 @@ def test_grid_path_matches_the_loop_on_real_runs(mini_traces):
 
 
 def test_the_bare_kernel_gives_the_grid_paths_cumulative_input():
-    from sim.commands.bench import load_kernel
+    from sim.commands.engine_speed import load_kernel
     from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_lanes import grid_figures
 

@@ -214,7 +214,7 @@ def test_size_prints_every_assumption(capsys):
 def test_runaway_budgets_and_the_keep_check():
     from types import SimpleNamespace
 
-    from sim.analysis.seed_rules import keep_check, load_bearing_results, runaway_budgets
+    from sim.analysis.sizing_checks import keep_check, load_bearing_results, runaway_budgets
 
     base = setting(None, None, [1_000_000, 2_000_000, 3_000_000, 4_000_000])
     base = SettingResult(**{**base.__dict__, "output": np.array([1000.0, 2000.0, 3000.0, 4000.0])})
@@ -326,7 +326,7 @@ def test_the_seeds_are_the_sha256_of_the_hashes_and_the_key():
 
 def test_load_bearing_results_skip_only_traces_that_need_nothing(mini_traces):
     """A trace read as columns knows it needs no fact without building its events: the same sizes."""
-    from sim.analysis.seed_rules import load_bearing_results
+    from sim.analysis.sizing_checks import load_bearing_results
     from sim.importers import load_paths
     from sim.util.paths import EMBEDDED_SUITE
 

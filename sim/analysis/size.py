@@ -1,7 +1,7 @@
 """``ctxsim size``: which ``context_token_limit`` and ``keep_recent_tokens`` to ship, from the user's own
 traces, compared with doing nothing. This module replays the grid (``evaluate``); the paired comparisons
 are ``sim.analysis.paired``'s, the recommendation ``sim.analysis.verdict``'s, the runaway budgets and the
-keep check ``sim.analysis.seed_rules``'.
+keep check ``sim.analysis.sizing_checks``'.
 
 Every setting of the grid replays every trace, and so does the **baseline**: the same policy with its
 limit unset (no compaction). ``sim.engine.dispatch.grid_route`` says which runs the grid path replays

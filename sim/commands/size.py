@@ -235,8 +235,8 @@ class Sizing:
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.analysis.assumptions import assumptions
-    from sim.analysis.seed_rules import keep_check, load_bearing_results, runaway_budgets
     from sim.analysis.size import DEFAULT_KEEPS, DEFAULT_LIMITS
+    from sim.analysis.sizing_checks import keep_check, load_bearing_results, runaway_budgets
     from sim.cost.pricing import price_named
     from sim.results.tables import json_line
 
@@ -312,7 +312,7 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
     """The sizing for people: the grid's table, the rule's thresholds and the advice, the runners-up,
     the sensitivity table, the mock model, the rules, the assumptions and the recommendation."""
     from sim.analysis.assumptions import assumptions_text
-    from sim.analysis.seed_rules import rules_text
+    from sim.analysis.sizing_checks import rules_text
     from sim.analysis.verdict import recommendation_line, sensitivity_text, tied_text
 
     rows = grid_table(rec)
