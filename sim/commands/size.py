@@ -1,5 +1,5 @@
 """``ctxsim size``: recommend context_token_limit and keep_recent_tokens from the user's traces, against
-no compaction. Replays a grid of the two knobs, judges it by one rule (``sim.analysis.size.verdict``),
+no compaction. Replays a grid of the two knobs, judges it by one rule (``sim.analysis.verdict.verdict``),
 optionally under every mock-model behaviour (``--sensitivity``), and prints the verdict with the
 assumptions it rests on."""
 

@@ -14,7 +14,7 @@ from sim.report.settings import ReportSetting
 
 
 def sizing(frames: list[Any], paths: list[Path]) -> tuple[int, str, dict] | None:
-    """The sizing verdict (``sim.analysis.size.verdict``, as ``size`` and ``demo`` compute it) of the first
+    """The sizing verdict (``sim.analysis.verdict.verdict``, as ``size`` and ``demo`` compute it) of the first
     policy
     swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
     from sim.analysis.verdict import verdict_from_frame
