@@ -508,7 +508,7 @@ def test_datasets_progress_bars_never_reach_ctxsim_output(tmp_path):
 
 
 # ------------------------------------------------------------------------- one flag style: run, size, sweep
-SHARED_FLAGS = ("--workers", "--on-missing", "--summarizer", "--transform")
+SHARED_FLAGS = ("--on-missing", "--summarizer", "--transform")  # and --workers where work is split
 
 
 def test_the_flags_choices_are_the_mock_models():
@@ -526,10 +526,11 @@ def test_run_size_and_sweep_list_the_same_flags_in_their_help(command):
     sub = build_parser()._subparsers._group_actions[0].choices[command]  # type: ignore[union-attr]
     text = " ".join(sub.format_help().split())
     assert all(flag in text for flag in SHARED_FLAGS)
-    if command != "size":  # the range the help states is the one --workers is checked against
-        from sim.util.forkmap import MAX_WORKERS
+    from sim.util.forkmap import MAX_WORKERS
 
-        assert f"in [1, {MAX_WORKERS}]" in text
+    # run replays in one process: no --workers that would change nothing; elsewhere the range the help
+    # states is the one --workers is checked against
+    assert ("--workers" in text and f"in [1, {MAX_WORKERS}]" in text) == (command != "run")
 
 
 @pytest.mark.parametrize("command", ["run", "size", "sweep"])
@@ -538,11 +539,13 @@ def test_run_size_and_sweep_list_the_same_flags_in_their_help(command):
     [
         (["--on-missing", "guess"], "--on-missing: invalid choice: 'guess' (choose from 'refetch', 'fail', "),
         (["--summarizer", "best"], "--summarizer: invalid choice: 'best' (choose from 'extractive', "),
-        (["--workers", "0"], "--workers 0 is not in [1, 64]"),
+        (["--workers", "0"], "--workers 0 is not in [1, 64]"),  # run: unrecognized (it splits no work)
         (["--transf", "code_mode"], "argument --transform: spell it in full, as --transform"),
     ],
 )
 def test_a_bad_flag_value_is_exit_2_naming_the_flag(capsys, suite, tmp_path, command, argv, message):
+    if command == "run" and argv[0] == "--workers":
+        message = "unrecognized arguments: '--workers', '0'"
     out = tmp_path / "s"
     words = ["policy=raw", f"scenario={suite}", f"results.path={out}"] if command == "sweep" else [suite]
     try:
@@ -559,7 +562,6 @@ def test_run_flags_give_what_the_model_words_give(capsys, tmp_path):
     for flag, word in [
         (["--on-missing", "fail"], ["model.on_missing=fail"]),
         (["--summarizer", "oracle"], ["model.summarizer=oracle"]),
-        (["--workers", "2"], []),  # run replays in one process: the same rows for any --workers
     ]:
         code, by_flag, _ = run(capsys, *args, *flag)
         assert code == 0 and by_flag == run(capsys, *args, *word)[1]
@@ -603,3 +605,18 @@ def test_sweep_flags_give_what_the_words_give(capsys, tmp_path):
     by_flag = pd.read_parquet(tmp_path / "f" / "results.parquet")
     assert by_flag.equals(pd.read_parquet(tmp_path / "w" / "results.parquet"))
     assert set(by_flag["model.on_missing"]) == {"fail"} and set(by_flag["summarizer"]) == {"oracle"}
+
+
+def test_a_bad_demo_workers_leaves_the_last_study_in_place(capsys, tmp_path):
+    kept = tmp_path / "sweeps" / "raw" / "results.parquet"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"the last study")
+    code, _, err = run(capsys, "demo", "--out", tmp_path, "--workers", "0")
+    assert code == 2 and "--workers 0 is not in [1, 64]" in err and kept.read_bytes() == b"the last study"
+
+
+def test_sweep_workers_word_and_flag_follow_one_rule(capsys, tmp_path):
+    grid = ["policy=raw", f"results.path={tmp_path / 'r'}"]
+    assert "workers=65 is not in [1, 64]" in run(capsys, "sweep", *grid, "workers=65")[2]
+    assert "--workers 65 is not in [1, 64]" in run(capsys, "sweep", *grid, "--workers", "65")[2]
+    assert not (tmp_path / "r").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.util.errors import ConfigError
+from sim.util.forkmap import MAX_WORKERS
 
 OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
 
@@ -153,19 +154,9 @@ def mock_model_words(args: argparse.Namespace) -> list[str]:
 
 
 def add_workers_option(p: argparse.ArgumentParser, default: int | None, text: str) -> None:
-    """``--workers N`` with its own help ``text``; checked by ``check_workers`` when the command runs."""
-    p.add_argument("--workers", type=int, default=default, metavar="N", help=text)
-
-
-def check_workers(workers: int, as_word: bool = False) -> int:
-    """``--workers N`` (or the ``workers=N`` word, ``as_word``) is in [1, MAX_WORKERS] on every command:
-    exit 2 naming what was given and the range."""
-    from sim.util.forkmap import MAX_WORKERS
-
-    if not 1 <= workers <= MAX_WORKERS:
-        given = f"workers={workers}" if as_word else f"--workers {workers}"
-        raise ConfigError(f"{given} is not in [1, {MAX_WORKERS}]")
-    return workers
+    """``--workers N`` with the command's own help ``text`` and the range ``check_workers`` holds it to
+    when the command runs."""
+    p.add_argument("--workers", type=int, default=default, metavar="N", help=f"{text}; in [1, {MAX_WORKERS}]")
 
 
 class TakenBeforeParsing(argparse.Action):

@@ -7,8 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from sim.commands.common import add_workers_option, check_workers, format_table
+from sim.commands.common import add_workers_option, format_table
 from sim.util import interrupts
+from sim.util.forkmap import check_workers
 
 DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` (the README's main job)
     ("raw", ()),
@@ -40,7 +41,7 @@ def add_parser(sub) -> None:
         "paths", nargs="*", metavar="PATH", help="a trace file or folder instead of the embedded suite"
     )
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
-    add_workers_option(d, 2, "processes for the sweeps, in [1, 64] (default 2)")
+    add_workers_option(d, 2, "processes for the sweeps (default 2)")
     d.add_argument(
         "--pricing",
         default="claude-sonnet-4-5",
@@ -64,6 +65,7 @@ def run_study(args: argparse.Namespace) -> list[Path]:
 
     from sim.sweep.execute import SweepSpec, run_sweep
 
+    workers = check_workers(args.workers)  # before the last study is removed
     out = Path(args.out)
     scenario = args.paths[0] if args.paths else "embedded"
     sweeps = out / "sweeps"
@@ -79,7 +81,7 @@ def run_study(args: argparse.Namespace) -> list[Path]:
             csv=True,
             skip_invalid=True,  # keep_recent_tokens 16000 with limit 16000 is refused: skipped, said so
         )
-        paths.append(run_sweep(spec, workers=check_workers(args.workers), progress=sys.stderr.isatty()))
+        paths.append(run_sweep(spec, workers=workers, progress=sys.stderr.isatty()))
     return paths
 
 

@@ -16,8 +16,6 @@ from sim.commands.common import (
     add_mock_model_options,
     add_model_options,
     add_transform_option,
-    add_workers_option,
-    check_workers,
     format_table,
     mock_model_words,
     model_flags,
@@ -95,9 +93,6 @@ def add_parser(sub) -> None:
     )
     add_model_options(r)
     add_mock_model_options(r, as_words=True)
-    add_workers_option(
-        r, 1, "as on size and sweep, in [1, 64]; run replays in this one process (the same rows for any N)"
-    )
     add_transform_option(r)
     r.set_defaults(func=cmd_run)
 
@@ -313,7 +308,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for option in ("calls", "ledger"):
         if getattr(args, option):
             check_table_path(Path(getattr(args, option)), f"--{option}")
-    check_workers(args.workers)
     allow = check_allow_modules(args.allow_module or ())  # the command line's, never the config's
     # the flags first, so a model.KEY=V word on the line wins, as on sweep
     cfg = compose(args.policy, mock_model_words(args) + overrides, allow)

@@ -13,7 +13,6 @@ from sim.commands.common import (
     add_mock_model_options,
     add_transform_option,
     add_workers_option,
-    check_workers,
     format_table,
     progress,
     split_args,
@@ -22,6 +21,7 @@ from sim.commands.common import (
 )
 from sim.util import interrupts
 from sim.util.errors import ConfigError
+from sim.util.forkmap import check_workers
 
 
 def add_parser(sub) -> None:
@@ -38,8 +38,8 @@ def add_parser(sub) -> None:
         "items",
         nargs="*",
         metavar="PATH|KEY=VALUE",
-        help="trace files or folders; model.on_missing=X, model.summarizer=X and workers=N as on run and "
-        "sweep (the same as the flags; a word wins over its flag)",
+        help="trace files or folders; model.on_missing=X, model.summarizer=X as on run and sweep, workers=N "
+        "as on sweep (the same as the flags; a word wins over its flag)",
     )
     sz.add_argument(
         "--dataset", metavar="NAME_OR_PATH", help="canonical traces through Hugging Face datasets"
@@ -111,11 +111,10 @@ def take_size_words(args: argparse.Namespace) -> None:
             except ValueError:
                 raise ConfigError(f"size: '{word}': workers is an integer") from None
         else:
-            setattr(args, key.partition(".")[2], value)
-    if words:
-        from sim.engine.model import check_behaviour
+            from sim.engine.model import check_mode
 
-        check_behaviour(args.on_missing, 40, args.summarizer)  # run's errors: model.KEY='X' is not one of
+            check_mode(key.partition(".")[2], value)  # run's errors: model.KEY='X' is not one of
+            setattr(args, key.partition(".")[2], value)
 
 
 def check_size_args(args: argparse.Namespace) -> None:
@@ -167,7 +166,7 @@ class Sizing:
         from sim.analysis.size import grid_limits, largest_summary, output_reserve
         from sim.cost.models import resolve_window
 
-        self.args, self.traces, self.limits, self.keeps = args, traces, limits, keeps
+        self.args, self.traces, self.keeps = args, traces, keeps
         self.pricing = args.model or "auto"
         self.window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
         self.reserve, self.summary = output_reserve(traces), largest_summary(args.policy)

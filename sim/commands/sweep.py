@@ -12,10 +12,10 @@ from sim.commands.common import (
     add_mock_model_options,
     add_transform_option,
     add_workers_option,
-    check_workers,
     mock_model_words,
     model_flags,
 )
+from sim.util.forkmap import check_workers
 
 
 def add_parser(sub) -> None:
@@ -52,7 +52,7 @@ def add_parser(sub) -> None:
     add_workers_option(
         sw,
         None,
-        "processes replaying chunks, in [1, 64] (as workers=N; default 1; the same results for any N)",
+        "processes replaying chunks (as workers=N; default 1; the same results for any N)",
     )
     add_transform_option(sw)
     sw.add_argument(

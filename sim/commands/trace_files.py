@@ -61,16 +61,18 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 # -------------------------------------------------------------------------------------------- validate
-def _record_problems(path: Path, record: str, d) -> Iterator[str]:
-    from sim.trace.codec import record_name
-    from sim.trace.rules import trace_problems
-
+def _record_problems(path: Path, record: str, d, rules) -> Iterator[str]:
+    trace_problems, record_name = rules
     for field, msg in trace_problems(d):
         yield f"{path.name}: record {record_name(record, d)}: field {field}: {msg}"
 
 
 def canonical_problems(path: Path) -> Iterator[str]:
     """Every problem of every record of a canonical file (does not stop at the first)."""
+    from sim.trace.codec import record_name
+    from sim.trace.rules import trace_problems
+
+    rules = (trace_problems, record_name)  # imported once a file, not once a record
     if path.suffix.lower() == ".parquet":
         from sim.trace.read_parquet import parquet_rows
 
@@ -81,7 +83,7 @@ def canonical_problems(path: Path) -> Iterator[str]:
                     for k, v in d.items()
                     if v is not None or k not in ("recorded_policy", "outcome", "children")
                 }
-                yield from _record_problems(path, f"row {row}", d)
+                yield from _record_problems(path, f"row {row}", d, rules)
         except TraceError as exc:  # a damaged file: its rows up to the damage are checked, then this
             yield str(exc)
         return
@@ -89,7 +91,7 @@ def canonical_problems(path: Path) -> Iterator[str]:
         if problem is not None:
             yield f"{path.name}: record line {lineno}: {problem}"
         else:
-            yield from _record_problems(path, f"line {lineno}", d)
+            yield from _record_problems(path, f"line {lineno}", d, rules)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

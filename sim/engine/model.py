@@ -57,20 +57,26 @@ SUMMARIZERS = ("extractive", "oracle")
 UPPER_BOUND = "oracle"  # the summarizer that sees the future: its results are an upper bound
 
 
+def check_mode(knob: str, value) -> None:
+    """``model.on_missing`` or ``model.summarizer`` against its allowed values (the flags of run, size and
+    sweep are checked here too)."""
+    allowed = {"on_missing": ON_MISSING, "summarizer": SUMMARIZERS}[knob]
+    if value not in allowed:
+        raise ConfigError(f"model.{knob}={value!r} is not one of {', '.join(allowed)}")
+
+
 def check_behaviour(
     on_missing, summary_fact_tokens, summarizer="extractive", retrieval_recall=1.0, max_turns=None
 ) -> None:
     """The mock model's knobs, each against its allowed values (a ConfigError naming knob and range)."""
-    if on_missing not in ON_MISSING:
-        raise ConfigError(f"model.on_missing={on_missing!r} is not one of {', '.join(ON_MISSING)}")
+    check_mode("on_missing", on_missing)
     if (
         isinstance(summary_fact_tokens, bool)
         or not isinstance(summary_fact_tokens, int)
         or summary_fact_tokens < 1
     ):
         raise ConfigError(f"model.summary_fact_tokens={summary_fact_tokens!r} is not an integer >= 1")
-    if summarizer not in SUMMARIZERS:
-        raise ConfigError(f"model.summarizer={summarizer!r} is not one of {', '.join(SUMMARIZERS)}")
+    check_mode("summarizer", summarizer)
     r = retrieval_recall
     if isinstance(r, bool) or not isinstance(r, int | float) or not 0 <= r <= 1:
         raise ConfigError(f"model.retrieval_recall={r!r} is not a number in [0, 1]")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from sim.util.errors import ConfigError, CtxsimError, UnknownNameError
+from sim.util.forkmap import check_workers
 from sim.util.paths import CONF_DIR
 
 DEFAULT_CHUNK = 64
@@ -312,8 +313,9 @@ def spec_from_args(
         chunk = int(top.get("chunk_size", base.chunk_size))
     except ValueError as exc:
         raise ConfigError(f"sweep: workers and chunk_size are integers ({exc})") from None
-    if workers < 1 or chunk < 1:
-        raise ConfigError("sweep: workers and chunk_size must be >= 1")
+    check_workers(workers, as_word=True)  # the rule --workers is held to (sim.util.forkmap)
+    if chunk < 1:
+        raise ConfigError("sweep: chunk_size must be >= 1")
     if "policy" in top:
         check_policy_name(top["policy"])
     allow = check_allow_modules(

@@ -22,6 +22,17 @@ R = TypeVar("R")
 MAX_WORKERS = 64  # a bound on the processes one command forks (every input has bounded cost)
 
 
+def check_workers(workers: int, as_word: bool = False) -> int:
+    """``--workers N`` (or the ``workers=N`` word, ``as_word``) is in [1, MAX_WORKERS], on every command
+    that takes it (size, sweep, demo): exit 2 naming what was given and the range."""
+    from sim.util.errors import ConfigError
+
+    if not 1 <= workers <= MAX_WORKERS:
+        given = f"workers={workers}" if as_word else f"--workers {workers}"
+        raise ConfigError(f"{given} is not in [1, {MAX_WORKERS}]")
+    return workers
+
+
 def can_fork() -> bool:
     return hasattr(os, "fork")
 
