@@ -4,15 +4,13 @@ it on the other half (not a test: it replays every run, about ten seconds).
     .venv/bin/python benchmarks/fit_calibration.py [--write]
 
 Fits, each on the declared training half (``sim.analysis.fidelity.default_split``: every other trace id in
-sorted
-order): the Gemini cache's ``min_prefix_tokens`` and ``reuse_fraction`` (``sim.cost.cache.fit_implicit``),
-bytes per token (``sim.cost.tokens.fit_bytes_per_token``) and the character-class coefficients
-(``sim.cost.tokens.fit_text_estimator``). Prints the cache figures of the shipped parameters and of the
-refit on both halves (predicted / reported cached total, per-call absolute % error mean, p50 and p95
-over calls reporting a hit). ``--write`` rewrites ``conf/cache/gemini.yaml``,
-``conf/calibration/bytes_per_token.yaml`` and ``conf/calibration/text_tokens.yaml``. Deterministic:
-the same traces give the same files. Traces come from ``CTXSIM_TRACES`` (default ``../shared/traces``).
-"""
+sorted order): the Gemini cache's ``min_prefix_tokens`` and ``reuse_fraction``
+(``sim.cost.cache.fit_implicit``), bytes per token (``sim.cost.tokens.fit_bytes_per_token``) and the
+character-class coefficients (``sim.cost.tokens.fit_text_estimator``). Prints the cache figures of the shipped
+parameters and of the refit on both halves (predicted / reported cached total, per-call absolute % error mean,
+p50 and p95 over calls reporting a hit). ``--write`` rewrites ``conf/cache/gemini.yaml``,
+``conf/calibration/bytes_per_token.yaml`` and ``conf/calibration/text_tokens.yaml``. Deterministic: the same
+traces give the same files. Traces come from ``CTXSIM_TRACES`` (default ``../shared/traces``)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Where the time of ``ctxsim bench --grid`` goes: ``size``'s 20 x 20 grid of the seed engine's defaults
-over N SWE-like traces, replayed by ``sim.engine.fast.seed_lanes.grid_figures`` as the bench does. Prints the
-grid
-pass's CPU time (median of REPEATS) and grid-calls per CPU second, how the lanes' compactions are spread
-(the lanes that compact often set how many call positions the lockstep must take one by one, whatever
-the rest do), and the functions that take the most CPU time in one pass (cProfile, process time).
+"""Where the time of ``ctxsim bench --grid`` goes: ``size``'s 20 x 20 grid of the seed engine's defaults over
+N SWE-like traces, replayed by ``sim.engine.fast.seed_lanes.grid_figures`` as the bench does. Prints the grid
+pass's CPU time (median of REPEATS) and grid-calls per CPU second, how the lanes' compactions are spread (the
+lanes that compact often set how many call positions the lockstep must take one by one, whatever the rest do),
+and the functions that take the most CPU time in one pass (cProfile, process time).
 
     python benchmarks/grid_lanes.py [N_TRACES] [REPEATS]
 """

@@ -5,11 +5,9 @@
 Corpus: the SWE-like generator's runs ``generate_run(SEED, i)`` for i < ``--runs``, built once. Each
 measurement replays the whole corpus under one seed-engine setting (a limit set: the lanes of
 ``sim.engine.fast.seed_rows``, one lane a run) and keeps what ``ctxsim run`` and a sweep keep: the metric
-columns
-(``metrics``) or the result rows (``rows``). ``--loop`` also times the per-call loop on the same setting
-(``replay_table(..., lanes=False)``), the route every limited seed engine took before. Prints calls/s
-(simulated model calls per CPU second) per setting and route, pinned to one core.
-"""
+columns (``metrics``) or the result rows (``rows``). ``--loop`` also times the per-call loop on the same
+setting (``replay_table(..., lanes=False)``), the route every limited seed engine took before. Prints calls/s
+(simulated model calls per CPU second) per setting and route, pinned to one core."""
 
 from __future__ import annotations
 

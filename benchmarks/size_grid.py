@@ -9,12 +9,10 @@ the load average, and whether the answer is the per-call loop's.
 ``--workers N`` passes ``--workers N`` to ``size`` (1: one process) and checks that the answer is the
 default run's byte for byte.
 
-The traces are ``scenarios.swe_like.generate_run(7, i)`` written to a temporary folder; limits 16k to 168k
-by 8k, keeps 1k to 20k by 1k, priced as claude-sonnet-4-5 with its 200k window. ``--loop`` also runs the
-sizing once with the grid path off (``sim.analysis.size.evaluate(grid=False)``: every run on the per-call
-loop;
-minutes) and compares the two JSON answers byte for byte.
-"""
+The traces are ``scenarios.swe_like.generate_run(7, i)`` written to a temporary folder; limits 16k to 168k by
+8k, keeps 1k to 20k by 1k, priced as claude-sonnet-4-5 with its 200k window. ``--loop`` also runs the sizing
+once with the grid path off (``sim.analysis.size.evaluate(grid=False)``: every run on the per-call loop;
+minutes) and compares the two JSON answers byte for byte."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The blocks mode of the lanes (``sim.engine.fast.seed_lanes``) on its own terms: one setting's lanes start
-at their
-runs' first calls (no pristine lane) and give what the pristine route gives; the status line's fixed
-point, solved again only for the lanes whose line moved, is the plain iteration's; the digit counts,
-metric ratios and the batch's decline look are the reference arithmetic's."""
+at their runs' first calls (no pristine lane) and give what the pristine route gives; the status line's fixed
+point, solved again only for the lanes whose line moved, is the plain iteration's; the digit counts, metric
+ratios and the batch's decline look are the reference arithmetic's."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The blocks mode's foreseen prune-only firings (``sim.engine.fast.seed_lanes_blocks.Chain``): a round that
-carries the
-firings the last round's blocks foresee gives what a round a firing gives (figures, rows, final state,
-summary calls), in fewer rounds; a wrong guess (estimates perturbed) costs rounds, never a figure; and the
-lanes' rows with the chain are the per-call loop's (``sim.checks.conformance.check_lanes``)."""
+carries the firings the last round's blocks foresee gives what a round a firing gives (figures, rows, final
+state, summary calls), in fewer rounds; a wrong guess (estimates perturbed) costs rounds, never a figure; and
+the lanes' rows with the chain are the per-call loop's (``sim.checks.conformance.check_lanes``)."""
 
 from __future__ import annotations
 

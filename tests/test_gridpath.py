@@ -1,6 +1,5 @@
 """The grid path (sim.engine.fast.seed_grid, sim.engine.fast.seed_lanes): every setting of a seed_engine grid
-replayed together,
-held to the per-call loop's records and metrics; what it declines goes to the loop."""
+replayed together, held to the per-call loop's records and metrics; what it declines goes to the loop."""
 
 import dataclasses
 

@@ -1,8 +1,7 @@
 """The lanes' result rows (sim.engine.fast.seed_rows): a seed engine with a limit replayed as lanes by
-``replay_table``
-(one setting: the runs are the lanes) and by a sweep's chunk of grid settings (``replay_tables``), held to
-the per-call loop's rows by ``sim.checks.conformance.check_lanes``; what the lanes decline or hand back is the
-loop's."""
+``replay_table`` (one setting: the runs are the lanes) and by a sweep's chunk of grid settings
+(``replay_tables``), held to the per-call loop's rows by ``sim.checks.conformance.check_lanes``; what the
+lanes decline or hand back is the loop's."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 A need counts only if the request the recorded agent sent at that call held its fact
 (``sim.information.recorded_request``); SWE-agent's own tools, OpenHands' file editor and Claude Code's
-Read/Edit
-have file rules (``sim.information.facts``, ``sim.information.tool_facts``)."""
+Read/Edit have file rules (``sim.information.facts``, ``sim.information.tool_facts``)."""
 
 from __future__ import annotations
 

@@ -155,3 +155,44 @@ def test_the_copies_are_the_rules_on_generated_messages(seed):
                         assert grid_summarize_cut(ep, sv, dv, back, M, c, keep, stt)[0] == want
                         got = lane_summarize_cuts(ep_all, sv_all, dv_all, back_all, po[j], M, c, keep, stt)[0]
                         assert int(got) == want
+
+
+def test_the_lane_copies_are_the_rules_on_runs_laid_end_to_end():
+    """One ``LaneBatch`` over several runs, as the lanes lay them: every run through its own offsets
+    (``po``, ``to``), and the first tool message the bound leaves in view (``q``, which the lanes keep as
+    the next prune's start) as well as the bound."""
+    from bisect import bisect_left
+
+    statics = [GridStatic(t, make_policy("seed_engine")) for t in TRACES]
+    b = LaneBatch(statics, [t.bytes_per_token for t in TRACES], [None] * len(TRACES), KEEPS)
+    rng = np.random.default_rng(7)
+    checked = 0
+    for r, st in enumerate(statics):
+        po, t0 = int(b.po[r]), int(b.to[r])
+        assert po > 0 or r == 0  # the runs really are laid end to end
+        role, est, est_cleared = _messages(st)
+        for k in range(st.K):
+            T, top = st.tools_at[k], int(b.top_by_call[k][r])
+            tm = st.tm[:T]
+            q, natural = lane_prune_bounds(b.c, b.c_through[top], b.tmg, po, t0, top, KEEPS)
+            for j, keep in enumerate(KEEPS.tolist()):
+                want = prune_bound(est, tm, 0, keep)
+                assert int(natural[j]) == want and int(b.natural[r][j, k]) == want
+                assert int(q[j]) == t0 + bisect_left(tm, want)
+            M = st.msgs_at[k]
+            c, stt = int(rng.integers(0, M + 2)), int(rng.integers(0, M + 1))
+            keep = int(rng.choice(KEEPS))
+            cut = lane_summarize_cuts(
+                b.ep,
+                b.sv,
+                b.dv,
+                b.back,
+                np.array([po]),
+                np.array([M]),
+                np.array([c]),
+                np.array([keep]),
+                np.array([stt]),
+            )[0]
+            assert int(cut[0]) == summarize_cut(role[:M], est[:M], est_cleared[:M], c, stt, keep)
+            checked += 1
+    assert checked > 100

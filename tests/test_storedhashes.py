@@ -1,6 +1,5 @@
 """The trace hashes recorded beside a canonical file (``sim.trace.storedhashes``): used while the file keeps
-its
-bytes, ignored (and computed as without a record) when the file or the record changed."""
+its bytes, ignored (and computed as without a record) when the file or the record changed."""
 
 import json
 import shutil

@@ -10,12 +10,8 @@ import numpy as np
 
 from sim.util.errors import ConfigError
 
-OUTCOMES = (
-    "complete",
-    "grace",
-    "degraded",
-    "failed",
-)  # sim.metrics.compute.ANSWER_OUTCOMES, without importing it
+# sim.metrics.compute.ANSWER_OUTCOMES, without importing it
+OUTCOMES = ("complete", "grace", "degraded", "failed")
 
 
 @dataclass(frozen=True)

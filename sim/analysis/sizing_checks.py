@@ -1,5 +1,5 @@
-"""Checks the sizing verdict makes of the seed engine's settings: runaway budgets from the runs without
-compaction, and whether ``keep_recent_tokens`` holds the tool results a later action needs."""
+"""What ``ctxsim size`` adds beside its verdict on the seed engine's settings: runaway budgets from the runs
+without compaction, and whether ``keep_recent_tokens`` holds the tool results a later action needs."""
 
 from __future__ import annotations
 

@@ -92,12 +92,11 @@ def check_policy(policy: Policy, traces: Iterable[Trace], **model: Any) -> list[
 def check_grid(
     policies: list[Policy], traces: Iterable[Trace], window: int | None, pricing: str | None = "auto"
 ) -> list[str]:
-    """Every way the grid path departs from the per-call loop on these settings and traces, as readable
-    lines (empty: none): ``sim.engine.fast.seed_grid``'s record of each lane that stayed on the grid against
-    the
+    """Every way the grid path departs from the per-call loop on these settings and traces, as readable lines
+    (empty: none): ``sim.engine.fast.seed_grid``'s record of each lane that stayed on the grid against the
     loop's (every table and field), and ``sim.engine.fast.seed_lanes``' figures of every lane against the
-    loop's
-    metrics. A trace or grid the grid path declines is replayed by the loop only: nothing to compare."""
+    loop's metrics. A trace or grid the grid path declines is replayed by the loop only: nothing to
+    compare."""
     from sim.cost.cache import CostModel
     from sim.engine.common import rules_and_price
     from sim.engine.fast.seed_grid import record, replay_grid, settings_decline, trace_declines
@@ -140,9 +139,8 @@ def check_lanes(
     window: int | str | None = "auto",
     pricing: str | None = "auto",
 ) -> list[str]:
-    """Every way the lanes' result rows depart from the per-call loop's, as readable lines (empty: none):
-    each setting's rows (every metric and column) from ``sim.engine.dispatch.replay_tables`` (the settings'
-    lanes
+    """Every way the lanes' result rows depart from the per-call loop's, as readable lines (empty: none): each
+    setting's rows (every metric and column) from ``sim.engine.dispatch.replay_tables`` (the settings' lanes
     together, a sweep's chunk) and from the setting alone (one setting: the lanes are the runs, as
     ``replay_table`` replays a batch) against ``sim.results.tables.result_rows`` of the loop's records. Runs
     the lanes decline or hand back take the loop on both sides."""

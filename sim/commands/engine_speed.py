@@ -114,9 +114,8 @@ def load_kernel():
 
 def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
     """``ctxsim size``'s grid path (``sim.engine.fast.seed_lanes`` over a 20 x 20 grid of the seed engine's
-    defaults)
-    and the bare kernel (``benchmarks/kernel.py``, prune only) on the same SWE-like traces, in this run:
-    grid-calls per CPU second of each (median of ``repeats``; settings x calls per second) and their
+    defaults) and the bare kernel (``benchmarks/kernel.py``, prune only) on the same SWE-like traces, in this
+    run: grid-calls per CPU second of each (median of ``repeats``; settings x calls per second) and their
     ratio. The kernel's cumulative input is checked against the grid path's prune-only figures first."""
     import numpy as np
 

@@ -15,12 +15,12 @@ from sim.core.records import RunRecord, compactions_of
 from sim.core.types import Trace
 from sim.cost.cache import CacheRules, CostModel, cache_rules
 from sim.cost.models import resolve
-from sim.cost.pricing import Price, closest_priced, price_named
+from sim.cost.pricing import Price, price_named
 from sim.information.ledger import moved_totals
 from sim.information.ledger import totals as ledger_totals
-from sim.policies.base import Policy, View
+from sim.policies.base import View
 from sim.trace.codec import trace_hash
-from sim.util.errors import ConfigError, TraceError
+from sim.util.errors import TraceError
 from sim.util.limits import run_sum_problem
 
 AUTO = "auto"  # a window or pricing setting read from the trace's recorded model
@@ -85,19 +85,9 @@ def cost_model(trace: Trace, pricing: str | None) -> CostModel:
     return CostModel(*rules_and_price(trace.model, pricing))
 
 
-def check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
-    """Refuse a cost budget on a run that has no price: the budget could never be checked."""
-    if getattr(policy, "cost_budget_microusd", None) is not None and price is None:
-        close = ", ".join(closest_priced(trace.model or "")) or "none"
-        raise ConfigError(
-            f"trace {trace.trace_id}: cost_budget_microusd needs a price, and model {trace.model!r} has none "
-            f"(closest priced: {close}; choose one with --pricing)"
-        )
-
-
 def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
     """Refuse a run whose column sums could wrap int64 (``sim.util.limits.run_sum_problem``); the batch path
-    checks the same bound on its columns (``sim.engine.fast.batch_rows.check_sums``)."""
+    checks the same bound on its columns (``sim.engine.fast.batch_rows.check_column_sums``)."""
     rows = len(cols["kind"])
     top = max((max(max(v), -min(v)) for c, v in cols.items() if c != "cost_microusd" and v), default=0)
     if (p := run_sum_problem(top, rows)) is not None:
@@ -105,14 +95,14 @@ def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
 
 
 # ---------------------------------------------------------------------------------- the run's record
-def answer_needs(trace: Trace) -> tuple[str, ...]:
+def _answer_needs(trace: Trace) -> tuple[str, ...]:
     """Facts the final answer (the last call's action) needs."""
     return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
 
 
 def answer_needs_of(trace: Trace) -> int:
     """How many facts the final answer needs (a record's ``answer_needs``)."""
-    return len(trace.derived("answer_needs", answer_needs))
+    return len(trace.derived("answer_needs", _answer_needs))
 
 
 def assemble_record(
@@ -154,7 +144,7 @@ def assemble_record(
     record's cached sums and counts (``records.Primed``); ``cuts``, ``page_reads``, ``final_answered``
     and ``window``: the record's fields of those names."""
     rules, price = cost
-    answer = trace.derived("answer_needs", answer_needs)
+    answer = trace.derived("answer_needs", _answer_needs)
     missed: tuple[str, ...] = ()
     if answer_met is not None:  # a batch found the needs met and the facts re-read
         met, kept = answer_met, ()

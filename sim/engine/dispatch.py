@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import partial
 from typing import NamedTuple
 
@@ -32,20 +32,31 @@ from sim.core.records import RunRecord
 from sim.core.types import Trace
 from sim.cost.cache import CacheRules, CostModel
 from sim.cost.models import resolve_window
-from sim.cost.pricing import Price
-from sim.engine.common import AUTO, Observer, assemble_record, check_priced, rules_and_price
+from sim.cost.pricing import Price, closest_priced
+from sim.engine.common import AUTO, Observer, assemble_record, rules_and_price
 from sim.engine.fast.batch import Batch, Prepared, prepare_many, replay_batch, run_columns
+from sim.engine.lane_rules import LANES
 from sim.engine.loop import after_children, replay_loop
 from sim.engine.model import ReplayModel
 from sim.policies.base import Plans, Policy
 from sim.util.batchmemo import BatchKey, Keyed, batch_derived
+from sim.util.errors import ConfigError
 
 BATCH = 256  # runs per replay_many call for streaming callers: amortises per-batch work, bounds memory
 # Lanes pay a call position's array operations whatever their number, the loop each call: below this
 # many lanes a position on average (lanes' calls / the longest run's), the loop is faster (measured:
 # about even at 4 with 8-32 SWE-like runs; a run alone is 3-4x faster on the loop)
 LANES_MIN_WIDTH = 4
-LANES = 4096  # lanes (settings x runs) advanced together at most: bounds the rows they keep
+
+
+def _check_priced(policy: Policy, trace: Trace, price: Price | None) -> None:
+    """Refuse a cost budget on a run that has no price: the budget could never be checked."""
+    if getattr(policy, "cost_budget_microusd", None) is not None and price is None:
+        close = ", ".join(closest_priced(trace.model or "")) or "none"
+        raise ConfigError(
+            f"trace {trace.trace_id}: cost_budget_microusd needs a price, and model {trace.model!r} has none "
+            f"(closest priced: {close}; choose one with --pricing)"
+        )
 
 
 def replay(
@@ -77,7 +88,7 @@ def loop_one(
     """One run through the per-call loop (the reference), set up as ``replay`` sets it up: its price and
     window resolved, its children replayed first (``sim.engine.loop.after_children``)."""
     rules, price = rules_and_price(trace.model, pricing)
-    check_priced(policy, trace, price)
+    _check_priced(policy, trace, price)
     w = resolve_window(trace.model) if window == AUTO else window
     children = _replay_children(trace, policy, model, window, pricing)
     run = after_children(trace, children)
@@ -122,12 +133,11 @@ class BatchGroup(NamedTuple):
 
 
 class ReplayTable:
-    """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those
-    the batch path did (``BatchGroup``), metric columns of those the lanes did
-    (``sim.engine.fast.seed_rows.LaneGroup``).
-    Metrics and result rows read the columns (``sim.metrics.compute.table_metric_columns``); ``records()``
-    builds
-    every run's ``RunRecord`` only for a caller that needs them."""
+    """The replays of ``replay_table``: records of the runs the per-call loop replayed, columns of those the
+    batch path did (``BatchGroup``), metric columns of those the lanes did
+    (``sim.engine.fast.seed_rows.LaneGroup``). Metrics and result rows read the columns
+    (``sim.metrics.compute.table_metric_columns``); ``records()`` builds every run's ``RunRecord`` only for a
+    caller that needs them."""
 
     def __init__(self, traces, models, policy, loop: dict[int, RunRecord], groups: list[BatchGroup]):
         self.traces, self.models, self.policy = traces, models, policy
@@ -201,7 +211,7 @@ def replay_table(
         # models them, so the batch and grid paths never see such a trace (they decline, never guess)
         loop[pos] = loop_one(traces[pos], policy, models[pos], None, window, pricing)
     for pos in setup.first_of_model:  # the first run of each model, checked once
-        check_priced(policy, traces[pos], setup.setups[pos][1])
+        _check_priced(policy, traces[pos], setup.setups[pos][1])
     setups = setup.setups
     _replay_unlimited(traces, policy, models, setups, loop)
     groups: list = []
@@ -333,9 +343,8 @@ def replay_tables(
 
 def _replay_unlimited(traces, policy, models, setups, records: dict[int, RunRecord]) -> None:
     """A seed engine without a limit never compacts: its runs are lanes of ``sim.engine.fast.seed_lanes``
-    (status
-    line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is not
-    simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
+    (status line and cache as arrays over the runs), those it declines (facts, a turn limit, a trace that is
+    not simple) left to the loop. ``records``: position -> record, filled for the runs it replays."""
     from sim.engine.fast.seed_unlimited import replay_unlimited, unlimited_declines
 
     if unlimited_declines(policy) is not None:
@@ -388,13 +397,11 @@ def _traces_accepted(models: Sequence[ReplayModel], traces: Sequence[Trace]) -> 
 def _replay_lanes(
     traces, policies, models, setups, handled: set[int], min_width: float = LANES_MIN_WIDTH
 ) -> tuple[list[list], list[dict[int, RunRecord]]]:
-    """Seed-engine settings the lanes can replay together (``sim.engine.fast.seed_grid.settings_decline``),
-    on the
-    runs not yet ``handled`` that the lanes accept: per setting, its
-    ``sim.engine.fast.seed_rows.LaneGroup``s, and
-    the loop's records of its runs that left the grid (a request over the window). Runs priced alike
-    advance together; where they are fewer than ``min_width`` a call position on average, they are left
-    to the caller (the loop is faster)."""
+    """Seed-engine settings the lanes can replay together (``sim.engine.fast.seed_grid.settings_decline``), on
+    the runs not yet ``handled`` that the lanes accept: per setting, its
+    ``sim.engine.fast.seed_rows.LaneGroup``s, and the loop's records of its runs that left the grid (a request
+    over the window). Runs priced alike advance together; where they are fewer than ``min_width`` a call
+    position on average, they are left to the caller (the loop is faster)."""
     from sim.engine.fast.seed_grid import settings_decline
     from sim.engine.fast.seed_rows import LaneGroup, lane_columns, metric_lists
 
@@ -484,20 +491,3 @@ def grid_figures_of(
 
     windows = [resolve_window(t.model) if window == AUTO else window for t in traces]
     return grid_figures(traces, policies, models, windows, rules, price)
-
-
-# ------------------------------------------------------------------------------------ a sweep's lanes
-def lane_setting_key(policy_name: str, knobs: Mapping[str, object], transformed: bool) -> dict | None:
-    """What settings must share to be replayed together as lanes (``replay_tables``): the policy's knobs
-    other than the grid knobs (``sim.policies.seed_knobs.GRID_KNOBS``); None for a setting the lanes
-    never take (not the seed engine, or traces a transform changed), replayed on its own."""
-    from sim.policies.seed_knobs import GRID_KNOBS
-
-    if policy_name != "seed_engine" or transformed:
-        return None
-    return {k: v for k, v in knobs.items() if k not in GRID_KNOBS}
-
-
-def lanes_per_unit(runs: int) -> int:
-    """How many settings over ``runs`` runs advance together as lanes at most (``LANES`` lanes)."""
-    return max(1, LANES // max(runs, 1))

@@ -356,9 +356,8 @@ def openai_messages(msgs, file: str, record: str = "") -> tuple[list[Message], d
         elif role == "assistant":
             parts = [text] if text else []
             ids: list[str] = []
-            issued: list[
-                tuple[str, str]
-            ] = []  # (name, arguments text): sim.information.tool_facts reads them
+            # (name, arguments text): sim.information.tool_facts reads them
+            issued: list[tuple[str, str]] = []
             calls = m.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise TraceError(file, "expected a list", record=rec, field="tool_calls")

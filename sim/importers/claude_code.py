@@ -381,8 +381,7 @@ _EDIT_TOOLS = {
 
 def file_ops(content) -> tuple[tuple[str, str, str], ...]:
     """Claude Code's file calls for ``sim.information.tool_facts``: ``Read`` reads its ``file_path``;
-    ``Edit``,
-    ``MultiEdit``, ``Write`` and ``NotebookEdit`` edit theirs."""
+    ``Edit``, ``MultiEdit``, ``Write`` and ``NotebookEdit`` edit theirs."""
     out = []
     for b in content if isinstance(content, list) else ():
         if not isinstance(b, dict) or b.get("type") != "tool_use" or not isinstance(b.get("id"), str):

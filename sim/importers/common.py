@@ -697,9 +697,8 @@ def _calls(
 
 def checked(t: Trace, file: str) -> Trace:
     """``t``, once its numbers are in the canonical ranges, its sums fit
-    (``sim.trace.schema.number_problems``)
-    and its runs are numbered as the schema says (``sim.trace.rules.run_problems``); else the first problem,
-    naming file, trace and field."""
+    (``sim.trace.schema.number_problems``) and its runs are numbered as the schema says
+    (``sim.trace.rules.run_problems``); else the first problem, naming file, trace and field."""
     from sim.trace.schema import number_problems
 
     found = number_problems(t)

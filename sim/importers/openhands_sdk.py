@@ -162,9 +162,8 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     run_starts: list[int] = []
     for name, e in events:
         kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
-        first = len(
-            messages
-        )  # the messages this event adds carry its kind (sim.core.types.Event.source_type)
+        # the messages this event adds carry its kind (sim.core.types.Event.source_type)
+        first = len(messages)
         if kind != "ActionEvent":
             last_action = None
         if kind == "SystemPromptEvent":

@@ -54,9 +54,8 @@ only be counting them beside, and is summed instead. Per-call ``costs`` are matc
 there is one per call.
 
 Facts: ``sim.information.tool_facts``, with the file editor's calls marked (``file_op``): a ``read`` action
-(the
-editor's ``view``) reads its ``path``, an ``edit`` action edits it. Every event before a call was sent
-to it (the cut ones as cut), so every need counts (``sim.information.recorded_request``).
+(the editor's ``view``) reads its ``path``, an ``edit`` action edits it. Every event before a call was sent to
+it (the cut ones as cut), so every need counts (``sim.information.recorded_request``).
 
 Not modelled: a condenser's rewrites of the history (``condensation`` actions) - later calls keep the
 append-only view and their residuals absorb the difference; a model call whose response failed to parse
@@ -516,9 +515,8 @@ def _legacy(history: list) -> list:
 
 def file_op(action, args: Mapping, tcid: str | None) -> tuple[tuple[str, str, str], ...]:
     """The file editor's calls for ``sim.information.tool_facts``: a ``read`` action (or the editor's
-    ``view``) reads
-    its path, an ``edit`` action (``create``, ``str_replace``, ``insert``, ``undo_edit``, or the older
-    LLM-based edit with no command) edits it."""
+    ``view``) reads its path, an ``edit`` action (``create``, ``str_replace``, ``insert``, ``undo_edit``, or
+    the older LLM-based edit with no command) edits it."""
     path = args.get("path")
     if tcid is None or not isinstance(path, str) or not path or action not in ("read", "edit"):
         return ()

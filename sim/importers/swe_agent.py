@@ -33,15 +33,14 @@ object or a JSON string). The mapping:
   demonstration, as it does a run whose ``model_stats`` are all zero (a hand-written demo such as the
   EnIGMA ``katy.traj``).
 - Facts: ``sim.information.facts.swe_fact_table`` over the run, an action's command being its ``action``
-field (the
-  command SWE-agent ran) wrapped as a bash block, else the message text. SWE-agent's own tools
+  field (the command SWE-agent ran) wrapped as a bash block, else the message text. SWE-agent's own tools
   (``open``, ``edit``, ``str_replace_editor``, ``find_file`` ...) are not shell commands (their bodies
-  are file text, which the shell rules would misread): they follow the tool rules of ``sim.information.facts``
-  (``swe_tool_op``), paths relative to the run's working directory (the steps' ``state.working_dir``).
+  are file text, which the shell rules would misread): they follow the tool rules of
+  ``sim.information.facts`` (``swe_tool_op``), paths relative to the run's working directory (the steps'
+  ``state.working_dir``).
   Observations that report errors give error facts either way.
 - What each call's request held (``sim.information.recorded_request``): a step's ``messages`` (1.x: the
-history as
-  sent at the next call) show which observations were masked; without them, a recorded
+  history as sent at the next call) show which observations were masked; without them, a recorded
   ``last_n_observations`` masks by SWE-agent's rule. A need whose fact the request did not hold is
   dropped: replaying the run under its recorded policy finds nothing missing.
 - An observation SWE-agent cut (its ``<response clipped>`` notice) is marked ``bounded``.

@@ -141,7 +141,7 @@ from sim.policies.seed_messages import (
     text_units,
     units,
 )
-from sim.policies.seed_rules import prune_bound, summarize_cut
+from sim.policies.seed_rules import prune_bound, rendered_estimate, summarize_cut
 from sim.policies.seed_state import SeedEvents, SeedState
 from sim.util.errors import ConfigError
 
@@ -428,9 +428,9 @@ class SeedEngine(Policy):
         state.appended_est += est
 
     def _rendered(self, state: SeedState, m: int) -> int:
-        """Message m's estimate as the view renders it (its results cleared below the prune bound; the
-        same rendering ``seed_rules.summarize_cut`` walks)."""
-        return state.est_cleared[m] if m < state.cleared_through and state.role[m] == "tool" else state.est[m]
+        """Message m's estimate as the view renders it (``seed_rules.rendered_estimate``, the rendering
+        ``summarize_cut`` walks)."""
+        return rendered_estimate(state.role, state.est, state.est_cleared, state.cleared_through, m)
 
     # ------------------------------------------------------------------------------------ compaction
     def before_call(self, trace: Trace, state: SeedState, view: View, call: int, status: RunStatus):

@@ -75,6 +75,14 @@ def lane_prune_bounds(c, c_through, tmg, po, t0, top, keep) -> tuple[np.ndarray,
 
 
 # -------------------------------------------------------------------------------------- summarize cut
+def rendered_estimate(
+    role: list[str], est: list[int], est_cleared: list[int], cleared_through: int, m: int
+) -> int:
+    """Message m's estimate as the view renders it: a tool message below the prune bound
+    (``cleared_through``) with its results cleared, any other whole."""
+    return est_cleared[m] if m < cleared_through and role[m] == "tool" else est[m]
+
+
 def summarize_cut(
     role: list[str],
     est: list[int],
@@ -89,7 +97,7 @@ def summarize_cut(
     copies: ``grid_summarize_cut``, ``lane_summarize_cuts`` (tests/test_seed_rules.py)."""
     kept, cut = 0, 0
     for m in range(len(role) - 1, -1, -1):
-        kept += est_cleared[m] if m < cleared_through and role[m] == "tool" else est[m]
+        kept += rendered_estimate(role, est, est_cleared, cleared_through, m)
         if kept >= keep:
             cut = m
             break

@@ -2,8 +2,7 @@
 the events once per trace (``SeedEvents``: JSON sizes, each run's protected block, tool call ids, call
 times), and the state it keeps over a run's messages (``SeedState``: the engine's
 ``ContextCompactionState``, budget bookkeeping, a log of every turn's decision). Apart from the policy so
-that the fast paths (``sim.engine.fast.seed_static``) can name the state they build, and so that the
-compaction rules (``sim.policies.seed_rules``) read plain lists.
+that the fast paths (``sim.engine.fast.seed_static``) can name the state they build.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class SeedEvents:
         # first user event there), whose text is JSON-stringified twice; one run: the trace's own
         self.blocks: list[tuple[int, int]] = []
         self.inputs: dict[int, int] = {}  # input event -> its json2 bytes
-        for start in run_first_events(trace):
+        for start in _run_first_events(trace):
             end = next((e.index for e in events[start:] if e.kind == "assistant"), len(events))
             self.blocks.append((start, end))
             first_user = next((e.index for e in events[start:end] if e.kind == "user"), -1)
@@ -81,7 +80,7 @@ class SeedEvents:
         return e.content if e.content is not None else self.stand_in(trace, i)
 
 
-def run_first_events(trace: Trace) -> list[int]:
+def _run_first_events(trace: Trace) -> list[int]:
     """The first event of each run of the conversation (one run: [0])."""
     events = trace.events
     return [0] + [i for i in range(1, len(events)) if events[i].run_index != events[i - 1].run_index]

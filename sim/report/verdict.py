@@ -1,6 +1,6 @@
-"""The sizing section: the verdict ``ctxsim size`` and ``ctxsim demo`` give (``sim.analysis.size``) for the
-first policy swept over context_token_limit × keep_recent_tokens with a no-compaction setting, its paired
-differences, and how it holds under the other mock behaviours the results hold."""
+"""The sizing section: the verdict ``ctxsim size`` and ``ctxsim demo`` give (``sim.analysis.verdict``) for
+the first policy swept over context_token_limit × keep_recent_tokens with a no-compaction setting, its
+paired differences, and how it holds under the other mock behaviours the results hold."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ from sim.report.settings import ReportSetting
 
 def sizing(frames: list[Any], paths: list[Path]) -> tuple[int, str, dict] | None:
     """The sizing verdict (``sim.analysis.verdict.verdict``, as ``size`` and ``demo`` compute it) of the first
-    policy
-    swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
+    policy swept over context_token_limit x keep_recent_tokens with a no-compaction setting (limit unset)."""
     from sim.analysis.verdict import verdict_from_frame
 
     keys = ("policy.context_token_limit", "policy.keep_recent_tokens")

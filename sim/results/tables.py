@@ -59,8 +59,7 @@ def result_rows(records: list[RunRecord], version: str) -> list[dict[str, Any]]:
 
 def table_rows(table, version: str) -> list[dict[str, Any]]:
     """``result_rows`` of a ``sim.engine.dispatch.ReplayTable``'s runs, in order, the same rows to the byte,
-    from
-    its columns: no record is built for a run the batch path replayed."""
+    from its columns: no record is built for a run the batch path replayed."""
     columns = table_columns(table, version)
     n = len(table)
     if not n:

@@ -3,9 +3,8 @@
 plugins installed, ``ray`` or ``submitit_slurm`` for clusters (docs/launchers.md).
 
 Each Hydra job is one grid point: it rebuilds the sweep spec from its own overrides and runs it with the
-engine of ``sim.sweep.execute`` (same run keys, same part files, so results do not depend on the launcher,
-and an
-interrupted multirun resumes by running the same command). When the multirun ends, ``main`` merges every
+engine of ``sim.sweep.execute`` (same run keys, same part files, so results do not depend on the launcher, and
+an interrupted multirun resumes by running the same command). When the multirun ends, ``main`` merges every
 part into ``results.parquet`` (``merge_results``). Policies are built from ctxsim's registry only.
 
 The command line is an allow-list (``check_words``): Hydra would otherwise accept ``hydra/callbacks=...``,

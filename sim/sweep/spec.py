@@ -137,9 +137,8 @@ EXPERIMENT_KEYS = (
 def load_experiment(name: str) -> SweepSpec:
     """A whole study as data: ``conf/experiment/NAME.yaml`` (or a path to such a file) with ``policy``,
     ``grid`` (key: list of values), optional fixed ``overrides``, ``scenario``, ``pricing``, ``results``,
-    ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing;
-    every value is type-checked, the policy is a plain name (``sim.config.compose.check_policy_name``) and no
-    value
+    ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing; every
+    value is type-checked, the policy is a plain name (``sim.config.compose.check_policy_name``) and no value
     interpolates (``${...}``). An experiment file cannot allow modules: that is the command line's."""
     from sim.config.compose import check_policy_name, check_value
     from sim.util.safeyaml import load_yaml_file

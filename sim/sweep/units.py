@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from sim.engine.lane_rules import lane_setting_key, lanes_per_unit
 from sim.sweep.settings import Setting
 
 
@@ -22,10 +23,8 @@ class Chunk:
 
 def _lane_key(chunk: Chunk) -> str | None:
     """What chunks replayed together as lanes share: the runs, and every part of the config but what the
-    dispatcher lets lanes differ in (``sim.engine.dispatch.lane_setting_key``; None: a chunk the lanes
+    dispatcher lets lanes differ in (``sim.engine.lane_rules.lane_setting_key``; None: a chunk the lanes
     never take, replayed on its own)."""
-    from sim.engine.dispatch import lane_setting_key
-
     cfg = chunk.setting.cfg
     policy = lane_setting_key(chunk.setting.name, cfg.get("policy") or {}, bool(cfg.get("transforms")))
     if policy is None:
@@ -38,11 +37,9 @@ def _lane_key(chunk: Chunk) -> str | None:
 
 def lane_units(todo: list[Chunk], workers: int = 0) -> list[tuple[Chunk, ...]]:
     """The chunks as work units: seed-engine chunks of the same runs whose settings differ only in the
-    grid knobs go together (up to ``sim.engine.dispatch.lanes_per_unit`` settings a unit, and at least two
+    grid knobs go together (up to ``sim.engine.lane_rules.lanes_per_unit`` settings a unit, and at least two
     units a worker while there are enough), every other chunk on its own. Order: each unit at its first
     chunk's place. Which chunks may share a unit is the dispatcher's rule, not restated here."""
-    from sim.engine.dispatch import lanes_per_unit
-
     groups: dict[str, list[Chunk]] = {}
     units: list[list[Chunk]] = []
     for c in todo:

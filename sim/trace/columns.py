@@ -10,19 +10,17 @@ compute instead of ``json.dumps``: stored as the trace's ``trace_hash`` derived 
 re-encodes the trace to hash it; a test holds it equal to ``trace_hash`` on the embedded suite and on
 real traces.
 
-The fast path *declines* what it does not handle, and such a record goes through the record-by-record
-reader (``slow``), which validates and builds it as it always has, and names the file, record and field
-of a bad one (so every error message is the old one). Declined: a record whose columns fail any check
-of ``sim.trace.schema`` / ``sim.trace.rules.semantic_problems`` (the reference names the problem), one with
-children or several runs, and a JSON line that is not
-byte for byte the canonical encoding of what Arrow read from it (``write_traces``' own output is): that
-one check covers whatever a JSON document can say that Arrow's typed reader does not (a missing key
-versus a null, duplicate keys, whitespace, escapes, ``5`` for ``5.0``). A file whose record of trace
-hashes (``sim.trace.storedhashes``) holds for its bytes is ``write_traces``' own output, read back cleanly
-when it was written: its lines are not compared again (every rule of the schema is still checked; a
-record forged by hand over other bytes gets those lines read as Arrow reads them, as it gets its
-hashes taken: see ``sim.trace.storedhashes``).
-"""
+The fast path *declines* what it does not handle, and such a record goes through the record-by-record reader
+(``slow``), which validates and builds it as it always has, and names the file, record and field of a bad one
+(so every error message is the old one). Declined: a record whose columns fail any check of
+``sim.trace.schema`` / ``sim.trace.rules.semantic_problems`` (the reference names the problem), one with
+children or several runs, and a JSON line that is not byte for byte the canonical encoding of what Arrow read
+from it (``write_traces``' own output is): that one check covers whatever a JSON document can say that Arrow's
+typed reader does not (a missing key versus a null, duplicate keys, whitespace, escapes, ``5`` for ``5.0``). A
+file whose record of trace hashes (``sim.trace.storedhashes``) holds for its bytes is ``write_traces``' own
+output, read back cleanly when it was written: its lines are not compared again (every rule of the schema is
+still checked; a record forged by hand over other bytes gets those lines read as Arrow reads them, as it gets
+its hashes taken: see ``sim.trace.storedhashes``)."""
 
 from __future__ import annotations
 

@@ -234,12 +234,11 @@ def _dataset_problem(exc: BaseException) -> str:
 
 
 def redact(t: Trace) -> Trace:
-    """A text-free copy: no content, fact ids replaced by hashes, outcome dropped; sizes (the content's
-    JSON sizes too, which the seed engine's estimate needs), where each fact sits (its byte span) and its
-    kind, provenance, usage and structure kept, so
-    every metric computes as before. Exception: a head/tail cut of text with multi-byte characters (or,
-    for the seed engine's envelope and summarizer input, with JSON escapes) is sized from the counts
-    without the text (exact for ASCII)."""
+    """A text-free copy: no content, fact ids replaced by hashes, outcome dropped; sizes (the content's JSON
+    sizes too, which the seed engine's estimate needs), where each fact sits (its byte span) and its kind,
+    provenance, usage and structure kept, so every metric computes as before. Exception: a head/tail cut of
+    text with multi-byte characters (or, for the seed engine's envelope and summarizer input, with JSON
+    escapes) is sized from the counts without the text (exact for ASCII)."""
     import dataclasses
 
     def h(fact: str) -> str:

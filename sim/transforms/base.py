@@ -1,10 +1,9 @@
 """The transform interface, its registry, and the trace rewriting the transforms share.
 
-A transform maps a trace to another trace, as data: it never runs code named by configuration or trace
-data (its knobs are numbers; the names are those of this closed registry). It declares what it moved
-where in ``Trace.moved`` (``sim.core.types.Moved``), which the ledger reports and whose lost facts count as
-seen and lost (``sim.information.ledger.moved_totals``). A transformed trace is composite: the fast paths
-decline it
+A transform maps a trace to another trace, as data: it never runs code named by configuration or trace data
+(its knobs are numbers; the names are those of this closed registry). It declares what it moved where in
+``Trace.moved`` (``sim.core.types.Moved``), which the ledger reports and whose lost facts count as seen and
+lost (``sim.information.ledger.moved_totals``). A transformed trace is composite: the fast paths decline it
 and the per-call loop replays it (``Trace.composite``).
 
 Transforms compose in the order given, each on the previous one's output, before the policy. The mock

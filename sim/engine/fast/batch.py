@@ -30,7 +30,7 @@ from sim.core.records import (
     Primed,
 )
 from sim.core.segments import offsets
-from sim.core.types import ItemState, Trace
+from sim.core.types import Trace
 from sim.cost.cache import CacheRules, split_runs
 from sim.cost.pricing import Price
 from sim.engine.fast.batch_changes import PlanPart, change_tables, compaction_counts, fold_plans
@@ -43,7 +43,7 @@ from sim.engine.fast.batch_rows import (
     ColumnSums,
     Rows,
     batch_rereads,
-    check_sums,
+    check_column_sums,
     insert_rereads,
     row_layout,
     stack_columns,
@@ -75,8 +75,6 @@ from sim.policies.base import Plans, Policy
 from sim.util.batchmemo import batch_derived, shape_derived
 from sim.util.limits import run_sum_problem
 
-_VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
-_PAGINATED = int(ItemState.PAGINATED)
 _POSITIONAL_CODES = np.array([int(x) for x in POSITIONAL], dtype=np.int64)
 
 
@@ -293,7 +291,7 @@ def replay_batch(
         st, cols, seam, rereads, zeros, len(runs), rules, price
     )
     if table is not None:
-        check_sums(table, rows, rows_per_run, traces)
+        check_column_sums(table, rows, rows_per_run, traces)
         table.setflags(write=False)
     else:
         cols = {name: cols[name] for name in CALL_COLUMNS}
@@ -427,7 +425,7 @@ def _bound_columns(cols: dict, st: BatchStatic, models, rows: Rows, rows_per_run
     top["input_tokens"] = top["view_tokens"] + top["residual_tokens"]
     top["uncached_input_tokens"] = top["input_tokens"] + top["cache_read_tokens"] + top["cache_write_tokens"]
     if run_sum_problem(max(top.values()), int(rows_per_run.max())) is not None:
-        check_sums(stack_columns(cols), rows, rows_per_run, traces)
+        check_column_sums(stack_columns(cols), rows, rows_per_run, traces)
 
 
 def _totals(

@@ -35,7 +35,6 @@ from sim.util.batchmemo import batch_derived
 
 _VERBATIM, _BOUNDED, _SPILLED = int(ItemState.VERBATIM), int(ItemState.BOUNDED), int(ItemState.SPILLED)
 _PAGINATED = int(ItemState.PAGINATED)
-_POSITIONAL_CODES = np.array([int(x) for x in POSITIONAL], dtype=np.int64)
 
 
 def _positional(states: np.ndarray) -> np.ndarray:

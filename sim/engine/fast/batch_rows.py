@@ -1,7 +1,7 @@
 """A batch's rows: their layout (``Rows``), the re-read rows inserted before the agent rows they precede
 (``batch_rereads``, ``insert_rereads``), each run's column totals (``ColumnSums``), the call table as one
 block (``stack_columns``) and the loop's refusal of a run whose column sums could wrap int64
-(``check_sums``). Used by ``sim.engine.fast.batch``.
+(``check_column_sums``). Used by ``sim.engine.fast.batch``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def stack_columns(columns: dict[str, np.ndarray]) -> np.ndarray:
     return table
 
 
-def check_sums(
+def check_column_sums(
     table: np.ndarray, rows: Rows, rows_per_run: np.ndarray, traces: list[Trace], top: int | None = None
 ) -> None:
     """Refuse, as the loop does (``sim.engine.common.check_sums``), a run whose column sums could wrap

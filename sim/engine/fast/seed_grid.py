@@ -37,6 +37,7 @@ from sim.core.types import ItemState, Trace
 from sim.cost.cache import CacheRules, split_runs
 from sim.cost.pricing import Price
 from sim.cost.tokens import estimate_tokens
+from sim.engine.common import assemble_record
 from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_static, status_base_len
 from sim.engine.model import ReplayModel
 from sim.information.ledger import provides_any
@@ -490,8 +491,6 @@ def _settle_events(st: GridStatic, cols) -> list:
 
 def record(trace: Trace, policy: SeedEngine, model: ReplayModel, run: GridRun, rules, price, window):
     """The RunRecord the per-call loop builds for this lane."""
-    from sim.engine.common import assemble_record
-
     assert run.changes is not None
     cols = {c: v.copy() for c, v in zip(CALL_COLUMNS, run.table, strict=True)}
     return assemble_record(

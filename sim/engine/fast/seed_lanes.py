@@ -10,14 +10,13 @@ summary cut and the sums they move are ``searchsorted`` and prefix sums over the
 prune bound of a (run, keep, call) is looked up for the lanes that fire (the bound only moves forward for a
 fixed keep). Runs are ordered by length, longest first.
 
-Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache
-entries and cost are prefix sums and running maxima over its run's per-call tables, shifted by the lane's
-net change so far (``sim.engine.fast.seed_lanes_blocks.Trajectory``; the status line's tokens, which count
-the tokens so far, are solved to their fixed point, a pass or two, the later passes only for the lanes whose
-line moved). So a lane's calls up to its next firing are one block of array operations, the firing found by
-one search over it, and a firing only adds its compaction
-(``sim.engine.fast.seed_lanes_compact.compact_lanes``): the firing call is then the first of the lane's next
-block.
+Between two firings a lane's view only grows by what each call appends: its estimates, requests, cache entries
+and cost are prefix sums and running maxima over its run's per-call tables, shifted by the lane's net change
+so far (``sim.engine.fast.seed_lanes_blocks.Trajectory``; the status line's tokens, which count the tokens so
+far, are solved to their fixed point, a pass or two, the later passes only for the lanes whose line moved). So
+a lane's calls up to its next firing are one block of array operations, the firing found by one search over
+it, and a firing only adds its compaction (``sim.engine.fast.seed_lanes_compact.compact_lanes``): the firing
+call is then the first of the lane's next block.
 
 Until its trigger first fires, a lane is its run's replay without a limit: each run has one *pristine* lane
 standing for all its lanes that have not fired, replayed for all its calls in one block, and a lane starts
@@ -105,20 +104,18 @@ def grid_figures(
     keep_batch: bool = False,
     call_tables: bool = False,
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay it
-    with the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``,
-    ``compactions``, each an (S, R) array. Every trace must pass
-    ``sim.engine.fast.seed_grid.trace_declines`` and the settings ``settings_decline``; all runs priced
-    alike (``rules``, ``price``). ``rows``: a list to receive each call position's agent rows, (runs still
-    going, {column: (run, setting) table}), runs longest first
-    (``sim.engine.fast.seed_unlimited.replay_unlimited``: settings without a limit, which never
-    summarize). ``lanes_out``: a dict to receive the lanes' summary calls (call, lanes, input, output: one
-    call a lane) and final state, lane j being sorted run j // S, setting j % S
-    (``sim.engine.fast.seed_rows``), and with ``rows`` the same columns as (lane, call) tables
-    (``calls``). ``row_columns``: the columns ``rows`` receives (None: all of them; each costs a (lane,
-    call) table). ``keep_batch``: the batch's tables are kept for its next replay (a sweep replays a chunk
-    of runs under many settings; ``size`` replays each batch once). ``call_tables``: ``lanes_out``
-    receives the (lane, call) tables without a ``rows`` list.
+    """(ok, figures) of every (setting, run): ``ok[s, r]`` False where the lane left the grid (replay it with
+    the loop); figures ``cost_microusd``, ``input_tokens``, ``output_tokens``, ``peak``, ``compactions``, each
+    an (S, R) array. Every trace must pass ``sim.engine.fast.seed_grid.trace_declines`` and the settings
+    ``settings_decline``; all runs priced alike (``rules``, ``price``). ``rows``: a list to receive each call
+    position's agent rows, (runs still going, {column: (run, setting) table}), runs longest first
+    (``sim.engine.fast.seed_unlimited.replay_unlimited``: settings without a limit, which never summarize).
+    ``lanes_out``: a dict to receive the lanes' summary calls (call, lanes, input, output: one call a lane)
+    and final state, lane j being sorted run j // S, setting j % S (``sim.engine.fast.seed_rows``), and with
+    ``rows`` the same columns as (lane, call) tables (``calls``). ``row_columns``: the columns ``rows``
+    receives (None: all of them; each costs a (lane, call) table). ``keep_batch``: the batch's tables are kept
+    for its next replay (a sweep replays a chunk of runs under many settings; ``size`` replays each batch
+    once). ``call_tables``: ``lanes_out`` receives the (lane, call) tables without a ``rows`` list.
 
     Until its trigger first fires a lane is its run's replay without a limit: the lanes of a run share
     one *pristine* lane (a lane whose trigger never fires) until then, and only the lanes that have

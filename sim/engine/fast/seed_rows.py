@@ -1,7 +1,6 @@
 """Result rows of ``seed_engine`` lanes: the metric columns of every (setting, run) lane of
 ``sim.engine.fast.seed_lanes`` without a record per run, for ``replay_table`` (one setting: the lanes are the
-runs) and
-for a sweep's chunk of grid settings (all its settings' lanes advance together).
+runs) and for a sweep's chunk of grid settings (all its settings' lanes advance together).
 
 The lanes give each call's agent row (``grid_figures``' ``rows``), the summary calls made and each
 lane's final state (``lanes_out``); the rest follows from the trace's settled tables, because the seed
@@ -246,8 +245,7 @@ def exact_ratios(num: np.ndarray, den: list[int]) -> list[float]:
 
 def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], priced: bool) -> dict[str, list]:
     """Every metric (``sim.metrics.compute.METRICS`` names) of setting ``s``'s lanes on ``runs``, as the
-    loop's
-    records give them: a simple trace's run that completed, without facts, budgets or children."""
+    loop's records give them: a simple trace's run that completed, without facts, budgets or children."""
     idx = np.asarray(runs, dtype=np.int64)
 
     def get(name: str) -> list:

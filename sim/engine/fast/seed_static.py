@@ -1,14 +1,13 @@
 """What every setting of a ``seed_engine`` grid shares on one trace (``GridStatic``): the settled items, the
-seed engine's messages and their estimates call by call, the transcript block each message would show,
-and the prefix sums the grid paths move a lane's prune bound and summary cut over. Built once per trace
-and tool-result bound (``grid_static``) by the policy itself (``SeedEngine.admit``, ``settle``,
-``_block``): without budgets none of it depends on the other knobs. ``sim.engine.fast.seed_grid`` reads it
-for one trace, ``sim.engine.fast.seed_lanes_tables`` lays many end to end, ``sim.engine.fast.seed_rows``
-and ``sim.engine.fast.seed_unlimited`` read the settled items.
+seed engine's messages and their estimates call by call, the transcript block each message would show, and
+the prefix sums the grid paths move a lane's prune bound and summary cut over. Built once per trace and
+tool-result bound (``grid_static``) by the policy itself (``SeedEngine.admit``, ``settle``,
+``transcript_block``): without budgets none of it depends on the other knobs.
+``sim.engine.fast.seed_grid`` reads it for one trace, ``sim.engine.fast.seed_lanes_tables`` lays many end
+to end, ``sim.engine.fast.seed_rows`` and ``sim.engine.fast.seed_unlimited`` read the settled items.
 
 Also here: the status line's length from digit counts (``status_base_len``, ``POW10``), which both grid
-paths use: the line's text is fixed but for five numbers.
-"""
+paths use: the line's text is fixed but for five numbers."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ from sim.policies.seed_messages import (
 )
 from sim.policies.seed_state import SeedState
 
-BOUNDED = int(ItemState.BOUNDED)
+_BOUNDED = int(ItemState.BOUNDED)
 NO_LIMIT = 1 << 62  # a lane without a limit never triggers
 POW10 = np.array([10**p for p in range(1, 19)], dtype=np.int64)  # a count's digits past its first: a search
 
@@ -88,7 +87,7 @@ class GridStatic:
                 assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
                 self.settled.append((call, i, int(tok[i]), ch.tokens))
                 self.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
-                tok[i], states[i] = ch.tokens, BOUNDED
+                tok[i], states[i] = ch.tokens, _BOUNDED
         self.tok0, self.state0 = tok, states
         self.prefix = np.zeros(N + 1, dtype=np.int64)
         np.cumsum(tok, out=self.prefix[1:])

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim.core.records import AGENT, CALL_COLUMNS, change_table
+from sim.engine.common import assemble_record
 from sim.engine.fast.seed_grid import settings_decline
 from sim.engine.fast.seed_lanes import grid_figures
 from sim.engine.fast.seed_static import grid_static
@@ -32,8 +33,6 @@ def replay_unlimited(
     at settle time and appends its status line) on these runs, all replayed as lanes at once; None for
     a run whose request exceeds its window (the loop says what follows). The records are the per-call
     loop's: the status line's tokens from digit counts, the cache and cost as the requests are made."""
-    from sim.engine.common import assemble_record
-
     assert policy.context_token_limit is None
     rows: list = []
     ok, _ = grid_figures(traces, [policy], models, windows, rules, price, rows)
