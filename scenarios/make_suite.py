@@ -16,7 +16,8 @@ from pathlib import Path
 
 from scenarios import closed_loop
 from scenarios.swe_like import generate_suite, suite_stats
-from sim.trace.io import atomic_path, write_traces
+from sim.trace.io import write_traces
+from sim.util.atomicfile import atomic_path
 
 SEED = 20261130
 N_RUNS = 40  # enough runs for the tail statistics to hold; the file stays ~1.4 MB

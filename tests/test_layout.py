@@ -63,7 +63,7 @@ def _layer(module: str) -> str:
 def _type_checking_lines(tree: ast.AST) -> set[int]:
     lines: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
             for child in node.body:
                 lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
     return lines
@@ -161,12 +161,42 @@ def test_no_import_cycle():
     assert cycles == []
 
 
+def _private_attributes(module: str) -> list[tuple[str, str, int]]:
+    """(module, private name, line) for every ``m._name`` where ``m`` is another sim module bound by an
+    import (``import sim.x.y as m``, ``from sim.x import y``, or the dotted ``sim.x.y`` itself)."""
+    path = MODULES[module]
+    tree = ast.parse(path.read_text(), str(path))
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in MODULES and alias.asname:
+                    bound[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("sim"):
+            for alias in node.names:
+                if f"{node.module}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+            owner = ast.unparse(node.value)
+            target = bound.get(owner, owner if owner in MODULES else None)
+            if target and target != module:
+                out.append((target, node.attr, node.lineno))
+    return out
+
+
 def test_no_private_name_crosses_modules():
     crossing = [
         f"{MODULES[module].relative_to(SIM.parent)}:{line} imports {target}.{name}"
         for module, imports in GRAPH.items()
         for target, name, line in imports
         if name and name.startswith("_") and not name.startswith("__")
+    ]
+    crossing += [
+        f"{MODULES[module].relative_to(SIM.parent)}:{line} reads {target}.{name}"
+        for module in MODULES
+        for target, name, line in _private_attributes(module)
     ]
     assert crossing == []
 

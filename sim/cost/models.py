@@ -16,7 +16,6 @@ from functools import lru_cache
 
 from sim.cost import pricing, tokens
 from sim.cost.names import lookup
-from sim.cost.pricing import Price
 from sim.util.errors import ConfigError
 from sim.util.limits import count_problem
 from sim.util.paths import CONF_DIR
@@ -73,7 +72,7 @@ class ModelFacts:
     ``cache_family``, ``window``, ``bytes_per_token``, ``text_coefficients``."""
 
     model: str | None
-    price: Price | None
+    price: pricing.Price | None
     window: int | None
     cache_family: str
     bytes_per_token: float

@@ -68,7 +68,7 @@ def evaluate(
 
 
 def _write_text(path: Path, text: str) -> None:
-    from sim.trace.io import atomic_path
+    from sim.util.atomicfile import atomic_path
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from sim.importers import Importer, register
 from sim.trace.codec import CANONICAL_FORMAT
-from sim.trace.io import is_canonical_jsonl, iter_jsonl, iter_parquet
+from sim.trace.io import iter_jsonl, iter_parquet
+from sim.util.canonical import is_canonical_jsonl
 
 
 def _is_parquet(path: Path) -> bool:

@@ -233,7 +233,7 @@ def write_frames(frames: Iterable, path: Path) -> int:
     """Concatenate DataFrames into one table file (format from the extension), atomically."""
     import pandas as pd
 
-    from sim.trace.io import atomic_path
+    from sim.util.atomicfile import atomic_path
 
     path = Path(path)
     check_table_path(path, "output")
@@ -264,7 +264,7 @@ def _finite_floats(df):
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
     """Result rows to a table file, atomically (CSV and JSON Lines byte-stable)."""
-    from sim.trace.io import atomic_path
+    from sim.util.atomicfile import atomic_path
 
     path = Path(path)
     check_table_path(path, "output")

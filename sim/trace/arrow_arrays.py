@@ -25,7 +25,7 @@ def compute() -> Compute:
 
 
 class Compute:
-    """The ``pyarrow.compute`` functions this module calls, called as those do (same kernels, same
+    """The ``pyarrow.compute`` functions the column readers call, called as those do (same kernels, same
     options) through ``pyarrow._compute.call_function``: importing ``pyarrow.compute`` itself wraps and
     documents each of its ~290 functions, ~0.07 s CPU, a thirtieth of a streamed 10k run. Arrays'
     own ``is_valid``, ``filter`` and ``cast`` import it too: called here instead. A Python value
@@ -52,7 +52,7 @@ class Compute:
             return string_set((value,))[0]
         if type(value) is bool and t == pa.bool_():
             return bool_array(np.array([value]))[0]
-        dtype = DTYPES.get(str(t))
+        dtype = _DTYPES.get(str(t))
         if type(value) in (int, float) and dtype is not None:
             data = np.array([value], dtype=dtype)
             return pa.Array.from_buffers(t, 1, [None, pa.py_buffer(data)])[0]
@@ -101,13 +101,13 @@ class Compute:
         return function
 
 
-DTYPES = {"int64": np.int64, "int32": np.int32, "int8": np.int8, "double": np.float64, "uint32": np.uint32}
+_DTYPES = {"int64": np.int64, "int32": np.int32, "int8": np.int8, "double": np.float64, "uint32": np.uint32}
 
 
 def numpy_of(a) -> np.ndarray:
     """An Arrow array's values as numpy, read from its data buffer (numbers, booleans; nulls must have
     been filled): pyarrow's own ``to_numpy`` imports pandas, a tenth of a streamed run's time."""
-    dtype = DTYPES.get(str(a.type))
+    dtype = _DTYPES.get(str(a.type))
     n, at = len(a), a.offset
     if a.null_count == 0 and dtype is not None:
         data = a.buffers()[1]
@@ -126,9 +126,9 @@ def numpy_filled(a, fill) -> np.ndarray:
     if not a.null_count:
         return numpy_of(a)
     if a.null_count == len(a):
-        dtype = DTYPES.get(str(a.type), bool if str(a.type) == "bool" else None)
+        dtype = _DTYPES.get(str(a.type), bool if str(a.type) == "bool" else None)
         return np.full(len(a), fill, dtype=dtype) if dtype is not None else np.full(len(a), fill)
-    if str(a.type) in DTYPES or str(a.type) == "bool":  # the values under a null are unspecified
+    if str(a.type) in _DTYPES or str(a.type) == "bool":  # the values under a null are unspecified
         return np.where(valid_mask(a), numpy_of(_values(a)), fill)
     _, pc = arrow_and_compute()
     return numpy_of(pc.fill_null(a, fill))

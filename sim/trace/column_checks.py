@@ -22,13 +22,13 @@ from sim.trace.arrow_arrays import (
 from sim.trace.codec import arrow_schema
 from sim.util.limits import MAX_COUNT, MIN_BYTES_PER_TOKEN, TIME_MAX, TIME_MIN
 
-ASSISTANT = KIND_CODE["assistant"]
+_ASSISTANT = KIND_CODE["assistant"]
 
 
-BIG_TOKENS = 1 << 40  # above this a record's sums go through the reference (exact Python integers)
+_BIG_TOKENS = 1 << 40  # above this a record's sums go through the reference (exact Python integers)
 
 
-def natural(v: np.ndarray) -> np.ndarray:
+def _natural(v: np.ndarray) -> np.ndarray:
     return (v >= 0) & (v <= MAX_COUNT)
 
 
@@ -37,7 +37,7 @@ def per_record(bad_rows: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
     return np.bincount(owner[bad_rows], minlength=n) > 0 if bad_rows.any() else np.zeros(n, dtype=bool)
 
 
-def time_ok(a) -> np.ndarray:
+def _time_ok(a) -> np.ndarray:
     v = numpy_filled(a, 0.0).astype(np.float64)
     return (v >= TIME_MIN) & (v <= TIME_MAX)  # NaN fails both
 
@@ -64,7 +64,7 @@ def top_ok(top: dict, i: int) -> bool:
 _BREAKS = "[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]"
 
 
-def line_counts(content) -> np.ndarray:
+def _line_counts(content) -> np.ndarray:
     """``len(c.splitlines())`` of each string: its line breaks (``\\r\\n`` is one), plus one for a last
     line without a break."""
     _, pc = arrow_and_compute()
@@ -75,7 +75,7 @@ def line_counts(content) -> np.ndarray:
     return breaks + (nonempty & ~tail)
 
 
-def bad_fact_lists(E, nbytes: np.ndarray) -> np.ndarray:
+def _bad_fact_lists(E, nbytes: np.ndarray) -> np.ndarray:
     """Events whose fact lists break the schema or the fact rules of ``sim.trace.rules``: ids that are not
     strings, kinds outside FACT_KINDS, span and kind lists not one per provided fact, a span that is not
     [start, end] with start <= end <= bytes."""
@@ -106,7 +106,7 @@ def bad_fact_lists(E, nbytes: np.ndarray) -> np.ndarray:
         if len(numbers):
             v = numpy_filled(numbers, -1)
             per = np.repeat(np.arange(len(spans)), width)
-            wrong |= per_record(~natural(v), per, len(spans))
+            wrong |= per_record(~_natural(v), per, len(spans))
             two = given & (width == 2)
             starts = numpy_of(spans.offsets).astype(np.int64)[:-1] - int(spans.offsets[0].as_py())
             start = np.where(two, v[np.minimum(starts, len(v) - 1)], 0)
@@ -116,7 +116,7 @@ def bad_fact_lists(E, nbytes: np.ndarray) -> np.ndarray:
     return bad
 
 
-def unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
+def _unprovided(E, lists, owner: np.ndarray) -> np.ndarray:
     """Events naming (in ``lists``: needs or supersedes) a fact no earlier event of its record provides."""
     given, given_n = list_items(E.field("provides"))
     asked, asked_n = list_items(lists)
@@ -149,11 +149,11 @@ def _unmatched(owner, given_at, given, asked_at, asked, same_ok: bool, rows: int
     return bad
 
 
-def unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
+def _unanswered(E, kind, answer, tcids, owner) -> np.ndarray:
     """Events whose ``tool_call_id`` no earlier (or the same) assistant event of its record issued."""
     issued, lengths = list_items(tcids)
     issued_at = np.repeat(np.arange(len(E)), lengths)
-    assistant = kind[issued_at] == ASSISTANT
+    assistant = kind[issued_at] == _ASSISTANT
     _, pc = arrow_and_compute()
     answer_ids = pc.filter(E.field("tool_call_id"), bool_array(answer))
     issued_at, issued = issued_at[assistant], pc.filter(issued, bool_array(assistant))
@@ -210,40 +210,40 @@ def event_problems(rows: Rows) -> tuple[np.ndarray, dict[str, np.ndarray], np.nd
     bad = ~valid_mask(E)
     ints = {k: numpy_filled(f(k), -1) for k in ("index", "bytes", "chars", "lines", "tokens")}
     for v in ints.values():
-        bad |= ~natural(v)
+        bad |= ~_natural(v)
     kind = codes_of(f("kind"), EVENT_KINDS).astype(np.int8)
     bad |= kind < 0
     bad |= codes_of(f("tokens_provenance"), TOKEN_PROVENANCES) < 0
     tcids = f("tool_call_ids")
     bad |= ~valid_mask(tcids) | ~valid_mask(f("bounded"))
-    items, lengths = list_items(tcids)  # items are strings, never null (the fact lists: bad_fact_lists)
+    items, lengths = list_items(tcids)  # items are strings, never null (the fact lists: _bad_fact_lists)
     if items.null_count:
         bad |= per_record(~valid_mask(items), np.repeat(np.arange(len(E)), lengths), len(E))
-    bad |= ~time_ok(f("timestamp"))
+    bad |= ~_time_ok(f("timestamp"))
     for k in ("json_bytes", "json2_bytes"):
         v = numpy_filled(f(k), 0)
-        bad |= ~natural(v)
-    bad |= bad_fact_lists(E, ints["bytes"])
+        bad |= ~_natural(v)
+    bad |= _bad_fact_lists(E, ints["bytes"])
     bad |= numpy_filled(f("run_index"), 0) != 0  # several runs: the reference
     bad |= ints["index"] != np.arange(len(E)) - rows.eo[ev_owner]
-    bad |= ints["tokens"] > BIG_TOKENS
+    bad |= ints["tokens"] > _BIG_TOKENS
     content = f("content")
     has_content = valid_mask(content)
     if has_content.any():
         bad |= has_content & (valid_mask(f("json_bytes")) | valid_mask(f("json2_bytes")))
         bad |= has_content & (numpy_filled(pc.binary_length(content), 0) != ints["bytes"])
         bad |= has_content & (numpy_filled(pc.utf8_length(content), 0) != ints["chars"])
-        bad |= has_content & (line_counts(content) != ints["lines"])
+        bad |= has_content & (_line_counts(content) != ints["lines"])
     bad_records = per_record(bad, ev_owner, n)
 
     # a tool result answers an earlier (or its own) assistant event's tool call
     answer = valid_mask(f("tool_call_id"))
     if answer.any():
-        bad_records |= per_record(unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
+        bad_records |= per_record(_unanswered(E, kind, answer, tcids, ev_owner), ev_owner, n)
     # a needed or superseded fact is provided by an earlier event
     for k in ("needs", "supersedes"):
         if len(list_items(f(k))[0]):
-            bad_records |= per_record(unprovided(E, f(k), ev_owner), ev_owner, n)
+            bad_records |= per_record(_unprovided(E, f(k), ev_owner), ev_owner, n)
     return bad_records, ints, kind
 
 
@@ -264,15 +264,15 @@ def call_columns(rows: Rows, tokens: np.ndarray, kind: np.ndarray) -> CallColumn
     cbad = ~valid_mask(C)
     cint = {k: numpy_filled(g(k), -1) for k in ("index", "event_index", "view_end")}
     for v in cint.values():
-        cbad |= ~natural(v)
+        cbad |= ~_natural(v)
     opt = {}
     for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
         opt[k] = numpy_filled(g(k), -1)
-        cbad |= valid_mask(g(k)) & ~natural(opt[k])
+        cbad |= valid_mask(g(k)) & ~_natural(opt[k])
     residual = numpy_filled(g("residual_tokens"), 0)
     cbad |= ~valid_mask(g("residual_tokens")) | (residual < -MAX_COUNT) | (residual > MAX_COUNT)
     cbad |= codes_of(g("usage_provenance"), USAGE_PROVENANCES) < 0
-    cbad |= ~time_ok(g("timestamp"))
+    cbad |= ~_time_ok(g("timestamp"))
     cost = numpy_filled(g("recorded_cost_usd"), 0.0).astype(np.float64)
     cbad |= ~((cost >= 0) & (cost < math.inf))
     cbad |= numpy_filled(g("run_index"), 0) != 0
@@ -282,7 +282,7 @@ def call_columns(rows: Rows, tokens: np.ndarray, kind: np.ndarray) -> CallColumn
     cbad |= ei >= rows.n_ev[call_owner]
     at = np.where(cbad, 0, eo[call_owner] + ei)  # the call's event, row in E (0 where already bad)
     if len(E):
-        cbad |= kind[at] != ASSISTANT
+        cbad |= kind[at] != _ASSISTANT
     else:
         cbad[:] = True
     first = local == 0

@@ -16,11 +16,9 @@ from pathlib import Path
 from sim.core.types import Child, Trace
 from sim.cost.tokens import json2_bytes, json_bytes
 from sim.trace.codec import NULLABLE_TOP, arrow_schema, trace_from_dict, trace_hash, trace_to_dict
-from sim.trace.read_jsonl import jsonl_traces
-from sim.trace.read_parquet import first_line, parquet_traces
-from sim.util.atomicfile import atomic_path as atomic_path  # where writers have always imported it from
-from sim.util.canonical import is_canonical_jsonl as is_canonical_jsonl  # where importers have taken it from
-from sim.util.errors import TraceError
+from sim.util.atomicfile import atomic_path
+from sim.util.canonical import is_canonical_jsonl
+from sim.util.errors import TraceError, first_line
 
 
 def iter_jsonl(path: Path) -> Iterator[Trace]:
@@ -39,6 +37,8 @@ def iter_jsonl(path: Path) -> Iterator[Trace]:
             raise TraceError(name, problem, record=f"line {lineno}")
         return trace_from_dict(d, name, f"line {lineno}", text_checked=True)
 
+    from sim.trace.read_jsonl import jsonl_traces  # the column reader: only when a file is read
+
     return jsonl_traces(path, slow)
 
 
@@ -49,6 +49,8 @@ def iter_parquet(path: Path) -> Iterator[Trace]:
     def slow(row: int, d: dict) -> Trace:
         d = {k: v for k, v in d.items() if v is not None or k in NULLABLE_TOP}
         return trace_from_dict(d, name, f"row {row}", text_checked=True)
+
+    from sim.trace.read_parquet import parquet_traces
 
     return parquet_traces(path, slow, lambda exc, row: exc)
 
@@ -190,6 +192,8 @@ def _local_traces(files: list[Path], label: str) -> Iterator[Trace]:
     (``sim.trace.columns``: Arrow batches of Parquet, blocks of JSON Lines) instead of through
     ``datasets``' row conversion: the same records, numbered as ``datasets`` numbers them (rows across
     all files), memory bounded by a batch."""
+    from sim.trace.read_jsonl import jsonl_traces
+    from sim.trace.read_parquet import parquet_traces
     from sim.util.jsonl import json_line
 
     i = 0

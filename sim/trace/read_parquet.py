@@ -11,7 +11,7 @@ from sim.core.types import Trace
 from sim.trace.codec import DICTIONARY_FIELDS, arrow_schema
 from sim.trace.columns import batch_traces, declining
 from sim.trace.readahead import read_ahead
-from sim.util.errors import TraceError
+from sim.util.errors import TraceError, first_line
 
 PARQUET_BATCH = 1024  # records per Arrow batch on the fast path (the reference reads 64 at a time)
 
@@ -46,11 +46,6 @@ def parquet_rows(path: Path, batch_size: int = 64, start: int = 0) -> Iterator[t
             if row >= start:
                 yield row, d
             row += 1
-
-
-def first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0][:200] if text else "") or type(exc).__name__
 
 
 def parquet_traces(

@@ -47,3 +47,10 @@ class UnknownNameError(CtxsimError):
 
     def __reduce__(self):
         return (type(self), (self.kind, self.name, self.choices))
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message for one line of ours: its first line, at most 200 characters (a reader's
+    message can hold a whole record), or its type's name when it says nothing."""
+    text = str(exc).strip()
+    return (text.splitlines()[0][:200] if text else "") or type(exc).__name__

@@ -4,8 +4,8 @@ the tree on ``sys.path``) and in an installed wheel alike.
 The checkout keeps ``conf/`` at its top, where users and docs cite it; a wheel carries the same files inside
 the package as ``sim/conf/`` (``setup.py`` maps them). The embedded suite sits in the ``scenarios`` package
 beside ``sim`` in both. Only these two places are looked at: the checkout's ``conf/`` is used only when
-``sim/`` has no ``conf/`` of its own and sits beside ctxsim's ``pyproject.toml``, so an installed ctxsim
-never reads a ``conf/`` that some other project put in site-packages.
+``sim/`` has no ``conf/`` of its own and sits beside a ``pyproject.toml`` (the checkout's), so an
+installed ctxsim never reads a ``conf/`` that some other project put in site-packages.
 """
 
 from __future__ import annotations
