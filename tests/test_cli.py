@@ -209,10 +209,11 @@ def test_policies_lists_knobs(capsys):
     code, out, _ = run(capsys, "policies", "--format", "json")
     rows = {json.loads(x)["policy"]: json.loads(x) for x in out.splitlines()}
     assert rows["observation_masking"]["knobs"] == {"n": 10, "polling": 1}
+    # head_chars / tail_chars default to null: half of max_chars each (5,000 at the default 10,000)
     assert rows["tool_result_head_tail"]["knobs"] == {
         "max_chars": 10000,
-        "head_chars": 5000,
-        "tail_chars": 5000,
+        "head_chars": None,
+        "tail_chars": None,
     }
 
 

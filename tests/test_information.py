@@ -200,9 +200,15 @@ def test_a_cut_loses_a_fact_without_a_span():
     r = replay(t, make_policy("tool_result_head_tail", max_chars=100, head_chars=10, tail_chars=5))
     m = compute_metrics(r)
     # 1000 -> 59 tokens (tests/test_policies.py): derived 59, lost 941; the agent re-runs the call (one
-    # refetch on the 150 + 10 + 59 = 219-token view), and the result re-read stays: f0 ends verbatim
-    assert r.calls["kind"].tolist() == [AGENT, REFETCH, AGENT] and inputs(r) == [150, 219, 1229]
-    assert (m["facts_derived"], m["tokens_derived"], m["tokens_lost"], m["refetch_calls"]) == (0, 59, 941, 1)
+    # refetch on the 150 + 10 + 59 = 219-token view). The re-run passes the same cut (bytes [0, 20) and
+    # [1595, 1600) of 1,600: a0's 10 + 59 tokens), so f0, the whole event, is read by ranged reads of
+    # the 1,575 bytes between, at most the 25 bytes the cut shows a read: 63 reads of 25 bytes,
+    # round(1000 x 41 / 1616) = 25 tokens + the 50-token margin each (the re-read used to come back whole,
+    # one refetch adding 1,010 tokens: re-reads now go through the policy's bound)
+    kinds = r.calls["kind"].tolist()
+    assert kinds == [AGENT] + [REFETCH] * 64 + [AGENT] and inputs(r)[:3] == [150, 219, 288]
+    assert inputs(r)[-1] == 219 + 69 + 63 * 75 and r.recovered == ("f0",)
+    assert (m["facts_derived"], m["tokens_derived"], m["tokens_lost"], m["refetch_calls"]) == (0, 59, 941, 64)
 
 
 # ------------------------------------------------------------------------------------ positional facts
@@ -237,15 +243,17 @@ def test_a_head_tail_cut_keeps_the_head_and_tail_facts_and_loses_the_middle():
     assert (m["facts_derived"], m["facts_lost"], m["facts_lost_value"]) == (2, 1, 1)
     assert (m["answer_outcome"], m["answer_fact_recall"]) == ("degraded", 0.5)
     # refetch: call 1 (a1, needing the head) goes ahead on the cut; the answer re-runs r0's call: one
-    # refetch on the 150 + 10 + 21 + 10 + 5 = 196-token view, then a0 + r0 (260) stay in the view
+    # refetch on the 150 + 10 + 21 + 10 + 5 = 196-token view. The re-run passes the same cut (a0 + the
+    # 21-token cut: 31 tokens stay), which again hides the middle [500, 520): two ranged reads of at most
+    # the cut's 15 bytes, [500, 515) and [515, 520), of 8 and 5 tokens + the 50-token margin (the re-read
+    # used to come back whole: a0 + r0, 260 tokens; re-reads now go through the policy's bound)
     r = replay(t, p)
     m = compute_metrics(r)
-    assert r.calls["kind"].tolist() == [AGENT, AGENT, REFETCH, AGENT] and inputs(r) == [150, 181, 196, 456]
-    assert cut_outcomes(t, r) == [
-        ("truncate", "derived;lost;derived"),
-        ("refetch", "verbatim;verbatim;verbatim"),
-    ]
-    assert (m["refetch_calls"], m["facts_lost"], m["answer_outcome"]) == (1, 0, "complete")
+    assert r.calls["kind"].tolist() == [AGENT, AGENT, REFETCH, REFETCH, REFETCH, AGENT]
+    assert inputs(r) == [150, 181, 196, 227, 285, 340]
+    assert [op for op, _ in cut_outcomes(t, r)] == ["truncate", "refetch", "refetch", "refetch"]
+    assert cut_outcomes(t, r)[0] == ("truncate", "derived;lost;derived")
+    assert (m["refetch_calls"], m["facts_lost"], m["answer_outcome"]) == (3, 0, "complete")
     # fail: the run ends before the answer
     r = replay(t, p, ReplayModel(t, on_missing="fail"))
     assert r.finish_reason == "missing-information" and compute_metrics(r)["answer_outcome"] == "failed"
@@ -261,10 +269,14 @@ def test_an_envelope_keeps_the_head_and_tail_facts_and_loses_the_middle():
     assert cut_outcomes(t, r) == [("truncate", "derived;lost;derived")]
     m = compute_metrics(r)
     assert (m["facts_derived"], m["facts_lost"], m["answer_outcome"]) == (2, 1, "degraded")
+    # refetch: the re-run passes the same envelope (a0 + 78 tokens), which hides the middle again: one
+    # ranged read of its 20 bytes, round(500 x 36 / 2016) = 9 tokens + the 50-token margin (the re-read
+    # used to come back whole: one refetch; re-reads now go through the policy's bound)
     r = replay(t, p, window=None)
     m = compute_metrics(r)
-    assert r.calls["kind"].tolist() == [AGENT, AGENT, REFETCH, AGENT]
-    assert (m["refetch_calls"], m["facts_lost"], m["answer_outcome"]) == (1, 0, "complete")
+    assert r.calls["kind"].tolist() == [AGENT, AGENT, REFETCH, REFETCH, AGENT]
+    assert r.rereads == ((2, REFETCH, 3, 88), (2, REFETCH, 3, 59))
+    assert (m["refetch_calls"], m["facts_lost"], m["answer_outcome"]) == (2, 0, "complete")
 
 
 def test_a_redacted_trace_keeps_spans_kinds_and_verdicts():

@@ -86,6 +86,7 @@ def assumptions(
     import inspect
 
     names = ("on_missing", "summary_fact_tokens", "summarizer", "retrieval_recall", "max_turns")
+    names += ("reread_margin_tokens",)
     params = inspect.signature(ReplayModel).parameters
     mock = {**{k: params[k].default for k in names}, **behaviour}
     return {

@@ -536,8 +536,8 @@ def model_window(cfg: dict[str, Any]) -> int | str:
 
 def model_behaviour(cfg: dict[str, Any]) -> dict[str, Any]:
     """The mock model's knobs (``on_missing``, ``summary_fact_tokens``, ``summarizer``,
-    ``retrieval_recall``, ``max_turns``), checked before any run."""
-    from sim.engine.model import check_behaviour
+    ``retrieval_recall``, ``max_turns``, ``reread_margin_tokens``), checked before any run."""
+    from sim.engine.model import REREAD_MARGIN_TOKENS, check_behaviour
 
     m = cfg.get("model") or {}
     out = {
@@ -546,6 +546,7 @@ def model_behaviour(cfg: dict[str, Any]) -> dict[str, Any]:
         "summarizer": m.get("summarizer", "extractive"),
         "retrieval_recall": m.get("retrieval_recall", 1.0),
         "max_turns": m.get("max_turns"),
+        "reread_margin_tokens": m.get("reread_margin_tokens", REREAD_MARGIN_TOKENS),
     }
     check_behaviour(**out)
     return out

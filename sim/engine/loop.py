@@ -55,9 +55,13 @@ from sim.information.state import (
     FactState,
     choose_rows,
     has_needs,
+    inside,
     last_need,
+    merged,
     page_size,
     pages_of,
+    ranged_reads,
+    refetchable,
     reread_size,
     shown_ranges,
     span_of,
@@ -441,28 +445,35 @@ class _Run:
         return self.prefix[first] + self.fen.query(first)
 
     def reread(self, k: int, first: int, changed: int) -> tuple[bool, int, int]:
-        """Before agent call k: bring back what its action needs. Returns (go on?, first, changed)."""
+        """Before agent call k: bring back what its action needs (``choose_rows``). Returns (go on?,
+        first, changed). Each re-read is a call on the current view whose result then stays in the
+        conversation. A refetch re-runs the tool call, and its result passes the policy's bound again
+        (``Policy.reread_bound``; None: whole): it adds the issuer's tokens plus the bounded copy's, and
+        brings back only the facts whose byte spans lie inside the copy's shown ranges. A needed fact
+        outside them is read by ranged reads (``ranged_reads``: each one more refetch row, its slice's
+        tokens plus ``model.reread_margin_tokens``, the refetch's output tokens; a slice longer than the
+        bound shows takes as many reads as it needs); the fact is back when its span is covered."""
         trace, model, facts, view = self.trace, self.model, self.facts, self.view
         trace_events = self.trace_events
-        found = choose_rows(facts, trace_events[trace.calls[k].event_index].needs, self.vs, view.n, model)
+        needs = trace_events[trace.calls[k].event_index].needs
+        found = choose_rows(facts, needs, self.vs, view.n, model)
         if found is None:
             return False, first, changed
         self.degraded |= found.degraded
-        resid = self.residual[k]
         for src, kind, page in found.rows:
-            # one more call on the current view, whose result then stays in the conversation
             provides = trace_events[src].provides
             if kind == PAGE:
                 size = facts.shown[src][0][1]
                 added, out = page_size(trace, src, page, size, self.outputs)
+            elif kind == REFETCH:
+                bound = self.policy.reread_bound(trace, src)
+                if bound is not None:
+                    first, changed = self.bounded_refetch(k, src, bound, needs, first, changed)
+                    continue
+                added, out = reread_size(trace, src, self.outputs)
             else:
                 added, out = reread_size(trace, src, self.outputs)
-            total = view.total + self.extra
-            stable = self.stable_prefix(first)
-            self.row(kind, k, max(total + resid, 0), out, total, resid, 0, -1, first, changed, stable)
-            self.prev_view, self.prev_items, first, changed = total, view.n, -1, 0
-            self.extra += added
-            self.rereads.append((k, kind, src, added))
+            first, changed = self.reread_row(k, kind, src, added, out, first, changed)
             if kind == REFETCH:  # the tool ran again: everything it provides is back
                 facts.recovered.update(provides)
                 facts.missed.difference_update(provides)
@@ -479,6 +490,50 @@ class _Run:
                     if all(p == 0 or p in read for p in pages_of(span_of(trace, src, f), size, nbytes))
                 )
         return True, first, changed
+
+    def reread_row(self, k: int, kind: int, src: int, added: int, out: int, first: int, changed: int):
+        """One re-read call before agent call k on the current view; its ``added`` tokens then stay in
+        the conversation. Returns (first, changed) for the next request: nothing changed since."""
+        view, resid = self.view, self.residual[k]
+        total = view.total + self.extra
+        stable = self.stable_prefix(first)
+        self.row(kind, k, max(total + resid, 0), out, total, resid, 0, -1, first, changed, stable)
+        self.prev_view, self.prev_items = total, view.n
+        self.extra += added
+        self.rereads.append((k, kind, src, added))
+        return -1, 0
+
+    def bounded_refetch(self, k: int, src: int, bound, needs, first: int, changed: int) -> tuple[int, int]:
+        """A refetch of ``src`` whose result the policy bounds (``bound``), then the ranged reads of the
+        needed facts the bounded copy does not show. Returns (first, changed)."""
+        trace, facts, n = self.trace, self.facts, self.view.n
+        provides = self.trace_events[src].provides
+        added, out = reread_size(trace, src, self.outputs, bound.tokens)
+        first, changed = self.reread_row(k, REFETCH, src, added, out, first, changed)
+        shown = shown_ranges(bound.state, bound.kept, bound.nbytes)
+        back = [f for f in provides if inside(span_of(trace, src, f), shown)]
+        facts.recovered.update(back)
+        facts.missed.difference_update(back)
+        wanted = [  # this action's needs the refetch was for, still missing, that a re-run gives back
+            f
+            for f in needs
+            if f in provides
+            and facts.source(f, n) == src
+            and facts.where(f, self.vs, n) in ("lost", "spilled", "not_retrieved")
+            and refetchable(trace, src, f, n)
+        ]
+        if not wanted:
+            return first, changed
+        spans = [span_of(trace, src, f) for f in wanted]
+        reads = ranged_reads(trace, src, spans, shown, self.model.reread_margin_tokens)
+        for _, tokens in reads:
+            first, changed = self.reread_row(k, REFETCH, src, tokens, out, first, changed)
+        seen = merged((*shown, *(r for r, _ in reads)))
+        back = [f for f in provides if inside(span_of(trace, src, f), seen)]
+        facts.recovered.update(back)
+        facts.missed.difference_update(back)
+        self.degraded |= any(f not in facts.recovered for f in wanted)  # the bound shows no byte
+        return first, changed
 
     def send(self, k: int, first: int, changed: int) -> tuple[int, int, int, int] | str | None:
         """Request k's status line and size; over the window the policy may compact and retry (up to its

@@ -1,9 +1,10 @@
 """The scripted mock model. Deterministic: no network, no weights.
 
 Replay role: emits the recorded assistant turn of each call with its recorded output tokens. Its other
-roles plug in here: what it does when a needed fact is missing (``on_missing``), whether a retrieval
-through a spill handle finds a fact (``retrieval_recall``), what a summary keeps (``summarizer``), and
-the agent's own step limit (``max_turns``).
+roles plug in here: what it does when a needed fact is missing (``on_missing``; a ranged read's margin
+``reread_margin_tokens``), whether a retrieval through a spill handle finds a fact
+(``retrieval_recall``), what a summary keeps (``summarizer``), and the agent's own step limit
+(``max_turns``).
 
 The summarizer keeps, within its output at ``summary_fact_tokens`` a fact, covered facts in this order
 (newest provider first within each rank):
@@ -65,8 +66,16 @@ def check_mode(knob: str, value) -> None:
         raise ConfigError(f"model.{knob}={value!r} is not one of {', '.join(allowed)}")
 
 
+REREAD_MARGIN_TOKENS = 50  # a ranged read's command and the line numbers around its slice
+
+
 def check_behaviour(
-    on_missing, summary_fact_tokens, summarizer="extractive", retrieval_recall=1.0, max_turns=None
+    on_missing,
+    summary_fact_tokens,
+    summarizer="extractive",
+    retrieval_recall=1.0,
+    max_turns=None,
+    reread_margin_tokens=REREAD_MARGIN_TOKENS,
 ) -> None:
     """The mock model's knobs, each against its allowed values (a ConfigError naming knob and range)."""
     check_mode("on_missing", on_missing)
@@ -84,6 +93,9 @@ def check_behaviour(
         isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1
     ):
         raise ConfigError(f"model.max_turns={max_turns!r} is not null (no limit) or an integer >= 1")
+    m = reread_margin_tokens
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+        raise ConfigError(f"model.reread_margin_tokens={m!r} is not an integer >= 0")
 
 
 def retrieval_draw(trace_hash: str, fact: str) -> float:
@@ -104,6 +116,9 @@ class ReplayModel:
     the module's rule for ``summarizer`` says, as many as fit at ``summary_fact_tokens`` a fact.
     ``max_turns`` (None: no limit) caps the agent's steps: its turns, re-reads and grace turn, not the
     harness's summary calls; a run that would take one more ends with ``agent-turn-limit``.
+    A refetched result passes the policy's bound again (``Policy.reread_bound``); a needed fact the
+    bounded copy does not show is read by ranged reads of its span, each sized as its slice plus
+    ``reread_margin_tokens`` (the command and the line numbers around the slice).
     """
 
     name = "replay"
@@ -116,10 +131,14 @@ class ReplayModel:
         summarizer: str = "extractive",
         retrieval_recall: float = 1.0,
         max_turns: int | None = None,
+        reread_margin_tokens: int = REREAD_MARGIN_TOKENS,
     ) -> None:
-        check_behaviour(on_missing, summary_fact_tokens, summarizer, retrieval_recall, max_turns)
+        check_behaviour(
+            on_missing, summary_fact_tokens, summarizer, retrieval_recall, max_turns, reread_margin_tokens
+        )
         self.on_missing, self.summary_fact_tokens = on_missing, summary_fact_tokens
         self.summarizer, self.retrieval_recall, self.max_turns = summarizer, retrieval_recall, max_turns
+        self.reread_margin_tokens = reread_margin_tokens
         self.trace = trace
         self._column, self.estimated = trace.derived("replay_outputs", _recorded_outputs)
         self._output: list[int] | None = None
@@ -129,7 +148,7 @@ class ReplayModel:
         """The same behaviour for another trace (a child's run is answered as its parent's is)."""
         return ReplayModel(
             trace, self.on_missing, self.summary_fact_tokens, self.summarizer, self.retrieval_recall,
-            self.max_turns,
+            self.max_turns, self.reread_margin_tokens,
         )  # fmt: skip
 
     @property

@@ -285,7 +285,10 @@ def choose_rows(facts: FactState, needs, states, n: int, model) -> Rows | None:
     handle (a RETRIEVE row), which succeeds as ``model.retrieves`` says; a miss (``not_retrieved``),
     like a lost fact, is re-run (REFETCH) under ``on_missing=refetch``, ends the run under ``fail``
     (None), or is gone without under ``degrade``. Rows by event; for one event its page reads, then its
-    retrieval or refetch, then the refetch after a missed retrieval."""
+    retrieval or refetch, then the refetch after a missed retrieval. A refetch re-runs the call, and its
+    result passes the policy's bound again (``Policy.reread_bound``, applied by the loop's
+    ``_Run.reread``): only the facts inside the bounded copy's shown ranges come back, and a needed fact
+    outside them is read by ranged reads of its span (``ranged_reads``), counted as refetch rows."""
     if not needs:
         return Rows([], False, [])
     events, trace = facts.trace.events, facts.trace
@@ -404,10 +407,15 @@ def need_pairs(trace: Trace) -> NeedPairs:
     return NeedPairs(tuple(call), tuple(facts), tuple(source), *arrays[:5], answer_from, *arrays[5:])
 
 
-def reread_cost(trace: Trace, src: int) -> tuple[int, int]:
+def reread_cost(trace: Trace, src: int, result_tokens: int | None = None) -> tuple[int, int]:
     """(tokens a re-read of event src adds to the conversation, the recorded call it re-issues, -1:
     none): the agent re-issues the call that produced it (or reads its spill handle), whose result then
-    stays."""
+    stays: the issuer's tokens plus the result's, whole (``result_tokens`` None) or as the policy's
+    ``reread_bound`` shows it (``result_tokens``: the bounded copy's tokens)."""
+    if result_tokens is not None:
+        issuer = trace.derived("issuers", issuer_of).get(src, src)
+        asked = int(trace.arrays.tokens[issuer]) if issuer != src else 0
+        return asked + result_tokens, trace.derived("call_of_event", call_of_event).get(issuer, -1)
     known = trace.derived("reread_sizes", _no_sizes)  # filled as re-reads of this trace's events come up
     hit = known.get(src)
     if hit is None:
@@ -416,6 +424,31 @@ def reread_cost(trace: Trace, src: int) -> tuple[int, int]:
         added = int(original[issuer]) + int(original[src]) if issuer != src else int(original[src])
         hit = known[src] = (added, trace.derived("call_of_event", call_of_event).get(issuer, -1))
     return hit
+
+
+def ranged_reads(
+    trace: Trace, src: int, spans: Iterable[tuple[int, int]], shown: Ranges, margin_tokens: int
+) -> list[tuple[tuple[int, int], int]]:
+    """The ranged reads (e.g. ``sed -n``) that bring back the byte ``spans`` of event src which a
+    bounded re-read's ``shown`` ranges leave out: the parts of those spans the copy does not show,
+    merged, each read in slices of at most as many bytes as the bound shows (a longer slice would be
+    cut again: as many reads as it takes, like pages). Each read: (its slice [lo, hi), the tokens it
+    adds: the slice's share of the event's tokens (``scale_tokens``) plus ``margin_tokens`` for the
+    command and the line numbers around the slice). No read at all when the bound shows no byte
+    (nothing comes through it). A span is then covered by the shown ranges and the slices together."""
+    from sim.cost.tokens import scale_tokens
+
+    cap = sum(hi - lo for lo, hi in shown)
+    want = merged(g for s in spans if not inside(s, shown) for g in _gaps(s, shown))
+    if cap <= 0 or not want:
+        return []
+    e = trace.events[src]
+    out = []
+    for lo, hi in want:
+        for a in range(lo, max(hi, lo + 1), cap):
+            b = min(a + cap, hi)
+            out.append(((a, b), scale_tokens(e.tokens, e.bytes, b - a) + margin_tokens))
+    return out
 
 
 def page_size(trace: Trace, src: int, page: int, page_bytes: int, outputs) -> tuple[int, int]:
@@ -433,9 +466,29 @@ def page_size(trace: Trace, src: int, page: int, page_bytes: int, outputs) -> tu
     return added, (int(outputs[call]) if call >= 0 else 0)
 
 
-def reread_size(trace: Trace, src: int, outputs: Sequence[int] | np.ndarray) -> tuple[int, int]:
-    """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src."""
-    added, call = reread_cost(trace, src)
+def _gaps(span: tuple[int, int], ranges: Ranges) -> list[tuple[int, int]]:
+    """The parts of ``span`` outside ``ranges`` (an empty span: itself)."""
+    a, b = span
+    if a >= b:
+        return [span]
+    out, at = [], a
+    for lo, hi in merged(ranges):
+        if hi <= at or lo >= b:
+            continue
+        if lo > at:
+            out.append((at, lo))
+        at = max(at, hi)
+    if at < b:
+        out.append((at, b))
+    return out
+
+
+def reread_size(
+    trace: Trace, src: int, outputs: Sequence[int] | np.ndarray, result_tokens: int | None = None
+) -> tuple[int, int]:
+    """(tokens added to the conversation, output tokens of the re-read call) for re-reading event src
+    (``result_tokens``: as ``reread_cost``)."""
+    added, call = reread_cost(trace, src, result_tokens)
     return added, (int(outputs[call]) if call >= 0 else 0)
 
 

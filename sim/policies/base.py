@@ -246,6 +246,14 @@ class Policy:
         """Once, as event ``index`` enters the store and the view (tool-result bounds)."""
         return None
 
+    def reread_bound(self, trace: Trace, index: int) -> Change | None:
+        """What a re-read of tool result ``index`` shows when the agent re-runs its call (a refetch): the
+        same bound the result passed when it entered history, as a Change whose ``kept`` ranges are the
+        bytes shown (a head/tail cut, an envelope, a first page), or None: it comes back whole (the
+        default). A policy whose settle rule bounds tool results answers with the very function its
+        settle uses (one rule in one place); it must not depend on run state."""
+        return None
+
     def settle_all(self, trace: Trace) -> list[Change] | None:
         """All settle-time changes of a run at once (ascending index), or None to be asked per event.
         Only for settle transforms that look at the event alone, never at the view."""

@@ -55,5 +55,9 @@ class PaginateLargeResults(Policy):
         tokens = scale_tokens(e.tokens, e.bytes, size) + estimate_tokens(handle, trace.bytes_per_token)
         return Change(index, ItemState.PAGINATED, tokens, size + handle, "paginate", ((0, size),))
 
+    def reread_bound(self, trace: Trace, index: int) -> Change | None:
+        """A re-run call's result is paginated again: its first page shows (as at settle time)."""
+        return self.settle(trace, None, index, None)
+
     def settle_all(self, trace: Trace) -> list[Change]:
         return [c for c in (self.settle(trace, None, e.index, None) for e in trace.events) if c is not None]

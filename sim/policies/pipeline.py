@@ -178,6 +178,13 @@ class Pipeline(Policy):
                 return ch
         return None
 
+    def reread_bound(self, trace: Trace, index: int) -> Change | None:
+        """The first settling step's bound that applies (as ``settle``: the first step's change wins)."""
+        for p in self._built:
+            if p.settles and (ch := p.reread_bound(trace, index)) is not None:
+                return ch
+        return None
+
     def _chain(self, hook: str, trace: Trace, state: list, view: View, call: int, status: RunStatus):
         shadow, changes, summary, acted = None, [], None, False
         for p, st in zip(self._built, state, strict=True):

@@ -338,13 +338,25 @@ class SeedEngine(Policy):
             return Change(
                 index, ItemState.MASKED, estimate_tokens(nbytes, trace.bytes_per_token), nbytes, "rejected"
             )
-        original = state.info.jb[index]
-        if original <= self.tool_result_max_bytes:
+        ch = self._bound(trace, state.info, index)
+        if ch is not None:
+            shown = _envelope(trace, state.info, index, self.tool_result_max_bytes)[1]  # (memoised)
+            state.envelopes[index] = (state.info.jb[index], ch.nbytes, shown)
+        return ch
+
+    def _bound(self, trace: Trace, info: SeedEvents, index: int) -> Change | None:
+        """Tool result ``index`` in its envelope when its JSON text is over ``tool_result_max_bytes``."""
+        if info.jb[index] <= self.tool_result_max_bytes:
             return None
-        nbytes, shown, kept = _envelope(trace, state.info, index, self.tool_result_max_bytes)
-        state.envelopes[index] = (original, nbytes, shown)
-        tokens = scale_tokens(e.tokens, e.bytes, nbytes)
+        nbytes, _, kept = _envelope(trace, info, index, self.tool_result_max_bytes)
+        tokens = scale_tokens(trace.events[index].tokens, trace.events[index].bytes, nbytes)
         return Change(index, ItemState.BOUNDED, tokens, nbytes, "envelope", kept)
+
+    def reread_bound(self, trace: Trace, index: int) -> Change | None:
+        """A re-run tool call's result passes the same envelope as at settle time."""
+        if trace.events[index].kind != "tool_result":
+            return None
+        return self._bound(trace, trace.derived("seed_engine_events", SeedEvents), index)
 
     # ---------------------------------------------------------------------------------- the messages
     def admit(self, trace: Trace, state: SeedState, view: View) -> None:

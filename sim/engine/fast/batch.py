@@ -26,6 +26,7 @@ from sim.core.growth import growth_exponents
 from sim.core.records import (
     CALL_COLUMNS,
     CALL_KINDS,
+    REFETCH,
     Columns,
     Primed,
 )
@@ -116,7 +117,8 @@ def prepare_many(
 ) -> list[Prepared | None]:
     """Each run's inputs, or None for a run the loop must replay: its mock model would end it on a
     missing fact (``on_missing=fail``) or its step limit (``model.max_turns``), or it would react in a
-    way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1).
+    way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1, a
+    refetch the policy bounds: ``Policy.reread_bound``).
     ``plans``: the runs' plans, when the policy acts before calls."""
     needs = batch_derived(traces, "has_needs", _has_needs)
     if not policy.settles:  # nothing settles: a run reacts when its plan hides a needed fact
@@ -157,9 +159,17 @@ def prepare_many(
                 p = _prepared((trace, model, settled, j, None, False, (), (), None))
             else:
                 reacted = reactions[j]
-                p = None if reacted is None else _prepared((trace, model, settled, j, *reacted))
+                bounded = reacted is not None and _bounds_rereads(policy, trace, reacted[2])
+                p = None if reacted is None or bounded else _prepared((trace, model, settled, j, *reacted))
             out.append(p)
     return _limited(out, models)
+
+
+def _bounds_rereads(policy: Policy, trace: Trace, rereads) -> bool:
+    """Does the policy bound a refetch the run makes (``Policy.reread_bound``)? Such a run goes to the
+    loop: the batch's re-reads bring results back whole, the loop's through the bound and ranged reads
+    (where no refetch is bounded, the two make the same re-reads)."""
+    return any(kind == REFETCH and policy.reread_bound(trace, src) is not None for _, kind, src, _ in rereads)
 
 
 class PlainRuns(Sequence):
