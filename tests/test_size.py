@@ -200,6 +200,7 @@ def test_size_prints_every_assumption(capsys):
         "summarizer": "extractive",
         "retrieval_recall": 1.0,
         "max_turns": None,
+        "reread_margin_tokens": 50,  # a ranged read's margin (re-reads pass the policy's bound)
     }
     assert a["retrieval_recall"] == 1.0
     # the recorded model is not the priced one: said on standard error and in the JSON
