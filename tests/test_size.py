@@ -328,6 +328,9 @@ def test_size_on_the_shared_runs_200k_needs_no_compaction(capsys, mini_dir):
     text = capsys.readouterr().out
     assert "Compaction not needed. Your runs peak at 62k tokens (p99); with a 200k window" in text
     assert "tied with no compaction (they never compact here), identical on every trace (18)" in text
+    # the 18 share the no-compaction row of the table
+    assert "  baseline  " in text and text.count("96000/all keeps, 128000/all keeps, 192000/all keeps") == 1
+    assert "\n96,000 " not in text
     assert text.rstrip().splitlines()[-1] == (
         "recommended: seed_engine without compaction (compaction-not-needed); safety net: "
         f"context_token_limit=192000 keep_recent_tokens={net['keep_recent_tokens']}"

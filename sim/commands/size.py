@@ -333,9 +333,28 @@ def grid_table(rec: dict) -> list[dict[str, Any]]:
             "why_not": why,
             "tied": [],
         }
+    keeps: dict[str, set[str]] = {}  # per limit, the keeps the grid holds
+    for g in rec["grid"]:
+        keeps.setdefault(str(g["context_token_limit"]), set()).add(str(g["keep_recent_tokens"]))
     for r in rows.values():
-        r["tied"] = ", ".join(r["tied"]) if r["tied"] else "-"
+        r["tied"] = _tied_cell(r["tied"], keeps)
     return list(rows.values())
+
+
+def _tied_cell(names: list[str], keeps: dict[str, set[str]]) -> str:
+    """The tied settings of a row, a limit whose every keep is tied as ``LIMIT/all keeps`` (a table
+    cell, not a paragraph); ``-`` when none."""
+    by_limit: dict[str, list[str]] = {}
+    for name in names:
+        lim, _, keep = name.partition("/")
+        by_limit.setdefault(lim, []).append(keep)
+    parts = []
+    for lim, ks in by_limit.items():
+        if len(ks) > 1 and set(ks) == keeps.get(lim):
+            parts.append(f"{lim}/all keeps")
+        else:
+            parts.extend(f"{lim}/{k}" for k in ks)
+    return ", ".join(parts) or "-"
 
 
 def sensitivity_tables(rec: dict) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
