@@ -150,3 +150,50 @@ def test_mixed_versions_are_refused_unless_allowed(sweeps, tmp_path, capsys):
     assert main(["report", str(other), str(grid), "-o", str(tmp_path / "r"), "--allow-mixed"]) == 0
     text = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     assert "**Mixed (--allow-mixed): ctxsim versions 0.0.1, " in text
+
+
+def test_the_verdict_section_when_compaction_is_required_under_two_behaviours(sweeps, capsys):
+    """A window the runs overflow without compaction, swept under two mock behaviours: the report's
+    verdict is compaction-required (ranked by each setting's worst completion over the behaviours), and
+    it shows each behaviour's own verdict and each setting's completion under each."""
+    import pandas as pd
+
+    from sim.analysis.verdict import recommendation_line, verdict_from_frame
+    from sim.cli import main
+
+    _, _, tmp = sweeps
+    path = run_sweep(
+        SweepSpec(
+            policy="seed_engine",
+            grid=(
+                "policy.context_token_limit=null,8000,16000",
+                "policy.keep_recent_tokens=2000,4000",
+                "model.on_missing=refetch,fail",
+                "model.window=20000",
+            ),
+            scenario=str(tmp / "three.jsonl"),
+            pricing="claude-sonnet-4-5",
+            results=str(tmp / "tight"),
+        ),
+        workers=1,
+        progress=False,
+    )
+    df = pd.read_parquet(path)
+    rec = verdict_from_frame(df, str(path), "seed_engine")
+    assert rec["baseline"]["overflow_runs"] > 0 and rec["cost_reference"] is None  # a sweep has none
+    assert rec["verdict"] in ("compaction-required", "no-setting-qualifies")
+    assert [(x["on_missing"], x["summarizer"]) for x in rec["sensitivity"]] == [
+        ("refetch", "extractive"),
+        ("fail", "extractive"),
+    ]
+    assert isinstance(rec["sensitivity_holds"], bool)
+    assert len(rec["sensitivity"][0]["grid"]) == rec["settings"]
+    out = tmp / "tight_report"
+    assert main(["report", str(path), "-o", str(out)]) == 0
+    printed = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended: ")]
+    assert printed == [recommendation_line(rec)]
+    md = (out / "report.md").read_text(encoding="utf-8")
+    assert "| on_missing | summarizer | verdict | recommended | ships |" in md
+    assert "| setting | refetch/extractive | fail/extractive | worst |" in md
+    if rec["verdict"] == "compaction-required":
+        assert f"Compaction required: without compaction {rec['baseline']['overflow_runs']} of 3 runs" in md

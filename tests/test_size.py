@@ -8,7 +8,7 @@ import pytest
 
 from sim.analysis.paired import bootstrap_ci, paired
 from sim.analysis.setting_results import SettingResult
-from sim.analysis.verdict import recommendation_line, tied_text, verdict
+from sim.analysis.verdict import recommendation_line, shipped, tied_text, verdict
 from sim.cli import main
 
 HASHES = tuple(f"sha256:{i:02d}" for i in range(8))
@@ -45,6 +45,7 @@ def test_recommends_the_cheapest_setting_whose_saving_is_clear_of_zero():
         setting(32000, 4000, [350_000] * 8),  # saves $0.05 on every run
         setting(48000, 8000, [100_000, 700_000] * 4),  # saves $0.00 on average: CI spans zero
         setting(64000, 8000, [300_000] * 8),  # identical to 24000/4000 on every trace: tied
+        setting(96000, 8000, [500_000] * 8),  # costs $0.10 more on every run
     ]
     rec = verdict(results, policy_name="seed_engine", target=0.95)
     assert rec["verdict"] == "compact"
@@ -58,7 +59,12 @@ def test_recommends_the_cheapest_setting_whose_saving_is_clear_of_zero():
     assert rec["baseline"]["mean_cost_usd"] == 0.4 and rec["eligible_settings"] == 3
     why = {(g["context_token_limit"], g["keep_recent_tokens"]): g["why_not"] for g in rec["grid"]}
     assert why[(16000, 2000)] == ["facts lost +50.0% of facts seen > 5%"]
-    assert why[(48000, 8000)] == ["saving CI includes zero"]
+    # the real reason: an interval wholly below zero costs more; one around zero spans it
+    assert why[(48000, 8000)] == ["CI spans zero: -0.2250..0.2250"]
+    assert why[(96000, 8000)] == ["costs more: CI -0.1000..-0.1000"]
+    same = {(g["context_token_limit"], g["keep_recent_tokens"]): g["same_as"] for g in rec["grid"]}
+    assert same[(64000, 8000)] == "24000/4000" and same[(24000, 4000)] is None
+    assert rec["cost_reference"] is None  # no run overflows: no compaction is its own reference
     assert rec["advice"].startswith(
         "Ship context_token_limit=64000 with keep_recent_tokens=8000: $0.3000 per run against $0.4000 "
         "without compaction, saving $0.1000 per run (paired 95% CI $0.1000 to $0.1000; 0 of 8 runs dearer)"
@@ -81,24 +87,200 @@ def test_no_compaction_needed_names_the_safety_net_and_the_ties():
     ]
     rec = verdict(results, policy_name="seed_engine", target=0.95, window=200000, reserve=4000, summary=2048)
     assert rec["verdict"] == "compaction-not-needed" and rec["recommended"] is None and rec["paired"] is None
-    assert rec["safety_net"] == {"low": 150000, "high": 193000, "fires_on_these_traces": False}
+    # the grid's highest limit at or below the highest safe limit, which never fires here
+    assert rec["safety_net"] == {
+        "low": 150000,
+        "high": 193000,
+        "fires_on_these_traces": False,
+        "context_token_limit": 128000,
+        "keep_recent_tokens": 2000,
+        "pair_fires_on_these_traces": False,
+    }
     assert rec["tied"] == [
         {"context_token_limit": 96000, "keep_recent_tokens": 2000},
         {"context_token_limit": 128000, "keep_recent_tokens": 2000},
     ]
     assert rec["advice"].startswith(
         "Compaction not needed. Your runs peak at 5k tokens (p99); with a 200k window compaction never "
-        "needs to fire: set context_token_limit=150000–193000 as a safety net (it never fires on these "
-        "traces); the cheapest setting, 16000/2000, would save $0.0500 per run"
+        "needs to fire: any context_token_limit from 150000 to 193000 is a safety net that never fires on "
+        "these traces. Ship context_token_limit=128000 with keep_recent_tokens=2000 as a safety net (the "
+        "grid's highest safe limit: it never fires on these traces, it only stops a runaway). For "
+        "comparison, the cheapest setting, 16000/2000, "
+        "would save $0.0500 per run"
     )
-    assert "saving CI includes zero; facts lost +20.0% of facts seen > 5%" in rec["advice"]
-    assert recommendation_line(rec) == "recommended: seed_engine without compaction (compaction-not-needed)"
-    # every setting identical to the baseline: said so, and all named as tied
+    assert "(CI spans zero: " in rec["advice"] and "; facts lost +20.0% of facts seen > 5%)" in rec["advice"]
+    assert recommendation_line(rec) == (
+        "recommended: seed_engine without compaction (compaction-not-needed); safety net: "
+        "context_token_limit=128000 keep_recent_tokens=2000"
+    )
+    # the tied settings share the no-compaction row of the table, which names them
+    from sim.commands.size import grid_table
+
+    rows = grid_table(rec)
+    assert [(r["context_token_limit"], r["tied"]) for r in rows] == [
+        ("none", "96000/2000, 128000/2000"),
+        (16000, "-"),
+    ]
+    # every setting identical to the baseline: said so, and all named as tied; no window: the grid's
+    # highest limit is the safety net
     same = verdict([BASE, results[2], results[3]], policy_name="seed_engine", target=0.95)
     assert "no setting of the grid changes any run: all 2 are tied with no compaction" in same["advice"]
     assert "tied with no compaction" in tied_text(same)
+    assert recommendation_line(same).endswith(
+        "safety net: context_token_limit=128000 keep_recent_tokens=2000"
+    )
+    assert same["grid"][0]["why_not"] == ["never compacts here (identical to no compaction)"]
     with pytest.raises(Exception, match="no no-compaction"):
         verdict(results[1:], policy_name="seed_engine", target=0.95)
+
+
+def test_a_safety_net_that_would_fire_is_the_top_ranked_pair():
+    """Where even the highest safe limit would fire on these traces, the grid's top-ranked setting
+    (overflows, completion, facts lost, then cost) is named as the safety net to ship."""
+    results = [
+        BASE,
+        setting(16000, 2000, [100_000, 600_000] * 4, lost=[2] * 8),
+        setting(32000, 4000, [400_000] * 8, lost=[1] * 8),
+        setting(48000, 8000, [410_000] * 8),  # loses nothing: first
+    ]
+    kw = dict(policy_name="seed_engine", target=0.95, window=64000, reserve=4000, summary=2048)
+    rec = verdict(results, **kw, largest_request=60000)
+    assert rec["verdict"] == "compaction-not-needed" and rec["recommended"] is None
+    assert rec["safety_net"] == {
+        "low": 57000,
+        "high": 57000,
+        "fires_on_these_traces": True,
+        "context_token_limit": 48000,
+        "keep_recent_tokens": 8000,
+        "pair_fires_on_these_traces": True,
+    }
+    assert (
+        "would fire on these traces. Ship context_token_limit=48000 with keep_recent_tokens=8000"
+        in (rec["advice"])
+    )
+    assert recommendation_line(rec) == (
+        "recommended: seed_engine context_token_limit=48000 keep_recent_tokens=8000 as a safety net "
+        "(compaction-not-needed; it fires on these traces)"
+    )
+    # the worst completion over the mock behaviours comes before facts lost
+    worst = verdict(results, **kw, largest_request=60000, worst_completion={(48000, 8000): 0.5})
+    assert (worst["safety_net"]["context_token_limit"], worst["safety_net"]["keep_recent_tokens"]) == (
+        32000,
+        4000,
+    )
+
+
+def _required_grid():
+    """No compaction overflows 2 of 8 runs (they stop early: it looks cheap); the same runs with no
+    window cost $0.40."""
+    base = setting(None, None, [200_000] * 8, done=[True] * 6 + [False] * 2, overflow=2)
+    ref = setting(None, None, [400_000] * 8)
+    return (
+        base,
+        ref,
+        [
+            base,
+            setting(16000, 2000, [300_000] * 8, overflow=1),  # fewer overflows, meets both tolerances
+            setting(24000, 4000, [450_000] * 8, done=[True] * 7 + [False]),  # completion 87.5%
+            setting(32000, 4000, [500_000] * 8, lost=[1] * 8),  # facts lost 10% of facts seen
+            setting(48000, 8000, [480_000] * 8, lost=[1] * 8),  # as 32000/4000, cheaper: first
+            setting(64000, 8000, [200_000] * 8, overflow=2),  # overflows as many: not eligible
+        ],
+    )
+
+
+def test_compaction_required_ranks_by_overflow_completion_facts_then_cost():
+    base, ref, results = _required_grid()
+    rec = verdict(results, policy_name="seed_engine", target=0.95, window=32000, reference=ref)
+    assert rec["verdict"] == "compaction-required"
+    assert rec["recommended"] == {"context_token_limit": 48000, "keep_recent_tokens": 8000}
+    order = [(r["context_token_limit"], r["keep_recent_tokens"]) for r in rec["runners_up"]]
+    assert order == [(32000, 4000), (24000, 4000), (16000, 2000)]  # the overflowing one last
+    assert rec["eligible_settings"] == 4
+    why = {(g["context_token_limit"], g["keep_recent_tokens"]): g for g in rec["grid"]}
+    assert why[(64000, 8000)]["why_not"] == ["overflows 2 runs, no fewer than no compaction (2)"]
+    assert why[(24000, 4000)]["eligible"] and why[(24000, 4000)]["shortfalls"] == ["completion 88% < 95%"]
+    # the cost is compared with the same runs replayed with no window, not the runs that stopped early
+    assert rec["paired"]["saving_ci"] == [-0.08, -0.08]
+    assert rec["cost_reference"]["mean_cost_usd"] == 0.4 and rec["cost_reference"]["overflow_runs"] == 0
+    assert (rec["baseline"]["completion"], rec["baseline"]["overflow_runs"]) == (0.75, 2)
+    assert (rec["completion"], rec["mean_cost_usd"]) == (1.0, 0.48)
+    assert rec["advice"].startswith(
+        "Compaction required: without compaction 2 of 8 runs overflow the 32k window (answers completed "
+        "75%). Ship context_token_limit=48000 with keep_recent_tokens=8000: 0 of 8 runs overflow, answers "
+        "completed 100%; information cost: facts lost 8 (10.0% of facts seen, +10.0% vs the same runs with "
+        "no window), refetch calls +0.00 per run; cost $0.4800 per run against $0.4000 for the same runs "
+        "with no window (paired saving 95% CI -$0.0800 to -$0.0800; no compaction costs $0.2000"
+    )
+    assert rec["advice"].endswith(
+        "it misses the 95% completion target and the +5% facts-lost tolerance (facts lost +10.0% of facts "
+        "seen > 5%); 16000/2000 meets them but ranks lower."
+    )
+    assert (
+        recommendation_line(rec)
+        == "recommended: seed_engine context_token_limit=48000 keep_recent_tokens=8000"
+    )
+    # with the worst completion over the mock behaviours, 32000/4000 (90% at worst) beats 48000/8000
+    worst = {(48000, 8000): 0.5, (32000, 4000): 0.9}
+    rec = verdict(results, policy_name="seed_engine", target=0.95, reference=ref, worst_completion=worst)
+    assert rec["recommended"] == {"context_token_limit": 32000, "keep_recent_tokens": 4000}
+    assert [(r["context_token_limit"]) for r in rec["runners_up"]] == [24000, 48000, 16000]
+    # without a reference the baseline stands in (a sweep's results), and cost_reference is null
+    rec = verdict(results, policy_name="seed_engine", target=0.95)
+    assert rec["cost_reference"] is None and rec["paired"]["saving_ci"] == [-0.28, -0.28]
+    assert "against $0.2000 for no compaction" in rec["advice"]
+    # nothing overflows fewer runs: no setting qualifies
+    none = verdict([base, results[-1]], policy_name="seed_engine", target=0.95, reference=ref)
+    assert none["verdict"] == "no-setting-qualifies" and none["recommended"] is None
+    assert recommendation_line(none) == "recommended: seed_engine without compaction (no-setting-qualifies)"
+    assert none["advice"].startswith(
+        "No setting qualifies: without compaction 2 of 8 runs overflow the window, and no compacting "
+        "setting overflows fewer"
+    )
+
+
+def test_sensitivity_lists_every_behaviour_with_its_grid_and_says_whether_it_holds():
+    from sim.analysis.verdict import add_sensitivity, sensitivity_grid, sensitivity_text, worst_completions
+
+    base, ref, results = _required_grid()
+    fail = [*results[:4], setting(48000, 8000, [480_000] * 8, lost=[1] * 8, done=[True] * 4 + [False] * 4)]
+    fail.append(results[-1])
+    per = [
+        ({"on_missing": "refetch", "summarizer": "extractive"}, results),
+        ({"on_missing": "fail", "summarizer": "extractive"}, fail),
+    ]
+    w = worst_completions([r for _, r in per])
+    assert w[(48000, 8000)] == 0.5 and w[(32000, 4000)] == 1.0 and w[(None, None)] == 0.75
+    rec = verdict(results, policy_name="seed_engine", target=0.95, reference=ref, worst_completion=w)
+    assert rec["recommended"] == {"context_token_limit": 32000, "keep_recent_tokens": 4000}
+    own = [(b, verdict(r, policy_name="seed_engine", target=0.95, reference=ref), r) for b, r in per]
+    add_sensitivity(rec, own)
+    sens = rec["sensitivity"]
+    assert [(x["on_missing"], x["verdict"], x["recommended"]["context_token_limit"]) for x in sens] == [
+        ("refetch", "compaction-required", 48000),
+        ("fail", "compaction-required", 32000),
+    ]
+    assert sens[1]["grid"][4] == {
+        "context_token_limit": 48000,
+        "keep_recent_tokens": 8000,
+        "completion": 0.5,
+        "facts_lost": 8,
+        "mean_cost_usd": 0.48,
+        "overflow_runs": 0,
+    }
+    assert rec["sensitivity_holds"] is False
+    assert sensitivity_text(rec) == (
+        "The verdict does NOT hold under every mock behaviour (refetch/extractive: compaction-required, "
+        "48000/8000; fail/extractive: compaction-required, 32000/4000)."
+    )
+    table = sensitivity_grid(sens)
+    assert table[4] == {
+        "setting": "48000/8000",
+        "refetch/extractive": 1.0,
+        "fail/extractive": 0.5,
+        "worst": 0.5,
+    }
+    assert table[0]["setting"] == "none"
 
 
 def test_paired_bootstrap_is_seeded_from_the_traces_not_a_global_seed():
@@ -122,7 +304,17 @@ def test_size_on_the_shared_runs_200k_needs_no_compaction(capsys, mini_dir):
     assert rec["verdict"] == "compaction-not-needed" and rec["recommended"] is None
     # limit 200000 leaves no room for the output and a summary
     assert rec["baseline"]["peak_context_tokens_p99"] == 62157 and rec["grid_limits_left_out"] == [200000]
-    assert rec["safety_net"] == {"low": 150000, "high": 192000, "fires_on_these_traces": False}
+    net = rec["safety_net"]
+    assert (net["low"], net["high"], net["fires_on_these_traces"]) == (150000, 192000, False)
+    assert net["context_token_limit"] == 192000 and net["keep_recent_tokens"] in (
+        2000,
+        4000,
+        8000,
+        12000,
+        16000,
+        20000,
+    )
+    assert rec["cost_reference"] is None
     assert (rec["settings"], rec["eligible_settings"], rec["never_fire"], rec["traces"]) == (47, 0, 18, 40)
     assert (rec["budgets"]["token_budget"], rec["budgets"]["cost_budget_microusd"]) == (6_200_000, 3_100_000)
     assert rec["keep_check"] == {"load_bearing_results": 165, "p90_tokens": 1095, "max_tokens": 3321}
@@ -136,6 +328,118 @@ def test_size_on_the_shared_runs_200k_needs_no_compaction(capsys, mini_dir):
     text = capsys.readouterr().out
     assert "Compaction not needed. Your runs peak at 62k tokens (p99); with a 200k window" in text
     assert "tied with no compaction (they never compact here), identical on every trace (18)" in text
+    # the 18 share the no-compaction row of the table
+    assert "  baseline  " in text and text.count("96000/all keeps, 128000/all keeps, 192000/all keeps") == 1
+    assert "\n96,000 " not in text
+    assert text.rstrip().splitlines()[-1] == (
+        "recommended: seed_engine without compaction (compaction-not-needed); safety net: "
+        f"context_token_limit=192000 keep_recent_tokens={net['keep_recent_tokens']}"
+    )
+
+
+def test_size_on_the_shared_runs_32k_requires_compaction(capsys, mini_dir):
+    """9 of the 40 runs overflow 32k without compaction: a setting below 32k that overflows none and
+    completes more is shipped, with its information cost, against the same runs with no window."""
+    args = ["size", str(mini_dir), "--model", "claude-sonnet-4-5", "--window", "32000", "--format", "json"]
+    assert main(args) == 0
+    rec = json.loads(capsys.readouterr().out)
+    base, ref = rec["baseline"], rec["cost_reference"]
+    assert rec["verdict"] == "compaction-required" and base["overflow_runs"] > 0
+    best = rec["recommended"]
+    assert best["context_token_limit"] < 32000 and best["keep_recent_tokens"] < best["context_token_limit"]
+    g = next(
+        g
+        for g in rec["grid"]
+        if g["context_token_limit"] == best["context_token_limit"]
+        and g["keep_recent_tokens"] == best["keep_recent_tokens"]
+    )
+    assert g["overflow_runs"] == 0 and g["completion"] > base["completion"] and g["eligible"]
+    # no eligible setting overflows fewer runs or completes more than the one shipped
+    eligible = [x for x in rec["grid"] if x["eligible"]]
+    assert all((x["overflow_runs"], -x["completion"]) >= (0, -g["completion"]) for x in eligible)
+    # the reference did not stop early: no overflow, and it costs more than the runs that stopped
+    assert ref["overflow_runs"] == 0 and ref["mean_cost_usd"] > base["mean_cost_usd"]
+    assert rec["completion"] == g["completion"] and rec["mean_cost_usd"] == g["mean_cost_usd"]
+    n = base["overflow_runs"]
+    assert f"Compaction required: without compaction {n} of 40 runs overflow the 32k window" in rec["advice"]
+    assert f"information cost: facts lost {g['facts_lost']:,} (" in rec["advice"]
+    # no interval wholly below zero is called "includes zero"
+    for x in rec["grid"]:
+        assert not any("includes zero" in w for w in x["why_not"])
+
+
+def test_size_on_the_shared_runs_64k_names_a_concrete_pair(capsys, mini_dir):
+    args = ["size", str(mini_dir), "--model", "claude-sonnet-4-5", "--window", "64000", "--format", "json"]
+    assert main(args) == 0
+    rec = json.loads(capsys.readouterr().out)
+    net = rec["safety_net"]
+    assert rec["verdict"] in ("compaction-not-needed", "compact") and rec["baseline"]["overflow_runs"] == 0
+    if rec["verdict"] == "compaction-not-needed":
+        assert net["fires_on_these_traces"] and net["context_token_limit"] <= net["high"] < 64000
+        pair = (
+            f"context_token_limit={net['context_token_limit']} keep_recent_tokens={net['keep_recent_tokens']}"
+        )
+        line = f"recommended: seed_engine {pair} as a safety net (compaction-not-needed; it fires on these "
+        line += "traces)"
+        chosen = next(
+            g
+            for g in rec["grid"]
+            if g["context_token_limit"] == net["context_token_limit"]
+            and g["keep_recent_tokens"] == net["keep_recent_tokens"]
+        )
+        assert chosen["overflow_runs"] == 0
+        assert chosen["completion"] == max(g["completion"] for g in rec["grid"] if not g["overflow_runs"])
+    else:
+        best = rec["recommended"]
+        line = "recommended: seed_engine " + " ".join(f"{k}={v}" for k, v in best.items())
+    assert main(args[:-2]) == 0
+    assert capsys.readouterr().out.rstrip().splitlines()[-1] == line
+
+
+def test_size_refuses_a_window_below_one_as_run_does(capsys, tmp_path):
+    for bad in ("0", "-5"):
+        assert main(["size", str(tmp_path), "--model", "claude-sonnet-4-5", "--window", bad]) == 2
+        assert f"--window {bad} is not an integer >= 1" in capsys.readouterr().err
+        assert main(["run", str(tmp_path), "--window", bad]) == 2
+        assert f"--window {bad} is not an integer >= 1" in capsys.readouterr().err
+
+
+def test_sensitivity_at_32k_gives_each_behaviour_its_own_grid(capsys, mini_dir):
+    args = ["size", str(mini_dir), "--model", "claude-sonnet-4-5", "--window", "32000", "--limits", "16000"]
+    assert main([*args, "--keeps", "2000,12000", "--sensitivity", "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    sens = rec["sensitivity"]
+    assert [(x["on_missing"], x["summarizer"]) for x in sens] == [
+        (om, sm) for om in ("refetch", "fail", "degrade") for sm in ("extractive", "oracle")
+    ]
+    by = {
+        (x["on_missing"], x["summarizer"]): {
+            (g["context_token_limit"], g["keep_recent_tokens"]): g for g in x["grid"]
+        }
+        for x in sens
+    }
+    refetch, fail = by[("refetch", "extractive")][(16000, 2000)], by[("fail", "extractive")][(16000, 2000)]
+    assert refetch["completion"] > fail["completion"]  # the dependence the old table hid
+    assert set(sens[0]["grid"][0]) == {
+        "context_token_limit",
+        "keep_recent_tokens",
+        "completion",
+        "facts_lost",
+        "mean_cost_usd",
+        "overflow_runs",
+    }
+    assert rec["sensitivity_holds"] == all(
+        (x["verdict"], x["ships"]) == (rec["verdict"], shipped(rec)) for x in sens
+    )
+    # the ranking reads each setting's worst completion over the behaviours
+    worst = {k: min(by[b][k]["completion"] for b in by) for k in by[("refetch", "extractive")]}
+    best = rec["recommended"]
+    grid = by[("refetch", "extractive")]
+    fewest = min(g["overflow_runs"] for k, g in grid.items() if k[0] is not None)
+    assert grid[(best["context_token_limit"], best["keep_recent_tokens"])]["overflow_runs"] == fewest
+    assert worst[(best["context_token_limit"], best["keep_recent_tokens"])] == max(
+        v for k, v in worst.items() if k[0] is not None and grid[k]["overflow_runs"] == fewest
+    )
 
 
 def test_size_errors(capsys, tmp_path):
@@ -168,7 +472,8 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
     assert "| on_missing | summarizer | verdict | recommended |" in md  # the demo sweeps the behaviours
     assert md.count("| refetch | extractive |") == 1
-    assert ("The verdict holds under all 6 mock behaviours." in md) or ("does NOT hold" in md)
+    assert ("The verdict holds under all 6 mock behaviours: " in md) or ("does NOT hold" in md)
+    assert "| setting | refetch/extractive | refetch/oracle |" in md  # each setting under each behaviour
 
 
 def test_size_prints_every_assumption(capsys):
@@ -253,24 +558,26 @@ def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
     suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")
     args = ["size", suite, "--model", "claude-sonnet-4-5", "--limits", "16000", "--keeps", "2000,8000"]
     assert main([*args, "--format", "json", "--sensitivity"]) == 0
-    sens = json.loads(capsys.readouterr().out)["sensitivity"]
-    assert [(r["on_missing"], r["summarizer"]) for r in sens["rows"]] == [
+    rec = json.loads(capsys.readouterr().out)
+    sens = rec["sensitivity"]
+    assert [(r["on_missing"], r["summarizer"]) for r in sens] == [
         (om, sm) for om in ("refetch", "fail", "degrade") for sm in ("extractive", "oracle")
     ]
-    for row in sens["rows"]:  # each row is the verdict `size` gives under that behaviour alone
+    for row in sens:  # each row is the verdict `size` gives under that behaviour alone, and its grid
         one = ["--on-missing", row["on_missing"], "--summarizer", row["summarizer"], "--format", "json"]
         assert main([*args, *one]) == 0
-        rec = json.loads(capsys.readouterr().out)
-        assert (row["verdict"], row["mean_cost_usd"], row["completion"]) == (
-            rec["verdict"],
-            rec["mean_cost_usd"],
-            rec["completion"],
-        )
-    keys = {(r["verdict"], r["context_token_limit"], r["keep_recent_tokens"]) for r in sens["rows"]}
-    assert sens["holds"] == (len(keys) == 1)
+        alone = json.loads(capsys.readouterr().out)
+        assert (row["verdict"], row["recommended"]) == (alone["verdict"], alone["recommended"])
+        assert [g["completion"] for g in row["grid"][1:]] == [g["completion"] for g in alone["grid"]]
+        assert [g["mean_cost_usd"] for g in row["grid"][1:]] == [g["mean_cost_usd"] for g in alone["grid"]]
+    keys = {(r["verdict"], str(r["ships"])) for r in sens}
+    assert rec["sensitivity_holds"] == (keys == {(rec["verdict"], str(shipped(rec)))})
     assert main([*args, "--sensitivity"]) == 0
     text = capsys.readouterr().out
-    assert "sensitivity to the mock model (model.on_missing x model.summarizer):" in text
+    assert (
+        "sensitivity to the mock model (model.on_missing x model.summarizer), completion per setting:" in text
+    )
+    assert "setting     refetch/extractive  refetch/oracle  fail/extractive" in text
     assert "verdict under the mock model on_missing=refetch, summarizer=extractive" in text
 
 
@@ -341,3 +648,27 @@ def test_load_bearing_results_skip_only_traces_that_need_nothing(mini_traces):
                     slow.append(int(e.tokens))
                 needed.update(e.needs)
         assert fast == slow and fast
+
+
+def test_progress_is_shown_when_asked_and_only_then(capsys):
+    """Off when standard error is not a terminal; ``--progress`` shows it there too, a line every ~10%."""
+    from sim.commands.common import progress
+    from sim.util.paths import EMBEDDED_SUITE
+
+    for i in range(1, 41):
+        progress(i, 40, "size: runs on the grid path", show=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"size: runs on the grid path {i}/40" for i in range(4, 41, 4)]
+    progress(40, 40, "quiet")  # not a terminal: nothing unless asked
+    assert capsys.readouterr().err == ""
+    args = ["size", str(EMBEDDED_SUITE / "closed_loop.jsonl"), "--model", "claude-sonnet-4-5"]
+    args += ["--limits", "16000", "--keeps", "2000,8000", "--format", "json"]
+    assert main(args) == 0
+    quiet = capsys.readouterr()
+    assert "size: " not in quiet.err
+    assert main([*args, "--progress"]) == 0
+    loud = capsys.readouterr()
+    assert loud.out == quiet.out  # the same answer
+    assert [x for x in loud.err.splitlines() if x.startswith("size: ")][
+        -1
+    ] == "size: settings on the per-call loop 3/3"

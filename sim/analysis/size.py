@@ -14,6 +14,7 @@ at the window. An Optuna search is not used: the grid is small and exhaustive.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -25,6 +26,7 @@ from sim.util.errors import ConfigError
 
 DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)
 DEFAULT_KEEPS = (2000, 4000, 8000, 12000, 16000, 20000)
+Progress = Callable[[int, int, str], None]  # (done, total, what): a sizing's progress
 GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (settings x runs)
 
 
@@ -74,7 +76,7 @@ def evaluate(
     keeps: Sequence[int],
     window: int | str | None,
     pricing: str | None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     behaviour: dict | None = None,
     grid: bool = True,
     workers: int = 1,
@@ -86,15 +88,43 @@ def evaluate(
     (the reference the grid path is held to). ``workers``: processes the grid batches, then the settings
     with runs for the loop, are dealt to (``sim.util.forkmap``: the same batches and the same answer
     for any number)."""
+    settings: list[tuple[int | None, int | None]] = [(None, None)]
+    settings += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
+    if len(settings) == 1:
+        raise ConfigError("size: no setting with keep_recent_tokens < context_token_limit in the grid")
+    return _replay(traces, policy_name, settings, window, pricing, progress, behaviour, grid, workers)
+
+
+def reference(
+    traces: Sequence[Trace],
+    policy_name: str,
+    pricing: str | None,
+    behaviour: dict | None = None,
+    workers: int = 1,
+) -> SettingResult:
+    """The baseline (limit unset) replayed with no window: what the runs cost when none stops early at
+    an overflow, the cost reference of a verdict where no compaction overflows the window (one more
+    setting, on the grid path where the dispatcher routes it there)."""
+    return _replay(traces, policy_name, [(None, None)], None, pricing, None, behaviour, True, workers)[0]
+
+
+def _replay(
+    traces: Sequence[Trace],
+    policy_name: str,
+    settings: list[tuple[int | None, int | None]],
+    window: int | str | None,
+    pricing: str | None,
+    progress: Progress | None,
+    behaviour: dict | None,
+    grid: bool,
+    workers: int,
+) -> list[SettingResult]:
+    """``settings`` (``(None, None)``: the limit unset) replayed over ``traces`` as ``evaluate`` says."""
     from sim.engine.dispatch import grid_route
     from sim.engine.model import ReplayModel
     from sim.policies.base import make_policy
     from sim.util.forkmap import forked_map
 
-    settings: list[tuple[int | None, int | None]] = [(None, None)]
-    settings += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
-    if len(settings) == 1:
-        raise ConfigError("size: no setting with keep_recent_tokens < context_token_limit in the grid")
     order, hashes = _order(traces)
     ordered = [traces[i] for i in order]
     policies = [
@@ -109,8 +139,21 @@ def evaluate(
     runs = _Runs(ordered, policies, models, window, pricing)
     sizing.take_grid(route.batches, forked_map(runs.grid_batch, route.batches, workers), progress)
     looped = [j for j, positions in enumerate(sizing.todo) if positions]
-    sizing.take_loop(looped, forked_map(partial(runs.loop_setting, sizing.todo), looped, workers))
+    job = partial(runs.loop_setting, sizing.todo)
+    if progress:  # this process's share of the settings, each counted as the share of all it stands for
+        job = partial(_counted, job, progress, len(looped), min(workers, len(looped)), os.getpid(), [0])
+    sizing.take_loop(looped, forked_map(job, looped, workers))
     return sizing.results(settings, ordered, hashes)
+
+
+def _counted(job: Callable, progress: Progress, total: int, workers: int, parent: int, done: list, j: int):
+    """``job(j)``, then the progress of the settings on the per-call loop: only this process reports, and
+    its share of them (every ``workers``-th) stands for all."""
+    out = job(j)
+    if os.getpid() == parent:
+        done[0] += 1
+        progress(min(done[0] * max(workers, 1), total), total, "settings on the per-call loop")
+    return out
 
 
 class _Runs:
@@ -172,7 +215,7 @@ class _Sizing:
         self.overflow = [0] * S
         self.todo: list[list[int]] = [list(loop) for _ in range(S)]  # per setting: the runs the loop replays
 
-    def take_grid(self, jobs: list, results: list, progress: Callable[[int, int], None] | None) -> None:
+    def take_grid(self, jobs: list, results: list, progress: Progress | None) -> None:
         """The grid path's batches: their sums, and the lanes that left the grid to the loop's ``todo``."""
         done = 0
         for (_, price, chunk), (ok, sums) in zip(jobs, results, strict=True):
@@ -186,7 +229,7 @@ class _Sizing:
                 self.todo[int(j)].append(chunk[int(r)])
             done += len(chunk)
             if progress:
-                progress(done, self.n)
+                progress(done, self.n, "runs on the grid path")
         for todo_j in self.todo:
             todo_j.sort()
 

@@ -1,15 +1,25 @@
 """The recommendation: ``verdict`` is the one function that says which ``context_token_limit`` and
-``keep_recent_tokens`` to ship, if any; ``size``, ``demo`` and ``report`` all call it, so they cannot
-disagree. A compacting setting is recommended only when its saving's interval excludes zero and its
-information cost stays within the stated tolerances; otherwise the verdict says compaction is not
-needed (or that no setting qualifies) and why. Settings that behave identically on these traces (the
-same cost, facts lost and outcome on every trace) are named as **tied**. Also here: the verdict of a
-sweep's results, and its sensitivity to the mock model's behaviour."""
+``keep_recent_tokens`` to ship; ``size``, ``demo`` and ``report`` all call it, so they cannot disagree.
+It tells three regimes apart (docs/sizing.md):
+
+- **compaction required** (``compaction-required``): without compaction some runs overflow the window.
+  A setting that overflows fewer runs is shipped, ranked by overflows, then completion (the worst over
+  the mock behaviours when they were all replayed), then facts lost, then cost; its cost is compared
+  with the same runs replayed with no window (``reference``), since the overflowing runs of no
+  compaction stopped early and look cheap. ``no-setting-qualifies`` when no setting overflows fewer.
+- **compacting pays** (``compact``): the cheapest setting whose saving's interval lies above zero,
+  within the completion target and the facts-lost tolerance, with no overflow.
+- **not needed** (``compaction-not-needed``): no run overflows and compacting does not pay; a concrete
+  safety-net pair is still named (``safety_net``).
+
+Settings that behave identically on these traces (the same cost, facts lost and outcome on every trace)
+are named as **tied** and share one row of the table. Also here: the verdict of a sweep's results, and
+its sensitivity to the mock model's behaviour."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -20,6 +30,7 @@ from sim.util.errors import ConfigError
 DEFAULT_MAX_FACTS_LOST_INCREASE = 0.05  # share of the facts seen, over the baseline's
 DEMO_TARGET = 0.95  # what `demo` and `report` size against (``size``'s defaults)
 BEHAVIOUR_COLUMNS = (("on_missing", "model.on_missing"), ("summarizer", "summarizer"))
+Pair = tuple[int | None, int | None]  # (context_token_limit, keep_recent_tokens); (None, None): baseline
 
 
 def _usd(v: float) -> str:
@@ -28,6 +39,15 @@ def _usd(v: float) -> str:
 
 def _k(tokens: float) -> str:
     return f"{tokens / 1000:.0f}k" if tokens >= 1000 else f"{tokens:.0f}"
+
+
+def _pair(s: SettingResult) -> dict:
+    return {"context_token_limit": s.context_token_limit, "keep_recent_tokens": s.keep_recent_tokens}
+
+
+def key_of(s: SettingResult) -> Pair:
+    """A setting's (limit, keep): how the behaviours' replays of one grid are matched."""
+    return (s.context_token_limit, s.keep_recent_tokens)
 
 
 def safety_net(window: int | None, reserve: int, summary: int, largest_request: int) -> dict | None:
@@ -46,6 +66,40 @@ def safety_net(window: int | None, reserve: int, summary: int, largest_request: 
     }
 
 
+def rank_key(s: SettingResult, worst: Mapping[Pair, float] | None = None) -> tuple:
+    """The order of settings where compaction is required (and of a safety net that would fire): fewer
+    runs overflowing, then higher completion (the worst over the mock behaviours when ``worst`` gives
+    it), then fewer facts lost (share of facts seen), then cheaper; ties on all of them: the larger
+    limit and keep (the gentler setting)."""
+    completion = min(s.completion, (worst or {}).get(key_of(s), s.completion))
+    return (
+        s.overflow_runs,
+        -completion,
+        s.facts_lost_share,
+        s.mean_cost_usd,
+        -(s.context_token_limit or 0),
+        -(s.keep_recent_tokens or 0),
+    )
+
+
+def _pay_key(s: SettingResult) -> tuple:
+    """The order of eligible settings where compacting pays: cheapest, then fewer facts lost, then the
+    larger limit and keep."""
+    return (s.mean_cost_usd, s.facts_lost_share, -(s.context_token_limit or 0), -(s.keep_recent_tokens or 0))
+
+
+def tie_groups(results: Sequence[SettingResult]) -> list[int | None]:
+    """Per setting, the index of the first setting of ``results`` identical to it on every trace
+    (``SettingResult.same_as``), or None when it is the first of its kind."""
+    first: dict[tuple, int] = {}
+    out: list[int | None] = []
+    for i, s in enumerate(results):
+        k = (s.cost.tobytes(), s.tokens.tobytes(), s.facts_lost.tobytes(), s.refetch.tobytes(), s.outcome)
+        j = first.setdefault(k, i)
+        out.append(None if j == i else j)
+    return out
+
+
 def verdict(
     results: Sequence[SettingResult],
     *,
@@ -57,11 +111,15 @@ def verdict(
     summary: int = 0,
     largest_request: int | None = None,
     workers: int = 1,
+    reference: SettingResult | None = None,
+    worst_completion: Mapping[Pair, float] | None = None,
 ) -> dict:
-    """The recommendation: the cheapest *eligible* compacting setting (its saving's 95% paired interval
-    above zero, completion at least ``target``, facts lost up by at most ``max_facts_lost_increase`` of
-    the facts seen, no overflow), or null with the reason. ``results[0]`` must be the baseline.
-    ``workers``: processes for the paired bootstraps (the same answer for any number)."""
+    """The recommendation over ``results`` (``results[0]``: the baseline, no compaction at ``window``),
+    in the regime the baseline puts it in (the module's docstring). ``reference``: the baseline's runs
+    replayed with no window, the cost reference where the baseline overflows (else unused; without it
+    the baseline stands in). ``worst_completion``: per (limit, keep), its worst completion over the mock
+    behaviours, which the ranking reads where compaction is required. ``workers``: processes for the
+    paired bootstraps (the same answer for any number)."""
     if not results or not results[0].is_baseline:
         raise ConfigError(f"size: the results of {policy_name} hold no no-compaction (limit unset) setting")
     base, cands = results[0], list(results[1:])
@@ -69,21 +127,18 @@ def verdict(
         raise ConfigError(f"size: the results of {policy_name} hold no compacting setting")
     if largest_request is None:
         largest_request = int(base.peak.max()) + reserve
-    net = safety_net(window, reserve, summary, largest_request)
-    rows = [
-        (s, pr, _why_not(s, pr, target, max_facts_lost_increase))
-        for s, pr in zip(cands, paired_many(base, cands, workers), strict=True)
-    ]
-    eligible = [(s, pr) for s, pr, why in rows if not why]
-    ranked = sorted(
-        eligible,
-        key=lambda x: (
-            x[0].mean_cost_usd,
-            x[0].facts_lost_share,
-            -(x[0].context_token_limit or 0),
-            -(x[0].keep_recent_tokens or 0),
-        ),
-    )
+    required = base.overflow_runs > 0
+    ref = reference if required and reference is not None else base
+    tol = (target, max_facts_lost_increase)
+    rows = []
+    for s, pr in zip(cands, paired_many(ref, cands, workers), strict=True):
+        if required:
+            why = [] if s.overflow_runs < base.overflow_runs else [_overflow_text(s, base)]
+            rows.append((s, pr, why, _shortfalls(s, pr, *tol)))
+        else:
+            rows.append((s, pr, _why_not(s, base, pr, *tol), []))
+    ties = tie_groups(results)
+    labels = [s.label for s in results]
     peak_p99 = float(np.percentile(base.peak, 99))
     base_brief = _brief(base)
     base_brief["peak_context_tokens_p99"] = round(peak_p99)
@@ -91,21 +146,35 @@ def verdict(
     out = {
         "policy": policy_name,
         "baseline": base_brief,
+        "cost_reference": _brief(reference) if required and reference is not None else None,
         "target_completion": target,
         "max_facts_lost_increase": max_facts_lost_increase,
         "settings": len(results),
-        "grid": [_brief(s, pr, why) for s, pr, why in rows],
-        "eligible_settings": len(eligible),
+        "grid": [
+            {**_brief(s, pr, why, short), "same_as": None if t is None else labels[t]}
+            for (s, pr, why, short), t in zip(rows, ties[1:], strict=True)
+        ],
+        "eligible_settings": sum(not why for _, _, why, _ in rows),
         "traces": len(base.cost),
-        "safety_net": net,
+        "safety_net": safety_net(window, reserve, summary, largest_request),
     }
-    if ranked:
-        advice = _recommend(out, base, ranked)
+    eligible = [(s, pr) for s, pr, why, _ in rows if not why]
+    if required and eligible:
+        ranked = sorted(eligible, key=lambda x: rank_key(x[0], worst_completion))
+        _recommend(out, ranked, "compaction-required")
+        meeting = next((s for s, pr in ranked if not _shortfalls(s, pr, *tol)), None)
+        advice = _required_text(base, ref, ranked[0], window, tol, worst_completion, meeting)
+    elif eligible:
+        ranked = sorted(eligible, key=lambda x: _pay_key(x[0]))
+        _recommend(out, ranked, "compact")
+        advice = _pays_text(base, ranked[0])
     else:
+        ranked = []
         changing = [x for x in rows if not x[0].same_as(base)] or rows  # a setting that changes some run
         cheapest = min(changing, key=lambda x: (x[0].mean_cost_usd, -(x[0].context_token_limit or 0)))
         alt = _cheapest_text(base, cheapest, len(cands))
-        advice = _no_recommendation(out, base, alt, never_fire, peak_p99, window, net, largest_request)
+        ship = _net_pair(out, base, cands, worst_completion) if not base.overflow_runs else ""
+        advice = _no_recommendation(out, base, alt, never_fire, peak_p99, window, largest_request, ship)
     # the recommendation's (or, with none, the baseline's) own intervals, resampling traces
     shown = ranked[0][0] if ranked else base
     rng = seeded_rng(base.trace_hashes, "intervals " + shown.label)
@@ -116,25 +185,49 @@ def verdict(
     return out
 
 
-def _why_not(s: SettingResult, pr: dict, target: float, max_facts_lost_increase: float) -> list[str]:
-    """Why a compacting setting is not eligible (empty: it is)."""
+def _ci_text(ci: Sequence[float]) -> str:
+    return f"{ci[0]:.4f}..{ci[1]:.4f}"
+
+
+def _why_not(
+    s: SettingResult, base: SettingResult, pr: dict, target: float, max_facts_lost_increase: float
+) -> list[str]:
+    """Why a compacting setting is not eligible where compacting could pay (empty: it is)."""
     reasons = []
-    if pr["saving_ci"][0] <= 0:
-        reasons.append("saving CI includes zero")
-    if s.completion < target:
-        reasons.append(f"completion {s.completion:.0%} < {target:.0%}")
-    if pr["facts_lost_change"]["share_of_facts_seen"] > max_facts_lost_increase:
-        reasons.append(
-            f"facts lost +{pr['facts_lost_change']['share_of_facts_seen']:.1%} of facts seen "
-            f"> {max_facts_lost_increase:.0%}"
-        )
+    lo, hi = pr["saving_ci"]
+    if s.same_as(base):
+        reasons.append("never compacts here (identical to no compaction)")
+    elif hi < 0:
+        reasons.append(f"costs more: CI {_ci_text(pr['saving_ci'])}")
+    elif lo <= 0:
+        reasons.append(f"CI spans zero: {_ci_text(pr['saving_ci'])}")
+    reasons += _shortfalls(s, pr, target, max_facts_lost_increase)
     if s.overflow_runs:
         reasons.append(f"{s.overflow_runs} runs overflow the window")
     return reasons
 
 
-def _brief(s: SettingResult, pr: dict | None = None, reasons: list[str] | None = None) -> dict:
-    """A setting's figures as the verdict lists them; with its paired comparison, its eligibility."""
+def _shortfalls(s: SettingResult, pr: dict, target: float, max_facts_lost_increase: float) -> list[str]:
+    """The completion target and the facts-lost tolerance a setting misses (where compaction is
+    required these are reported, not blocking)."""
+    out = []
+    if s.completion < target:
+        out.append(f"completion {s.completion:.0%} < {target:.0%}")
+    share = pr["facts_lost_change"]["share_of_facts_seen"]
+    if share > max_facts_lost_increase:
+        out.append(f"facts lost +{share:.1%} of facts seen > {max_facts_lost_increase:.0%}")
+    return out
+
+
+def _overflow_text(s: SettingResult, base: SettingResult) -> str:
+    return f"overflows {s.overflow_runs} runs, no fewer than no compaction ({base.overflow_runs})"
+
+
+def _brief(
+    s: SettingResult, pr: dict | None = None, reasons: list[str] | None = None, short: list[str] | None = None
+) -> dict:
+    """A setting's figures as the verdict lists them; with its paired comparison, its eligibility (and,
+    where compaction is required, the tolerances it misses: ``shortfalls``)."""
     d = {
         "context_token_limit": s.context_token_limit,
         "keep_recent_tokens": s.keep_recent_tokens,
@@ -149,31 +242,20 @@ def _brief(s: SettingResult, pr: dict | None = None, reasons: list[str] | None =
     if pr is not None:
         d["eligible"] = not reasons
         d["why_not"] = reasons
+        d["shortfalls"] = short or []
         d["saving_ci"] = pr["saving_ci"]
         d["facts_lost_change_share"] = pr["facts_lost_change"]["share_of_facts_seen"]
     return d
 
 
-def _recommend(out: dict, base: SettingResult, ranked: list[tuple[SettingResult, dict]]) -> str:
-    """The verdict ``compact``: the first of ``ranked`` recommended, its runners-up and ties, into
-    ``out``; returns the advice."""
+def _recommend(out: dict, ranked: list[tuple[SettingResult, dict]], what: str) -> None:
+    """The verdict ``what`` (``compact`` or ``compaction-required``): the first of ``ranked``
+    recommended, its runners-up and ties, into ``out``."""
     best, pr = ranked[0]
     tied = [s for s, _ in ranked[1:] if s.same_as(best)]
     runners = [_brief(s, p, []) for s, p in ranked[1:] if not s.same_as(best)][:3]
-    fl = pr["facts_lost_change"]
-    advice = (
-        f"Ship context_token_limit={best.context_token_limit} with keep_recent_tokens="
-        f"{best.keep_recent_tokens}: {_usd(best.mean_cost_usd)} per run against "
-        f"{_usd(base.mean_cost_usd)} "
-        f"without compaction, saving {_usd(pr['saving_usd'])} per run (paired 95% CI "
-        f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
-        f"{len(base.cost)} runs dearer); information cost: facts lost {fl['setting_share']:.1%} of "
-        f"facts seen ({fl['share_of_facts_seen']:+.1%} vs no compaction), refetch calls "
-        f"{pr['refetch_change']['per_run']:+.2f} per run, answers completed {best.completion:.0%} "
-        f"(no compaction {base.completion:.0%})."
-    )
     out.update(
-        verdict="compact",
+        verdict=what,
         recommended={
             "context_token_limit": int(best.context_token_limit),
             "keep_recent_tokens": int(best.keep_recent_tokens),
@@ -191,17 +273,72 @@ def _recommend(out: dict, base: SettingResult, ranked: list[tuple[SettingResult,
             )
         },
         runners_up=runners,
-        tied=[
-            {"context_token_limit": s.context_token_limit, "keep_recent_tokens": s.keep_recent_tokens}
-            for s in tied
-        ],
+        tied=[_pair(s) for s in tied],
     )
-    return advice
+
+
+def _pays_text(base: SettingResult, top: tuple[SettingResult, dict]) -> str:
+    """The advice where compacting pays."""
+    best, pr = top
+    fl = pr["facts_lost_change"]
+    return (
+        f"Ship context_token_limit={best.context_token_limit} with keep_recent_tokens="
+        f"{best.keep_recent_tokens}: {_usd(best.mean_cost_usd)} per run against "
+        f"{_usd(base.mean_cost_usd)} "
+        f"without compaction, saving {_usd(pr['saving_usd'])} per run (paired 95% CI "
+        f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
+        f"{len(base.cost)} runs dearer); information cost: facts lost {fl['setting_share']:.1%} of "
+        f"facts seen ({fl['share_of_facts_seen']:+.1%} vs no compaction), refetch calls "
+        f"{pr['refetch_change']['per_run']:+.2f} per run, answers completed {best.completion:.0%} "
+        f"(no compaction {base.completion:.0%})."
+    )
+
+
+def _required_text(
+    base: SettingResult,
+    ref: SettingResult,
+    top: tuple[SettingResult, dict],
+    window: int | None,
+    tol: tuple[float, float],
+    worst: Mapping[Pair, float] | None,
+    meeting: SettingResult | None,
+) -> str:
+    """The advice where compaction is required: how many runs overflow without it, the setting to ship,
+    its information cost and its cost against the same runs with no window; whether it meets the
+    completion target and the facts-lost tolerance, said plainly when it does not."""
+    best, pr = top
+    fl = pr["facts_lost_change"]
+    n = len(base.cost)
+    where = f"the {_k(window)} window" if window else "the window"
+    worst_c = (worst or {}).get(key_of(best))
+    worst_txt = "" if worst_c is None else f", {worst_c:.0%} under the worst mock behaviour"
+    short = _shortfalls(best, pr, *tol)
+    tolerances = f"the {tol[0]:.0%} completion target and the +{tol[1]:.0%} facts-lost tolerance"
+    if not short:
+        meets = f"it meets {tolerances}"
+    elif meeting is None:
+        meets = f"NO setting of the grid meets {tolerances}: this one misses them ({'; '.join(short)})"
+    else:
+        meets = f"it misses {tolerances} ({'; '.join(short)}); {meeting.label} meets them but ranks lower"
+    ref_name = "the same runs with no window" if ref is not base else "no compaction"
+    return (
+        f"Compaction required: without compaction {base.overflow_runs} of {n} runs overflow {where} "
+        f"(answers completed {base.completion:.0%}). Ship context_token_limit={best.context_token_limit} "
+        f"with keep_recent_tokens={best.keep_recent_tokens}: "
+        f"{best.overflow_runs} of {n} runs overflow, answers completed {best.completion:.0%}{worst_txt}; "
+        f"information cost: facts lost {int(best.facts_lost.sum()):,} ({fl['setting_share']:.1%} of facts "
+        f"seen, {fl['share_of_facts_seen']:+.1%} vs {ref_name}), refetch calls "
+        f"{pr['refetch_change']['per_run']:+.2f} per run; cost {_usd(best.mean_cost_usd)} per run against "
+        f"{_usd(ref.mean_cost_usd)} for {ref_name} (paired saving 95% CI {_usd(pr['saving_ci'][0])} to "
+        f"{_usd(pr['saving_ci'][1])}; no compaction costs {_usd(base.mean_cost_usd)} because its "
+        f"overflowing runs stop early). Ranked by runs overflowing, completion, facts lost, then cost; "
+        f"{meets}."
+    )
 
 
 def _cheapest_text(base: SettingResult, cheapest: tuple, settings: int) -> str:
     """What the cheapest setting that changes some run would do, and why it is not recommended."""
-    s, pr, why = cheapest
+    s, pr, why, _ = cheapest
     fl = pr["facts_lost_change"]
     if s.same_as(base):
         return f"no setting of the grid changes any run: all {settings} are tied with no compaction."
@@ -222,17 +359,19 @@ def _no_recommendation(
     never_fire: list[SettingResult],
     peak_p99: float,
     window: int | None,
-    net: dict | None,
     largest_request: int,
+    ship: str,
 ) -> str:
     """The verdict without a recommendation (``compaction-not-needed`` or ``no-setting-qualifies``) into
-    ``out``, the baseline's figures in the recommendation's place; returns the advice."""
+    ``out``, the baseline's figures in the recommendation's place; returns the advice (``ship``: the
+    sentence naming the safety net's pair, where compaction is not needed)."""
+    net = out["safety_net"]
     if base.overflow_runs == 0:
         head = f"Compaction not needed. Your runs peak at {_k(peak_p99)} tokens (p99)"
         if window is not None and net is not None and not net["fires_on_these_traces"]:
             head += (
-                f"; with a {_k(window)} window compaction never needs to fire: set context_token_limit="
-                f"{net['low']}–{net['high']} as a safety net (it never fires on these traces)"
+                f"; with a {_k(window)} window compaction never needs to fire: any context_token_limit "
+                f"from {net['low']} to {net['high']} is a safety net that never fires on these traces"
             )
         elif window is not None and net is not None:
             head += (
@@ -242,12 +381,12 @@ def _no_recommendation(
                 f"highest safe limit, context_token_limit={net['high']} (window − output reserve − "
                 f"largest summary), would fire on these traces"
             )
-        advice = f"{head}; {alt}"
+        advice = f"{head}. {ship}For comparison, {alt}"
         out["verdict"] = "compaction-not-needed"
     else:
         advice = (
             f"No setting qualifies: without compaction {base.overflow_runs} of {len(base.cost)} runs "
-            f"overflow the window, and no compacting setting meets the tolerances; {alt}"
+            f"overflow the window, and no compacting setting overflows fewer; {alt}"
         )
         out["verdict"] = "no-setting-qualifies"
     out.update(
@@ -256,12 +395,51 @@ def _no_recommendation(
         completion=round(base.completion, 4),
         paired=None,
         runners_up=[],
-        tied=[
-            {"context_token_limit": x.context_token_limit, "keep_recent_tokens": x.keep_recent_tokens}
-            for x in never_fire
-        ],
+        tied=[_pair(x) for x in never_fire],
     )
     return advice
+
+
+def _net_pair(
+    out: dict, base: SettingResult, cands: list[SettingResult], worst: Mapping[Pair, float] | None
+) -> str:
+    """The safety net's concrete pair, into ``out["safety_net"]`` (``context_token_limit``,
+    ``keep_recent_tokens``, ``pair_fires_on_these_traces``); returns the sentence that names it. The
+    rule: take the grid's highest limit at or below the highest safe limit (window − output reserve −
+    largest summary, rounded down to 1000: ``size``'s grid holds that limit itself when the window cuts
+    the grid, ``sim.analysis.size.grid_limits``; without a window, the grid's highest limit, so that a
+    sweep's verdict names the pair ``size`` names on the same grid). Where no setting at it changes a
+    run, ship it with the keep ``rank_key`` prefers among its settings; where it would fire on these
+    traces, ship the grid's top-ranked setting by ``rank_key`` (overflows, completion, facts lost,
+    cost)."""
+    net = out["safety_net"]
+    limits = sorted({int(s.context_token_limit or 0) for s in cands})
+    high = ([v for v in limits if net is None or v <= net["high"]] or limits[:1])[-1]
+    at = [s for s in cands if s.context_token_limit == high]
+    at_fires = any(not s.same_as(base) for s in at)
+    if net is None:  # no window: the grid's highest limit stands for the highest safe one
+        net = out["safety_net"] = {"low": None, "high": high, "fires_on_these_traces": at_fires}
+    pick = min(cands if at_fires else at, key=lambda s: rank_key(s, worst))
+    fires = not pick.same_as(base)
+    net.update(
+        context_token_limit=pick.context_token_limit,
+        keep_recent_tokens=pick.keep_recent_tokens,
+        pair_fires_on_these_traces=fires,
+    )
+    if not fires:
+        return (
+            f"Ship context_token_limit={high} with keep_recent_tokens={pick.keep_recent_tokens} as a safety "
+            "net (the grid's highest safe limit: it never fires on these traces, it only stops a runaway). "
+        )
+    n = len(base.cost)
+    return (
+        f"Ship context_token_limit={pick.context_token_limit} with keep_recent_tokens="
+        f"{pick.keep_recent_tokens} as a safety net that fires on these traces (the grid's best by runs "
+        f"overflowing, completion, facts lost, then cost): {pick.overflow_runs} of {n} runs overflow, "
+        f"answers completed {pick.completion:.0%}, facts lost {int(pick.facts_lost.sum()):,} "
+        f"({pick.facts_lost_share:.1%} of facts seen), {_usd(pick.mean_cost_usd)} per run against "
+        f"{_usd(base.mean_cost_usd)} without compaction. "
+    )
 
 
 def tied_text(rec: dict) -> str:
@@ -274,35 +452,84 @@ def tied_text(rec: dict) -> str:
     return f"tied with {what}, identical on every trace ({len(tied)}): {names}"
 
 
+def shipped(rec: dict) -> dict | None:
+    """The pair a verdict says to ship: the recommendation, else the safety net's pair (None: neither)."""
+    if rec.get("recommended"):
+        return rec["recommended"]
+    net = rec.get("safety_net") or {}
+    if net.get("context_token_limit") is not None and rec.get("verdict") == "compaction-not-needed":
+        return {
+            "context_token_limit": net["context_token_limit"],
+            "keep_recent_tokens": net["keep_recent_tokens"],
+        }
+    return None
+
+
+def recommendation_line(rec: dict) -> str:
+    """The one-line recommendation every command prints the same way; it names a concrete pair whenever
+    the verdict has one (the recommendation, or the safety net where compaction is not needed)."""
+    r = rec.get("recommended")
+    if r:
+        return (
+            f"recommended: {rec['policy']} context_token_limit={r['context_token_limit']} "
+            f"keep_recent_tokens={r['keep_recent_tokens']}"
+        )
+    net = shipped(rec)
+    if net is None:
+        return f"recommended: {rec['policy']} without compaction ({rec['verdict']})"
+    pair = f"context_token_limit={net['context_token_limit']} keep_recent_tokens={net['keep_recent_tokens']}"
+    if rec["safety_net"].get("pair_fires_on_these_traces"):
+        fires = f"({rec['verdict']}; it fires on these traces)"
+        return f"recommended: {rec['policy']} {pair} as a safety net {fires}"
+    return f"recommended: {rec['policy']} without compaction ({rec['verdict']}); safety net: {pair}"
+
+
 def verdict_from_frame(df, where: str, policy_name: str) -> dict:
     """``verdict`` over one policy's rows of a sweep, with ``size``'s default tolerances (no window: a
-    sweep's results do not say which window the user ships). A sweep over the mock behaviour
-    (``model.on_missing``, ``model.summarizer``) is split by it: the verdict is the default behaviour's
-    (refetch, extractive; else the first), and ``sensitivity`` holds every behaviour's."""
+    sweep's results do not say which window the user ships; no no-window cost reference either: the
+    baseline stands in). A sweep over the mock behaviour (``model.on_missing``, ``model.summarizer``) is
+    split by it: the verdict is the default behaviour's (refetch, extractive; else the first), ranked
+    with each setting's worst completion over the behaviours, and ``sensitivity`` holds every
+    behaviour's own verdict and grid, as ``size --sensitivity`` gives them."""
     cols = [c for _, c in BEHAVIOUR_COLUMNS if c in df.columns]
     if not cols:
         return verdict(settings_from_frame(df, where), policy_name=policy_name, target=DEMO_TARGET)
     keys = df[cols].astype(str)
-    combos = sorted({tuple(r) for r in keys.itertuples(index=False)})
-    verdicts = []
-    for combo in combos:
-        g = df[(keys == list(combo)).all(axis=1)]
-        rec = verdict(settings_from_frame(g, where), policy_name=policy_name, target=DEMO_TARGET)
-        names = [n for n, c in BEHAVIOUR_COLUMNS if c in df.columns]
-        verdicts.append((dict(zip(names, combo, strict=True)), rec))
-    default = next(
+    names = [n for n, c in BEHAVIOUR_COLUMNS if c in df.columns]
+    order = [tuple(b[n] for n in names) for b in sensitivity_behaviours()]  # as ``size`` lists them
+    combos = sorted(
+        {tuple(r) for r in keys.itertuples(index=False)},
+        key=lambda c: (order.index(c) if c in order else len(order), c),
+    )
+    per = [
         (
-            r
-            for b, r in verdicts
+            dict(zip(names, combo, strict=True)),
+            settings_from_frame(df[(keys == list(combo)).all(axis=1)], where),
+        )
+        for combo in combos
+    ]
+    d = next(
+        (
+            i
+            for i, (b, _) in enumerate(per)
             if b.get("on_missing", "refetch") == "refetch"
             and b.get("summarizer", "extractive") == "extractive"
         ),
-        verdicts[0][1],
+        0,
     )
-    out = dict(default)
-    out["mock_model"] = next(b for b, r in verdicts if r is default)
-    if len(verdicts) > 1:
-        out["sensitivity"] = sensitivity(verdicts)
+    if len(per) == 1:
+        out = verdict(per[0][1], policy_name=policy_name, target=DEMO_TARGET)
+        out["mock_model"] = per[0][0]
+        return out
+    verdicts = [(b, verdict(r, policy_name=policy_name, target=DEMO_TARGET)) for b, r in per]
+    out = verdict(
+        per[d][1],
+        policy_name=policy_name,
+        target=DEMO_TARGET,
+        worst_completion=worst_completions([r for _, r in per]),
+    )
+    out["mock_model"] = per[d][0]
+    add_sensitivity(out, [(b, rec, r) for (b, r), (_, rec) in zip(per, verdicts, strict=True)])
     return out
 
 
@@ -314,17 +541,6 @@ def verdict_from_results(path, policy_name: str = "seed_engine") -> dict:
     return verdict_from_frame(df[df["policy"] == policy_name], str(path), policy_name)
 
 
-def recommendation_line(rec: dict) -> str:
-    """The one-line recommendation every command prints the same way."""
-    r = rec.get("recommended")
-    if r:
-        return (
-            f"recommended: {rec['policy']} context_token_limit={r['context_token_limit']} "
-            f"keep_recent_tokens={r['keep_recent_tokens']}"
-        )
-    return f"recommended: {rec['policy']} without compaction ({rec['verdict']})"
-
-
 # ------------------------------------------------------------------------------------------ sensitivity
 def sensitivity_behaviours() -> list[dict]:
     """Every ``model.on_missing`` x ``model.summarizer``: the mock behaviours a verdict is checked under."""
@@ -333,39 +549,78 @@ def sensitivity_behaviours() -> list[dict]:
     return [{"on_missing": om, "summarizer": sm} for om in ON_MISSING for sm in SUMMARIZERS]
 
 
-def sensitivity(verdicts: Sequence[tuple[dict, dict]]) -> dict:
-    """One row per mock behaviour (its verdict, recommendation, cost, completion and saving CI) and
-    whether the recommendation is the same under all of them."""
+def worst_completions(per_behaviour: Sequence[Sequence[SettingResult]]) -> dict[Pair, float]:
+    """Per (limit, keep), its lowest completion over the behaviours' replays of the grid."""
+    worst: dict[Pair, float] = {}
+    for results in per_behaviour:
+        for s in results:
+            k = key_of(s)
+            worst[k] = min(worst.get(k, 1.0), s.completion)
+    return worst
+
+
+def add_sensitivity(rec: dict, per: Sequence[tuple[dict, dict, Sequence[SettingResult]]]) -> None:
+    """``rec["sensitivity"]``: per mock behaviour (``per``: its behaviour, its own verdict and its
+    results), the verdict, the pair it ships and every setting's completion, facts lost and cost; and
+    ``rec["sensitivity_holds"]``: whether every behaviour's own verdict ships what ``rec`` ships."""
     rows = []
-    for behaviour, rec in verdicts:
-        r = rec.get("recommended")
+    for behaviour, v, results in per:
         rows.append(
             {
                 **behaviour,
-                "verdict": rec["verdict"],
-                "context_token_limit": r["context_token_limit"] if r else None,
-                "keep_recent_tokens": r["keep_recent_tokens"] if r else None,
-                "mean_cost_usd": rec["mean_cost_usd"],
-                "completion": rec["completion"],
-                "saving_ci": rec["paired"]["saving_ci"] if rec.get("paired") else None,
-                "eligible_settings": rec["eligible_settings"],
+                "verdict": v["verdict"],
+                "recommended": v.get("recommended"),
+                "ships": shipped(v),
+                "grid": [
+                    {
+                        **_pair(s),
+                        "completion": round(s.completion, 4),
+                        "facts_lost": int(s.facts_lost.sum()),
+                        "mean_cost_usd": round(s.mean_cost_usd, 6),
+                        "overflow_runs": int(s.overflow_runs),
+                    }
+                    for s in results
+                ],
             }
         )
-    holds = len({(x["verdict"], x["context_token_limit"], x["keep_recent_tokens"]) for x in rows}) == 1
-    return {"rows": rows, "holds": holds}
+    want = (rec["verdict"], shipped(rec))
+    rec["sensitivity"] = rows
+    rec["sensitivity_holds"] = all((r["verdict"], r["ships"]) == want for r in rows)
 
 
-def sensitivity_text(sens: dict) -> str:
-    """The sensitivity table's closing sentence."""
-    if sens["holds"]:
-        return f"The verdict holds under all {len(sens['rows'])} mock behaviours."
-    each = [
-        f"{x['on_missing']}/{x['summarizer']}: "
-        + (
-            f"{x['context_token_limit']}/{x['keep_recent_tokens']}"
-            if x["context_token_limit"]
-            else x["verdict"]
+def sensitivity_grid(sens: list[dict]) -> list[dict]:
+    """One row per setting: its completion under each behaviour (``refetch/extractive``: ...), worst
+    first named; for the tables of ``size`` and ``report``."""
+    if not sens:
+        return []
+    rows = []
+    for j, g in enumerate(sens[0]["grid"]):
+        name = (
+            "none"
+            if g["context_token_limit"] is None
+            else f"{g['context_token_limit']}/{g['keep_recent_tokens']}"
         )
-        for x in sens["rows"]
-    ]
+        row: dict = {"setting": name}
+        values = []
+        for b in sens:
+            c = b["grid"][j]["completion"]
+            row[f"{b['on_missing']}/{b['summarizer']}"] = round(c, 3)
+            values.append(c)
+        row["worst"] = round(min(values), 3)
+        rows.append(row)
+    return rows
+
+
+def sensitivity_text(rec: dict) -> str:
+    """The sensitivity table's closing sentence: whether each behaviour's own verdict ships what the
+    verdict ships."""
+    sens = rec["sensitivity"]
+
+    def ships(x: dict) -> str:
+        p = x["ships"]
+        return f"{p['context_token_limit']}/{p['keep_recent_tokens']}" if p else "nothing"
+
+    if rec["sensitivity_holds"]:
+        return f"The verdict holds under all {len(sens)} mock behaviours: each alone ships {ships(sens[0])}."
+    each = [f"{x['on_missing']}/{x['summarizer']}: {x['verdict']}, {ships(x)}" for x in sens]
     return f"The verdict does NOT hold under every mock behaviour ({'; '.join(each)})."

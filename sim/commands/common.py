@@ -71,11 +71,20 @@ def format_table(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return "\n".join(s.rstrip() for s in out)
 
 
-def progress(i: int, total: int, label: str) -> None:
-    """``label i/total`` on one rewritten stderr line, only on a terminal and only for long jobs."""
-    if sys.stderr.isatty() and total >= 20:
+def progress(i: int, total: int, label: str, show: bool | None = None) -> None:
+    """``label i/total`` on stderr. ``show`` None: on a terminal and only for long jobs (20 steps or
+    more); True: always (a command's ``--progress``, or its terminal), one rewritten line on a terminal,
+    else a line every ~10% and at the end so a log is not flooded; False: never."""
+    tty = sys.stderr.isatty()
+    if show is None:
+        show = tty and total >= 20
+    if not show or total < 1:
+        return
+    if tty:
         end = "\n" if i == total else ""
         print(f"\r{label} {i}/{total}", end=end, file=sys.stderr, flush=True)
+    elif i == total or i * 10 // total != (i - 1) * 10 // total:
+        print(f"{label} {i}/{total}", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------------------- shared flags

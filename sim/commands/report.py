@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
 from pathlib import Path
 
 
@@ -29,13 +30,18 @@ def add_parser(sub) -> None:
         action="store_true",
         help="report results of different ctxsim versions, suites or pricing together (said in the report)",
     )
+    rp.add_argument(
+        "--progress",
+        action="store_true",
+        help="say each step on standard error even when it is not a terminal (on a terminal it is said)",
+    )
     rp.set_defaults(func=cmd_report)
 
 
-def report_step(msg: str) -> None:
-    """A step of the report on stderr, on a terminal (make_report checks for a Ctrl-C at each step,
-    ``sim.util.interrupts``)."""
-    if sys.stderr.isatty():
+def report_step(msg: str, show: bool = False) -> None:
+    """A step of the report on stderr, on a terminal or with ``--progress`` (make_report checks for a
+    Ctrl-C at each step, ``sim.util.interrupts``)."""
+    if show or sys.stderr.isatty():
         print(f"report: {msg}", file=sys.stderr, flush=True)
 
 
@@ -45,7 +51,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
     md, page = make_report(
-        paths, Path(args.output), trace_id=args.trace, allow_mixed=args.allow_mixed, progress=report_step
+        paths,
+        Path(args.output),
+        trace_id=args.trace,
+        allow_mixed=args.allow_mixed,
+        progress=partial(report_step, show=args.progress),
     )
     if rec := verdict_of(md):
         print(rec)

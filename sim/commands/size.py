@@ -14,6 +14,7 @@ from sim.commands.common import (
     add_transform_option,
     add_workers_option,
     format_table,
+    model_flags,
     progress,
     split_args,
     transforms_of,
@@ -75,6 +76,11 @@ def add_parser(sub) -> None:
         "processes for the grid batches and the bootstraps (default 2; the same answer for any number)",
     )
     sz.add_argument("--format", choices=("table", "json"), default="table")
+    sz.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on standard error even when it is not a terminal (on a terminal it is shown)",
+    )
     add_transform_option(sz)
     sz.set_defaults(func=cmd_size)
 
@@ -168,7 +174,8 @@ class Sizing:
 
         self.args, self.traces, self.keeps = args, traces, keeps
         self.pricing = args.model or "auto"
-        self.window: int | str | None = args.window or (resolve_window(args.model) if args.model else "auto")
+        model_window = resolve_window(args.model) if args.model else "auto"
+        self.window: int | str | None = args.window if args.window is not None else model_window
         self.reserve, self.summary = output_reserve(traces), largest_summary(args.policy)
         win = self.window if isinstance(self.window, int) else None
         if self.window == "auto":  # every trace's recorded model has the same window: size against it
@@ -182,11 +189,13 @@ class Sizing:
                 f"summary {self.summary} = {win - self.reserve - self.summary}"
             )
         self.behaviour = {"on_missing": args.on_missing, "summarizer": args.summarizer}
+        self.show_progress = bool(args.progress) or sys.stderr.isatty()
 
-    def evaluate(self, behaviour: dict[str, Any], show_progress: bool) -> list:
+    def evaluate(self, behaviour: dict[str, Any]) -> list:
         """Every setting of the grid (and no compaction) replayed under a mock-model ``behaviour``."""
         from sim.analysis.size import evaluate
 
+        what = "" if behaviour == self.behaviour else " ({on_missing}/{summarizer})".format(**behaviour)
         return evaluate(
             self.traces,
             self.args.policy,
@@ -194,12 +203,33 @@ class Sizing:
             self.keeps,
             self.window,
             self.pricing,
-            (lambda i, n: progress(i, n, "sizing settings")) if show_progress else None,
+            self.progress_of(what),
             behaviour,
             workers=self.args.workers,
         )
 
-    def judge(self, results: list) -> dict:
+    def progress_of(self, what: str):
+        """The sizing's progress callback (None when it is not shown): on standard error, on a terminal
+        or with ``--progress``."""
+        if not self.show_progress:
+            return None
+        return lambda i, n, step: progress(i, n, f"size{what}: {step}", show=True)
+
+    def reference(self, behaviour: dict[str, Any], results: list):
+        """The baseline replayed with no window, the cost reference, only where no compaction
+        overflows some run (else None: the baseline is its own reference)."""
+        from sim.analysis.size import reference
+
+        if not results[0].overflow_runs:
+            return None
+        if self.show_progress:
+            progress(0, 1, "size: the cost reference (no compaction, no window)", show=True)
+        ref = reference(self.traces, self.args.policy, self.pricing, behaviour, self.args.workers)
+        if self.show_progress:
+            progress(1, 1, "size: the cost reference (no compaction, no window)", show=True)
+        return ref
+
+    def judge(self, results: list, reference=None, worst=None) -> dict:
         """The verdict on ``results``: the same rule and tolerances for every mock behaviour."""
         from sim.analysis.verdict import verdict
 
@@ -213,22 +243,31 @@ class Sizing:
             reserve=self.reserve,
             summary=self.summary,
             workers=args.workers,
+            reference=reference,
+            worst_completion=worst,
         )
 
-    def sensitivity(self, rec: dict) -> dict:
-        """The verdict under every mock-model behaviour (this one's is ``rec``), and whether it holds."""
-        from sim.analysis.verdict import sensitivity, sensitivity_behaviours
+    def sized(self, sensitivity: bool) -> tuple[dict, list]:
+        """The verdict under this sizing's behaviour and the results it rests on. With ``sensitivity``,
+        every mock behaviour's grid too: the verdict then ranks by each setting's worst completion over
+        them, and ``sensitivity`` holds each behaviour's own verdict and grid."""
+        from sim.analysis.verdict import add_sensitivity, sensitivity_behaviours, worst_completions
 
-        verdicts = []
-        others = sensitivity_behaviours()
-        for n, b in enumerate(others, start=1):
+        results = self.evaluate(self.behaviour)
+        ref = self.reference(self.behaviour, results)
+        if not sensitivity:
+            return self.judge(results, ref), results
+        per = []
+        for b in sensitivity_behaviours():
             interrupts.check()
-            progress(n, len(others), "sensitivity: mock behaviours")
             if b == self.behaviour:
-                verdicts.append((b, rec))
-                continue
-            verdicts.append((b, self.judge(self.evaluate(b, show_progress=False))))
-        return sensitivity(verdicts)
+                per.append((b, results, ref))
+            else:
+                r = self.evaluate(b)
+                per.append((b, r, self.reference(b, r)))
+        rec = self.judge(results, ref, worst_completions([r for _, r, _ in per]))
+        add_sensitivity(rec, [(b, self.judge(r, f), r) for b, r, f in per])
+        return rec, results
 
 
 def cmd_size(args: argparse.Namespace) -> int:
@@ -236,22 +275,17 @@ def cmd_size(args: argparse.Namespace) -> int:
     from sim.analysis.assumptions import assumptions
     from sim.analysis.size import DEFAULT_KEEPS, DEFAULT_LIMITS
     from sim.analysis.sizing_checks import keep_check, load_bearing_results, runaway_budgets
-    from sim.cost.pricing import price_named
     from sim.results.tables import json_line
 
     take_size_words(args)
     check_size_args(args)
-    if args.model:
-        price_named(args.model)
+    model_flags(args, "auto", "auto")  # run's checks: an unknown --model, a --window below 1 (exit 2)
     limits = int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
     keeps = int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
     traces = size_traces(args)
     sizing = Sizing(args, traces, limits, keeps)
-    results = sizing.evaluate(sizing.behaviour, show_progress=True)
-    rec = sizing.judge(results)
+    rec, results = sizing.sized(args.sensitivity)
     rec["grid_limits_left_out"] = [v for v in limits if v not in sizing.kept]
-    if args.sensitivity:
-        rec["sensitivity"] = sizing.sensitivity(rec)
     rec["budgets"] = runaway_budgets(results[0])
     chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
     rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
@@ -271,9 +305,22 @@ def cmd_size(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------------------------------------- output
 def grid_table(rec: dict) -> list[dict[str, Any]]:
-    """No compaction and every setting of the grid, one row each, for the table."""
-    return [
-        {
+    """No compaction and every setting of the grid for the table, settings identical on every trace
+    (``same_as``) collapsed into the row of the first of them, which names them (``tied``)."""
+    base = {**rec["baseline"], "context_token_limit": "none"}
+    rows: dict[str, dict[str, Any]] = {}
+    for g in [base, *rec["grid"]]:
+        label = "no compaction" if g is base else f"{g['context_token_limit']}/{g['keep_recent_tokens']}"
+        if g.get("same_as"):
+            rows[g["same_as"]]["tied"].append(label)
+            continue
+        if "why_not" not in g:
+            why = "baseline"
+        elif g["eligible"]:
+            why = "eligible" + (f" (short: {'; '.join(g['shortfalls'])})" if g["shortfalls"] else "")
+        else:
+            why = "; ".join(g["why_not"])
+        rows[label] = {
             "context_token_limit": g["context_token_limit"],
             "keep_recent_tokens": g["keep_recent_tokens"],
             "mean_cost_usd": round(g["mean_cost_usd"], 4),
@@ -282,29 +329,51 @@ def grid_table(rec: dict) -> list[dict[str, Any]]:
             else f"{g['saving_ci'][0]:+.4f}..{g['saving_ci'][1]:+.4f}",
             "completion": round(g["completion"], 3),
             "facts_lost": g["facts_lost"],
-            "refetch_calls": g["refetch_calls"],
             "overflow_runs": g["overflow_runs"],
-            "eligible": g.get("eligible", "baseline"),
+            "why_not": why,
+            "tied": [],
         }
-        for g in [{**rec["baseline"], "context_token_limit": "none"}, *rec["grid"]]
-    ]
+    keeps: dict[str, set[str]] = {}  # per limit, the keeps the grid holds
+    for g in rec["grid"]:
+        keeps.setdefault(str(g["context_token_limit"]), set()).add(str(g["keep_recent_tokens"]))
+    for r in rows.values():
+        r["tied"] = _tied_cell(r["tied"], keeps)
+    return list(rows.values())
 
 
-def sensitivity_table(sens: dict) -> list[dict[str, Any]]:
-    """The verdict under each mock-model behaviour, one row each."""
-    return [
+def _tied_cell(names: list[str], keeps: dict[str, set[str]]) -> str:
+    """The tied settings of a row, a limit whose every keep is tied as ``LIMIT/all keeps`` (a table
+    cell, not a paragraph); ``-`` when none."""
+    by_limit: dict[str, list[str]] = {}
+    for name in names:
+        lim, _, keep = name.partition("/")
+        by_limit.setdefault(lim, []).append(keep)
+    parts = []
+    for lim, ks in by_limit.items():
+        if len(ks) > 1 and set(ks) == keeps.get(lim):
+            parts.append(f"{lim}/all keeps")
+        else:
+            parts.extend(f"{lim}/{k}" for k in ks)
+    return ", ".join(parts) or "-"
+
+
+def sensitivity_tables(rec: dict) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each behaviour's own verdict (one row each), and each setting's completion under each behaviour
+    (one row per setting)."""
+    from sim.analysis.verdict import sensitivity_grid
+
+    verdicts = [
         {
-            **{k: r[k] for k in ("on_missing", "summarizer", "verdict")},
-            "recommended": (
-                f"{r['context_token_limit']}/{r['keep_recent_tokens']}" if r["context_token_limit"] else "-"
-            ),
-            "mean_cost_usd": round(r["mean_cost_usd"], 4),
-            "completion": round(r["completion"], 3),
-            "saving_ci_usd": "-" if r["saving_ci"] is None else "{:+.4f}..{:+.4f}".format(*r["saving_ci"]),
-            "eligible_settings": r["eligible_settings"],
+            "on_missing": r["on_missing"],
+            "summarizer": r["summarizer"],
+            "verdict": r["verdict"],
+            "ships": f"{r['ships']['context_token_limit']}/{r['ships']['keep_recent_tokens']}"
+            if r["ships"]
+            else "-",
         }
-        for r in sens["rows"]
+        for r in rec["sensitivity"]
     ]
+    return verdicts, sensitivity_grid(rec["sensitivity"])
 
 
 def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings: int) -> None:
@@ -342,10 +411,14 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
     if line := tied_text(rec):
         print(line)
     if "sensitivity" in rec:
-        table = sensitivity_table(rec["sensitivity"])
-        print("\nsensitivity to the mock model (model.on_missing x model.summarizer):")
-        print(format_table(table, list(table[0])))
-        print(sensitivity_text(rec["sensitivity"]) + "\n")
+        verdicts, per_setting = sensitivity_tables(rec)
+        print(
+            "\nsensitivity to the mock model (model.on_missing x model.summarizer), completion per setting:"
+        )
+        print(format_table(per_setting, list(per_setting[0])))
+        print("\neach behaviour's own verdict:")
+        print(format_table(verdicts, list(verdicts[0])))
+        print(sensitivity_text(rec) + "\n")
     print(
         f"verdict under the mock model on_missing={args.on_missing}, summarizer={args.summarizer}"
         + (" (oracle: an upper bound)" if args.summarizer == "oracle" else "")

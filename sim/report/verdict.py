@@ -122,48 +122,46 @@ def _sensitivity_blocks(doc: Doc, rec: dict) -> None:
     """The verdict's mock behaviour, and the table of verdicts under every behaviour the results hold."""
     mock = ", ".join(f"{k}={v}" for k, v in rec.get("mock_model", {}).items())
     if "sensitivity" in rec:
-        from sim.analysis.verdict import sensitivity_text
+        from sim.analysis.verdict import sensitivity_grid, sensitivity_text
 
         sens = rec["sensitivity"]
         doc.p(
-            f"The verdict above assumes the mock model {mock}. The same verdict under every mock behaviour "
-            "the results hold (`model.on_missing` × `model.summarizer`; oracle is an upper bound):"
+            f"The verdict above assumes the mock model {mock}. The verdict each mock behaviour the results "
+            "hold gives on its own (`model.on_missing` × `model.summarizer`; oracle is an upper bound):"
         )
         doc.table(
-            [
-                "on_missing",
-                "summarizer",
-                "verdict",
-                "recommended",
-                "mean cost (USD)",
-                "completion",
-                "saving 95% CI",
-            ],
+            ["on_missing", "summarizer", "verdict", "recommended", "ships"],
             [
                 [
                     r["on_missing"],
                     r["summarizer"],
                     r["verdict"],
-                    f"{r['context_token_limit']}/{r['keep_recent_tokens']}"
-                    if r["context_token_limit"]
-                    else "—",
-                    fmt_usd(r["mean_cost_usd"]),
-                    fmt_pct(r["completion"]),
-                    "—"
-                    if r["saving_ci"] is None
-                    else f"{fmt_usd(r['saving_ci'][0])} to {fmt_usd(r['saving_ci'][1])}",
+                    _pair_text(r["recommended"]),
+                    _pair_text(r["ships"]),
                 ]
-                for r in sens["rows"]
+                for r in sens
             ],
-            [False, False, False, False, True, True, True],
+            [False] * 5,
         )
-        doc.p(sensitivity_text(sens))
+        doc.p(sensitivity_text(rec))
+        grid = sensitivity_grid(sens)
+        cols = list(grid[0])
+        doc.p("Each setting's answer completion under each mock behaviour (worst: what the ranking reads):")
+        doc.table(
+            cols,
+            [[g["setting"], *(fmt_pct(g[c]) for c in cols[1:])] for g in grid],
+            [False] + [True] * (len(cols) - 1),
+        )
     else:
         doc.p(
             f"The verdict assumes the mock model {mock or 'of the results'}; the results hold no other mock "
             "behaviour, so its sensitivity is not shown (sweep `model.on_missing=refetch,fail,degrade "
             "model.summarizer=extractive,oracle` too, or run `ctxsim size --sensitivity`)."
         )
+
+
+def _pair_text(p: dict | None) -> str:
+    return f"{p['context_token_limit']}/{p['keep_recent_tokens']}" if p else "—"
 
 
 def _same(g: dict, want: dict) -> bool:
