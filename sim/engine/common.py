@@ -18,7 +18,7 @@ from sim.cost.models import resolve
 from sim.cost.pricing import Price, price_named
 from sim.information.ledger import moved_totals
 from sim.information.ledger import totals as ledger_totals
-from sim.information.state import needs_of
+from sim.information.state import has_needs, needs_of
 from sim.policies.base import View
 from sim.trace.codec import trace_hash
 from sim.util.errors import TraceError
@@ -98,8 +98,11 @@ def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
 # ---------------------------------------------------------------------------------- the run's record
 def _answer_needs(trace: Trace) -> tuple[str, ...]:
     """Facts the final answer (the last call's action) needs: its live needs (``needs_of``; the key is
-    not the column reader's ``answer_needs``, which holds the needs as recorded)."""
-    return needs_of(trace, trace.calls[-1].event_index) if trace.calls else ()
+    not the column reader's ``answer_needs``, which holds the needs as recorded). A trace without needs
+    answers from its flag, which the column reader fills, without building its events."""
+    if not trace.derived("has_needs", has_needs) or not trace.calls:
+        return ()
+    return needs_of(trace, trace.calls[-1].event_index)
 
 
 def answer_needs_of(trace: Trace) -> int:
