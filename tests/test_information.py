@@ -192,8 +192,9 @@ def test_summary_keeps_what_its_rule_ranks_first():
 def test_a_summary_fills_greedily_in_rank_order():
     # a summary of 100 tokens over three facts of one result (400 bytes, 100 tokens): big (300 bytes:
     # round(100 x 316 / 416) = 76 tokens), small (0-24: 10), mid (24-200: 46). Extractive ranks the
-    # newest-provided first within a rank, all three alike here (same provider): covered order. The big
-    # one fits alone; the mid one then does not (76 + 46 > 100) and is skipped; the small one still fits.
+    # newest-provided first within a rank, all three alike here (same provider): covered order. At a
+    # floor of 10 tokens the big one fits; the mid one then does not (76 + 46 > 100) and is skipped; the
+    # small one, ranked after it, still fits.
     t = swe_trace([("x" * 400, 100), ("ok", 5)])
     t = with_facts(t, {3: ("big", "small", "mid")}, {6: ("mid",)})
     t = with_spans(t, {3: ((100, 400), (0, 24), (24, 200))})
