@@ -104,6 +104,9 @@ def test_needs_unmet_at_several_calls_are_walked_in_order(on_missing):
     batch = replay_many(traces, policy, [ReplayModel(t, on_missing=on_missing) for t in traces])
     for t, r in zip(traces, batch, strict=True):
         assert record_diff(r, loop(t, policy, on_missing)) == []
+    # the facts needed while lost (needed_facts_lost): f0 at call 3, g0 at call 4 (a fail stops at f0)
+    want = ("f0",) if on_missing == "fail" else ("f0", "g0")
+    assert [r.needed_lost for r in batch] == [want, ("f0",), want]
     r = batch[0]
     if on_missing == "refetch":
         assert r.calls["kind"].tolist() == [0, 0, 0, REFETCH, 0, REFETCH, 0, 0]

@@ -59,34 +59,57 @@ def test_needle_passes_16k_again_and_again():
     assert m["summary_calls"] == 2  # each summary takes the view back below 16k for a while
 
 
-def test_small_summary_loses_the_needle_large_keeps_it():
+def test_small_summary_keeps_nothing_a_large_one_keeps_what_fits():
+    # A summary keeps a fact only if it can state it: the scenario records no spans, so each fact is its
+    # whole result (a step 512-696 tokens, the needle 6,000). 64-token summaries keep nothing; the answer
+    # has 4 of its 10 facts (the 3 milestones and the step still in view). 2048-token summaries keep two
+    # steps each (the newest ones an action used that fit), never the 6,000-token needle. (Before facts
+    # cost their own size, 40 tokens a fact: the 64-token summary kept step:24 and the 2048-token one the
+    # needle, completing the answer.)
     t = needle(0)
-    # 64-token summaries keep one fact (40 tokens a fact): the extractive summarizer keeps the newest
-    # step an action used (step:24); the answer has 4 of its 10 facts (the 3 milestones and the step
-    # still in view)
     r, small = metrics(t, seed_at_16k(summary_min_tokens=64, summary_max_tokens=64), on_missing="degrade")
-    assert r.summary_kept == ("step:24",)
-    assert (small["answer_completed"], small["answer_fact_recall"]) == (False, 0.4)
+    assert r.summaries == ((14, ()), (31, ()))
+    assert (small["answer_completed"], small["answer_fact_recall"], small["needed_facts_lost"]) == (
+        False,
+        0.4,
+        6,
+    )
     r, large = metrics(t, seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
-    assert "needle:codename" in r.summary_kept
-    assert (large["answer_completed"], large["answer_fact_recall"]) == (True, 1.0)
+    assert r.summaries == ((14, ("step:5", "step:7")), (30, ("step:22", "step:23")))
+    assert (large["answer_completed"], large["answer_fact_recall"], large["needed_facts_lost"]) == (
+        False,
+        0.5,
+        5,
+    )
 
 
-def test_extractive_summary_drops_the_unused_needle_the_oracle_keeps_it():
-    # 256-token summaries keep 6 facts. Nothing acted on the needle before the summaries: the extractive
-    # summarizer keeps the six newest steps the agent used, and the answer goes without the needle and
-    # the five summarized milestones (4 of 10). The oracle (an upper bound) keeps exactly those six.
+def test_extractive_summary_keeps_used_steps_the_oracle_the_answers_milestones():
+    # 2048-token summaries that hold two or three facts each. Nothing acted on the milestones before
+    # the summaries: the extractive summarizer keeps the newest steps the agent used, and the answer goes
+    # without the summarized milestones and the needle (5 of 10). The oracle (an upper bound) keeps the
+    # milestones the answer needs (7 of 10); neither can state the 6,000-token needle. (Before facts cost
+    # their own size: 256-token summaries held six facts, and the oracle kept the needle.)
     t = needle(0)
-    p = seed_at_16k(summary_min_tokens=64, summary_max_tokens=256)
+    p = seed_at_16k(summary_max_tokens=2048)
     r, ext = metrics(t, p, on_missing="degrade")
-    assert r.summarizer == "extractive" and r.summary_kept == tuple(f"step:{k}" for k in range(19, 25))
-    assert (ext["answer_outcome"], ext["answer_fact_recall"], ext["facts_lost"]) == ("degraded", 0.4, 25)
+    assert r.summarizer == "extractive" and r.summary_kept == ("step:22", "step:23")
+    assert (ext["answer_outcome"], ext["answer_fact_recall"], ext["needed_facts_lost"]) == (
+        "degraded",
+        0.5,
+        5,
+    )
     r, orc = metrics(t, p, on_missing="degrade", summarizer="oracle")
-    assert r.summarizer == "oracle" and "needle:codename" in r.summary_kept and len(r.summary_kept) == 6
-    assert (orc["answer_outcome"], orc["answer_fact_recall"], orc["facts_lost"]) == ("complete", 1.0, 25)
-    # under refetch the extractive run re-reads what it lost: 6 refetch calls, the answer complete
+    assert r.summarizer == "oracle" and r.summary_kept == ("milestone:14", "milestone:19")
+    assert (orc["answer_outcome"], orc["answer_fact_recall"], orc["needed_facts_lost"]) == (
+        "degraded",
+        0.7,
+        3,
+    )
+    assert r.needed_lost == ("milestone:4", "milestone:9", "needle:codename")
+    # under refetch each run re-reads what it lost: 5 refetch calls, 3 for the oracle, both complete
     _, again = metrics(t, p, on_missing="refetch")
-    assert (again["answer_outcome"], again["refetch_calls"]) == ("complete", 6)
+    _, again_orc = metrics(t, p, on_missing="refetch", summarizer="oracle")
+    assert (again["answer_outcome"], again["refetch_calls"], again_orc["refetch_calls"]) == ("complete", 5, 3)
 
 
 def test_spilling_keeps_the_needle_recoverable():
@@ -193,7 +216,7 @@ class _SummarizeThenForget(Policy):
             covered = [i for i in range(1, view.n) if view.state[i] == ItemState.VERBATIM]
             changes = [Change(covered[0], ItemState.SUMMARIZED, 300, 1200, "summary")]
             changes += [Change(i, ItemState.SUMMARIZED, 0, 0, "summarized") for i in covered[1:]]
-            return Decision(changes, SummaryCall(1000, 300))
+            return Decision(changes, SummaryCall(1000, 1200))  # room for a step (512-696 tokens)
         if call == 6:
             return Decision([], None, forgets_summary=self.forget)
         return ()

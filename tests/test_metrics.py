@@ -108,4 +108,5 @@ def test_metric_names_are_the_documented_ones():
         "parent_input_tokens",
         "child_exhausted",
         "child_failed",
+        "needed_facts_lost",
     ]

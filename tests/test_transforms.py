@@ -25,18 +25,26 @@ def bash(cmd: str) -> str:
     return f"THOUGHT: next.\n```bash\n{cmd}\n```"
 
 
-def research_run() -> Trace:
+def research_run(stated: bool = False) -> Trace:
     """Three read-only round-trips (cat, grep, ls: facts fa, fb, fc), an edit needing fa, an answer
-    needing fb. Each call's recorded input is its view (residual 0), output 7."""
+    needing fb. Each call's recorded input is its view (residual 0), output 7. ``stated``: each result
+    holds 4 bytes a token and its fact is its first 40 bytes, so a report states each fact in
+    summary_fact_tokens (40), the floor of what a fact costs (``ReplayModel.summary_keeps``); else a
+    result is one letter and its fact the whole result (300, 200 and 100 tokens to state)."""
+    span = {"fact_spans": ((0, 40),)} if stated else {}
+
+    def body(letter: str, tokens: int) -> str:
+        return letter * 4 * tokens if stated else letter
+
     events = [
         ev(0, "system", "sys", 100),
         ev(1, "user", "task", 50),
         ev(2, "assistant", bash("cat a.py"), 10, tool_call_ids=("c0",)),
-        ev(3, "tool_result", "A", 300, tool_call_id="c0", provides=("fa",)),
+        ev(3, "tool_result", body("A", 300), 300, tool_call_id="c0", provides=("fa",), **span),
         ev(4, "assistant", bash("cd src && grep -n foo b.py 2>/dev/null"), 10, tool_call_ids=("c1",)),
-        ev(5, "tool_result", "B", 200, tool_call_id="c1", provides=("fb",)),
+        ev(5, "tool_result", body("B", 200), 200, tool_call_id="c1", provides=("fb",), **span),
         ev(6, "assistant", bash("ls"), 10, tool_call_ids=("c2",)),
-        ev(7, "tool_result", "C", 100, tool_call_id="c2", provides=("fc",)),
+        ev(7, "tool_result", body("C", 100), 100, tool_call_id="c2", provides=("fc",), **span),
         ev(8, "assistant", bash("sed -i s/x/y/ a.py"), 10, tool_call_ids=("c3",), needs=("fa",)),
         ev(9, "tool_result", "ok", 5, tool_call_id="c3"),
         ev(10, "assistant", "done", 10, needs=("fb",)),
@@ -90,9 +98,10 @@ def test_registry_lists_the_transforms_and_the_closest_match():
 
 def test_delegate_research_moves_the_span_into_a_child():
     """Calls 0-2 (cat, grep, ls) become one delegating call answered by an 80-token report; at 40
-    tokens a fact (model.summary_fact_tokens) the report keeps 2 of fc, fb, fa. Extractive (the past
-    only: none of them acted on yet) keeps the newest two, fc and fb: fa, which the edit needs, is lost."""
-    t = research_run()
+    tokens a fact (each is stated in 40: ``research_run(stated=True)``) the report keeps 2 of fc, fb,
+    fa. Extractive (the past only: none of them acted on yet) keeps the newest two, fc and fb: fa, which
+    the edit needs, is lost."""
+    t = research_run(stated=True)
     out = apply_all(t, [make_transform("delegate_research", report_tokens=80)], ReplayModel(t))
     assert [(e.kind, e.tokens) for e in out.events] == [
         ("system", 100), ("user", 50), ("assistant", 10), ("tool_result", 80), ("assistant", 10),
@@ -140,7 +149,7 @@ def test_delegate_research_moves_the_span_into_a_child():
 
 
 def test_the_oracle_report_keeps_what_the_parent_needs():
-    t = research_run()
+    t = research_run(stated=True)
     model = ReplayModel(t, summarizer="oracle")
     out = apply_all(t, [make_transform("delegate_research", report_tokens=80)], model)
     assert out.events[3].provides == ("fb", "fa") and out.moved[0].facts_lost == ("fc",)
@@ -255,7 +264,7 @@ def test_size_takes_transforms(tmp_path, capsys):
     """`size --transform`: the sizing runs on the transformed traces (here the 80-token report loses fa,
     which the edit needs: the baseline no longer completes)."""
     p = tmp_path / "run.jsonl"
-    write_traces([research_run()], p)
+    write_traces([research_run(stated=True)], p)
     argv = ["size", str(p), "--limits", "1000,2000", "--keeps", "200", "--format", "json"]
     assert main(argv) == 0
     plain = json.loads(capsys.readouterr().out)["baseline"]

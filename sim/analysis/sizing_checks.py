@@ -40,7 +40,7 @@ def runaway_budgets(base: SettingResult) -> dict:
 def load_bearing_results(traces: Sequence[Trace]) -> list[int]:
     """Sizes (tokens) of the tool results that provide a fact a later event needs: what a compaction's
     recent window must hold whole for the next action to find its fact without a re-read."""
-    from sim.information.state import has_needs
+    from sim.information.state import has_needs, live_needs
 
     sizes = []
     for t in traces:
@@ -48,10 +48,11 @@ def load_bearing_results(traces: Sequence[Trace]) -> list[int]:
         if isinstance(t, Trace) and not t.derived("has_needs", has_needs):
             continue
         needed: set[str] = set()
+        live = t.derived("live_needs", live_needs)  # a need on a superseded fact is none
         for e in reversed(t.events):
             if e.kind == "tool_result" and any(f in needed for f in e.provides):
                 sizes.append(int(e.tokens))
-            needed.update(e.needs)
+            needed.update(live[e.index])
     return sizes
 
 

@@ -196,6 +196,7 @@ FIELDS = (
     "cuts",
     "page_reads",
     "missed",
+    "needed_lost",
     "final_answered",
     "window",
     "runs",

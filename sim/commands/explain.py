@@ -64,7 +64,9 @@ class CallObserver:
     def __call__(self, k, view) -> None:
         if k != self.call:
             return
-        needs = self.trace.events[self.trace.calls[k].event_index].needs
+        from sim.information.state import needs_of
+
+        needs = needs_of(self.trace, self.trace.calls[k].event_index)  # live needs only
         where = {f: view.facts.where(f, view.state, view.n) for f in needs} if view.facts else {}
         seen, n = self.seen, view.n
         seen.update(n=n, tokens=list(view.tokens[:n]), state=list(view.state[:n]), where=where)

@@ -124,6 +124,9 @@ class RunRecord:
     cuts: tuple[tuple[int, int, tuple[tuple[int, int], ...]], ...] = ()
     page_reads: tuple[tuple[int, int, int], ...] = ()  # (recorded call, item, page) of each page read
     missed: tuple[str, ...] = ()  # facts a retrieval missed (a (trace, fact) misses every time); sorted
+    # facts an action or the final answer needed while they were lost from view (lost or not_retrieved:
+    # the facts behind re-reads of lost content, failures and degraded answers); sorted
+    needed_lost: tuple[str, ...] = ()
     final_answered: bool = True  # the recorded final call got its agent turn (not a grace turn)
     window: int | None = None  # the provider's window the run was replayed with (None: no limit)
     # A conversation of several runs (schema version 2): its number of runs, and per run reached the

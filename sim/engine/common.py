@@ -18,6 +18,7 @@ from sim.cost.models import resolve
 from sim.cost.pricing import Price, price_named
 from sim.information.ledger import moved_totals
 from sim.information.ledger import totals as ledger_totals
+from sim.information.state import has_needs, needs_of
 from sim.policies.base import View
 from sim.trace.codec import trace_hash
 from sim.util.errors import TraceError
@@ -96,13 +97,17 @@ def check_sums(trace: Trace, cols: dict[str, list[int]]) -> None:
 
 # ---------------------------------------------------------------------------------- the run's record
 def _answer_needs(trace: Trace) -> tuple[str, ...]:
-    """Facts the final answer (the last call's action) needs."""
-    return trace.events[trace.calls[-1].event_index].needs if trace.calls else ()
+    """Facts the final answer (the last call's action) needs: its live needs (``needs_of``; the key is
+    not the column reader's ``answer_needs``, which holds the needs as recorded). A trace without needs
+    answers from its flag, which the column reader fills, without building its events."""
+    if not trace.derived("has_needs", has_needs) or not trace.calls:
+        return ()
+    return needs_of(trace, trace.calls[-1].event_index)
 
 
 def answer_needs_of(trace: Trace) -> int:
     """How many facts the final answer needs (a record's ``answer_needs``)."""
-    return len(trace.derived("answer_needs", _answer_needs))
+    return len(trace.derived("live_answer_needs", _answer_needs))
 
 
 def assemble_record(
@@ -134,6 +139,7 @@ def assemble_record(
     unpaired=0,
     opening_prompts=(),
     children=(),
+    needed_lost=(),
 ) -> RunRecord:
     """A run's ``RunRecord`` from its call columns ``cols`` and what else the path that replayed it knows.
 
@@ -142,9 +148,10 @@ def assemble_record(
     final answer's needs met and ``recovered`` the facts re-read, when a batch computed them (``facts``:
     the loop's fact state otherwise); ``params``: the policy's, read once a batch; ``primed``: the
     record's cached sums and counts (``records.Primed``); ``cuts``, ``page_reads``, ``final_answered``
-    and ``window``: the record's fields of those names."""
+    and ``window``: the record's fields of those names; ``needed_lost``: the facts needed while lost
+    from view, when a batch found them (the loop's fact state has them otherwise)."""
     rules, price = cost
-    answer = trace.derived("answer_needs", _answer_needs)
+    answer = trace.derived("live_answer_needs", _answer_needs)
     missed: tuple[str, ...] = ()
     if answer_met is not None:  # a batch found the needs met and the facts re-read
         met, kept = answer_met, ()
@@ -155,6 +162,7 @@ def assemble_record(
         met = sum(1 for f in answer if facts.where(f, states, n) not in ("lost", "not_retrieved"))
         kept, recovered = tuple(sorted(facts.kept)), tuple(sorted(facts.recovered))
         missed = tuple(sorted(facts.ever_missed))
+        needed_lost = tuple(sorted(facts.needed_lost))
     record = RunRecord.of_fields(
         {
             "trace_id": trace.trace_id,
@@ -185,6 +193,7 @@ def assemble_record(
             "cuts": tuple(cuts),
             "page_reads": tuple(page_reads),
             "missed": missed,
+            "needed_lost": tuple(needed_lost),
             "final_answered": final_answered,
             "window": window,
             "runs": trace.runs,

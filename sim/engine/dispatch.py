@@ -167,7 +167,7 @@ class ReplayTable:
                     p.trace, policy, p.model, c.calls, c.item_state, c.changes, (g.rules, g.price),
                     c.item_tokens, recovered=p.recovered, degraded=p.degraded, rereads=p.rereads,
                     answer_met=p.answer_met, compactions=c.compactions, ledger=c.ledger, params=params,
-                    primed=c.primed, cuts=c.cuts, window=w,
+                    primed=c.primed, cuts=c.cuts, window=w, needed_lost=p.needed_lost,
                 )  # fmt: skip
         return records  # type: ignore[return-value]
 

@@ -58,6 +58,7 @@ from sim.information.state import (
     inside,
     last_need,
     merged,
+    needs_of,
     page_size,
     pages_of,
     ranged_reads,
@@ -266,7 +267,10 @@ class _Run:
             if isinstance(decision, Decision) and decision.stop is not None:
                 return decision.stop  # the framework's compaction failed: this call is never sent
         if self.facts is not None:
+            facts = self.facts  # what the action needs and the view has lost: needed_facts_lost
+            spilled = facts.note_needs(needs_of(self.trace, self.trace.calls[k].event_index), self.vs, view.n)
             go_on, first, changed = self.reread(k, first, changed)
+            facts.needed_lost.update(f for f in spilled if f in facts.ever_missed)  # a retrieval missed
             if not go_on:
                 return "missing-information"
         sent = self.send(k, first, changed)
@@ -308,6 +312,10 @@ class _Run:
         first, changed = -1, 0
         if policy.acts_before_call:
             first, changed = self.apply(g, policy.before_call(self.trace, self.state, view, g, status))
+        facts = self.facts
+        if facts is not None:  # the answer from what the view holds: its needs the run saw, lost from it
+            answer = needs_of(self.trace, self.trace.calls[-1].event_index)
+            facts.note_needs([f for f in answer if facts.source(f, view.n) is not None], self.vs, view.n)
         sent = self.send(g, first, changed)
         if sent is None or isinstance(sent, str):
             return sent or "context-overflow"
@@ -455,7 +463,7 @@ class _Run:
         bound shows takes as many reads as it needs); the fact is back when its span is covered."""
         trace, model, facts, view = self.trace, self.model, self.facts, self.view
         trace_events = self.trace_events
-        needs = trace_events[trace.calls[k].event_index].needs
+        needs = needs_of(trace, trace.calls[k].event_index)
         found = choose_rows(facts, needs, self.vs, view.n, model)
         if found is None:
             return False, first, changed

@@ -6,8 +6,14 @@ roles plug in here: what it does when a needed fact is missing (``on_missing``; 
 (``retrieval_recall``), what a summary keeps (``summarizer``), and the agent's own step limit
 (``max_turns``).
 
-The summarizer keeps, within its output at ``summary_fact_tokens`` a fact, covered facts in this order
-(newest provider first within each rank):
+The summarizer must choose: a summary of ``output_tokens`` (the size the policy's rule gives it) keeps
+covered facts while they fit, each at what it takes to state it: the tokens of its byte span in its
+first provider, at that provider's bytes per token (``sim.information.state.fact_tokens``), and at least
+``summary_fact_tokens``. It fills greedily in rank order: a fact that does not fit in what is left is
+skipped, and a smaller one ranked later may still fit (as a writer who cannot quote a long file still
+notes a short error). Where the summary cannot hold every covered fact the ranking decides what is
+lost, so ``extractive``, which cannot see the future, loses needed facts ``oracle`` keeps. The ranks
+(newest provider first within each):
 
 - ``extractive`` (default; only what is known at summary time): 1. the task and the rules (kinds
   ``goal``, ``constraint``); 2. errors not yet resolved (kind ``error``, not superseded yet); 3. facts
@@ -17,10 +23,11 @@ The summarizer keeps, within its output at ``summary_fact_tokens`` a fact, cover
 - ``oracle`` (an upper bound: it knows the future): 1. facts a later action needs; 2. the other covered
   facts; 3. stale ones.
 
-What is left out is lost (unless a provider is still in view, spilled or paginated). A fact a summary
-keeps keeps its kind (the one its first provider gave it): the ledger counts it as derived of that kind,
-and the next summary ranks it by that kind again. Kinds decide the extractive ranks above: ``goal`` and
-``constraint`` first, ``error`` second; ``path``, ``identifier`` and ``value`` by use.
+What is left out is lost (unless a provider is still in view, spilled or paginated; a superseded fact is
+stale, never lost). A fact a summary keeps keeps its kind (the one its first provider gave it): the
+ledger counts it as derived of that kind, and the next summary ranks it by that kind again. Kinds decide
+the extractive ranks above: ``goal`` and ``constraint`` first, ``error`` second; ``path``,
+``identifier`` and ``value`` by use.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 
 from sim.core.types import Trace
 from sim.cost.tokens import estimate_tokens
-from sim.information.state import fact_info
+from sim.information.state import fact_info, fact_tokens
 from sim.trace.codec import trace_hash
 from sim.util.errors import ConfigError, CtxsimError
 
@@ -113,7 +120,7 @@ class ReplayModel:
     (``missing-information``), ``degrade`` goes on with the answer marked degraded. A retrieval through
     a spill handle finds each (trace, fact) with probability ``retrieval_recall``, decided once by
     ``retrieval_draw``; a miss is ``not_retrieved`` and then treated as lost. The summarizer keeps what
-    the module's rule for ``summarizer`` says, as many as fit at ``summary_fact_tokens`` a fact.
+    the module's rule for ``summarizer`` says, as many as fit at each one's own size (module docstring).
     ``max_turns`` (None: no limit) caps the agent's steps: its turns, re-reads and grace turn, not the
     harness's summary calls; a run that would take one more ends with ``agent-turn-limit``.
     A refetched result passes the policy's bound again (``Policy.reread_bound``); a needed fact the
@@ -195,11 +202,11 @@ class ReplayModel:
         self, covered: list[str], still_needed: set[str], output_tokens: int, at: int | None = None
     ) -> list[str]:
         """Facts a summary of ``output_tokens`` keeps of ``covered`` (newest first), made before event
-        ``at`` (the events in view): ranked by the ``summarizer``'s rule (module docstring), as many as
-        fit at ``summary_fact_tokens`` each. ``still_needed``: the covered facts later actions need
-        (only the oracle reads it)."""
-        budget = output_tokens // self.summary_fact_tokens
-        if budget <= 0 or not covered:
+        ``at`` (the events in view): ranked by the ``summarizer``'s rule, kept greedily in rank order
+        while they fit, each at its own size and at least ``summary_fact_tokens`` (module docstring).
+        ``still_needed``: the covered facts later actions need (only the oracle reads it)."""
+        floor = self.summary_fact_tokens
+        if output_tokens < floor or not covered:
             return []
         info = self.trace.derived("fact_info", fact_info)
         n = len(self.trace.events) if at is None else at
@@ -219,4 +226,14 @@ class ReplayModel:
                     ranks[2].append(f)
                 else:
                     ranks[3].append(f)
-        return [f for rank in (*ranks, stale) for f in rank][:budget]
+        size = self.trace.derived("fact_tokens", fact_tokens)
+        kept, room = [], output_tokens
+        for rank in (*ranks, stale):
+            for f in rank:
+                cost = max(size.get(f, floor), floor)
+                if cost <= room:
+                    kept.append(f)
+                    room -= cost
+                    if room < floor:  # nothing more can fit
+                        return kept
+        return kept

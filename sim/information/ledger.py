@@ -15,8 +15,11 @@ A fact's state at the end is its best holder's: verbatim (a provider in view who
 re-read), derived (a cut or first page that shows the fact's bytes, or a summary that kept it),
 paginated (in a later page of a paginated provider: exactly recoverable), spilled (behind a handle),
 lost. ``not_retrieved`` replaces spilled when a retrieval of the fact missed and nothing re-read it;
-``stale`` replaces every state but lost when an admitted event superseded the fact (an outdated value
-still in the context is not available information; one that is gone is lost).
+``stale`` replaces every state, lost included, when an admitted event superseded the fact: an outdated
+value is not available information wherever it sits, and nothing needs it any more (needs are on live
+facts only: ``sim.information.state.live_needs``), so losing it loses nothing. ``facts_lost`` (and
+``facts_lost_<kind>``) therefore count live facts only: each seen fact is stale or in exactly one of the
+other categories, which is how the totals reconcile.
 """
 
 from __future__ import annotations
@@ -233,7 +236,7 @@ def fact_outcome_counts(
     when ``recovered`` is given, each run's facts re-read; ``shown``: global item -> the byte ranges its
     cut or first page shows (a fact outside them is not readable there); ``missed``: each run's facts a
     retrieval missed. Each fact takes its best holder's category (module docstring); stale facts,
-    superseded within the run, count as stale whatever their holders."""
+    superseded within the run, count as stale whatever their holders (lost ones too: never lost)."""
     runs = len(kept)
     width = len(COUNT_COLUMNS) + _K
     out = np.zeros((runs, width), dtype=np.int64)
@@ -299,7 +302,7 @@ def fact_outcome_counts(
         mark = np.zeros(b.n_facts, dtype=bool)
         mark[ids_of(missed)] = True
         best[(best == _SPILL) & mark[facts]] = _MISSED
-    best[(best != _LOST) & stale[facts]] = _STALE
+    best[stale[facts]] = _STALE  # superseded: stale, never lost (module docstring)
     run = b.fact_run[facts]
     counts = np.bincount(run * len(CATEGORIES) + best, minlength=runs * len(CATEGORIES))
     counts = counts.reshape(runs, len(CATEGORIES))

@@ -7,6 +7,15 @@ is **recoverable** when a provider is paginated with the fact in a later page (a
 back, exactly) or spilled with its handle in view (a retrieval call, which may miss: ``not_retrieved``).
 Otherwise it is **lost** from view (masked, pruned, dropped, cut away, or covered by a summary that did
 not keep it). A fact without a recorded span is the whole event: any cut loses it.
+
+**Needs are on live facts only** (``live_needs``, the one place the rule is stated): an importer records
+every fact an action or the final answer referenced, and the information model decides which of them
+are needed. A need of event i on fact f counts only when no event before i superseded f (its first
+superseding event, ``fact_info(...).stale_at``, is >= i): an outdated file read or an error a later run
+of the same command resolved is history, not something the action must see again (re-running the tool
+would not even give it back). Every reader of needs in the engine, the metrics and the analysis goes
+through ``live_needs`` (``last_need``, ``fact_info``'s first need, ``need_pairs``, the final answer's
+needs); ``has_needs`` alone reads the recorded needs: whether the trace carries the information model.
 """
 
 from __future__ import annotations
@@ -39,12 +48,29 @@ def providers(trace: Trace) -> dict[str, list[int]]:
     return out
 
 
+def live_needs(trace: Trace) -> tuple[tuple[str, ...], ...]:
+    """Per event: the facts it needs that no earlier event superseded (module docstring), in the order
+    recorded. Memoise with ``trace.derived("live_needs", live_needs)``."""
+    stale_at = trace.derived("fact_info", fact_info).stale_at
+    if not stale_at:
+        return tuple(e.needs for e in trace.events)
+    return tuple(
+        tuple(f for f in e.needs if stale_at.get(f, e.index) >= e.index) if e.needs else ()
+        for e in trace.events
+    )
+
+
+def needs_of(trace: Trace, i: int) -> tuple[str, ...]:
+    """The live needs of event i (``live_needs``)."""
+    return trace.derived("live_needs", live_needs)[i]
+
+
 def last_need(trace: Trace) -> dict[str, int]:
     """Fact -> index of the last event that needs it (so: still needed after position p iff >= p)."""
     out: dict[str, int] = {}
-    for e in trace.events:
-        for f in e.needs:
-            out[f] = e.index
+    for i, needs in enumerate(trace.derived("live_needs", live_needs)):
+        for f in needs:
+            out[f] = i
     return out
 
 
@@ -70,6 +96,9 @@ def refetchable(trace: Trace, src: int | None, fact: str, n: int) -> bool:
 
 
 def has_needs(trace: Trace) -> bool:
+    """Does the trace record needs (the information model is on for it), live or not: the gate of the
+    fact tracking, which the column reader fills without the events; which needs count is
+    ``live_needs``'s."""
     return any(e.needs for e in trace.events)
 
 
@@ -125,7 +154,7 @@ class FactInfo(NamedTuple):
     """What a summarizer can know of each fact at summary time (``sim.engine.model``), by fact."""
 
     kind: dict[str, str]  # fact -> its kind (the first provider's), absent: none
-    first_need: dict[str, int]  # fact -> the first event that needs it
+    first_need: dict[str, int]  # fact -> the first event that needs it (a live need: ``live_needs``)
     second_provider: dict[str, int]  # fact -> its second provider (it was repeated from then on)
     stale_at: dict[str, int]  # fact -> the first event that superseded it
 
@@ -144,11 +173,28 @@ def fact_info(trace: Trace) -> FactInfo:
             if c == 1:
                 second.setdefault(f, e.index)
             providers_seen[f] = c + 1
-        for f in e.needs:
-            first_need.setdefault(f, e.index)
         for f in e.supersedes:
             stale_at.setdefault(f, e.index)
+    for e in trace.events:  # live needs only: a need after the fact's first superseding event is none
+        for f in e.needs:
+            if stale_at.get(f, e.index) >= e.index:
+                first_need.setdefault(f, e.index)
     return FactInfo(kind, first_need, second, stale_at)
+
+
+def fact_tokens(trace: Trace) -> dict[str, int]:
+    """Fact -> the tokens it takes to state it: its byte span in its first provider, at that provider's
+    own bytes per token (``sim.cost.tokens.scale_tokens``); a fact without a span is the whole event.
+    What a summary spends to keep the fact (``sim.engine.model.ReplayModel.summary_keeps``)."""
+    from sim.cost.tokens import scale_tokens
+
+    spans = trace.derived("fact_spans", fact_spans)
+    out: dict[str, int] = {}
+    for (i, f), (a, b) in spans.items():
+        if f not in out:  # spans are keyed in event order: the first provider's
+            e = trace.events[i]
+            out[f] = scale_tokens(e.tokens, e.bytes, max(b - a, 0))
+    return out
 
 
 def kind_code(trace: Trace, fact: str) -> int:
@@ -160,7 +206,17 @@ def kind_code(trace: Trace, fact: str) -> int:
 class FactState:
     """Per-run availability of facts; the engine updates it as items change and facts are re-read."""
 
-    __slots__ = ("providers", "kept", "recovered", "shown", "missed", "ever_missed", "pages_read", "trace")
+    __slots__ = (
+        "providers",
+        "kept",
+        "recovered",
+        "shown",
+        "missed",
+        "ever_missed",
+        "pages_read",
+        "trace",
+        "needed_lost",
+    )
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
@@ -171,6 +227,7 @@ class FactState:
         self.missed: set[str] = set()  # facts a retrieval missed (not re-read since)
         self.ever_missed: set[str] = set()  # every fact a retrieval missed
         self.pages_read: dict[int, set[int]] = {}  # paginated item -> pages read back
+        self.needed_lost: set[str] = set()  # facts an action needed while lost from view (``note_needs``)
 
     def visible(self, i: int, s: int, fact: str) -> bool:
         """Is the fact readable in item i (state s) as the view shows it."""
@@ -205,6 +262,20 @@ class FactState:
         if spilled:
             return "not_retrieved" if fact in self.missed else "spilled"
         return "lost"
+
+    def note_needs(self, needs: Iterable[str], state: list[int], n: int) -> list[str]:
+        """Before an action needing ``needs`` (items [0, n) in view): those lost from view (``lost`` or
+        ``not_retrieved``: neither in view, nor kept by the summary, nor re-read, nor behind a page or
+        a handle) join ``needed_lost``. Returns those behind a spill handle: a retrieval of one may
+        miss, and the engine adds the ones it missed (``ever_missed``) once its re-reads are done."""
+        spilled = []
+        for f in needs:
+            where = self.where(f, state, n)
+            if where in ("lost", "not_retrieved"):
+                self.needed_lost.add(f)
+            elif where == "spilled":
+                spilled.append(f)
+        return spilled
 
     def source(self, fact: str, n: int) -> int | None:
         """The newest event before n that provides the fact: what a refetch re-runs."""
@@ -367,10 +438,11 @@ def need_pairs(trace: Trace) -> NeedPairs:
     span_start: list[int] = []
     span_end: list[int] = []
     answer_from = 0
+    live = trace.derived("live_needs", live_needs)
     for c in trace.calls:
         answer_from = len(call)  # ends as the last call's first pair
         n = ends[c.index]
-        for f in events[c.event_index].needs:
+        for f in live[c.event_index]:
             newest = None
             for i in provs.get(f, ()):
                 if i >= n:

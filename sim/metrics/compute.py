@@ -203,6 +203,13 @@ def answer_fact_recall(rs: Records) -> list[float]:
     ]  # all needs met (none included): exactly 1.0
 
 
+def needed_facts_lost(rs: Records) -> list[int]:
+    """Distinct facts an action or the final answer needed while they were lost from view (``lost`` or
+    ``not_retrieved``: neither in view, nor kept by a summary, nor re-read before, nor behind a page or a
+    spill handle): the facts behind re-reads of lost content, failures and degraded answers."""
+    return [len(r.needed_lost) for r in rs]
+
+
 def answer_completed(rs: Records) -> list[bool]:
     """Reached the final answer within budgets, no action went ahead blind, every needed fact there."""
     return [
@@ -347,6 +354,8 @@ METRICS: dict[str, Callable[[Records], list]] = {
     "parent_input_tokens": parent_input_tokens,
     "child_exhausted": child_exhausted,
     "child_failed": child_failed,
+    # appended: the needed facts the view had lost (sim.information.state.FactState.note_needs)
+    "needed_facts_lost": needed_facts_lost,
 }
 
 
@@ -420,7 +429,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
     n_compactions = counts.sum(axis=1)
     plain = isinstance(b.runs, PlainRuns)
     if not plain:
-        needs = batch_derived([p.trace for p in b.runs], "answer_needs", _answer_needs)
+        needs = batch_derived([p.trace for p in b.runs], "live_answer_needs", _answer_needs)
         met = [n if p.answer_met is None else p.answer_met for p, n in zip(b.runs, needs, strict=True)]
         degraded = [p.degraded for p in b.runs]
     summary = kinds[SUMMARY]
@@ -484,6 +493,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
             "parent_input_tokens": total_in,
             "child_exhausted": [0] * runs,
             "child_failed": [0] * runs,
+            "needed_facts_lost": [0] * runs if plain else [len(p.needed_lost) for p in b.runs],
         }
     )
     if g.price is None:

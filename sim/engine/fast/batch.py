@@ -91,6 +91,7 @@ class Prepared(NamedTuple):
     rereads: tuple[tuple[int, int, int, int], ...]  # (call, row kind, event, tokens added): the record's
     reread_outputs: tuple[int, ...]  # output tokens of each re-read call
     answer_met: int | None  # needs of the final answer met at the end (None: all, no fact can be hidden)
+    needed_lost: tuple[str, ...]  # facts an action needed while lost from view (the record's), sorted
 
 
 class RunColumns(NamedTuple):
@@ -150,13 +151,15 @@ def prepare_many(
             hides = n > 0 or policy.spills or cut
             runs.append((trace, model, settled, hides and hn))
     if not any(r[3] for r in runs):  # no run reacts: each as it is
-        out = [_prepared((t, m, st, j, None, False, (), (), None)) for j, (t, m, st, _) in enumerate(runs)]
+        out = [
+            _prepared((t, m, st, j, None, False, (), (), None, ())) for j, (t, m, st, _) in enumerate(runs)
+        ]
     else:
         reactions = reactions_many(traces, runs, plans)
         out = []
         for j, (trace, model, settled, reacts) in enumerate(runs):
             if not reacts:
-                p = _prepared((trace, model, settled, j, None, False, (), (), None))
+                p = _prepared((trace, model, settled, j, None, False, (), (), None, ()))
             else:
                 reacted = reactions[j]
                 bounded = reacted is not None and _bounds_rereads(policy, trace, reacted[2])
@@ -192,7 +195,7 @@ class PlainRuns(Sequence):
         if isinstance(j, slice):
             return [self[i] for i in range(*j.indices(len(self)))]
         t, m, j = self.traces[j], self.models[j], j % len(self)
-        return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None))
+        return _prepared((t, m, self._settled_of(j), j, None, False, (), (), None, ()))
 
     def __contains__(self, value) -> bool:
         # no run is None (``replay_table`` asks): Sequence's own would build every run's Prepared to say so

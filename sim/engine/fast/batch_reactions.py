@@ -111,12 +111,13 @@ def _need_tables(traces: Sequence[Trace]) -> _NeedTables:
 def reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> list:
     """What the mock model does about needed facts the settled states and plans hide, for runs laid end
     to end: per run (facts re-read, degraded?, re-reads, their output tokens, needs of the final answer
-    met), or None when it fails the run. Which needs are unmet ignoring re-reads is found for every
-    (call, fact) pair at once: a pair is met when one of the fact's providers in its call's view is
-    visible at that call, i.e. in the state of the last plan entry for that item at or before the call
-    (or its settled state). A re-read makes its facts available from then on, so runs whose unmet
-    needs span several calls are walked call by call (``_walk``); where they all fall on one call, no
-    re-read can come before them, and the runs are answered together (``_one_call_reactions``)."""
+    met, facts needed while lost from view), or None when it fails the run. Which needs are unmet
+    ignoring re-reads is found for every (call, fact) pair at once: a pair is met when one of the fact's
+    providers in its call's view is visible at that call, i.e. in the state of the last plan entry for
+    that item at or before the call (or its settled state). A re-read makes its facts available from
+    then on, so runs whose unmet needs span several calls are walked call by call (``_walk``); where
+    they all fall on one call, no re-read can come before them, and the runs are answered together
+    (``_one_call_reactions``)."""
     st, nt = batch_static(traces), batch_derived(traces, "needs", _need_tables)
     provider, owner, pair_off = nt.provider, nt.owner, nt.pair_off
     item_off, call_off = st.item_off, st.call_off
@@ -171,7 +172,7 @@ def reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> 
     if defer.any():
         unmet = unmet[~defer[nt.run[unmet]]]
     out: list = [
-        ((), False, (), (), nt.answers[j]) if r[3] and not defer[j] else None for j, r in enumerate(runs)
+        ((), False, (), (), nt.answers[j], ()) if r[3] and not defer[j] else None for j, r in enumerate(runs)
     ]  # no unmet need: nothing to do
     if not len(unmet):
         return out
@@ -194,7 +195,8 @@ def reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> 
         p, off = nt.pairs[j], pair_off[j]
         local = (unmet[lo:hi] - off).tolist()
         recovered: set[str] = set()
-        walked = _walk(trace, model, p, local, spilled_l[off : pair_off[j + 1]], recovered)
+        needed_lost: set[str] = set()
+        walked = _walk(trace, model, p, local, spilled_l[off : pair_off[j + 1]], recovered, needed_lost)
         if walked is None:
             out[j] = None
             continue
@@ -205,7 +207,7 @@ def reactions_many(traces: Sequence[Trace], runs: list, plans: Plans | None) -> 
                 for q in local
                 if q >= p.answer_from and not spilled_l[off + q] and p.facts[q] not in recovered
             )
-        out[j] = (tuple(sorted(recovered)), *walked, nt.answers[j] - lost)
+        out[j] = (tuple(sorted(recovered)), *walked, nt.answers[j] - lost, tuple(sorted(needed_lost)))
     return out
 
 
@@ -246,6 +248,12 @@ def _one_call_reactions(runs, st: BatchStatic, nt: _NeedTables, unmet: np.ndarra
         back[b.fact_of_pair[is_src[b.item_of_pair]]] = True
         lost &= ~back[nt.fact[unmet]]
     lost_n = np.bincount(ur[lost], minlength=runs_n).tolist()
+    # the facts needed while lost from view: every unmet need not behind a spill handle (no re-read
+    # comes before the run's one call)
+    needed_lost: dict[int, set[str]] = {}
+    gone = unmet[~sp]
+    for q, j in zip(gone.tolist(), nt.run[gone].tolist(), strict=True):
+        needed_lost.setdefault(j, set()).add(nt.pairs[j].facts[q - nt.pair_off[j]])
     bounds = rr.searchsorted(np.arange(runs_n + 1)).tolist()
     rereads = list(zip(*rows[:4], strict=True))
     outs = rows[4]
@@ -262,15 +270,22 @@ def _one_call_reactions(runs, st: BatchStatic, nt: _NeedTables, unmet: np.ndarra
             tuple(rereads[lo:hi]),
             tuple(outs[lo:hi]),
             nt.answers[j] - lost_n[j],
+            tuple(sorted(needed_lost.get(j, ()))),
         )
 
 
 def _walk(
-    trace: Trace, model: ReplayModel, p: NeedPairs, unmet: list[int], spilled: list[bool], recovered: set[str]
+    trace: Trace,
+    model: ReplayModel,
+    p: NeedPairs,
+    unmet: list[int],
+    spilled: list[bool],
+    recovered: set[str],
+    needed_lost: set[str],
 ):
     """The re-reads for a run's pairs left unmet by its states (local pair ids, ascending): (degraded?,
     re-reads, their calls' output tokens), or None when the model fails; ``recovered`` collects the
-    facts re-read."""
+    facts re-read, ``needed_lost`` those needed while lost from view (not spilled, not re-read before)."""
     events, calls, facts, source = trace.events, p.calls, p.facts, p.source
     tool = p.source_tool.tolist()
     degraded, rereads, outs, outputs = False, [], [], model.respond_all()
@@ -280,7 +295,8 @@ def _walk(
         j = i
         while j < n and calls[unmet[j]] == k:
             j += 1
-        missing = ((spilled[q], source[q], tool[q]) for q in unmet[i:j] if facts[q] not in recovered)
+        missing = [(spilled[q], source[q], tool[q]) for q in unmet[i:j] if facts[q] not in recovered]
+        needed_lost.update(facts[q] for q in unmet[i:j] if not spilled[q] and facts[q] not in recovered)
         found = choose_rereads(missing, model.on_missing)
         if found is None:
             return None

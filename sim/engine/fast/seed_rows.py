@@ -302,4 +302,5 @@ def metric_lists(cols: dict[str, np.ndarray], s: int, runs: Sequence[int], price
     out["child_cost_microusd"] = [0] * n if priced else [None] * n
     out["parent_input_tokens"] = total_in
     out["child_exhausted"] = out["child_failed"] = zeros
+    out["needed_facts_lost"] = zeros  # no facts: none needed
     return out
