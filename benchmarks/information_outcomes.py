@@ -1,7 +1,9 @@
-"""What the information model tells apart on the real traces (issue 20's numbers): for raw, observation
-masking n=1 and n=10 and the seed engine at 16000/2000 and 48000/8000 on the 40 shared mini-swe-agent
-runs, under ``model.on_missing`` refetch and fail: facts seen and lost, refetch calls, and the runs by
-``answer_outcome`` and by finish reason; then the tau-bench airline runs' median facts_seen.
+"""What the information model tells apart on the real traces (issue 20's numbers, re-measured by issue
+36): for raw, observation masking n=1, n=3 and n=10, tool_result_head_tail at 2000 characters,
+llm_summary at its defaults and the seed engine at 16000/2000 and 48000/8000 on the 40 shared
+mini-swe-agent runs, under ``model.on_missing`` refetch and fail: facts seen, lost and stale, needed
+facts lost, refetch calls, and the runs by ``answer_outcome`` and by finish reason; then the tau-bench
+airline runs' median facts_seen.
 
     python benchmarks/information_outcomes.py [--max-turns N] [--summarizer extractive|oracle]
 
@@ -25,7 +27,10 @@ from sim.util.paths import traces_dir
 SETTINGS: list[tuple[str, dict]] = [
     ("raw", {}),
     ("observation_masking", {"n": 1}),
+    ("observation_masking", {"n": 3}),
     ("observation_masking", {"n": 10}),
+    ("tool_result_head_tail", {"max_chars": 2000}),
+    ("llm_summary", {}),
     ("seed_engine", {"context_token_limit": 16000, "keep_recent_tokens": 2000}),
     ("seed_engine", {"context_token_limit": 48000, "keep_recent_tokens": 8000}),
 ]
@@ -40,7 +45,16 @@ def main() -> None:
     args = ap.parse_args()
     traces = list(load_paths([traces_dir() / MINI]))
     print(f"{len(traces)} runs of {MINI}; summarizer {args.summarizer}; max_turns {args.max_turns}\n")
-    head = ["setting", "on_missing", "facts seen", "facts lost", "refetch calls", *ANSWER_OUTCOMES]
+    head = [
+        "setting",
+        "on_missing",
+        "facts seen",
+        "facts lost",
+        "facts stale",
+        "needed facts lost",
+        "refetch calls",
+        *ANSWER_OUTCOMES,
+    ]
     print("| " + " | ".join(head) + " | finish reasons |")
     print("|" + "---|" * (len(head) + 1))
     for name, knobs in SETTINGS:
@@ -59,6 +73,8 @@ def main() -> None:
                 on_missing,
                 sum(m["facts_seen"] for m in ms),
                 sum(m["facts_lost"] for m in ms),
+                sum(m["facts_stale"] for m in ms),
+                sum(m["needed_facts_lost"] for m in ms),
                 sum(m["refetch_calls"] for m in ms),
                 *(outcomes.get(o, 0) for o in ANSWER_OUTCOMES),
                 ", ".join(f"{k} {v}" for k, v in sorted(finish.items())),

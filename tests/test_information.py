@@ -51,7 +51,7 @@ def test_swe_facts_rules():
         ("assistant", "```bash\npython t.py\n```"),
         ("tool_result", "<returncode>1</returncode>"),  # 5: error
         ("assistant", "```bash\ncat a.py\n```"),
-        ("tool_result", "<returncode>0</returncode>"),  # 7: re-read supersedes 3
+        ("tool_result", "<returncode>0</returncode>"),  # 7: a re-read: 3 stays live (the file is unchanged)
         ("assistant", "```bash\nsed -i 's/a/b/' a.py\n```"),  # 8: edit needs the read at 7
         ("tool_result", "<returncode>0</returncode>"),
         ("assistant", "```bash\ngit diff\n```"),  # 10: the final answer
@@ -65,7 +65,8 @@ def test_swe_facts_rules():
     # every final answer the rules and the task
     assert needs[10] == ["error@5", "constraint@0", "goal@1"]
     t = swe_fact_table(events)
-    assert t.supersedes[7] == ["read:a.py@3"] and t.supersedes[9] == ["read:a.py@7"]  # re-read, edit
+    # a re-read outdates nothing; the edit's result outdates every read of a.py since its last edit
+    assert t.supersedes[7] == [] and t.supersedes[9] == ["read:a.py@3", "read:a.py@7"]
     assert [t.kinds[i] for i in (0, 1, 3, 5)] == [["constraint"], ["goal"], ["path"], ["error"]]
     # a read is its whole result (None); an error its line: `<returncode>1</returncode>` is bytes 0-26
     assert t.spans[3] == [None] and t.spans[5] == [(0, 26)]
@@ -589,8 +590,9 @@ def test_outcomes_tell_settings_apart_on_the_shared_runs(mini_traces):
     raw completes every answer; under refetch every setting completes too (needs are on live facts
     only, and a live fact a tool gave is given back by re-running it), at the refetches' cost; under
     fail the aggressive settings fail runs. Facts lost count live facts only (a superseded one is
-    stale). These moved when needs became live-only and stale facts stopped counting lost (before:
-    masking n=1 refetch 557 lost, 27 complete, 13 degraded: the final answer needed resolved errors)."""
+    stale), and only an edit outdates a file's reads (a re-read of another range does not). These moved
+    when needs became live-only and stale facts stopped counting lost (before: masking n=1 refetch 557
+    lost, 27 complete, 13 degraded: the final answer needed resolved errors)."""
     from collections import Counter
 
     from sim.engine.dispatch import replay_many
@@ -609,14 +611,14 @@ def test_outcomes_tell_settings_apart_on_the_shared_runs(mini_traces):
     assert got == {
         ("raw", (), "refetch"): (0, 0, 40, 0, 0, 0),
         ("raw", (), "fail"): (0, 0, 40, 0, 0, 0),
-        ("observation_masking", (1,), "refetch"): (122, 67, 40, 0, 0, 0),
-        ("observation_masking", (1,), "fail"): (138, 0, 5, 0, 0, 35),
-        ("observation_masking", (10,), "refetch"): (87, 28, 40, 0, 0, 0),
-        ("observation_masking", (10,), "fail"): (111, 0, 14, 0, 0, 26),
-        ("seed_engine", (16000, 2000), "refetch"): (49, 14, 40, 0, 0, 0),
-        ("seed_engine", (16000, 2000), "fail"): (60, 0, 27, 0, 0, 13),
-        ("seed_engine", (48000, 8000), "refetch"): (5, 1, 40, 0, 0, 0),
-        ("seed_engine", (48000, 8000), "fail"): (6, 0, 39, 0, 0, 1),
+        ("observation_masking", (1,), "refetch"): (232, 67, 40, 0, 0, 0),
+        ("observation_masking", (1,), "fail"): (248, 0, 5, 0, 0, 35),
+        ("observation_masking", (10,), "refetch"): (180, 28, 40, 0, 0, 0),
+        ("observation_masking", (10,), "fail"): (213, 0, 14, 0, 0, 26),
+        ("seed_engine", (16000, 2000), "refetch"): (110, 14, 40, 0, 0, 0),
+        ("seed_engine", (16000, 2000), "fail"): (129, 0, 27, 0, 0, 13),
+        ("seed_engine", (48000, 8000), "refetch"): (21, 1, 40, 0, 0, 0),
+        ("seed_engine", (48000, 8000), "fail"): (23, 0, 39, 0, 0, 1),
     }
     # the seed's own budgets (12 turns) end every run in a grace turn: an answer, not a failure
     budgets = make_policy("seed_engine", max_turns=12, max_tool_calls=24, max_duration_s=300)  # the preset

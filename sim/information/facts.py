@@ -7,7 +7,9 @@ The rules, documented here because ``needs`` decide what a policy may and may no
   set aside). A segment that prints a file without writing it is a **read** of that file: ``cat F``,
   ``nl F``, ``head F``, ``tail F``, ``sed -n ... F``, ``grep ... F`` (a single named file, not ``-r``).
   The tool result that answers the command provides the fact ``read:F@E`` (E = that result's event index).
-  A re-read of F provides a new fact that supersedes the older one; so does an edit (the file changed).
+  Only an edit of F makes its earlier reads stale (the file changed); a re-read of F provides a new fact
+  and leaves the older ones live (``sed -n 1,50p F`` then ``sed -n 200,250p F`` show different parts of
+  the same unchanged file: the first is not outdated by the second).
 - A segment that writes a file is an **edit**: ``sed -i ... F``, ``perl -pi ... F``, a redirection
   ``> F`` / ``>> F`` (``cat <<EOF > F``, ``echo ... > F``, ``printf ... > F``), ``cp SRC F``,
   ``patch F``. An edit needs the latest read of F, if the agent read F before.
@@ -43,9 +45,10 @@ Where each fact sits (``swe_fact_table``; a cut keeps exactly the facts inside t
 read is the whole result (the file as printed: a cut of it loses it), a task or constraint the whole
 message, an error the line that shows it (the last line matching the error pattern, else the
 ``<returncode>`` element). Kinds: a read is ``path``, a failure ``error``, the task ``goal``, a system
-message ``constraint``. What a later event makes stale (``supersedes``): a re-read of F, or the result
-of an edit of F, supersedes the latest read of F; the result of a command run again with the same text
-supersedes the error its earlier run reported (the failure is resolved, or replaced by the new one).
+message ``constraint``. What a later event makes stale (``supersedes``): the result of an edit of F
+supersedes every read of F since its previous edit (a re-read supersedes nothing); the result of a
+command run again with the same text supersedes the error its earlier run reported (the failure is
+resolved, or replaced by the new one).
 """
 
 from __future__ import annotations
@@ -374,6 +377,7 @@ def swe_fact_table(
         kinds[i].append(kind)
 
     latest_read: dict[str, str] = {}
+    live_reads: dict[str, list[str]] = {}  # file -> its reads since its last edit
     latest_error: str | None = None
     error_of_command: dict[str, str] = {}  # command text -> the error its latest run reported
     error_before_edit: dict[str, str | None] = {}
@@ -426,16 +430,15 @@ def swe_fact_table(
                     body = text or ""
                     for p, (a, b) in _listed(body).items():
                         listed[_norm(p, root)] = (i, _char_span(body, a, b))
-            for f in edits:
-                old = latest_read.pop(f, None)  # the file changed: earlier reads no longer describe it
-                if old is not None:
+            for f in edits:  # the file changed: none of its earlier reads describes it any more
+                latest_read.pop(f, None)
+                for old in live_reads.pop(f, ()):
                     stale[old] = None
             for f in dict.fromkeys(reads):
                 fact = f"read:{f}@{i}"
                 provide(i, fact, None, "path")
-                if f in latest_read:
-                    stale[latest_read[f]] = None
                 latest_read[f] = fact
+                live_reads.setdefault(f, []).append(fact)
             if cmd in error_of_command:  # run again: its earlier failure is resolved or replaced
                 stale[error_of_command.pop(cmd)] = None
             body = text or ""

@@ -570,7 +570,7 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
         else:
             outcome = ";".join(outcome_of[kind] for _ in provides)
         rows.append(_row(r, trace, k, op, i, after + reclaimed, after, outcome, raw=True))
-    missed = set(r.missed)
+    missed, back = set(r.missed), set(r.recovered)
     pages = iter(r.page_reads)
     read: dict[int, set[int]] = {}
     for k, kind, src, added in r.rereads:  # re-read content joins the conversation verbatim
@@ -586,8 +586,8 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
                 "verbatim" if set(pages_of(span_of(trace, src, f), size, nbytes)) <= got else "paginated"
                 for f in provides
             )
-        else:
-            outcome = ";".join("verbatim" for _ in provides)
+        else:  # a refetch (or a ranged read): what came back through the policy's bound is verbatim
+            outcome = ";".join("verbatim" if f in back else "lost" for f in provides)
         rows.append(_row(r, trace, k, CALL_KINDS[kind], src, 0, added, outcome, raw=True))
     rows.extend(moved_entries(trace, r))
     return rows

@@ -122,6 +122,7 @@ def _mock_model_line(frames: list[Any]) -> str:
             ("summarizer", "summarizer"),
             ("retrieval_recall", "model.retrieval_recall"),
             ("max_turns", "model.max_turns"),
+            ("reread_margin_tokens", "model.reread_margin_tokens"),
         )
     ]
     return (
