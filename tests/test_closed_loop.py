@@ -1,5 +1,6 @@
 """Closed-loop scenarios: a policy that forgets what the agent needs changes the run itself."""
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -59,57 +60,69 @@ def test_needle_passes_16k_again_and_again():
     assert m["summary_calls"] == 2  # each summary takes the view back below 16k for a while
 
 
-def test_small_summary_keeps_nothing_a_large_one_keeps_what_fits():
-    # A summary keeps a fact only if it can state it: the scenario records no spans, so each fact is its
-    # whole result (a step 512-696 tokens, the needle 6,000). 64-token summaries keep nothing; the answer
-    # has 4 of its 10 facts (the 3 milestones and the step still in view). 2048-token summaries keep two
-    # steps each (the newest ones an action used that fit), never the 6,000-token needle. (Before facts
-    # cost their own size, 40 tokens a fact: the 64-token summary kept step:24 and the 2048-token one the
-    # needle, completing the answer.)
+def _spans_at(trace, start: int, end: int):
+    """The scenario with every fact given the byte span [start, end) of its result (it records none)."""
+    return dataclasses.replace(
+        trace,
+        events=tuple(
+            dataclasses.replace(e, fact_spans=tuple((start, min(end, e.bytes)) for _ in e.provides))
+            if e.provides
+            else e
+            for e in trace.events
+        ),
+    )
+
+
+def test_the_seed_summary_covers_what_its_transcript_shows_of_each_result():
+    # effect-agent feeds its summarizer the covered messages as stored (a cleared result shows its
+    # original text), each clipped at 2,000 characters: a fact is covered when its bytes lie in that
+    # head. The scenario records no spans, so each fact is its whole result (2,384-23,984 bytes, beyond
+    # the head): the summaries cover nothing and keep nothing, whatever their size, and the answer goes
+    # without its summarized milestones and the needle (5 of its 10 facts; with 64-token summaries, which
+    # fire at other calls, a step more).
     t = needle(0)
-    r, small = metrics(t, seed_at_16k(summary_min_tokens=64, summary_max_tokens=64), on_missing="degrade")
-    assert r.summaries == ((14, ()), (31, ()))
-    assert (small["answer_completed"], small["answer_fact_recall"], small["needed_facts_lost"]) == (
-        False,
-        0.4,
-        6,
-    )
-    r, large = metrics(t, seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
-    assert r.summaries == ((14, ("step:5", "step:7")), (30, ("step:22", "step:23")))
-    assert (large["answer_completed"], large["answer_fact_recall"], large["needed_facts_lost"]) == (
-        False,
-        0.5,
-        5,
-    )
+    for size, recall, lost in ((64, 0.4, 6), (2048, 0.5, 5)):
+        p = seed_at_16k(summary_min_tokens=min(size, 256), summary_max_tokens=size)
+        r, m = metrics(t, p, on_missing="degrade")
+        assert [kept for _, kept in r.summaries] == [(), ()]
+        assert (m["answer_fact_recall"], m["needed_facts_lost"]) == (recall, lost)
+    # each fact in the first 100 bytes of its result: in the head, covered, and small enough (40 tokens
+    # each) for a 2,048-token summary to keep all of them: the answer has every fact
+    r, m = metrics(_spans_at(t, 0, 100), seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
+    assert [len(kept) for _, kept in r.summaries] == [10, 29]
+    assert (m["answer_completed"], m["answer_fact_recall"], m["needed_facts_lost"]) == (True, 1.0, 0)
+    # ... at bytes 2,100-2,200, past the head: never seen, never kept
+    r, m = metrics(_spans_at(t, 2100, 2200), seed_at_16k(summary_max_tokens=2048), on_missing="degrade")
+    assert [kept for _, kept in r.summaries] == [(), ()]
 
 
 def test_extractive_summary_keeps_used_steps_the_oracle_the_answers_milestones():
-    # 2048-token summaries that hold two or three facts each. Nothing acted on the milestones before
-    # the summaries: the extractive summarizer keeps the newest steps the agent used, and the answer goes
-    # without the summarized milestones and the needle (5 of 10). The oracle (an upper bound) keeps the
-    # milestones the answer needs (7 of 10); neither can state the 6,000-token needle. (Before facts cost
-    # their own size: 256-token summaries held six facts, and the oracle kept the needle.)
+    # llm_summary's summary (up to 2,048 tokens) covers the view's items as they show; each fact is its
+    # whole result (512-6,000 tokens), so it holds three. Nothing acted on the milestones before the
+    # summary: the extractive summarizer keeps the newest steps, and the answer goes without four
+    # milestones and the needle (5 of 10). The oracle (an upper bound) keeps the milestones the answer
+    # needs that fit (8 of 10); neither can state the 6,000-token needle.
     t = needle(0)
-    p = seed_at_16k(summary_max_tokens=2048)
+    p = make_policy("llm_summary")
     r, ext = metrics(t, p, on_missing="degrade")
-    assert r.summarizer == "extractive" and r.summary_kept == ("step:22", "step:23")
+    assert r.summarizer == "extractive" and r.summary_kept == ("step:17", "step:18", "step:19")
     assert (ext["answer_outcome"], ext["answer_fact_recall"], ext["needed_facts_lost"]) == (
         "degraded",
         0.5,
         5,
     )
     r, orc = metrics(t, p, on_missing="degrade", summarizer="oracle")
-    assert r.summarizer == "oracle" and r.summary_kept == ("milestone:14", "milestone:19")
+    assert r.summarizer == "oracle" and r.summary_kept == ("milestone:14", "milestone:19", "milestone:9")
     assert (orc["answer_outcome"], orc["answer_fact_recall"], orc["needed_facts_lost"]) == (
         "degraded",
-        0.7,
-        3,
+        0.8,
+        2,
     )
-    assert r.needed_lost == ("milestone:4", "milestone:9", "needle:codename")
-    # under refetch each run re-reads what it lost: 5 refetch calls, 3 for the oracle, both complete
+    assert r.needed_lost == ("milestone:4", "needle:codename")
+    # under refetch each run re-reads what it lost: 5 refetch calls, 2 for the oracle, both complete
     _, again = metrics(t, p, on_missing="refetch")
     _, again_orc = metrics(t, p, on_missing="refetch", summarizer="oracle")
-    assert (again["answer_outcome"], again["refetch_calls"], again_orc["refetch_calls"]) == ("complete", 5, 3)
+    assert (again["answer_outcome"], again["refetch_calls"], again_orc["refetch_calls"]) == ("complete", 5, 2)
 
 
 def test_spilling_keeps_the_needle_recoverable():

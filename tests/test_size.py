@@ -189,6 +189,27 @@ def _required_grid():
     )
 
 
+def test_compaction_required_settings_within_the_facts_tolerance_tie_on_information():
+    """Two settings both within the 5% facts-lost tolerance: the cheaper ships even though it loses a
+    fact more (2 vs 1 of 80 facts seen: 2.5% and 1.25%); one beyond the tolerance ranks after both,
+    by its facts lost, whatever its price."""
+    base = setting(None, None, [200_000] * 8, done=[True] * 6 + [False] * 2, overflow=2)
+    ref = setting(None, None, [400_000] * 8)
+    results = [
+        base,
+        setting(24000, 12000, [480_000] * 8, lost=[1, 1] + [0] * 6),
+        setting(24000, 20000, [590_000] * 8, lost=[1] + [0] * 7),
+        setting(16000, 2000, [300_000] * 8, lost=[1] * 8),  # 10% lost: beyond the tolerance
+    ]
+    rec = verdict(results, policy_name="seed_engine", target=0.95, window=32000, reference=ref)
+    assert rec["recommended"] == {"context_token_limit": 24000, "keep_recent_tokens": 12000}
+    order = [(r["context_token_limit"], r["keep_recent_tokens"]) for r in rec["runners_up"]]
+    assert order == [(24000, 20000), (16000, 2000)]
+    # a tolerance of 0: facts lost decide before cost again
+    rec = verdict(results, policy_name="seed_engine", target=0.95, max_facts_lost_increase=0.0, reference=ref)
+    assert rec["recommended"] == {"context_token_limit": 24000, "keep_recent_tokens": 20000}
+
+
 def test_compaction_required_ranks_by_overflow_completion_facts_then_cost():
     base, ref, results = _required_grid()
     rec = verdict(results, policy_name="seed_engine", target=0.95, window=32000, reference=ref)

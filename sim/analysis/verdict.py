@@ -4,7 +4,8 @@ It tells three regimes apart (docs/sizing.md):
 
 - **compaction required** (``compaction-required``): without compaction some runs overflow the window.
   A setting that overflows fewer runs is shipped, ranked by overflows, then completion (the worst over
-  the mock behaviours when they were all replayed), then facts lost, then cost; its cost is compared
+  the mock behaviours when they were all replayed), then facts lost (settings within the facts-lost
+  tolerance tie on it), then cost; its cost is compared
   with the same runs replayed with no window (``reference``), since the overflowing runs of no
   compaction stopped early and look cheap. ``no-setting-qualifies`` when no setting overflows fewer.
 - **compacting pays** (``compact``): the cheapest setting whose saving's interval lies above zero,
@@ -19,7 +20,7 @@ its sensitivity to the mock model's behaviour."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
@@ -66,16 +67,21 @@ def safety_net(window: int | None, reserve: int, summary: int, largest_request: 
     }
 
 
-def rank_key(s: SettingResult, worst: Mapping[Pair, float] | None = None) -> tuple:
+def rank_key(
+    s: SettingResult, worst: Mapping[Pair, float] | None = None, tolerated: Set[Pair] | None = None
+) -> tuple:
     """The order of settings where compaction is required (and of a safety net that would fire): fewer
     runs overflowing, then higher completion (the worst over the mock behaviours when ``worst`` gives
     it), then fewer facts lost (share of facts seen), then cheaper; ties on all of them: the larger
-    limit and keep (the gentler setting)."""
+    limit and keep (the gentler setting). ``tolerated``: the settings whose facts lost stay within the
+    stated tolerance; they tie on information, so the cheapest of them wins (without it, two facts fewer
+    would outrank any price)."""
     completion = min(s.completion, (worst or {}).get(key_of(s), s.completion))
+    info = 0.0 if tolerated is not None and key_of(s) in tolerated else s.facts_lost_share
     return (
         s.overflow_runs,
         -completion,
-        s.facts_lost_share,
+        info,
         s.mean_cost_usd,
         -(s.context_token_limit or 0),
         -(s.keep_recent_tokens or 0),
@@ -160,7 +166,12 @@ def verdict(
     }
     eligible = [(s, pr) for s, pr, why, _ in rows if not why]
     if required and eligible:
-        ranked = sorted(eligible, key=lambda x: rank_key(x[0], worst_completion))
+        tolerated = {
+            key_of(x[0])
+            for x in eligible
+            if x[1]["facts_lost_change"]["share_of_facts_seen"] <= max_facts_lost_increase
+        }
+        ranked = sorted(eligible, key=lambda x: rank_key(x[0], worst_completion, tolerated))
         _recommend(out, ranked, "compaction-required")
         meeting = next((s for s, pr in ranked if not _shortfalls(s, pr, *tol)), None)
         advice = _required_text(base, ref, ranked[0], window, tol, worst_completion, meeting)
@@ -331,7 +342,8 @@ def _required_text(
         f"{pr['refetch_change']['per_run']:+.2f} per run; cost {_usd(best.mean_cost_usd)} per run against "
         f"{_usd(ref.mean_cost_usd)} for {ref_name} (paired saving 95% CI {_usd(pr['saving_ci'][0])} to "
         f"{_usd(pr['saving_ci'][1])}; no compaction costs {_usd(base.mean_cost_usd)} because its "
-        f"overflowing runs stop early). Ranked by runs overflowing, completion, facts lost, then cost; "
+        f"overflowing runs stop early). Ranked by runs overflowing, completion, facts lost (within the "
+        "tolerance: a tie), then cost; "
         f"{meets}."
     )
 

@@ -417,7 +417,7 @@ class _Run:
             out = model.summarize(summary.input_tokens, summary.output_tokens)
             self.row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
             if facts is not None:  # what the summary covers: the facts its items show, the old summary's
-                covered = self.covered(changes)
+                covered = self.covered(changes, summary.sees)
         first = -1
         for ch in changes:
             self.change(k, ch)
@@ -433,15 +433,28 @@ class _Run:
         self.view.total = self.prefix[self.view.n] + self.delta
         return first, len(changes)
 
-    def covered(self, changes) -> list[str]:
+    def covered(self, changes, sees=None) -> list[str]:
         """The facts a summary made by ``changes`` covers: those its summarized items show (before the
-        changes apply), then those the old summary kept."""
-        facts, vs, trace_events = self.facts, self.vs, self.trace_events
+        changes apply) — or, when the policy says what its summarizer's input holds of each item
+        (``SummaryCall.sees``: byte ranges of the recorded content; a result in a bound also as the view
+        shows it), those inside it — then those the old summary kept."""
+        facts, vs, trace_events, trace = self.facts, self.vs, self.trace_events, self.trace
         covered: list[str] = []
         for ch in sorted(changes, key=lambda c: -c.index):
             i = ch.index
-            if ch.state == ItemState.SUMMARIZED:
-                covered.extend(f for f in reversed(trace_events[i].provides) if facts.visible(i, vs[i], f))
+            if ch.state != ItemState.SUMMARIZED:
+                continue
+            provides = reversed(trace_events[i].provides)
+            if sees is None:
+                covered.extend(f for f in provides if facts.visible(i, vs[i], f))
+                continue
+            held = sees.get(i, ())
+            bounded = vs[i] in POSITIONAL
+            covered.extend(
+                f
+                for f in provides
+                if inside(span_of(trace, i, f), held) and (not bounded or facts.visible(i, vs[i], f))
+            )
         covered.extend(sorted(facts.kept, reverse=True))
         return covered
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -138,10 +138,15 @@ class Plans:
 
 
 class SummaryCall(NamedTuple):
-    """A metered summarizer call the policy makes before a request (its own row in the calls table)."""
+    """A metered summarizer call the policy makes before a request (its own row in the calls table).
+    ``sees``: what the summarizer's input holds of each item it summarizes, as byte ranges of the
+    item's recorded content (a framework that feeds the summarizer its stored messages shows a cleared
+    result's original text), an item absent from it: nothing; None (the default): each item as the
+    view shows it. The facts a summary covers, and so can keep, are those inside (``_Run.covered``)."""
 
     input_tokens: int
     output_tokens: int
+    sees: Mapping[int, tuple[tuple[int, int], ...]] | None = None
 
 
 class Decision(NamedTuple):

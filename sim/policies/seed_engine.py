@@ -45,7 +45,9 @@ Rules, in the order a turn meets them:
   to this one, the protected block excluded; none -> no summary. The summarizer gets one user message: the
   instruction and a ``<transcript>`` of the covered messages as recorded (cleared results show their original
   content), each clipped at 2,000 characters (a result's JSON at 2,000 within that), the whole within 80,000
-  characters with whole messages kept from both ends around an elision marker. Its metered input is the
+  characters with whole messages kept from both ends around an elision marker (``seed_transcript``; the
+  facts the summary covers, and so can keep, are those whose bytes lie in what it shows of each event:
+  ``summary_sees``). Its metered input is the
   calibrated size of that message's length (in characters, as its limits count them: the event counts give it
   exactly, text or not); its output follows ctxsim's size rule clamp(``summary_ratio`` x covered tokens,
   ``summary_min_tokens``, ``summary_max_tokens``), and the summary enters the view after the protected block
@@ -129,20 +131,18 @@ from sim.policies.seed_messages import (
     RESULT_CLIP,
     SUMMARY_PREFIX,
     TEXT_PART,
-    block,
     bound_result,
     estimate,
-    json_units,
     parts_bytes,
     prompt_units,
     rejection_bytes,
     result_part,
     summary_message,
-    text_units,
     units,
 )
 from sim.policies.seed_rules import prune_bound, rendered_estimate, summarize_cut
 from sim.policies.seed_state import SeedEvents, SeedState
+from sim.policies.seed_transcript import summary_sees, transcript_block
 from sim.util.errors import ConfigError
 
 MODES = ("prune", "summarize", "prune-then-summarize")
@@ -591,31 +591,12 @@ class SeedEngine(Policy):
             "output_tokens": out,
             "after": state.view_est,
         }
-        return Decision(list(changes) + more, SummaryCall(summary_in, out))
+        sees = summary_sees(trace, state, covered)
+        return Decision(list(changes) + more, SummaryCall(summary_in, out, sees))
 
     def transcript_block(self, trace: Trace, state: SeedState, m: int):
-        """The transcript block of source message m (its recorded content: cleared results show it)."""
-        info, events = state.info, trace.events
-        role = state.role[m]
-        segments = []
-        for i in range(state.first[m], state.end[m]):
-            e = events[i]
-            if e.kind == "tool_result":
-                if i in state.rejected:
-                    n = state.rejected[i]  # an ASCII JSON text
-                elif i in state.envelopes:
-                    n = state.envelopes[i][2]
-                else:
-                    n = json_units(e.content, e.chars, e.bytes, info.jb[i])
-                segments.append(("[tool result bash: ", n, RESULT_CLIP, "]"))
-            elif e.kind == "user" and i in info.inputs:
-                segments.append(("", json_units(e.content, e.chars, e.bytes, info.jb[i]), None, ""))
-            else:
-                if e.bytes > 0 or e.kind != "assistant":
-                    segments.append(("", text_units(e.content, e.chars), None, ""))
-                if e.kind == "assistant":
-                    segments += [("[tool call bash {}]", 0, None, "")] * len(e.tool_call_ids)
-        return block(role, segments)
+        """The transcript block of source message m (``sim.policies.seed_transcript``)."""
+        return transcript_block(trace, state, m)
 
     # --------------------------------------------------------------------------- status and budgets
     def status_text(self, status: RunStatus, last_context: int) -> str:

@@ -193,30 +193,65 @@ def block(role: str, segments: Sequence[Segment]) -> int | None:
     return total + len(role) + 3
 
 
-def prompt_units(blocks: Sequence[int], previous_summary: int | None) -> tuple[int, int]:
-    """Length of the summarizer's user message (instruction, ``<transcript>``, the previous summary block
-    and the covered blocks, middle-elided to the input budget), and how many blocks were elided."""
+def elided_blocks(blocks: Sequence[int], previous_summary: int | None) -> tuple[int, int]:
+    """The covered blocks the summarizer's input leaves out, [start, end] (start > end: none):
+    renderForSummary's middle-out retention — whole blocks from the front up to half the input budget,
+    then from the back up to the rest, the middle elided."""
     joiner = 2
     prev = None if previous_summary is None else 19 + previous_summary  # "[Previous summary]\n" + text
-    fixed = (0 if prev is None else prev + joiner) + INSTRUCTION_CHARS
-    budget = INPUT_BUDGET - fixed - ELISION_RESERVE
-    selected = list(blocks)
-    omitted = 0
-    if sum(u + joiner for u in blocks) > budget:
-        head_len = tail_len = 0
-        start, end = 0, len(blocks) - 1
-        half = budget // 2
-        while start <= end and head_len + blocks[start] + joiner <= half:
-            head_len += blocks[start] + joiner
-            start += 1
-        while end >= start and head_len + tail_len + blocks[end] + joiner <= budget:
-            tail_len += blocks[end] + joiner
-            end -= 1
-        omitted = end - start + 1
-        selected = list(blocks[:start])
-        if omitted > 0:
-            selected.append(len(f"[… {omitted} messages omitted from summary input …]"))
-        selected += list(blocks[end + 1 :])
+    budget = INPUT_BUDGET - (0 if prev is None else prev + joiner) - INSTRUCTION_CHARS - ELISION_RESERVE
+    if sum(u + joiner for u in blocks) <= budget:
+        return len(blocks), len(blocks) - 1
+    head_len = tail_len = 0
+    start, end = 0, len(blocks) - 1
+    half = budget // 2
+    while start <= end and head_len + blocks[start] + joiner <= half:
+        head_len += blocks[start] + joiner
+        start += 1
+    while end >= start and head_len + tail_len + blocks[end] + joiner <= budget:
+        tail_len += blocks[end] + joiner
+        end -= 1
+    return start, end
+
+
+def prompt_units(blocks: Sequence[int], previous_summary: int | None) -> tuple[int, int]:
+    """Length of the summarizer's user message (instruction, ``<transcript>``, the previous summary block
+    and the covered blocks, middle-elided to the input budget: ``elided_blocks``), and how many blocks
+    were elided."""
+    joiner = 2
+    prev = None if previous_summary is None else 19 + previous_summary  # "[Previous summary]\n" + text
+    start, end = elided_blocks(blocks, previous_summary)
+    omitted = max(end - start + 1, 0)
+    selected = list(blocks[:start])
+    if omitted > 0:
+        selected.append(len(f"[… {omitted} messages omitted from summary input …]"))
+    selected += list(blocks[end + 1 :])
     lines = ([] if prev is None else [prev]) + selected
     transcript = sum(lines) + joiner * max(len(lines) - 1, 0)
     return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>"), omitted
+
+
+def shown_prefix_bytes(text: str | None, chars: int, nbytes: int, limit: int, as_json: bool) -> int:
+    """UTF-8 bytes of the longest prefix of a message text the transcript shows within ``limit`` UTF-16
+    units: as JSON string content (escaped, quotes not counted) when ``as_json``, else as it is. Without
+    the text, in proportion to its characters. What the summarizer's input holds of a clipped text: the
+    facts whose byte spans lie inside it are the ones a summary can cover."""
+    if limit <= 0 or nbytes <= 0:
+        return 0
+    if text is None:
+        return min(nbytes, nbytes * limit // max(chars, 1))
+
+    def size(piece: str) -> int:
+        return units(encode_basestring(piece)) - 2 if as_json else units(piece)
+
+    head = text[:limit]
+    if size(head) <= limit:
+        return len(head.encode())
+    lo, hi = 0, len(head)  # the longest prefix within the limit: escaping only lengthens a text
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(head[:mid]) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return len(head[:lo].encode())
