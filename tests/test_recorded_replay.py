@@ -175,7 +175,7 @@ def test_the_issues_run_grep_then_the_editor_replays_in_its_12_calls(tmp_path):
     (t,) = load_path(p)
     assert t.events[5].provides == ("read:src/a.py@5",)
     assert t.events[6].needs == ("read:src/a.py@5",)  # the edit needs the view, not grep's read
-    assert t.events[7].supersedes == ("read:src/a.py@5",)
+    assert t.events[7].supersedes == ("read:src/a.py@3", "read:src/a.py@5")  # the edit: grep's and the view
     assert t.events[24].needs == ("constraint@0", "goal@1")
     m = compute_metrics(replay(t, recorded_replay_policy(t)))
     assert (m["calls"], m["refetch_calls"], m["retrieve_calls"], m["answer_outcome"]) == (
@@ -253,9 +253,11 @@ def test_windowed_editor_reads_and_edits_the_open_file():
     assert t.kinds[3] == ["path"] and t.kinds[5] == ["path"]
     assert t.needs[4] == ["found:src/a.py@3"]  # open needs the listing that named the file
     assert t.needs[8] == ["read:src/a.py@7"]  # edit of the open file needs its latest window
-    assert t.supersedes[7] == ["read:src/a.py@5"]
-    assert t.supersedes[9] == ["read:src/a.py@7"]  # the edit's window replaces the read
-    assert t.supersedes[11] == ["read:src/a.py@9"]
+    # only an edit outdates a file's reads: another window of the unchanged file (goto, scroll_up) leaves
+    # the earlier ones live; the edit's result outdates every window shown since the last edit
+    assert t.supersedes[7] == []
+    assert t.supersedes[9] == ["read:src/a.py@5", "read:src/a.py@7"]
+    assert t.supersedes[11] == []
     assert t.needs[14] == ["read:src/a.py@11", "constraint@0", "goal@1"]
 
 

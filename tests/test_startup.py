@@ -176,8 +176,8 @@ def test_a_policy_by_name_imports_its_own_module_and_is_the_registered_class():
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout.strip().splitlines()[-1])
-    # the seed engine's own modules (its messages, rules and state), no other policy's module
+    # the seed engine's own modules (its messages, rules, state and transcript), no other policy's module
     own = ["sim.policies.seed_engine", "sim.policies.seed_messages", "sim.policies.seed_rules"]
-    want = ["sim.policies.base", *own, "sim.policies.seed_state"]
+    want = ["sim.policies.base", *own, "sim.policies.seed_state", "sim.policies.seed_transcript"]
     assert got["mods"] == want and got["name"] == "seed_engine"
     assert got["lazy"] == got["full"] and got["targets"]
