@@ -84,7 +84,6 @@ def assert_same(got: list, want: list) -> None:
         builders = {
             "provides_any": provides_any,
             "has_needs": has_needs,
-            "answer_needs": lambda t: t.events[t.calls[-1].event_index].needs if t.calls else (),
             "elapsed": elapsed_array,
             "facts_before": _facts_before,
             "replay_outputs": _recorded_outputs,

@@ -159,10 +159,8 @@ class _Shared:
         self.zeros = read_only(np.zeros(len(C), dtype=np.int64))
         self.provides_any = read_only(numpy_filled(pc.list_value_length(f("provides")), 0) > 0)
         self.any_facts = per_record(self.provides_any, ev_owner, n).tolist()
-        self.needs = f("needs")
-        needed = numpy_filled(pc.list_value_length(self.needs), 0) > 0
+        needed = numpy_filled(pc.list_value_length(f("needs")), 0) > 0
         self.any_needs = per_record(needed, ev_owner, n).tolist()
-        self.event_index = calls.cint["event_index"]
         with np.errstate(invalid="ignore"):  # an infinite stamp (its record declined): NaN, no warning
             stamps = numpy_filled(f("timestamp"), np.nan), numpy_filled(g("timestamp"), np.nan)
             self.elapsed = _elapsed(*stamps, rows.eo, rows.co, ev_owner, call_owner)
@@ -201,7 +199,7 @@ def _build(
     kind, tokens, bytes_, chars, lines_, bounded = s.kind, s.tokens, s.bytes, s.chars, s.lines, s.bounded
     ve_ro, res_ro, out_tokens, rec_input = s.ve, s.residual, s.out_tokens, s.rec_input
     own_prefix, view_ro, local_ro, minus_one, zeros = s.own_prefix, s.view, s.local, s.minus_one, s.zeros
-    provides_any, needs, ei, elapsed, calls_py = s.provides_any, s.needs, s.event_index, s.elapsed, s.calls
+    provides_any, elapsed, calls_py = s.provides_any, s.elapsed, s.calls
     any_needs_, unrecorded_, any_facts_ = s.any_needs, s.unrecorded_out, s.any_facts
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     eo_, co_ = rows.eo.tolist(), rows.co.tolist()
@@ -248,7 +246,6 @@ def _build(
             "runs": 1,
             "provides_any": provides_any[a:b],
             "has_needs": any_needs_[i],
-            "answer_needs": _answer_needs(needs, a, ei, ca, cb) if any_needs_[i] else (),
             "elapsed": elapsed[ca:cb],
         }
         if not unrecorded_[i]:  # sim.engine.model's recorded outputs: the column itself, none estimated
@@ -282,14 +279,6 @@ def _makers():
     from dataclasses import fields
 
     return tuple(filler(cls, tuple(f.name for f in fields(cls))) for cls in (TraceArrays, Trace))
-
-
-def _answer_needs(needs, first_event: int, event_index: np.ndarray, first_call: int, end_call: int) -> tuple:
-    """``sim.engine.common.answer_needs``: the facts the last call's action needs."""
-    if end_call == first_call:
-        return ()
-    got = needs[first_event + int(event_index[end_call - 1])].as_py()
-    return tuple(got or ())
 
 
 _NO_FACTS = np.zeros((0, 1 + len(FACT_KINDS)), dtype=np.int64)
