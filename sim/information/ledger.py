@@ -530,8 +530,9 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
     """The ledger's rows: what each operation did to each item and its facts. A cut (truncate) keeps as
     derived the facts inside the bytes it shows and loses the rest; a pagination (paginate) shows the
     first page's facts as derived and hides the rest (``paginated``); a retrieval brings back what it
-    finds (a miss is ``not_retrieved``), a page read the facts the pages read so far hold whole."""
-    from sim.information.state import inside, pages_of, span_of
+    finds (a miss is ``not_retrieved``), a page read the facts the pages read so far hold whole. A fact
+    an operation takes out of view after an admitted event superseded it is ``stale``, never ``lost``."""
+    from sim.information.state import fact_info, inside, pages_of, span_of
 
     events, rows = trace.events, []
     view_end = trace.arrays.view_end.tolist()
@@ -544,6 +545,14 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
             call += 1
         rows.append(_row(r, trace, call, "add", i, 0, original[i], "verbatim"))
     outcome_of = {1: "lost", 3: "lost", 4: "spilled"}  # prune, clear, spill
+    stale_at = trace.derived("fact_info", fact_info).stale_at
+
+    def lost(f: str, k: int) -> str:
+        """What an operation before call k does to a fact it takes out of view: a fact an admitted event
+        already superseded is stale, never lost."""
+        admitted = view_end[k] if 0 <= k < len(view_end) else n
+        return "stale" if stale_at.get(f, admitted) < admitted else "lost"
+
     cuts = iter(r.cuts)
     shown: dict[int, tuple[tuple[int, int], ...]] = {}
     ch = r.changes
@@ -559,16 +568,20 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
         provides = events[i].provides
         if op == "summarize":
             kept = set(kept_at.get(k, ()))
-            outcome = ";".join("derived" if f in kept else "lost" for f in provides)
+            outcome = ";".join("derived" if f in kept else lost(f, k) for f in provides)
         elif op in ("truncate", "paginate"):
             _, _, ranges = next(cuts)
             shown[i] = ranges
-            hidden = "lost" if op == "truncate" else "paginated"
             outcome = ";".join(
-                "derived" if inside(span_of(trace, i, f), ranges) else hidden for f in provides
+                "derived"
+                if inside(span_of(trace, i, f), ranges)
+                else (lost(f, k) if op == "truncate" else "paginated")
+                for f in provides
             )
         else:
-            outcome = ";".join(outcome_of[kind] for _ in provides)
+            outcome = ";".join(
+                lost(f, k) if outcome_of[kind] == "lost" else outcome_of[kind] for f in provides
+            )
         rows.append(_row(r, trace, k, op, i, after + reclaimed, after, outcome, raw=True))
     missed, back = set(r.missed), set(r.recovered)
     pages = iter(r.page_reads)
@@ -587,7 +600,7 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
                 for f in provides
             )
         else:  # a refetch (or a ranged read): what came back through the policy's bound is verbatim
-            outcome = ";".join("verbatim" if f in back else "lost" for f in provides)
+            outcome = ";".join("verbatim" if f in back else lost(f, k) for f in provides)
         rows.append(_row(r, trace, k, CALL_KINDS[kind], src, 0, added, outcome, raw=True))
     rows.extend(moved_entries(trace, r))
     return rows
