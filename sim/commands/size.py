@@ -30,10 +30,14 @@ def add_parser(sub) -> None:
     sz = sub.add_parser(
         "size",
         help="recommend context_token_limit and keep_recent_tokens from your traces",
-        description="Replay the traces under a grid of context_token_limit x keep_recent_tokens and "
-        "recommend the cheapest setting whose answers complete in at least the target share of runs "
-        "without a context overflow, with bootstrap 95% intervals over traces, the runners-up and one "
-        "sentence of advice.",
+        description="Replay the traces under a grid of context_token_limit x keep_recent_tokens and no "
+        "compaction, and say which setting to ship, by the regime no compaction puts the traces in: "
+        "compaction required (some runs overflow the window: the setting that overflows fewest, then "
+        "completes most, loses fewest facts, costs least, its cost against the same runs with no window), "
+        "compacting pays (the cheapest setting whose paired saving's 95% interval lies above zero, within "
+        "the completion target and the facts-lost tolerance, with no overflow), or not needed (a "
+        "safety-net pair). With the runners-up, why each other setting is not shipped, the assumptions "
+        "and one sentence of advice (docs/sizing.md).",
     )
     sz.add_argument(
         "items",
