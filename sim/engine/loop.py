@@ -266,11 +266,8 @@ class _Run:
             first = f2 if restored < 0 or 0 <= f2 < restored else restored
             if isinstance(decision, Decision) and decision.stop is not None:
                 return decision.stop  # the framework's compaction failed: this call is never sent
-        if self.facts is not None:
-            facts = self.facts  # what the action needs and the view has lost: needed_facts_lost
-            spilled = facts.note_needs(needs_of(self.trace, self.trace.calls[k].event_index), self.vs, view.n)
+        if self.facts is not None:  # what the action needs and the view lost (choose_rows notes it)
             go_on, first, changed = self.reread(k, first, changed)
-            facts.needed_lost.update(f for f in spilled if f in facts.ever_missed)  # a retrieval missed
             if not go_on:
                 return "missing-information"
         sent = self.send(k, first, changed)
@@ -486,13 +483,11 @@ class _Run:
             if kind == PAGE:
                 size = facts.shown[src][0][1]
                 added, out = page_size(trace, src, page, size, self.outputs)
-            elif kind == REFETCH:
-                bound = self.policy.reread_bound(trace, src)
+            else:
+                bound = self.policy.reread_bound(trace, src) if kind == REFETCH else None
                 if bound is not None:
                     first, changed = self.bounded_refetch(k, src, bound, needs, first, changed)
                     continue
-                added, out = reread_size(trace, src, self.outputs)
-            else:
                 added, out = reread_size(trace, src, self.outputs)
             first, changed = self.reread_row(k, kind, src, added, out, first, changed)
             if kind == REFETCH:  # the tool ran again: everything it provides is back

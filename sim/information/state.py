@@ -11,7 +11,7 @@ not keep it). A fact without a recorded span is the whole event: any cut loses i
 **Needs are on live facts only** (``live_needs``, the one place the rule is stated): an importer records
 every fact an action or the final answer referenced, and the information model decides which of them
 are needed. A need of event i on fact f counts only when no event before i superseded f (its first
-superseding event, ``fact_info(...).stale_at``, is >= i): an outdated file read or an error a later run
+superseding event, ``superseded_at``, is >= i): an outdated file read or an error a later run
 of the same command resolved is history, not something the action must see again (re-running the tool
 would not even give it back). Every reader of needs in the engine, the metrics and the analysis goes
 through ``live_needs`` (``last_need``, ``fact_info``'s first need, ``need_pairs``, the final answer's
@@ -51,7 +51,7 @@ def providers(trace: Trace) -> dict[str, list[int]]:
 def live_needs(trace: Trace) -> tuple[tuple[str, ...], ...]:
     """Per event: the facts it needs that no earlier event superseded (module docstring), in the order
     recorded. Memoise with ``trace.derived("live_needs", live_needs)``."""
-    stale_at = trace.derived("fact_info", fact_info).stale_at
+    stale_at = trace.derived("superseded_at", superseded_at)
     if not stale_at:
         return tuple(e.needs for e in trace.events)
     return tuple(
@@ -159,11 +159,19 @@ class FactInfo(NamedTuple):
     stale_at: dict[str, int]  # fact -> the first event that superseded it
 
 
+def superseded_at(trace: Trace) -> dict[str, int]:
+    """Fact -> the first event that superseded it (absent: none did)."""
+    out: dict[str, int] = {}
+    for e in trace.events:
+        for f in e.supersedes:
+            out.setdefault(f, e.index)
+    return out
+
+
 def fact_info(trace: Trace) -> FactInfo:
     kind: dict[str, str] = {}
     first_need: dict[str, int] = {}
     second: dict[str, int] = {}
-    stale_at: dict[str, int] = {}
     providers_seen: dict[str, int] = {}
     for e in trace.events:
         for j, f in enumerate(e.provides):
@@ -173,13 +181,10 @@ def fact_info(trace: Trace) -> FactInfo:
             if c == 1:
                 second.setdefault(f, e.index)
             providers_seen[f] = c + 1
-        for f in e.supersedes:
-            stale_at.setdefault(f, e.index)
-    for e in trace.events:  # live needs only: a need after the fact's first superseding event is none
-        for f in e.needs:
-            if stale_at.get(f, e.index) >= e.index:
-                first_need.setdefault(f, e.index)
-    return FactInfo(kind, first_need, second, stale_at)
+    for i, needs in enumerate(trace.derived("live_needs", live_needs)):
+        for f in needs:
+            first_need.setdefault(f, i)
+    return FactInfo(kind, first_need, second, trace.derived("superseded_at", superseded_at))
 
 
 def fact_tokens(trace: Trace) -> dict[str, int]:
@@ -263,19 +268,14 @@ class FactState:
             return "not_retrieved" if fact in self.missed else "spilled"
         return "lost"
 
-    def note_needs(self, needs: Iterable[str], state: list[int], n: int) -> list[str]:
-        """Before an action needing ``needs`` (items [0, n) in view): those lost from view (``lost`` or
-        ``not_retrieved``: neither in view, nor kept by the summary, nor re-read, nor behind a page or
-        a handle) join ``needed_lost``. Returns those behind a spill handle: a retrieval of one may
-        miss, and the engine adds the ones it missed (``ever_missed``) once its re-reads are done."""
-        spilled = []
-        for f in needs:
-            where = self.where(f, state, n)
-            if where in ("lost", "not_retrieved"):
-                self.needed_lost.add(f)
-            elif where == "spilled":
-                spilled.append(f)
-        return spilled
+    def note_needs(self, needs: Iterable[str], state: list[int], n: int) -> list[tuple[str, str]]:
+        """Before an action needing ``needs`` (items [0, n) in view): where each is (``where``), as
+        (fact, where) pairs; those lost from view (``lost`` or ``not_retrieved``: neither in view, nor
+        kept by the summary, nor re-read, nor behind a page or a handle) join ``needed_lost``. A spilled
+        one joins it when its retrieval misses (``choose_rows``)."""
+        out = [(f, self.where(f, state, n)) for f in needs]
+        self.needed_lost.update(f for f, where in out if where in ("lost", "not_retrieved"))
+        return out
 
     def source(self, fact: str, n: int) -> int | None:
         """The newest event before n that provides the fact: what a refetch re-runs."""
@@ -368,8 +368,7 @@ def choose_rows(facts: FactState, needs, states, n: int, model) -> Rows | None:
     pages: dict[int, set[int]] = {}
     degraded = False
     missed: list[str] = []
-    for f in needs:
-        where = facts.where(f, states, n)
+    for f, where in facts.note_needs(needs, states, n):  # where each is, once; needed_facts_lost noted
         if where == "paginated":
             src = facts.paged_source(f, states, n)
             e = events[src]  # type: ignore[index]
@@ -389,6 +388,7 @@ def choose_rows(facts: FactState, needs, states, n: int, model) -> Rows | None:
             missed.append(f)  # known from now on, whatever the model does next
             facts.missed.add(f)
             facts.ever_missed.add(f)
+            facts.needed_lost.add(f)
         r = reaction(False, tool, model.on_missing)
         if r == FAIL:
             return None
