@@ -532,7 +532,7 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
     first page's facts as derived and hides the rest (``paginated``); a retrieval brings back what it
     finds (a miss is ``not_retrieved``), a page read the facts the pages read so far hold whole. A fact
     an operation takes out of view after an admitted event superseded it is ``stale``, never ``lost``."""
-    from sim.information.state import fact_info, inside, pages_of, span_of
+    from sim.information.state import inside, pages_of, span_of, superseded_at
 
     events, rows = trace.events, []
     view_end = trace.arrays.view_end.tolist()
@@ -545,7 +545,7 @@ def entries(trace: Trace, r: RunRecord) -> list[dict]:
             call += 1
         rows.append(_row(r, trace, call, "add", i, 0, original[i], "verbatim"))
     outcome_of = {1: "lost", 3: "lost", 4: "spilled"}  # prune, clear, spill
-    stale_at = trace.derived("fact_info", fact_info).stale_at
+    stale_at = trace.derived("superseded_at", superseded_at)
 
     def lost(f: str, k: int) -> str:
         """What an operation before call k does to a fact it takes out of view: a fact an admitted event
