@@ -279,7 +279,6 @@ def cmd_size(args: argparse.Namespace) -> int:
     from sim.analysis.assumptions import assumptions
     from sim.analysis.size import DEFAULT_KEEPS, DEFAULT_LIMITS
     from sim.analysis.sizing_checks import keep_check, load_bearing_results, runaway_budgets
-    from sim.analysis.verdict import shipped
     from sim.results.tables import json_line
 
     take_size_words(args)
@@ -292,7 +291,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     rec, results = sizing.sized(args.sensitivity)
     rec["grid_limits_left_out"] = [v for v in limits if v not in sizing.kept]
     rec["budgets"] = runaway_budgets(results[0])
-    chosen = (shipped(rec) or {}).get("keep_recent_tokens")  # the recommendation's, or the safety net's
+    chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
     rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
     sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
     rec["assumptions"] = assumptions(
