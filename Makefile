@@ -40,7 +40,7 @@ $(ORACLE)/node_modules/.installed: $(ORACLE)/package-lock.json
 # its own Python 3.12 environment pinned by benchmarks/oracles/<framework>/requirements.txt (gitignored),
 # drives the goldens' traces; rewrites tests/golden/frameworks/<framework>/. OpenHands: openhands-ai
 # 0.62.0 (V0 condensers) and openhands-sdk 1.58.2.
-PY312 ?= python3.12
+PY312 ?= $(shell for p in python3.12 $$HOME/.pyenv/versions/3.12*/bin/python3.12; do $$p -V >/dev/null 2>&1 && { echo $$p; break; }; done)
 FW := benchmarks/oracles
 oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands: oracle-%: $(VENV)/.installed $(FW)/%/.venv/.installed
 	$(BIN)/python $(FW)/frameworks.py $* --write

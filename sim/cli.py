@@ -81,9 +81,10 @@ def show_notice(message, category, filename, lineno, file=None, line=None) -> No
 def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
-    from sim.util.notices import ImportNotice
+    from sim.util.notices import ImportNotice, KnobDeprecation
 
     warnings.simplefilter("always", ImportNotice)
+    warnings.simplefilter("default", KnobDeprecation)
     warnings.showwarning = show_notice
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -29,7 +29,7 @@ from sim.core.types import ItemState, Trace
 from sim.engine.dispatch import replay
 from sim.engine.model import ReplayModel
 from sim.importers import load_paths
-from sim.policies.base import make_policy
+from sim.policies.base import make_policy, policy_class, renamed_knobs
 from sim.util.paths import traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -55,30 +55,130 @@ TAU10_IDS = ("43-2", "16-0", "46-2", "7-2", "21-0", "28-3", "25-2", "4-2", "9-0"
 SUMMARY_RULE = {"ratio": 0.1, "min": 256, "max": 2048}
 
 
-def _autogen(corpus: str, context: str, **config) -> tuple[str, str, dict, dict]:
+# ------------------------------------------------------------------ ctxsim knobs -> library config
+# The policies each oracle holds to its library (``anthropic_clear_tool_uses`` against Inspect's
+# CompactionEdit, on the calls Inspect made: Anthropic's edit has no "insufficient" failure).
+POLICIES: dict[str, tuple[str, ...]] = {
+    "adk": ("adk_events_compaction",),
+    "letta": ("letta_partial_evict",),
+    "autogen": ("autogen_buffered", "autogen_head_and_tail", "autogen_token_limited"),
+    "langchain": ("langchain_clear_tool_uses", "langchain_summarization"),
+    "strands": ("strands_sliding_window", "strands_summarizing"),
+    "inspect": ("inspect_compaction_edit", "inspect_compaction_trim", "inspect_compaction_summary",
+                "inspect_compaction_auto", "anthropic_clear_tool_uses"),
+}  # fmt: skip
+PREFIX_ONLY = {"anthropic_clear_tool_uses"}  # compared on the calls the framework made
+# knobs of ctxsim's scripted summarizer (not the library's): they set the oracle's summary rule
+MOCK_RULE = {"summary_ratio": "ratio", "summary_min_tokens": "min", "summary_max_tokens": "max"}
+STRANDS_RULE = {"summary_size_ratio": "ratio", "summary_min_tokens": "min", "summary_max_tokens": "max"}
+WINDOWED = {"strands"}  # oracles that model the provider's context window (a request over it is refused)
+_ADK = ("compaction_interval", "overlap_size", "token_threshold", "event_retention_size")
+_AUTOGEN = {
+    "autogen_buffered": ("Buffered", ("buffer_size",)),
+    "autogen_head_and_tail": ("HeadAndTail", ("head_size", "tail_size")),
+    "autogen_token_limited": ("TokenLimited", ("token_limit",)),
+}
+_INSPECT = {
+    "inspect_compaction_edit": "CompactionEdit",
+    "inspect_compaction_trim": "CompactionTrim",
+    "inspect_compaction_summary": "CompactionSummary",
+    "inspect_compaction_auto": "CompactionAuto",
+}
+
+
+class NotComparable(ValueError):
+    """A setting the library cannot express (the oracle has nothing to hold ctxsim to)."""
+
+
+def _given(policy: str, knobs: dict) -> dict:
+    """The knobs as given, under the library's names (deprecated names translated)."""
+    return renamed_knobs(policy_class(policy), knobs)
+
+
+def summary_rule(policy: str, knobs: dict) -> dict:
+    """The scripted summarizer's rule at these knobs: the oracle's summarizer answers by it."""
+    p = make_policy(policy, **knobs).params()
+    names = STRANDS_RULE if policy == "strands_summarizing" else MOCK_RULE
+    rule = dict(SUMMARY_RULE)
+    rule.update({key: p[k] for k, key in names.items() if k in p})
+    return rule
+
+
+def framework_config(framework: str, policy: str, knobs: dict, window: int | None = None) -> dict:
+    """The library's configuration for ctxsim's ``policy`` at ``knobs`` (the one mapping every oracle
+    run uses: the goldens' settings and ``frameworks.py --setting``). ``window``: the provider's context
+    window, only where the oracle models it. Raises NotComparable for what the library cannot express."""
+    if policy not in POLICIES.get(framework, ()):
+        raise NotComparable(
+            f"{framework} holds {', '.join(POLICIES.get(framework, ())) or 'nothing'}, not {policy}"
+        )
+    if window is not None and framework not in WINDOWED:
+        raise NotComparable(
+            f"the {framework} oracle has no provider window (window= is for {', '.join(WINDOWED)})"
+        )
+    p = make_policy(policy, **knobs).params()
+    given = _given(policy, knobs)
+    own = {k: v for k, v in given.items() if k not in MOCK_RULE}
+    if framework == "adk":
+        return {k: p[k] for k in _ADK if p[k] is not None}
+    if framework == "letta":
+        return {k: p[k] for k in ("context_window", "mode", "sliding_window_percentage")}
+    if framework == "autogen":
+        context, args = _AUTOGEN[policy]
+        config = {"context": context} | {k: p[k] for k in args}
+        if p.get("token_count", "framework") != "framework":
+            config["token_count"] = p["token_count"]
+        return config
+    if policy == "langchain_clear_tool_uses":
+        rest = {k: v for k, v in own.items() if k != "trigger_tokens"}
+        return {"middleware": "ClearToolUses", "trigger": p["trigger_tokens"], **rest}
+    if policy == "langchain_summarization":
+        config = {"middleware": "Summarization", **own}
+        config["trigger"] = ["tokens", p["trigger"]] if isinstance(p["trigger"], int) else own["trigger"]
+        if isinstance(own.get("keep"), int):
+            config["keep"] = ["messages", own["keep"]]
+        return config
+    if policy == "strands_sliding_window":
+        return {"manager": "SlidingWindow", "manager_args": dict(given), "window": window}
+    if policy == "strands_summarizing":
+        args = {k: v for k, v in given.items() if k not in STRANDS_RULE and k != "context_window"}
+        limit = p["context_window"]
+        return {"manager": "Summarizing", "manager_args": args, "window": limit if window is None else window,
+                "context_window_limit": limit}  # fmt: skip
+    if policy == "anthropic_clear_tool_uses":
+        if p["clear_at_least"]:
+            raise NotComparable("Inspect's CompactionEdit has no clear_at_least")
+        config = {"strategy": "CompactionEdit", "threshold": p["trigger_tokens"], "keep_tool_uses": p["keep"]}
+        if p["clear_tool_inputs"]:
+            config["keep_tool_inputs"] = False
+        if p["exclude_tools"]:
+            config["exclude_tools"] = list(p["exclude_tools"])
+        return config
+    return {"strategy": _INSPECT[policy], **own}
+
+
+def _setting(framework: str, corpus: str, policy: str, window: int | None = None, **knobs) -> tuple:
+    return corpus, policy, dict(knobs), framework_config(framework, policy, knobs, window)
+
+
+def _autogen(corpus: str, context: str, **knobs) -> tuple[str, str, dict, dict]:
     policy = {"Buffered": "autogen_buffered", "HeadAndTail": "autogen_head_and_tail"}.get(
         context, "autogen_token_limited"
     )
-    return corpus, policy, dict(config), {"context": context, **config}
+    return _setting("autogen", corpus, policy, **knobs)
 
 
 def _clear(corpus: str, trigger: int, **knobs) -> tuple[str, str, dict, dict]:
-    config = {"middleware": "ClearToolUses", "trigger": trigger, **knobs}
-    return corpus, "langchain_clear_tool_uses", {"trigger_tokens": trigger, **knobs}, config
+    return _setting("langchain", corpus, "langchain_clear_tool_uses", trigger_tokens=trigger, **knobs)
 
 
 def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
     """ctxsim takes plain integers (tokens / messages), LangChain only its pairs."""
-    config = {"middleware": "Summarization", **knobs}
-    config["trigger"] = ["tokens", trigger] if isinstance(trigger, int) else trigger
-    if isinstance(knobs.get("keep"), int):
-        config["keep"] = ["messages", knobs["keep"]]
-    return corpus, "langchain_summarization", {"trigger": trigger, **knobs}, config
+    return _setting("langchain", corpus, "langchain_summarization", trigger=trigger, **knobs)
 
 
 def _window(corpus: str, window: int | None = None, **knobs) -> tuple[str, str, dict, dict]:
-    config = {"manager": "SlidingWindow", "manager_args": dict(knobs), "window": window}
-    return corpus, "strands_sliding_window", dict(knobs), config
+    return _setting("strands", corpus, "strands_sliding_window", window, **knobs)
 
 
 PROACTIVE = {"compression_threshold": 0.7}
@@ -86,44 +186,38 @@ PROACTIVE = {"compression_threshold": 0.7}
 
 def _summarizing(corpus: str, window: int, **knobs) -> tuple[str, str, dict, dict]:
     """Strands summarizing with the model's context_window_limit and the provider's window alike."""
-    config = {"manager": "Summarizing", "manager_args": dict(knobs), "window": window,
-              "context_window_limit": window}  # fmt: skip
-    return corpus, "strands_summarizing", {"context_window": window, **knobs}, config
+    return _setting("strands", corpus, "strands_summarizing", context_window=window, **knobs)
 
 
 def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
     knobs = {"context_window": window}
     knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
     knobs |= {"mode": mode} if mode != "sliding_window" else {}
-    config = {"context_window": window, "mode": mode, "sliding_window_percentage": percentage}
-    return "mini", "letta_partial_evict", knobs, config
+    return _setting("letta", "mini", "letta_partial_evict", **knobs)
+
+
+def _adk(corpus: str, **knobs) -> tuple[str, str, dict, dict]:
+    return _setting("adk", corpus, "adk_events_compaction", **knobs)
+
+
+def _inspect(policy: str, **knobs) -> tuple[str, str, dict, dict]:
+    return _setting("inspect", "mini", f"inspect_compaction_{policy}", **knobs)
 
 
 # framework -> setting -> (corpus, ctxsim policy, ctxsim knobs, the framework's own configuration)
 SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
     "adk": {
-        "token-15000-6": ("mini", "adk_events_compaction",
-                          {"compaction_interval": None, "overlap_size": None, "token_threshold": 15000,
-                           "event_retention_size": 6},
-                          {"token_threshold": 15000, "event_retention_size": 6}),
-        "token-30000-10": ("mini", "adk_events_compaction",
-                           {"compaction_interval": None, "overlap_size": None, "token_threshold": 30000,
-                            "event_retention_size": 10},
-                           {"token_threshold": 30000, "event_retention_size": 10}),
-        "token-20000-0": ("mini", "adk_events_compaction",
-                          {"compaction_interval": None, "overlap_size": None, "token_threshold": 20000,
-                           "event_retention_size": 0},
-                          {"token_threshold": 20000, "event_retention_size": 0}),
-        "window-3-1-mini": ("mini", "adk_events_compaction", {},
-                            {"compaction_interval": 3, "overlap_size": 1}),
-        "window-3-1": ("tau", "adk_events_compaction", {}, {"compaction_interval": 3, "overlap_size": 1}),
-        "window-2-0": ("tau", "adk_events_compaction", {"compaction_interval": 2, "overlap_size": 0},
-                       {"compaction_interval": 2, "overlap_size": 0}),
-        "window-2-1-token-2500-4": ("tau", "adk_events_compaction",
-                                    {"compaction_interval": 2, "overlap_size": 1, "token_threshold": 2500,
-                                     "event_retention_size": 4},
-                                    {"compaction_interval": 2, "overlap_size": 1, "token_threshold": 2500,
-                                     "event_retention_size": 4}),
+        "token-15000-6": _adk("mini", compaction_interval=None, overlap_size=None, token_threshold=15000,
+                              event_retention_size=6),
+        "token-30000-10": _adk("mini", compaction_interval=None, overlap_size=None, token_threshold=30000,
+                               event_retention_size=10),
+        "token-20000-0": _adk("mini", compaction_interval=None, overlap_size=None, token_threshold=20000,
+                              event_retention_size=0),
+        "window-3-1-mini": _adk("mini"),
+        "window-3-1": _adk("tau"),
+        "window-2-0": _adk("tau", compaction_interval=2, overlap_size=0),
+        "window-2-1-token-2500-4": _adk("tau", compaction_interval=2, overlap_size=1, token_threshold=2500,
+                                        event_retention_size=4),
     },
     "letta": {
         "sliding-16000": _letta(16000),
@@ -185,26 +279,15 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summarizing-proactive-3000-tau": _summarizing("tau10", 3000, proactive_compression=PROACTIVE),
     },
     "inspect": {
-        "edit-15000": ("mini", "inspect_compaction_edit", {"threshold": 15000},
-                       {"strategy": "CompactionEdit", "threshold": 15000}),
-        "edit-30000": ("mini", "inspect_compaction_edit", {"threshold": 30000},
-                       {"strategy": "CompactionEdit", "threshold": 30000}),
-        "edit-20000-1-noinputs": ("mini", "inspect_compaction_edit",
-                                  {"threshold": 20000, "keep_tool_uses": 1, "keep_tool_inputs": False},
-                                  {"strategy": "CompactionEdit", "threshold": 20000, "keep_tool_uses": 1,
-                                   "keep_tool_inputs": False}),
-        "trim-15000": ("mini", "inspect_compaction_trim", {"threshold": 15000},
-                       {"strategy": "CompactionTrim", "threshold": 15000}),
-        "trim-30000-0.5": ("mini", "inspect_compaction_trim", {"threshold": 30000, "preserve": 0.5},
-                           {"strategy": "CompactionTrim", "threshold": 30000, "preserve": 0.5}),
-        "summary-15000": ("mini", "inspect_compaction_summary", {"threshold": 15000},
-                          {"strategy": "CompactionSummary", "threshold": 15000}),
-        "summary-50000": ("mini", "inspect_compaction_summary", {"threshold": 50000},
-                          {"strategy": "CompactionSummary", "threshold": 50000}),
-        "auto-15000": ("mini", "inspect_compaction_auto", {"threshold": 15000},
-                       {"strategy": "CompactionAuto", "threshold": 15000}),
-        "auto-30000": ("mini", "inspect_compaction_auto", {"threshold": 30000},
-                       {"strategy": "CompactionAuto", "threshold": 30000}),
+        "edit-15000": _inspect("edit", threshold=15000),
+        "edit-30000": _inspect("edit", threshold=30000),
+        "edit-20000-1-noinputs": _inspect("edit", threshold=20000, keep_tool_uses=1, keep_tool_inputs=False),
+        "trim-15000": _inspect("trim", threshold=15000),
+        "trim-30000-0.5": _inspect("trim", threshold=30000, preserve=0.5),
+        "summary-15000": _inspect("summary", threshold=15000),
+        "summary-50000": _inspect("summary", threshold=50000),
+        "auto-15000": _inspect("auto", threshold=15000),
+        "auto-30000": _inspect("auto", threshold=30000),
     },
 }  # fmt: skip
 

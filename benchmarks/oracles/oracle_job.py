@@ -2,8 +2,9 @@
 given and the per-call state string it writes back. Standard library only: it runs inside each
 framework's own virtual environment, where ctxsim is not installed.
 
-A job (written by ``frameworks.py``) is ``{"settings": [{name, corpus, config}], "corpora": {name:
-[canonical trace dicts]}, "summary": {...}}``; the answer is ``{setting: {trace_id: replay result}}``.
+A job (written by ``frameworks.py``) is ``{"settings": [{name, corpus, config[, summary]}], "corpora":
+{name: [canonical trace dicts]}, "summary": {...}}``: a setting's own ``summary`` rule (its policy's
+scripted-summarizer knobs) wins over the job's. The answer is ``{setting: {trace_id: replay result}}``.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ def run_job(replay: Callable[[dict, dict, dict], Awaitable[Any]], argv: list[str
         job = json.load(f)
     out: dict = {}
     for s in job["settings"]:
+        rule = s.get("summary", job["summary"])
         out[s["name"]] = {
-            t["trace_id"]: asyncio.run(replay(t, s["config"], job["summary"]))
-            for t in job["corpora"][s["corpus"]]
+            t["trace_id"]: asyncio.run(replay(t, s["config"], rule)) for t in job["corpora"][s["corpus"]]
         }
+        print(f"oracle: {s['name']} done", file=sys.stderr, flush=True)
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(out, f)
     return 0

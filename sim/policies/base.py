@@ -219,6 +219,9 @@ class Policy:
     plans_after_settle: ClassVar[bool] = False
     # knob settings the conformance checker replays besides the defaults (tests/test_conformance.py)
     conformance_settings: ClassVar[tuple[dict, ...]] = ()
+    # knobs renamed to the library's own argument names: old name -> (new name, old value -> new value).
+    # ``make_policy`` still takes the old name, translates it and warns once per use (KnobDeprecation)
+    knob_aliases: ClassVar[dict[str, tuple[str, dict]]] = {}
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
     overflow_retries: ClassVar[int] = 1  # rejections of one request ``on_overflow`` may answer in a row
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)
@@ -410,6 +413,8 @@ def knobs(cls: type[Policy]) -> list[dataclasses.Field]:
 def make_policy(name: str, **params: Any) -> Policy:
     """Build a registered policy; unknown knobs and bad values raise ConfigError naming them."""
     cls = policy_class(name)
+    if cls.knob_aliases:
+        params = renamed_knobs(cls, params)
     known = {f.name for f in knobs(cls)}
     for key in params:
         if key not in known:
@@ -423,6 +428,33 @@ def make_policy(name: str, **params: Any) -> Policy:
         return cls(**params)
     except TypeError as exc:  # a required knob missing
         raise ConfigError(f"policy '{name}': {exc}") from None
+
+
+def renamed_knobs(cls: type[Policy], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` with every deprecated knob name replaced by the library's own (and its value mapped),
+    one KnobDeprecation warning per old name; both names at once is a ConfigError."""
+    import warnings
+
+    from sim.util.notices import KnobDeprecation
+
+    out = dict(params)
+    for old, (new, values) in cls.knob_aliases.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ConfigError(
+                f"policy '{cls.name}': knob '{old}' is the old name of '{new}'; give only '{new}'"
+            )
+        value = out.pop(old)
+        mapped = values.get(value, value) if isinstance(value, str | int | float | bool | None) else value
+        out[new] = mapped
+        hint = f"{new}={mapped!r}" if mapped != value else new
+        warnings.warn(
+            f"policy '{cls.name}': knob '{old}' is deprecated, use '{hint}' (the library's own name)",
+            KnobDeprecation,
+            stacklevel=3,
+        )
+    return out
 
 
 def _knob_number_problem(value: Any) -> str | None:

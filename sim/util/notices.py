@@ -6,3 +6,7 @@ from __future__ import annotations
 
 class ImportNotice(UserWarning):
     """Something in a source file was odd but importable; the CLI prints it on standard error."""
+
+
+class KnobDeprecation(FutureWarning):
+    """A policy knob given by its old name (``Policy.knob_aliases``): still taken, to be dropped later."""
