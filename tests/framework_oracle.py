@@ -309,7 +309,29 @@ CODE = {
 
 
 # ------------------------------------------------------------------------------------------- corpora
+# the other shared trace families, whole (each is small): the conformance runs' corpora
+FAMILIES = {
+    "swe": ("swe-agent",),
+    "ohv0": ("openhands-v0",),
+    "ohsdk": ("openhands-sdk-v1",),
+    "inspect": ("inspect-ai",),
+    "claude": ("claude-code-fixtures",),
+}
+
+
+def family(name: str) -> list[Trace]:
+    """Every trace ctxsim imports from a shared family's folders, in load order (import notices muted:
+    the families hold files no importer takes, on purpose)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return list(load_paths([str(traces_dir() / p) for p in FAMILIES[name]]))
+
+
 def corpus(name: str) -> list[Trace]:
+    if name in FAMILIES:
+        return family(name)
     if name == "mini":
         by_id = {t.trace_id: t for t in load_paths([str(MINI_DIR)])}
         return [by_id[i] for i in MINI_IDS]
@@ -372,13 +394,6 @@ def vectors(trace: Trace, policy: str, knobs: dict, window: int | None = None) -
     model = ReplayModel(trace, on_missing="degrade")
     record = replay(trace, make_policy(policy, **knobs), model, observer=observe, window=window, pricing=None)
     return {"finish": record.finish_reason, "calls": calls}
-
-
-def agreement(got: dict, want: dict) -> tuple[int, int, int, int]:
-    """(calls compared, calls equal, ctxsim tokens, real tokens) over the calls both made."""
-    n = min(len(got["calls"]), len(want["calls"]))
-    same = sum(1 for a, b in zip(got["calls"][:n], want["calls"][:n], strict=True) if a == b)
-    return n, same, sum(c[2] for c in got["calls"][:n]), sum(c[2] for c in want["calls"][:n])
 
 
 def load(path: Path) -> dict:

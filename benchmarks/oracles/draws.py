@@ -28,7 +28,7 @@ SPECS: dict[str, dict[str, tuple]] = {
         "mode": ("choice", ["sliding_window", "sliding_window", "all"]),
     },
     "autogen_buffered": {"buffer_size": ("int", 1, 40)},
-    "autogen_head_and_tail": {"head_size": ("int", 0, 6), "tail_size": ("int", 1, 30)},
+    "autogen_head_and_tail": {"head_size": ("int", 1, 6), "tail_size": ("int", 1, 30)},
     "autogen_token_limited": {
         "token_limit": ("tokens", 0.2, 1.2),
         "token_count": ("choice", ["framework", "provider"]),

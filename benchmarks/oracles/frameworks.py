@@ -34,7 +34,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,6 +43,7 @@ sys.path.insert(0, str(HERE))
 
 import draws  # noqa: E402
 import framework_oracle as fo  # noqa: E402
+from comparison import Setting, TraceResult, compare_vectors, unique_ids  # noqa: E402
 
 from sim.core.types import Trace  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
@@ -131,15 +131,6 @@ def label(knobs: dict) -> str:
     return " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in knobs.items()) or "defaults"
 
 
-@dataclass
-class Setting:
-    policy: str
-    knobs: dict
-    window: int | None = None
-    name: str = ""
-    config: dict = field(default_factory=dict)
-
-
 def settings_for(
     framework: str, policy: str, given: list[dict], n_draw: int, seed: int, traces
 ) -> list[Setting]:
@@ -170,49 +161,6 @@ def check_config(framework: str, policy: str, knobs: dict, window: int | None) -
     if framework in fo.POLICIES:
         return fo.framework_config(framework, policy, knobs, window)
     return BACKENDS[framework].config(policy, knobs, window)
-
-
-# -------------------------------------------------------------------------------- one comparison
-@dataclass
-class TraceResult:
-    trace: str
-    calls: int
-    same: int
-    tokens_ctxsim: int
-    tokens_real: int
-    first_difference: str | None
-
-
-def first_difference(got: dict, want: dict, prefix_only: bool) -> str | None:
-    n = min(len(got["calls"]), len(want["calls"]))
-    for k in range(n):
-        if got["calls"][k] != want["calls"][k]:
-            return f"call {k}: ctxsim {got['calls'][k]}, real {want['calls'][k]}"
-    if not prefix_only and (len(got["calls"]) != len(want["calls"]) or got["finish"] != want["finish"]):
-        return (
-            f"ctxsim ends {got['finish']} after {len(got['calls'])} calls, "
-            f"real {want['finish']} after {len(want['calls'])}"
-        )
-    return None
-
-
-def compare_vectors(trace_id: str, got: dict, want: dict, prefix_only: bool) -> TraceResult:
-    n, same, tc, tr = fo.agreement(got, want)
-    diff = first_difference(got, want, prefix_only)
-    if diff is not None and same == n:  # same calls, different end: the last compared call disagrees
-        same = max(n - 1, 0) if n else 0
-        n = max(n, 1)
-    return TraceResult(trace_id, n, same, tc, tr, diff)
-
-
-def unique_ids(traces: list[Trace]) -> list[str]:
-    seen: dict[str, int] = {}
-    out = []
-    for t in traces:
-        k = seen.get(t.trace_id, 0)
-        seen[t.trace_id] = k + 1
-        out.append(t.trace_id if k == 0 else f"{t.trace_id}#{k}")
-    return out
 
 
 class LibraryBackend:
@@ -262,13 +210,29 @@ def run_oracle_job(python: str, framework: str, job: dict) -> dict:
         return json.loads(out.read_text())
 
 
+def _load_backend(framework: str):
+    """``<framework>/backend.py`` of an oracle with its own driver: ``POLICIES``, ``config(policy, knobs,
+    window)`` and ``run(runner, traces, settings)``, loaded by path (the folder is not a package and its
+    name may be the library's own)."""
+    import importlib.util
+
+    path = HERE / framework / "backend.py"
+    spec = importlib.util.spec_from_file_location(f"ctxsim_oracle_{framework}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 BACKENDS: dict = {f: LibraryBackend(f) for f in fo.POLICIES}
+for _f in ("openhands", "effect_agent"):
+    if (HERE / _f / "backend.py").exists():
+        BACKENDS[_f] = _load_backend(_f)
 
 
 def policies_of(framework: str) -> tuple[str, ...]:
     if framework in fo.POLICIES:
         return fo.POLICIES[framework]
-    return BACKENDS[framework].policies
+    return BACKENDS[framework].POLICIES
 
 
 # ------------------------------------------------------------------------------------------ output
