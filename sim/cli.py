@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from sim.commands import (
     bench,
+    conformance,
     demo,
     explain,
     fidelity,
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_parser(sub)
     results.add_parser(sub)
     report.add_parser(sub)
+    conformance.add_parser(sub)
     add_gate_parser(sub)
     return p
 
