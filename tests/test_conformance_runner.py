@@ -174,7 +174,7 @@ def test_old_knob_names_translate_with_a_deprecation_warning():
         got = renamed_knobs(_Renamed, {"old_name": 5, "count": "provider"})
     assert [str(w.message) for w in caught] == [
         "policy 'renamed_for_test': knob 'old_name' is deprecated, use 'new_name' (the library's own name)",
-        "policy 'renamed_for_test': knob 'count' is deprecated, use 'method='model'' (the library's own name)",
+        "policy 'renamed_for_test': knob 'count' is deprecated, use method='model' (the library's own name)",
     ]
     assert got == {"new_name": 5, "method": "model"}
     with warnings.catch_warnings():

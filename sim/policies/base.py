@@ -448,9 +448,9 @@ def renamed_knobs(cls: type[Policy], params: Mapping[str, Any]) -> dict[str, Any
         value = out.pop(old)
         mapped = values.get(value, value) if isinstance(value, str | int | float | bool | None) else value
         out[new] = mapped
-        hint = f"{new}={mapped!r}" if mapped != value else new
+        hint = f"{new}={mapped!r}" if mapped != value else repr(new)
         warnings.warn(
-            f"policy '{cls.name}': knob '{old}' is deprecated, use '{hint}' (the library's own name)",
+            f"policy '{cls.name}': knob '{old}' is deprecated, use {hint} (the library's own name)",
             KnobDeprecation,
             stacklevel=3,
         )
