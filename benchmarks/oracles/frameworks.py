@@ -265,11 +265,11 @@ def print_table(results: list[dict], framework: str) -> None:
             f"{100 * r['agreement']:7.2f}% {100 * r['token_difference']:+8.3f}%"
         )
         for t in r["per_trace"]:
-            if t["first_difference"] is not None:
-                print(
-                    f"    {t['trace']}: {t['calls']} calls, {100 * t['agreement']:.1f}% agree, "
-                    f"tokens {100 * t['token_difference']:+.3f}%; first: {t['first_difference'][:400]}"
-                )
+            first = "" if t["first_difference"] is None else f"; first: {t['first_difference'][:400]}"
+            print(
+                f"    {t['trace'][:40]:40s} {t['calls']:6d} calls {100 * t['agreement']:7.2f}% agree "
+                f"tokens {100 * t['token_difference']:+8.3f}%{first}"
+            )
 
 
 def conformance(args) -> int:
