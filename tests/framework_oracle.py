@@ -148,9 +148,9 @@ def framework_config(framework: str, policy: str, knobs: dict, window: int | Non
     if policy == "anthropic_clear_tool_uses":
         if p["clear_at_least"]:
             raise NotComparable("Inspect's CompactionEdit has no clear_at_least")
+        if p["clear_tool_inputs"]:  # ctxsim: the whole assistant a placeholder; Inspect: the pair removed
+            raise NotComparable("clear_tool_inputs is not CompactionEdit's keep_tool_inputs=False")
         config = {"strategy": "CompactionEdit", "threshold": p["trigger_tokens"], "keep_tool_uses": p["keep"]}
-        if p["clear_tool_inputs"]:
-            config["keep_tool_inputs"] = False
         if p["exclude_tools"]:
             config["exclude_tools"] = list(p["exclude_tools"])
         return config
@@ -200,8 +200,8 @@ def _adk(corpus: str, **knobs) -> tuple[str, str, dict, dict]:
     return _setting("adk", corpus, "adk_events_compaction", **knobs)
 
 
-def _inspect(policy: str, **knobs) -> tuple[str, str, dict, dict]:
-    return _setting("inspect", "mini", f"inspect_compaction_{policy}", **knobs)
+def _inspect(policy: str, corpus: str = "mini", **knobs) -> tuple[str, str, dict, dict]:
+    return _setting("inspect", corpus, f"inspect_compaction_{policy}", **knobs)
 
 
 # framework -> setting -> (corpus, ctxsim policy, ctxsim knobs, the framework's own configuration)
@@ -288,6 +288,23 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summary-50000": _inspect("summary", threshold=50000),
         "auto-15000": _inspect("auto", threshold=15000),
         "auto-30000": _inspect("auto", threshold=30000),
+        # keep_tool_uses above the uses there are: nothing cleared, "Compaction insufficient"
+        "edit-14886-8": _inspect("edit", threshold=14886, keep_tool_uses=8),
+        "edit-5144-7-noinputs-swe": _inspect("edit", "swe", threshold=5144, keep_tool_uses=7,
+                                             keep_tool_inputs=False),
+        "edit-8000-2-ohv0": _inspect("edit", "ohv0", threshold=8000, keep_tool_uses=2),
+        # exclude_tools by name: tau-bench's assistant texts start with the tool's name
+        "edit-3000-1-exclude-tau": _inspect("edit", "tau10", threshold=3000, keep_tool_uses=1,
+                                            exclude_tools=["get_reservation_details"]),
+        "edit-3500-2-noinputs-exclude-tau": _inspect("edit", "tau10", threshold=3500, keep_tool_uses=2,
+                                                     keep_tool_inputs=False,
+                                                     exclude_tools=["think", "get_user_details"]),
+        "trim-3000-0.3-tau": _inspect("trim", "tau10", threshold=3000, preserve=0.3),
+        "trim-6000-0.6-ohv0": _inspect("trim", "ohv0", threshold=6000, preserve=0.6),
+        # (the goldens' summarizer answers by SUMMARY_RULE: no summary_* knobs here)
+        "summary-3000-tau": _inspect("summary", "tau10", threshold=3000),
+        "summary-5000-swe": _inspect("summary", "swe", threshold=5000),
+        "auto-8000-ohv0": _inspect("auto", "ohv0", threshold=8000),
     },
 }  # fmt: skip
 
@@ -296,6 +313,7 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
 ALSO: dict[tuple[str, str], tuple[str, dict]] = {
     ("inspect", "edit-15000"): ("anthropic_clear_tool_uses", {"trigger_tokens": 15000, "keep": 3}),
     ("inspect", "edit-30000"): ("anthropic_clear_tool_uses", {"trigger_tokens": 30000, "keep": 3}),
+    ("inspect", "edit-8000-2-ohv0"): ("anthropic_clear_tool_uses", {"trigger_tokens": 8000, "keep": 2}),
 }
 
 CODE = {

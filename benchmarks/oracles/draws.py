@@ -59,15 +59,33 @@ SPECS: dict[str, dict[str, tuple]] = {
             [None, {"compression_threshold": 0.7}, {"compression_threshold": 0.5}],
         ),
     },
+    # Inspect: keep_tool_uses past the number of uses (nothing to clear: "Compaction insufficient");
+    # exclude_tools names a tool where an assistant's text starts with it (ctxsim's rule; tau-bench's
+    # texts start with the tool's name, mini-swe-agent's with "THOUGHT: ")
     "inspect_compaction_edit": {
         "threshold": ("tokens", 0.2, 1.2),
-        "keep_tool_uses": ("int", 0, 8),
+        "keep_tool_uses": ("int", 0, 12),
         "keep_tool_inputs": ("choice", [True, False]),
+        "exclude_tools": (
+            "choice",
+            [None, None, ["get_reservation_details"], ["think", "get_user_details"], ["THOUGHT: Now"]],
+        ),
     },
-    "inspect_compaction_trim": {"threshold": ("tokens", 0.2, 1.2), "preserve": ("float", 0.1, 0.95)},
-    "inspect_compaction_summary": {"threshold": ("tokens", 0.2, 1.2)},
-    "inspect_compaction_auto": {"threshold": ("tokens", 0.2, 1.2)},
-    "anthropic_clear_tool_uses": {"trigger_tokens": ("tokens", 0.2, 1.2), "keep": ("int", 0, 8)},
+    # preserve: the whole range CompactionTrim takes (0 keeps no conversation, 1 all of it)
+    "inspect_compaction_trim": {"threshold": ("tokens", 0.2, 1.2), "preserve": ("float", 0.0, 1.0)},
+    # the summary size rule is the oracle's scripted summarizer's: drawn so summaries of every size are held
+    "inspect_compaction_summary": {
+        "threshold": ("tokens", 0.2, 1.2),
+        "summary_ratio": ("float", 0.05, 0.6),
+        "summary_min_tokens": ("choice", [10, 256]),
+    },
+    "inspect_compaction_auto": {
+        "threshold": ("tokens", 0.2, 1.2),
+        "summary_min_tokens": ("choice", [10, 256]),
+    },
+    # only what CompactionEdit can express (clear_at_least, clear_tool_inputs: NotComparable); exclude_tools
+    # is left out: Anthropic's keep counts excluded tools' results, CompactionEdit's does not
+    "anthropic_clear_tool_uses": {"trigger_tokens": ("tokens", 0.2, 1.2), "keep": ("int", 0, 12)},
     "openhands_observation_masking": {"attention_window": ("int", 1, 12)},
     "openhands_browser_output_masking": {"attention_window": ("int", 0, 6)},
     "openhands_recent_events": {"keep_first": ("int", 0, 4), "max_events": ("int", 5, 60)},

@@ -88,7 +88,8 @@ class InspectCompactionEdit(InspectCompaction):
     def compact(self, trace: Trace, st: HandlerState, work: Work, n: int):
         issuers = trace.derived("issuers", issuer_of)
         uses = [i for i in tool_uses(trace, work, n, issuers) if not excluded(trace, self.exclude_tools, i)]
-        clear = uses[: len(uses) - self.keep_tool_uses] if self.keep_tool_uses else uses
+        # fewer uses than keep_tool_uses: none cleared (a negative slice end would clear all but the last)
+        clear = uses[: max(len(uses) - self.keep_tool_uses, 0)] if self.keep_tool_uses else uses
         if self.keep_tool_inputs:
             tok, nbytes = (
                 text_tokens(trace, len(TOOL_RESULT_REMOVED.encode())),

@@ -7,6 +7,8 @@ sample's input, assistant messages with one ``bash`` tool call per call id, tool
 ``compaction(strategy, prefix=[messages before the first assistant])`` is asked before every call
 (``compact_input`` on the agent's whole history; a returned summary is appended to the history), and
 ``record_output`` gets the call's usage. A "Compaction insufficient" RuntimeError ends the sample.
+Canonical events name no tools: a call is ``bash`` unless its assistant's text starts with a name in
+``exclude_tools`` (ctxsim's rule for that knob; the text is cut to 64 characters, longer names never match).
 
 Alignment: ``Model.count_tokens`` sums ctxsim's sizes (an edited message: its original's, a cleared
 result: its placeholder's estimate, an assistant that lost its call: its size plus the placeholder
@@ -112,10 +114,17 @@ Model.count_tool_tokens = _count_tool_tokens
 ModelAPI.count_text_tokens = _count_text_tokens  # the mock provider's own usage (no tokenizer download)
 
 
-def messages(trace: dict) -> list:
+def tool_name(text: str, exclude: list[str] | None) -> str:
+    """A call's function name. Canonical events name no tools: ctxsim's rule for ``exclude_tools`` (a name
+    matches the calls of an assistant whose text starts with it) names those calls; every other call is
+    ``bash`` (the mini-swe-agent tool; its name is in the placeholder of a removed call)."""
+    return next((n for n in exclude or () if text.startswith(n)), "bash")
+
+
+def messages(trace: dict, exclude: list[str] | None = None) -> list:
     events = trace["events"]
     first = next((i for i, e in enumerate(events) if e["kind"] == "assistant"), len(events))
-    out = []
+    out, functions = [], {}
     for i, e in enumerate(events):
         kind, meta = e["kind"], {"ctx": i}
         if kind == "tools":
@@ -125,11 +134,16 @@ def messages(trace: dict) -> list:
         elif kind == "user":
             m = ChatMessageUser(content=e["text"], metadata=meta, source="input" if i < first else None)
         elif kind == "assistant":
-            calls = [ToolCall(id=c, function="bash", arguments={}) for c in e["tool_call_ids"]] or None
+            name = tool_name(e["text"], exclude)
+            calls = [ToolCall(id=c, function=name, arguments={}) for c in e["tool_call_ids"]] or None
             m = ChatMessageAssistant(content=e["text"], tool_calls=calls, metadata=meta)
+            functions.update((c, name) for c in e["tool_call_ids"])
         else:
             m = ChatMessageTool(
-                content=e["text"], tool_call_id=e["tool_call_id"], function="bash", metadata=meta
+                content=e["text"],
+                tool_call_id=e["tool_call_id"],
+                function=functions.get(e["tool_call_id"], "bash"),
+                metadata=meta,
             )
         out.append(m)
     return out
@@ -154,7 +168,7 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     cfg = dict(config)
     strategy = STRATEGIES[cfg.pop("strategy")](**cfg)
     model = get_model("mockllm/model", custom_outputs=summarizer(run))
-    msgs = messages(trace)
+    msgs = messages(trace, cfg.get("exclude_tools"))
     events = trace["events"]
     first = next((i for i, e in enumerate(events) if e["kind"] == "assistant"), len(events))
     handler = compaction(
