@@ -30,6 +30,7 @@ from sim.engine.dispatch import replay
 from sim.engine.model import ReplayModel
 from sim.importers import load_paths
 from sim.policies.base import make_policy, policy_class, renamed_knobs
+from sim.policies.inspect_handler import model_window
 from sim.util.paths import traces_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -301,10 +302,15 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
                                                      exclude_tools=["think", "get_user_details"]),
         "trim-3000-0.3-tau": _inspect("trim", "tau10", threshold=3000, preserve=0.3),
         "trim-6000-0.6-ohv0": _inspect("trim", "ohv0", threshold=6000, preserve=0.6),
-        # (the goldens' summarizer answers by SUMMARY_RULE: no summary_* knobs here)
         "summary-3000-tau": _inspect("summary", "tau10", threshold=3000),
+        # the scripted summarizer's rule from the policy's summary_* knobs (the golden's "summary")
+        "summary-3000-tau-rule": _inspect("summary", "tau10", threshold=3000, summary_ratio=0.3,
+                                          summary_min_tokens=64, summary_max_tokens=600),
         "summary-5000-swe": _inspect("summary", "swe", threshold=5000),
         "auto-8000-ohv0": _inspect("auto", "ohv0", threshold=8000),
+        # a fraction of the model's window (export's context_window, registered with set_model_info)
+        "edit-0.015-mini": _inspect("edit", threshold=0.015, keep_tool_uses=2),
+        "summary-0.05-swe": _inspect("summary", "swe", threshold=0.05),
     },
 }  # fmt: skip
 
@@ -371,6 +377,7 @@ def export(trace: Trace, full_text: bool = False) -> dict:
     return {
         "trace_id": trace.trace_id,
         "bytes_per_token": trace.bytes_per_token,
+        "context_window": model_window(trace),  # the model's window (Inspect's fractional thresholds)
         "events": [
             {
                 "kind": e.kind,

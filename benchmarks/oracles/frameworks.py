@@ -317,7 +317,10 @@ def goldens(args) -> int:
     traces = {name: fo.corpus(name) for name in sorted({c for c, *_ in settings.values()})}
     job = {
         "summary": fo.SUMMARY_RULE,
-        "settings": [{"name": s, "corpus": c, "config": cfg} for s, (c, _, _, cfg) in settings.items()],
+        "settings": [
+            {"name": s, "corpus": c, "config": cfg, "summary": fo.summary_rule(p, kn)}
+            for s, (c, p, kn, cfg) in settings.items()
+        ],
         "corpora": {
             name: [fo.export(t, full_text=args.framework in FULL_TEXT) for t in ts]
             for name, ts in traces.items()
@@ -355,7 +358,7 @@ def goldens(args) -> int:
                 "policy": policy,
                 "knobs": knobs,
                 "config": config,
-                "summary": fo.SUMMARY_RULE,
+                "summary": fo.summary_rule(policy, knobs),
                 "runs": real[name],
             }
             path.write_text(json.dumps(golden, indent=1) + "\n")

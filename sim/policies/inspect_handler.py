@@ -142,8 +142,13 @@ def resolve_threshold(trace: Trace, threshold: int | float) -> int:
     """Inspect's ``_resolve_threshold``: tokens, or a fraction of the model's input window."""
     if isinstance(threshold, int) or threshold > 1.0:
         return int(threshold)
-    window = trace.context_window or resolve_window(trace.model) or DEFAULT_CONTEXT_WINDOW
-    return int(threshold * window)
+    return int(threshold * model_window(trace))
+
+
+def model_window(trace: Trace) -> int:
+    """The model's input window Inspect reads a fractional threshold against (ctxsim: the trace's recorded
+    window, else the provider table's, else Inspect's fallback); the oracle registers the same one."""
+    return trace.context_window or resolve_window(trace.model) or DEFAULT_CONTEXT_WINDOW
 
 
 @dataclass(frozen=True)
