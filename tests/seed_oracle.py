@@ -225,14 +225,16 @@ CORPORA = {
 def decisions(trace: Trace, knobs: dict, window: int | None) -> dict:
     """One replay's decisions as a golden holds them (the oracle writes the same form)."""
     holder: dict = {}
+    policy = make_policy("seed_engine", **knobs)
+    start = policy.start
 
-    def observe(k, view) -> None:
-        holder.setdefault("state", view.policy_state)
+    def keep(t: Trace):  # the state as the run starts: a run whose first request overflows sends none
+        return holder.setdefault("state", start(t))
 
+    object.__setattr__(policy, "start", keep)  # this instance only (the policy is a frozen dataclass)
     model = ReplayModel(trace, on_missing="degrade")
-    rec = replay(
-        trace, make_policy("seed_engine", **knobs), model, observer=observe, window=window, pricing=None
-    )
+    # an observer takes the per-call loop, the reference, where the state is the policy's own
+    rec = replay(trace, policy, model, observer=lambda k, view: None, window=window, pricing=None)
     log = holder["state"].log
     kinds, calls = rec.calls["kind"].tolist(), rec.calls["recorded_call"].tolist()
     inputs = rec.calls["input_tokens"].tolist()
