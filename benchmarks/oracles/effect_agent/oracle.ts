@@ -275,7 +275,9 @@ function replay(t: TraceIn, c: Case) {
   let finish = "completed";
   let priorToolCalls = 0;
   let grace = false;
-  let graceWarnings = -1; // warnings from here on came with the grace turn's own usage
+  // warnings from here on were raised during the grace turn (its compaction's summarizer, its answer):
+  // ctxsim reports none (no verdict follows the grace turn), the goldens keep them apart
+  let graceWarnings = -1;
   const ncalls = t.calls.length;
   for (let kk = 0; kk < ncalls; kk += 1) {
     const call = t.calls[kk]!;
@@ -284,8 +286,9 @@ function replay(t: TraceIn, c: Case) {
       finish = "budget-exhausted:duration"; // makeTurn: the duration deadline, before anything else
       break;
     }
-    if (kk > 0 && call.run !== t.calls[kk - 1]!.run) {
-      // a new Run of the conversation: without the durable compaction record it starts from
+    if (kk > 0 && !grace && call.run !== t.calls[kk - 1]!.run) {
+      // a new Run of the conversation (the grace turn is the final answer of the Run that breached, not
+      // the next recorded run's first turn): without the durable compaction record it starts from
       // initialCompactionState over the same history; with it the state carries on. Either way it has no
       // anchor yet (its first estimate is the whole view) and its own block is the protected one.
       if (!k.persist_compaction) {
@@ -300,6 +303,7 @@ function replay(t: TraceIn, c: Case) {
     admit(call.view_end);
     const n = call.view_end;
     const rec: Record<string, unknown> = { call: kk, grace, triggered: false, prune: null, summarize: null, overflow: null };
+    if (grace) graceWarnings = warnings.length;
     // the pre-turn seam
     if (limit !== undefined && !context.finalizing) {
       const v = view();
@@ -358,7 +362,6 @@ function replay(t: TraceIn, c: Case) {
     const last = kk === ncalls - 1;
     if (grace) {
       consume(request, output); // the grace turn's usage: charged, cannot breach again
-      graceWarnings = warnings.length;
       warnTokens(turn);
       break; // the run settles with the grace turn's answer
     }
