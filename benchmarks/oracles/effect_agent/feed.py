@@ -1,7 +1,7 @@
 """The seed engine's differential oracle, Python side: feeds canonical traces to effect-agent's own code
 (``driver.mjs``), compares its per-call decisions with ``seed_engine``'s and writes the goldens.
 
-    python benchmarks/oracles/effect_agent/feed.py [--write] [--corpus mini,suite,cases] [--settings A,B]
+    python benchmarks/oracles/effect_agent/feed.py [--write] [--corpus mini,suite,cases,...] [--settings A,B]
     python benchmarks/oracles/frameworks.py effect_agent [--write] [--only SETTING]   # the same run
 
 Prints, per setting, how often the two agree: triggers, prune sets (calls where either prunes), summarize
@@ -214,12 +214,12 @@ def replay_cases(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite the goldens from the oracle's side")
-    ap.add_argument("--corpus", default="mini,suite,cases")
+    ap.add_argument("--corpus", default=",".join(so.CORPORA))
     ap.add_argument("--settings", default=None, help="comma-separated setting names (default: all)")
     ap.add_argument("--runs", type=int, default=None, help="only the first N traces of each corpus")
     args = ap.parse_args(argv)
     corpora = args.corpus.split(",")
-    if "mini" in corpora and not so.MINI.is_dir():
+    if any(c in so.SHARED for c in corpora) and not so.MINI.is_dir():
         print(f"feed.py: {so.MINI} not found (set CTXSIM_TRACES)", file=sys.stderr)
         return 2
     traces, cases, index = [], [], []
