@@ -336,7 +336,7 @@ function replay(t: TraceIn, c: Case) {
         rec.status = withoutOffBudgets(line);
         st = estimateTokens(utf8(rec.status as string));
       }
-      return viewTokens(n) + call.residual + st;
+      return Math.max(viewTokens(n) + call.residual + st, 0); // ctxsim's provider: a negative residual, 0 at least
     };
     let request = outgoing();
     if (c.window !== null && request > c.window) {
