@@ -248,6 +248,12 @@ def shared_settings(peak: int, runs: bool = False) -> dict[str, tuple[dict, int 
              "max_turns": 5, "token_budget": tok(4), "summary_ratio": 0.5, "summary_min_tokens": 10},
             None,
         ),
+        # summaries of a token or two: a request whose recorded residual is negative floors at 0
+        "tiny-summaries": (
+            {"context_token_limit": tok(0.41), "keep_recent_tokens": tok(0.025), "summary_min_tokens": 1,
+             **SIZING},
+            None,
+        ),
     }  # fmt: skip
     if runs:
         out["no-persist"] = (
