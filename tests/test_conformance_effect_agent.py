@@ -5,7 +5,9 @@ of budgets ctxsim keeps off (``*__defaults``), runs of a conversation with and w
 compaction record (``*__no-persist``) and a grace turn on a later run's first call
 (``*__grace-at-run-start``)."""
 
+import dataclasses
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,8 @@ import seed_oracle as so
 from test_seed_engine import seed, six
 
 from sim.engine.dispatch import replay
+from sim.policies.seed_messages import stand_in
+from sim.trace.io import redact
 
 BACKEND = Path(__file__).resolve().parent.parent / "benchmarks" / "oracles" / "effect_agent" / "backend.py"
 
@@ -95,3 +99,27 @@ def test_the_summarizers_tokens_warning_stands_when_a_fail_stop_ends_its_turn():
     # a budget the summarizer's usage does not bring to 80% (5 x 1056 < 4 x 1321): no warning
     r = replay(six(), seed(**knobs, max_turns=4, on_exhaustion="fail", token_budget=1321), window=None)
     assert r.finish_reason == "budget-exhausted:turns" and r.warnings == ()
+
+
+def test_a_text_free_events_stand_in_has_its_recorded_counts():
+    # the hand-made task (quotes, a newline, a tab, an escaped backslash) with multi-byte text, redacted:
+    # the oracle renders a text of the same bytes, characters and JSON sizes (the input's, stringified
+    # twice, too), and bounds results on seed_engine's own stand-in (the same JSON size)
+    feed = backend().feed
+    original = 'Fix "parse()":\n\tit fails on \\n and é漢😀 "quotes".'
+    case = so._case("t", [["ok"]])
+    e = dataclasses.replace(
+        case.events[1], content=original, bytes=len(original.encode()), chars=len(original)
+    )
+    (e,) = redact(dataclasses.replace(case, events=(e,), calls=())).events
+    text, bound = feed.text_free(e)
+    assert (len(text.encode()), len(text)) == (len(original.encode()), len(original)) == (54, 48)
+    assert len(json.dumps(text, ensure_ascii=False).encode()) == e.json_bytes == 63
+    assert (
+        len(json.dumps(json.dumps(text, ensure_ascii=False), ensure_ascii=False).encode())
+        == e.json2_bytes
+        == 79
+    )
+    assert (
+        bound == stand_in(54, 7) and len(json.dumps(bound).encode()) == 63
+    )  # 7 escapes: 4 quotes, \n, \t, \\

@@ -36,21 +36,36 @@ from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS as CONTRACT  # noq
 from sim.policies.seed_messages import stand_in  # noqa: E402
 
 
+def text_free(e) -> tuple[str, str]:
+    """A text-free event's text as the oracle renders it, and the text its bound cuts. The latter is
+    ``seed_engine``'s own stand-in (``stand_in``: ASCII, the JSON escapes as newlines), whose envelope
+    ctxsim sizes. The former also has the event's recorded characters (multi-byte ones for bytes beyond
+    them) and, when the trace carries the doubly stringified size (``json2_bytes``: the run's input), as
+    many quotes as that size needs, so the estimates and the transcript's lengths are what ctxsim reads
+    from the counts; the stand-in when the counts admit no such text."""
+    k = e.json_bytes - e.bytes - 2 if e.json_bytes is not None else min(max(e.lines - 1, 0), e.bytes // 2)
+    plain = stand_in(e.bytes, k)
+    quotes = e.json2_bytes - e.json_bytes - 4 - k if e.json2_bytes is not None and e.json_bytes else 0
+    extra = e.bytes - e.chars
+    wide, two = max(extra, 0) // 2, max(extra, 0) % 2  # 3-byte characters add 2 bytes, 2-byte ones 1
+    letters = e.chars - wide - two - k
+    if extra < 0 or not 0 <= quotes <= k or letters < 0:
+        return plain, plain
+    special = ["漢"] * wide + ["é"] * two + ["\n"] * (k - quotes) + ['"'] * quotes
+    text = list(("abcdefghijklmnopqrstuvwxyz" * (e.chars // 26 + 1))[: e.chars])
+    for j, ch in enumerate(special):  # spread evenly, as the stand-in spreads its newlines
+        text[j * e.chars // len(special)] = ch
+    return "".join(text), plain
+
+
 def oracle_trace(t) -> dict:
-    """A trace as the oracle reads it: each event's text (a text-free event's stand-in, the same one
-    seed_engine sizes), ctxsim's token size, and per call what the mock model and the clock say."""
+    """A trace as the oracle reads it: each event's text (a text-free event's stand-in: ``text_free``),
+    ctxsim's token size, and per call what the mock model and the clock say."""
     events = []
     for e in t.events:
-        text = e.content
-        if text is None:
-            k = (
-                e.json_bytes - e.bytes - 2
-                if e.json_bytes is not None
-                else min(max(e.lines - 1, 0), e.bytes // 2)
-            )
-            text = stand_in(e.bytes, k)
+        text, bound = (e.content, None) if e.content is not None else text_free(e)
         events.append(
-            {"kind": e.kind, "text": text, "tokens": e.tokens, "bytes": e.bytes,
+            {"kind": e.kind, "text": text, "bound": bound, "tokens": e.tokens, "bytes": e.bytes,
              "ids": list(e.tool_call_ids), "id": e.tool_call_id, "run": e.run_index}
         )  # fmt: skip
     outputs = ReplayModel(t).respond_all().tolist()

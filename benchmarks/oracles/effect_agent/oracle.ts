@@ -20,7 +20,8 @@ import { outputSchemaContract } from "effect-agent:output-contract";
 import { ToolResultBounds } from "effect-agent:tool-result";
 import * as E from "effect-agent:engine";
 
-type Ev = { kind: string; text: string; tokens: number; bytes: number; ids: string[]; id: string | null; run: number };
+// bound: a text-free result's text as ctxsim's bound cuts it (same JSON size as text), else null
+type Ev = { kind: string; text: string; bound: string | null; tokens: number; bytes: number; ids: string[]; id: string | null; run: number };
 type CallIn = { view_end: number; residual: number; output: number; elapsed: number; ids: string[]; run: number };
 type TraceIn = { id: string; bpt: number | null; events: Ev[]; calls: CallIn[] };
 type Knobs = {
@@ -163,8 +164,10 @@ function replay(t: TraceIn, c: Case) {
           isFailure = true;
           size[i] = estimateTokens(utf8(JSON.stringify(result)));
         } else {
-          result = E.boundEncodedToolResult(e.text, bounds);
-          if (result !== e.text) {
+          const source = e.bound ?? e.text;
+          result = E.boundEncodedToolResult(source, bounds);
+          if (result === source) result = e.text;
+          else {
             const envelopeBytes = utf8(JSON.stringify(result));
             size[i] = scaleTokens(e.tokens, e.bytes, envelopeBytes);
             envelopes.push({ event: i, original_bytes: (result as { originalBytes: number }).originalBytes, envelope_bytes: envelopeBytes });
