@@ -287,6 +287,23 @@ def shared(name: str):
     return lambda: corpus(name)
 
 
+def redacted(name: str):
+    """A shared family made text-free (``ctxsim import --redact``): the oracle renders stand-ins of the
+    recorded counts (``feed.text_free``), ctxsim reads the counts."""
+    from framework_oracle import corpus
+
+    from sim.trace.io import redact
+
+    return lambda: [redact(t) for t in corpus(name)]
+
+
+def text_free_settings(peak: int) -> dict[str, tuple[dict, int | None]]:
+    """The sizing settings of ``shared_settings``: estimates, cuts, transcripts and envelopes."""
+    return {
+        k: v for k, v in shared_settings(peak).items() if k in ("early-summarize", "mid", "late-prune-window")
+    }
+
+
 CORPORA = {
     "mini": (mini_traces, SETTINGS),
     "suite": (suite_traces, SETTINGS),
@@ -298,8 +315,22 @@ CORPORA = {
     "inspect": (shared("inspect"), shared_settings(3225)),
     "claude": (shared("claude"), shared_settings(123, runs=True)),
     "tau10": (shared("tau10"), shared_settings(4186)),
+    "swe-redacted": (redacted("swe"), text_free_settings(6887)),
+    "ohv0-redacted": (redacted("ohv0"), text_free_settings(5707)),
+    "tau10-redacted": (redacted("tau10"), text_free_settings(4186)),
 }
-SHARED = ("mini", "swe", "ohv0", "ohsdk", "inspect", "claude", "tau10")  # corpora of the shared traces
+SHARED = (
+    "mini",
+    "swe",
+    "ohv0",
+    "ohsdk",
+    "inspect",
+    "claude",
+    "tau10",
+    "swe-redacted",
+    "ohv0-redacted",
+    "tau10-redacted",
+)  # corpora of the shared traces
 
 
 # ------------------------------------------------------------------------------ seed_engine, golden form
