@@ -8,9 +8,10 @@ request's tokens, whether it triggered, whether it is the grace turn, the compac
 before; prune bound, cleared results, estimate after; summarize cut, covered span, transcript length,
 elided messages, summarizer tokens, estimate after; an overflow retry's), its run-status line, the
 warnings raised after it and the tool-result envelopes of the events it admitted. A run that ends
-differently (finish reason or number of calls) disagrees at its last compared call. The grace turn's own
-warnings are not compared (ctxsim does not check them; the goldens keep them apart too). Tokens: each
-call's request tokens on both sides (an overflow-ended call, which sends nothing, 0).
+differently (finish reason or number of calls) disagrees at its last compared call. Warnings raised
+during the grace turn (by its compaction's summarizer or its answer) are not compared: no verdict follows
+the grace turn in ctxsim, and the goldens keep them apart too. Tokens: each call's request tokens on both
+sides (an overflow-ended call, which sends nothing, 0).
 """
 
 from __future__ import annotations
