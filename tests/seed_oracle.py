@@ -1,5 +1,6 @@
 """The seed engine's differential oracle, ctxsim's side: the corpora and settings the goldens in
-``tests/golden/seed_engine_oracle/`` hold, the hand-made cases, and ``seed_engine``'s decisions in the
+``tests/golden/seed_engine_oracle/`` hold (the shared mini-swe-agent runs, the embedded suite, the
+hand-made cases, the shared families at their own scale), and ``seed_engine``'s decisions in the
 goldens' form.
 
 ``make oracle-seed`` (``benchmarks/oracles/effect_agent/feed.py``) replays the same traces through
@@ -214,25 +215,138 @@ def hand_traces() -> list[Trace]:
     ]
 
 
+def shared_settings(peak: int, runs: bool = False) -> dict[str, tuple[dict, int | None]]:
+    """The settings of a shared family (``frameworks.py effect_agent --traces``' corpora) at its median
+    peak request ``peak``: the defaults (budgets off: the status line's mapping), limits that fire early,
+    mid-run and late in each mode with results over small bounds, a provider window under the peak (the
+    overflow retry), budgets that stop runs both ways; ``runs``: a conversation's runs without the
+    durable compaction record too."""
+
+    def tok(f: float) -> int:
+        return max(round(peak * f), 1)
+
+    out: dict[str, tuple[dict, int | None]] = {
+        "defaults": ({}, None),
+        "early-summarize": (
+            {"context_token_limit": tok(0.25), "keep_recent_tokens": tok(0.05), "mode": "summarize",
+             "tool_result_max_bytes": 700},
+            None,
+        ),
+        "mid": ({"context_token_limit": tok(0.5), "keep_recent_tokens": tok(0.1), **SIZING}, None),
+        "late-prune-window": (
+            {"context_token_limit": tok(0.9), "keep_recent_tokens": tok(0.15), "mode": "prune",
+             "tool_result_max_bytes": 256, **SIZING},
+            tok(0.7),
+        ),
+        "budgets": (
+            {"context_token_limit": tok(0.4), "keep_recent_tokens": tok(0.1), "max_turns": 8,
+             "max_tool_calls": 6, "max_duration_s": 900, "token_budget": tok(6)},
+            None,
+        ),
+        "budgets-fail-summarize": (
+            {"context_token_limit": tok(0.3), "keep_recent_tokens": tok(0.1), "on_exhaustion": "fail",
+             "max_turns": 5, "token_budget": tok(4), "summary_ratio": 0.5, "summary_min_tokens": 10},
+            None,
+        ),
+        # summaries of a token or two: a request whose recorded residual is negative floors at 0
+        "tiny-summaries": (
+            {"context_token_limit": tok(0.41), "keep_recent_tokens": tok(0.025), "summary_min_tokens": 1,
+             **SIZING},
+            None,
+        ),
+    }  # fmt: skip
+    if runs:
+        out["no-persist"] = (
+            {
+                "context_token_limit": tok(0.3),
+                "keep_recent_tokens": tok(0.05),
+                "persist_compaction": False,
+                **SIZING,
+            },
+            None,
+        )
+        # a breach whose grace turn falls on a later run's first recorded call: it stays in its own run
+        out["grace-at-run-start"] = (
+            {
+                "context_token_limit": tok(0.02),
+                "keep_recent_tokens": tok(0.01),
+                "token_budget": tok(0.5),
+                "summary_ratio": 0.5,
+                "summary_min_tokens": 10,
+                "summary_max_tokens": 100,
+            },
+            None,
+        )
+    return out
+
+
+def shared(name: str):
+    """A shared family's traces (``framework_oracle.corpus``: the families, ``tau10``)."""
+    from framework_oracle import corpus
+
+    return lambda: corpus(name)
+
+
+def redacted(name: str):
+    """A shared family made text-free (``ctxsim import --redact``): the oracle renders stand-ins of the
+    recorded counts (``feed.text_free``), ctxsim reads the counts."""
+    from framework_oracle import corpus
+
+    from sim.trace.io import redact
+
+    return lambda: [redact(t) for t in corpus(name)]
+
+
+def text_free_settings(peak: int) -> dict[str, tuple[dict, int | None]]:
+    """The sizing settings of ``shared_settings``: estimates, cuts, transcripts and envelopes."""
+    return {
+        k: v for k, v in shared_settings(peak).items() if k in ("early-summarize", "mid", "late-prune-window")
+    }
+
+
 CORPORA = {
     "mini": (mini_traces, SETTINGS),
     "suite": (suite_traces, SETTINGS),
     "cases": (hand_traces, CASE_SETTINGS),
+    # the shared families at their own scale (median peak request, ctxsim's sizes)
+    "swe": (shared("swe"), shared_settings(6887)),
+    "ohv0": (shared("ohv0"), shared_settings(5707, runs=True)),
+    "ohsdk": (shared("ohsdk"), shared_settings(3936, runs=True)),
+    "inspect": (shared("inspect"), shared_settings(3225)),
+    "claude": (shared("claude"), shared_settings(123, runs=True)),
+    "tau10": (shared("tau10"), shared_settings(4186)),
+    "swe-redacted": (redacted("swe"), text_free_settings(6887)),
+    "ohv0-redacted": (redacted("ohv0"), text_free_settings(5707)),
+    "tau10-redacted": (redacted("tau10"), text_free_settings(4186)),
 }
+SHARED = (
+    "mini",
+    "swe",
+    "ohv0",
+    "ohsdk",
+    "inspect",
+    "claude",
+    "tau10",
+    "swe-redacted",
+    "ohv0-redacted",
+    "tau10-redacted",
+)  # corpora of the shared traces
 
 
 # ------------------------------------------------------------------------------ seed_engine, golden form
 def decisions(trace: Trace, knobs: dict, window: int | None) -> dict:
     """One replay's decisions as a golden holds them (the oracle writes the same form)."""
     holder: dict = {}
+    policy = make_policy("seed_engine", **knobs)
+    start = policy.start
 
-    def observe(k, view) -> None:
-        holder.setdefault("state", view.policy_state)
+    def keep(t: Trace):  # the state as the run starts: a run whose first request overflows sends none
+        return holder.setdefault("state", start(t))
 
+    object.__setattr__(policy, "start", keep)  # this instance only (the policy is a frozen dataclass)
     model = ReplayModel(trace, on_missing="degrade")
-    rec = replay(
-        trace, make_policy("seed_engine", **knobs), model, observer=observe, window=window, pricing=None
-    )
+    # an observer takes the per-call loop, the reference, where the state is the policy's own
+    rec = replay(trace, policy, model, observer=lambda k, view: None, window=window, pricing=None)
     log = holder["state"].log
     kinds, calls = rec.calls["kind"].tolist(), rec.calls["recorded_call"].tolist()
     inputs = rec.calls["input_tokens"].tolist()

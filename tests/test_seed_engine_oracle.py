@@ -2,8 +2,9 @@
 
 The goldens in tests/golden/seed_engine_oracle/ are the oracle's side: ``make oracle-seed`` replayed
 each corpus (the 40 shared mini-swe-agent runs, the embedded suite, the hand-made cases of
-``seed_oracle.hand_traces``) at each setting through effect-agent's real estimator, prune, cut,
-transcript, tool-result bound, initial prompt, assistant message and run-status functions (Node,
+``seed_oracle.hand_traces``, the shared families swe, ohv0, ohsdk, inspect, claude and tau10) at each
+setting through effect-agent's real estimator, prune, cut, transcript, tool-result bound, initial
+prompt, assistant message and run-status functions (Node,
 ``benchmarks/oracles/effect_agent``). Here ``seed_engine`` replays the same traces and must give the
 same per-call estimates, requests, triggers, prune bounds and cleared results, summarize cuts, covered
 spans and summarizer prompt sizes, overflow retries, grace turns, status lines, envelopes, finish
@@ -58,7 +59,7 @@ def test_goldens_cover_every_corpus_and_setting():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_seed_engine_decides_as_effect_agent(path, request):
     g = load(path)
-    if g["corpus"] == "mini":
+    if g["corpus"] in so.SHARED:
         request.getfixturevalue("mini_dir")  # skips without the shared traces
     assert so.CORPORA[g["corpus"]][1][g["setting"]] == (g["knobs"], g["window"]), "goldens are stale"
     traces = corpus(g["corpus"])

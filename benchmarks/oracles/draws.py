@@ -95,9 +95,15 @@ SPECS: dict[str, dict[str, tuple]] = {
         "keep_first": ("int", 1, 4),
         "max_size": ("int", 10, 120),
     },
+    # keep below the lowest limit (the engine refuses keepRecentTokens >= contextTokenLimit); results over
+    # a bound from the floor (256 bytes) to the default; a provider window now and then (the overflow retry)
     "seed_engine": {
         "context_token_limit": ("tokens", 0.2, 1.2),
-        "keep_recent_tokens": ("tokens", 0.02, 0.4),
+        "keep_recent_tokens": ("tokens", 0.02, 0.19),
+        "mode": ("choice", ["prune-then-summarize", "prune-then-summarize", "prune", "summarize"]),
+        "tool_result_max_bytes": ("choice", [51200, 51200, 256, 700, 2000, 6000]),
+        "run_status": ("choice", ["appended", "off"]),
+        "window": ("choice", [None, None, None, "tokens"]),
     },
 }
 

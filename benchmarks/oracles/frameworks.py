@@ -309,6 +309,8 @@ def conformance(args) -> int:
 def goldens(args) -> int:
     """The goldens' corpora and settings (``tests/framework_oracle.py``); ``--write`` rewrites them."""
     if args.framework not in fo.SETTINGS:
+        if hasattr(BACKENDS.get(args.framework), "goldens"):  # effect_agent: feed.py's own run
+            return BACKENDS[args.framework].goldens(args.write, args.only)
         raise BadInput(
             f"{args.framework}: its goldens are written by its own make target (make oracle-{args.framework})"
         )

@@ -102,9 +102,10 @@ What a replay cannot know, and how it is approximated:
 - The output contract: its estimate (85 tokens, a string output) joins the trigger as in the engine;
   the request carries no contract message (a recorded run's residual holds its own framing).
 - Time: a turn starts at its recorded call's time; the duration check looks at the next call's time.
-- The summarizer's text (only its size matters: ASCII without escapes), a tokens warning or cost stop
-  the summarizer's own usage would raise (checked after the next agent call), and the grace turn's
-  own usage checks.
+- The summarizer's text (only its size matters: ASCII without escapes), a cost stop the summarizer's own
+  usage would raise (checked after the next agent call), and the grace turn's own usage checks. Its
+  tokens warning is raised with its usage and reported with the turn's verdict, so a turn with no
+  verdict (the grace turn, a context-overflow end) does not report it.
 ``tool_concurrency`` changes no token or cost figure of a replay.
 """
 
@@ -318,8 +319,8 @@ class SeedEngine(Policy):
             state.last_msgs = -1
         else:
             fresh = SeedState(state.info)
-            for name in ("envelopes", "rejected", "rejecting", "warned", "token_exhausted", "exhausted",
-                         "grace_next", "log"):  # fmt: skip
+            for name in ("envelopes", "rejected", "rejecting", "warned", "pending_warnings",
+                         "token_exhausted", "exhausted", "grace_next", "log"):  # fmt: skip
                 setattr(fresh, name, getattr(state, name))
             state = fresh
         state.block = state.info.blocks[run]
@@ -479,6 +480,7 @@ class SeedEngine(Policy):
             rec["triggered"] = True
             state.last_compaction_turn = turn
             result = self._compact(trace, state, view, rec, force=False)
+            self._summarizer_usage(state, status, rec)
         state.last_msgs, state.appended_est = len(state.role), 0  # compactedOutgoing
         return result
 
@@ -489,7 +491,21 @@ class SeedEngine(Policy):
         state.overflow_retry_turn = state.last_compaction_turn = turn
         rec = state.log[-1]
         rec["overflow"] = {"prune": None, "summarize": None}
-        return self._compact(trace, state, view, rec["overflow"], force=True)
+        decision = self._compact(trace, state, view, rec["overflow"], force=True)
+        self._summarizer_usage(state, status, rec["overflow"])
+        return decision
+
+    def _summarizer_usage(self, state: SeedState, status: RunStatus, rec: dict) -> None:
+        """consumeUsage of the summarizer: its tokens warning fires with its usage, inside compactContext,
+        so it stands whatever ends the turn later (a fail stop skips the agent call's own checks); it is
+        reported with the turn's verdict. ``status.tokens`` is the usage before this summarizer call."""
+        s = rec.get("summarize")
+        budget = self.token_budget
+        if s is None or budget is None or "tokens" in state.warned:
+            return
+        if nearing(status.tokens + s["input_tokens"] + s["output_tokens"], budget):
+            state.warned.add("tokens")
+            state.pending_warnings.append("tokens")
 
     def _compact(self, trace: Trace, state: SeedState, view: View, rec: dict, force: bool) -> Decision:
         """compactContext: prune (unless forced or mode summarize), then summarize if still over."""
@@ -639,20 +655,21 @@ class SeedEngine(Policy):
         over_tools = self.max_tool_calls is not None and tools > self.max_tool_calls
         turns_out = self.max_turns is not None and turn >= self.max_turns  # the next turn is past them
         fail = self.on_exhaustion == "fail"
+        warnings = state.pending_warnings  # the summarizer's, raised earlier in this turn
+        state.pending_warnings = []
         if not last and fail:  # checked on the response, before its usage is accounted
             if over_tools:
-                return AfterCall((), "budget-exhausted:tool_calls")
+                return AfterCall(tuple(warnings), "budget-exhausted:tool_calls")
             if turns_out:
-                return AfterCall((), "budget-exhausted:turns")
-        warnings: list[str] = []
+                return AfterCall(tuple(warnings), "budget-exhausted:turns")
         breach = self.token_budget is not None and not state.token_exhausted and tokens > self.token_budget
         if breach and fail:
-            return AfterCall((), "budget-exhausted:tokens")
+            return AfterCall(tuple(warnings), "budget-exhausted:tokens")
         if breach:
             state.token_exhausted = True
             state.exhausted = state.exhausted or "tokens"
         if self.cost_budget_microusd is not None and status.cost_microusd > self.cost_budget_microusd:
-            return AfterCall((), "budget-exhausted:cost")
+            return AfterCall(tuple(warnings), "budget-exhausted:cost")
         for dim, used, limit in (
             ("tokens", tokens, self.token_budget),
             ("tool_calls", tools, self.max_tool_calls),

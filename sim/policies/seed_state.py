@@ -125,6 +125,7 @@ class SeedState:
         self.rejected: dict[int, int] = {}  # rejected result -> its JSON bytes
         self.rejecting: tuple[str, int, frozenset[str]] | None = None
         self.warned: set[str] = set()
+        self.pending_warnings: list[str] = []  # raised by a summarizer's usage, reported after the call
         self.token_exhausted = False
         self.exhausted: str | None = None
         self.summary_input: int | None = None  # the summarizer's input this turn (last-context)

@@ -1,13 +1,16 @@
 """The seed engine's differential oracle, Python side: feeds canonical traces to effect-agent's own code
 (``driver.mjs``), compares its per-call decisions with ``seed_engine``'s and writes the goldens.
 
-    python benchmarks/oracles/effect_agent/feed.py [--write] [--corpus mini,suite,cases] [--settings A,B]
+    python benchmarks/oracles/effect_agent/feed.py [--write] [--corpus mini,suite,cases,...] [--settings A,B]
+    python benchmarks/oracles/frameworks.py effect_agent [--write] [--only SETTING]   # the same run
 
 Prints, per setting, how often the two agree: triggers, prune sets (calls where either prunes), summarize
 cuts (calls where either summarizes), estimates, requests, status lines, envelopes, finish reasons and
-warnings. ``--write`` rewrites ``tests/golden/seed_engine_oracle/`` from the oracle's side (``make
-oracle-seed``); ``tests/test_seed_engine_oracle.py`` then holds ``seed_engine`` to it without Node.
-Corpora, settings, the hand-made cases and ctxsim's side are in ``tests/seed_oracle.py``.
+warnings; exits 1 when any run differs. ``--write`` rewrites ``tests/golden/seed_engine_oracle/`` from
+the oracle's side (``make oracle-seed``); ``tests/test_seed_engine_oracle.py`` then holds ``seed_engine``
+to it without Node.
+Corpora, settings, the hand-made cases and ctxsim's side are in ``tests/seed_oracle.py``. ``replay_cases``
+is the one path to the oracle, shared with ``backend.py`` (``frameworks.py effect_agent --traces ...``).
 """
 
 from __future__ import annotations
@@ -33,28 +36,43 @@ from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS as CONTRACT  # noq
 from sim.policies.seed_messages import stand_in  # noqa: E402
 
 
+def text_free(e) -> tuple[str, str]:
+    """A text-free event's text as the oracle renders it, and the text its bound cuts. The latter is
+    ``seed_engine``'s own stand-in (``stand_in``: ASCII, the JSON escapes as newlines), whose envelope
+    ctxsim sizes. The former also has the event's recorded characters (multi-byte ones for bytes beyond
+    them) and, when the trace carries the doubly stringified size (``json2_bytes``: the run's input), as
+    many quotes as that size needs, so the estimates and the transcript's lengths are what ctxsim reads
+    from the counts; the stand-in when the counts admit no such text."""
+    k = e.json_bytes - e.bytes - 2 if e.json_bytes is not None else min(max(e.lines - 1, 0), e.bytes // 2)
+    plain = stand_in(e.bytes, k)
+    quotes = e.json2_bytes - e.json_bytes - 4 - k if e.json2_bytes is not None and e.json_bytes else 0
+    extra = e.bytes - e.chars
+    wide, two = max(extra, 0) // 2, max(extra, 0) % 2  # 3-byte characters add 2 bytes, 2-byte ones 1
+    letters = e.chars - wide - two - k
+    if extra < 0 or not 0 <= quotes <= k or letters < 0:
+        return plain, plain
+    special = ["漢"] * wide + ["é"] * two + ["\n"] * (k - quotes) + ['"'] * quotes
+    text = list(("abcdefghijklmnopqrstuvwxyz" * (e.chars // 26 + 1))[: e.chars])
+    for j, ch in enumerate(special):  # spread evenly, as the stand-in spreads its newlines
+        text[j * e.chars // len(special)] = ch
+    return "".join(text), plain
+
+
 def oracle_trace(t) -> dict:
-    """A trace as the oracle reads it: each event's text (a text-free event's stand-in, the same one
-    seed_engine sizes), ctxsim's token size, and per call what the mock model and the clock say."""
+    """A trace as the oracle reads it: each event's text (a text-free event's stand-in: ``text_free``),
+    ctxsim's token size, and per call what the mock model and the clock say."""
     events = []
     for e in t.events:
-        text = e.content
-        if text is None:
-            k = (
-                e.json_bytes - e.bytes - 2
-                if e.json_bytes is not None
-                else min(max(e.lines - 1, 0), e.bytes // 2)
-            )
-            text = stand_in(e.bytes, k)
+        text, bound = (e.content, None) if e.content is not None else text_free(e)
         events.append(
-            {"kind": e.kind, "text": text, "tokens": e.tokens, "bytes": e.bytes,
-             "ids": list(e.tool_call_ids), "id": e.tool_call_id}
+            {"kind": e.kind, "text": text, "bound": bound, "tokens": e.tokens, "bytes": e.bytes,
+             "ids": list(e.tool_call_ids), "id": e.tool_call_id, "run": e.run_index}
         )  # fmt: skip
     outputs = ReplayModel(t).respond_all().tolist()
     _, elapsed = per_call(t)
     calls = [
         {"view_end": c.view_end, "residual": c.residual_tokens, "output": out, "elapsed": s,
-         "ids": list(t.events[c.event_index].tool_call_ids)}
+         "ids": list(t.events[c.event_index].tool_call_ids), "run": c.run_index}
         for c, out, s in zip(t.calls, outputs, elapsed, strict=True)
     ]  # fmt: skip
     return {"id": t.trace_id, "bpt": t.bytes_per_token, "events": events, "calls": calls}
@@ -81,11 +99,11 @@ def status_views() -> list[tuple[dict, RunStatus, dict]]:
     return out
 
 
-def run_oracle(payload: dict) -> dict:
+def run_oracle(payload: dict, runner: str = "node") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
         src.write_text(json.dumps(payload))
-        subprocess.run(["node", str(HERE / "driver.mjs"), str(src), str(dst)], check=True, cwd=HERE)
+        subprocess.run([runner, str(HERE / "driver.mjs"), str(src), str(dst)], check=True, cwd=HERE)
         return json.loads(dst.read_text())
 
 
@@ -184,15 +202,39 @@ def write_json(path: Path, head: dict, runs: dict) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def main() -> int:
+def oracle_params(knobs: dict) -> dict:
+    """The knobs as the oracle reads them: every parameter of ``seed_engine`` at these knobs."""
+    return make_policy("seed_engine", **knobs).params()
+
+
+def replay_cases(
+    traces: list, cases: list[tuple[int, dict, int | None]], views=(), runner: str = "node"
+) -> tuple[dict, list[dict]]:
+    """The one path both modes take: each case ``(trace index, knobs, provider window)`` replayed by
+    effect-agent's code (one Node run for all), and each result in the goldens' form. Returns the
+    driver's output (commit, output contract, status lines of ``views``) and the runs, case by case."""
+    payload = {
+        "traces": [oracle_trace(t) for t in traces],
+        "cases": [
+            {"trace": j, "setting": str(n), "knobs": oracle_params(knobs), "window": window}
+            for n, (j, knobs, window) in enumerate(cases)
+        ],
+        "status_views": list(views),
+    }
+    out = run_oracle(payload, runner)
+    runs = [oracle_golden(r, knobs) for (_, knobs, _), r in zip(cases, out["results"], strict=True)]
+    return out, runs
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite the goldens from the oracle's side")
-    ap.add_argument("--corpus", default="mini,suite,cases")
+    ap.add_argument("--corpus", default=",".join(so.CORPORA))
     ap.add_argument("--settings", default=None, help="comma-separated setting names (default: all)")
     ap.add_argument("--runs", type=int, default=None, help="only the first N traces of each corpus")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     corpora = args.corpus.split(",")
-    if "mini" in corpora and not so.MINI.is_dir():
+    if any(c in so.SHARED for c in corpora) and not so.MINI.is_dir():
         print(f"feed.py: {so.MINI} not found (set CTXSIM_TRACES)", file=sys.stderr)
         return 2
     traces, cases, index = [], [], []
@@ -200,22 +242,15 @@ def main() -> int:
         load, settings = so.CORPORA[corpus]
         names = [s for s in settings if args.settings is None or s in args.settings.split(",")]
         ts = load()[: args.runs]
-        for t in ts:
-            traces.append(t)
+        first = len(traces)
+        traces += ts
         for name in names:
             knobs, window = settings[name]
-            params = make_policy("seed_engine", **knobs).params()
-            for t in ts:
-                pos = traces.index(t)
-                cases.append({"trace": pos, "setting": name, "knobs": params, "window": window})
+            for j, t in enumerate(ts):
+                cases.append((first + j, knobs, window))
                 index.append((corpus, name, t, knobs, window))
     views = status_views()
-    payload = {
-        "traces": [oracle_trace(t) for t in traces],
-        "cases": cases,
-        "status_views": [v for v, _, _ in views],
-    }
-    out = run_oracle(payload)
+    out, runs = replay_cases(traces, cases, [v for v, _, _ in views])
     contract = out["output_contract_tokens"]
     print(f"effect-agent {out['source_commit']}; output contract {contract} tokens (ctxsim {CONTRACT})")
     status_ok = 0
@@ -235,8 +270,7 @@ def main() -> int:
     print(f"formatRunStatus on {len(views)} hand-made views: {status_ok} identical")
     agree: dict[str, Agreement] = {}
     goldens: dict[tuple[str, str], dict] = {}
-    for (corpus, name, t, knobs, window), r in zip(index, out["results"], strict=True):
-        o = oracle_golden(r, knobs)
+    for (corpus, name, t, knobs, window), o in zip(index, runs, strict=True):
         c = so.decisions(t, knobs, window)
         agree.setdefault(name, Agreement()).add(c, o)
         goldens.setdefault((corpus, name), {})[t.trace_id] = o
@@ -259,7 +293,8 @@ def main() -> int:
                 head["status_lines"] = status_rows  # formatRunStatus on hand-made counters
             write_json(so.golden_path(corpus, name), head, runs)
         print(f"wrote {len(goldens)} golden files to {so.GOLDEN.relative_to(REPO)}")
-    return 0
+    same = status_ok == len(views) and all(a.n["identical"] == a.n["runs"] for a in agree.values())
+    return 0 if same else 1
 
 
 if __name__ == "__main__":

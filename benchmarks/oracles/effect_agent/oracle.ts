@@ -20,8 +20,9 @@ import { outputSchemaContract } from "effect-agent:output-contract";
 import { ToolResultBounds } from "effect-agent:tool-result";
 import * as E from "effect-agent:engine";
 
-type Ev = { kind: string; text: string; tokens: number; bytes: number; ids: string[]; id: string | null };
-type CallIn = { view_end: number; residual: number; output: number; elapsed: number; ids: string[] };
+// bound: a text-free result's text as ctxsim's bound cuts it (same JSON size as text), else null
+type Ev = { kind: string; text: string; bound: string | null; tokens: number; bytes: number; ids: string[]; id: string | null; run: number };
+type CallIn = { view_end: number; residual: number; output: number; elapsed: number; ids: string[]; run: number };
 type TraceIn = { id: string; bpt: number | null; events: Ev[]; calls: CallIn[] };
 type Knobs = {
   context_token_limit: number | null;
@@ -37,6 +38,7 @@ type Knobs = {
   summary_ratio: number;
   summary_min_tokens: number;
   summary_max_tokens: number;
+  persist_compaction: boolean;
 };
 type Case = { trace: number; setting: string; knobs: Knobs; window: number | null };
 type Input = { traces: TraceIn[]; cases: Case[] };
@@ -49,6 +51,12 @@ const pyRound = (x: number) => {
   const d = x - f;
   return d > 0.5 ? f + 1 : d < 0.5 ? f : f % 2 === 0 ? f : f + 1;
 };
+
+// The engine requires maxTurns, maxToolCalls and maxDuration; a replay keeps a budget off unless set (a
+// recorded run has its own length). Off is Infinity here (no budget path fires), and its segment of the
+// status line, which formatRunStatus renders "/Infinity", shows no limit (as ctxsim's line does): the
+// engine has no line for a budget it cannot be without, so this is the mapping's, not a decision rule.
+const withoutOffBudgets = (line: string) => line.replace("s/Infinitys", "s").replaceAll("/Infinity", "");
 
 const contract = outputSchemaContract({ output: Schema.String } as never);
 const OUTPUT_CONTRACT_TOKENS =
@@ -68,16 +76,28 @@ function replay(t: TraceIn, c: Case) {
   const maxDuration = k.max_duration_s ?? Infinity;
   const bounds = ToolResultBounds.make({ maxBytes: k.tool_result_max_bytes });
   const events = t.events;
-  const blockEnd = events.findIndex((e) => e.kind === "assistant");
-  const firstAssistant = blockEnd < 0 ? events.length : blockEnd;
-  const inputEvent = events.findIndex((e, i) => i < firstAssistant && e.kind === "user");
-  const systemEvent = events.findIndex((e, i) => i < firstAssistant && e.kind === "system");
-  // makeRun: instructions (a string) + the input, the protected block
-  const initial = Effect.runSync(
-    E.makeInitialPrompt(systemEvent >= 0 ? events[systemEvent]!.text : "", inputEvent >= 0 ? events[inputEvent]!.text : "", Prompt.empty),
-  ).content;
+  // Each Run of the conversation (a trace of several runs: its events' `run`) starts with makeRun's
+  // initial prompt: its instructions (the first system event of its block) and its input (the first user
+  // event there), the block being the events from the run's first to the first assistant event after
+  // it; the current run's block is the protected one (prior runs' blocks are history).
+  const runFirst = events.flatMap((e, i) => (i === 0 || e.run !== events[i - 1]!.run ? [i] : []));
+  const blocks = (runFirst.length > 0 ? runFirst : [0]).map((start) => {
+    const a = events.findIndex((e, i) => i >= start && e.kind === "assistant");
+    return [start, a < 0 ? events.length : a] as const;
+  });
+  const opening = new Map<number, Prompt.Message>(); // a block's system and input event -> its message
+  for (const [start, end] of blocks) {
+    const inputEvent = events.findIndex((e, i) => i >= start && i < end && e.kind === "user");
+    const systemEvent = events.findIndex((e, i) => i >= start && i < end && e.kind === "system");
+    const initial = Effect.runSync(
+      E.makeInitialPrompt(systemEvent >= 0 ? events[systemEvent]!.text : "", inputEvent >= 0 ? events[inputEvent]!.text : "", Prompt.empty),
+    ).content;
+    if (systemEvent >= 0) opening.set(systemEvent, initial[0]!);
+    if (inputEvent >= 0) opening.set(inputEvent, initial[initial.length - 1]!);
+  }
+  let block: readonly [number, number] = blocks[0]!;
 
-  const state: ContextCompactionState = C.initialCompactionState();
+  let state: ContextCompactionState = C.initialCompactionState();
   const context = {
     compaction: state,
     lastInputTokens: 0,
@@ -94,6 +114,7 @@ function replay(t: TraceIn, c: Case) {
   const msgEnd: number[] = [];
   const msgOf: number[] = new Array(events.length).fill(-1);
   const size: number[] = events.map((e) => e.tokens); // ctxsim's size of each item as sent
+  let protectedStart = 0; // the current block's messages
   let protectedEnd = 0;
   let summaryMsgTokens = 0;
   let rejecting: { limit: string; encoded: unknown; ids: Set<string> } | undefined;
@@ -106,7 +127,10 @@ function replay(t: TraceIn, c: Case) {
     msgFirst.push(first);
     msgEnd.push(end);
     for (let i = first; i < end; i += 1) msgOf[i] = source.length - 1;
-    if (first < firstAssistant) protectedEnd = source.length;
+    if (block[0] <= first && first < block[1]) {
+      if (protectedEnd <= protectedStart) protectedStart = source.length - 1;
+      protectedEnd = source.length;
+    }
   };
   const issuer = new Map<string, number>(); // a call id -> the assistant event that issued it (so far)
   let built = 0;
@@ -123,9 +147,9 @@ function replay(t: TraceIn, c: Case) {
       if (e.kind !== "tool_result") flush();
       if (e.kind === "tools") continue;
       if (e.kind === "system") {
-        push(i === systemEvent ? initial[0]! : Prompt.makeMessage("system", { content: e.text }), i, i + 1);
+        push(opening.get(i) ?? Prompt.makeMessage("system", { content: e.text }), i, i + 1);
       } else if (e.kind === "user") {
-        push(i === inputEvent ? initial[initial.length - 1]! : Prompt.make(e.text).content[0]!, i, i + 1);
+        push(opening.get(i) ?? Prompt.make(e.text).content[0]!, i, i + 1);
       } else if (e.kind === "assistant") {
         const parts: unknown[] = e.text.length > 0 ? [{ type: "text", text: e.text }] : [];
         for (const id of e.ids) parts.push({ type: "tool-call", id, name: TOOL_NAME, params: {}, providerExecuted: false });
@@ -140,8 +164,10 @@ function replay(t: TraceIn, c: Case) {
           isFailure = true;
           size[i] = estimateTokens(utf8(JSON.stringify(result)));
         } else {
-          result = E.boundEncodedToolResult(e.text, bounds);
-          if (result !== e.text) {
+          const source = e.bound ?? e.text;
+          result = E.boundEncodedToolResult(source, bounds);
+          if (result === source) result = e.text;
+          else {
             const envelopeBytes = utf8(JSON.stringify(result));
             size[i] = scaleTokens(e.tokens, e.bytes, envelopeBytes);
             envelopes.push({ event: i, original_bytes: (result as { originalBytes: number }).originalBytes, envelope_bytes: envelopeBytes });
@@ -159,7 +185,7 @@ function replay(t: TraceIn, c: Case) {
     }
     flush();
     built = end;
-    state.protectedStart = 0;
+    state.protectedStart = protectedStart;
     state.protectedEnd = protectedEnd;
   };
 
@@ -252,7 +278,9 @@ function replay(t: TraceIn, c: Case) {
   let finish = "completed";
   let priorToolCalls = 0;
   let grace = false;
-  let graceWarnings = -1; // warnings from here on came with the grace turn's own usage
+  // warnings from here on were raised during the grace turn (its compaction's summarizer, its answer):
+  // ctxsim reports none (no verdict follows the grace turn), the goldens keep them apart
+  let graceWarnings = -1;
   const ncalls = t.calls.length;
   for (let kk = 0; kk < ncalls; kk += 1) {
     const call = t.calls[kk]!;
@@ -261,9 +289,24 @@ function replay(t: TraceIn, c: Case) {
       finish = "budget-exhausted:duration"; // makeTurn: the duration deadline, before anything else
       break;
     }
+    if (kk > 0 && !grace && call.run !== t.calls[kk - 1]!.run) {
+      // a new Run of the conversation (the grace turn is the final answer of the Run that breached, not
+      // the next recorded run's first turn): without the durable compaction record it starts from
+      // initialCompactionState over the same history; with it the state carries on. Either way it has no
+      // anchor yet (its first estimate is the whole view) and its own block is the protected one.
+      if (!k.persist_compaction) {
+        state = C.initialCompactionState();
+        context.compaction = state;
+        summaryMsgTokens = 0;
+      }
+      state.lastViewLength = -1;
+      block = blocks[call.run] ?? [events.length, events.length];
+      protectedStart = protectedEnd = source.length;
+    }
     admit(call.view_end);
     const n = call.view_end;
     const rec: Record<string, unknown> = { call: kk, grace, triggered: false, prune: null, summarize: null, overflow: null };
+    if (grace) graceWarnings = warnings.length;
     // the pre-turn seam
     if (limit !== undefined && !context.finalizing) {
       const v = view();
@@ -293,10 +336,10 @@ function replay(t: TraceIn, c: Case) {
           elapsedSeconds: Math.max(0, Math.floor(call.elapsed)),
           maxDurationSeconds: Math.floor(maxDuration),
         });
-        rec.status = line;
-        st = estimateTokens(utf8(line));
+        rec.status = withoutOffBudgets(line);
+        st = estimateTokens(utf8(rec.status as string));
       }
-      return viewTokens(n) + call.residual + st;
+      return Math.max(viewTokens(n) + call.residual + st, 0); // ctxsim's provider: a negative residual, 0 at least
     };
     let request = outgoing();
     if (c.window !== null && request > c.window) {
@@ -322,7 +365,6 @@ function replay(t: TraceIn, c: Case) {
     const last = kk === ncalls - 1;
     if (grace) {
       consume(request, output); // the grace turn's usage: charged, cannot breach again
-      graceWarnings = warnings.length;
       warnTokens(turn);
       break; // the run settles with the grace turn's answer
     }
