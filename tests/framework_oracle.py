@@ -78,6 +78,7 @@ _AUTOGEN = {
     "autogen_head_and_tail": ("HeadAndTail", ("head_size", "tail_size")),
     "autogen_token_limited": ("TokenLimited", ("token_limit",)),
 }
+_CLEAR_EDIT = ("trigger", "clear_at_least", "keep", "clear_tool_inputs", "exclude_tools", "placeholder")
 _INSPECT = {
     "inspect_compaction_edit": "CompactionEdit",
     "inspect_compaction_trim": "CompactionTrim",
@@ -129,9 +130,9 @@ def framework_config(framework: str, policy: str, knobs: dict, window: int | Non
         if p.get("token_count", "framework") != "framework":
             config["token_count"] = p["token_count"]
         return config
-    if policy == "langchain_clear_tool_uses":
-        rest = {k: v for k, v in own.items() if k != "trigger_tokens"}
-        return {"middleware": "ClearToolUses", "trigger": p["trigger_tokens"], **rest}
+    if policy == "langchain_clear_tool_uses":  # ClearToolUsesEdit's arguments, then the middleware's
+        edit = {k: list(p[k]) if k == "exclude_tools" else p[k] for k in _CLEAR_EDIT}
+        return {"middleware": "ClearToolUses", "edit": edit, "token_count_method": p["token_count_method"]}
     if policy == "langchain_summarization":
         config = {"middleware": "Summarization", **own}
         config["trigger"] = ["tokens", p["trigger"]] if isinstance(p["trigger"], int) else own["trigger"]
@@ -169,7 +170,7 @@ def _autogen(corpus: str, context: str, **knobs) -> tuple[str, str, dict, dict]:
 
 
 def _clear(corpus: str, trigger: int, **knobs) -> tuple[str, str, dict, dict]:
-    return _setting("langchain", corpus, "langchain_clear_tool_uses", trigger_tokens=trigger, **knobs)
+    return _setting("langchain", corpus, "langchain_clear_tool_uses", trigger=trigger, **knobs)
 
 
 def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
@@ -245,10 +246,10 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
     "langchain": {
         "clear-default": _clear("mini", 100000),
         "clear-8000": _clear("mini", 8000),
-        "clear-8000-provider": _clear("mini", 8000, token_count="provider"),
+        "clear-8000-model": _clear("mini", 8000, token_count_method="model"),
         "clear-8000-2000": _clear("mini", 8000, clear_at_least=2000),
         "clear-2500-tau": _clear("tau10", 2500),
-        "clear-2500-300-provider-tau": _clear("tau10", 2500, clear_at_least=300, token_count="provider"),
+        "clear-2500-300-model-tau": _clear("tau10", 2500, clear_at_least=300, token_count_method="model"),
         "summary-8000-defaults": _summary("mini", 8000),
         "summary-8000-keep-10": _summary("mini", 8000, keep=10),
         "summary-16000-keep-10": _summary("mini", ["tokens", 16000], keep=["messages", 10]),

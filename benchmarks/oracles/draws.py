@@ -33,11 +33,23 @@ SPECS: dict[str, dict[str, tuple]] = {
         "token_limit": ("tokens", 0.2, 1.2),
         "token_count": ("choice", ["framework", "provider"]),
     },
+    # exclude_tools: names the shared families' assistant turns start with (ctxsim matches a tool by its
+    # issuing turn's text), so an excluded result is met on mini, tau, ohv0, inspect and claude alike
     "langchain_clear_tool_uses": {
-        "trigger_tokens": ("tokens", 0.1, 1.2),
+        "trigger": ("tokens", 0.1, 1.2),
         "keep": ("int", 0, 8),
         "clear_at_least": ("choice", [0, 0, 500, 2000, 8000]),
-        "token_count": ("choice", ["framework", "provider"]),
+        "clear_tool_inputs": ("choice", [False, False, True]),
+        "exclude_tools": (
+            "choice",
+            [
+                [],
+                [],
+                ["get_reservation_details", "THOUGHT: Now", "It seems", "Executing bash", '{"name": "Bash"'],
+            ],
+        ),
+        "placeholder": ("choice", ["[cleared]", "[cleared]", "[tool output cleared to save context]"]),
+        "token_count_method": ("choice", ["approximate", "model"]),
     },
     "langchain_summarization": {
         "trigger": ("tokens", 0.2, 1.2),
