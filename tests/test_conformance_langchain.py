@@ -15,6 +15,7 @@ import framework_oracle as fo
 import pytest
 from builders import ev, swe_trace
 
+from sim.core.records import SUMMARY
 from sim.core.types import Call, ItemState, Trace
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
@@ -156,3 +157,40 @@ def test_clear_tool_uses_skips_a_result_its_nearest_assistant_did_not_issue():
     # call 3 (view 9 = 490 tokens): results 5, 6, 8 are older than keep 0; 5 is skipped
     assert [r.item_state[i] for i in (5, 6, 8)] == [V, M, M]
     assert col(r, "input_tokens")[3] == 490 - 2 * 93
+
+
+# --------------------------------------------------------------------- langchain_summarization
+def test_summarization_trigger_takes_langchain_clauses():
+    # The state's messages at call k: 1 + 2k of them, 50 + 110 k tokens (no system message). A clause
+    # fires when all its thresholds are reached, a list when any item does (``_should_summarize``):
+    # 7 messages alone at call 3; with 400 tokens too (AND) at call 4 (490); OR 1000 tokens at call 3.
+    def first_summary(trigger):
+        r = replay(six(), make_policy("langchain_summarization", trigger=trigger, keep=3), window=None)
+        return col(r, "kind").index(SUMMARY)
+
+    assert first_summary(["messages", 7]) == 3
+    assert first_summary({"messages": 7}) == 3
+    assert first_summary({"messages": 7, "tokens": 400}) == 4
+    assert first_summary([["tokens", 1000], {"messages": 7}]) == 3
+    assert first_summary([{"tokens": 1000, "messages": 1}, ["tokens", 400]]) == 4
+
+
+@pytest.mark.parametrize(
+    ("trigger", "problem"),
+    [
+        ({}, r"trigger=\{\}: a clause needs tokens, messages or fraction"),
+        ({"messages": 1.5}, r"trigger=\['messages', 1.5\]: messages must be an integer > 0"),
+        ([["tokens", 0]], r"trigger=\['tokens', 0\]: tokens must be an integer > 0"),
+        ({"turns": 3}, r"trigger=\['turns', 3\] is not an integer or a pair"),
+    ],
+)
+def test_summarization_trigger_refuses_what_langchain_refuses(trigger, problem):
+    with pytest.raises(ConfigError, match=problem):
+        make_policy("langchain_summarization", trigger=trigger)
+
+
+def test_framework_config_passes_summarization_clauses_as_given():
+    config = fo.framework_config(
+        "langchain", "langchain_summarization", {"trigger": {"messages": 7}, "keep": 3}
+    )
+    assert config == {"middleware": "Summarization", "trigger": {"messages": 7}, "keep": ["messages", 3]}

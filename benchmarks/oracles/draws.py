@@ -51,9 +51,23 @@ SPECS: dict[str, dict[str, tuple]] = {
         "placeholder": ("choice", ["[cleared]", "[cleared]", "[tool output cleared to save context]"]),
         "token_count_method": ("choice", ["approximate", "model"]),
     },
+    # trigger and keep in every form LangChain takes (a token count, a (kind, value) pair, an AND clause,
+    # an OR list); the fixed message counts and token values fire on the short families and the long
     "langchain_summarization": {
-        "trigger": ("tokens", 0.2, 1.2),
-        "keep": ("int", 2, 30),
+        "trigger": (
+            "choice",
+            [
+                "tokens",
+                "tokens",
+                "tokens",
+                "tokens",
+                ["messages", 12],
+                ["messages", 40],
+                {"messages": 10, "tokens": 2000},
+                [["messages", 50], {"tokens": 6000}],
+            ],
+        ),
+        "keep": ("choice", [2, 4, 6, 10, 20, 30, ["messages", 8], ["tokens", 500], ["tokens", 3000]]),
         "trim_tokens_to_summarize": ("choice", [1000, 4000, 4000, 16000]),
         "token_count": ("choice", ["framework", "provider"]),
     },

@@ -77,6 +77,31 @@ def size_spec(policy: str, knob: str, value: Any, plain: str) -> tuple[str, floa
     return kind, v
 
 
+def trigger_clauses(policy: str, value: Any) -> list[dict[str, float]]:
+    """``trigger`` as LangChain's clauses (``_normalize_trigger``): any clause met fires, a clause is met
+    when all its thresholds are. A plain integer counts tokens; a pair ``[kind, value]`` (LangChain's
+    tuple) is one threshold; a mapping ``{kind: value, ..}`` (a ``TriggerClause``) is one clause; a list
+    of pairs and mappings is one clause each."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [_clause(policy, value)]
+    if isinstance(value, list | tuple) and value and all(isinstance(v, list | tuple | dict) for v in value):
+        return [
+            _clause(policy, v) if isinstance(v, dict) else dict([size_spec(policy, "trigger", v, "tokens")])
+            for v in value
+        ]
+    return [dict([size_spec(policy, "trigger", value, "tokens")])]
+
+
+def _clause(policy: str, clause: dict) -> dict[str, float]:
+    if not clause:
+        raise ConfigError(
+            f"policy '{policy}': trigger={clause!r}: a clause needs tokens, messages or fraction"
+        )
+    return dict(size_spec(policy, "trigger", [kind, v], "tokens") for kind, v in clause.items())
+
+
 class _State:
     __slots__ = ("frame", "carrier", "reported", "lines")
 
@@ -118,8 +143,7 @@ class LangchainSummarization(Policy):
     def __post_init__(self) -> None:
         from sim.policies.anthropic_server_compaction import check_summary_knobs
 
-        if self.trigger is not None:
-            size_spec(self.name, "trigger", self.trigger, "tokens")
+        object.__setattr__(self, "_clauses", trigger_clauses(self.name, self.trigger))  # read every call
         size_spec(self.name, "keep", self.keep, "messages")
         if self.trim_tokens_to_summarize is not None:
             check_int(self.name, "trim_tokens_to_summarize", self.trim_tokens_to_summarize, 1)
@@ -146,21 +170,37 @@ class LangchainSummarization(Policy):
         return view.nbytes[i] if i == state.carrier else sum(self._lines(trace, state, view, i))
 
     def _met(self, trace: Trace, state: _State, msgs: list[int], count: int, view: View) -> bool:
-        kind, value = size_spec(self.name, "trigger", self.trigger, "tokens")
-        if kind == "messages":
-            return len(msgs) >= value
-        if kind == "fraction":
-            if trace.context_window is None:
-                return False
-            value = max(int(trace.context_window * value), 1)
-        if count >= value:
-            return True
+        """LangChain's ``_should_summarize``: any clause whose every threshold is reached."""
+        reported = None  # the newest response's reported total, looked up once when a threshold needs it
+        for clause in self._clauses:
+            met = True
+            for kind, value in clause.items():
+                if kind == "messages":
+                    met = len(msgs) >= value
+                else:
+                    if kind == "fraction":
+                        if trace.context_window is None:
+                            met = False
+                            break
+                        value = max(int(trace.context_window * value), 1)
+                    if count < value:
+                        if reported is None:
+                            reported = self._reported(trace, state, msgs)
+                        met = reported >= value
+                if not met:
+                    break
+            if met:
+                return True
+        return False
+
+    def _reported(self, trace: Trace, state: _State, msgs: list[int]) -> int:
+        """The total the newest model response in the state reported (-1: none, or the check is off:
+        ``token_count`` ``framework``)."""
         if self.token_count != "provider":
-            return False
+            return -1
         issuing = trace.derived("call_of_event", _call_of_event)
         newest = next((i for i in reversed(msgs) if trace.events[i].kind == "assistant"), None)
-        reported = state.reported.get(issuing.get(newest, -1), -1) if newest is not None else -1
-        return reported >= value
+        return state.reported.get(issuing.get(newest, -1), -1) if newest is not None else -1
 
     def _safe_cutoff(self, trace: Trace, state: _State, msgs: list[int], c: int) -> int:
         f, events = state.frame, trace.events

@@ -290,7 +290,13 @@ class Summarization(SummarizationMiddleware):
 
 
 def size_spec(value):
-    return tuple(value) if isinstance(value, list) else value
+    """A knob as LangChain takes it: a pair (JSON's list) is its tuple, a clause (a mapping) stays, a
+    list of pairs and clauses is a list of each."""
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return tuple(value)
+    if isinstance(value, list):
+        return [size_spec(v) for v in value]
+    return value
 
 
 def middleware(run: Run, model: ReplayChat):
