@@ -134,6 +134,9 @@ def framework_config(framework: str, policy: str, knobs: dict, window: int | Non
         edit = {k: list(p[k]) if k == "exclude_tools" else p[k] for k in _CLEAR_EDIT}
         return {"middleware": "ClearToolUses", "edit": edit, "token_count_method": p["token_count_method"]}
     if policy == "langchain_summarization":
+        if "fraction" in json.dumps([p["trigger"], p["keep"]]):
+            # LangChain needs the model's profile for a fraction; the export carries no context window
+            raise NotComparable("a fraction needs the model's max_input_tokens: the oracle's model has none")
         config = {"middleware": "Summarization", **own}
         config["trigger"] = ["tokens", p["trigger"]] if isinstance(p["trigger"], int) else own["trigger"]
         if isinstance(own.get("keep"), int):

@@ -194,3 +194,11 @@ def test_framework_config_passes_summarization_clauses_as_given():
         "langchain", "langchain_summarization", {"trigger": {"messages": 7}, "keep": 3}
     )
     assert config == {"middleware": "Summarization", "trigger": {"messages": 7}, "keep": ["messages", 3]}
+
+
+def test_framework_config_refuses_a_fraction():
+    # LangChain refuses a fraction without the model's profile; the oracle's model has none (the
+    # exported trace carries no context window)
+    for knobs in ({"trigger": ["fraction", 0.5]}, {"trigger": 8000, "keep": ["fraction", 0.2]}):
+        with pytest.raises(fo.NotComparable, match=r"a fraction needs the model's max_input_tokens"):
+            fo.framework_config("langchain", "langchain_summarization", knobs)

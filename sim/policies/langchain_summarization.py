@@ -2,21 +2,25 @@
 1.8.3). Held call for call to the installed middleware in a real ``create_agent`` graph by
 ``make oracle-langchain``.
 
-Knobs (LangChain's names and defaults): ``trigger`` null (off), a plain integer (tokens) or LangChain's
-pair ``[tokens|messages|fraction, value]``; ``keep`` 20 messages, a plain integer (messages) or a pair;
-``trim_tokens_to_summarize`` 4,000 (null: no trim); ``token_count``. The summary size rule is ctxsim's:
-clamp(``summary_ratio`` x the tokens the summarizer is given, ``summary_min_tokens``,
-``summary_max_tokens``). A fraction is of the model's maximum input (the trace's recorded window; unknown:
-a fraction trigger never fires and a fraction ``keep`` falls back to 20 messages, as LangChain does
-without a model profile).
+Knobs (``SummarizationMiddleware``'s names and defaults): ``trigger`` null (off), a plain integer
+(tokens), LangChain's pair ``[tokens|messages|fraction, value]``, a clause ``{kind: value, ..}`` (all
+reached) or a list of pairs and clauses (any one); ``keep`` 20 messages, a plain integer (messages) or a
+pair; ``trim_tokens_to_summarize`` 4,000 (null: no trim). ctxsim's own: ``token_count`` (whether the
+model's responses carry usage the middleware reads, below; the library has no argument for it) and the
+summary size rule: clamp(``summary_ratio`` x the tokens the summarizer is given, ``summary_min_tokens``,
+``summary_max_tokens``). A fraction is of the model's maximum input (the trace's recorded window).
+LangChain refuses a fraction at construction when the model has no profile; ctxsim meets the window only
+at replay and keeps the library's run-time fallbacks instead: a fraction threshold is never reached and
+a fraction ``keep`` falls back to 20 messages.
 
 - State messages: the non-instruction events not yet replaced (``system`` / ``tools`` are the agent's
   system message), the summary message (a human message) first once there is one.
 - Trigger, before each model node: the count of the state's messages (LangChain's token counter: the
-  messages only, no system prompt, no tools) reaches ``trigger``; with ``token_count`` ``provider`` also
-  when the newest model response in the state reported a total (its request + its output) that reaches
-  it (LangChain's reported-usage check, live when the response came from the summarization model's
-  provider). ``framework`` (default): the local count only.
+  messages only, no system prompt, no tools) reaches a token threshold, their number a message one;
+  with ``token_count`` ``provider`` a token threshold is also reached when the newest model response in
+  the state reported a total (its request + its output) that reaches it (LangChain's reported-usage
+  check, live when the response came from the summarization model's provider). ``framework``
+  (default): the local count only.
 - Cutoff: ``len - keep`` messages (tokens: the fewest newest messages within ``keep`` tokens); on a tool
   result it moves back to the model message that issued it.
 - The summarizer is given ``trim_messages(strategy="last", allow_partial=True, start_on="human")`` of the
