@@ -128,6 +128,17 @@ def test_clear_tool_uses_placeholder_is_a_knob():
     assert col(r, "input_tokens")[3] == 386 and r.item_tokens[3] == 6
 
 
+def test_clear_tool_uses_inputs_and_excluded_tools_as_ctxsim_reads_them():
+    # Canonical events carry no tool names nor call arguments: a tool is excluded when its issuing turn's
+    # text starts with the name ("cmd 1": result 5 stays), and a cleared input is the whole issuing turn
+    # as "[tool input cleared]" (9 tokens: saves 1). The oracle maps both the same way. Default count:
+    # the messages (the request - 100). Keep 1: call 3 clears 3 + 2 -> 480 - 94 = 386; call 4 also 7 + 6
+    # -> 590 - 188 = 402; call 5 also 9 + 8 -> 700 - 282 = 418.
+    r = run(six(), trigger=300, keep=1, clear_tool_inputs=True, exclude_tools=["cmd 1"])
+    assert col(r, "input_tokens") == [150, 260, 370, 386, 402, 418]
+    assert [r.item_state[i] for i in (2, 3, 4, 5, 6, 7)] == [M, M, V, V, M, M]
+
+
 def test_clear_tool_uses_skips_a_result_its_nearest_assistant_did_not_issue():
     # ClearToolUsesEdit looks for a result's call only in the nearest assistant message before it.
     # Events: 2 issues c0, 3 user, 4 issues c1, 5 result of c0, 6 result of c1, 7 issues c2, 8 its

@@ -36,7 +36,7 @@ deprecation warning.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sim.core.types import ItemState, Trace
 from sim.information.state import issuer_of
@@ -65,7 +65,7 @@ class LangchainClearToolUses(Policy):
     clear_at_least: int = 0
     keep: int = 3
     clear_tool_inputs: bool = False
-    exclude_tools: tuple[str, ...] = ()
+    exclude_tools: tuple[str, ...] = field(default_factory=tuple)  # the YAML's []
     placeholder: str = PLACEHOLDER
     token_count_method: str = "approximate"
 
