@@ -253,6 +253,19 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "clear-8000-2000": _clear("mini", 8000, clear_at_least=2000),
         "clear-2500-tau": _clear("tau10", 2500),
         "clear-2500-300-model-tau": _clear("tau10", 2500, clear_at_least=300, token_count_method="model"),
+        # every ClearToolUsesEdit argument: tool names and call arguments are ctxsim's readings (a tool is
+        # named by its issuing turn's text; a cleared input weighs the whole turn as a placeholder)
+        # the model's count falls back under the trigger (django-16560 call 30: 10,571 -> 10,484): the
+        # copy is sent whole again
+        "clear-10500-2-model": _clear("mini", 10500, keep=2, token_count_method="model"),
+        "clear-8000-1-inputs": _clear("mini", 8000, keep=1, clear_tool_inputs=True, clear_at_least=3000),
+        "clear-2000-0-exclude-tau": _clear("tau10", 2000, keep=0, exclude_tools=["get_reservation_details"],
+                                           placeholder="[tool output cleared]"),
+        # several user turns in a row, a run that ends on a tool result, a call before any user turn
+        "clear-4000-2-model-ohv0": _clear("ohv0", 4000, keep=2, token_count_method="model"),
+        "clear-2000-0-inputs-ohv0": _clear("ohv0", 2000, keep=0, clear_tool_inputs=True, clear_at_least=500),
+        "clear-40-0-claude": _clear("claude", 40, keep=0, clear_tool_inputs=True),
+        "clear-1000-0-ohsdk": _clear("ohsdk", 1000, keep=0, token_count_method="model"),
         "summary-8000-defaults": _summary("mini", 8000),
         "summary-8000-keep-10": _summary("mini", 8000, keep=10),
         "summary-16000-keep-10": _summary("mini", ["tokens", 16000], keep=["messages", 10]),
@@ -262,6 +275,11 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summary-4000-keep-6-provider-tau": _summary("tau10", 4000, keep=6, token_count="provider"),
         "summary-30-messages-tau": _summary("tau10", ["messages", 30], keep=8,
                                             trim_tokens_to_summarize=1000),
+        # trigger as LangChain's clauses: AND (a dict), OR (a list of pairs and dicts)
+        "summary-and-10-2000-tau": _summary("tau10", {"messages": 10, "tokens": 2000}, keep=["tokens", 500]),
+        "summary-or-50-12000-mini": _summary("mini", [["messages", 50], {"tokens": 12000}], keep=10),
+        "summary-6000-keep-8-provider-ohv0": _summary("ohv0", 6000, keep=8, token_count="provider"),
+        "summary-60-keep-2-claude": _summary("claude", 60, keep=2),
     },
     "strands": {
         "window-defaults": _window("mini"),
