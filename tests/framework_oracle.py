@@ -79,6 +79,7 @@ _AUTOGEN = {
     "autogen_head_and_tail": ("HeadAndTail", ("head_size", "tail_size")),
     "autogen_token_limited": ("TokenLimited", ("token_limit",)),
 }
+_CLEAR_EDIT = ("trigger", "clear_at_least", "keep", "clear_tool_inputs", "exclude_tools", "placeholder")
 _INSPECT = {
     "inspect_compaction_edit": "CompactionEdit",
     "inspect_compaction_trim": "CompactionTrim",
@@ -130,10 +131,13 @@ def framework_config(framework: str, policy: str, knobs: dict, window: int | Non
         if p.get("token_count", "framework") != "framework":
             config["token_count"] = p["token_count"]
         return config
-    if policy == "langchain_clear_tool_uses":
-        rest = {k: v for k, v in own.items() if k != "trigger_tokens"}
-        return {"middleware": "ClearToolUses", "trigger": p["trigger_tokens"], **rest}
+    if policy == "langchain_clear_tool_uses":  # ClearToolUsesEdit's arguments, then the middleware's
+        edit = {k: list(p[k]) if k == "exclude_tools" else p[k] for k in _CLEAR_EDIT}
+        return {"middleware": "ClearToolUses", "edit": edit, "token_count_method": p["token_count_method"]}
     if policy == "langchain_summarization":
+        if "fraction" in json.dumps([p["trigger"], p["keep"]]):
+            # LangChain needs the model's profile for a fraction; the export carries no context window
+            raise NotComparable("a fraction needs the model's max_input_tokens: the oracle's model has none")
         config = {"middleware": "Summarization", **own}
         config["trigger"] = ["tokens", p["trigger"]] if isinstance(p["trigger"], int) else own["trigger"]
         if isinstance(own.get("keep"), int):
@@ -170,7 +174,7 @@ def _autogen(corpus: str, context: str, **knobs) -> tuple[str, str, dict, dict]:
 
 
 def _clear(corpus: str, trigger: int, **knobs) -> tuple[str, str, dict, dict]:
-    return _setting("langchain", corpus, "langchain_clear_tool_uses", trigger_tokens=trigger, **knobs)
+    return _setting("langchain", corpus, "langchain_clear_tool_uses", trigger=trigger, **knobs)
 
 
 def _summary(corpus: str, trigger, **knobs) -> tuple[str, str, dict, dict]:
@@ -246,10 +250,23 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
     "langchain": {
         "clear-default": _clear("mini", 100000),
         "clear-8000": _clear("mini", 8000),
-        "clear-8000-provider": _clear("mini", 8000, token_count="provider"),
+        "clear-8000-model": _clear("mini", 8000, token_count_method="model"),
         "clear-8000-2000": _clear("mini", 8000, clear_at_least=2000),
         "clear-2500-tau": _clear("tau10", 2500),
-        "clear-2500-300-provider-tau": _clear("tau10", 2500, clear_at_least=300, token_count="provider"),
+        "clear-2500-300-model-tau": _clear("tau10", 2500, clear_at_least=300, token_count_method="model"),
+        # every ClearToolUsesEdit argument: tool names and call arguments are ctxsim's readings (a tool is
+        # named by its issuing turn's text; a cleared input weighs the whole turn as a placeholder)
+        # the model's count falls back under the trigger (django-16560 call 30: 10,571 -> 10,484): the
+        # copy is sent whole again
+        "clear-10500-2-model": _clear("mini", 10500, keep=2, token_count_method="model"),
+        "clear-8000-1-inputs": _clear("mini", 8000, keep=1, clear_tool_inputs=True, clear_at_least=3000),
+        "clear-2000-0-exclude-tau": _clear("tau10", 2000, keep=0, exclude_tools=["get_reservation_details"],
+                                           placeholder="[tool output cleared]"),
+        # several user turns in a row, a run that ends on a tool result, a call before any user turn
+        "clear-4000-2-model-ohv0": _clear("ohv0", 4000, keep=2, token_count_method="model"),
+        "clear-2000-0-inputs-ohv0": _clear("ohv0", 2000, keep=0, clear_tool_inputs=True, clear_at_least=500),
+        "clear-40-0-claude": _clear("claude", 40, keep=0, clear_tool_inputs=True),
+        "clear-1000-0-ohsdk": _clear("ohsdk", 1000, keep=0, token_count_method="model"),
         "summary-8000-defaults": _summary("mini", 8000),
         "summary-8000-keep-10": _summary("mini", 8000, keep=10),
         "summary-16000-keep-10": _summary("mini", ["tokens", 16000], keep=["messages", 10]),
@@ -259,6 +276,11 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summary-4000-keep-6-provider-tau": _summary("tau10", 4000, keep=6, token_count="provider"),
         "summary-30-messages-tau": _summary("tau10", ["messages", 30], keep=8,
                                             trim_tokens_to_summarize=1000),
+        # trigger as LangChain's clauses: AND (a dict), OR (a list of pairs and dicts)
+        "summary-and-10-2000-tau": _summary("tau10", {"messages": 10, "tokens": 2000}, keep=["tokens", 500]),
+        "summary-or-50-12000-mini": _summary("mini", [["messages", 50], {"tokens": 12000}], keep=10),
+        "summary-6000-keep-8-provider-ohv0": _summary("ohv0", 6000, keep=8, token_count="provider"),
+        "summary-60-keep-2-claude": _summary("claude", 60, keep=2),
     },
     "strands": {
         "window-defaults": _window("mini"),

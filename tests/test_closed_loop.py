@@ -143,7 +143,7 @@ WORKING_SET_POLICIES = {
     "openhands_amortized_forgetting": {"max_size": 20},
     "openhands_llm_summarizing": {"max_size": 20},
     "anthropic_clear_tool_uses": {"trigger_tokens": 12000},
-    "langchain_clear_tool_uses": {"trigger_tokens": 12000},
+    "langchain_clear_tool_uses": {"trigger": 12000},
     "codex_auto_compact": {"context_window": 20000},
     "claude_code_auto_compact": {"context_window": 40000, "max_output_tokens": 4000, "buffer_tokens": 20000},
     "langchain_summarization": {"trigger": 12000, "keep": 6},

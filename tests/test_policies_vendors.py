@@ -80,26 +80,24 @@ def test_anthropic_clear_tool_inputs_and_exclude_tools():
 # ------------------------------------------------------------------------------ LangChain clearing
 def test_langchain_clearing_recleared_every_call():
     # placeholder "[cleared]" (9 bytes) -> 7 tokens, saving 93. The trigger counts the unedited state,
-    # here the whole request (token_count provider, the model's count with the system message):
+    # here the whole request (token_count_method model, the model's count with the system message):
     # call 3: 480 > 400 -> clear 3 -> 387; call 4 (unedited 590): re-clear 3, clear 5 -> 404; call 5: 421.
     # Every call re-issues all clears: the cache is rewritten from result 3 on each time.
-    r = run("langchain_clear_tool_uses", trigger_tokens=400, keep=2, token_count="provider")
+    r = run("langchain_clear_tool_uses", trigger=400, keep=2, token_count_method="model")
     assert col(r, "input_tokens") == [150, 260, 370, 387, 404, 421]
     assert col(r, "first_changed") == [-1, -1, -1, 3, 3, 3]
     assert col(r, "items_changed") == [0, 0, 0, 1, 2, 3]
     assert r.item_tokens[3] == 7 and [r.item_state[i] for i in (3, 5, 7, 9)] == [M, M, M, V]
     # LangChain's default counts the messages only (no system message: 100 fewer)
-    f = run("langchain_clear_tool_uses", trigger_tokens=300, keep=2)
+    f = run("langchain_clear_tool_uses", trigger=300, keep=2)
     assert col(f, "input_tokens") == col(r, "input_tokens")
-    assert col(run("langchain_clear_tool_uses", trigger_tokens=400, keep=2), "input_tokens")[3] == 480
+    assert col(run("langchain_clear_tool_uses", trigger=400, keep=2), "input_tokens")[3] == 480
 
 
 def test_langchain_clear_at_least_stops_early():
     # keep 1, clear_at_least 150: clear 3 (93), then 5 (186 >= 150) and stop, every call, although
     # the request (404 at call 4) is over the trigger again: the trigger sees the unedited 590.
-    r = run(
-        "langchain_clear_tool_uses", trigger_tokens=400, keep=1, clear_at_least=150, token_count="provider"
-    )
+    r = run("langchain_clear_tool_uses", trigger=400, keep=1, clear_at_least=150, token_count_method="model")
     assert col(r, "input_tokens") == [150, 260, 370, 294, 404, 514]
     assert col(r, "first_changed") == [-1, -1, -1, 3, 3, 3]
     assert [r.item_state[i] for i in (3, 5, 7, 9)] == [M, M, V, V]

@@ -33,15 +33,45 @@ SPECS: dict[str, dict[str, tuple]] = {
         "token_limit": ("tokens", 0.2, 1.2),
         "token_count": ("choice", ["framework", "provider"]),
     },
+    # trigger from 0.02 x the peak: the default count leaves out the system prompt and tools, which are
+    # most of the request on the short families (openhands-sdk, claude-code), so a higher floor never
+    # fires there; keep weighted to small values (those runs hold 1-3 tool results). exclude_tools: names
+    # the shared families' assistant turns start with (ctxsim matches a tool by its issuing turn's text),
+    # so an excluded result is met on mini, tau, ohv0, inspect and claude alike
     "langchain_clear_tool_uses": {
-        "trigger_tokens": ("tokens", 0.1, 1.2),
-        "keep": ("int", 0, 8),
+        "trigger": ("tokens", 0.02, 1.2),
+        "keep": ("choice", [0, 0, 1, 1, 2, 3, 5, 8]),
         "clear_at_least": ("choice", [0, 0, 500, 2000, 8000]),
-        "token_count": ("choice", ["framework", "provider"]),
+        "clear_tool_inputs": ("choice", [False, False, True]),
+        "exclude_tools": (
+            "choice",
+            [
+                [],
+                [],
+                ["get_reservation_details", "THOUGHT: Now", "It seems", "Executing bash", '{"name": "Bash"'],
+            ],
+        ),
+        "placeholder": ("choice", ["[cleared]", "[cleared]", "[tool output cleared to save context]"]),
+        "token_count_method": ("choice", ["approximate", "model"]),
     },
+    # trigger and keep in every form LangChain takes (a token count, a (kind, value) pair, an AND clause,
+    # an OR list); the fixed message counts and token values fire on the short families and the long
     "langchain_summarization": {
-        "trigger": ("tokens", 0.2, 1.2),
-        "keep": ("int", 2, 30),
+        "trigger": (
+            "choice",
+            [
+                "tokens",
+                "tokens",
+                "tokens",
+                ["messages", 4],
+                ["messages", 12],
+                ["messages", 40],
+                {"messages": 10, "tokens": 2000},
+                [["messages", 50], {"tokens": 6000}],
+                [{"messages": 3, "tokens": 60}, ["tokens", 100000]],
+            ],
+        ),
+        "keep": ("choice", [1, 2, 4, 6, 10, 20, 30, ["messages", 8], ["tokens", 500], ["tokens", 3000]]),
         "trim_tokens_to_summarize": ("choice", [1000, 4000, 4000, 16000]),
         "token_count": ("choice", ["framework", "provider"]),
     },

@@ -25,7 +25,7 @@ from sim.util.paths import EMBEDDED_SUITE, traces_dir
 # (tests/golden/frameworks/): a benchmark of a policy that never acts would say little.
 ACTIVE_KNOBS: dict[str, dict] = {
     "autogen_token_limited": {"token_limit": 16000},
-    "langchain_clear_tool_uses": {"trigger_tokens": 8000},
+    "langchain_clear_tool_uses": {"trigger": 8000},
     "langchain_summarization": {"trigger": 16000, "keep": 10},
     "strands_sliding_window": {"window_size": 10, "per_turn": True},
     "strands_summarizing": {"context_window": 16000, "proactive_compression": {"compression_threshold": 0.7}},

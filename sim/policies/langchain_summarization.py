@@ -2,21 +2,25 @@
 1.8.3). Held call for call to the installed middleware in a real ``create_agent`` graph by
 ``make oracle-langchain``.
 
-Knobs (LangChain's names and defaults): ``trigger`` null (off), a plain integer (tokens) or LangChain's
-pair ``[tokens|messages|fraction, value]``; ``keep`` 20 messages, a plain integer (messages) or a pair;
-``trim_tokens_to_summarize`` 4,000 (null: no trim); ``token_count``. The summary size rule is ctxsim's:
-clamp(``summary_ratio`` x the tokens the summarizer is given, ``summary_min_tokens``,
-``summary_max_tokens``). A fraction is of the model's maximum input (the trace's recorded window; unknown:
-a fraction trigger never fires and a fraction ``keep`` falls back to 20 messages, as LangChain does
-without a model profile).
+Knobs (``SummarizationMiddleware``'s names and defaults): ``trigger`` null (off), a plain integer
+(tokens), LangChain's pair ``[tokens|messages|fraction, value]``, a clause ``{kind: value, ..}`` (all
+reached) or a list of pairs and clauses (any one); ``keep`` 20 messages, a plain integer (messages) or a
+pair; ``trim_tokens_to_summarize`` 4,000 (null: no trim). ctxsim's own: ``token_count`` (whether the
+model's responses carry usage the middleware reads, below; the library has no argument for it) and the
+summary size rule: clamp(``summary_ratio`` x the tokens the summarizer is given, ``summary_min_tokens``,
+``summary_max_tokens``). A fraction is of the model's maximum input (the trace's recorded window).
+LangChain refuses a fraction at construction when the model has no profile; ctxsim meets the window only
+at replay and keeps the library's run-time fallbacks instead: a fraction threshold is never reached and
+a fraction ``keep`` falls back to 20 messages.
 
 - State messages: the non-instruction events not yet replaced (``system`` / ``tools`` are the agent's
   system message), the summary message (a human message) first once there is one.
 - Trigger, before each model node: the count of the state's messages (LangChain's token counter: the
-  messages only, no system prompt, no tools) reaches ``trigger``; with ``token_count`` ``provider`` also
-  when the newest model response in the state reported a total (its request + its output) that reaches
-  it (LangChain's reported-usage check, live when the response came from the summarization model's
-  provider). ``framework`` (default): the local count only.
+  messages only, no system prompt, no tools) reaches a token threshold, their number a message one;
+  with ``token_count`` ``provider`` a token threshold is also reached when the newest model response in
+  the state reported a total (its request + its output) that reaches it (LangChain's reported-usage
+  check, live when the response came from the summarization model's provider). ``framework``
+  (default): the local count only.
 - Cutoff: ``len - keep`` messages (tokens: the fewest newest messages within ``keep`` tokens); on a tool
   result it moves back to the model message that issued it.
 - The summarizer is given ``trim_messages(strategy="last", allow_partial=True, start_on="human")`` of the
@@ -77,6 +81,31 @@ def size_spec(policy: str, knob: str, value: Any, plain: str) -> tuple[str, floa
     return kind, v
 
 
+def trigger_clauses(policy: str, value: Any) -> list[dict[str, float]]:
+    """``trigger`` as LangChain's clauses (``_normalize_trigger``): any clause met fires, a clause is met
+    when all its thresholds are. A plain integer counts tokens; a pair ``[kind, value]`` (LangChain's
+    tuple) is one threshold; a mapping ``{kind: value, ..}`` (a ``TriggerClause``) is one clause; a list
+    of pairs and mappings is one clause each."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return [_clause(policy, value)]
+    if isinstance(value, list | tuple) and value and all(isinstance(v, list | tuple | dict) for v in value):
+        return [
+            _clause(policy, v) if isinstance(v, dict) else dict([size_spec(policy, "trigger", v, "tokens")])
+            for v in value
+        ]
+    return [dict([size_spec(policy, "trigger", value, "tokens")])]
+
+
+def _clause(policy: str, clause: dict) -> dict[str, float]:
+    if not clause:
+        raise ConfigError(
+            f"policy '{policy}': trigger={clause!r}: a clause needs tokens, messages or fraction"
+        )
+    return dict(size_spec(policy, "trigger", [kind, v], "tokens") for kind, v in clause.items())
+
+
 class _State:
     __slots__ = ("frame", "carrier", "reported", "lines")
 
@@ -118,8 +147,7 @@ class LangchainSummarization(Policy):
     def __post_init__(self) -> None:
         from sim.policies.anthropic_server_compaction import check_summary_knobs
 
-        if self.trigger is not None:
-            size_spec(self.name, "trigger", self.trigger, "tokens")
+        object.__setattr__(self, "_clauses", trigger_clauses(self.name, self.trigger))  # read every call
         size_spec(self.name, "keep", self.keep, "messages")
         if self.trim_tokens_to_summarize is not None:
             check_int(self.name, "trim_tokens_to_summarize", self.trim_tokens_to_summarize, 1)
@@ -146,21 +174,37 @@ class LangchainSummarization(Policy):
         return view.nbytes[i] if i == state.carrier else sum(self._lines(trace, state, view, i))
 
     def _met(self, trace: Trace, state: _State, msgs: list[int], count: int, view: View) -> bool:
-        kind, value = size_spec(self.name, "trigger", self.trigger, "tokens")
-        if kind == "messages":
-            return len(msgs) >= value
-        if kind == "fraction":
-            if trace.context_window is None:
-                return False
-            value = max(int(trace.context_window * value), 1)
-        if count >= value:
-            return True
+        """LangChain's ``_should_summarize``: any clause whose every threshold is reached."""
+        reported = None  # the newest response's reported total, looked up once when a threshold needs it
+        for clause in self._clauses:
+            met = True
+            for kind, value in clause.items():
+                if kind == "messages":
+                    met = len(msgs) >= value
+                else:
+                    if kind == "fraction":
+                        if trace.context_window is None:
+                            met = False
+                            break
+                        value = max(int(trace.context_window * value), 1)
+                    if count < value:
+                        if reported is None:
+                            reported = self._reported(trace, state, msgs)
+                        met = reported >= value
+                if not met:
+                    break
+            if met:
+                return True
+        return False
+
+    def _reported(self, trace: Trace, state: _State, msgs: list[int]) -> int:
+        """The total the newest model response in the state reported (-1: none, or the check is off:
+        ``token_count`` ``framework``)."""
         if self.token_count != "provider":
-            return False
+            return -1
         issuing = trace.derived("call_of_event", _call_of_event)
         newest = next((i for i in reversed(msgs) if trace.events[i].kind == "assistant"), None)
-        reported = state.reported.get(issuing.get(newest, -1), -1) if newest is not None else -1
-        return reported >= value
+        return state.reported.get(issuing.get(newest, -1), -1) if newest is not None else -1
 
     def _safe_cutoff(self, trace: Trace, state: _State, msgs: list[int], c: int) -> int:
         f, events = state.frame, trace.events

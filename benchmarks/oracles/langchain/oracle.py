@@ -4,22 +4,31 @@ langgraph 1.2.24; pinned in requirements.txt).
     .venv/bin/python oracle.py IN.json OUT.json     (run by ../frameworks.py)
 
 Per trace and setting, a real ``create_agent`` graph (an ``InMemorySaver`` thread) with a scripted chat
-model and one scripted tool: every ``user`` event is one ``invoke`` on the thread; the model answers
-call k with the recorded assistant event (its text, one tool call per call id) and the tool returns the
-recorded result of that call, so the middleware runs where the agent runs it
-(``SummarizationMiddleware.before_model`` before each model node, ``ContextEditingMiddleware``
-around each model call). The request is what the model is given (its system message is the trace's
-``system`` and ``tools`` events, always sent).
+model and scripted tools, driven call by call (``Run.plan``): the model answers call k with the
+recorded assistant event (its text, one tool call per call id whose result the trace records) and the
+tool returns that recorded result, so the agent's own loop adds the answer and its results; every other
+event of call k's view not yet in the thread (user turns, results of no call of the previous answer, a
+recorded assistant turn no call made) is added by a first ``before_model`` hook (``Feed``) just before
+call k, in trace order; an answer with no tool call ends the ``invoke`` and the next one continues the
+thread. The middleware runs where the agent runs it (``SummarizationMiddleware.before_model`` before
+each model node, after the feed; ``ContextEditingMiddleware`` around each model call). The request is
+what the model is given (its system message is the trace's ``system`` and ``tools`` events, always
+sent). Tool names: canonical events carry none; a call is named after the first ``exclude_tools`` name
+its issuing assistant's text starts with (ctxsim's reading of the knob), else ``tool``. A cleared tool
+input (``clear_tool_inputs``: LangChain empties the call's arguments, which the canonical assistant
+event does not hold apart from its text) weighs the whole assistant event as ``[tool input cleared]``,
+as ctxsim does.
 
 Alignment: the token counter sums ctxsim's sizes of the messages it is given (a message cut by
 ``trim_messages`` weighs ctxsim's ``scale_tokens`` of the bytes kept; a placeholder or the fixed
-fallback text ctxsim's estimate of its bytes); ``token_count`` ``provider``: ``ContextEditingMiddleware``
-counts with the model (``token_count_method="model"``: system message, tools and messages, here plus the
-call's residual), and each model response carries its usage (the request as sent plus the mock model's
-output) for ``SummarizationMiddleware``'s reported-usage check. The summarizer is a scripted callable
-(``summarizer=``): it answers ``SUMMARY n`` weighing clamp(ratio x the tokens it was given, min, max).
-The summary message stands in the slot of the first message it replaced (S); a replaced message the
-summarizer was given (whole or cut) is S, one it never saw (trimmed away, or the fallback text) D.
+fallback text ctxsim's estimate of its bytes); with ``token_count_method="model"``
+``ContextEditingMiddleware`` counts with the model (system message, tools and messages, here plus the
+call's residual); with ``token_count`` ``provider`` (summarization) each model response carries its
+usage (the request as sent plus the mock model's output) for ``SummarizationMiddleware``'s
+reported-usage check. The summarizer is a scripted callable (``summarizer=``): it answers ``SUMMARY n``
+weighing clamp(ratio x the tokens it was given, min, max). The summary message stands in the slot of
+the first message it replaced (S); a replaced message the summarizer was given (whole or cut) is S,
+one it never saw (trimmed away, or the fallback text) D.
 """
 
 from __future__ import annotations
@@ -30,7 +39,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from langchain.agents import create_agent
-from langchain.agents.middleware import ClearToolUsesEdit, ContextEditingMiddleware, SummarizationMiddleware
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -44,7 +58,7 @@ from oracle_job import rle, run_job  # noqa: E402
 INSTRUCTION = ("system", "tools")
 PREFIX = "Here is a summary of the conversation to date:\n\n"
 PROVIDER = "replay"
-CLEARED = "[cleared]"  # ClearToolUsesEdit's placeholder
+INPUT_CLEARED = "[tool input cleared]"  # what ctxsim weighs an assistant event whose tool input was cleared
 
 
 def estimate(nbytes: int, bpt: float | None) -> int:
@@ -63,14 +77,19 @@ class Run:
         self.events = trace["events"]
         self.bpt = trace["bytes_per_token"]
         self.instruction = sum(e["tokens"] for e in self.events if e["kind"] in INSTRUCTION)
+        edit = config.get("edit", {})
+        self.placeholder = edit.get("placeholder", "[cleared]")
+        self.exclude = list(edit.get("exclude_tools", []))
         self.by_call: dict[str, int] = {}  # unique tool call id -> its tool_result event
         last: dict[str, int] = {}
         for i, e in enumerate(self.events):
             for c in e["tool_call_ids"]:
                 last[c] = i
-            if e["kind"] == "tool_result" and e["tool_call_id"] in last:
-                self.by_call[f"{e['tool_call_id']}@{last[e['tool_call_id']]}"] = i
+            if e["kind"] == "tool_result":
+                key = f"{e['tool_call_id']}@{last[e['tool_call_id']]}" if e["tool_call_id"] in last else None
+                self.by_call[key or f"orphan@{i}"] = i
         self.result_of = {i: u for u, i in self.by_call.items()}
+        self.plan()
         self.summaries: dict[str, tuple[int, int]] = {}  # summary message text -> (tokens, ctxsim bytes)
         self.summary_ids: dict[str, str] = {}  # summary message id -> its text
         self.k = 0  # model calls answered
@@ -78,6 +97,49 @@ class Run:
         self.seen: set[int] = set()  # events a summarizer was given
         self.slot = -1  # the event whose slot the summary message stands in
         self.pending_out = 0
+
+    def plan(self) -> None:
+        """Per call: the tool calls its answer makes (those whose result is recorded within the next
+        call's view: the agent's tool node adds them) and the events fed before it (``Feed``): the rest
+        of its view not yet in the thread, in trace order."""
+        calls, events = self.trace["calls"], self.events
+        self.tool_keys: list[list[str]] = []
+        self.inputs: list[list[int]] = []
+        added: set[int] = set()
+        for k, c in enumerate(calls):
+            lo = calls[k - 1]["view_end"] if k else 0
+            self.inputs.append(
+                [
+                    i
+                    for i in range(lo, c["view_end"])
+                    if i not in added and events[i]["kind"] not in INSTRUCTION
+                ]
+            )
+            added.update(self.inputs[-1])
+            a = c["event_index"]
+            horizon = calls[k + 1]["view_end"] if k + 1 < len(calls) else len(events)
+            keys = [
+                key
+                for cid in events[a]["tool_call_ids"]
+                if (key := f"{cid}@{a}") in self.by_call and self.by_call[key] < horizon
+                and self.by_call[key] not in added
+            ]  # fmt: skip
+            self.tool_keys.append(keys)
+            added.add(a)
+            added.update(self.by_call[key] for key in keys)
+
+    def tool_name(self, issuer: int) -> str:
+        text = self.events[issuer]["text"]
+        return next((n for n in self.exclude if text.startswith(n)), "tool")
+
+    def message(self, i: int):
+        """Event ``i`` as the message the feed adds."""
+        e = self.events[i]
+        if e["kind"] == "tool_result":
+            return ToolMessage(content=e["text"], tool_call_id=self.result_of[i], id=f"ev{i}")
+        if e["kind"] == "assistant":
+            return AIMessage(content=e["text"], id=f"ev{i}")
+        return HumanMessage(content=e["text"], id=f"ev{i}")
 
     def event(self, m) -> int | None:
         if isinstance(m, ToolMessage):
@@ -90,10 +152,11 @@ class Run:
         i = self.event(m)
         if i is not None:
             e = self.events[i]
+            if cleared(m):  # ClearToolUsesEdit's placeholder; an emptied tool input
+                text = content if isinstance(m, ToolMessage) else INPUT_CLEARED
+                return estimate(len(text.encode()), self.bpt)
             if content == e["text"]:
                 return e["tokens"]
-            if isinstance(m, ToolMessage) and content == CLEARED:
-                return estimate(len(content.encode()), self.bpt)
             # trim_messages' cut (while it searches, the kept lines joined in reverse order)
             return scale(e["tokens"], len(e["text"].encode()), len(content.encode()))
         if content in self.summaries:
@@ -126,7 +189,7 @@ class Run:
             i = self.event(m)
             if i is None:
                 inserted.append(s)
-            elif m.content != self.events[i]["text"]:
+            elif m.content != self.events[i]["text"] or cleared(m):
                 changed.add(i)
         state = []
         for i in range(end):
@@ -140,25 +203,14 @@ class Run:
                 state.append("D")
         self.calls.append([rle("".join(state)), inserted, tokens])
         e = self.events[call["event_index"]]
-        tool_calls = [
-            {
-                "name": "tool",
-                "args": {},
-                "id": self.result_of_call(c, call["event_index"]),
-                "type": "tool_call",
-            }
-            for c in e["tool_call_ids"]
-        ]
+        name = self.tool_name(call["event_index"])
+        tool_calls = [{"name": name, "args": {}, "id": key, "type": "tool_call"} for key in self.tool_keys[k]]
         msg = AIMessage(content=e["text"], tool_calls=tool_calls, id=f"ev{call['event_index']}")
         if self.config.get("token_count") == "provider":
             out = t["outputs"][k]
             msg.usage_metadata = {"input_tokens": tokens, "output_tokens": out, "total_tokens": tokens + out}
             msg.response_metadata = {"model_provider": PROVIDER}
         return msg
-
-    @staticmethod
-    def result_of_call(cid: str, issuer: int) -> str:
-        return f"{cid}@{issuer}"
 
     def summarize(self, messages) -> str:
         """The scripted summarizer: ctxsim's size rule over what the middleware gives it (after trim)."""
@@ -168,6 +220,27 @@ class Run:
         tokens = estimate(len(PREFIX.encode()), self.bpt) + out
         self.summaries[PREFIX + text] = (tokens, len(PREFIX.encode()) + round(out * (self.bpt or 4.0)))
         return text
+
+
+def cleared(m) -> bool:
+    """Whether ClearToolUsesEdit edited this message (a result's placeholder, a call's arguments)."""
+    entry = m.response_metadata.get("context_editing", {})
+    return bool(entry.get("cleared") or entry.get("cleared_tool_inputs"))
+
+
+class Feed(AgentMiddleware):
+    """The first ``before_model`` hook: adds the events of the next call's view the agent's loop does not
+    (``Run.plan``), so the middleware after it sees them as it sees a user's turn."""
+
+    def __init__(self, run: Run) -> None:
+        super().__init__()
+        self._run = run
+
+    def before_model(self, state, runtime):
+        run = self._run
+        if run.k >= len(run.inputs) or not run.inputs[run.k]:
+            return None
+        return {"messages": [run.message(i) for i in run.inputs[run.k]]}
 
 
 class ReplayChat(BaseChatModel):
@@ -217,17 +290,22 @@ class Summarization(SummarizationMiddleware):
 
 
 def size_spec(value):
-    return tuple(value) if isinstance(value, list) else value
+    """A knob as LangChain takes it: a pair (JSON's list) is its tuple, a clause (a mapping) stays, a
+    list of pairs and clauses is a list of each."""
+    if isinstance(value, list) and value and isinstance(value[0], str):
+        return tuple(value)
+    if isinstance(value, list):
+        return [size_spec(v) for v in value]
+    return value
 
 
 def middleware(run: Run, model: ReplayChat):
     c = run.config
     if c["middleware"] == "ClearToolUses":
-        edit = ClearToolUsesEdit(
-            trigger=c["trigger"], keep=c.get("keep", 3), clear_at_least=c.get("clear_at_least", 0)
-        )
-        if c.get("token_count") == "provider":
+        edit = ClearToolUsesEdit(**c["edit"])
+        if c["token_count_method"] == "model":  # the model's count: ReplayChat.get_num_tokens_from_messages
             return ContextEditingMiddleware(edits=[edit], token_count_method="model")
+        # "approximate": ctxsim's sizes stand for LangChain's approximation
         return ContextEditingMiddleware(edits=[edit], token_counter=run.count)
     kw = {"keep": size_spec(c["keep"])} if "keep" in c else {}
     if "trim_tokens_to_summarize" in c:
@@ -242,12 +320,12 @@ def middleware(run: Run, model: ReplayChat):
     )
 
 
-def make_tool(run: Run):
+def make_tools(run: Run) -> list:
     def tool(tool_call_id: Annotated[str, InjectedToolCallId]) -> str:
         i = run.by_call.get(tool_call_id)
         return run.events[i]["text"] if i is not None else ""
 
-    return StructuredTool.from_function(tool, name="tool", description="tool")
+    return [StructuredTool.from_function(tool, name=n, description=n) for n in ["tool", *run.exclude]]
 
 
 async def replay(trace: dict, config: dict, rule: dict) -> dict:
@@ -255,17 +333,15 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     model = ReplayChat(run=run)
     system = "".join(e["text"] for e in trace["events"] if e["kind"] == "system") or None
     agent = create_agent(
-        model, [make_tool(run)], system_prompt=system, middleware=[middleware(run, model)],
+        model, make_tools(run), system_prompt=system, middleware=[Feed(run), middleware(run, model)],
         checkpointer=InMemorySaver(),
     )  # fmt: skip
     cfg = {"configurable": {"thread_id": "t"}, "recursion_limit": 100000}
-    last = trace["calls"][-1]["event_index"]
-    for i, e in enumerate(trace["events"]):
-        if e["kind"] != "user":
-            continue
-        if i >= last or run.k >= len(trace["calls"]):
-            break
-        agent.invoke({"messages": [HumanMessage(content=e["text"], id=f"ev{i}")]}, cfg)
+    while run.k < len(trace["calls"]):  # an answer without a tool call ends an invoke: the next goes on
+        k = run.k
+        agent.invoke({"messages": []}, cfg)
+        if run.k == k:
+            raise RuntimeError(f"{trace['trace_id']}: call {k} was never made")
     return {"finish": "completed", "calls": run.calls}
 
 
