@@ -287,6 +287,7 @@ def compose(policy: str, overrides: list[str], allow_modules: Sequence[str] = ()
         base = hydra_compose(policy, [])
     knob_names = [k for k in base["policy"] if k != "_target_"]
     model_keys = list(base.get("model") or {})
+    parsed, overrides = _renamed_overrides(base, parsed, knob_names)
     for ov, group, knob in parsed:
         known = knob_names if group == "policy" else model_keys
         if knob not in known:
@@ -303,6 +304,25 @@ def compose(policy: str, overrides: list[str], allow_modules: Sequence[str] = ()
     # an override's value may be a mapping (policy.steps=[{...}]): no _target_ may hide in it
     _walk({k: v for k, v in (cfg.get("policy") or {}).items() if k != "_target_"}, "policy", "config")
     return cfg
+
+
+def _renamed_overrides(base: dict[str, Any], parsed: list, knob_names: list[str]) -> tuple[list, list[str]]:
+    """``policy.OLD=V`` of a knob renamed to the library's name (``Policy.knob_aliases``) as
+    ``policy.NEW=V'``, with the deprecation warning ``make_policy`` gives for the same old name."""
+    from sim.policies.base import policy_class, renamed_knobs
+
+    name = registered_name(base["policy"].get("_target_"))
+    aliases = policy_class(name).knob_aliases if name is not None else {}
+    out, texts = [], []
+    for ov, group, knob in parsed:
+        if group == "policy" and knob not in knob_names and knob in aliases:
+            key, _, value = ov.partition("=")
+            ((new, mapped),) = renamed_knobs(policy_class(name), {knob: value}).items()
+            ov = f"{key[: len(key) - len(knob)]}{new}={mapped}"
+            knob = new
+        out.append((ov, group, knob))
+        texts.append(ov)
+    return out, texts
 
 
 def hydra_compose(policy: str, overrides: list[str]) -> dict[str, Any]:
