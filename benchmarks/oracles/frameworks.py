@@ -290,13 +290,18 @@ def conformance(args) -> int:
     if args.policy is None and args.setting:
         raise BadInput("--setting needs --policy (knobs are a policy's)")
     given = [parse_setting(s) for s in args.setting or []]
-    settings = []
+    by_policy = {}
     for policy in [args.policy] if args.policy else known:
-        settings += settings_for(framework, policy, given, args.draw, args.seed, traces)
+        unique = {}  # a setting given twice (or drawn as given) runs once: names key the oracle's answers
+        for s in settings_for(framework, policy, given, args.draw, args.seed, traces):
+            unique.setdefault(s.name, s)
+        by_policy[policy] = list(unique.values())
     python = ensure_env(framework)
     backend = BACKENDS[framework]
-    per_setting = backend.run(python, traces, settings)
-    results = [summarize(s.policy, s.name, per_setting[s.name]) for s in settings]
+    results = []
+    for settings in by_policy.values():  # one oracle job per policy: its settings' names are unique
+        per_setting = backend.run(python, traces, settings)
+        results += [summarize(s.policy, s.name, per_setting[s.name]) for s in settings]
     if args.format == "json":
         for r in results:
             print(json.dumps(r, sort_keys=True))
