@@ -26,6 +26,10 @@ its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
   runs on them: the new summary replaces them all and the sliding window's own summary is discarded
   (both summarizer calls are metered).
 - ``all``: every message but the system prompt is summarized.
+- A system prompt at or above ``context_window``: after the summaries (metered) the request is still
+  over the trigger and Letta raises ``SystemPromptTokenExceededError``; the agent loop stops
+  (``context_window_overflow_in_system_prompt``). ctxsim: the run ends ``context-overflow`` before the
+  call is sent.
 - Transform: the summarized messages are SUMMARIZED; the summary message (index 1 in Letta) sits in the
   slot of the first message ever summarized, with the summary's tokens (Letta's system-alert framing
   around it is not sized apart). Evicted messages stay in Letta's recall memory, searchable with
@@ -48,6 +52,7 @@ SUMMARIZED = ItemState.SUMMARIZED
 TRIGGER_MULTIPLIER = 0.9  # letta.constants.SUMMARIZATION_TRIGGER_MULTIPLIER
 MODES = ("sliding_window", "all")
 SYSTEM, SUMMARY = -1, -2
+OVERFLOW = "context-overflow"
 
 
 class _State:
@@ -138,6 +143,10 @@ class LettaPartialEvict(Policy):
         if cut is not None and sys_tokens + sum(size[i] for i in kept) >= trigger:
             covered, kept = lst[1:], []  # summarize_all over the kept messages; the first summary is lost
             calls.append(self.summary_call(trace, lst[cut:], size, sys_tokens))
+        summary = calls[0] if len(calls) == 1 else calls
+        # compact_messages' last check: the system prompt alone fills the window
+        if self.window(trace) is not None and sys_tokens >= w:
+            return Decision((), summary, stop=OVERFLOW)
         out = calls[-1].output_tokens
         covered = [i for i in covered if i != SUMMARY]
         carrier = state.carrier if state.carrier >= 0 else (covered[0] if covered else -1)
@@ -147,7 +156,7 @@ class LettaPartialEvict(Policy):
         changes = [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered if i != carrier]
         changes.append(Change(carrier, SUMMARIZED, out, round(out * bpt), "summary"))
         state.carrier, state.summary_tokens = carrier, out
-        return Decision(sorted(changes, key=lambda c: c.index), calls[0] if len(calls) == 1 else calls)
+        return Decision(sorted(changes, key=lambda c: c.index), summary)
 
     def sliding_cut(self, trace: Trace, lst: list[int], size: dict, sys_tokens: int, w: int) -> int | None:
         """``summarize_via_sliding_window``'s cut (a position in ``lst``), or None where Letta raises."""

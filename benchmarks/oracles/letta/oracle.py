@@ -8,7 +8,8 @@ tool messages). ``letta_agent_v3``'s rule drives it: after each step, when the s
 (prompt + completion) exceeds ``get_compaction_trigger_threshold`` (int(0.9 x context_window)), the real
 ``compact_messages`` (``services/summarizer/compact.py``: the mode's summarizer, the sliding window's
 fallback to ``summarize_all``, the post-compaction check) replaces the in-context messages before the
-next call.
+next call. When the system prompt alone reaches ``context_window``, ``compact_messages`` raises
+``SystemPromptTokenExceededError`` and the agent loop stops: the run ends ``context-overflow``.
 
 Alignment: Letta's ``count_tokens`` sums ctxsim's sizes (no 1.3 margin: that is only for its
 approximate counter); ``simple_summary`` is scripted, answering ``SUMMARY n`` weighing the size rule
@@ -27,6 +28,7 @@ from pathlib import Path
 import letta.services.summarizer.compact as compact
 import letta.services.summarizer.summarizer_all as sall
 import letta.services.summarizer.summarizer_sliding_window as sw
+from letta.errors import SystemPromptTokenExceededError
 from letta.schemas.enums import MessageRole
 from letta.schemas.letta_message_content import TextContent
 from letta.schemas.llm_config import LLMConfig
@@ -41,7 +43,7 @@ from openai.types.chat.chat_completion_message_function_tool_call import Functio
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/oracles: oracle_job
 from oracle_job import rle, run_job  # noqa: E402
 
-logging.disable(logging.WARNING)
+logging.disable(logging.CRITICAL)  # its CRITICAL "failed to summarize" goes to stdout
 AGENT_ID = "agent-00000000-0000-4000-8000-000000000000"
 SUMMARY_RE = re.compile(r"SUMMARY (\d+)")
 
@@ -119,11 +121,14 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
             in_context.append(rest[p])
             p += 1
         if pending:
-            result = await compact.compact_messages(
-                actor=None, agent_id=AGENT_ID, agent_llm_config=llm, telemetry_manager=None, llm_client=None,
-                agent_type=None, messages=in_context, timezone="UTC", compaction_settings=settings,
-                trigger_threshold=trigger, use_summary_role=True,
-            )  # fmt: skip
+            try:
+                result = await compact.compact_messages(
+                    actor=None, agent_id=AGENT_ID, agent_llm_config=llm, telemetry_manager=None,
+                    llm_client=None, agent_type=None, messages=in_context, timezone="UTC",
+                    compaction_settings=settings, trigger_threshold=trigger, use_summary_role=True,
+                )  # fmt: skip
+            except SystemPromptTokenExceededError:  # letta_agent_v3 stops the run; this call is not made
+                return {"finish": "context-overflow", "calls": calls}
             in_context = result.compacted_messages
         shown = {run.ctx[m.id] for m in in_context if m.id in run.ctx}
         summaries = [run.tokens(m) for m in in_context[1:] if m.id not in run.ctx]
