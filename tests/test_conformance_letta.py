@@ -1,18 +1,43 @@
 """Rules of ``letta_partial_evict`` found by the Letta conformance runs (``benchmarks/oracles/frameworks.py
 letta --traces ...``) that the goldens' corpora do not hold.
 
-Trace: ``swe_trace`` with a 500-token system prompt, the task (50), then assistant ``cmd k`` (10) and its
-tool result (100) per turn; call k sees events [0, 2 + 2k), each answering 7 tokens. ctxsim's summarizer
-instruction weighs 61 tokens.
+The system-prompt tests: ``swe_trace`` with a 500-token system prompt, the task (50), then assistant
+``cmd k`` (10) and its tool result (100) per turn; call k sees events [0, 2 + 2k), each answering 7
+tokens. The tool-schema tests: ``with_tools``. ctxsim's summarizer instruction weighs 61 tokens.
 """
 
-from builders import swe_trace
+from builders import ev, swe_trace
 
 from sim.core.records import AGENT, SUMMARY
+from sim.core.types import Call, ItemState, Trace
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 
 INSTRUCTION = 61
+V, S = ItemState.VERBATIM, ItemState.SUMMARIZED
+
+
+def with_tools(turns: int) -> Trace:
+    """system (100), tool schemas (a ``tools`` event, 300), the task (50), then assistant ``cmd k`` (10)
+    and its result (100) per turn; call k sees events [0, 3 + 2k), each answering 7 tokens."""
+    events = [ev(0, "system", "sys", 100), ev(1, "tools", "[schemas]", 300), ev(2, "user", "task", 50)]
+    calls = []
+    for k in range(turns):
+        a = len(events)
+        events += [
+            ev(a, "assistant", f"cmd {k}", 10, tool_call_ids=(f"c{k}",)),
+            ev(a + 1, "tool_result", "out", 100, tool_call_id=f"c{k}"),
+        ]
+        calls.append(a)
+    prefix = [0]
+    for e in events:
+        prefix.append(prefix[-1] + e.tokens)
+    return Trace(
+        "tools", "ctxsim-scenario", tuple(events),
+        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
+              for j, a in enumerate(calls)),
+        bytes_per_token=4.0,
+    )  # fmt: skip
 
 
 def test_a_system_prompt_over_the_window_ends_the_run():
@@ -42,3 +67,33 @@ def test_a_system_prompt_under_the_window_goes_on():
     )
     assert r.finish_reason == "completed"
     assert r.calls["kind"].tolist()[:3] == [AGENT, SUMMARY, AGENT]
+
+
+def test_tool_schemas_are_sent_but_not_counted_by_the_sliding_window():
+    # window 1000: trigger 900, goal 0.7 x 1000 = 700. Call 5 sends 1000 (+7): compaction before call 6
+    # over [system, task, a0 r0 .. a5 r5] (14 messages). Letta's cut counts the system message and the
+    # messages from the cut, not the tools: round(0.4 x 14) = 6 -> a2, 100 + 4 x 110 = 540 < 700. task a0
+    # r0 a1 r1 (270) -> summary 27. The post-compaction count has the tools: 100 + 300 + 440 = 840 < 900,
+    # no fallback. Call 6 sends system, tools, the summary and a2 .. r5: 867. (With the tools counted as
+    # the system prompt the cut would have gone on to a4: 100 + 300 + 220 = 620.)
+    r = replay(
+        with_tools(8),
+        make_policy("letta_partial_evict", context_window=1000, summary_min_tokens=10),
+        window=None,
+    )
+    assert r.calls["kind"].tolist() == [AGENT] * 6 + [SUMMARY, AGENT, AGENT]
+    assert r.calls["input_tokens"].tolist() == [450, 560, 670, 780, 890, 1000, INSTRUCTION + 270, 867, 977]
+    assert r.item_state.tolist() == [V, V] + [S] * 5 + [V] * 10
+    assert r.item_tokens.tolist()[:8] == [100, 300, 27, 0, 0, 0, 0, 10]
+
+
+def test_tool_schemas_are_not_the_system_prompt():
+    # window 350: the system message (100) is under it, system + tools (400) is not. Call 0 sends 450:
+    # the compaction before call 1 summarizes everything (the sliding window cannot reach 0.7 x 350), the
+    # request stays over the trigger (315) and Letta only logs it: the run goes on.
+    r = replay(
+        with_tools(3),
+        make_policy("letta_partial_evict", context_window=350, summary_min_tokens=10),
+        window=None,
+    )
+    assert r.finish_reason == "completed"

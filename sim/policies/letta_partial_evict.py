@@ -10,26 +10,28 @@ percentage``). Summary size: ctxsim's rule, clamp(``summary_ratio`` x the summar
 ``summary_min_tokens``, ``summary_max_tokens``), 0.1 / 256 / 2,048 (Letta's is what the model writes;
 its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
 
-- In-context messages: message 0 is the system prompt (the ``system`` and ``tools`` events, never
-  evicted), then the summary message when there is one, then every other event in view not evicted.
+- In-context messages: message 0 is the system prompt (the ``system`` events, never evicted), then the
+  summary message when there is one, then every other event in view not evicted. The ``tools`` events
+  are the agent's tool schemas, sent beside the messages: in the request and the post-compaction
+  count (``count_tokens_with_tools``), not in the sliding window's count nor the system-prompt check.
 - Trigger: after a step, when its usage total (prompt + completion: the previous call's input and
   output) exceeds ``int(0.9 x context_window)`` (``get_compaction_trigger_threshold``, every model), the
   messages are compacted before the next call; and when the provider rejects a request as too long
   (``ContextWindowExceededError``: compact, retry once).
 - ``sliding_window``: the cut starts at ``sliding_window_percentage`` of the messages and grows in steps
   of 0.10 (float arithmetic as Letta's): cut = round(fraction x messages), moved back to the last
-  assistant message at or before it; until system + messages from the cut on are below
+  assistant message at or before it; until system + messages from the cut on (no tools) are below
   ``(1 - sliding_window_percentage) x context_window``. Messages [1, cut) — the previous summary
   included — are summarized; the rest are kept. No assistant message found, or the cut at the last
   message: Letta raises and falls back to ``all``.
-- Fallback: when the kept messages (without the new summary) still reach the trigger, ``summarize_all``
-  runs on them: the new summary replaces them all and the sliding window's own summary is discarded
-  (both summarizer calls are metered).
+- Fallback: when system, tools and the kept messages (without the new summary) still reach the trigger,
+  ``summarize_all`` runs on them: the new summary replaces them all and the sliding window's own summary
+  is discarded (both summarizer calls are metered).
 - ``all``: every message but the system prompt is summarized.
-- A system prompt at or above ``context_window``: after the summaries (metered) the request is still
-  over the trigger and Letta raises ``SystemPromptTokenExceededError``; the agent loop stops
-  (``context_window_overflow_in_system_prompt``). ctxsim: the run ends ``context-overflow`` before the
-  call is sent.
+- A system prompt (tools not counted) at or above ``context_window``: after the summaries (metered) the
+  request is still over the trigger and Letta raises ``SystemPromptTokenExceededError``; the agent loop
+  stops (``context_window_overflow_in_system_prompt``). ctxsim: the run ends ``context-overflow`` before
+  the call is sent.
 - Transform: the summarized messages are SUMMARIZED; the summary message (index 1 in Letta) sits in the
   slot of the first message ever summarized, with the summary's tokens (Letta's system-alert framing
   around it is not sized apart). Evicted messages stay in Letta's recall memory, searchable with
@@ -121,7 +123,8 @@ class LettaPartialEvict(Policy):
 
     def compact(self, trace: Trace, state: _State, view: View) -> Decision | None:
         ev = trace.events
-        system = [i for i in range(view.n) if ev[i].kind in ("system", "tools")]
+        system = [i for i in range(view.n) if ev[i].kind == "system"]
+        tool_tokens = sum(view.tokens[i] for i in range(view.n) if ev[i].kind == "tools")
         msgs = [
             i for i in range(view.n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED
         ]
@@ -140,7 +143,7 @@ class LettaPartialEvict(Policy):
         else:
             covered, kept = lst[1:cut], lst[cut:]
         calls.append(self.summary_call(trace, covered, size, sys_tokens))
-        if cut is not None and sys_tokens + sum(size[i] for i in kept) >= trigger:
+        if cut is not None and sys_tokens + tool_tokens + sum(size[i] for i in kept) >= trigger:
             covered, kept = lst[1:], []  # summarize_all over the kept messages; the first summary is lost
             calls.append(self.summary_call(trace, lst[cut:], size, sys_tokens))
         summary = calls[0] if len(calls) == 1 else calls
