@@ -16,8 +16,10 @@ its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
   count (``count_tokens_with_tools``), not in the sliding window's count nor the system-prompt check.
 - Trigger: after a step, when its usage total (prompt + completion: the previous call's input and
   output) exceeds ``int(0.9 x context_window)`` (``get_compaction_trigger_threshold``, every model), the
-  messages are compacted before the next call; and when the provider rejects a request as too long
-  (``ContextWindowExceededError``: compact, retry once).
+  messages are compacted at the end of that step: with its output and tool results, without a user
+  message that came after them (it opens the next turn, Letta's next ``step()`` input, and is appended
+  after the compaction); and when the provider rejects a request as too long
+  (``ContextWindowExceededError``: compact the whole request, retry once).
 - ``sliding_window``: the cut starts at ``sliding_window_percentage`` of the messages and grows in steps
   of 0.10 (float arithmetic as Letta's): cut = round(fraction x messages), moved back to the last
   assistant message at or before it; until system + messages from the cut on (no tools) are below
@@ -116,18 +118,22 @@ class LettaPartialEvict(Policy):
         if not state.pending:
             return ()
         state.pending = False
-        return self.compact(trace, state, view) or ()
+        # the post-step compaction runs at the end of the previous step: its output and tool results are
+        # in, a user message after them opens the next turn (Letta's next step() input) and comes after
+        start = trace.calls[call - 1].view_end if call > 0 else 0
+        n = next((i for i in range(start, view.n) if trace.events[i].kind == "user"), view.n)
+        return self.compact(trace, state, view, n) or ()
 
     def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
         return self.compact(trace, state, view)
 
-    def compact(self, trace: Trace, state: _State, view: View) -> Decision | None:
+    def compact(self, trace: Trace, state: _State, view: View, n: int | None = None) -> Decision | None:
+        """Compact the in-context messages among events [0, n) (default: the whole view)."""
         ev = trace.events
-        system = [i for i in range(view.n) if ev[i].kind == "system"]
-        tool_tokens = sum(view.tokens[i] for i in range(view.n) if ev[i].kind == "tools")
-        msgs = [
-            i for i in range(view.n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED
-        ]
+        n = view.n if n is None else n
+        system = [i for i in range(n) if ev[i].kind == "system"]
+        tool_tokens = sum(view.tokens[i] for i in range(n) if ev[i].kind == "tools")
+        msgs = [i for i in range(n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED]
         # Letta's list: [system, summary?, *msgs] (SYSTEM, SUMMARY stand for those two); positions below
         # are in that list
         lst = [SYSTEM] + ([SUMMARY] if state.carrier >= 0 else []) + msgs

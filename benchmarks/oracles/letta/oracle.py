@@ -9,7 +9,8 @@ messages); the ``tools`` events are the agent's tool schemas, passed to ``compac
 after each step, when the step's usage total (prompt + completion) exceeds
 ``get_compaction_trigger_threshold`` (int(0.9 x context_window)), the real ``compact_messages``
 (``services/summarizer/compact.py``: the mode's summarizer, the sliding window's fallback to
-``summarize_all``, the post-compaction check) replaces the in-context messages before the next call.
+``summarize_all``, the post-compaction check) replaces the in-context messages at the end of the step
+(a user message after the step's output and tool results is the next turn's input: appended after).
 When the system prompt alone reaches ``context_window``, ``compact_messages`` raises
 ``SystemPromptTokenExceededError`` and the agent loop stops: the run ends ``context-overflow``.
 
@@ -128,7 +129,11 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     tools = [{"name": "bash", "parameters": {}}] if run.tool_tokens else []
     events = trace["events"]
     for k, call in enumerate(trace["calls"]):
-        while p < len(rest) and run.ctx[rest[p].id] < call["view_end"]:
+        # the post-step compaction: the step's output and tool results are in; a user message after them
+        # is the next turn's input (letta_agent_v3's next step()), appended after the compaction
+        while pending and p < len(rest) and run.ctx[rest[p].id] < call["view_end"]:
+            if events[run.ctx[rest[p].id]]["kind"] == "user":
+                break
             in_context.append(rest[p])
             p += 1
         if pending:
@@ -142,6 +147,9 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
             except SystemPromptTokenExceededError:  # letta_agent_v3 stops the run; this call is not made
                 return {"finish": "context-overflow", "calls": calls}
             in_context = result.compacted_messages
+        while p < len(rest) and run.ctx[rest[p].id] < call["view_end"]:
+            in_context.append(rest[p])
+            p += 1
         shown = {run.ctx[m.id] for m in in_context if m.id in run.ctx}
         summaries = [run.tokens(m) for m in in_context[1:] if m.id not in run.ctx]
         state = "".join(
