@@ -135,3 +135,25 @@ def test_the_next_turns_user_message_comes_after_the_post_step_compaction():
     assert r.calls["kind"].tolist() == [AGENT] * 4 + [SUMMARY, AGENT, AGENT]
     assert r.calls["input_tokens"].tolist() == [120, 230, 260, 370, INSTRUCTION + 280, 148, 258]
     assert r.item_state.tolist() == [V] + [S] * 8 + [V] * 3
+
+
+def test_a_rejected_request_is_compacted_up_to_three_times():
+    # letta_agent_v3 compacts and retries while the attempt is below max_summarizer_retries (3). Provider
+    # window 300, context_window 400 (goal 280), summaries at least 100 tokens: call 2 (370) is rejected;
+    # the cut at a1 (100 + 110 < 280) summarizes task a0 r0 (61 + 160 read, 100 written): 310, rejected;
+    # twice more the cut keeps a1 r1 and summarizes the summary alone (61 + 100): still 310; the fourth
+    # rejection ends the run.
+    r = replay(
+        swe_trace([("x" * 384, 100)] * 6),
+        make_policy("letta_partial_evict", context_window=400, summary_min_tokens=100),
+        window=300,
+    )
+    assert r.finish_reason == "context-overflow" and r.rejections == 4
+    assert r.calls["kind"].tolist() == [AGENT, AGENT, SUMMARY, SUMMARY, SUMMARY]
+    assert r.calls["input_tokens"].tolist() == [
+        150,
+        260,
+        INSTRUCTION + 160,
+        INSTRUCTION + 100,
+        INSTRUCTION + 100,
+    ]

@@ -19,7 +19,8 @@ its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
   messages are compacted at the end of that step: with its output and tool results, without a user
   message that came after them (it opens the next turn, Letta's next ``step()`` input, and is appended
   after the compaction); and when the provider rejects a request as too long
-  (``ContextWindowExceededError``: compact the whole request, retry once).
+  (``ContextWindowExceededError``: compact the whole request and retry, up to
+  ``summarizer_settings.max_summarizer_retries`` = 3 times; a fourth rejection ends the run).
 - ``sliding_window``: the cut starts at ``sliding_window_percentage`` of the messages and grows in steps
   of 0.10 (float arithmetic as Letta's): cut = round(fraction x messages), moved back to the last
   assistant message at or before it; until system + messages from the cut on (no tools) are below
@@ -84,6 +85,7 @@ class LettaPartialEvict(Policy):
     name = "letta_partial_evict"
     acts_before_call = True
     recovers = True
+    overflow_retries = 3  # letta_agent_v3: compact and retry while attempt < max_summarizer_retries (3)
     checks_after_call = True
     conformance_settings = (
         {"context_window": 2500, "summary_min_tokens": 10},
