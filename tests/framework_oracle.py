@@ -233,6 +233,10 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
                                    event_retention_size=2),
         "window-1-1-token-2000-8-tau10": _adk("tau10", compaction_interval=1, overlap_size=1,
                                               token_threshold=2000, event_retention_size=8),
+        # Claude Code sessions: user messages between the agent's calls, each an invocation
+        "window-1-0-claude": _adk("claude", compaction_interval=1, overlap_size=0),
+        "token-60-1-claude": _adk("claude", compaction_interval=None, overlap_size=None, token_threshold=60,
+                                  event_retention_size=1),
     },
     "letta": {
         "sliding-16000": _letta(16000),
@@ -254,6 +258,10 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "sliding-3000-swe": _letta(3000, corpus="swe"),
         "sliding-2500-0.6-tau10": _letta(2500, 0.6, corpus="tau10"),
         "all-2000-tau10": _letta(2000, mode="all", corpus="tau10"),
+        # Claude Code sessions (user messages mid-run: after the post-step compaction) and Inspect's
+        # browser run (no system message, 1,083 tokens of tool schemas)
+        "sliding-80-claude": _letta(80, corpus="claude"),
+        "sliding-2000-inspect": _letta(2000, corpus="inspect"),
     },
     "autogen": {
         "buffered-5": _autogen("mini", "Buffered", buffer_size=5),
