@@ -194,11 +194,13 @@ def _summarizing(corpus: str, window: int, **knobs) -> tuple[str, str, dict, dic
     return _setting("strands", corpus, "strands_summarizing", context_window=window, **knobs)
 
 
-def _letta(window: int, percentage: float = 0.3, mode: str = "sliding_window") -> tuple[str, str, dict, dict]:
+def _letta(
+    window: int, percentage: float = 0.3, mode: str = "sliding_window", corpus: str = "mini"
+) -> tuple[str, str, dict, dict]:
     knobs = {"context_window": window}
     knobs |= {"sliding_window_percentage": percentage} if percentage != 0.3 else {}
     knobs |= {"mode": mode} if mode != "sliding_window" else {}
-    return _setting("letta", "mini", "letta_partial_evict", **knobs)
+    return _setting("letta", corpus, "letta_partial_evict", **knobs)
 
 
 def _adk(corpus: str, **knobs) -> tuple[str, str, dict, dict]:
@@ -223,6 +225,23 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "window-2-0": _adk("tau", compaction_interval=2, overlap_size=0),
         "window-2-1-token-2500-4": _adk("tau", compaction_interval=2, overlap_size=1, token_threshold=2500,
                                         event_retention_size=4),
+        # the shared families (conformance runs): OpenHands V0 records an empty user message ADK never
+        # sends (D), or summarizes with its invocation (S); its task, empty message and runtime info are
+        # three user-initiated invocations
+        "window-3-1-ohv0": _adk("ohv0"),
+        "window-1-0-ohv0": _adk("ohv0", compaction_interval=1, overlap_size=0),
+        "token-4000-3-ohv0": _adk("ohv0", compaction_interval=None, overlap_size=None, token_threshold=4000,
+                                  event_retention_size=3),
+        "token-3000-0-swe": _adk("swe", compaction_interval=None, overlap_size=None, token_threshold=3000,
+                                 event_retention_size=0),
+        "token-1500-2-tau10": _adk("tau10", compaction_interval=None, overlap_size=None, token_threshold=1500,
+                                   event_retention_size=2),
+        "window-1-1-token-2000-8-tau10": _adk("tau10", compaction_interval=1, overlap_size=1,
+                                              token_threshold=2000, event_retention_size=8),
+        # Claude Code sessions: user messages between the agent's calls, each an invocation
+        "window-1-0-claude": _adk("claude", compaction_interval=1, overlap_size=0),
+        "token-60-1-claude": _adk("claude", compaction_interval=None, overlap_size=None, token_threshold=60,
+                                  event_retention_size=1),
     },
     "letta": {
         "sliding-16000": _letta(16000),
@@ -232,6 +251,22 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         # summarize_all's
         "sliding-20000-0.05": _letta(20000, 0.05),
         "all-24000": _letta(24000, mode="all"),
+        # the shared families. OpenHands' tool schemas (the tools events) are sent beside the messages:
+        # counted in the request and the post-compaction check, not in the sliding window's count nor the
+        # system-prompt check. A system prompt at or above the window ends the run context-overflow at
+        # the first compaction (1 of OpenHands V0's 3 SWE runs at 1,700, whose requests stay over the
+        # trigger: compacted at every step); the SDK run's prompt (2,636) with its tools (1,111) is over
+        # 3,000, the prompt alone is not: the run goes on
+        "sliding-1700-ohv0": _letta(1700, corpus="ohv0"),
+        "sliding-6000-ohv0": _letta(6000, corpus="ohv0"),
+        "sliding-3000-ohsdk": _letta(3000, corpus="ohsdk"),
+        "sliding-3000-swe": _letta(3000, corpus="swe"),
+        "sliding-2500-0.6-tau10": _letta(2500, 0.6, corpus="tau10"),
+        "all-2000-tau10": _letta(2000, mode="all", corpus="tau10"),
+        # Claude Code sessions (user messages mid-run: after the post-step compaction) and Inspect's
+        # browser run (no system message, 1,083 tokens of tool schemas)
+        "sliding-80-claude": _letta(80, corpus="claude"),
+        "sliding-2000-inspect": _letta(2000, corpus="inspect"),
     },
     "autogen": {
         "buffered-5": _autogen("mini", "Buffered", buffer_size=5),

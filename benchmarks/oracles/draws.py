@@ -16,16 +16,23 @@ from collections.abc import Sequence
 from sim.core.types import Trace
 
 SPECS: dict[str, dict[str, tuple]] = {
+    # ADK takes each pair set together or both null, and knobs are drawn one by one: both pairs always
+    # set. A threshold above a run's peak never fires (the sliding window alone), and a single-task run
+    # has one invocation (the token threshold alone); thresholds from 0.1 x the peak fire early.
     "adk_events_compaction": {
         "compaction_interval": ("int", 1, 8),
         "overlap_size": ("int", 0, 3),
-        "token_threshold": ("choice", [None, "tokens"]),
+        "token_threshold": ("tokens", 0.1, 1.3),
         "event_retention_size": ("int", 0, 12),
+        # the scripted summary's floor: below 256 a summary is more often smaller than what it replaces
+        # (ADK's worth-compacting check and the rolling summary's growth)
+        "summary_min_tokens": ("choice", [10, 64, 256, 256]),
     },
     "letta_partial_evict": {
         "context_window": ("tokens", 0.3, 1.3),
         "sliding_window_percentage": ("float", 0.05, 0.9),
         "mode": ("choice", ["sliding_window", "sliding_window", "all"]),
+        "summary_min_tokens": ("choice", [10, 64, 256, 256]),  # the fallback check sees smaller summaries
     },
     "autogen_buffered": {"buffer_size": ("int", 1, 40)},
     "autogen_head_and_tail": {"head_size": ("int", 1, 6), "tail_size": ("int", 1, 30)},

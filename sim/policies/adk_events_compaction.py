@@ -34,7 +34,10 @@ overlap 1. Summary size: ctxsim's rule, clamp(``summary_ratio`` x the summarized
   goes to 0.
 - The summarizer call: ADK's prompt template (657 bytes) and the events as listed (seed summary
   included); its output the size rule.
-- Not modelled: events with no content (ADK never sends them; canonical traces have none), long-running
+- Empty events: a user or assistant event with no text, no call and no tokens (OpenHands V0 records an
+  empty user message) is never sent (``_contains_empty_content``): DROPPED, unless a summary covers it.
+  It still counts as an event (and a user one starts an invocation).
+- Not modelled: long-running
   and confirmation calls, rewinds, branches and isolation scopes. Raw events stay in the session but the
   agent has no tool to read them: lost from view.
 """
@@ -49,7 +52,7 @@ from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check
 from sim.policies.llm_summary import check_summary_knobs
 from sim.util.errors import ConfigError
 
-SUMMARIZED, VERBATIM = ItemState.SUMMARIZED, ItemState.VERBATIM
+SUMMARIZED, VERBATIM, DROPPED = ItemState.SUMMARIZED, ItemState.VERBATIM, ItemState.DROPPED
 INSTRUCTION_KINDS = ("system", "tools")
 PROMPT_TEMPLATE_BYTES = 657  # LlmEventSummarizer._DEFAULT_PROMPT_TEMPLATE without the history
 
@@ -65,11 +68,12 @@ class Compaction:
 
 
 class _State:
-    __slots__ = ("compactions", "invocation", "last_call_event", "prev_n")
+    __slots__ = ("compactions", "invocation", "empty", "last_call_event", "prev_n")
 
     def __init__(self, trace: Trace) -> None:
         self.compactions: list[Compaction] = []
         self.invocation: list[int] = []  # per event: its invocation number (-1: not an ADK event)
+        self.empty = {i for i, e in enumerate(trace.events) if is_empty(e)}
         inv = 0
         for e in trace.events:
             if e.kind in INSTRUCTION_KINDS:
@@ -80,6 +84,12 @@ class _State:
             self.invocation.append(inv)
         self.last_call_event = -1  # the assistant event of the previous call (it carries its usage)
         self.prev_n = 0
+
+
+def is_empty(e) -> bool:
+    """ADK's ``_contains_empty_content``: a content whose every part is invisible (no text, no call).
+    A text-free trace's sized event stands for text, so only a 0-token one is empty."""
+    return e.kind in ("user", "assistant") and not e.content and not e.tool_call_ids and e.tokens == 0
 
 
 def retained(cs: list[Compaction]) -> list[Compaction]:
@@ -164,14 +174,15 @@ class AdkEventsCompaction(Policy):
         last = status.last_input if status is not None else None
         if call > 0:
             state.last_call_event = trace.calls[call - 1].event_index
+        new_empty = [u for u in range(state.prev_n, view.n) if u in state.empty]
         for u in range(state.prev_n, view.n):  # an invocation completed before each new user event
             if ev[u].kind == "user" and any(state.invocation[i] >= 0 for i in range(u)):
                 made += self.post_invocation(trace, state, u, last)
         state.prev_n = view.n
         if self.token_threshold is not None:
             made += self.token_compaction(trace, state, view.n, last)
-        if not made:
-            return ()
+        if not made:  # new empty events are never sent
+            return [Change(u, DROPPED, 0, 0, "empty") for u in new_empty if view.state[u] != DROPPED]
         return Decision(self.changes(trace, state, view), made[0] if len(made) == 1 else made)
 
     def post_invocation(self, trace: Trace, state: _State, n: int, last: int | None) -> list[SummaryCall]:
@@ -302,14 +313,18 @@ class AdkEventsCompaction(Policy):
     # --------------------------------------------------------------------------------- the view
     def changes(self, trace: Trace, state: _State, view: View) -> list[Change]:
         """The view the session's compactions give: covered events SUMMARIZED (0 tokens), each kept
-        summary in the slot of its range's last event."""
+        summary in the slot of its range's last event; empty events outside every range DROPPED."""
         kept = retained(state.compactions)
         spans = [(c.start, c.end) for c in kept]
         slot = {c.end: c.tokens for c in kept}
         bpt = trace.bytes_per_token or 4.0
         out = []
         for i in range(view.n):
-            if state.invocation[i] < 0 or not _inside(spans, i):
+            if state.invocation[i] < 0:
+                continue
+            if not _inside(spans, i):
+                if i in state.empty and view.state[i] != DROPPED:
+                    out.append(Change(i, DROPPED, 0, 0, "empty"))
                 continue
             tok = slot.get(i, 0)
             if view.state[i] != SUMMARIZED or view.tokens[i] != tok:

@@ -10,22 +10,31 @@ percentage``). Summary size: ctxsim's rule, clamp(``summary_ratio`` x the summar
 ``summary_min_tokens``, ``summary_max_tokens``), 0.1 / 256 / 2,048 (Letta's is what the model writes;
 its ``clip_chars`` 50,000 never binds at these sizes and is not modelled).
 
-- In-context messages: message 0 is the system prompt (the ``system`` and ``tools`` events, never
-  evicted), then the summary message when there is one, then every other event in view not evicted.
+- In-context messages: message 0 is the system prompt (the ``system`` events, never evicted), then the
+  summary message when there is one, then every other event in view not evicted. The ``tools`` events
+  are the agent's tool schemas, sent beside the messages: in the request and the post-compaction
+  count (``count_tokens_with_tools``), not in the sliding window's count nor the system-prompt check.
 - Trigger: after a step, when its usage total (prompt + completion: the previous call's input and
   output) exceeds ``int(0.9 x context_window)`` (``get_compaction_trigger_threshold``, every model), the
-  messages are compacted before the next call; and when the provider rejects a request as too long
-  (``ContextWindowExceededError``: compact, retry once).
+  messages are compacted at the end of that step: with its output and tool results, without a user
+  message that came after them (it opens the next turn, Letta's next ``step()`` input, and is appended
+  after the compaction); and when the provider rejects a request as too long
+  (``ContextWindowExceededError``: compact the whole request and retry, up to
+  ``summarizer_settings.max_summarizer_retries`` = 3 times; a fourth rejection ends the run).
 - ``sliding_window``: the cut starts at ``sliding_window_percentage`` of the messages and grows in steps
   of 0.10 (float arithmetic as Letta's): cut = round(fraction x messages), moved back to the last
-  assistant message at or before it; until system + messages from the cut on are below
+  assistant message at or before it; until system + messages from the cut on (no tools) are below
   ``(1 - sliding_window_percentage) x context_window``. Messages [1, cut) — the previous summary
   included — are summarized; the rest are kept. No assistant message found, or the cut at the last
   message: Letta raises and falls back to ``all``.
-- Fallback: when the kept messages (without the new summary) still reach the trigger, ``summarize_all``
-  runs on them: the new summary replaces them all and the sliding window's own summary is discarded
-  (both summarizer calls are metered).
+- Fallback: when system, tools and the kept messages (without the new summary) still reach the trigger,
+  ``summarize_all`` runs on them: the new summary replaces them all and the sliding window's own summary
+  is discarded (both summarizer calls are metered).
 - ``all``: every message but the system prompt is summarized.
+- A system prompt (tools not counted) at or above ``context_window``: after the summaries (metered) the
+  request is still over the trigger and Letta raises ``SystemPromptTokenExceededError``; the agent loop
+  stops (``context_window_overflow_in_system_prompt``). ctxsim: the run ends ``context-overflow`` before
+  the call is sent.
 - Transform: the summarized messages are SUMMARIZED; the summary message (index 1 in Letta) sits in the
   slot of the first message ever summarized, with the summary's tokens (Letta's system-alert framing
   around it is not sized apart). Evicted messages stay in Letta's recall memory, searchable with
@@ -48,6 +57,7 @@ SUMMARIZED = ItemState.SUMMARIZED
 TRIGGER_MULTIPLIER = 0.9  # letta.constants.SUMMARIZATION_TRIGGER_MULTIPLIER
 MODES = ("sliding_window", "all")
 SYSTEM, SUMMARY = -1, -2
+OVERFLOW = "context-overflow"
 
 
 class _State:
@@ -75,6 +85,7 @@ class LettaPartialEvict(Policy):
     name = "letta_partial_evict"
     acts_before_call = True
     recovers = True
+    overflow_retries = 3  # letta_agent_v3: compact and retry while attempt < max_summarizer_retries (3)
     checks_after_call = True
     conformance_settings = (
         {"context_window": 2500, "summary_min_tokens": 10},
@@ -109,17 +120,22 @@ class LettaPartialEvict(Policy):
         if not state.pending:
             return ()
         state.pending = False
-        return self.compact(trace, state, view) or ()
+        # the post-step compaction runs at the end of the previous step: its output and tool results are
+        # in, a user message after them opens the next turn (Letta's next step() input) and comes after
+        start = trace.calls[call - 1].view_end if call > 0 else 0
+        n = next((i for i in range(start, view.n) if trace.events[i].kind == "user"), view.n)
+        return self.compact(trace, state, view, n) or ()
 
     def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
         return self.compact(trace, state, view)
 
-    def compact(self, trace: Trace, state: _State, view: View) -> Decision | None:
+    def compact(self, trace: Trace, state: _State, view: View, n: int | None = None) -> Decision | None:
+        """Compact the in-context messages among events [0, n) (default: the whole view)."""
         ev = trace.events
-        system = [i for i in range(view.n) if ev[i].kind in ("system", "tools")]
-        msgs = [
-            i for i in range(view.n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED
-        ]
+        n = view.n if n is None else n
+        system = [i for i in range(n) if ev[i].kind == "system"]
+        tool_tokens = sum(view.tokens[i] for i in range(n) if ev[i].kind == "tools")
+        msgs = [i for i in range(n) if ev[i].kind not in ("system", "tools") and view.state[i] != SUMMARIZED]
         # Letta's list: [system, summary?, *msgs] (SYSTEM, SUMMARY stand for those two); positions below
         # are in that list
         lst = [SYSTEM] + ([SUMMARY] if state.carrier >= 0 else []) + msgs
@@ -135,9 +151,13 @@ class LettaPartialEvict(Policy):
         else:
             covered, kept = lst[1:cut], lst[cut:]
         calls.append(self.summary_call(trace, covered, size, sys_tokens))
-        if cut is not None and sys_tokens + sum(size[i] for i in kept) >= trigger:
+        if cut is not None and sys_tokens + tool_tokens + sum(size[i] for i in kept) >= trigger:
             covered, kept = lst[1:], []  # summarize_all over the kept messages; the first summary is lost
             calls.append(self.summary_call(trace, lst[cut:], size, sys_tokens))
+        summary = calls[0] if len(calls) == 1 else calls
+        # compact_messages' last check: the system prompt alone fills the window
+        if self.window(trace) is not None and sys_tokens >= w:
+            return Decision((), summary, stop=OVERFLOW)
         out = calls[-1].output_tokens
         covered = [i for i in covered if i != SUMMARY]
         carrier = state.carrier if state.carrier >= 0 else (covered[0] if covered else -1)
@@ -147,7 +167,7 @@ class LettaPartialEvict(Policy):
         changes = [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered if i != carrier]
         changes.append(Change(carrier, SUMMARIZED, out, round(out * bpt), "summary"))
         state.carrier, state.summary_tokens = carrier, out
-        return Decision(sorted(changes, key=lambda c: c.index), calls[0] if len(calls) == 1 else calls)
+        return Decision(sorted(changes, key=lambda c: c.index), summary)
 
     def sliding_cut(self, trace: Trace, lst: list[int], size: dict, sys_tokens: int, w: int) -> int | None:
         """``summarize_via_sliding_window``'s cut (a position in ``lst``), or None where Letta raises."""

@@ -9,8 +9,9 @@ tool declarations, not session events. Before a user event is appended, the invo
 completed and the Runner's post-invocation step runs (``_run_compaction_for_sliding_window``: token
 threshold first, then the sliding window); before every model call the compaction request processor
 runs (``_run_compaction_for_token_threshold_config``); the request's contents are
-``_contents._get_contents`` (compaction applied, compacted calls recovered). Each model event carries
-the prompt tokens of the request it answered, as a provider reports them.
+``_contents._get_contents`` (compaction applied, compacted calls recovered, empty contents skipped).
+Each model event carries the prompt tokens of the request it answered, as a provider reports them. An
+event's text is its exported text; a text-free trace's sized event gets ``-`` (it stands for text).
 
 Alignment: the request's size and ADK's sizing helpers (``_serialized_size``, the prompt estimate) sum
 ctxsim's sizes instead of JSON characters; contents are not copied for the request (so they can be
@@ -112,8 +113,10 @@ def session_events(trace: dict, run: Run) -> list[tuple[int, Event]]:
             continue
         if kind == "user" or inv < 0:
             inv += 1
+        # a text-free trace's sized event stands for text (ADK skips a content with no visible part)
+        text = e["text"] or ("-" if e["tokens"] else "")
         if kind == "assistant":
-            parts = [types.Part(text=e["text"])] if e["text"] else []
+            parts = [types.Part(text=text)] if text else []
             parts += [
                 types.Part(function_call=types.FunctionCall(id=c, name="bash", args={}))
                 for c in e["tool_call_ids"]
@@ -132,7 +135,7 @@ def session_events(trace: dict, run: Run) -> list[tuple[int, Event]]:
             ev = Event(
                 author="user",
                 invocation_id=f"inv-{inv}",
-                content=types.Content(role="user", parts=[types.Part(text=e["text"])]),
+                content=types.Content(role="user", parts=[types.Part(text=text)]),
             )
         ev.timestamp = float(i + 1)
         run.by_content[id(ev.content)] = i
@@ -173,11 +176,16 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
         contents = adk_contents._get_contents(current_branch=None, events=session.events, agent_name=AGENT)
         shown = {run.by_content[id(c)] for c in contents if id(c) in run.by_content}
         inserted = [run.content_size(c) for c in contents if id(c) not in run.by_content]
-        compacted = any(e.actions and e.actions.compaction for e in session.events)
+        # an event not sent is S inside a compaction's range, else D (an empty content ADK skips)
+        spans = [
+            (e.actions.compaction.start_timestamp, e.actions.compaction.end_timestamp)
+            for e in session.events
+            if e.actions and e.actions.compaction
+        ]
         state = "".join(
             "V"
             if trace["events"][i]["kind"] in ("system", "tools") or i in shown
-            else ("S" if compacted else "D")
+            else ("S" if any(a <= i + 1 <= b for a, b in spans) else "D")
             for i in range(call["view_end"])
         )
         tokens = sum(run.content_size(c) for c in contents) + instruction + call["residual"]
