@@ -247,6 +247,8 @@ def summarize(policy: str, name: str, rows: list[TraceResult]) -> dict:
         "calls": calls,
         "agreement": round(same / calls, 6) if calls else 1.0,
         "token_difference": round((tc - tr) / tr, 6) if tr else 0.0,
+        "tokens_ctxsim": tc,
+        "tokens_real": tr,
         "per_trace": [
             {"trace": r.trace, "calls": r.calls, "agreement": round(r.same / r.calls, 6) if r.calls else 1.0,
              "token_difference": round((r.tokens_ctxsim - r.tokens_real) / r.tokens_real, 6)
