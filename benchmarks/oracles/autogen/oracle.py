@@ -51,15 +51,19 @@ def estimate(nbytes: int, bpt: float | None) -> int:
 class SizedClient(ChatCompletionClient):
     """count_tokens over ctxsim's sizes; nothing else of a client is used by the contexts."""
 
-    def __init__(self, tokens: dict[int, int]) -> None:
+    def __init__(self, tokens: dict[int, int], window: int | None) -> None:
         self.tokens = tokens  # id(message) -> tokens
         self.extra = 0  # provider scope: instruction events + the call's residual
+        self.window = window  # the model's context window (token_limit null); None: unknown, no limit
 
     def count_tokens(self, messages, *, tools=()) -> int:
         return sum(self.tokens[id(m)] for m in messages) + self.extra
 
     def remaining_tokens(self, messages, *, tools=()) -> int:
-        raise NotImplementedError
+        """A real client's: its model's window minus count_tokens (the context pops while negative)."""
+        if self.window is None:
+            return 1
+        return self.window - self.count_tokens(messages, tools=tools)
 
     async def create(self, *a, **k):
         raise NotImplementedError
@@ -104,14 +108,15 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     events = trace["events"]
     msgs = [(i, message(e)) for i, e in enumerate(events) if e["kind"] not in INSTRUCTION]
     where = {id(m): i for i, m in msgs}
-    client = SizedClient({id(m): events[i]["tokens"] for i, m in msgs})
+    # the trace's recorded window, where the export carries it (ctxsim's token_limit null reads the same)
+    client = SizedClient({id(m): events[i]["tokens"] for i, m in msgs}, trace.get("context_window"))
     kind = config["context"]
     if kind == "Buffered":
         ctx = BufferedChatCompletionContext(buffer_size=config["buffer_size"])
     elif kind == "HeadAndTail":
         ctx = HeadAndTailChatCompletionContext(head_size=config["head_size"], tail_size=config["tail_size"])
     else:
-        ctx = TokenLimitedChatCompletionContext(client, token_limit=config["token_limit"])
+        ctx = TokenLimitedChatCompletionContext(client, token_limit=config.get("token_limit"))
     issuer, by_id = {}, {}
     for i, e in enumerate(events):
         for c in e["tool_call_ids"]:
