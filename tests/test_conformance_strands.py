@@ -6,9 +6,9 @@ Trace ``swe_trace``: events 0 system (100 tokens), 1 task (50), then per turn an
 its tool result; call k sees events [0, 2 + 2k). 4 bytes per token.
 """
 
-from builders import swe_trace
+from builders import ev, swe_trace
 
-from sim.core.types import ItemState
+from sim.core.types import Call, ItemState, Trace
 from sim.cost.tokens import scale_tokens
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
@@ -31,3 +31,34 @@ def test_a_truncation_that_keeps_the_size_is_no_loop():
     assert r.calls["input_tokens"].tolist() == [150, 260, 370, 480, 590, 540]
     assert r.rejections == 2 and r.finish_reason == "completed"
     assert [ItemState(s) for s in r.item_state.tolist()[:5]] == [V, D, D, D, V]
+
+
+def answers_without_users() -> Trace:
+    """0 system (100), 1 task (50), a 2 / r 3 (10 / 100), 4 answer (10), a 5 / r 6, 7 answer, 8 a call:
+    no user message after the task; calls at 2, 4, 5, 7, 8."""
+    kinds = [("system", 100), ("user", 50), ("assistant", 10), ("tool_result", 100), ("assistant", 10),
+             ("assistant", 10), ("tool_result", 100), ("assistant", 10), ("assistant", 10)]  # fmt: skip
+    events = []
+    for i, (kind, tok) in enumerate(kinds):
+        ids = {"tool_call_ids": (f"c{i}",)} if i in (2, 5) else {}
+        events.append(ev(i, kind, f"m{i}", tok, tool_call_id=f"c{i - 1}" if i in (3, 6) else None, **ids))
+    calls = tuple(
+        Call(index=j, event_index=a, view_end=a, input_tokens=sum(e.tokens for e in events[:a]),
+             output_tokens=7, residual_tokens=0)
+        for j, a in enumerate((2, 4, 5, 7, 8))
+    )  # fmt: skip
+    return Trace(trace_id="answers", source_format="ctxsim-scenario", events=tuple(events), calls=calls,
+                 bytes_per_token=4.0)  # fmt: skip
+
+
+def test_an_answer_without_tool_calls_ends_the_invocation():
+    # Strands' invocation ends when the model answers without tool use (end_turn): apply_management runs
+    # then, before the next call, with no user message between (the oracle opens the next invocation
+    # with agent()). Window 3: call 2 (after answer 4) has 4 messages; from index 1 no plain user message,
+    # so the tool pair a2 (index 1): the task deleted, 260 - 50 + 10 = 220. Call 3 is mid-loop: 330.
+    # Call 4 (after answer 7): 6 messages, from index 3 the tool pair a5: a2, r3 and answer 4 deleted,
+    # 100 + 10 + 100 + 10 = 220. (Before: no management without a user message, 270, 380, 390.)
+    r = replay(answers_without_users(), make_policy("strands_sliding_window", window_size=3), window=None)
+    assert r.calls["input_tokens"].tolist() == [150, 260, 220, 330, 220]
+    # event 8 is the last call's own answer: not in its view
+    assert [ItemState(s) for s in r.item_state.tolist()] == [V, D, D, D, D, V, V, V]

@@ -56,12 +56,16 @@ SPECS: dict[str, dict[str, tuple]] = {
     },
     "strands_summarizing": {
         "context_window": ("tokens", 0.3, 1.3),
-        "summary_ratio": ("float", 0.1, 0.8),
+        # Strands clamps the ratio to [0.1, 0.8]: draws on both sides of the clamp
+        "summary_ratio": ("float", 0.05, 0.9),
         "preserve_recent_messages": ("int", 2, 20),
         "proactive_compression": (
             "choice",
-            [None, {"compression_threshold": 0.7}, {"compression_threshold": 0.5}],
+            [None, True, {"compression_threshold": 0.5}, {"compression_threshold": 0.9}],
         ),
+        # the provider's window apart from the model's context_window_limit (null: the same) in half
+        # the draws: proactive compression reads the limit, the overflow the window
+        "window": ("choice", [None, "tokens"]),
     },
     "inspect_compaction_edit": {
         "threshold": ("tokens", 0.2, 1.2),

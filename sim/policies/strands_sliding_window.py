@@ -9,8 +9,9 @@ Not modelled: ``pin_first``, ``proactive_compression``.
   one message per event (Strands puts one turn's results in one user message: the same where a turn
   issues one call, as in every golden trace).
 - When: after each agent invocation (``apply_management``: before the next user message, which a
-  single-task run never reaches), before model calls per ``per_turn`` (a retry after an overflow is a
-  model call too), and on a context-window overflow (``reduce_context`` with the error).
+  single-task run never reaches, or after an answer without tool calls: Strands' invocation ends there),
+  before model calls per ``per_turn`` (a retry after an overflow is a model call too), and on a
+  context-window overflow (``reduce_context`` with the error).
 - ``apply_management``: with more than ``window_size`` messages, reduce. Reduce: on an overflow with
   ``should_truncate_results``, first cut the oldest tool result (its first and last 200 characters kept
   around a ``[truncated: N chars removed]`` notice; MASKED at ``scale_tokens`` of the bytes kept) unless
@@ -219,11 +220,13 @@ class StrandsSlidingWindow(Policy):
 
     def before_call(self, trace: Trace, state: _SlidingState, view: View, call: int, status=None):
         changes: list[Change] = []
-        if call > 0:  # the invocation before this call's user message ended: apply_management
+        if call > 0:  # the invocation before this call ended: apply_management
             prev = trace.calls[call - 1].event_index
             user = next((i for i in range(prev + 1, view.n) if trace.events[i].kind == "user"), None)
-            if user is not None:
-                changes += self._manage(trace, state, view, user)
+            # it ended at a user message, or at an answer without tool calls (Strands' end_turn: the
+            # next call is another invocation's even with no user message between)
+            if user is not None or not trace.events[prev].tool_call_ids:
+                changes += self._manage(trace, state, view, view.n if user is None else user)
         changes += self._before_model_call(trace, state, view)
         return changes
 
