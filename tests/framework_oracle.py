@@ -229,6 +229,8 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "all-24000": _letta(24000, mode="all"),
     },
     "autogen": {
+        # buffer 1 in a tool loop: the last message is a tool result, which AutoGen drops: nothing is sent
+        "buffered-1": _autogen("mini", "Buffered", buffer_size=1),
         "buffered-5": _autogen("mini", "Buffered", buffer_size=5),
         "buffered-20": _autogen("mini", "Buffered", buffer_size=20),
         "buffered-5-tau": _autogen("tau10", "Buffered", buffer_size=5),

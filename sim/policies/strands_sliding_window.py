@@ -21,7 +21,8 @@ Not modelled: ``pin_first``, ``proactive_compression``.
 - The rest: deleted (DROPPED), a state rewrite, not recoverable; the start only moves forward.
 - Cache: every trim rewrites the whole prefix after the system prompt / tool specs.
 
-The module also holds the pair/boundary helpers the AutoGen window policies share.
+The module also holds the pair/boundary helpers the AutoGen policies share, and their messages
+(``Turns``: a turn's parallel results are one AutoGen message).
 """
 
 from __future__ import annotations
@@ -83,16 +84,51 @@ def frame(trace: Trace) -> Frame:
     return trace.derived("message_frame", Frame)
 
 
-class _WindowState:
-    __slots__ = ("frame", "start")
+class Turns:
+    """Messages as AutoGen's ``AssistantAgent`` adds them to its model context: one per event, except that
+    the results of one assistant turn that follow one another are one ``FunctionExecutionResultMessage``
+    (parallel tool calls). ``first``: each message's first event, ascending; ``members``: its events."""
 
-    def __init__(self, frame: Frame) -> None:
-        self.frame = frame
+    __slots__ = ("first", "members")
+
+    def __init__(self, trace: Trace) -> None:
+        f, events = frame(trace), trace.events
+        self.first: list[int] = []
+        groups: dict[int, list[int]] = {}
+        prev = -1
+        for i in f.messages:
+            if (
+                events[i].kind == "tool_result"
+                and prev == i - 1
+                and events[prev].kind == "tool_result"
+                and f.issuer.get(prev, -1) == f.issuer.get(i, -2)
+            ):
+                groups[self.first[-1]].append(i)
+            else:
+                self.first.append(i)
+                groups[i] = [i]
+            prev = i
+        self.members: dict[int, tuple[int, ...]] = {k: tuple(v) for k, v in groups.items()}
+
+    def in_view(self, n: int) -> int:
+        """How many messages start among events [0, n)."""
+        return bisect_left(self.first, n)
+
+
+def turns(trace: Trace) -> Turns:
+    return trace.derived("autogen_messages", Turns)
+
+
+class _WindowState:
+    __slots__ = ("turns", "start")
+
+    def __init__(self, t: Turns) -> None:
+        self.turns = t
         self.start = 0  # messages[:start] are dropped (only moves forward)
 
 
 class KeepNewest(Policy):
-    """Shared by the window policies: drop all but the newest ``size`` messages, at a valid boundary."""
+    """AutoGen's buffered context: the newest ``size`` messages, less a first tool-result message."""
 
     acts_before_call = True
     reason = "window"
@@ -101,22 +137,25 @@ class KeepNewest(Policy):
         raise NotImplementedError
 
     def start(self, trace: Trace) -> _WindowState:
-        return _WindowState(frame(trace))
+        return _WindowState(turns(trace))
 
     def before_call(
         self, trace: Trace, state: _WindowState, view: View, call: int, status=None
     ) -> list[Change]:
-        f = state.frame
-        msgs, count = f.messages, f.in_view(view.n)
+        t = state.turns
+        msgs, count = t.first, t.in_view(view.n)
         if count - state.start <= self.window():
             return []
         cut = count - self.window()
-        while cut < count and not f.valid(msgs[cut]):
+        if trace.events[msgs[cut]].kind == "tool_result":  # AutoGen drops that one message (even the last)
             cut += 1
-        if cut >= count or cut <= state.start:
+        if cut <= state.start:
             return []
         changes = [
-            Change(i, DROPPED, 0, 0, self.reason) for i in msgs[state.start : cut] if view.state[i] != DROPPED
+            Change(i, DROPPED, 0, 0, self.reason)
+            for m in msgs[state.start : cut]
+            for i in t.members[m]
+            if view.state[i] != DROPPED
         ]
         state.start = cut
         return changes
