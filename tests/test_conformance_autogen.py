@@ -23,10 +23,11 @@ def states(r):
     return [ItemState(s) for s in r.item_state.tolist()]
 
 
-def parallel() -> Trace:
+def parallel(result: str | None = None) -> Trace:
     """0 system (100), 1 task (50), a0 2 (10) calls c0 and c1, results 3 and 4 (100 each), a1 5 (one
     call), result 6, a2 7 (two calls), results 8 and 9, 10 the answer; calls at 2, 5, 7, 10. AutoGen's
-    messages: task, a0, R0 = [3, 4], a1, R1 = [6], a2, R2 = [8, 9]."""
+    (and Strands') messages: task, a0, R0 = [3, 4], a1, R1 = [6], a2, R2 = [8, 9]. ``result``: the
+    results' text (else ``m<event>``)."""
     r = "tool_result"
     spec = [("system", 100, (), None), ("user", 50, (), None),
             ("assistant", 10, ("c0", "c1"), None), (r, 100, (), "c0"), (r, 100, (), "c1"),
@@ -34,7 +35,14 @@ def parallel() -> Trace:
             ("assistant", 10, ("c3", "c4"), None), (r, 100, (), "c3"), (r, 100, (), "c4"),
             ("assistant", 10, (), None)]  # fmt: skip
     events = tuple(
-        ev(i, kind, f"m{i}", tok, tool_call_ids=ids, tool_call_id=cid)
+        ev(
+            i,
+            kind,
+            result if result is not None and kind == r else f"m{i}",
+            tok,
+            tool_call_ids=ids,
+            tool_call_id=cid,
+        )
         for i, (kind, tok, ids, cid) in enumerate(spec)
     )
     calls = tuple(

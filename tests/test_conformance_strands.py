@@ -7,6 +7,7 @@ its tool result; call k sees events [0, 2 + 2k). 4 bytes per token.
 """
 
 from builders import ev, swe_trace
+from test_conformance_autogen import parallel
 
 from sim.core.types import Call, ItemState, Trace
 from sim.cost.tokens import scale_tokens
@@ -14,7 +15,7 @@ from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.policies.strands_sliding_window import truncated_text
 
-V, D = ItemState.VERBATIM, ItemState.DROPPED
+V, M, D, S = ItemState.VERBATIM, ItemState.MASKED, ItemState.DROPPED, ItemState.SUMMARIZED
 
 
 def test_a_truncation_that_keeps_the_size_is_no_loop():
@@ -62,3 +63,26 @@ def test_an_answer_without_tool_calls_ends_the_invocation():
     assert r.calls["input_tokens"].tolist() == [150, 260, 220, 330, 220]
     # event 8 is the last call's own answer: not in its view
     assert [ItemState(s) for s in r.item_state.tolist()] == [V, D, D, D, D, V, V, V]
+
+
+def test_a_turns_parallel_results_are_one_message():
+    # Strands holds a turn's results in one user message (``parallel()``: task, a0, R0 = [3, 4], a1, R1,
+    # a2, R2 = [8, 9]). Window 2 before every call: call 1 (task, a0, R0) trims from index 1 to the tool
+    # pair a0 + R0: the task deleted, 310 (counting each result as a message, no pair from index 2: 360);
+    # call 2: a0, R0 deleted, 210; call 3: a1, R1 deleted, 310.
+    r = replay(parallel(), make_policy("strands_sliding_window", window_size=2, per_turn=True), window=None)
+    assert r.calls["input_tokens"].tolist() == [150, 310, 210, 310]
+    assert [ItemState(s) for s in r.item_state.tolist()] == [V] + [D] * 6 + [V] * 3
+    # results of 1000 characters (100 tokens), window 600: call 3 (680) is refused; the oldest message with
+    # results is R0, and Strands cuts both: 448 bytes each, round(100 x 464 / 1016) = 46, 680 - 108 = 572
+    r = replay(parallel("x" * 1000), make_policy("strands_sliding_window"), window=600)
+    assert r.calls["input_tokens"].tolist() == [150, 360, 470, 572] and r.rejections == 1
+    assert [ItemState(s) for s in r.item_state.tolist()][3:5] == [M, M]
+    # summarizing, window 500, ratio 0.8, 2 kept: call 3 (680, 7 messages) summarizes int(5.6) = 5: task,
+    # a0, R0, a1, R1 (370 -> 37) and keeps a2, R2: 100 + 37 + 10 + 200 = 347 (the summarizer's input 61 +
+    # 370 = 431). Counting each result as a message the split (7 of 9) fell inside R2 and moved past the
+    # end: no reduction, the run ended (context-overflow).
+    knobs = {"preserve_recent_messages": 2, "summary_min_tokens": 10, "summary_ratio": 0.8}
+    r = replay(parallel(), make_policy("strands_summarizing", **knobs), window=500)
+    assert r.calls["input_tokens"].tolist() == [150, 360, 470, 431, 347] and r.finish_reason == "completed"
+    assert [ItemState(s) for s in r.item_state.tolist()] == [V] + [S] * 6 + [V] * 3

@@ -6,8 +6,8 @@ Knobs (Strands' names and defaults): ``window_size`` 40 (0: delete every message
 Not modelled: ``pin_first``, ``proactive_compression``.
 
 - Messages: every event but ``system`` / ``tools`` ones (the agent's system prompt and tool specs);
-  one message per event (Strands puts one turn's results in one user message: the same where a turn
-  issues one call, as in every golden trace).
+  one message per event, except that the consecutive results of one assistant turn are one user message
+  (Strands' message of a turn's parallel tool results: truncated together, deleted together).
 - When: after each agent invocation (``apply_management``: before the next user message, which a
   single-task run never reaches, or after an answer without tool calls: Strands' invocation ends there),
   before model calls per ``per_turn`` (a retry after an overflow is a model call too), and on a
@@ -21,8 +21,8 @@ Not modelled: ``pin_first``, ``proactive_compression``.
 - The rest: deleted (DROPPED), a state rewrite, not recoverable; the start only moves forward.
 - Cache: every trim rewrites the whole prefix after the system prompt / tool specs.
 
-The module also holds the pair/boundary helpers the AutoGen policies share, and their messages
-(``Turns``: a turn's parallel results are one AutoGen message).
+The module also holds the pair/boundary helpers the AutoGen policies share, and the messages of both
+frameworks (``Turns``: a turn's parallel results are one message).
 """
 
 from __future__ import annotations
@@ -85,9 +85,10 @@ def frame(trace: Trace) -> Frame:
 
 
 class Turns:
-    """Messages as AutoGen's ``AssistantAgent`` adds them to its model context: one per event, except that
-    the results of one assistant turn that follow one another are one ``FunctionExecutionResultMessage``
-    (parallel tool calls). ``first``: each message's first event, ascending; ``members``: its events."""
+    """Messages as AutoGen's ``AssistantAgent`` and Strands' ``Agent`` hold them: one per event, except
+    that the results of one assistant turn that follow one another are one message (AutoGen's
+    ``FunctionExecutionResultMessage``, Strands' user message of toolResult blocks: parallel tool calls).
+    ``first``: each message's first event, ascending; ``members``: its events."""
 
     __slots__ = ("first", "members")
 
@@ -175,10 +176,10 @@ def truncated_text(text: str) -> str | None:
 
 
 class _SlidingState:
-    __slots__ = ("frame", "start", "truncated", "model_calls")
+    __slots__ = ("turns", "start", "truncated", "model_calls")
 
-    def __init__(self, f: Frame) -> None:
-        self.frame = f
+    def __init__(self, t: Turns) -> None:
+        self.turns = t
         self.start = 0  # messages[:start] are deleted (only moves forward)
         self.truncated: set[int] = set()
         self.model_calls = 0  # BeforeModelCallEvents so far (per_turn=N counts them)
@@ -209,25 +210,26 @@ class StrandsSlidingWindow(Policy):
             check_int(self.name, "per_turn", self.per_turn, 1)
 
     def start(self, trace: Trace) -> _SlidingState:
-        return _SlidingState(frame(trace))
+        return _SlidingState(turns(trace))
 
     def _reduce(self, trace: Trace, state: _SlidingState, view: View, upto: int, overflow: bool):
         """``reduce_context`` over the messages among events [0, upto); None: Strands raises."""
-        f, events = state.frame, trace.events
-        msgs = f.messages[state.start : f.in_view(upto)]
+        t, events = state.turns, trace.events
+        msgs = t.first[state.start : t.in_view(upto)]
         if self.window_size == 0:
             state.start += len(msgs)
-            return [Change(i, DROPPED, 0, 0, self.name) for i in msgs]
+            return [Change(i, DROPPED, 0, 0, self.name) for m in msgs for i in t.members[m]]
         if overflow and self.should_truncate_results:
-            oldest = next((i for i in msgs if events[i].kind == "tool_result"), None)
-            if oldest is not None and oldest not in state.truncated:
-                text = truncated_text(events[oldest].content or "")
+            oldest = next((m for m in msgs if events[m].kind == "tool_result"), None)
+            cuts = []  # every result of that message not cut yet (Strands: a turn's results are one message)
+            for i in t.members[oldest] if oldest is not None else ():
+                text = truncated_text(events[i].content or "") if i not in state.truncated else None
                 if text is not None:
-                    state.truncated.add(oldest)
-                    old, new = len((events[oldest].content or "").encode()), len(text.encode())
-                    return [
-                        Change(oldest, MASKED, scale_tokens(events[oldest].tokens, old, new), new, "truncate")
-                    ]
+                    state.truncated.add(i)
+                    old, new = len((events[i].content or "").encode()), len(text.encode())
+                    cuts.append(Change(i, MASKED, scale_tokens(events[i].tokens, old, new), new, "truncate"))
+            if cuts:
+                return cuts
         n = len(msgs)
         start = 2 if n <= self.window_size else n - self.window_size
         trim = next((t for t in range(start, n) if events[msgs[t]].kind == "user"), n)
@@ -240,12 +242,11 @@ class StrandsSlidingWindow(Policy):
             if trim is None:
                 return None if overflow else []
         state.start += trim
-        return [Change(i, DROPPED, 0, 0, "sliding-window") for i in msgs[:trim]]
+        return [Change(i, DROPPED, 0, 0, "sliding-window") for m in msgs[:trim] for i in t.members[m]]
 
     def _manage(self, trace: Trace, state: _SlidingState, view: View, upto: int) -> list[Change]:
         """``apply_management``: reduce when more than window_size messages."""
-        f = state.frame
-        if f.in_view(upto) - state.start <= self.window_size:
+        if state.turns.in_view(upto) - state.start <= self.window_size:
             return []
         return self._reduce(trace, state, view, upto, False) or []
 

@@ -157,24 +157,41 @@ class Run(Model):
                 return int(g.group(1))
         return "".join(b.get("text", "") for b in m.get("content", []))
 
-    def result_text(self, m) -> str:
-        return "".join(
-            c.get("text", "")
+    def results(self, m) -> list[tuple[int, str]]:
+        """(event, text) of each toolResult block: Strands puts a turn's results in one user message."""
+        return [
+            (
+                self.by_use[b["toolResult"]["toolUseId"]],
+                "".join(c.get("text", "") for c in b["toolResult"]["content"]),
+            )
             for b in m.get("content", [])
             if "toolResult" in b
-            for c in b["toolResult"]["content"]
-        )
+        ]
+
+    def result_text(self, m) -> str:
+        return "".join(text for _, text in self.results(m))
+
+    def members(self, m) -> list[int]:
+        """The events a message holds (none for a summary)."""
+        if results := self.results(m):
+            return [i for i, _ in results]
+        i = self.ident(m)
+        return [] if isinstance(i, str) else [i]
 
     def size(self, m) -> int:
         i = self.ident(m)
         if isinstance(i, str):
             return self.summaries.get(i, 0)
-        e = self.events[i]
-        if e["kind"] == "tool_result":
-            text = self.result_text(m)
-            if text != e["text"]:  # truncated by should_truncate_results
-                return scale(e["tokens"], len(e["text"].encode()), len(text.encode()))
-        return e["tokens"]
+        if results := self.results(m):
+            total = 0
+            for j, text in results:
+                e = self.events[j]
+                if text != e["text"]:  # truncated by should_truncate_results
+                    total += scale(e["tokens"], len(e["text"].encode()), len(text.encode()))
+                else:
+                    total += e["tokens"]
+            return total
+        return self.events[i]["tokens"]
 
     def record(self, messages, call: dict, request: int) -> None:
         sent, changed, inserted = set(), set(), []
@@ -183,9 +200,8 @@ class Run(Model):
             if isinstance(i, str):
                 inserted.append(self.summaries[i])
                 continue
-            sent.add(i)
-            if self.events[i]["kind"] == "tool_result" and self.result_text(m) != self.events[i]["text"]:
-                changed.add(i)
+            sent.update(self.members(m))
+            changed.update(j for j, text in self.results(m) if text != self.events[j]["text"])
         state = []
         for i in range(call["view_end"]):
             if self.events[i]["kind"] in INSTRUCTION or (i in sent and i not in changed):
@@ -201,8 +217,7 @@ class Run(Model):
     def summarize(self, messages):
         r = self.rule
         for m in messages:
-            i = self.ident(m)
-            if not isinstance(i, str):
+            for i in self.members(m):
                 self.summarized.add(i)
                 if self.slot < 0:
                     self.slot = i
