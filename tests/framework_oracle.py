@@ -269,6 +269,8 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "sliding-2000-inspect": _letta(2000, corpus="inspect"),
     },
     "autogen": {
+        # buffer 1 in a tool loop: the last message is a tool result, which AutoGen drops: nothing is sent
+        "buffered-1": _autogen("mini", "Buffered", buffer_size=1),
         "buffered-5": _autogen("mini", "Buffered", buffer_size=5),
         "buffered-20": _autogen("mini", "Buffered", buffer_size=20),
         "buffered-5-tau": _autogen("tau10", "Buffered", buffer_size=5),
@@ -281,6 +283,13 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "token-2500-tau": _autogen("tau10", "TokenLimited", token_limit=2500),
         "token-4000-provider-tau": _autogen("tau10", "TokenLimited", token_limit=4000,
                                             token_count="provider"),
+        # the shared families: system and tool-spec events, user messages mid-run, no user before a call
+        "buffered-7-ohv0": _autogen("ohv0", "Buffered", buffer_size=7),
+        "head-tail-2-6-ohv0": _autogen("ohv0", "HeadAndTail", head_size=2, tail_size=6),
+        "token-3000-ohv0": _autogen("ohv0", "TokenLimited", token_limit=3000),
+        "token-6000-provider-ohv0": _autogen("ohv0", "TokenLimited", token_limit=6000,
+                                             token_count="provider"),
+        "buffered-2-claude": _autogen("claude", "Buffered", buffer_size=2),
     },
     "langchain": {
         "clear-default": _clear("mini", 100000),
@@ -335,6 +344,15 @@ SETTINGS: dict[str, dict[str, tuple[str, str, dict, dict]]] = {
         "summarizing-defaults-10000": _summarizing("mini", 10000),
         "summarizing-defaults-3000-tau": _summarizing("tau10", 3000),
         "summarizing-proactive-3000-tau": _summarizing("tau10", 3000, proactive_compression=PROACTIVE),
+        # the shared families: user messages grouped into one invocation (OpenHands' first three),
+        # a user message after a tool result (the invocation ends there), no user before the first call
+        "window-6-ohv0": _window("ohv0", window_size=6),
+        "window-10-per-turn-ohv0": _window("ohv0", window_size=10, per_turn=True),
+        "window-40-overflow-8000-ohv0": _window("ohv0", 8000),
+        "summarizing-defaults-16000-ohv0": _summarizing("ohv0", 16000),
+        "summarizing-proactive-16000-ohv0": _summarizing("ohv0", 16000, proactive_compression=PROACTIVE),
+        "window-2-claude": _window("claude", window_size=2),
+        "window-2-ohsdk": _window("ohsdk", window_size=2),
     },
     "inspect": {
         "edit-15000": _inspect("edit", threshold=15000),

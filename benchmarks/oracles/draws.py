@@ -86,15 +86,23 @@ SPECS: dict[str, dict[str, tuple]] = {
         "window_size": ("int", 4, 60),
         "should_truncate_results": ("choice", [True, False]),
         "per_turn": ("choice", [False, True, 2, 5]),
+        # the provider's window (the oracle refuses a request over it): reduce_context's truncation and
+        # trim run only on an overflow, which window_size alone never causes; above 1x the median peak
+        # some traces never overflow
+        "window": ("tokens", 0.3, 1.3),
     },
     "strands_summarizing": {
         "context_window": ("tokens", 0.3, 1.3),
-        "summary_ratio": ("float", 0.1, 0.8),
+        # Strands clamps the ratio to [0.1, 0.8]: draws on both sides of the clamp
+        "summary_ratio": ("float", 0.05, 0.9),
         "preserve_recent_messages": ("int", 2, 20),
         "proactive_compression": (
             "choice",
-            [None, {"compression_threshold": 0.7}, {"compression_threshold": 0.5}],
+            [None, True, {"compression_threshold": 0.5}, {"compression_threshold": 0.9}],
         ),
+        # the provider's window apart from the model's context_window_limit (null: the same) in half
+        # the draws: proactive compression reads the limit, the overflow the window
+        "window": ("choice", [None, "tokens"]),
     },
     # Inspect: keep_tool_uses past the number of uses (nothing to clear: "Compaction insufficient");
     # exclude_tools names a tool where an assistant's text starts with it (ctxsim's rule; tau-bench's

@@ -4,11 +4,11 @@
 the installed class by ``make oracle-autogen``.
 
 - Messages: every event but ``system`` / ``tools`` ones (AutoGen's agent sends its system message outside
-  the model context); each tool result counts as one message (AutoGen groups one turn's results into a
-  single ``FunctionExecutionResultMessage``).
+  the model context), one per event, except that the consecutive results of one assistant turn are one
+  message (AutoGen's ``FunctionExecutionResultMessage`` of a turn's parallel calls).
 - Trigger: every call, ``get_messages`` returns the last ``buffer_size`` messages.
-- Kept: those, minus leading tool results whose call fell out (AutoGen drops a first
-  ``FunctionExecutionResultMessage``; ctxsim drops every leading result whose call is not in view).
+- Kept: those, minus the first when it is a tool-result message (AutoGen drops that one message: at
+  ``buffer_size`` 1 in a tool loop the request holds no message at all, only the system message).
 - The rest: removed from the request (DROPPED); the context's own list keeps them, but the agent has no
   handle to them, so they count as lost. View per call; as messages only get appended, the window's
   start only moves forward.

@@ -3,11 +3,11 @@
 Constructor: ``HeadAndTailChatCompletionContext(head_size, tail_size)``, both required and > 0 (0 is
 refused, as AutoGen raises). Held call for call to the installed class by ``make oracle-autogen``.
 
-- Messages: every event but ``system`` / ``tools`` ones; each tool result counts as one message.
+- Messages: every event but ``system`` / ``tools`` ones, one per event, except that the consecutive
+  results of one assistant turn are one message (AutoGen's ``FunctionExecutionResultMessage``).
 - Trigger: every call where the messages in view exceed ``head_size + tail_size``.
 - Kept: the first ``head_size`` messages and the last ``tail_size``. As in AutoGen, the head loses its
-  last message when that is a tool call (generalised: the head ends before any call/result pair it would
-  split) and the tail loses a first tool result whose call it lacks (generalised: every such result).
+  last message when that is a tool call and the tail its first when that is a tool-result message.
 - The rest: one placeholder user message ``Skipped N messages.``, N = messages - head_size - tail_size
   (AutoGen's count, taken before the boundary adjustments). The placeholder sits in the slot of the first
   omitted message (MASKED, with the placeholder's size; when that message is a tool call its results
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.policies.strands_sliding_window import Frame, frame
+from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 
 MASKED, DROPPED = ItemState.MASKED, ItemState.DROPPED
 
@@ -51,21 +51,23 @@ class AutogenHeadAndTail(Policy):
         check_int(self.name, "head_size", self.head_size, 1)  # AutoGen refuses 0 (ValueError)
         check_int(self.name, "tail_size", self.tail_size, 1)
 
-    def start(self, trace: Trace) -> Frame:
-        return frame(trace)
+    def start(self, trace: Trace) -> tuple[Frame, Turns]:
+        return frame(trace), turns(trace)
 
-    def before_call(self, trace: Trace, f: Frame, view: View, call: int, status=None) -> list[Change]:
-        msgs, count = f.messages, f.in_view(view.n)
+    def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
+        f, t = state
+        events = trace.events
+        msgs, count = t.first, t.in_view(view.n)
         skipped = count - self.head_size - self.tail_size
         if skipped <= 0:
             return []
         head_end = self.head_size
-        while head_end > 0 and not f.valid(msgs[head_end]):
+        if events[msgs[head_end - 1]].tool_call_ids:  # AutoGen: the head loses a last tool-call message
             head_end -= 1
         tail_start = count - self.tail_size
-        while tail_start < count and not f.valid(msgs[tail_start]):
+        if events[msgs[tail_start]].kind == "tool_result":  # and the tail a first tool-result message
             tail_start += 1
-        omitted = msgs[head_end:tail_start]
+        omitted = [i for m in msgs[head_end:tail_start] for i in t.members[m]]
         if not omitted:
             return []
         carrier = omitted[0]

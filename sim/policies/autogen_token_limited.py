@@ -5,8 +5,8 @@ Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=No
 
 - Messages: every event but ``system`` / ``tools`` ones (``AssistantAgent`` prepends its system message
   to what the context returns; tool schemas are given to the model, not to the context); one message per
-  event (AutoGen puts one turn's results in one ``FunctionExecutionResultMessage``: the same where a turn
-  issues one call, as in every golden trace).
+  event, except that the consecutive results of one assistant turn are one message (AutoGen's
+  ``FunctionExecutionResultMessage`` of a turn's parallel calls: popped whole, weighing their sum).
 - Every call, ``get_messages`` starts again from the full history: while the count exceeds
   ``token_limit`` it pops the single message at ``len // 2`` (never its partner), then drops the first
   message when that is a tool result. A message popped for one request comes back in a later one when
@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from sim.core.types import ItemState, Trace
 from sim.policies.base import Change, Policy, View, check_int, register
-from sim.policies.strands_sliding_window import Frame, frame
+from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 from sim.util.errors import ConfigError
 
 DROPPED, VERBATIM = ItemState.DROPPED, ItemState.VERBATIM
@@ -43,10 +43,10 @@ def check_token_count(policy: str, value: object) -> None:
 
 
 class _State:
-    __slots__ = ("frame", "unpaired")
+    __slots__ = ("frame", "turns", "unpaired")
 
-    def __init__(self, f: Frame) -> None:
-        self.frame = f
+    def __init__(self, f: Frame, t: Turns) -> None:
+        self.frame, self.turns = f, t
         self.unpaired = 0  # requests so far holding a call or result without its partner
 
 
@@ -70,7 +70,7 @@ class AutogenTokenLimited(Policy):
         check_token_count(self.name, self.token_count)
 
     def start(self, trace: Trace) -> _State:
-        return _State(frame(trace))
+        return _State(frame(trace), turns(trace))
 
     def limit(self, trace: Trace) -> int | None:
         return self.token_limit if self.token_limit is not None else trace.context_window
@@ -79,21 +79,22 @@ class AutogenTokenLimited(Policy):
         return state.unpaired
 
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None) -> list[Change]:
-        f, events = state.frame, trace.events
-        msgs = f.messages[: f.in_view(view.n)]
-        kept = list(msgs)
+        f, t, events = state.frame, state.turns, trace.events
+        heads = t.first[: t.in_view(view.n)]
+        size = {m: sum(events[i].tokens for i in t.members[m]) for m in heads}
+        kept = list(heads)
         limit = self.limit(trace)
         if limit is not None:
-            count = sum(events[i].tokens for i in kept)
+            count = sum(size.values())
             if self.token_count == "provider":  # the request as sent: instruction events and residual
                 count = trace.arrays.prefix[view.n] + int(trace.arrays.residual[call])
             while count > limit and kept:
-                count -= events[kept.pop(len(kept) // 2)].tokens
-        if kept and events[kept[0]].kind == "tool_result":  # a first tool result
+                count -= size[kept.pop(len(kept) // 2)]
+        if kept and events[kept[0]].kind == "tool_result":  # a first tool-result message
             kept.pop(0)
-        keep = set(kept)
+        keep = {i for m in kept for i in t.members[m]}
         changes = []
-        for i in msgs:
+        for i in (i for m in heads for i in t.members[m]):
             gone = i not in keep
             if gone and view.state[i] != DROPPED:
                 changes.append(Change(i, DROPPED, 0, 0, "pop-middle"))

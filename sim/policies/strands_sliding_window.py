@@ -6,11 +6,12 @@ Knobs (Strands' names and defaults): ``window_size`` 40 (0: delete every message
 Not modelled: ``pin_first``, ``proactive_compression``.
 
 - Messages: every event but ``system`` / ``tools`` ones (the agent's system prompt and tool specs);
-  one message per event (Strands puts one turn's results in one user message: the same where a turn
-  issues one call, as in every golden trace).
+  one message per event, except that the consecutive results of one assistant turn are one user message
+  (Strands' message of a turn's parallel tool results: truncated together, deleted together).
 - When: after each agent invocation (``apply_management``: before the next user message, which a
-  single-task run never reaches), before model calls per ``per_turn`` (a retry after an overflow is a
-  model call too), and on a context-window overflow (``reduce_context`` with the error).
+  single-task run never reaches, or after an answer without tool calls: Strands' invocation ends there),
+  before model calls per ``per_turn`` (a retry after an overflow is a model call too), and on a
+  context-window overflow (``reduce_context`` with the error).
 - ``apply_management``: with more than ``window_size`` messages, reduce. Reduce: on an overflow with
   ``should_truncate_results``, first cut the oldest tool result (its first and last 200 characters kept
   around a ``[truncated: N chars removed]`` notice; MASKED at ``scale_tokens`` of the bytes kept) unless
@@ -20,7 +21,8 @@ Not modelled: ``pin_first``, ``proactive_compression``.
 - The rest: deleted (DROPPED), a state rewrite, not recoverable; the start only moves forward.
 - Cache: every trim rewrites the whole prefix after the system prompt / tool specs.
 
-The module also holds the pair/boundary helpers the AutoGen window policies share.
+The module also holds the pair/boundary helpers the AutoGen policies share, and the messages of both
+frameworks (``Turns``: a turn's parallel results are one message).
 """
 
 from __future__ import annotations
@@ -82,16 +84,52 @@ def frame(trace: Trace) -> Frame:
     return trace.derived("message_frame", Frame)
 
 
-class _WindowState:
-    __slots__ = ("frame", "start")
+class Turns:
+    """Messages as AutoGen's ``AssistantAgent`` and Strands' ``Agent`` hold them: one per event, except
+    that the results of one assistant turn that follow one another are one message (AutoGen's
+    ``FunctionExecutionResultMessage``, Strands' user message of toolResult blocks: parallel tool calls).
+    ``first``: each message's first event, ascending; ``members``: its events."""
 
-    def __init__(self, frame: Frame) -> None:
-        self.frame = frame
+    __slots__ = ("first", "members")
+
+    def __init__(self, trace: Trace) -> None:
+        f, events = frame(trace), trace.events
+        self.first: list[int] = []
+        groups: dict[int, list[int]] = {}
+        prev = -1
+        for i in f.messages:
+            if (
+                events[i].kind == "tool_result"
+                and prev == i - 1
+                and events[prev].kind == "tool_result"
+                and f.issuer.get(prev, -1) == f.issuer.get(i, -2)
+            ):
+                groups[self.first[-1]].append(i)
+            else:
+                self.first.append(i)
+                groups[i] = [i]
+            prev = i
+        self.members: dict[int, tuple[int, ...]] = {k: tuple(v) for k, v in groups.items()}
+
+    def in_view(self, n: int) -> int:
+        """How many messages start among events [0, n)."""
+        return bisect_left(self.first, n)
+
+
+def turns(trace: Trace) -> Turns:
+    return trace.derived("autogen_messages", Turns)
+
+
+class _WindowState:
+    __slots__ = ("turns", "start")
+
+    def __init__(self, t: Turns) -> None:
+        self.turns = t
         self.start = 0  # messages[:start] are dropped (only moves forward)
 
 
 class KeepNewest(Policy):
-    """Shared by the window policies: drop all but the newest ``size`` messages, at a valid boundary."""
+    """AutoGen's buffered context: the newest ``size`` messages, less a first tool-result message."""
 
     acts_before_call = True
     reason = "window"
@@ -100,22 +138,25 @@ class KeepNewest(Policy):
         raise NotImplementedError
 
     def start(self, trace: Trace) -> _WindowState:
-        return _WindowState(frame(trace))
+        return _WindowState(turns(trace))
 
     def before_call(
         self, trace: Trace, state: _WindowState, view: View, call: int, status=None
     ) -> list[Change]:
-        f = state.frame
-        msgs, count = f.messages, f.in_view(view.n)
+        t = state.turns
+        msgs, count = t.first, t.in_view(view.n)
         if count - state.start <= self.window():
             return []
         cut = count - self.window()
-        while cut < count and not f.valid(msgs[cut]):
+        if trace.events[msgs[cut]].kind == "tool_result":  # AutoGen drops that one message (even the last)
             cut += 1
-        if cut >= count or cut <= state.start:
+        if cut <= state.start:
             return []
         changes = [
-            Change(i, DROPPED, 0, 0, self.reason) for i in msgs[state.start : cut] if view.state[i] != DROPPED
+            Change(i, DROPPED, 0, 0, self.reason)
+            for m in msgs[state.start : cut]
+            for i in t.members[m]
+            if view.state[i] != DROPPED
         ]
         state.start = cut
         return changes
@@ -135,10 +176,10 @@ def truncated_text(text: str) -> str | None:
 
 
 class _SlidingState:
-    __slots__ = ("frame", "start", "truncated", "model_calls")
+    __slots__ = ("turns", "start", "truncated", "model_calls")
 
-    def __init__(self, f: Frame) -> None:
-        self.frame = f
+    def __init__(self, t: Turns) -> None:
+        self.turns = t
         self.start = 0  # messages[:start] are deleted (only moves forward)
         self.truncated: set[int] = set()
         self.model_calls = 0  # BeforeModelCallEvents so far (per_turn=N counts them)
@@ -169,25 +210,26 @@ class StrandsSlidingWindow(Policy):
             check_int(self.name, "per_turn", self.per_turn, 1)
 
     def start(self, trace: Trace) -> _SlidingState:
-        return _SlidingState(frame(trace))
+        return _SlidingState(turns(trace))
 
     def _reduce(self, trace: Trace, state: _SlidingState, view: View, upto: int, overflow: bool):
         """``reduce_context`` over the messages among events [0, upto); None: Strands raises."""
-        f, events = state.frame, trace.events
-        msgs = f.messages[state.start : f.in_view(upto)]
+        t, events = state.turns, trace.events
+        msgs = t.first[state.start : t.in_view(upto)]
         if self.window_size == 0:
             state.start += len(msgs)
-            return [Change(i, DROPPED, 0, 0, self.name) for i in msgs]
+            return [Change(i, DROPPED, 0, 0, self.name) for m in msgs for i in t.members[m]]
         if overflow and self.should_truncate_results:
-            oldest = next((i for i in msgs if events[i].kind == "tool_result"), None)
-            if oldest is not None and oldest not in state.truncated:
-                text = truncated_text(events[oldest].content or "")
+            oldest = next((m for m in msgs if events[m].kind == "tool_result"), None)
+            cuts = []  # every result of that message not cut yet (Strands: a turn's results are one message)
+            for i in t.members[oldest] if oldest is not None else ():
+                text = truncated_text(events[i].content or "") if i not in state.truncated else None
                 if text is not None:
-                    state.truncated.add(oldest)
-                    old, new = len((events[oldest].content or "").encode()), len(text.encode())
-                    return [
-                        Change(oldest, MASKED, scale_tokens(events[oldest].tokens, old, new), new, "truncate")
-                    ]
+                    state.truncated.add(i)
+                    old, new = len((events[i].content or "").encode()), len(text.encode())
+                    cuts.append(Change(i, MASKED, scale_tokens(events[i].tokens, old, new), new, "truncate"))
+            if cuts:
+                return cuts
         n = len(msgs)
         start = 2 if n <= self.window_size else n - self.window_size
         trim = next((t for t in range(start, n) if events[msgs[t]].kind == "user"), n)
@@ -200,12 +242,11 @@ class StrandsSlidingWindow(Policy):
             if trim is None:
                 return None if overflow else []
         state.start += trim
-        return [Change(i, DROPPED, 0, 0, "sliding-window") for i in msgs[:trim]]
+        return [Change(i, DROPPED, 0, 0, "sliding-window") for m in msgs[:trim] for i in t.members[m]]
 
     def _manage(self, trace: Trace, state: _SlidingState, view: View, upto: int) -> list[Change]:
         """``apply_management``: reduce when more than window_size messages."""
-        f = state.frame
-        if f.in_view(upto) - state.start <= self.window_size:
+        if state.turns.in_view(upto) - state.start <= self.window_size:
             return []
         return self._reduce(trace, state, view, upto, False) or []
 
@@ -219,11 +260,13 @@ class StrandsSlidingWindow(Policy):
 
     def before_call(self, trace: Trace, state: _SlidingState, view: View, call: int, status=None):
         changes: list[Change] = []
-        if call > 0:  # the invocation before this call's user message ended: apply_management
+        if call > 0:  # the invocation before this call ended: apply_management
             prev = trace.calls[call - 1].event_index
             user = next((i for i in range(prev + 1, view.n) if trace.events[i].kind == "user"), None)
-            if user is not None:
-                changes += self._manage(trace, state, view, user)
+            # it ended at a user message, or at an answer without tool calls (Strands' end_turn: the
+            # next call is another invocation's even with no user message between)
+            if user is not None or not trace.events[prev].tool_call_ids:
+                changes += self._manage(trace, state, view, view.n if user is None else user)
         changes += self._before_model_call(trace, state, view)
         return changes
 

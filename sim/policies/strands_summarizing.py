@@ -9,8 +9,9 @@ float in (0, 1]}`` (Strands' mapping; ``true`` means 0.7), flattened in result r
 size rule is ctxsim's: clamp(``summary_size_ratio`` x the tokens the summarizer is given,
 ``summary_min_tokens``, ``summary_max_tokens``). Not modelled: ``summarization_agent``, ``pin_first``.
 
-- Messages: every event but ``system`` / ``tools`` ones (one message per event), the summary (a user
-  message) first once there is one.
+- Messages: every event but ``system`` / ``tools`` ones (one message per event, except that the
+  consecutive results of one assistant turn are one user message, as Strands holds parallel tool
+  results), the summary (a user message) first once there is one.
 - When: on a context-window overflow (``reduce_context`` with the error: a failure ends the run,
   ``context-overflow``), and, with ``proactive_compression``, before every model call (a retry after an
   overflow too) whose projected input reaches threshold x ``context_window``. Projected input (Strands'
@@ -38,7 +39,7 @@ from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
 from sim.policies.langchain_clear_tool_uses import instruction_tokens
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
-from sim.policies.strands_sliding_window import Frame, frame
+from sim.policies.strands_sliding_window import Turns, turns
 from sim.util.errors import ConfigError
 
 SUMMARIZED, VERBATIM = ItemState.SUMMARIZED, ItemState.VERBATIM
@@ -47,10 +48,10 @@ DEFAULT_CONTEXT_WINDOW_LIMIT = 200_000  # Strands' estimate when the model has n
 
 
 class _State:
-    __slots__ = ("frame", "carrier", "reported", "overflowed", "call")
+    __slots__ = ("turns", "carrier", "reported", "overflowed", "call")
 
-    def __init__(self, f: Frame) -> None:
-        self.frame = f
+    def __init__(self, t: Turns) -> None:
+        self.turns = t
         self.carrier = -1  # the slot of the summary message
         self.reported: dict[int, int] = {}  # call -> its provider's report (request + output)
         self.overflowed: set[tuple] = set()  # states that overflowed at the current call
@@ -125,13 +126,21 @@ class StrandsSummarizing(Policy):
         return out
 
     def start(self, trace: Trace) -> _State:
-        return _State(frame(trace))
+        return _State(turns(trace))
 
     # ---------------------------------------------------------------------------------- Strands' steps
     def _messages(self, state: _State, view: View) -> list[int]:
-        f = state.frame
-        msgs = [i for i in f.messages[: f.in_view(view.n)] if view.state[i] == VERBATIM]
+        """The messages sent (each by its first event), the summary first."""
+        t = state.turns
+        msgs = [m for m in t.first[: t.in_view(view.n)] if view.state[m] == VERBATIM]
         return [state.carrier, *msgs] if state.carrier >= 0 else msgs
+
+    def _sizes(self, state: _State, view: View, msgs: list[int]) -> dict[int, int]:
+        """Each message's tokens (a turn's results together; the summary its own)."""
+        members = state.turns.members
+        return {
+            m: view.tokens[m] if m == state.carrier else sum(view.tokens[i] for i in members[m]) for m in msgs
+        }
 
     def _summarize_oldest(self, trace: Trace, state: _State, msgs: list[int], size: dict[int, int]):
         """``_summarize_oldest``: (changes, summary call, messages after), or None where Strands raises."""
@@ -160,7 +169,13 @@ class StrandsSummarizing(Policy):
         )
         slot = covered[0]
         bpt = trace.bytes_per_token
-        changes = [Change(i, SUMMARIZED, 0, 0, "summarized") for i in covered[1:]]
+        members = state.turns.members
+        changes = [
+            Change(i, SUMMARIZED, 0, 0, "summarized")
+            for m in covered
+            for i in ((m,) if m == state.carrier else members[m])
+            if i != slot
+        ]
         changes.insert(0, Change(slot, SUMMARIZED, out, round(out * (bpt or 4.0)), "summary"))
         instruction = estimate_tokens(len(SUMMARIZER_INSTRUCTION.encode()), bpt)
         state.carrier = slot
@@ -192,13 +207,13 @@ class StrandsSummarizing(Policy):
             state.reported[call - 1] = status.last_input + (status.last_output or 0)
         state.call, state.overflowed = call, set()
         msgs = self._messages(state, view)
-        size = {i: view.tokens[i] for i in msgs}
+        size = self._sizes(state, view, msgs)
         done = self._proactive(trace, state, view, msgs, size)
         return Decision(done[0], done[1]) if done else ()
 
     def on_overflow(self, trace: Trace, state: _State, view: View, call: int, status=None):
         msgs = self._messages(state, view)
-        size = {i: view.tokens[i] for i in msgs}
+        size = self._sizes(state, view, msgs)
         signature = tuple((i, size[i]) for i in msgs)
         if signature in state.overflowed:  # Strands would summarize and overflow again forever
             return Decision(stop="compaction-loop")

@@ -3,10 +3,13 @@ requirements.txt).
 
     .venv/bin/python oracle.py IN.json OUT.json     (run by ../frameworks.py)
 
-Per trace and setting, a real ``strands.Agent`` with a scripted ``Model`` and one scripted tool: every
-``user`` event is one invocation (``agent([message])``); the model answers call k with the recorded
-assistant event (its text and one ``toolUse`` per call id), the tool returns the recorded result of that
-call, so the manager runs where Strands runs it: after each invocation (``apply_management``), before
+Per trace and setting, a real ``strands.Agent`` with a scripted ``Model`` and one scripted tool: the
+``user`` events between two calls open one invocation (``agent([message, ...])``, all of them; none
+before the first call: ``agent()``; a call after an answer without tool calls opens one too); the model
+answers call k with the recorded assistant event (its text and one ``toolUse`` per call id), the tool
+returns the recorded result of that call and, when user events follow it, ends the invocation there
+(``agent.cancel(after_current_tools=True)``: Strands has no other way to take a user message after a
+tool result), so the manager runs where Strands runs it: after each invocation (``apply_management``), before
 model calls (``per_turn``; proactive compression from the projected input tokens), and on a
 ``ContextWindowOverflowException`` the model raises when the request (system prompt and tool specs,
 messages, the call's residual) exceeds the setting's ``window``. A state that overflows a second time
@@ -79,6 +82,15 @@ class Run(Model):
         self.summarized: set[int] = set()
         self.slot = -1
         self.overflowed: set = set()
+        self.agent: Agent | None = None
+        # call k -> the user events of the invocation it opens (the calls that open one)
+        self.opens: dict[int, list[int]] = {}
+        prev = -1
+        for k, c in enumerate(trace["calls"]):
+            users = [i for i in range(prev + 1, c["event_index"]) if self.events[i]["kind"] == "user"]
+            if k == 0 or users or not self.events[prev]["tool_call_ids"]:
+                self.opens[k] = users
+            prev = c["event_index"]
 
     # ------------------------------------------------------------------------------ Model interface
     def update_config(self, **model_config):
@@ -112,7 +124,10 @@ class Run(Model):
         request = self.instruction + sum(sizes) + call["residual"]
         if self.window is not None and request > self.window:
             idents = ["summary" if isinstance(i, str) else i for i in map(self.ident, messages)]
-            signature = (k, tuple(zip(idents, sizes, strict=True)))
+            # the texts too: a truncation can leave a result's size as it was (a 401-character text
+            # comes back about as long, with the notice), and Strands then trims on the next overflow
+            texts = [self.result_text(m) for m in messages]
+            signature = (k, tuple(zip(idents, sizes, texts, strict=True)))
             if signature in self.overflowed:
                 raise Loop()
             self.overflowed.add(signature)
@@ -142,24 +157,41 @@ class Run(Model):
                 return int(g.group(1))
         return "".join(b.get("text", "") for b in m.get("content", []))
 
-    def result_text(self, m) -> str:
-        return "".join(
-            c.get("text", "")
+    def results(self, m) -> list[tuple[int, str]]:
+        """(event, text) of each toolResult block: Strands puts a turn's results in one user message."""
+        return [
+            (
+                self.by_use[b["toolResult"]["toolUseId"]],
+                "".join(c.get("text", "") for c in b["toolResult"]["content"]),
+            )
             for b in m.get("content", [])
             if "toolResult" in b
-            for c in b["toolResult"]["content"]
-        )
+        ]
+
+    def result_text(self, m) -> str:
+        return "".join(text for _, text in self.results(m))
+
+    def members(self, m) -> list[int]:
+        """The events a message holds (none for a summary)."""
+        if results := self.results(m):
+            return [i for i, _ in results]
+        i = self.ident(m)
+        return [] if isinstance(i, str) else [i]
 
     def size(self, m) -> int:
         i = self.ident(m)
         if isinstance(i, str):
             return self.summaries.get(i, 0)
-        e = self.events[i]
-        if e["kind"] == "tool_result":
-            text = self.result_text(m)
-            if text != e["text"]:  # truncated by should_truncate_results
-                return scale(e["tokens"], len(e["text"].encode()), len(text.encode()))
-        return e["tokens"]
+        if results := self.results(m):
+            total = 0
+            for j, text in results:
+                e = self.events[j]
+                if text != e["text"]:  # truncated by should_truncate_results
+                    total += scale(e["tokens"], len(e["text"].encode()), len(text.encode()))
+                else:
+                    total += e["tokens"]
+            return total
+        return self.events[i]["tokens"]
 
     def record(self, messages, call: dict, request: int) -> None:
         sent, changed, inserted = set(), set(), []
@@ -168,9 +200,8 @@ class Run(Model):
             if isinstance(i, str):
                 inserted.append(self.summaries[i])
                 continue
-            sent.add(i)
-            if self.events[i]["kind"] == "tool_result" and self.result_text(m) != self.events[i]["text"]:
-                changed.add(i)
+            sent.update(self.members(m))
+            changed.update(j for j, text in self.results(m) if text != self.events[j]["text"])
         state = []
         for i in range(call["view_end"]):
             if self.events[i]["kind"] in INSTRUCTION or (i in sent and i not in changed):
@@ -186,8 +217,7 @@ class Run(Model):
     def summarize(self, messages):
         r = self.rule
         for m in messages:
-            i = self.ident(m)
-            if not isinstance(i, str):
+            for i in self.members(m):
                 self.summarized.add(i)
                 if self.slot < 0:
                     self.slot = i
@@ -211,6 +241,8 @@ def make_tool(run: Run):
     async def tool(tool_use, **_):
         i = run.by_use.get(tool_use["toolUseId"])
         text = run.events[i]["text"] if i is not None else ""
+        if run.k in run.opens and run.agent is not None:  # user events follow: the invocation ends here
+            run.agent.cancel(after_current_tools=True)
         return {"toolUseId": tool_use["toolUseId"], "status": "success", "content": [{"text": text}]}
 
     spec = {
@@ -235,15 +267,17 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
         model=run, tools=[make_tool(run)], system_prompt=system, conversation_manager=manager(config),
         callback_handler=None,
     )  # fmt: skip
+    run.agent = agent
     finish = "completed"
-    last = trace["calls"][-1]["event_index"]
     try:
-        for i, e in enumerate(trace["events"]):
-            if e["kind"] != "user":
-                continue
-            if i >= last or run.k >= len(trace["calls"]):
-                break
-            await agent.invoke_async([{"role": "user", "content": [{"text": f"ev{i}|{e['text'][:64]}"}]}])
+        done = -1
+        while run.k < len(trace["calls"]) and run.k in run.opens and run.k != done:
+            done = run.k
+            users = [
+                {"role": "user", "content": [{"text": f"ev{i}|{trace['events'][i]['text'][:64]}"}]}
+                for i in run.opens[run.k]
+            ]
+            await agent.invoke_async(users or None)
     except Exception as exc:  # the event loop wraps what the model raised
         cause = exc
         while cause is not None and not isinstance(cause, Loop | ContextWindowOverflowException):
