@@ -452,7 +452,8 @@ def export(trace: Trace, full_text: bool = False) -> dict:
     return {
         "trace_id": trace.trace_id,
         "bytes_per_token": trace.bytes_per_token,
-        "context_window": model_window(trace),  # the model's window (Inspect's fractional thresholds)
+        "context_window": trace.context_window,  # recorded (AutoGen's token_limit null: no limit without)
+        "model_window": model_window(trace),  # resolved as Inspect's fractional thresholds read it
         "events": [
             {
                 "kind": e.kind,

@@ -11,9 +11,8 @@ agent's system message (the trace's ``system`` and ``tools`` events, always sent
 Alignment: the model client's ``count_tokens`` sums ctxsim's sizes of the messages it is given; with
 ``token_count`` ``provider`` it also counts the instruction events and the call's residual (the request
 as the provider reports it). ``remaining_tokens`` (``token_limit`` null) is the model's window minus that
-count: the trace's ``context_window`` where the export carries it, else no limit (``export()`` does not
-carry it yet; ctxsim reads the trace's recorded window, unknown on every shared family but OpenHands SDK,
-where 128,000 is never reached). A new message (the
+count: the trace's recorded ``context_window`` (the export's), else no limit, as ctxsim reads it (unknown
+on every shared family but OpenHands SDK, where 128,000 is never reached). A new message (the
 head-and-tail placeholder) weighs ctxsim's estimate of its bytes; it is shown in the slot of the first
 omitted message (M, with that message's call/result partner), the other omitted messages are D.
 """

@@ -169,8 +169,8 @@ async def replay(trace: dict, config: dict, rule: dict) -> dict:
     run = Run.current = Run(trace, rule)
     cfg = dict(config)
     strategy = STRATEGIES[cfg.pop("strategy")](**cfg)
-    # the model's window, as ctxsim resolves it for a fractional threshold (export's context_window)
-    set_model_info("mockllm/model", ModelInfo(context_length=trace["context_window"]))
+    # the model's window, as ctxsim resolves it for a fractional threshold (export's model_window)
+    set_model_info("mockllm/model", ModelInfo(context_length=trace["model_window"]))
     model = get_model("mockllm/model", custom_outputs=summarizer(run))
     msgs = messages(trace, cfg.get("exclude_tools"))
     events = trace["events"]
