@@ -23,7 +23,7 @@ import frameworks  # noqa: E402
 from sim.cli import main as ctxsim  # noqa: E402
 from sim.commands import conformance as command  # noqa: E402
 from sim.importers import load_paths  # noqa: E402
-from sim.policies.base import Policy, make_policy, renamed_knobs  # noqa: E402
+from sim.policies.base import Policy, renamed_knobs  # noqa: E402
 from sim.util.errors import ConfigError  # noqa: E402
 from sim.util.notices import KnobDeprecation  # noqa: E402
 
@@ -57,17 +57,16 @@ def test_a_setting_is_json_values_or_bare_strings():
 def test_draws_are_seeded_and_every_drawn_setting_is_one_the_library_takes(suite):
     scale = draws.peak(suite)
     assert scale > 0
-    for framework, policies in fo.POLICIES.items():
-        for policy in policies:
+    for framework in frameworks.FRAMEWORKS:
+        for policy in frameworks.policies_of(framework):
             a = draws.draw(policy, 20, 0, suite)
             assert a == draws.draw(policy, 20, 0, suite)
             assert a != draws.draw(policy, 20, 1, suite)
-            for knobs in a:
-                make_policy(policy, **knobs)
-                try:
-                    fo.framework_config(framework, policy, knobs)
-                except fo.NotComparable:  # drawn knobs stay inside what the library expresses
-                    pytest.fail(f"{policy} {knobs}")
+            try:  # each builds the policy and maps to the library's configuration (window= where modelled)
+                settings = frameworks.settings_for(framework, policy, [], 20, 0, suite)
+            except frameworks.BadInput as exc:
+                pytest.fail(f"{policy}: {exc}")
+            assert len(settings) == 20
     with pytest.raises(KeyError, match="no draw ranges for nope"):
         draws.draw("nope", 1, 0, suite)
 
