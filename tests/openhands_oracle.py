@@ -158,9 +158,9 @@ def dumps(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ctxsim_run(t: Trace, setting: str) -> dict:
-    """The policy's per-call states in the goldens' form (see the module docstring)."""
-    _, steps, window, _ = SETTINGS[setting]
+def ctxsim_run(t: Trace, steps: list[dict], window: int | None = None) -> dict:
+    """The policy (pipeline ``steps``, provider ``window``)'s per-call states in the goldens' form (see
+    the module docstring); the goldens pass a setting's ``SETTINGS[name][1:3]``."""
     policy = policy_of(steps)
     original = [e.tokens for e in t.events]
     mute = events_of(t).mute

@@ -308,6 +308,8 @@ def conformance(args) -> int:
 # ------------------------------------------------------------------------------------------ goldens
 def goldens(args) -> int:
     """The goldens' corpora and settings (``tests/framework_oracle.py``); ``--write`` rewrites them."""
+    if hasattr(BACKENDS.get(args.framework), "goldens"):  # an oracle with its own goldens (openhands)
+        return BACKENDS[args.framework].goldens(ensure_env(args.framework), args.only, args.write)
     if args.framework not in fo.SETTINGS:
         raise BadInput(
             f"{args.framework}: its goldens are written by its own make target (make oracle-{args.framework})"

@@ -59,8 +59,24 @@ class Sizes:
     def text(self, s: str) -> int:
         return math.ceil((len(s.encode()) + self.overhead) / self.bpt)
 
-    def summary(self, covered: int) -> int:
-        return min(max(round(0.1 * covered), 256), 2048) + self.text("")
+    def summary(self, covered: int, rule: dict | None = None) -> int:
+        """clamp(ratio x covered, min, max) + one message's framing (the policies' ``summary_*`` knobs)."""
+        r = {**SUMMARY_RULE, **(rule or {})}
+        ratio, lo, hi = r["summary_ratio"], r["summary_min_tokens"], r["summary_max_tokens"]
+        return min(max(round(ratio * covered), lo), hi) + self.text("")
+
+
+# ctxsim's summary size rule: knobs of the policies, not of OpenHands (which sets no length)
+SUMMARY_RULE = {"summary_ratio": 0.1, "summary_min_tokens": 256, "summary_max_tokens": 2048}
+NOT_LIBRARY = ("name", "variant", *SUMMARY_RULE)  # step keys no OpenHands constructor takes
+
+
+def library_knobs(step: dict) -> dict:
+    return {a: b for a, b in step.items() if a not in NOT_LIBRARY}
+
+
+def summary_rule(steps: list[dict]) -> dict:
+    return {k: v for s in steps for k, v in s.items() if k in SUMMARY_RULE}
 
 
 class Insufficient(Exception):
@@ -123,7 +139,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
             return _Resp(f"SUMMARY {self.n}")
 
     def make(step: dict):
-        name, k = step["name"], {a: b for a, b in step.items() if a != "name"}
+        name, k = step["name"], library_knobs(step)
         if name == "openhands_observation_masking":
             return ObservationMaskingCondenser(**k)
         if name == "openhands_browser_output_masking":
@@ -139,6 +155,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
         raise ValueError(name)
 
     steps = setting["steps"]
+    rule = summary_rule(steps)
     condenser = make(steps[0]) if len(steps) == 1 else CondenserPipeline(*[make(s) for s in steps])
     prompts = os.path.join(
         os.path.dirname(sys.modules["openhands"].__file__), "agenthub/codeact_agent/prompts"
@@ -270,7 +287,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
                 covered = (summary_tokens[prev.content] if prev is not None else 0) + sum(
                     size.tokens[ev.ctx] for ev in in_view
                 )
-                summary_tokens[act.summary] = size.summary(covered)
+                summary_tokens[act.summary] = size.summary(covered, rule)
                 counts["summaries"] += 1
                 summarized.update(ev.ctx for ev in in_view if ev.ctx not in dropped)
             else:
@@ -472,7 +489,7 @@ def sdk_run(tr: dict, setting: dict) -> dict:
             sdk.append(ev)
     steps = setting["steps"]
     (step,) = steps
-    knobs = {a: b for a, b in step.items() if a not in ("name", "variant")}
+    knobs, rule = library_knobs(step), summary_rule(steps)
     llm = ScriptedLLM(model="scripted/summarizer", usage_id="condenser")
     if step["name"] == "openhands_hard_context_reset":
         condenser = None
@@ -509,7 +526,7 @@ def sdk_run(tr: dict, setting: dict) -> dict:
                 return res
             gone = [ev for ev in view.events if ev.id in res.forgotten_event_ids]
             if res.summary is not None:
-                summary_tokens[res.summary] = size.summary(sum(sizes.get(ev.id, 0) for ev in gone))
+                summary_tokens[res.summary] = size.summary(sum(sizes.get(ev.id, 0) for ev in gone), rule)
                 sizes[f"{res.id}-summary"] = summary_tokens[res.summary]
                 counts["summaries"] += 1
             for ev in gone:
