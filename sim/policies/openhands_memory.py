@@ -125,10 +125,13 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
             answered[info.call_id[i]] = i
         elif not info.mute[i]:
             add(i)
-        for a in [a for a, ids in pending.items() if all(c in answered for c in ids)]:
-            add(a)
-            for c in pending.pop(a):
-                add(answered.pop(c))
+        for a, ids in list(pending.items()):
+            # checked one pending action after another, as OpenHands does: two calls reusing an id
+            # (SWE-agent's traces do) wait on one answer, which goes to the older call only
+            if all(c in answered for c in ids):
+                add(a)
+                for c in pending.pop(a):
+                    add(answered.pop(c))
     return sent
 
 

@@ -113,18 +113,18 @@ def run(python: str, traces: list[Trace], settings: list[Setting]) -> dict[str, 
     feed = _feed()
     keys = unique_ids(traces)
     by_key = dict(zip(keys, traces, strict=True))
-    runs = [
-        {"key": [s.name, key], "trace": key, "framework": s.config["framework"],
+    runs = [  # keyed by the setting's position: settings of different policies share names ("defaults")
+        {"key": [n, key], "trace": key, "framework": s.config["framework"],
          "setting": {"steps": s.config["steps"], "window": s.config["window"]}}
-        for s in settings for key in keys
+        for n, s in enumerate(settings) for key in keys
     ]  # fmt: skip
     real = feed.run_oracle(python, runs, by_key)
     out = {}
-    for s in settings:
+    for n, s in enumerate(settings):
         rows = []
         for key in keys:
             ctx = feed.oo.ctxsim_run(by_key[key], s.config["steps"], s.config["window"])
-            rows.append(result(key, by_key[key], real[(s.name, key)], ctx))
+            rows.append(result(key, by_key[key], real[(n, key)], ctx))
         out[s.name] = rows
     return out
 

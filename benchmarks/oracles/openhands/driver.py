@@ -43,6 +43,7 @@ os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 os.environ.setdefault("ALLOW_SHORT_CONTEXT_WINDOWS", "true")
 
 MARK = re.compile(r"«(\d+)»")
+NO_USER = "«no user message»"  # the initial user message of a trace without one
 
 
 def mark(i: int) -> str:
@@ -171,10 +172,11 @@ def v0_run(tr: dict, setting: dict) -> dict:
     memory = ConversationMemory(AgentConfig(), Prompts(prompt_dir=prompts))
 
     # -- the trace's events as OpenHands events, each tagged with its ctxsim index (.ctx)
-    first_user = next(
-        (e["index"] for e in events if e["kind"] == "user" and e["source_type"] in (None, "action:message")),
-        None,
-    )
+    def is_message(e: dict) -> bool:  # a user event that becomes a user MessageAction (below)
+        st = e["source_type"] or ""
+        return e["kind"] == "user" and st != "action:recall" and not st.startswith("observation:")
+
+    first_user = next((e["index"] for e in events if is_message(e)), None)
     recall_action = None
     action_of: dict[str, CmdRunAction] = {}
     oh: list[list] = []  # per ctxsim event: the OpenHands events standing for it
@@ -247,7 +249,14 @@ def v0_run(tr: dict, setting: dict) -> dict:
         for ev in made:
             ev.ctx = i
         oh.append(made)
-    initial = oh[first_user][0] if first_user is not None else None
+    if first_user is not None:
+        initial = oh[first_user][0]
+    else:  # no user message (CodeActAgent raises there): an empty one, untraced, weighing 0 as in ctxsim
+        initial = MessageAction(content=NO_USER)
+        initial._source = EventSource.USER
+    # the system prompt ConversationMemory re-creates weighs the trace's; a trace without one (Inspect's,
+    # tau-bench's ...) has no event to weigh it by: it is sent, untraced, at 0 tokens on both sides
+    sys_i = next((e["index"] for e in events if e["kind"] == "system"), None)
 
     history: list = []
     next_id = [0]
@@ -308,10 +317,9 @@ def v0_run(tr: dict, setting: dict) -> dict:
             found = [int(x) for t in texts for x in MARK.findall(t)]
             for i in found:
                 sent[i] = sent.get(i, 0) + 1
-            if m.role == "system" and not found:  # re-created by ConversationMemory: the trace's prompt
-                sys_i = next(e["index"] for e in events if e["kind"] == "system")
-                sent[sys_i] = sent.get(sys_i, 0) + 1
-            if not found and m.role != "system":
+            if m.role == "system" and not found and sys_i is not None:
+                sent[sys_i] = sent.get(sys_i, 0) + 1  # re-created by ConversationMemory: the trace's prompt
+            if not found and m.role != "system" and "".join(texts).strip() != NO_USER:
                 text = "".join(texts).lstrip("\n")
                 if text in summary_tokens:
                     inserted.append(["summary", summary_tokens[text]])
@@ -592,10 +600,18 @@ def main() -> None:
     with open(src) as f:
         job = json.load(f)
     results = []
+    # OpenHands' imports replace the exception hook: print a failure here, or it exits 1 silently
+    import traceback
+
     for run in job["runs"]:
         tr = job["traces"][run["trace"]]
         fn = sdk_run if run["framework"] == "sdk" else v0_run
-        results.append({"key": run["key"], **fn(tr, run["setting"])})
+        try:
+            results.append({"key": run["key"], **fn(tr, run["setting"])})
+        except Exception:
+            print(f"driver.py: run {run['key']} failed", file=sys.stderr)
+            traceback.print_exc()
+            sys.exit(1)
     with open(dst, "w") as f:
         json.dump({"results": results}, f)
 
