@@ -4,11 +4,14 @@ hand-built traces: each test states what OpenHands' own code does (openhands-ai 
 
 import dataclasses
 
-from builders import swe_trace
+from builders import ev, swe_trace
 
+from sim.core.types import Call, Trace
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.policies.openhands_memory import EV, PH, events_of, sends
+
+V, M, D = 0, 2, 3  # ItemState.VERBATIM, MASKED, DROPPED
 
 
 def reused_ids():
@@ -42,3 +45,34 @@ def test_observation_masking_replays_a_trace_reusing_call_ids():
     # call 2 (events 0-5): result 3 (position 3 < 6 - 2) is "<MASKED>" (6 tokens), a user message; result
     # 5 answers call 2, so call 4 goes unsent: 100 + 50 + 10 + 6 + 40
     assert r.calls["input_tokens"].tolist() == [150, 200, 206]
+
+
+def chat_then_tools():
+    """tau-bench's shape: 0 system (100), 1 task (50), 2 assistant reply (10), 3 user follow-up (20), then
+    three tool steps 4/5, 6/7, 8/9 (call 10, result 40); one call per assistant event."""
+    events = [ev(0, "system", "sys", 100), ev(1, "user", "task", 50), ev(2, "assistant", "ok", 10)]
+    events.append(ev(3, "user", "more", 20))
+    for k in range(3):
+        a = len(events)
+        events.append(ev(a, "assistant", f"cmd {k}", 10, tool_call_ids=(f"c{k}",)))
+        events.append(ev(a + 1, "tool_result", "r" * 40, 40, tool_call_id=f"c{k}"))
+    ends = [2, 4, 6, 8]
+    calls = tuple(
+        Call(index=j, event_index=a, view_end=a, input_tokens=0, output_tokens=7, residual_tokens=0)
+        for j, a in enumerate(ends)
+    )
+    return Trace(trace_id="chat", source_format="ctxsim-scenario", events=tuple(events), calls=calls,
+                 bytes_per_token=4.0)  # fmt: skip
+
+
+def test_recent_events_sends_the_first_user_message_again_once_the_second_event_is_not_one():
+    # keep_first 1, max_events 4 (RecentEventsCondenser: head + the newest 3). Call 0 (events 0-1): head
+    # and tail overlap, the system prompt goes twice and the task is re-inserted second: 2 x 100 + 2 x 50.
+    # Call 2 (0-5) keeps 0, 3, 4, 5: the second is the user's follow-up, so ConversationMemory re-inserts
+    # nothing and the task is not sent: 100 + 20 + 10 + 40. Call 3 (0-7) keeps 0, 5, 6, 7: the second is
+    # an observation, so the task is sent again, and 5 (its call 4 left out) is not: 100 + 50 + 10 + 40.
+    # ctxsim took the task, once left out, as forgotten for good (150 at call 3).
+    t = chat_then_tools()
+    r = replay(t, make_policy("openhands_recent_events", keep_first=1, max_events=4))
+    assert r.calls["input_tokens"].tolist() == [300, 180, 170, 200]
+    assert r.item_state.tolist() == [V, V, D, D, D, M, V, V]

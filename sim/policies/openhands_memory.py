@@ -204,12 +204,15 @@ INSUFFICIENT = (
 class V0State:
     """Per run: what this condenser forgot (its condensation actions in the history) and its summary."""
 
-    __slots__ = ("dropped", "summarized", "masked", "summary", "carrier", "summary_pos")
+    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos")
 
     def __init__(self) -> None:
         self.dropped: set[int] = set()
         self.summarized: set[int] = set()
         self.masked: set[int] = set()  # events this condenser shows as its own placeholder
+        # events this condenser left out of a view it returned (RecentEvents): still in the history it is
+        # given next time, so they can come back (the first user message, re-inserted by ConversationMemory)
+        self.hidden: set[int] = set()
         self.summary: tuple[int, int] | None = None  # the latest summary's tokens and bytes
         self.carrier = -1
         self.summary_pos = 0  # where OpenHands inserts the summary in the view
@@ -224,7 +227,7 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
         if ev[i].kind == "tools" or i in st.dropped or i in st.summarized:
             continue
         s, tok = view.state[i], view.tokens[i]
-        if i not in st.masked:
+        if i not in st.masked and i not in st.hidden:
             if s == DROPPED or (s == SUMMARIZED and tok == 0):
                 continue  # forgotten by an earlier step
             if s == SUMMARIZED:
@@ -281,7 +284,8 @@ class V0Condenser(Policy):
             res = self.condense(t, info, st, entries, request)
             if isinstance(res, list):
                 st.masked |= {x[1] for x in res if x[0] == PH and x[1] in given}
-                mine |= st.masked
+                st.hidden |= given - {x[1] for x in res if x[0] != SUM}
+                mine |= st.masked | st.hidden
                 return res, mine, calls
             forget, summarize = res
             gone = sorted(forget)
