@@ -76,3 +76,30 @@ def test_recent_events_sends_the_first_user_message_again_once_the_second_event_
     r = replay(t, make_policy("openhands_recent_events", keep_first=1, max_events=4))
     assert r.calls["input_tokens"].tolist() == [300, 180, 170, 200]
     assert r.item_state.tolist() == [V, V, D, D, D, M, V, V]
+
+
+def test_sdk_view_leaves_out_an_observation_answering_a_reused_call_id():
+    # the SDK's View enforces its properties: ObservationUniquenessProperty keeps the first observation
+    # per tool call id, so result 5 (id x again) is left out (DROPPED) and call 4 stays (result 3 answers
+    # its id, ToolCallMatchingProperty): call 2 (events 0-5) sends 100 + 50 + 10 + 40 + 10. Both SDK
+    # policies apply it every call; ctxsim sent result 5 (250).
+    for name, knobs in (
+        ("openhands_llm_summarizing", {"variant": "sdk_v1"}),
+        ("openhands_hard_context_reset", {}),
+    ):
+        r = replay(reused_ids(), make_policy(name, **knobs))
+        assert r.calls["input_tokens"].tolist() == [150, 200, 210]
+        assert r.item_state.tolist()[5] == D
+
+
+def test_sdk_tools_without_a_system_prompt_are_the_system_prompt_event():
+    # a trace with tools and no system prompt (Inspect's): the SDK's SystemPromptEvent carries the tools,
+    # so it is the view's first event, counted and never forgotten. keep_first 1, max_size 6 (tail
+    # 6 // 2 - 1 - 1 = 1): call 3 (8 events) forgets events 1-6 from the first cut after the system
+    # prompt, the task included, a 260-token summary in their place: 100 (tools) + 260. ctxsim left the
+    # tools out of the SDK's view, so keep_first kept the task (410).
+    t = swe_trace([("a" * 40, 40)] * 6)
+    t = dataclasses.replace(t, events=(dataclasses.replace(t.events[0], kind="tools"), *t.events[1:]))
+    r = replay(t, make_policy("openhands_llm_summarizing", variant="sdk_v1", keep_first=1, max_size=6))
+    agent = r.calls["kind"] == 0  # the summarizer's calls are rows too
+    assert r.calls["input_tokens"][agent].tolist() == [150, 200, 250, 360, 410, 460]
