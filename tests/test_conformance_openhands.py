@@ -4,12 +4,14 @@ hand-built traces: each test states what OpenHands' own code does (openhands-ai 
 
 import dataclasses
 
+import pytest
 from builders import ev, swe_trace
 
 from sim.core.types import Call, Trace
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.policies.openhands_memory import EV, PH, events_of, sends
+from sim.util.errors import ConfigError
 
 V, M, D = 0, 2, 3  # ItemState.VERBATIM, MASKED, DROPPED
 
@@ -103,3 +105,42 @@ def test_sdk_tools_without_a_system_prompt_are_the_system_prompt_event():
     r = replay(t, make_policy("openhands_llm_summarizing", variant="sdk_v1", keep_first=1, max_size=6))
     agent = r.calls["kind"] == 0  # the summarizer's calls are rows too
     assert r.calls["input_tokens"][agent].tolist() == [150, 200, 250, 360, 410, 460]
+
+
+def backend():
+    """``benchmarks/oracles/openhands/backend.py`` as ``frameworks.py`` loads it (by path)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent.parent / "benchmarks" / "oracles"
+    sys.path.insert(0, str(here))
+    spec = importlib.util.spec_from_file_location("oh_backend_test", here / "openhands" / "backend.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_backend_config_is_the_drivers_setting_and_refuses_what_openhands_cannot_take():
+    b = backend()
+    assert b.config("openhands_amortized_forgetting", {"max_size": 40, "keep_first": 1}, 12000) == {
+        "framework": "v0",
+        "steps": [{"name": "openhands_amortized_forgetting", "max_size": 40, "keep_first": 1}],
+        "window": 12000,
+    }
+    # the SDK's condenser for variant sdk_v1 (ctxsim's side needs the variant, the driver drops it)
+    assert b.config("openhands_llm_summarizing", {"variant": "sdk_v1", "max_tokens": 9000}, None) == {
+        "framework": "sdk",
+        "steps": [{"name": "openhands_llm_summarizing", "max_tokens": 9000, "variant": "sdk_v1"}],
+        "window": None,
+    }
+    assert b.config("openhands_hard_context_reset", {}, 20000)["framework"] == "sdk"
+    with pytest.raises(ConfigError, match="takes no max_tokens"):
+        b.config("openhands_llm_summarizing", {"max_tokens": 9000}, None)  # V0's has none
+
+
+def test_backend_results_by_name_come_back_in_the_settings_order():
+    # every policy at "defaults" (no --policy): frameworks.py looks each setting up by its shared name
+    b = backend()
+    got = b.InOrder([("defaults", ["a"]), ("x=1", ["b"]), ("defaults", ["c"])])
+    assert [got["defaults"], got["x=1"], got["defaults"], got["defaults"]] == [["a"], ["b"], ["c"], ["c"]]

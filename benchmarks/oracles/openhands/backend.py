@@ -108,6 +108,22 @@ def result(key: str, trace: Trace, real: dict, ctx: dict) -> TraceResult:
     return TraceResult(key, n, same, tokens_ctx, tokens_real, diff)
 
 
+class InOrder(dict):
+    """Results by setting name, each name's in the settings' order: without ``--policy`` every policy
+    runs at "defaults", and ``frameworks.py`` looks each setting up by name, once, in order; each
+    lookup takes the next result of that name (the last one stays)."""
+
+    def __init__(self, pairs: list[tuple[str, list[TraceResult]]]) -> None:
+        super().__init__(pairs)
+        self.queue: dict[str, list] = {}
+        for name, rows in pairs:
+            self.queue.setdefault(name, []).append(rows)
+
+    def __getitem__(self, name: str) -> list[TraceResult]:
+        q = self.queue[name]
+        return q.pop(0) if len(q) > 1 else q[0]
+
+
 def run(python: str, traces: list[Trace], settings: list[Setting]) -> dict[str, list[TraceResult]]:
     """Every setting on every trace, in one driver run; ctxsim's side from ``openhands_oracle.ctxsim_run``."""
     feed = _feed()
@@ -119,14 +135,14 @@ def run(python: str, traces: list[Trace], settings: list[Setting]) -> dict[str, 
         for n, s in enumerate(settings) for key in keys
     ]  # fmt: skip
     real = feed.run_oracle(python, runs, by_key)
-    out = {}
+    out = []
     for n, s in enumerate(settings):
         rows = []
         for key in keys:
             ctx = feed.oo.ctxsim_run(by_key[key], s.config["steps"], s.config["window"])
             rows.append(result(key, by_key[key], real[(n, key)], ctx))
-        out[s.name] = rows
-    return out
+        out.append((s.name, rows))
+    return InOrder(out)
 
 
 def goldens(python: str, only: list[str] | None, write: bool) -> int:
