@@ -15,19 +15,24 @@ them. Around the condenser, ``ConversationMemory``: the first user message is re
 covered, an observation whose action was covered is not sent (MASKED at 0 tokens).
 
 SDK v1 (``variant: sdk_v1``; defaults ``max_size`` 240, ``keep_first`` 2, ``minimum_progress`` 0.1; the
-default agent uses 80 / 4). Events: the system prompt with its tools is one ``SystemPromptEvent``; no
-recall events. Reasons: more than ``max_size`` events (soft), the view's tokens over the effective
-``max_tokens`` (hard): the smaller of ``max_tokens`` and the provider window (the agent LLM's input
-limit), the agent's condensation request after a rejection (hard). Tail: ``max_size // 2 - keep_first
-- 1`` events (request: ``len(view) // 2 - keep_first - 1``; tokens: the longest suffix after which the
-view fits ``max_tokens // 2``), the smallest of those; the forgotten range runs from the first
-manipulation index at or after ``max(keep_first, 1)`` (the system prompt is never forgotten) to the
-first at or after the tail's start (a tool call and its result are never split). Too little forgotten
-(none, or fewer events than ``minimum_progress`` of the view): a soft reason skips the condensation; a
-hard one does the hard context reset: every event after the system prompt is summarized
-(``hard_context_reset_max_retries`` 5 and ``hard_context_reset_context_scaling`` 0.8 only act when the
-summarizer fails, which ctxsim's never does). The summary is inserted where the forgotten range began;
-the old summary is forgotten with the range.
+default agent uses 80 / 4). Events: the system prompt with its tools is one ``SystemPromptEvent`` (the
+tools alone when there is no system prompt); no recall events. The view enforces the SDK's properties
+every call: an observation answering a tool call id an earlier one in the view answers is left out
+(DROPPED while so; traces reusing ids), and so are an action whose call has no observation in the view
+(with the rest of its response) and an observation whose action is not in it. Reasons: more than
+``max_size`` events (soft), the view's tokens over the effective ``max_tokens`` (hard): the smaller of
+``max_tokens`` and the provider window (the agent LLM's input limit), the agent's condensation request
+after a rejection (hard). Tail: ``max_size // 2 - keep_first - 1`` events (request: ``len(view) // 2 -
+keep_first - 1``; tokens: the longest suffix after which the view fits ``max_tokens // 2``), the smallest
+of those; the forgotten range runs from the first manipulation index at or after ``max(keep_first, 1)``
+(the system prompt is never forgotten) to the first at or after the tail's start (a tool call and its
+result are never split). Too little forgotten (none, or fewer events than ``minimum_progress`` of the
+view): a soft reason skips the condensation; a hard one does the hard context reset: every event after
+the system prompt is summarized (``hard_context_reset_max_retries`` 5 and
+``hard_context_reset_context_scaling`` 0.8 only act when the summarizer fails, which ctxsim's never
+does). The summary is inserted where the forgotten range began; an old summary in the range is forgotten
+with it (one before it, kept by ``keep_first`` after a hard reset put it right behind the system prompt,
+stays: two summaries).
 
 Both: the summary's size is ctxsim's rule (OpenHands sets no length): clamp(``summary_ratio`` x covered
 tokens, ``summary_min_tokens``, ``summary_max_tokens``) + one message's framing; its input a fixed
