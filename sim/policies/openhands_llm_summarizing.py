@@ -54,6 +54,7 @@ from sim.policies.openhands_amortized_forgetting import check_cut, forget_range
 from sim.policies.openhands_memory import (
     EV,
     INSUFFICIENT,
+    SETTLE_ROUNDS,
     SUM,
     Events,
     Insufficient,
@@ -276,7 +277,7 @@ def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool)
     sizes = t.derived("openhands_sdk_sizes", sdk_sizes)
     entries = enforce(info, sdk_raw(t, info, st, view))
     calls = []
-    for _ in range(64):
+    for _ in range(SETTLE_ROUNDS):
         res = sdk_step(policy, t, info, entries, sizes, limit, request)
         request = False
         if res is None:
@@ -286,7 +287,7 @@ def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool)
             raise Insufficient("nothing to forget")
         calls.append(condensed(policy, t, info, st, gone, offset))
         entries = enforce(info, st.raw)
-    raise Insufficient("the condenser did not settle")
+    raise Insufficient("the condenser did not settle", calls)
 
 
 def sdk_changes(t: Trace, st: SdkState, view: View, entries: list[tuple]) -> list[Change]:

@@ -196,6 +196,9 @@ class Insufficient(Exception):
         self.calls = calls or []
 
 
+# condensations asked for one request before the run ends: OpenHands would keep condensing (each one a
+# summarizer call) when none settles; the oracle's driver stops at the same count, so both meter as many
+SETTLE_ROUNDS = 100
 INSUFFICIENT = (
     "condensation-insufficient"  # sim.engine.dispatch finish reason: an OpenHands condenser gave up
 )
@@ -280,7 +283,7 @@ class V0Condenser(Policy):
         mine = {x[1] for x in entries if x[0] == EV} | st.dropped | st.summarized | st.masked
         given = {x[1] for x in entries if x[0] == EV}
         calls: list[SummaryCall] = []
-        for _ in range(64):  # a condensation shrinks the view: OpenHands settles in one or two rounds
+        for _ in range(SETTLE_ROUNDS):  # a condensation shrinks the view: settled in one or two rounds
             res = self.condense(t, info, st, entries, request)
             if isinstance(res, list):
                 st.masked |= {x[1] for x in res if x[0] == PH and x[1] in given}
@@ -315,7 +318,7 @@ class V0Condenser(Policy):
             if summarize:
                 entries.insert(min(st.summary_pos, len(entries)), (SUM, st.carrier, *st.summary))
             request = False
-        raise Insufficient("the condenser did not settle")
+        raise Insufficient("the condenser did not settle", calls)
 
     def _decide(self, t: Trace, st: V0State, view: View, request: bool) -> Decision:
         info = events_of(t)
