@@ -101,6 +101,8 @@ SETTINGS: dict[str, tuple[str, list[dict], int | None, str]] = {
     "sdk-40-4-w4000-tau10": _sdk("llm_summarizing", 4000, "tau10", **SDK, max_size=40, keep_first=4),
     "sdk-83-1-w3719-inspect": _sdk("llm_summarizing", 3719, "inspect", **SDK, max_size=83, keep_first=1),
     "hard_context_reset-w4000-swe": _sdk("hard_context_reset", 4000, "swe"),
+    # keep_first 0: the summary covers the system prompt, which ConversationMemory re-creates
+    "llm_summarizing-12-0-swe": _v0("llm_summarizing", corpus="swe", max_size=12, keep_first=0),
     # a hard reset puts the summary behind the system prompt, keep_first 4 keeps it beside the next one
     "sdk-115-4-w2101-swe": _sdk("llm_summarizing", 2101, "swe", **SDK, max_size=115, keep_first=4),
 }

@@ -13,7 +13,7 @@ from sim.policies.base import make_policy
 from sim.policies.openhands_memory import EV, PH, events_of, sends
 from sim.util.errors import ConfigError
 
-V, M, D = 0, 2, 3  # ItemState.VERBATIM, MASKED, DROPPED
+V, M, D, S = 0, 2, 3, 4  # ItemState.VERBATIM, MASKED, DROPPED, SUMMARIZED
 
 
 def reused_ids():
@@ -144,3 +144,16 @@ def test_backend_results_by_name_come_back_in_the_settings_order():
     b = backend()
     got = b.InOrder([("defaults", ["a"]), ("x=1", ["b"]), ("defaults", ["c"])])
     assert [got["defaults"], got["x=1"], got["defaults"], got["defaults"]] == [["a"], ["b"], ["c"], ["c"]]
+
+
+def test_v0_summary_never_sits_in_the_slot_of_a_re_created_system_prompt():
+    # V0 keep_first 0, max_size 6 (tail 6 // 2 - 0 - 1 = 2): call 3 (8 events) summarizes events 0-5, the
+    # system prompt among them; ConversationMemory re-creates the system prompt and re-inserts the task,
+    # so the request is 100 + 50 + 260 (summary) + 10 + 40. ctxsim put the summary in the system prompt's
+    # slot and so did not send it (360).
+    r = replay(
+        swe_trace([("a" * 40, 40)] * 5), make_policy("openhands_llm_summarizing", keep_first=0, max_size=6)
+    )
+    agent = r.calls["kind"] == 0
+    assert r.calls["input_tokens"][agent].tolist() == [150, 200, 250, 460, 510]
+    assert r.item_state.tolist()[:3] == [V, V, S]

@@ -304,7 +304,9 @@ class V0Condenser(Policy):
                 calls.append(call)
                 st.summarized.update(gone)
                 if st.carrier < 0:
-                    pick = [i for i in gone if i != info.first_user and not info.mute[i]]
+                    # not an event ConversationMemory sends all the same (the first user message, a
+                    # forgotten system prompt re-created): the summary needs a slot of its own
+                    pick = [i for i in gone if i not in (info.first_user, info.system) and not info.mute[i]]
                     st.carrier = (pick or gone)[0]
                     mine.add(st.carrier)
                 st.summary = size
