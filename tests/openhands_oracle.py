@@ -49,8 +49,8 @@ def _v0(name: str, window: int | None = None, corpus: str = "shared", **knobs) -
     return ("v0", [_step(name, **knobs)], window, corpus)
 
 
-def _sdk(name: str, window: int | None = None, **knobs) -> tuple:
-    return ("sdk", [_step(name, **knobs)], window, "shared")
+def _sdk(name: str, window: int | None = None, corpus: str = "shared", **knobs) -> tuple:
+    return ("sdk", [_step(name, **knobs)], window, corpus)
 
 
 def _server(max_size: int, window: int | None) -> tuple:
@@ -90,6 +90,21 @@ SETTINGS: dict[str, tuple[str, list[dict], int | None, str]] = {
     "sdk-80-4-w20000": _sdk("llm_summarizing", 20000, **SDK, max_size=80, keep_first=4),
     "hard_context_reset-w12000": _sdk("hard_context_reset", 12000),
     "hard_context_reset-w20000": _sdk("hard_context_reset", 20000),
+    # the conformance runs' findings, on the other shared families (tests/framework_oracle.py FAMILIES):
+    # SWE-agent's and tau-bench's reused tool call ids, tau-bench's user turns between tool steps,
+    # Inspect's tools without a system prompt, Claude Code's traces without a system prompt or a user turn
+    "observation_masking-3-swe": _v0("observation_masking", corpus="swe", attention_window=3),
+    "observation_masking-2-claude": _v0("observation_masking", corpus="claude", attention_window=2),
+    "recent_events-1-10-tau10": _v0("recent_events", corpus="tau10", keep_first=1, max_events=10),
+    "amortized_forgetting-20-1-tau10": _v0("amortized_forgetting", corpus="tau10", max_size=20, keep_first=1),
+    "sdk-240-2-swe": _sdk("llm_summarizing", corpus="swe", **SDK),
+    "sdk-40-4-w4000-tau10": _sdk("llm_summarizing", 4000, "tau10", **SDK, max_size=40, keep_first=4),
+    "sdk-83-1-w3719-inspect": _sdk("llm_summarizing", 3719, "inspect", **SDK, max_size=83, keep_first=1),
+    "hard_context_reset-w4000-swe": _sdk("hard_context_reset", 4000, "swe"),
+    # keep_first 0: the summary covers the system prompt, which ConversationMemory re-creates
+    "llm_summarizing-12-0-swe": _v0("llm_summarizing", corpus="swe", max_size=12, keep_first=0),
+    # a hard reset puts the summary behind the system prompt, keep_first 4 keeps it beside the next one
+    "sdk-115-4-w2101-swe": _sdk("llm_summarizing", 2101, "swe", **SDK, max_size=115, keep_first=4),
 }
 
 
@@ -114,7 +129,20 @@ def browserized(t: Trace) -> Trace:
 
 
 def corpus(name: str, shared: list[Trace]) -> list[Trace]:
-    return shared if name == "shared" else [browserized(t) for t in shared]
+    """``shared``, ``browser`` (the shared runs browserized) or a corpus of ``framework_oracle``'s (a
+    shared family, ``tau10``)."""
+    if name == "shared":
+        return shared
+    if name == "browser":
+        return [browserized(t) for t in shared]
+    if name not in _FAMILIES:  # loaded once per process (the goldens' test asks per setting)
+        import framework_oracle
+
+        _FAMILIES[name] = framework_oracle.corpus(name)
+    return _FAMILIES[name]
+
+
+_FAMILIES: dict[str, list[Trace]] = {}
 
 
 def policy_of(steps: list[dict]):
@@ -158,9 +186,9 @@ def dumps(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def ctxsim_run(t: Trace, setting: str) -> dict:
-    """The policy's per-call states in the goldens' form (see the module docstring)."""
-    _, steps, window, _ = SETTINGS[setting]
+def ctxsim_run(t: Trace, steps: list[dict], window: int | None = None) -> dict:
+    """The policy (pipeline ``steps``, provider ``window``)'s per-call states in the goldens' form (see
+    the module docstring); the goldens pass a setting's ``SETTINGS[name][1:3]``."""
     policy = policy_of(steps)
     original = [e.tokens for e in t.events]
     mute = events_of(t).mute

@@ -29,7 +29,7 @@ def agreeing(setting: str, shared) -> tuple[int, int, list[str]]:
     same = total = 0
     bad = []
     for t in corpus(SETTINGS[setting][3], shared):
-        real, ctx = gold["traces"][t.trace_id], ctxsim_run(t, setting)
+        real, ctx = gold["traces"][t.trace_id], ctxsim_run(t, *SETTINGS[setting][1:3])
         n = max(len(real["calls"]), len(ctx["calls"]))
         total += n
         for k in range(n):
@@ -58,7 +58,10 @@ def test_summarizer_calls_match_openhands(shared):
     for setting in SETTINGS:
         gold = load_golden(setting)
         for t in corpus(SETTINGS[setting][3], shared):
-            real, ctx = gold["traces"][t.trace_id]["summaries"], ctxsim_run(t, setting)["summaries"]
+            real, ctx = (
+                gold["traces"][t.trace_id]["summaries"],
+                ctxsim_run(t, *SETTINGS[setting][1:3])["summaries"],
+            )
             if real != ctx:
                 differ[(setting, t.trace_id)] = (real, ctx)
     assert differ == {}

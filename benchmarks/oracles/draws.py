@@ -131,15 +131,25 @@ SPECS: dict[str, dict[str, tuple]] = {
     # only what CompactionEdit can express (clear_at_least, clear_tool_inputs: NotComparable); exclude_tools
     # is left out: Anthropic's keep counts excluded tools' results, CompactionEdit's does not
     "anthropic_clear_tool_uses": {"trigger_tokens": ("tokens", 0.2, 1.2), "keep": ("int", 0, 12)},
-    "openhands_observation_masking": {"attention_window": ("int", 1, 12)},
+    # OpenHands: counts of OpenHands events (a view holds ~2 per call), so a range to a few hundred fires
+    # early, mid-run and late on the shared runs (tens to hundreds of calls); ``window`` (the provider's,
+    # the SDK agent LLM's input limit) drives the rolling condensers' requests and the SDK's token reason
+    "openhands_observation_masking": {"attention_window": ("int", 0, 60)},
     "openhands_browser_output_masking": {"attention_window": ("int", 0, 6)},
-    "openhands_recent_events": {"keep_first": ("int", 0, 4), "max_events": ("int", 5, 60)},
-    "openhands_amortized_forgetting": {"keep_first": ("int", 0, 4), "max_size": ("int", 10, 120)},
+    "openhands_recent_events": {"keep_first": ("int", 0, 4), "max_events": ("int", 5, 150)},
+    "openhands_amortized_forgetting": {
+        "keep_first": ("int", 0, 4),
+        "max_size": ("int", 10, 300),
+        "window": ("choice", [None, None, "tokens"]),
+    },
     "openhands_llm_summarizing": {
         "variant": ("choice", ["v0", "sdk_v1"]),
-        "keep_first": ("int", 1, 4),
-        "max_size": ("int", 10, 120),
+        "keep_first": ("int", 0, 4),
+        "max_size": ("int", 12, 300),  # the SDK needs max_size // 2 - keep_first - 1 > 0
+        "window": ("choice", [None, None, "tokens"]),
     },
+    "openhands_conversation_window": {"window": ("tokens", 0.2, 1.2)},
+    "openhands_hard_context_reset": {"window": ("tokens", 0.2, 1.2)},
     # keep below the lowest limit (the engine refuses keepRecentTokens >= contextTokenLimit); results over
     # a bound from the floor (256 bytes) to the default; a provider window now and then (the overflow retry)
     "seed_engine": {

@@ -315,6 +315,8 @@ def conformance(args) -> int:
 # ------------------------------------------------------------------------------------------ goldens
 def goldens(args) -> int:
     """The goldens' corpora and settings (``tests/framework_oracle.py``); ``--write`` rewrites them."""
+    if hasattr(BACKENDS.get(args.framework), "goldens"):  # an oracle with its own goldens (openhands)
+        return BACKENDS[args.framework].goldens(ensure_env(args.framework), args.only, args.write)
     if args.framework not in fo.SETTINGS:
         if hasattr(BACKENDS.get(args.framework), "goldens"):  # effect_agent: feed.py's own run
             return BACKENDS[args.framework].goldens(args.write, args.only)

@@ -20,8 +20,15 @@ from dataclasses import dataclass
 
 from sim.core.types import Trace
 from sim.policies.base import Decision, Policy, RunStatus, SummaryCall, View, check_int, register
-from sim.policies.openhands_llm_summarizing import SdkState, sdk_changes, sdk_view, summary_of
-from sim.policies.openhands_memory import EV, INSUFFICIENT, SUM, events_of
+from sim.policies.openhands_llm_summarizing import (
+    SdkState,
+    condensed,
+    enforce,
+    sdk_changes,
+    sdk_raw,
+    sdk_system,
+)
+from sim.policies.openhands_memory import EV, INSUFFICIENT, events_of
 from sim.util.errors import ConfigError
 
 
@@ -54,27 +61,25 @@ class OpenHandsHardContextReset(Policy):
         check_int(self.name, "summary_min_tokens", self.summary_min_tokens, 1)
         check_int(self.name, "summary_max_tokens", self.summary_max_tokens, self.summary_min_tokens)
 
+    acts_before_call = True  # the view's properties, every call (the reset itself only on a rejection)
+
     def start(self, trace: Trace) -> SdkState:
         return SdkState()
 
+    def before_call(self, trace: Trace, state: SdkState, view: View, call: int, status: RunStatus):
+        entries = enforce(events_of(trace), sdk_raw(trace, events_of(trace), state, view))
+        return sdk_changes(trace, state, view, entries)
+
     def on_overflow(self, trace: Trace, state: SdkState, view: View, call: int, status: RunStatus):
         info = events_of(trace)
-        entries = sdk_view(trace, info, state, view)
-        keep = next((p + 1 for p, x in enumerate(entries) if x[0] == EV and x[1] == info.system), 0)
+        entries = enforce(info, sdk_raw(trace, info, state, view))
+        system = trace.derived("openhands_sdk_system", sdk_system)
+        keep = next((p + 1 for p, x in enumerate(entries) if x[0] == EV and x[1] == system), 0)
         gone = entries[keep:]
-        covered = sorted({x[1] for x in gone if x[0] == EV})
         if not gone:
             return Decision(stop=INSUFFICIENT)
-        if not any(x[0] == SUM for x in gone):
-            state.summary = None
-        (tok, nbytes), call_ = summary_of(self, trace, state, covered, [1] * len(trace.events))
-        state.summarized.update(covered)
-        if state.carrier < 0:
-            pick = [i for i in covered if not info.mute[i]]
-            state.carrier = (pick or covered)[0]
-        state.summary, state.summary_pos = (tok, nbytes), keep
-        rest = entries[:keep] + [(SUM, state.carrier, tok, nbytes)]
-        changes = sdk_changes(trace, state, view, rest)
+        call_ = condensed(self, trace, info, state, gone, keep)
+        changes = sdk_changes(trace, state, view, enforce(info, state.raw))
         summary = SummaryCall(call_.input_tokens, call_.output_tokens)
         if sum(ch.tokens - view.tokens[ch.index] for ch in changes) >= 0:
             return Decision(stop=INSUFFICIENT, summary=summary)  # no progress (the summary was made)

@@ -15,19 +15,24 @@ them. Around the condenser, ``ConversationMemory``: the first user message is re
 covered, an observation whose action was covered is not sent (MASKED at 0 tokens).
 
 SDK v1 (``variant: sdk_v1``; defaults ``max_size`` 240, ``keep_first`` 2, ``minimum_progress`` 0.1; the
-default agent uses 80 / 4). Events: the system prompt with its tools is one ``SystemPromptEvent``; no
-recall events. Reasons: more than ``max_size`` events (soft), the view's tokens over the effective
-``max_tokens`` (hard): the smaller of ``max_tokens`` and the provider window (the agent LLM's input
-limit), the agent's condensation request after a rejection (hard). Tail: ``max_size // 2 - keep_first
-- 1`` events (request: ``len(view) // 2 - keep_first - 1``; tokens: the longest suffix after which the
-view fits ``max_tokens // 2``), the smallest of those; the forgotten range runs from the first
-manipulation index at or after ``max(keep_first, 1)`` (the system prompt is never forgotten) to the
-first at or after the tail's start (a tool call and its result are never split). Too little forgotten
-(none, or fewer events than ``minimum_progress`` of the view): a soft reason skips the condensation; a
-hard one does the hard context reset: every event after the system prompt is summarized
-(``hard_context_reset_max_retries`` 5 and ``hard_context_reset_context_scaling`` 0.8 only act when the
-summarizer fails, which ctxsim's never does). The summary is inserted where the forgotten range began;
-the old summary is forgotten with the range.
+default agent uses 80 / 4). Events: the system prompt with its tools is one ``SystemPromptEvent`` (the
+tools alone when there is no system prompt); no recall events. The view enforces the SDK's properties
+every call: an observation answering a tool call id an earlier one in the view answers is left out
+(DROPPED while so; traces reusing ids), and so are an action whose call has no observation in the view
+(with the rest of its response) and an observation whose action is not in it. Reasons: more than
+``max_size`` events (soft), the view's tokens over the effective ``max_tokens`` (hard): the smaller of
+``max_tokens`` and the provider window (the agent LLM's input limit), the agent's condensation request
+after a rejection (hard). Tail: ``max_size // 2 - keep_first - 1`` events (request: ``len(view) // 2 -
+keep_first - 1``; tokens: the longest suffix after which the view fits ``max_tokens // 2``), the smallest
+of those; the forgotten range runs from the first manipulation index at or after ``max(keep_first, 1)``
+(the system prompt is never forgotten) to the first at or after the tail's start (a tool call and its
+result are never split). Too little forgotten (none, or fewer events than ``minimum_progress`` of the
+view): a soft reason skips the condensation; a hard one does the hard context reset: every event after
+the system prompt is summarized (``hard_context_reset_max_retries`` 5 and
+``hard_context_reset_context_scaling`` 0.8 only act when the summarizer fails, which ctxsim's never
+does). The summary is inserted where the forgotten range began; an old summary in the range is forgotten
+with it (one before it, kept by ``keep_first`` after a hard reset put it right behind the system prompt,
+stays: two summaries).
 
 Both: the summary's size is ctxsim's rule (OpenHands sets no length): clamp(``summary_ratio`` x covered
 tokens, ``summary_min_tokens``, ``summary_max_tokens``) + one message's framing; its input a fixed
@@ -40,6 +45,7 @@ the run: ``condensation-insufficient``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
@@ -48,6 +54,7 @@ from sim.policies.openhands_amortized_forgetting import check_cut, forget_range
 from sim.policies.openhands_memory import (
     EV,
     INSUFFICIENT,
+    SETTLE_ROUNDS,
     SUM,
     Events,
     Insufficient,
@@ -93,38 +100,81 @@ def summary_of(policy, t: Trace, st, covered: list[int], units) -> tuple[tuple[i
 
 # ------------------------------------------------------------------------------------------------ SDK
 class SdkState:
-    __slots__ = ("summarized", "summary", "carrier", "summary_pos")
+    """Per run: the SDK's event list with every condensation applied (``View.from_events`` before it
+    enforces the view's properties: ``raw``, events up to ``seen``), the events summarized, and those the
+    properties leave out of the view for now (``hidden``: DROPPED while so)."""
+
+    __slots__ = ("summarized", "raw", "seen", "hidden")
 
     def __init__(self) -> None:
         self.summarized: set[int] = set()
-        self.summary: tuple[int, int] | None = None
-        self.carrier = -1
-        self.summary_pos = 0
+        self.raw: list[tuple] = []
+        self.seen = 0
+        self.hidden: set[int] = set()
+
+
+def sdk_system(t: Trace) -> int:
+    """The event that is the SDK's ``SystemPromptEvent``: the system prompt, else the tools (a trace
+    without a system prompt; the event carries the tools), -1 for neither."""
+    for kind in ("system", "tools"):
+        i = next((e.index for e in t.events if e.kind == kind), -1)
+        if i >= 0:
+            return i
+    return -1
 
 
 def sdk_sizes(t: Trace) -> list[int]:
     """Tokens of each event as an SDK event: the system prompt carries its tools (one event)."""
     tokens = [e.tokens for e in t.events]
-    system = next((e.index for e in t.events if e.kind == "system"), -1)
+    system = sdk_system(t)
     for e in t.events:
-        if e.kind == "tools" and system >= 0:
+        if e.kind == "tools" and system >= 0 and e.index != system:
             tokens[system] += tokens[e.index]
             tokens[e.index] = 0
     return tokens
 
 
-def sdk_view(t: Trace, info: Events, st: SdkState, view: View) -> list[tuple]:
-    out: list[tuple] = []
-    for i in range(view.n):
+def sdk_raw(t: Trace, info: Events, st: SdkState, view: View) -> list[tuple]:
+    """``st.raw`` with the events new since the last call appended (no SDK event: the tools beside a
+    system prompt, V0's recall action)."""
+    system = t.derived("openhands_sdk_system", sdk_system)
+    for i in range(st.seen, view.n):
         e = t.events[i]
-        if e.kind == "tools" or info.mute[i] and e.source_type == "action:recall" or i in st.summarized:
+        if e.kind == "tools" and i != system or info.mute[i] and e.source_type == "action:recall":
             continue
-        if view.state[i] == ItemState.DROPPED:
-            continue
-        out.extend([(EV, i)] * info.units[i])
-    if st.summary is not None:
-        out.insert(min(st.summary_pos, len(out)), (SUM, st.carrier, *st.summary))
-    return out
+        st.raw.extend([(EV, i)] * max(info.units[i], i == system))  # V0 gives the tools no unit
+    st.seen = max(st.seen, view.n)
+    return st.raw
+
+
+def enforce(info: Events, raw: list[tuple]) -> list[tuple]:
+    """``View.enforce_properties``: an observation whose tool call id an earlier one in the view answers
+    is left out (``ObservationUniquenessProperty``: traces reusing call ids), then an action with a call
+    no observation in the view answers, with the rest of its response (``ToolCallMatchingProperty``,
+    ``BatchAtomicityProperty``), and an observation no action in the view issued; until none applies."""
+    out = raw
+    while True:
+        seen: set[str] = set()
+        drop = set()
+        for p, x in enumerate(out):
+            if x[0] == EV and info.paired[x[1]]:
+                c = info.call_id[x[1]]
+                if c in seen:
+                    drop.add(p)
+                seen.add(c)
+        if not drop:
+            acts = {c for x in out if x[0] == EV and x[1] in info.calls for c in info.calls[x[1]]}
+            for p, x in enumerate(out):
+                if x[0] != EV:
+                    continue
+                i = x[1]
+                if i in info.calls and any(c not in seen for c in info.calls[i]):
+                    drop.add(p)
+                elif info.paired[i] and info.call_id[i] not in acts:
+                    drop.add(p)
+        if not drop:
+            return out
+        out = [x for p, x in enumerate(out) if p not in drop]
 
 
 def manipulation_indices(info: Events, entries: list[tuple]) -> list[bool]:
@@ -153,14 +203,14 @@ def find_next(ok: list[bool], threshold: int) -> int:
     raise ValueError(threshold)
 
 
-def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple], sizes, limit, request: bool):
+def sdk_step(policy, t: Trace, info: Events, entries: list[tuple], sizes, limit, request: bool):
     """One ``condense``: None (the view stands) or the entries forgotten and the summary's offset."""
     sz, seen = [], {}
     for x in entries:  # a parallel call's actions share its tokens, the first one the remainder
         if x[0] != EV:
             sz.append(x[2])
             continue
-        i, m = x[1], info.units[x[1]]
+        i, m = x[1], max(info.units[x[1]], 1)  # the tools as the system prompt: one event
         j = seen[i] = seen.get(i, -1) + 1
         sz.append(sizes[i] // m + (sizes[i] - sizes[i] // m * m if j == 0 else 0))
     total = sum(sz)
@@ -186,7 +236,8 @@ def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple],
     if not tails:
         return None
     hard = request or by_tokens
-    system = next((p for p, x in enumerate(entries) if x[0] == EV and x[1] == info.system), None)
+    sys_i = t.derived("openhands_sdk_system", sdk_system)
+    system = next((p for p, x in enumerate(entries) if x[0] == EV and x[1] == sys_i), None)
     try:
         ok = manipulation_indices(info, entries)
         start = find_next(ok, max(kf, system + 1 if system is not None else 0))
@@ -202,54 +253,66 @@ def sdk_step(policy, t: Trace, info: Events, st: SdkState, entries: list[tuple],
         return entries[keep:], keep  # the hard context reset
 
 
+def condensed(policy, t: Trace, info: Events, st: SdkState, gone: list[tuple], offset: int) -> SummaryCall:
+    """``Condensation.apply`` of a summary over ``gone`` (entries of the enforced view): they leave
+    ``st.raw`` and the summary goes in at ``offset`` (a position in the enforced view, applied to the raw
+    list as the SDK does). Its slot: the first summary it covers (the summary stays where it was), else
+    its first covered event; a summary kept outside the range (``keep_first`` past a hard reset's) stays."""
+    covered = sorted({x[1] for x in gone if x[0] == EV})
+    old = [x for x in gone if x[0] == SUM]
+    prev = SimpleNamespace(summary=(sum(x[2] for x in old), 0) if old else None)
+    # each covered event once (a parallel call's actions share its tokens)
+    (tok, nbytes), call = summary_of(policy, t, prev, covered, [1] * len(t.events))
+    st.summarized.update(covered)
+    pick = [i for i in covered if not info.mute[i]]
+    carrier = old[0][1] if old else (pick or covered)[0]
+    out = set(gone)
+    st.raw = [x for x in st.raw if x not in out]
+    st.raw.insert(min(offset, len(st.raw)), (SUM, carrier, tok, nbytes))
+    return call
+
+
 def sdk_settle(policy, t: Trace, st: SdkState, view: View, limit, request: bool):
     info = events_of(t)
     sizes = t.derived("openhands_sdk_sizes", sdk_sizes)
-    entries = sdk_view(t, info, st, view)
+    entries = enforce(info, sdk_raw(t, info, st, view))
     calls = []
-    for _ in range(64):
-        res = sdk_step(policy, t, info, st, entries, sizes, limit, request)
+    for _ in range(SETTLE_ROUNDS):
+        res = sdk_step(policy, t, info, entries, sizes, limit, request)
         request = False
         if res is None:
             return entries, calls
         gone, offset = res
         if not gone:
             raise Insufficient("nothing to forget")
-        covered = sorted({x[1] for x in gone if x[0] == EV})
-        prev_sum = any(x[0] == SUM for x in gone)
-        saved = st.summary
-        if not prev_sum:
-            st.summary = None  # a summary outside the forgotten range is not given to the summarizer
-        # each covered event once (a parallel call's actions share its tokens)
-        (tok, nbytes), call = summary_of(policy, t, st, covered, [1] * len(t.events))
-        if not prev_sum:
-            st.summary = saved
-        calls.append(call)
-        st.summarized.update(covered)
-        if st.carrier < 0:
-            pick = [i for i in covered if not info.mute[i]]
-            st.carrier = (pick or covered)[0]
-        st.summary, st.summary_pos = (tok, nbytes), offset
-        out = set(covered)
-        entries = [x for x in entries if not (x[1] in out if x[0] == EV else x in gone)]
-        entries.insert(min(offset, len(entries)), (SUM, st.carrier, tok, nbytes))
-    raise Insufficient("the condenser did not settle")
+        calls.append(condensed(policy, t, info, st, gone, offset))
+        entries = enforce(info, st.raw)
+    raise Insufficient("the condenser did not settle", calls)
 
 
 def sdk_changes(t: Trace, st: SdkState, view: View, entries: list[tuple]) -> list[Change]:
+    """The view's states for the SDK's view ``entries``: each summary in its slot, covered events
+    SUMMARIZED, events the view's properties leave out DROPPED (sent again once back)."""
     present = {x[1] for x in entries if x[0] == EV}
-    out = []
+    carriers = {x[1]: (x[2], x[3]) for x in entries if x[0] == SUM}
+    in_raw = {x[1] for x in st.raw if x[0] == EV}
+    hidden, out = set(), []
     for i in range(view.n):
-        if t.events[i].kind == "tools" or i in present and i != st.carrier:
-            continue
-        if i == st.carrier:
-            want = (SUMMARIZED, *st.summary)
+        e = t.events[i]
+        if i in carriers:
+            want = (SUMMARIZED, *carriers[i])
         elif i in st.summarized:
             want = (SUMMARIZED, 0, 0)
+        elif i in present and i in st.hidden:
+            want = (ItemState.VERBATIM, e.tokens, e.bytes)
+        elif i in in_raw and i not in present:
+            hidden.add(i)
+            want = (ItemState.DROPPED, 0, 0)
         else:
             continue
         if (view.state[i], view.tokens[i], view.nbytes[i]) != want:
             out.append(Change(i, want[0], want[1], want[2], "openhands"))
+    st.hidden = hidden
     return out
 
 

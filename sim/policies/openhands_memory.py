@@ -125,10 +125,13 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
             answered[info.call_id[i]] = i
         elif not info.mute[i]:
             add(i)
-        for a in [a for a, ids in pending.items() if all(c in answered for c in ids)]:
-            add(a)
-            for c in pending.pop(a):
-                add(answered.pop(c))
+        for a, ids in list(pending.items()):
+            # checked one pending action after another, as OpenHands does: two calls reusing an id
+            # (SWE-agent's traces do) wait on one answer, which goes to the older call only
+            if all(c in answered for c in ids):
+                add(a)
+                for c in pending.pop(a):
+                    add(answered.pop(c))
     return sent
 
 
@@ -193,6 +196,9 @@ class Insufficient(Exception):
         self.calls = calls or []
 
 
+# condensations asked for one request before the run ends: OpenHands would keep condensing (each one a
+# summarizer call) when none settles; the oracle's driver stops at the same count, so both meter as many
+SETTLE_ROUNDS = 100
 INSUFFICIENT = (
     "condensation-insufficient"  # sim.engine.dispatch finish reason: an OpenHands condenser gave up
 )
@@ -201,12 +207,15 @@ INSUFFICIENT = (
 class V0State:
     """Per run: what this condenser forgot (its condensation actions in the history) and its summary."""
 
-    __slots__ = ("dropped", "summarized", "masked", "summary", "carrier", "summary_pos")
+    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos")
 
     def __init__(self) -> None:
         self.dropped: set[int] = set()
         self.summarized: set[int] = set()
         self.masked: set[int] = set()  # events this condenser shows as its own placeholder
+        # events this condenser left out of a view it returned (RecentEvents): still in the history it is
+        # given next time, so they can come back (the first user message, re-inserted by ConversationMemory)
+        self.hidden: set[int] = set()
         self.summary: tuple[int, int] | None = None  # the latest summary's tokens and bytes
         self.carrier = -1
         self.summary_pos = 0  # where OpenHands inserts the summary in the view
@@ -221,7 +230,7 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
         if ev[i].kind == "tools" or i in st.dropped or i in st.summarized:
             continue
         s, tok = view.state[i], view.tokens[i]
-        if i not in st.masked:
+        if i not in st.masked and i not in st.hidden:
             if s == DROPPED or (s == SUMMARIZED and tok == 0):
                 continue  # forgotten by an earlier step
             if s == SUMMARIZED:
@@ -274,11 +283,12 @@ class V0Condenser(Policy):
         mine = {x[1] for x in entries if x[0] == EV} | st.dropped | st.summarized | st.masked
         given = {x[1] for x in entries if x[0] == EV}
         calls: list[SummaryCall] = []
-        for _ in range(64):  # a condensation shrinks the view: OpenHands settles in one or two rounds
+        for _ in range(SETTLE_ROUNDS):  # a condensation shrinks the view: settled in one or two rounds
             res = self.condense(t, info, st, entries, request)
             if isinstance(res, list):
                 st.masked |= {x[1] for x in res if x[0] == PH and x[1] in given}
-                mine |= st.masked
+                st.hidden |= given - {x[1] for x in res if x[0] != SUM}
+                mine |= st.masked | st.hidden
                 return res, mine, calls
             forget, summarize = res
             gone = sorted(forget)
@@ -294,7 +304,9 @@ class V0Condenser(Policy):
                 calls.append(call)
                 st.summarized.update(gone)
                 if st.carrier < 0:
-                    pick = [i for i in gone if i != info.first_user and not info.mute[i]]
+                    # not an event ConversationMemory sends all the same (the first user message, a
+                    # forgotten system prompt re-created): the summary needs a slot of its own
+                    pick = [i for i in gone if i not in (info.first_user, info.system) and not info.mute[i]]
                     st.carrier = (pick or gone)[0]
                     mine.add(st.carrier)
                 st.summary = size
@@ -308,7 +320,7 @@ class V0Condenser(Policy):
             if summarize:
                 entries.insert(min(st.summary_pos, len(entries)), (SUM, st.carrier, *st.summary))
             request = False
-        raise Insufficient("the condenser did not settle")
+        raise Insufficient("the condenser did not settle", calls)
 
     def _decide(self, t: Trace, st: V0State, view: View, request: bool) -> Decision:
         info = events_of(t)

@@ -43,6 +43,7 @@ os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
 os.environ.setdefault("ALLOW_SHORT_CONTEXT_WINDOWS", "true")
 
 MARK = re.compile(r"«(\d+)»")
+NO_USER = "«no user message»"  # the initial user message of a trace without one
 
 
 def mark(i: int) -> str:
@@ -59,8 +60,24 @@ class Sizes:
     def text(self, s: str) -> int:
         return math.ceil((len(s.encode()) + self.overhead) / self.bpt)
 
-    def summary(self, covered: int) -> int:
-        return min(max(round(0.1 * covered), 256), 2048) + self.text("")
+    def summary(self, covered: int, rule: dict | None = None) -> int:
+        """clamp(ratio x covered, min, max) + one message's framing (the policies' ``summary_*`` knobs)."""
+        r = {**SUMMARY_RULE, **(rule or {})}
+        ratio, lo, hi = r["summary_ratio"], r["summary_min_tokens"], r["summary_max_tokens"]
+        return min(max(round(ratio * covered), lo), hi) + self.text("")
+
+
+# ctxsim's summary size rule: knobs of the policies, not of OpenHands (which sets no length)
+SUMMARY_RULE = {"summary_ratio": 0.1, "summary_min_tokens": 256, "summary_max_tokens": 2048}
+NOT_LIBRARY = ("name", "variant", *SUMMARY_RULE)  # step keys no OpenHands constructor takes
+
+
+def library_knobs(step: dict) -> dict:
+    return {a: b for a, b in step.items() if a not in NOT_LIBRARY}
+
+
+def summary_rule(steps: list[dict]) -> dict:
+    return {k: v for s in steps for k, v in s.items() if k in SUMMARY_RULE}
 
 
 class Insufficient(Exception):
@@ -123,7 +140,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
             return _Resp(f"SUMMARY {self.n}")
 
     def make(step: dict):
-        name, k = step["name"], {a: b for a, b in step.items() if a != "name"}
+        name, k = step["name"], library_knobs(step)
         if name == "openhands_observation_masking":
             return ObservationMaskingCondenser(**k)
         if name == "openhands_browser_output_masking":
@@ -139,6 +156,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
         raise ValueError(name)
 
     steps = setting["steps"]
+    rule = summary_rule(steps)
     condenser = make(steps[0]) if len(steps) == 1 else CondenserPipeline(*[make(s) for s in steps])
     prompts = os.path.join(
         os.path.dirname(sys.modules["openhands"].__file__), "agenthub/codeact_agent/prompts"
@@ -154,10 +172,11 @@ def v0_run(tr: dict, setting: dict) -> dict:
     memory = ConversationMemory(AgentConfig(), Prompts(prompt_dir=prompts))
 
     # -- the trace's events as OpenHands events, each tagged with its ctxsim index (.ctx)
-    first_user = next(
-        (e["index"] for e in events if e["kind"] == "user" and e["source_type"] in (None, "action:message")),
-        None,
-    )
+    def is_message(e: dict) -> bool:  # a user event that becomes a user MessageAction (below)
+        st = e["source_type"] or ""
+        return e["kind"] == "user" and st != "action:recall" and not st.startswith("observation:")
+
+    first_user = next((e["index"] for e in events if is_message(e)), None)
     recall_action = None
     action_of: dict[str, CmdRunAction] = {}
     oh: list[list] = []  # per ctxsim event: the OpenHands events standing for it
@@ -230,7 +249,14 @@ def v0_run(tr: dict, setting: dict) -> dict:
         for ev in made:
             ev.ctx = i
         oh.append(made)
-    initial = oh[first_user][0] if first_user is not None else None
+    if first_user is not None:
+        initial = oh[first_user][0]
+    else:  # no user message (CodeActAgent raises there): an empty one, untraced, weighing 0 as in ctxsim
+        initial = MessageAction(content=NO_USER)
+        initial._source = EventSource.USER
+    # the system prompt ConversationMemory re-creates weighs the trace's; a trace without one (Inspect's,
+    # tau-bench's ...) has no event to weigh it by: it is sent, untraced, at 0 tokens on both sides
+    sys_i = next((e["index"] for e in events if e["kind"] == "system"), None)
 
     history: list = []
     next_id = [0]
@@ -270,7 +296,7 @@ def v0_run(tr: dict, setting: dict) -> dict:
                 covered = (summary_tokens[prev.content] if prev is not None else 0) + sum(
                     size.tokens[ev.ctx] for ev in in_view
                 )
-                summary_tokens[act.summary] = size.summary(covered)
+                summary_tokens[act.summary] = size.summary(covered, rule)
                 counts["summaries"] += 1
                 summarized.update(ev.ctx for ev in in_view if ev.ctx not in dropped)
             else:
@@ -291,10 +317,9 @@ def v0_run(tr: dict, setting: dict) -> dict:
             found = [int(x) for t in texts for x in MARK.findall(t)]
             for i in found:
                 sent[i] = sent.get(i, 0) + 1
-            if m.role == "system" and not found:  # re-created by ConversationMemory: the trace's prompt
-                sys_i = next(e["index"] for e in events if e["kind"] == "system")
-                sent[sys_i] = sent.get(sys_i, 0) + 1
-            if not found and m.role != "system":
+            if m.role == "system" and not found and sys_i is not None:
+                sent[sys_i] = sent.get(sys_i, 0) + 1  # re-created by ConversationMemory: the trace's prompt
+            if not found and m.role != "system" and "".join(texts).strip() != NO_USER:
                 text = "".join(texts).lstrip("\n")
                 if text in summary_tokens:
                     inserted.append(["summary", summary_tokens[text]])
@@ -472,7 +497,7 @@ def sdk_run(tr: dict, setting: dict) -> dict:
             sdk.append(ev)
     steps = setting["steps"]
     (step,) = steps
-    knobs = {a: b for a, b in step.items() if a not in ("name", "variant")}
+    knobs, rule = library_knobs(step), summary_rule(steps)
     llm = ScriptedLLM(model="scripted/summarizer", usage_id="condenser")
     if step["name"] == "openhands_hard_context_reset":
         condenser = None
@@ -509,7 +534,7 @@ def sdk_run(tr: dict, setting: dict) -> dict:
                 return res
             gone = [ev for ev in view.events if ev.id in res.forgotten_event_ids]
             if res.summary is not None:
-                summary_tokens[res.summary] = size.summary(sum(sizes.get(ev.id, 0) for ev in gone))
+                summary_tokens[res.summary] = size.summary(sum(sizes.get(ev.id, 0) for ev in gone), rule)
                 sizes[f"{res.id}-summary"] = summary_tokens[res.summary]
                 counts["summaries"] += 1
             for ev in gone:
@@ -575,10 +600,18 @@ def main() -> None:
     with open(src) as f:
         job = json.load(f)
     results = []
+    # OpenHands' imports replace the exception hook: print a failure here, or it exits 1 silently
+    import traceback
+
     for run in job["runs"]:
         tr = job["traces"][run["trace"]]
         fn = sdk_run if run["framework"] == "sdk" else v0_run
-        results.append({"key": run["key"], **fn(tr, run["setting"])})
+        try:
+            results.append({"key": run["key"], **fn(tr, run["setting"])})
+        except Exception:
+            print(f"driver.py: run {run['key']} failed", file=sys.stderr)
+            traceback.print_exc()
+            sys.exit(1)
     with open(dst, "w") as f:
         json.dump({"results": results}, f)
 

@@ -48,30 +48,41 @@ def oracle_trace(t: Trace) -> dict:
             "events": events, "calls": calls}  # fmt: skip
 
 
-def run_oracle(python: str, settings: list[str], shared: list[Trace]) -> dict[str, dict[str, dict]]:
-    """setting -> trace id -> the driver's result (states run-length coded, as the goldens keep them)."""
-    traces, runs = {}, []
-    for name in settings:
-        framework, steps, window, corpus = oo.SETTINGS[name]
-        for t in oo.corpus(corpus, shared):
-            traces.setdefault(t.trace_id, oracle_trace(t))
-            runs.append({"key": [name, t.trace_id], "trace": t.trace_id, "framework": framework,
-                         "setting": {"steps": steps, "window": window}})  # fmt: skip
+def run_oracle(python: str, runs: list[dict], traces: dict[str, Trace]) -> dict[tuple, dict]:
+    """Runs OpenHands' condensers: ``runs`` are ``{"key": [...], "trace": trace key, "framework": "v0" |
+    "sdk", "setting": {"steps": [...], "window": int | None}}`` over ``traces`` (key -> trace); returns
+    key (a tuple) -> the driver's result (states run-length coded, as the goldens keep them)."""
+    exported = {}
+    for r in runs:
+        if r["trace"] not in exported:
+            exported[r["trace"]] = oracle_trace(traces[r["trace"]])
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp) / "in.json", Path(tmp) / "out.json"
-        src.write_text(json.dumps({"traces": traces, "runs": runs}))
+        src.write_text(json.dumps({"traces": exported, "runs": runs}))
         subprocess.run([python, str(HERE / "driver.py"), str(src), str(dst)], check=True)
         results = json.loads(dst.read_text())["results"]
-    out: dict[str, dict[str, dict]] = {}
+    out: dict[tuple, dict] = {}
     for r in results:
-        name, tid = r["key"]
         for c in r["calls"]:
             c["states"], c["inserted"] = oo.rle(c["states"]), oo.grouped(c["inserted"])
-        out.setdefault(name, {})[tid] = {
+        out[tuple(r["key"])] = {
             "calls": r["calls"], "finish": r["finish"], "summaries": r["summaries"],
             "condensations": r["condensations"], "requests": r["requests"],
         }  # fmt: skip
     return out
+
+
+def golden_runs(settings: list[str], shared: list[Trace]) -> tuple[list[dict], dict[str, Trace]]:
+    """The goldens' runs (``tests/openhands_oracle.py`` SETTINGS on their corpora), keyed by setting and
+    trace id."""
+    traces, runs = {}, []
+    for name in settings:
+        framework, steps, window, corpus = oo.SETTINGS[name]
+        for t in oo.corpus(corpus, shared):
+            traces.setdefault(t.trace_id, t)
+            runs.append({"key": [name, t.trace_id], "trace": t.trace_id, "framework": framework,
+                         "setting": {"steps": steps, "window": window}})  # fmt: skip
+    return runs, traces
 
 
 def compare(real: dict, ctx: dict, residuals: list[int]) -> tuple[int, int, int, int]:
@@ -90,6 +101,41 @@ def compare(real: dict, ctx: dict, residuals: list[int]) -> tuple[int, int, int,
     return same, n, tr, tc
 
 
+def goldens(python: str, settings: list[str], write: bool = False) -> int:
+    """The goldens' settings (default: all): prints each one's agreement; ``write`` rewrites its golden
+    from the oracle's side. 1 when a call or a finish differs."""
+    settings = settings or list(oo.SETTINGS)
+    shared = oo.shared_traces()
+    real = run_oracle(python, *golden_runs(settings, shared))
+    print(
+        f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish differs"
+    )
+    bad = 0
+    for name in settings:
+        framework, steps, window, corpus = oo.SETTINGS[name]
+        same = n = tr = tc = 0
+        bad_finish = []
+        traces = oo.corpus(corpus, shared)
+        for t in traces:
+            ctx, gold = oo.ctxsim_run(t, steps, window), real[(name, t.trace_id)]
+            s, m, a, b = compare(gold, ctx, [c.residual_tokens for c in t.calls])
+            same, n, tr, tc = same + s, n + m, tr + a, tc + b
+            if ctx["finish"] != gold["finish"]:
+                bad_finish.append(f"{t.trace_id}: {gold['finish']} vs {ctx['finish']}")
+        bad += same != n or bool(bad_finish)
+        diff = 100.0 * (tc - tr) / tr if tr else 0.0
+        share = 100 * same / n if n else 100.0
+        row = f"{name:36} {same:>6}/{n:<6} {share:5.1f}% {tr:>12} {tc:>12} {diff:+6.2f}%  "
+        print(row + "; ".join(bad_finish))
+        if write:
+            oo.GOLDEN.mkdir(parents=True, exist_ok=True)
+            doc = {"setting": name, "framework": framework, "steps": steps, "window": window,
+                   "corpus": corpus, "versions": VERSIONS,
+                   "traces": {t.trace_id: real[(name, t.trace_id)] for t in traces}}  # fmt: skip
+            oo.golden_path(name).write_text(oo.dumps(doc))
+    return 1 if bad else 0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--write", action="store_true", help="rewrite the goldens from the oracle's side")
@@ -98,33 +144,7 @@ def main() -> None:
         "--python", default=str(HERE / ".venv" / "bin" / "python"), help="the oracle venv's python"
     )
     args = ap.parse_args()
-    settings = [s for s in args.settings.split(",") if s] or list(oo.SETTINGS)
-    shared = oo.shared_traces()
-    real = run_oracle(args.python, settings, shared)
-    print(
-        f"{'setting':36} {'calls agree':>14} {'tokens real':>12} {'ctxsim':>12} {'diff':>7}  finish differs"
-    )
-    for name in settings:
-        framework, steps, window, corpus = oo.SETTINGS[name]
-        same = n = tr = tc = 0
-        bad_finish = []
-        traces = oo.corpus(corpus, shared)
-        for t in traces:
-            ctx = oo.ctxsim_run(t, name)
-            s, m, a, b = compare(real[name][t.trace_id], ctx, [c.residual_tokens for c in t.calls])
-            same, n, tr, tc = same + s, n + m, tr + a, tc + b
-            if ctx["finish"] != real[name][t.trace_id]["finish"]:
-                bad_finish.append(f"{t.trace_id}: {real[name][t.trace_id]['finish']} vs {ctx['finish']}")
-        diff = 100.0 * (tc - tr) / tr if tr else 0.0
-        share = 100 * same / n if n else 100.0
-        row = f"{name:36} {same:>6}/{n:<6} {share:5.1f}% {tr:>12} {tc:>12} {diff:+6.2f}%  "
-        print(row + "; ".join(bad_finish))
-        if args.write:
-            oo.GOLDEN.mkdir(parents=True, exist_ok=True)
-            doc = {"setting": name, "framework": framework, "steps": steps, "window": window,
-                   "corpus": corpus, "versions": VERSIONS,
-                   "traces": {t.trace_id: real[name][t.trace_id] for t in traces}}  # fmt: skip
-            oo.golden_path(name).write_text(oo.dumps(doc))
+    sys.exit(goldens(args.python, [s for s in args.settings.split(",") if s], args.write))
 
 
 if __name__ == "__main__":
