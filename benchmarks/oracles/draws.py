@@ -182,17 +182,6 @@ def draw_one(spec: tuple, rng: random.Random, scale: int):
     return draw_one(("tokens", 0.2, 1.2), rng, scale) if value == "tokens" else value
 
 
-def _adk(knobs: dict) -> dict:
-    """ADK sets its token threshold and event retention together (both or neither)."""
-    if knobs["token_threshold"] is None:
-        knobs["event_retention_size"] = None
-    return knobs
-
-
-# knobs the library only takes together: fixed up after the independent draws
-JOINT = {"adk_events_compaction": _adk}
-
-
 def draw(policy: str, n: int, seed: int, traces: Sequence[Trace]) -> list[dict]:
     """``n`` settings of ``policy`` (knob -> value), drawn with ``random.Random(f"{policy}:{seed}")``."""
     specs = SPECS.get(policy)
@@ -200,5 +189,4 @@ def draw(policy: str, n: int, seed: int, traces: Sequence[Trace]) -> list[dict]:
         raise KeyError(f"no draw ranges for {policy}; known: {', '.join(sorted(SPECS))}")
     rng = random.Random(f"{policy}:{seed}")
     scale = peak(traces)
-    joint = JOINT.get(policy, dict)
-    return [joint({k: draw_one(s, rng, scale) for k, s in specs.items()}) for _ in range(n)]
+    return [{k: draw_one(s, rng, scale) for k, s in specs.items()} for _ in range(n)]
