@@ -17,7 +17,6 @@ sys.path.insert(0, str(REPO / "benchmarks" / "oracles"))
 
 import comparison  # noqa: E402
 import draws  # noqa: E402
-import framework_oracle as fo  # noqa: E402
 import frameworks  # noqa: E402
 
 from sim.cli import main as ctxsim  # noqa: E402
