@@ -49,3 +49,33 @@ def swe_trace(
         bytes_per_token=trace_kw.pop("bytes_per_token", 4.0),
         **trace_kw,
     )
+
+
+def calls_trace(trace_id: str, events: list[Event], call_events: list[int]) -> Trace:
+    """A trace with a model call at each of ``call_events`` (its view: the events before it; its input
+    the recorded sum of their tokens; 7 output tokens each)."""
+    prefix = [0]
+    for e in events:
+        prefix.append(prefix[-1] + e.tokens)
+    return Trace(
+        trace_id, "ctxsim-scenario", tuple(events),
+        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
+              for j, a in enumerate(call_events)),
+        bytes_per_token=4.0,
+    )  # fmt: skip
+
+
+def invocations(n: int) -> Trace:
+    """system (100), then per user-initiated invocation (turn) j: user q_j (20), assistant with a call
+    (10), its result (100), a final answer (10); a call on each assistant event."""
+    events, calls = [ev(0, "system", "sys", 100)], []
+    for j in range(n):
+        b = len(events)
+        events += [
+            ev(b, "user", f"q{j}", 20),
+            ev(b + 1, "assistant", f"call {j}", 10, tool_call_ids=(f"c{j}",)),
+            ev(b + 2, "tool_result", "out", 100, tool_call_id=f"c{j}"),
+            ev(b + 3, "assistant", f"answer {j}", 10),
+        ]
+        calls += [b + 1, b + 3]
+    return calls_trace("invocations", events, calls)

@@ -6,9 +6,9 @@ message (no text, 0 tokens, as OpenHands V0 records one) in invocation 0 only, a
 (10), its result (100), a final answer (10); a call on each assistant event, each answering 7 tokens.
 """
 
-from builders import ev
+from builders import calls_trace, ev
 
-from sim.core.types import Call, ItemState, Trace
+from sim.core.types import ItemState, Trace
 from sim.engine.dispatch import replay
 from sim.policies.adk_events_compaction import is_empty
 from sim.policies.base import make_policy
@@ -30,15 +30,7 @@ def with_empty(n: int) -> Trace:
             ev(b + 3, "assistant", f"answer {j}", 10),
         ]
         calls += [b + 1, b + 3]
-    prefix = [0]
-    for e in events:
-        prefix.append(prefix[-1] + e.tokens)
-    return Trace(
-        "empty", "ctxsim-scenario", tuple(events),
-        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
-              for j, a in enumerate(calls)),
-        bytes_per_token=4.0,
-    )  # fmt: skip
+    return calls_trace("empty", events, calls)
 
 
 def test_an_empty_event_is_never_sent():

@@ -6,7 +6,7 @@ The system-prompt tests: ``swe_trace`` with a 500-token system prompt, the task 
 tokens. The tool-schema tests: ``with_tools``. ctxsim's summarizer instruction weighs 61 tokens.
 """
 
-from builders import ev, swe_trace
+from builders import ev, invocations, swe_trace
 
 from sim.core.records import AGENT, SUMMARY
 from sim.core.types import Call, ItemState, Trace
@@ -99,30 +99,6 @@ def test_tool_schemas_are_not_the_system_prompt():
     assert r.finish_reason == "completed"
 
 
-def turns(n: int) -> Trace:
-    """system (100), then per turn j: user q_j (20), assistant with a call (10), its result (100), a final
-    answer (10); a call on each assistant event, each answering 7 tokens."""
-    events, calls = [ev(0, "system", "sys", 100)], []
-    for j in range(n):
-        b = len(events)
-        events += [
-            ev(b, "user", f"q{j}", 20),
-            ev(b + 1, "assistant", f"call {j}", 10, tool_call_ids=(f"c{j}",)),
-            ev(b + 2, "tool_result", "out", 100, tool_call_id=f"c{j}"),
-            ev(b + 3, "assistant", f"answer {j}", 10),
-        ]
-        calls += [b + 1, b + 3]
-    prefix = [0]
-    for e in events:
-        prefix.append(prefix[-1] + e.tokens)
-    return Trace(
-        "turns", "ctxsim-scenario", tuple(events),
-        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
-              for j, a in enumerate(calls)),
-        bytes_per_token=4.0,
-    )  # fmt: skip
-
-
 def test_the_next_turns_user_message_comes_after_the_post_step_compaction():
     # window 300: trigger 270. Call 3 (turn 1's answer) sends 370 (+7): letta_agent_v3 compacts at the end
     # of that step, over [system, q0 a0 r0 ans0 q1 a1 r1 ans1] (9); q2 is the next step()'s input. The
@@ -130,7 +106,9 @@ def test_the_next_turns_user_message_comes_after_the_post_step_compaction():
     # (280 -> 28). q2 comes after: call 4 sends 100 + 28 + 20 = 148. (With q2 in the compaction the cut
     # would stop at ans1 with 10 messages, keeping ans1 and q2: 157.)
     r = replay(
-        turns(3), make_policy("letta_partial_evict", context_window=300, summary_min_tokens=10), window=None
+        invocations(3),
+        make_policy("letta_partial_evict", context_window=300, summary_min_tokens=10),
+        window=None,
     )
     assert r.calls["kind"].tolist() == [AGENT] * 4 + [SUMMARY, AGENT, AGENT]
     assert r.calls["input_tokens"].tolist() == [120, 230, 260, 370, INSTRUCTION + 280, 148, 258]

@@ -7,10 +7,10 @@ ceil((657 + 16) / 4) = 169 tokens, ctxsim's summarizer instruction (Letta) 61.
 """
 
 import pytest
-from builders import ev, swe_trace
+from builders import invocations, swe_trace
 
 from sim.core.records import AGENT, SUMMARY
-from sim.core.types import Call, ItemState, Trace
+from sim.core.types import ItemState
 from sim.engine.dispatch import replay
 from sim.policies.base import make_policy
 from sim.util.errors import ConfigError
@@ -23,30 +23,6 @@ TOKEN_MODE = {"compaction_interval": None, "overlap_size": None}
 
 def six(**kw):
     return swe_trace([("x" * 384, 100)] * 6, **kw)
-
-
-def invocations(n: int) -> Trace:
-    """system (100), then per user-initiated invocation j: user q_j (20), assistant with a call (10),
-    its result (100), a final answer (10); a call on each assistant event."""
-    events, calls = [ev(0, "system", "sys", 100)], []
-    for j in range(n):
-        b = len(events)
-        events += [
-            ev(b, "user", f"q{j}", 20),
-            ev(b + 1, "assistant", f"call {j}", 10, tool_call_ids=(f"c{j}",)),
-            ev(b + 2, "tool_result", "out", 100, tool_call_id=f"c{j}"),
-            ev(b + 3, "assistant", f"answer {j}", 10),
-        ]
-        calls += [b + 1, b + 3]
-    prefix = [0]
-    for e in events:
-        prefix.append(prefix[-1] + e.tokens)
-    return Trace(
-        "invocations", "ctxsim-scenario", tuple(events),
-        tuple(Call(index=j, event_index=a, view_end=a, input_tokens=prefix[a], output_tokens=7)
-              for j, a in enumerate(calls)),
-        bytes_per_token=4.0,
-    )  # fmt: skip
 
 
 def run(trace, name, **knobs):
