@@ -135,7 +135,7 @@ SPECS: dict[str, dict[str, tuple]] = {
     # early, mid-run and late on the shared runs (tens to hundreds of calls); ``window`` (the provider's,
     # the SDK agent LLM's input limit) drives the rolling condensers' requests and the SDK's token reason
     "openhands_observation_masking": {"attention_window": ("int", 0, 60)},
-    "openhands_browser_output_masking": {"attention_window": ("int", 0, 6)},
+    "openhands_browser_output_masking": {"attention_window": ("int", 0, 40)},
     "openhands_recent_events": {"keep_first": ("int", 0, 4), "max_events": ("int", 5, 150)},
     "openhands_amortized_forgetting": {
         "keep_first": ("int", 0, 4),
@@ -183,10 +183,18 @@ def draw_one(spec: tuple, rng: random.Random, scale: int):
 
 
 def draw(policy: str, n: int, seed: int, traces: Sequence[Trace]) -> list[dict]:
-    """``n`` settings of ``policy`` (knob -> value), drawn with ``random.Random(f"{policy}:{seed}")``."""
+    """``n`` distinct settings of ``policy`` (knob -> value), drawn with ``random.Random(f"{policy}:{seed}")``
+    (fewer only where the knobs' ranges hold fewer than ``n``)."""
     specs = SPECS.get(policy)
     if specs is None:
         raise KeyError(f"no draw ranges for {policy}; known: {', '.join(sorted(SPECS))}")
     rng = random.Random(f"{policy}:{seed}")
     scale = peak(traces)
-    return [{k: draw_one(s, rng, scale) for k, s in specs.items()} for _ in range(n)]
+    out: list[dict] = []
+    for _ in range(50 * n):  # distinct settings while the knobs' space has them (bounded tries)
+        knobs = {k: draw_one(s, rng, scale) for k, s in specs.items()}
+        if knobs not in out:
+            out.append(knobs)
+            if len(out) == n:
+                break
+    return out
