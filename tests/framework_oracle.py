@@ -116,7 +116,8 @@ def framework_config(framework: str, policy: str, knobs: dict, window: int | Non
         )
     if window is not None and framework not in WINDOWED:
         raise NotComparable(
-            f"the {framework} oracle has no provider window (window= is for strands, openhands and effect_agent)"
+            f"the {framework} oracle has no provider window (window= is for strands, openhands and "
+            "effect_agent)"
         )
     p = make_policy(policy, **knobs).params()
     given = _given(policy, knobs)
