@@ -80,16 +80,18 @@ class AutogenTokenLimited(Policy):
 
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None) -> list[Change]:
         f, t, events = state.frame, state.turns, trace.events
-        heads = t.first[: t.in_view(view.n)]
-        size = {m: sum(events[i].tokens for i in t.members[m]) for m in heads}
-        kept = list(heads)
+        n = t.in_view(view.n)
+        heads = t.first[:n]
+        kept = list(range(n))  # message positions
         limit = self.limit(trace)
         if limit is not None:
-            count = sum(size.values())
             if self.token_count == "provider":  # the request as sent: instruction events and residual
-                count = trace.arrays.prefix[view.n] + int(trace.arrays.residual[call])
+                count = int(trace.arrays.prefix[view.n]) + int(trace.arrays.residual[call])
+            else:
+                count = t.prefix[n]
             while count > limit and kept:
-                count -= size[kept.pop(len(kept) // 2)]
+                count -= t.tokens[kept.pop(len(kept) // 2)]
+        kept = [heads[k] for k in kept]
         if kept and events[kept[0]].kind == "tool_result":  # a first tool-result message
             kept.pop(0)
         keep = {i for m in kept for i in t.members[m]}

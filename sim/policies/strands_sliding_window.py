@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import scale_tokens
@@ -88,9 +89,11 @@ class Turns:
     """Messages as AutoGen's ``AssistantAgent`` and Strands' ``Agent`` hold them: one per event, except
     that the results of one assistant turn that follow one another are one message (AutoGen's
     ``FunctionExecutionResultMessage``, Strands' user message of toolResult blocks: parallel tool calls).
-    ``first``: each message's first event, ascending; ``members``: its events."""
+    ``first``: each message's first event, ascending; ``members``: its events; ``tokens``: each message's
+    recorded size (its events' sum), ``prefix[k]`` the size of the first k messages (counted once a
+    trace, not per call)."""
 
-    __slots__ = ("first", "members")
+    __slots__ = ("first", "members", "tokens", "prefix")
 
     def __init__(self, trace: Trace) -> None:
         f, events = frame(trace), trace.events
@@ -110,6 +113,8 @@ class Turns:
                 groups[i] = [i]
             prev = i
         self.members: dict[int, tuple[int, ...]] = {k: tuple(v) for k, v in groups.items()}
+        self.tokens = [sum(events[i].tokens for i in self.members[m]) for m in self.first]
+        self.prefix = [0, *accumulate(self.tokens)]
 
     def in_view(self, n: int) -> int:
         """How many messages start among events [0, n)."""
