@@ -1,8 +1,8 @@
 """Every framework oracle on every shared trace family, at each policy's defaults and at drawn settings:
 the table of docs/conformance.md ("Measured").
 
-    .venv/bin/python benchmarks/oracles/everywhere.py OUT_DIR [--framework F]... [--draw 20] [--seed 0]
-        [--limit 10]
+    .venv/bin/python benchmarks/oracles/everywhere.py OUT_DIR [--framework F]... [--family NAME]...
+        [--draw 20] [--seed 0] [--limit 10]
 
 Runs ``frameworks.py FRAMEWORK --traces FAMILY --format json`` once for the defaults and once with
 ``--draw N`` per (framework, family), each in its own process, writes each run's JSON lines to
@@ -107,4 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except RuntimeError as exc:  # a run exited 2 or 3: its command and the end of its standard error
+        print(f"everywhere.py: {exc}", file=sys.stderr)
+        sys.exit(3)
