@@ -3,7 +3,8 @@
 The committed ``scenarios/suite/`` is exactly what this writes with the defaults; a test regenerates it
 and compares bytes, so the data can never drift from the generator. ``--calibrate CSV`` prints the
 statistics of the Complexity Trap CSV's raw-history rows that the generator's parameters were chosen
-from, beside the same statistics of the suite.
+from, beside the same statistics of the suite, and writes one suite per experiment calibrated task by
+task to its raw runs (``scenarios/calibrated.py``) into ``build/calibrated/`` (``--calibrated-out``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ N_RUNS = 40  # enough runs for the tail statistics to hold; the file stays ~1.4 
 SUITE_DIR = Path(__file__).resolve().parent / "suite"
 SUITE_FILE = "swe_like.jsonl"
 CLOSED_LOOP_FILE = "closed_loop.jsonl"  # the scripted scenarios of scenarios/closed_loop.py, seed 0
-RAW_STRATEGY = "Raw Agent"  # the full-history rows of the CSV's `strategy` column
+RAW_STRATEGY = "Raw Agent"
+REFERENCE_CSV = (
+    Path(__file__).resolve().parents[2]
+    / "shared" / "reference" / "complexity-trap" / "auxiliary-data" / "experiment_instance_costs_sweagent.csv"
+)  # fmt: skip  # the full-history rows of the CSV's `strategy` column
 
 # (key in suite_stats, label, target as published / as tested, number format)
 _TARGETS = (
@@ -141,6 +146,33 @@ def _print_calibration(csv_path: str, stats: dict) -> None:
     print("this suite".ljust(48) + "".join(f"{stats.get(c, math.nan):14.2f}" for c in cols))
 
 
+CALIBRATED_DIR = Path("build") / "calibrated"
+
+
+def write_calibrated(csv_path: str | Path, out_dir: Path, seed: int = SEED) -> list[tuple[str, int]]:
+    """One calibrated suite per experiment of the CSV's raw-history rows (``scenarios/calibrated.py``):
+    ``out_dir/<experiment>.jsonl``, one run per task with turns; returns (file name, runs)."""
+    import pandas as pd
+
+    from scenarios.calibrated import calibrated_suite, fixed_head, shape_with_turns
+
+    df = pd.read_csv(csv_path)
+    written = []
+    for experiment, g in df[df["strategy"] == RAW_STRATEGY].groupby("experiment", sort=True):
+        head = fixed_head(g["turn_count"], g["mean_prompt_tokens"])
+        g = g[g["turn_count"] > 0]
+        shapes = [
+            shape_with_turns(r.instance_id, r.turn_count, r.mean_prompt_tokens, r.mean_completion_tokens,
+                             r.turn_count, head)
+            for r in g.itertuples()
+        ]  # fmt: skip
+        traces = calibrated_suite(shapes, seed, head, trace_prefix=str(experiment))
+        path = Path(out_dir) / f"{experiment}.jsonl"
+        write_traces(traces, path, record_hashes=False)
+        written.append((path.name, len(traces)))
+    return written
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scenarios.make_suite", description=__doc__.splitlines()[0])
     p.add_argument(
@@ -148,14 +180,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--runs", type=int, default=N_RUNS)
-    p.add_argument("--calibrate", metavar="CSV", help="also print the raw-history statistics of this CSV")
+    p.add_argument(
+        "--calibrate",
+        metavar="CSV",
+        nargs="?",
+        const=str(REFERENCE_CSV),
+        help="also print the raw-history statistics of this CSV (default: the shared Complexity Trap CSV) "
+        "and write a suite per experiment calibrated task by task to its raw runs (scenarios/calibrated.py)",
+    )
+    p.add_argument("--calibrated-out", type=Path, default=CALIBRATED_DIR, help="where --calibrate writes")
     args = p.parse_args(argv)
     stats = write_suite(args.out, args.seed, args.runs)
     print(f"wrote {args.out / SUITE_FILE} ({args.runs} runs, seed {args.seed})")
     for key, label, target, fmt in _TARGETS:
         print(f"  {label}: {fmt.format(stats[key])}" + (f"  (target {target})" if target else ""))
     if args.calibrate:
+        if not Path(args.calibrate).is_file():
+            p.error(f"--calibrate: no such file: {args.calibrate}")
         _print_calibration(args.calibrate, stats)
+        for name, runs in write_calibrated(args.calibrate, args.calibrated_out, args.seed):
+            print(f"wrote {args.calibrated_out / name} ({runs} runs, calibrated task by task)")
     return 0
 
 

@@ -89,6 +89,8 @@ def assumptions(
     names += ("reread_margin_tokens",)
     params = inspect.signature(ReplayModel).parameters
     mock = {**{k: params[k].default for k in names}, **behaviour}
+    from sim.analysis.published import checked_against
+
     return {
         "traces": {"count": len(traces), "sources": list(sources), "hash": traces_hash(hashes)},
         "recorded_models": recorded,
@@ -98,6 +100,7 @@ def assumptions(
         "mock_model": {k: mock[k] for k in names},
         "retrieval_recall": mock["retrieval_recall"],
         "ctxsim_version": ctxsim_version(),
+        "checked_against": checked_against(),
         "warnings": warnings,
     }
 
@@ -138,4 +141,7 @@ def assumptions_text(a: dict[str, Any]) -> str:
         f"  mock model: {mock}",
         f"  ctxsim {a['ctxsim_version']}",
     ]
+    from sim.analysis.published import checked_against_text
+
+    lines += [f"  checked against: {line}" for line in checked_against_text(a.get("checked_against", []))]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from sim.analysis.published import checked_against, checked_against_text
 from sim.report.compare import compare_section
 from sim.report.conversation import conversation_section
 from sim.report.document import Doc, render_html, render_md
@@ -70,6 +71,8 @@ def make_report(
     intro_at = len(doc.blocks)  # the intro counts the settings shown, known after the verdict
     doc.p(_versions_line(frames, mixed))
     doc.p(_mock_model_line(frames))
+    for line in checked_against_text(checked_against()):
+        doc.p(f"Checked against {line}.")
     step("sizing verdict (paired bootstrap)")
     sized = sizing(frames, paths)
     settings, hidden = _under_the_verdicts_mock(settings, sized)

@@ -1,0 +1,262 @@
+"""The Complexity Trap benchmark (benchmarks/published/): the paper's side is arithmetic on the published
+CSV and is held exactly on a slice of it; the calibrated generator, the bill fit and the summary size
+are held on inputs made here; the committed summary that `size` and `report` print is held to a fresh
+run. The CSVs are read from ../shared/reference (CTXSIM_COMPLEXITY_TRAP); tests that need them skip
+when they are absent."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from benchmarks.published import complexity_trap as ct
+from benchmarks.published import paper
+from benchmarks.published.replays import Bill, Rates, RunTotals
+from scenarios.calibrated import (
+    PROFILE,
+    TaskShape,
+    calibrated_run,
+    calibrated_suite,
+    fixed_head,
+    observation_profile,
+    shape_with_turns,
+)
+from sim.analysis.published import checked_against, checked_against_text
+from sim.util.errors import ConfigError
+
+REFERENCE = ct.REFERENCE_DEFAULT
+needs_csv = pytest.mark.skipif(
+    not (REFERENCE / paper.TASKS_CSV).is_file(), reason=f"the paper's CSVs are not in {REFERENCE}"
+)
+SLICE = ("astropy__astropy-12907", "django__django-11099", "sympy__sympy-20590")
+FLASH = "gemini-2.5-flash"
+
+
+@pytest.fixture(scope="module")
+def sliced():
+    df = paper.read_tasks(REFERENCE)
+    return df[(df["model"] == FLASH) & df["instance_id"].isin(SLICE)]
+
+
+@needs_csv
+def test_paper_figures_on_a_slice_are_the_csv_arithmetic(sliced):
+    raw = paper.strategy_rows(sliced, FLASH, "raw")
+    masked = paper.strategy_rows(sliced, FLASH, "masking")
+    summary = paper.strategy_rows(sliced, FLASH, "summary")
+    # the rows, from the CSV: (turns, mean prompt, cost[, summary cost], outcome)
+    raw_cum = 14 * 5154 + 23 * 32700 + 38 * 11291
+    raw_cost = 0.0535 + 0.1547 + 0.1082
+    f = paper.figures(raw)
+    assert f["tasks"] == 3
+    assert f["cumulative_input"] == pytest.approx(raw_cum / 3, rel=1e-12)
+    assert f["price_per_input_token"] == pytest.approx(raw_cost / raw_cum * 1e6, rel=1e-12)
+    assert f["solve_rate"] == pytest.approx(1 / 3)
+
+    m = paper.paired(raw, masked)
+    mask_cum = 46 * 9210 + 66 * 8455 + 60 * 7239
+    mask_cost = 0.1822 + 0.1937 + 0.2013
+    assert m["common_tasks"] == 3
+    assert m["cumulative_input_vs_raw"] == pytest.approx(mask_cum / raw_cum, rel=1e-12)
+    assert m["cost_vs_raw"] == pytest.approx(mask_cost / raw_cost, rel=1e-12)
+    assert m["price_per_input_token_vs_raw"] == pytest.approx((mask_cost / raw_cost) / (mask_cum / raw_cum))
+    assert m["turns_vs_raw"] == pytest.approx((46 + 66 + 60) / (14 + 23 + 38))
+    assert m["solve_change"] == pytest.approx(-1 / 3)
+
+    s = paper.paired(raw, summary)
+    sum_cum = 6 * 1836 + 137 * 16067 + 17 * 4985
+    sum_cost = 0.0071 + (0.5248 + 0.0594) + 0.0674  # the summary calls' cost counts
+    assert s["cumulative_input_vs_raw"] == pytest.approx(sum_cum / raw_cum, rel=1e-12)
+    assert s["cost_vs_raw"] == pytest.approx(sum_cost / raw_cost, rel=1e-12)
+    assert s["solve_change"] == pytest.approx(1 / 3)
+    assert paper.figures(summary)["summary_cost_share"] == pytest.approx(0.0594 / sum_cost, rel=1e-12)
+
+
+@needs_csv
+def test_published_interval_and_flat_price():
+    ci = paper.read_paired(REFERENCE)
+    lo, hi = paper.published_ci(ci, paper.model_named(FLASH), "masking")
+    assert (round(lo, 6), round(hi, 6)) == (-0.008, 0.064)
+    df = paper.read_tasks(REFERENCE)
+    pin, pout = paper.flat_price(df, "qwen3-32b")
+    # Qwen3-32B's bills are $0.70 / $2.80 per million tokens, rounded to 4 decimals per task
+    assert (round(pin, 2), round(pout, 2)) == (0.70, 2.79)
+
+
+def test_calibrated_run_matches_its_row():
+    shape = TaskShape("t", 40, 12_000.0, 60.0)
+    run = calibrated_run(shape, 3, 7, fixed_tokens=2_000)
+    calls = run.calls
+    assert len(calls) == 40
+    assert calls[0].input_tokens == 2_000  # the head alone
+    assert all(e.tokens == 60 for e in run.events if e.kind == "assistant")
+    mean = sum(c.input_tokens for c in calls) / len(calls)
+    assert abs(mean - 12_000) <= 0.5 * 40  # each observation rounded to a whole token
+    # appended history: each request is the previous one plus the turn in between
+    sizes = [e.tokens for e in run.events]
+    for c in calls:
+        assert c.input_tokens == sum(sizes[: c.view_end])
+    assert calibrated_run(shape, 3, 7, fixed_tokens=2_000) == run  # a pure function of its inputs
+
+
+def test_calibrated_observations_follow_the_profile():
+    shape = TaskShape("t", 200, 60_000.0, 80.0)
+    obs = [e.tokens for e in calibrated_run(shape, 0, 1, 3_000).events if e.kind == "tool_result"]
+    first, last = np.mean(obs[:20]), np.mean(obs[-40:-20])
+    assert first > 1.5 * last  # PROFILE's first tenth (649) against its ninth (218), under lognormal noise
+
+
+def test_shapes_and_head():
+    assert fixed_head([10, 20, 30], [3_000, 5_000, 7_000]) == 1_000
+    s = shape_with_turns("x", 11, 6_000.0, 50.0, 21, 1_000)
+    # growth per turn 2 * (6000 - 1000) / 10 = 1000; 21 turns average 1000 + 1000 * 20 / 2
+    assert s == TaskShape("x", 21, 11_000.0, 50.0)
+    runs = calibrated_suite([TaskShape("a", 0, 1.0, 1.0), TaskShape("b", 1, 900.0, 10.0)], 0, 500)
+    assert [r.trace_id for r in runs] == ["calibrated-b"]
+    assert runs[0].calls[0].input_tokens == 500
+
+
+def test_profile_is_measured_on_the_shared_runs():
+    from sim.importers import load_paths
+    from sim.util.paths import traces_dir
+
+    folder = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
+    if not folder.is_dir():
+        pytest.skip(f"shared traces not found at {folder}")
+    assert observation_profile(list(load_paths([folder]))).tolist() == PROFILE.tolist()
+
+
+def _totals(**cols) -> RunTotals:
+    n = len(next(iter(cols.values())))
+    zero = np.zeros(n)
+    base = dict(agent_calls=zero, agent_input=zero, agent_read=zero, agent_output=zero, summary_calls=zero,
+                summary_input=zero, summary_output=zero)  # fmt: skip
+    base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
+    return RunTotals(trace_ids=tuple(map(str, range(n))), completed=np.ones(n, bool), **base)
+
+
+def test_bill_fit_recovers_the_parameters_it_was_made_with():
+    rates = Rates(0.30, 2.50, 0.075, "test")
+    t = _totals(
+        agent_calls=[5, 20, 80, 200],
+        agent_input=[20_000, 200_000, 2_000_000, 12_000_000],
+        agent_read=[9_000, 150_000, 1_700_000, 10_500_000],
+        agent_output=[300, 1_200, 5_000, 14_000],
+    )
+    made = Bill(rates, read_scale=0.7, hidden_output=300)
+    rows = pd.DataFrame({"total_cost": t.cost(made)})
+    got = ct.fit_bill(rows, t, rates, reuse=0.87)
+    assert got.hidden_output == 300
+    assert got.read_scale == pytest.approx(0.7, rel=1e-9)
+    # the reuse fraction stays <= 1: a scale above 1 / reuse is cut there
+    more = pd.DataFrame({"total_cost": t.cost(Bill(rates, read_scale=1.5, hidden_output=0))})
+    assert ct.fit_bill(more, t, rates, reuse=0.87).read_scale == pytest.approx(1 / 0.87)
+
+
+def test_summary_size_from_the_summary_bills():
+    rates = Rates(0.30, 2.50, 0.075, "test")
+    rows = pd.DataFrame({"summary_cost": [0.02, 0.0], "summary_count": [2, 0]})
+    t = _totals(summary_calls=[3, 1], summary_input=[30_000, 10_000])
+    # one summary: $0.01; its input 10,000 tokens x $0.30/M = $0.003; (0.01 - 0.003) / 2.5e-6 - 100
+    assert ct.summary_size(rows, t, Bill(rates, hidden_output=100)) == 2_700
+    assert ct.summary_size(rows, _totals(summary_calls=[0], summary_input=[0]), Bill(rates)) == 2048
+
+
+def test_row_verdicts():
+    assert ct.Row("m", "masking", "cost_vs_raw", "c", 0.9, 1.05, 0.25).within is False  # other side of 1
+    assert ct.Row("m", "masking", "cost_vs_raw", "c", 0.9, 0.8, 0.25).within is True
+    assert ct.Row("m", "masking", "cumulative_input_vs_raw", "c", 0.2, 0.26, 0.25).within is False
+    r = ct.Row("m", "masking", "solve_or_completion_change", "c", 0.03, 0.0, [-0.01, 0.06])
+    assert (r.within, r.ratio) is not None and r.within is True and r.ratio is None
+    assert (
+        ct.Row("m", "masking", "solve_or_completion_change", "c", -0.09, 0.0, [-0.13, -0.05]).within is False
+    )
+
+
+@needs_csv
+def test_json_rows_have_the_documented_keys(capsys):
+    assert ct.main(["--models", FLASH, "--tasks", "40", "--format", "json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    keys = {
+        "model",
+        "strategy",
+        "quantity",
+        "corpus",
+        "paper",
+        "ctxsim",
+        "ratio",
+        "tolerance",
+        "within",
+        "note",
+    }
+    assert all(set(r) == keys for r in rows)
+    assert {r["corpus"] for r in rows} <= {"calibrated_suite", "shared_swe_agent", "shared_mini_swe_agent"}
+    assert "calibrated_suite" in {r["corpus"] for r in rows}
+    quantities = {r["quantity"] for r in rows}
+    for q in (
+        "price_per_input_token_vs_raw",
+        "cumulative_input_vs_raw",
+        "cost_vs_raw",
+        "solve_or_completion_change",
+    ):
+        assert q in quantities
+    assert all(math.isfinite(r["paper"]) for r in rows)
+
+
+def test_missing_csvs_exit_2(tmp_path, capsys):
+    assert ct.main(["--reference", str(tmp_path)]) == 2
+    assert paper.TASKS_CSV in capsys.readouterr().err
+
+
+@needs_csv
+@pytest.mark.slow
+def test_committed_summary_is_a_fresh_run():
+    """conf/published/complexity_trap.yaml (what `size` and `report` print) is what the benchmark gives now,
+    and its must-holds hold: price per input token within 15%, cumulative input and cost within 25%."""
+    df = paper.read_tasks(REFERENCE)
+    m = paper.model_named(FLASH)
+    rows, info, _, _ = ct.calibrated(m, df, ct.GEMINI_FLASH_2025, ct.GEMINI_CACHE, None)
+    fresh = ct.summary(rows, {FLASH: info})
+    (committed,) = [d for d in checked_against() if d["command"] == "benchmarks/published/complexity_trap.py"]
+    assert fresh == committed
+    assert all(r["within"] for r in committed["results"])
+
+
+def test_checked_against_reads_and_refuses(tmp_path, monkeypatch):
+    import sim.analysis.published as pub
+
+    entries = checked_against()
+    assert any(d["benchmark"] == "The Complexity Trap" for d in entries)
+    line = checked_against_text(entries)[0]
+    assert line.startswith("The Complexity Trap (arXiv 2508.21433")
+    assert "price per input token masked ÷ raw: ctxsim" in line
+    (tmp_path / "bad.yaml").write_text("benchmark: x\nresults: []\n")
+    monkeypatch.setattr(pub, "PUBLISHED_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="bad.yaml: source: missing"):
+        checked_against()
+
+
+def test_make_suite_writes_a_calibrated_suite_per_experiment(tmp_path):
+    from scenarios.make_suite import write_calibrated
+    from sim.trace.io import iter_jsonl
+
+    csv = tmp_path / "tasks.csv"
+    pd.DataFrame(
+        {
+            "experiment": ["e1"] * 3 + ["e1-mask"],
+            "strategy": ["Raw Agent"] * 3 + ["Observation Masking"],
+            "instance_id": ["a", "b", "c", "a"],
+            "turn_count": [10, 20, 0, 5],
+            "mean_prompt_tokens": [3_000, 5_000, 0, 2_000],
+            "mean_completion_tokens": [50, 60, 0, 40],
+        }
+    ).to_csv(csv, index=False)
+    assert write_calibrated(csv, tmp_path / "out") == [("e1.jsonl", 2)]
+    runs = list(iter_jsonl(tmp_path / "out" / "e1.jsonl"))
+    assert [len(r.calls) for r in runs] == [10, 20]
+    assert [r.trace_id for r in runs] == ["e1-a", "e1-b"]
+    # the head: the raw rows' intercept over the runs with turns, (10, 3000) and (20, 5000)
+    assert runs[0].calls[0].input_tokens == 1_000
