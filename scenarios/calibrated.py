@@ -21,14 +21,23 @@ turns (``observation_profile``; a test recomputes it). Agents read most early (t
 test) and run short commands later; a flat profile would put the early bulk into the last observations,
 the ones masking keeps.
 
-Every draw comes from ``numpy.random.default_rng([seed, index])``; the same rows give the same traces.
+Facts (``FACTS``): a run carries facts and needs like the shared real runs, so a policy that hides what
+a later action needs shows it (a re-read under ``model.on_missing=refetch``, a failed or degraded answer
+under ``fail`` / ``degrade``). Each observation provides one fact with the real runs' probability
+(kind ``path`` or ``error`` in their shares); each action needs 1-3 facts with the real runs'
+probabilities, each one a number of turns back drawn from the real runs' distances (deciles,
+interpolated), taken from the nearest earlier observation that provides one. Measured on the 40 shared
+mini-swe-agent runs by ``fact_profile``; a test recomputes it. Not modelled: supersession.
+
+Every draw comes from ``numpy.random.default_rng([seed, index])`` (facts from a second stream of the
+same key); the same rows give the same traces.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -39,6 +48,24 @@ OBS_SIGMA = 1.0  # spread of observation sizes within a run (the published rows 
 SYSTEM_SHARE = 0.4  # of the fixed head; the rest is the task (the first observation, never masked)
 PROFILE = np.array([649, 501, 308, 211, 165, 230, 257, 319, 218, 307], dtype=np.float64)
 PROFILE_MIN_TURNS = 10
+
+
+@dataclass(frozen=True)
+class FactProfile:
+    """How facts come and go in real runs (``fact_profile``)."""
+
+    provide_share: float  # observations that provide a fact
+    error_share: float  # of those facts, errors (the rest: paths)
+    need_counts: tuple[float, ...]  # share of actions needing 1, 2, 3 facts provided by observations
+    distance_deciles: tuple[float, ...]  # turns between the providing observation and the action
+
+
+FACTS = FactProfile(
+    provide_share=0.4122,
+    error_share=0.2339,
+    need_counts=(0.0775, 0.0139, 0.0013),
+    distance_deciles=(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 5.0, 11.2, 21.0, 140.0),
+)
 SECONDS_PER_TURN = 6.0  # model + tool time: every request well inside a 5-minute cache lifetime
 
 
@@ -96,6 +123,32 @@ def _sizes(shape: TaskShape, head: int, rng: np.random.Generator, share: float |
     return asst, obs
 
 
+def _facts(turns: int, rng: np.random.Generator, p: FactProfile | None) -> tuple[list, list]:
+    """Per turn: the kind of the fact its observation provides (None: none), and the earlier turns whose
+    observations its action needs."""
+    if p is None:
+        return [None] * turns, [()] * turns
+    gives = rng.random(turns) < p.provide_share
+    kinds = np.where(rng.random(turns) < p.error_share, "error", "path")
+    provides = [str(k) if g else None for g, k in zip(gives, kinds, strict=True)]
+    cum = np.cumsum(p.need_counts)
+    draws, u = rng.random(turns), rng.random((turns, len(p.need_counts)))
+    deciles = np.linspace(0.0, 1.0, len(p.distance_deciles))
+    needs: list[tuple[int, ...]] = []
+    for k in range(turns):
+        count = int(np.searchsorted(cum, draws[k], side="right")) + 1 if draws[k] < cum[-1] else 0
+        chosen = []
+        for i in range(count):
+            back = int(round(float(np.interp(u[k, i], deciles, p.distance_deciles))))
+            j = k - 1 - back  # the observation of turn j answers action j; action k sees turns < k
+            while j >= 0 and provides[j] is None:
+                j -= 1
+            if j >= 0 and j not in chosen:
+                chosen.append(j)
+        needs.append(tuple(sorted(chosen)))
+    return provides, needs
+
+
 def calibrated_run(
     shape: TaskShape,
     index: int,
@@ -103,6 +156,7 @@ def calibrated_run(
     fixed_tokens: int,
     observation_share: float | None = None,
     trace_prefix: str = "calibrated",
+    facts: FactProfile | None = FACTS,
 ) -> Trace:
     """One task's run (see the module docstring); ``index`` is its place in the suite."""
     if shape.turns < 1:
@@ -113,6 +167,7 @@ def calibrated_run(
     task = max(1, head - system)
     asst, obs = _sizes(shape, system + task, rng, observation_share)
     cpl = np.clip(rng.lognormal(math.log(55.0), 0.3, shape.turns), 20, 160)
+    provides, needs = _facts(shape.turns, np.random.default_rng([seed, index, 1]), facts)
     t = float(START_EPOCH + index * 86400)
     events = [_event(0, "system", system, 70.0, t), _event(1, "user", task, 70.0, t)]
     calls = []
@@ -121,7 +176,8 @@ def calibrated_run(
         t += SECONDS_PER_TURN
         ei = len(events)
         cid = f"call-{k}"
-        events.append(_event(ei, "assistant", int(asst[k]), 75.0, t, tool_call_ids=(cid,)))
+        action = _event(ei, "assistant", int(asst[k]), 75.0, t, tool_call_ids=(cid,))
+        events.append(replace(action, needs=tuple(f"obs@{2 * j + 3}" for j in needs[k])))
         calls.append(
             Call(
                 index=k,
@@ -135,7 +191,10 @@ def calibrated_run(
                 timestamp=t,
             )
         )
-        events.append(_event(ei + 1, "tool_result", int(obs[k]), float(cpl[k]), t + 1.0, tool_call_id=cid))
+        result = _event(ei + 1, "tool_result", int(obs[k]), float(cpl[k]), t + 1.0, tool_call_id=cid)
+        if provides[k]:
+            result = replace(result, provides=(f"obs@{ei + 1}",), fact_kinds=(provides[k],))
+        events.append(result)
         in_view += int(asst[k]) + int(obs[k])
     return Trace(
         trace_id=f"{trace_prefix}-{shape.task_id}",
@@ -157,10 +216,11 @@ def calibrated_suite(
     fixed_tokens: int,
     observation_share: float | None = None,
     trace_prefix: str = "calibrated",
+    facts: FactProfile | None = FACTS,
 ) -> list[Trace]:
     """One run per task with at least one turn, in the order given."""
     return [
-        calibrated_run(s, i, seed, fixed_tokens, observation_share, trace_prefix)
+        calibrated_run(s, i, seed, fixed_tokens, observation_share, trace_prefix, facts)
         for i, s in enumerate(shapes)
         if s.turns >= 1
     ]
@@ -180,3 +240,36 @@ def observation_profile(
             total[i * parts // len(obs)] += o
             count[i * parts // len(obs)] += 1
     return np.round(total / np.maximum(count, 1))
+
+
+def fact_profile(traces: Sequence[Trace]) -> FactProfile:
+    """``FACTS`` as measured on ``traces`` (rounded as committed): which observations provide facts and of
+    what kind, how many observation facts each action needs, and how many turns back they were provided
+    (0: the observation just before the action)."""
+    observations = providing = errors = actions = 0
+    counts = [0, 0, 0]
+    distances: list[int] = []
+    for t in traces:
+        provided_at: dict[str, int] = {}
+        turn = -1
+        for e in t.events:
+            if e.kind == "assistant":
+                turn += 1
+                actions += 1
+                known = [f for f in e.needs if f in provided_at]
+                if 1 <= len(known) <= 3:
+                    counts[len(known) - 1] += 1
+                distances += [turn - provided_at[f] for f in known]
+            elif e.kind == "tool_result":
+                observations += 1
+                providing += bool(e.provides)
+                errors += sum(k == "error" for k in e.fact_kinds)
+                provided_at.update({f: turn + 1 for f in e.provides})
+    facts = sum(1 for t in traces for e in t.events if e.kind == "tool_result" for _ in e.provides)
+    deciles = np.percentile(np.array(distances, dtype=np.float64), np.arange(0, 101, 10))
+    return FactProfile(
+        provide_share=round(providing / observations, 4),
+        error_share=round(errors / facts, 4),
+        need_counts=tuple(round(c / actions, 4) for c in counts),
+        distance_deciles=tuple(round(float(d), 1) for d in deciles),
+    )

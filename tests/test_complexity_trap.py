@@ -260,3 +260,48 @@ def test_make_suite_writes_a_calibrated_suite_per_experiment(tmp_path):
     assert [r.trace_id for r in runs] == ["e1-a", "e1-b"]
     # the head: the raw rows' intercept over the runs with turns, (10, 3000) and (20, 5000)
     assert runs[0].calls[0].input_tokens == 1_000
+
+
+def test_calibrated_runs_carry_facts_like_the_real_runs():
+    run = calibrated_run(TaskShape("t", 300, 90_000.0, 70.0), 0, 5, 3_000)
+    provider = {f: e.index for e in run.events for f in e.provides}
+    results = [e for e in run.events if e.kind == "tool_result"]
+    assert all(
+        e.kind == "tool_result" and e.fact_kinds[0] in ("path", "error") for e in run.events if e.provides
+    )
+    assert 0.33 < sum(bool(e.provides) for e in results) / len(results) < 0.50  # FACTS.provide_share 0.41
+    needing = [e for e in run.events if e.needs]
+    assert 10 < len(needing) < 50  # 9.3% of 300 actions need a fact
+    for e in needing:
+        assert e.kind == "assistant" and all(provider[f] < e.index for f in e.needs)
+    bare = calibrated_run(TaskShape("t", 50, 9_000.0, 70.0), 0, 5, 3_000, facts=None)
+    assert not any(e.needs or e.provides for e in bare.events)
+
+
+def test_masking_can_lose_what_a_calibrated_run_needs():
+    """The information model can fail on the suite: under on_missing=fail, masking n=1 stops the run at the
+    first action needing an observation older than the last one, and raw completes."""
+    from sim.engine.dispatch import replay
+    from sim.engine.model import ReplayModel
+    from sim.policies.base import make_policy
+
+    run = calibrated_run(TaskShape("t", 120, 40_000.0, 70.0), 1, 3, 3_000)
+    turn_of = {f"obs@{2 * j + 3}": j for j in range(120)}
+    first = min(k for k, e in enumerate(e for e in run.events if e.kind == "assistant")
+                if any(turn_of[f] <= k - 2 for f in e.needs))  # fmt: skip
+    model = ReplayModel(run, on_missing="fail")
+    assert replay(run, make_policy("raw"), model).finish_reason == "completed"
+    masked = replay(run, make_policy("observation_masking", n=1), model)
+    assert masked.finish_reason == "missing-information"
+    assert int((masked.calls["kind"] == 0).sum()) == first
+
+
+def test_fact_profile_is_measured_on_the_shared_runs():
+    from scenarios.calibrated import FACTS, fact_profile
+    from sim.importers import load_paths
+    from sim.util.paths import traces_dir
+
+    folder = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
+    if not folder.is_dir():
+        pytest.skip(f"shared traces not found at {folder}")
+    assert fact_profile(list(load_paths([folder]))) == FACTS
