@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 LINTED := sim tests scenarios benchmarks setup.py
 
-.PHONY: demo test test-all bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
+.PHONY: demo test test-all ray bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -56,9 +56,16 @@ $(FW)/%/.venv/.installed: $(FW)/%/requirements.txt
 $(VENV)/.installed: pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	@# with the optional Ray extra (executor=ray, tests/test_sweep_ray.py); where no Ray wheel exists for
-	@# this Python, pip refuses before installing anything: then without it, and that test skips saying why
-	$(BIN)/pip install -q -e '.[test,ray]' || { echo "make: no Ray for $$($(BIN)/python -V): installing without it; executor=ray tests will skip"; $(BIN)/pip install -q -e '.[test]'; }
+	@# without Ray: `make demo` and `make test` never need it (`make ray` adds it for executor=ray)
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+# the optional Ray extra (executor=ray, tests/test_sweep_ray.py; .ci/run installs it). Where no Ray wheel
+# exists for this Python, pip refuses before installing anything: the Ray tests then skip saying why.
+ray: $(VENV)/.ray
+
+$(VENV)/.ray: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[test,ray]' || echo "make: no Ray for $$($(BIN)/python -V): executor=ray tests will skip"
 	touch $@
 
 clean:
