@@ -41,8 +41,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scenarios.swe_like import BYTES_PER_TOKEN, START_EPOCH, _event
-from sim.core.types import Call, Trace
+from scenarios.swe_like import START_EPOCH, _event, synthetic_call, synthetic_trace
+from sim.core.types import Trace
 
 OBS_SIGMA = 1.0  # spread of observation sizes within a run (the published rows give only means)
 SYSTEM_SHARE = 0.4  # of the fixed head; the rest is the task (the first observation, never masked)
@@ -178,35 +178,14 @@ def calibrated_run(
         cid = f"call-{k}"
         action = _event(ei, "assistant", int(asst[k]), 75.0, t, tool_call_ids=(cid,))
         events.append(replace(action, needs=tuple(f"obs@{2 * j + 3}" for j in needs[k])))
-        calls.append(
-            Call(
-                index=k,
-                event_index=ei,
-                view_end=ei,
-                input_tokens=in_view,
-                output_tokens=int(asst[k]),
-                reasoning_tokens=0,
-                residual_tokens=0,
-                usage_provenance="synthetic",
-                timestamp=t,
-            )
-        )
+        calls.append(synthetic_call(k, ei, in_view, int(asst[k]), t))
         result = _event(ei + 1, "tool_result", int(obs[k]), float(cpl[k]), t + 1.0, tool_call_id=cid)
         if provides[k]:
             result = replace(result, provides=(f"obs@{ei + 1}",), fact_kinds=(provides[k],))
         events.append(result)
         in_view += int(asst[k]) + int(obs[k])
-    return Trace(
-        trace_id=f"{trace_prefix}-{shape.task_id}",
-        source_format="ctxsim-scenario",
-        events=tuple(events),
-        calls=tuple(calls),
-        agent="ctxsim calibrated generator",
-        model="synthetic",
-        context_window=None,
-        bytes_per_token=BYTES_PER_TOKEN,
-        recorded_policy={"name": "raw"},
-        outcome={"exit_status": "Submitted", "seed": seed},
+    return synthetic_trace(
+        f"{trace_prefix}-{shape.task_id}", "ctxsim calibrated generator", events, calls, seed
     )
 
 

@@ -187,29 +187,37 @@ def generate_run(seed: int, index: int) -> Trace:
         ei = len(events)
         cid = f"call-{k}"
         events.append(_event(ei, "assistant", out, 75.0, ts, tool_call_ids=(cid,)))
-        calls.append(
-            Call(
-                index=k,
-                event_index=ei,
-                view_end=ei,
-                input_tokens=in_view,
-                output_tokens=out,
-                reasoning_tokens=0,
-                residual_tokens=0,
-                usage_provenance="synthetic",
-                timestamp=ts,
-            )
-        )
+        calls.append(synthetic_call(k, ei, in_view, out, ts))
         t += float(tool_seconds[k]) + (float(test_seconds[k]) if huge[k] else 0.0)
         events.append(_event(ei + 1, "tool_result", obs, float(obs_cpl[k]), round(t, 3), tool_call_id=cid))
         in_view += out + obs
 
+    return synthetic_trace(f"swe-like-{index:04d}", "ctxsim swe_like generator", events, calls, seed)
+
+
+def synthetic_call(k: int, event_index: int, input_tokens: int, output_tokens: int, ts: float) -> Call:
+    """Call ``k`` of a synthetic full-history run: its input is the view before its assistant event."""
+    return Call(
+        index=k,
+        event_index=event_index,
+        view_end=event_index,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        reasoning_tokens=0,
+        residual_tokens=0,
+        usage_provenance="synthetic",
+        timestamp=ts,
+    )
+
+
+def synthetic_trace(trace_id: str, agent: str, events: list[Event], calls: list[Call], seed: int) -> Trace:
+    """A synthetic SWE-like run: text-free, full history (recorded policy raw), submitted."""
     return Trace(
-        trace_id=f"swe-like-{index:04d}",
+        trace_id=trace_id,
         source_format="ctxsim-scenario",
         events=tuple(events),
         calls=tuple(calls),
-        agent="ctxsim swe_like generator",
+        agent=agent,
         model="synthetic",
         context_window=None,
         bytes_per_token=BYTES_PER_TOKEN,

@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -186,51 +187,20 @@ def calibrated(
         cum = t.agent_input.sum() / t_raw.agent_input.sum()
         cost = t.cost(bill).sum() / t_raw.cost(bill).sum()
         note = f"{len(j)} tasks, each with the turns of the paper's {strategy} run"
+        add = partial(_row, model, strategy)
         rows += [
-            _row(model, strategy, "cumulative_input_vs_raw", pr["cumulative_input_vs_raw"], cum, note),
-            _row(
-                model,
-                strategy,
-                "cumulative_input_vs_raw_same_turns",
-                pr["cumulative_input_vs_raw"],
-                t_same.agent_input.sum() / t_raw.agent_input.sum(),
-                "replayed with raw's turns",
-                tolerance=None,
-            ),
-            _row(
-                model,
-                strategy,
-                "turns_vs_raw",
-                pr["turns_vs_raw"],
-                t.agent_calls.sum() / t_raw.agent_calls.sum(),
-                "the paper's turns, carried into the suite",
-                tolerance=None,
-            ),
-            _row(
-                model,
-                strategy,
-                "price_per_input_token_vs_raw",
-                pr["price_per_input_token_vs_raw"],
-                cost / cum,
-                note,
-            ),
-            _row(model, strategy, "cost_vs_raw", pr["cost_vs_raw"], cost, note),
-            _completion_row(
-                model, strategy, pr, done_raw, done, f"raw's turns, mock on_missing={on_missing}"
-            ),
-        ]
+            add("cumulative_input_vs_raw", pr["cumulative_input_vs_raw"], cum, note),
+            add("cumulative_input_vs_raw_same_turns", pr["cumulative_input_vs_raw"],
+                t_same.agent_input.sum() / t_raw.agent_input.sum(), "raw's turns", tolerance=None),
+            add("turns_vs_raw", pr["turns_vs_raw"], t.agent_calls.sum() / t_raw.agent_calls.sum(),
+                "the paper's turns, carried into the suite", tolerance=None),
+            add("price_per_input_token_vs_raw", pr["price_per_input_token_vs_raw"], cost / cum, note),
+            add("cost_vs_raw", pr["cost_vs_raw"], cost, note),
+            _completion_row(model, strategy, pr, done_raw, done, f"raw's turns, on_missing={on_missing}"),
+        ]  # fmt: skip
         if strategy == "summary":
             share = t.summary_cost(bill).sum() / t.cost(bill).sum()
-            rows.append(
-                _row(
-                    model,
-                    strategy,
-                    "summary_cost_share",
-                    paper.figures(other)["summary_cost_share"],
-                    share,
-                    note,
-                )
-            )
+            rows.append(add("summary_cost_share", paper.figures(other)["summary_cost_share"], share, note))
     rp = paper.figures(raw_t)["price_per_input_token"]
     rows.append(
         _row(
@@ -276,38 +246,15 @@ def shared(
             cum = t.agent_input.sum() / t_raw.agent_input.sum()
             cost = t.cost(bill).sum() / t_raw.cost(bill).sum()
             note = f"{len(runs)} recorded runs"
+            add = partial(_row, model, strategy, corpus=corpus)
             rows += [
-                _row(
-                    model,
-                    strategy,
-                    "cumulative_input_vs_raw",
-                    pr["cumulative_input_vs_raw"],
-                    cum,
-                    note,
-                    corpus,
-                ),
-                _row(
-                    model,
-                    strategy,
-                    "turns_vs_raw",
-                    pr["turns_vs_raw"],
-                    t.agent_calls.sum() / t_raw.agent_calls.sum(),
-                    "re-reads included",
-                    corpus,
-                    tolerance=None,
-                ),
-                _row(
-                    model,
-                    strategy,
-                    "price_per_input_token_vs_raw",
-                    pr["price_per_input_token_vs_raw"],
-                    cost / cum,
-                    note,
-                    corpus,
-                ),
-                _row(model, strategy, "cost_vs_raw", pr["cost_vs_raw"], cost, note, corpus),
+                add("cumulative_input_vs_raw", pr["cumulative_input_vs_raw"], cum, note),
+                add("turns_vs_raw", pr["turns_vs_raw"], t.agent_calls.sum() / t_raw.agent_calls.sum(),
+                    "re-reads included", tolerance=None),
+                add("price_per_input_token_vs_raw", pr["price_per_input_token_vs_raw"], cost / cum, note),
+                add("cost_vs_raw", pr["cost_vs_raw"], cost, note),
                 _completion_row(model, strategy, pr, t_raw, t, f"mock on_missing={on_missing}", corpus),
-            ]
+            ]  # fmt: skip
     return rows
 
 
