@@ -334,6 +334,10 @@ class OpenHandsLLMSummarizing(V0Condenser):
     summary_max_tokens: int = 2048
 
     name = "openhands_llm_summarizing"
+    size_grid = {
+        "max_size": (50, 100, 200),
+        "keep_first": (1, 4),
+    }  # ``ctxsim size --policy openhands_llm_summarizing``'s default grid
     rolling = True
     conformance_settings = (
         {"keep_first": 1, "max_size": 6},
