@@ -178,3 +178,13 @@ def test_size_policy_json_names_the_policys_own_knobs(capsys, corpus):
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:2] == ["n", "mean_cost_usd"]
     assert out.splitlines()[-1] == recommendation_line(rec)
+
+
+def test_seed_engine_grid_is_the_limits_and_keeps_shorthand(capsys, corpus):
+    args = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--format", "json", "--workers", "1"]
+    assert main([*args, "--limits", "32000,64000", "--keeps", "4000"]) == 0
+    short = capsys.readouterr().out
+    grid = ["--grid", "context_token_limit=32000,64000", "--grid", "keep_recent_tokens=4000"]
+    assert main([*args, "--policy", "seed_engine", *grid]) == 0
+    assert capsys.readouterr().out == short
+    assert "knobs" not in json.loads(short)  # the seed engine's JSON as before
