@@ -9,6 +9,11 @@ process), each beside the command's as a ratio to the kernel (issue 40: the comm
 bootstraps <= 1x).
 
     python benchmarks/size_grid.py [N_TRACES] [REPEATS] [--loop] [--workers N]
+    python benchmarks/size_grid.py [N_TRACES] --policies [NAME,...]
+
+``--policies`` times ``size --policy NAME`` on its default grid for every policy that declares one (or
+the names given) against ``size`` on the seed engine's default grid, in the same session, each the CPU of
+one run (workers included) and its ratio to the seed engine's (issue 40: each <= 3x).
 
 ``--workers N`` passes ``--workers N`` to ``size`` (1: one process) and checks that the answer is the
 default run's byte for byte.
@@ -91,8 +96,32 @@ def bootstrap_cpu(corpus: Path, repeats: int) -> tuple[float, int]:
     return statistics.median(times), len(results) - 1
 
 
+def policies(corpus: Path, tmp: Path, names: list[str]) -> None:
+    """``size --policy NAME`` (default grid) against ``size`` (the seed engine's default grid): CPU each."""
+    from sim.policies.base import registered
+
+    names = names or [n for n, c in registered().items() if c.size_grid and n != "seed_engine"]
+    size = [sys.executable, "-m", "sim.cli", "size", str(corpus), "--model", "claude-sonnet-4-5"]
+    size += ["--format", "json"]
+    seed, _ = run(size, tmp / "seed.json")
+    print(f"seed_engine (default grid): CPU {seed:.2f} s (load average {os.getloadavg()[0]:.2f})", flush=True)
+    for name in names:
+        c, _ = run([*size, "--policy", name], tmp / f"{name}.json")
+        print(
+            f"{name}: CPU {c:.2f} s, {c / seed:.2f}x the seed engine's "
+            f"(load average {os.getloadavg()[0]:.2f})",
+            flush=True,
+        )
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    names = None
+    if "--policies" in argv:
+        at = argv.index("--policies")
+        given = argv[at + 1] if at + 1 < len(argv) and not argv[at + 1].isdigit() else ""
+        names = [v for v in given.split(",") if v]
+        del argv[at : at + (2 if given else 1)]
     workers = None
     if "--workers" in argv:
         at = argv.index("--workers")
@@ -109,6 +138,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "swe_like.jsonl"
         write_traces([generate_run(7, i) for i in range(n)], corpus)
+        if names is not None:
+            policies(corpus, Path(tmp), names)
+            return
         size = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--limits", LIMITS, "--keeps", KEEPS]
         size += ["--format", "json"]
         env_python = [sys.executable, "-m", "sim.cli", *size]
