@@ -1,5 +1,6 @@
 """The recommendation: ``verdict`` is the one function that says which ``context_token_limit`` and
-``keep_recent_tokens`` to ship; ``size``, ``demo`` and ``report`` all call it, so they cannot disagree.
+``keep_recent_tokens`` to ship (or, for another policy, which of its own knobs: ``size --policy``);
+``size``, ``demo`` and ``report`` all call it, so they cannot disagree.
 It tells three regimes apart (docs/sizing.md):
 
 - **compaction required** (``compaction-required``): without compaction some runs overflow the window.
@@ -88,10 +89,9 @@ def rank_key(
     """The order of settings where compaction is required (and of a safety net that would fire): fewer
     runs overflowing, then higher completion (the worst over the mock behaviours when ``worst`` gives
     it), then fewer facts lost (share of facts seen), then cheaper; ties on all of them: the larger
-    limit and keep (the gentler setting; another policy's: ``SettingResult.gentleness``). ``tolerated``: the
-    settings whose facts lost stay within the
-    stated tolerance; they tie on information, so the cheapest of them wins (without it, two facts fewer
-    would outrank any price)."""
+    limit and keep (the gentler setting; another policy's: ``SettingResult.gentleness``). ``tolerated``:
+    the settings whose facts lost stay within the stated tolerance; they tie on information, so the
+    cheapest of them wins (without it, two facts fewer would outrank any price)."""
     completion = min(s.completion, (worst or {}).get(key_of(s), s.completion))
     info = 0.0 if tolerated is not None and key_of(s) in tolerated else s.facts_lost_share
     return (s.overflow_runs, -completion, info, s.mean_cost_usd, *(-g for g in s.gentleness))
