@@ -2,9 +2,18 @@
 baseline and the paired bootstraps included, no --sensitivity; ``--workers`` its default, 2): CPU time
 (user + sys of the command *and its workers*: ``RUSAGE_CHILDREN`` counts every descendant that has ended
 and been waited for, and ``size`` reaps its forked workers) and wall time of each repeat, their medians,
-the load average, and whether the answer is the per-call loop's.
+the load average, and whether the answer is the per-call loop's. In the same run, on the same traces and grid:
+the bare kernel's CPU (``benchmarks/kernel.py``: the arithmetic of the grid, nothing else) and the paired
+bootstraps' CPU (``sim.analysis.paired.paired_many`` of every setting against no compaction, in this
+process), each beside the command's as a ratio to the kernel (issue 40: the command <= 10x the kernel, the
+bootstraps <= 1x).
 
     python benchmarks/size_grid.py [N_TRACES] [REPEATS] [--loop] [--workers N]
+    python benchmarks/size_grid.py [N_TRACES] --policies [NAME,...]
+
+``--policies`` times ``size --policy NAME`` on its default grid for every policy that declares one (or
+the names given) against ``size`` on the seed engine's default grid, in the same session, each the CPU of
+one run (workers included) and its ratio to the seed engine's (issue 40: each <= 3x).
 
 ``--workers N`` passes ``--workers N`` to ``size`` (1: one process) and checks that the answer is the
 default run's byte for byte.
@@ -48,8 +57,71 @@ def run(cmd: list[str], out: Path) -> tuple[float, float]:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
 
 
+def kernel_cpu(n: int, repeats: int) -> float:
+    """The median CPU seconds of the bare kernel (``benchmarks/kernel.py``) over the same traces and grid;
+    its inputs are built once and not timed, as ``kernel.py`` times it."""
+    import numpy as np
+    from kernel import Inputs, grid_20x20, kernel
+
+    from scenarios.swe_like import generate_run
+    from sim.engine.model import ReplayModel
+
+    traces = [generate_run(7, i) for i in range(n)]
+    limits, keeps = grid_20x20()
+    x = Inputs(traces, [ReplayModel(t) for t in traces], keeps)
+    times = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        kernel(x, limits, np.asarray(keeps))
+        times.append(time.process_time() - t0)
+    return statistics.median(times)
+
+
+def bootstrap_cpu(corpus: Path, repeats: int) -> tuple[float, int]:
+    """The median CPU seconds of the paired bootstraps of every setting of the grid against no
+    compaction (``paired_many``, one process), and how many settings: the figures ``size`` bootstraps."""
+    from sim.analysis.paired import paired_many
+    from sim.analysis.size import evaluate
+    from sim.importers import load_paths
+
+    traces = list(load_paths([str(corpus)]))
+    limits = [int(v) for v in LIMITS.split(",")]
+    keeps = [int(v) for v in KEEPS.split(",")]
+    results = evaluate(traces, "seed_engine", limits, keeps, None, "claude-sonnet-4-5")
+    times = []
+    for _ in range(repeats):
+        t0 = time.process_time()
+        paired_many(results[0], results[1:])
+        times.append(time.process_time() - t0)
+    return statistics.median(times), len(results) - 1
+
+
+def policies(corpus: Path, tmp: Path, names: list[str]) -> None:
+    """``size --policy NAME`` (default grid) against ``size`` (the seed engine's default grid): CPU each."""
+    from sim.policies.base import registered
+
+    names = names or [n for n, c in registered().items() if c.size_grid and n != "seed_engine"]
+    size = [sys.executable, "-m", "sim.cli", "size", str(corpus), "--model", "claude-sonnet-4-5"]
+    size += ["--format", "json"]
+    seed, _ = run(size, tmp / "seed.json")
+    print(f"seed_engine (default grid): CPU {seed:.2f} s (load average {os.getloadavg()[0]:.2f})", flush=True)
+    for name in names:
+        c, _ = run([*size, "--policy", name], tmp / f"{name}.json")
+        print(
+            f"{name}: CPU {c:.2f} s, {c / seed:.2f}x the seed engine's "
+            f"(load average {os.getloadavg()[0]:.2f})",
+            flush=True,
+        )
+
+
 def main() -> None:
     argv = sys.argv[1:]
+    names = None
+    if "--policies" in argv:
+        at = argv.index("--policies")
+        given = argv[at + 1] if at + 1 < len(argv) and not argv[at + 1].isdigit() else ""
+        names = [v for v in given.split(",") if v]
+        del argv[at : at + (2 if given else 1)]
     workers = None
     if "--workers" in argv:
         at = argv.index("--workers")
@@ -59,12 +131,16 @@ def main() -> None:
     n = int(args[0]) if args else 500
     repeats = int(args[1]) if len(args) > 1 else 3
     sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(ROOT / "benchmarks"))
     from scenarios.swe_like import generate_run
     from sim.trace.io import write_traces
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "swe_like.jsonl"
         write_traces([generate_run(7, i) for i in range(n)], corpus)
+        if names is not None:
+            policies(corpus, Path(tmp), names)
+            return
         size = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--limits", LIMITS, "--keeps", KEEPS]
         size += ["--format", "json"]
         env_python = [sys.executable, "-m", "sim.cli", *size]
@@ -81,6 +157,14 @@ def main() -> None:
         print(
             f"median of {repeats}: CPU {statistics.median(cpu):.2f} s, wall {statistics.median(wall):.2f} s"
             f" (workers {workers or 'default'}; load average {os.getloadavg()[0]:.2f})"
+        )
+        bare = kernel_cpu(n, repeats)
+        boot, settings = bootstrap_cpu(corpus, repeats)
+        command = statistics.median(cpu)
+        print(f"bare kernel (same traces and grid): CPU {bare:.3f} s; command / kernel {command / bare:.1f}x")
+        print(
+            f"paired bootstraps of {settings} settings: CPU {boot:.3f} s; "
+            f"bootstraps / kernel {boot / bare:.1f}x"
         )
         if workers is not None:
             run(env_python, Path(tmp) / "default.json")

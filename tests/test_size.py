@@ -465,8 +465,21 @@ def test_sensitivity_at_32k_gives_each_behaviour_its_own_grid(capsys, mini_dir):
 
 
 def test_size_errors(capsys, tmp_path):
-    assert main(["size", "--policy", "observation_masking", str(tmp_path)]) == 2
-    assert "no context_token_limit / keep_recent_tokens knobs" in capsys.readouterr().err
+    assert main(["size", "--policy", "raw", str(tmp_path)]) == 2
+    assert "policy 'raw' has no numeric knobs to size (no default grid)" in capsys.readouterr().err
+    assert main(["size", "--policy", "observation_masking", "--limits", "1000", str(tmp_path)]) == 2
+    assert "--limits/--keeps are seed_engine's shorthand" in capsys.readouterr().err
+    assert main(["size", "--policy", "observation_masking", "--grid", "nope=1,2", str(tmp_path)]) == 2
+    assert "--grid nope: policy 'observation_masking' has no such knob" in capsys.readouterr().err
+    assert main(["size", "--policy", "observation_masking", "--grid", "n=1,x", str(tmp_path)]) == 2
+    assert "--grid n='x': expected a number" in capsys.readouterr().err
+    assert main(["size", "--policy", "observation_masking", "--grid", "n=1,1", str(tmp_path)]) == 2
+    assert "expected distinct numbers" in capsys.readouterr().err
+    three = ["--grid", "n=1", "--grid", "polling=1", "--grid", "n=2"]
+    assert main(["size", "--policy", "observation_masking", *three, str(tmp_path)]) == 2
+    assert "--grid takes one or two knobs, not 3" in capsys.readouterr().err
+    assert main(["size", "--grid", "max_turns=1", str(tmp_path)]) == 2
+    assert "seed_engine is sized on context_token_limit and keep_recent_tokens" in capsys.readouterr().err
     assert main(["size", "--model", "gpt-9", str(tmp_path)]) == 2
     assert main(["size", "--max-facts-lost-increase", "2", str(tmp_path)]) == 2
     assert "--max-facts-lost-increase 2.0 is not in [0, 1]" in capsys.readouterr().err

@@ -32,16 +32,41 @@ class SettingResult:
     peak: np.ndarray  # peak_context_tokens
     compactions: np.ndarray
     output: np.ndarray | None = None  # cumulative output tokens (None: not read)
+    # another policy's setting (``size --policy``): its grid knobs and values, in the grid's order (all
+    # None: its baseline); empty for the seed engine's (limit, keep)
+    knobs: tuple[tuple[str, int | float | None], ...] = ()
+    # per grid knob, a number that grows as the setting acts less (the value, or minus it for a knob of
+    # ``size_harsher``); empty for the seed engine's, whose (limit, keep) it is
+    gentle: tuple[float, ...] = ()
 
     @property
     def is_baseline(self) -> bool:
+        if self.knobs:
+            return all(v is None for _, v in self.knobs)
         return self.context_token_limit is None
+
+    @property
+    def setting(self) -> dict:
+        """The knobs as the JSON names them: the policy's own (the seed engine's limit and keep)."""
+        if self.knobs:
+            return dict(self.knobs)
+        return {
+            "context_token_limit": self.context_token_limit,
+            "keep_recent_tokens": self.keep_recent_tokens,
+        }
+
+    @property
+    def gentleness(self) -> tuple[float, ...]:
+        """Larger acts less: the ranking's last tie-break prefers the gentler setting."""
+        if self.knobs:
+            return self.gentle
+        return (self.context_token_limit or 0, self.keep_recent_tokens or 0)
 
     @property
     def label(self) -> str:
         if self.is_baseline:
             return "no compaction"
-        return f"{self.context_token_limit}/{self.keep_recent_tokens}"
+        return "/".join(str(v) for v in self.setting.values())
 
     @property
     def mean_cost_usd(self) -> float:

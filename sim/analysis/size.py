@@ -24,7 +24,7 @@ from sim.analysis.setting_results import SettingResult
 from sim.core.types import Trace
 from sim.util.errors import ConfigError
 
-DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)
+DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)  # SeedEngine.size_grid's
 DEFAULT_KEEPS = (2000, 4000, 8000, 12000, 16000, 20000)
 Progress = Callable[[int, int, str], None]  # (done, total, what): a sizing's progress
 GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (settings x runs)
@@ -92,7 +92,79 @@ def evaluate(
     settings += [(lim, keep) for lim in limits for keep in keeps if keep < lim]
     if len(settings) == 1:
         raise ConfigError("size: no setting with keep_recent_tokens < context_token_limit in the grid")
-    return _replay(traces, policy_name, settings, window, pricing, progress, behaviour, grid, workers)
+    policies, keys = _seed_settings(policy_name, settings)
+    return _replay(traces, policies, keys, window, pricing, progress, behaviour, grid, workers)
+
+
+def _seed_settings(
+    policy_name: str, settings: list[tuple[int | None, int | None]]
+) -> tuple[list, list[dict]]:
+    """The seed engine's (limit, keep) settings as policies, and what each ``SettingResult`` is named by."""
+    from sim.policies.base import make_policy
+
+    policies = [
+        make_policy(
+            policy_name, **({} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep})
+        )
+        for lim, keep in settings
+    ]
+    return policies, [{"context_token_limit": lim, "keep_recent_tokens": keep} for lim, keep in settings]
+
+
+def policy_grid(policy_name: str, grid: dict[str, Sequence[int | float]]) -> tuple[list, list[dict]]:
+    """Another policy's sizing (``size --policy``): its baseline — the policy switched off
+    (``Policy.size_off``), or ``raw`` where it has no off — then every combination of ``grid``'s values
+    (one or two knobs, in the order given), as policies, and what each ``SettingResult`` is named by
+    (its knobs, and its gentleness: ``Policy.size_harsher`` knobs count down)."""
+    from itertools import product
+
+    from sim.policies.base import make_policy, policy_class
+
+    cls = policy_class(policy_name)
+    names = list(grid)
+    off = cls.size_off
+    policies = [make_policy(policy_name, **off) if off is not None else make_policy("raw")]
+    keys: list[dict] = [_generic_key(tuple((k, None) for k in names), ())]
+    for values in product(*grid.values()):
+        knobs = tuple(zip(names, values, strict=True))
+        policies.append(make_policy(policy_name, **dict(knobs)))
+        gentle = tuple(-v if k in cls.size_harsher else v for k, v in knobs)
+        keys.append(_generic_key(knobs, gentle))
+    return policies, keys
+
+
+def _generic_key(knobs: tuple, gentle: tuple) -> dict:
+    return {"context_token_limit": None, "keep_recent_tokens": None, "knobs": knobs, "gentle": gentle}
+
+
+def evaluate_policy(
+    traces: Sequence[Trace],
+    policy_name: str,
+    grid: dict[str, Sequence[int | float]],
+    window: int | str | None,
+    pricing: str | None,
+    progress: Progress | None = None,
+    behaviour: dict | None = None,
+    loop: bool = False,
+    workers: int = 1,
+) -> list[SettingResult]:
+    """``evaluate`` for another policy's grid (``policy_grid``): its baseline first, then every setting;
+    ``loop``: every run on the per-call loop (the reference any faster path is held to)."""
+    policies, keys = policy_grid(policy_name, grid)
+    return _replay(traces, policies, keys, window, pricing, progress, behaviour, not loop, workers, loop)
+
+
+def policy_reference(
+    traces: Sequence[Trace],
+    policy_name: str,
+    grid: dict[str, Sequence[int | float]],
+    pricing: str | None,
+    behaviour: dict | None = None,
+    workers: int = 1,
+) -> SettingResult:
+    """``reference`` for another policy's grid: its baseline replayed with no window."""
+    policies, keys = policy_grid(policy_name, grid)
+    return _replay(traces, policies[:1], keys[:1], None, pricing, None, behaviour, True, workers)[0]
 
 
 def reference(
@@ -105,45 +177,42 @@ def reference(
     """The baseline (limit unset) replayed with no window: what the runs cost when none stops early at
     an overflow, the cost reference of a verdict where no compaction overflows the window (one more
     setting, on the grid path where the dispatcher routes it there)."""
-    return _replay(traces, policy_name, [(None, None)], None, pricing, None, behaviour, True, workers)[0]
+    policies, keys = _seed_settings(policy_name, [(None, None)])
+    return _replay(traces, policies, keys, None, pricing, None, behaviour, True, workers)[0]
 
 
 def _replay(
     traces: Sequence[Trace],
-    policy_name: str,
-    settings: list[tuple[int | None, int | None]],
+    policies: list,
+    keys: list[dict],
     window: int | str | None,
     pricing: str | None,
     progress: Progress | None,
     behaviour: dict | None,
     grid: bool,
     workers: int,
+    per_call: bool = False,
 ) -> list[SettingResult]:
-    """``settings`` (``(None, None)``: the limit unset) replayed over ``traces`` as ``evaluate`` says."""
+    """``policies`` (the settings; ``keys``: what each one's ``SettingResult`` is named by) replayed over
+    ``traces`` as ``evaluate`` says; ``per_call``: every run through the per-call loop itself
+    (``loop_one``), not ``replay_many``'s batch path."""
     from sim.engine.dispatch import grid_route
     from sim.engine.model import ReplayModel
-    from sim.policies.base import make_policy
     from sim.util.forkmap import forked_map
 
     order, hashes = _order(traces)
     ordered = [traces[i] for i in order]
-    policies = [
-        make_policy(
-            policy_name, **({} if lim is None else {"context_token_limit": lim, "keep_recent_tokens": keep})
-        )
-        for lim, keep in settings
-    ]
     models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
     route = grid_route(ordered, policies, models, pricing, GRID_BATCH, grid)
-    sizing = _Sizing(len(settings), len(ordered), route.loop)
-    runs = _Runs(ordered, policies, models, window, pricing)
+    sizing = _Sizing(len(policies), len(ordered), route.loop)
+    runs = _Runs(ordered, policies, models, window, pricing, per_call)
     sizing.take_grid(route.batches, forked_map(runs.grid_batch, route.batches, workers), progress)
     looped = [j for j, positions in enumerate(sizing.todo) if positions]
     job = partial(runs.loop_setting, sizing.todo)
     if progress:  # this process's share of the settings, each counted as the share of all it stands for
         job = partial(_counted, job, progress, len(looped), min(workers, len(looped)), os.getpid(), [0])
     sizing.take_loop(looped, forked_map(job, looped, workers))
-    return sizing.results(settings, ordered, hashes)
+    return sizing.results(keys, ordered, hashes)
 
 
 def _counted(job: Callable, progress: Progress, total: int, workers: int, parent: int, done: list, j: int):
@@ -160,9 +229,9 @@ class _Runs:
     """What a sizing replays, one batch of the grid path or one setting's runs on ``replay_many`` at a
     time (each a job for ``forked_map``)."""
 
-    def __init__(self, ordered, policies, models, window, pricing) -> None:
+    def __init__(self, ordered, policies, models, window, pricing, per_call: bool = False) -> None:
         self.ordered, self.policies, self.models = ordered, policies, models
-        self.window, self.pricing = window, pricing
+        self.window, self.pricing, self.per_call = window, pricing, per_call
 
     def grid_batch(self, job: tuple) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """One batch of ``grid_route`` on the grid path: which lanes stayed on it, and their sums."""
@@ -177,19 +246,18 @@ class _Runs:
     def loop_setting(self, todo: list[list[int]], j: int) -> list[tuple]:
         """Setting j's runs in ``todo[j]`` through ``replay_many``; per trace: its figures, priced,
         outcome, completed, overflowed."""
-        from sim.engine.dispatch import replay_many
+        from sim.engine.dispatch import loop_one, replay_many
         from sim.metrics.compute import compute_metrics_many
         from sim.util import interrupts
 
         interrupts.check()
         positions = todo[j]
-        records = replay_many(
-            [self.ordered[p] for p in positions],
-            self.policies[j],
-            [self.models[p] for p in positions],
-            self.window,
-            self.pricing,
-        )
+        ts, ms = [self.ordered[p] for p in positions], [self.models[p] for p in positions]
+        if self.per_call:
+            pol, win, price = self.policies[j], self.window, self.pricing
+            records = [loop_one(t, pol, m, None, win, price) for t, m in zip(ts, ms, strict=True)]
+        else:
+            records = replay_many(ts, self.policies[j], ms, self.window, self.pricing)
         return [
             (
                 [m[name] or 0 for name in _FIGURES],
@@ -244,10 +312,11 @@ class _Sizing:
                 self.completed[j, p] = complete
                 self.overflow[j] += overflowed
 
-    def results(self, settings, ordered: Sequence[Trace], hashes: list[str]) -> list[SettingResult]:
-        """Every setting's ``SettingResult``; a setting with an unpriced run is refused."""
+    def results(self, keys: list[dict], ordered: Sequence[Trace], hashes: list[str]) -> list[SettingResult]:
+        """Every setting's ``SettingResult`` (``keys``: its knobs); a setting with an unpriced run is
+        refused."""
         out = []
-        for j, (lim, keep) in enumerate(settings):
+        for j, key in enumerate(keys):
             if not self.priced[j].all():
                 t = ordered[int(np.flatnonzero(~self.priced[j])[0])]
                 raise ConfigError(
@@ -256,8 +325,8 @@ class _Sizing:
             f = {name: self.figures[name][j] for name in _FIGURES}
             out.append(
                 SettingResult(
-                    lim,
-                    keep,
+                    key["context_token_limit"],
+                    key["keep_recent_tokens"],
                     tuple(hashes),
                     f["cost_microusd"],
                     f["cumulative_input_tokens"],
@@ -270,6 +339,8 @@ class _Sizing:
                     f["peak_context_tokens"],
                     f["compactions"],
                     f["cumulative_output_tokens"],
+                    key.get("knobs", ()),
+                    key.get("gentle", ()),
                 )
             )
         return out

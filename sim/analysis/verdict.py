@@ -1,5 +1,6 @@
 """The recommendation: ``verdict`` is the one function that says which ``context_token_limit`` and
-``keep_recent_tokens`` to ship; ``size``, ``demo`` and ``report`` all call it, so they cannot disagree.
+``keep_recent_tokens`` to ship (or, for another policy, which of its own knobs: ``size --policy``);
+``size``, ``demo`` and ``report`` all call it, so they cannot disagree.
 It tells three regimes apart (docs/sizing.md):
 
 - **compaction required** (``compaction-required``): without compaction some runs overflow the window.
@@ -31,7 +32,7 @@ from sim.util.errors import ConfigError
 DEFAULT_MAX_FACTS_LOST_INCREASE = 0.05  # share of the facts seen, over the baseline's
 DEMO_TARGET = 0.95  # what `demo` and `report` size against (``size``'s defaults)
 BEHAVIOUR_COLUMNS = (("on_missing", "model.on_missing"), ("summarizer", "summarizer"))
-Pair = tuple[int | None, int | None]  # (context_token_limit, keep_recent_tokens); (None, None): baseline
+Pair = tuple  # a setting's knob values: (context_token_limit, keep_recent_tokens); all None: baseline
 
 
 def _usd(v: float) -> str:
@@ -43,12 +44,27 @@ def _k(tokens: float) -> str:
 
 
 def _pair(s: SettingResult) -> dict:
-    return {"context_token_limit": s.context_token_limit, "keep_recent_tokens": s.keep_recent_tokens}
+    return s.setting
 
 
-def key_of(s: SettingResult) -> Pair:
-    """A setting's (limit, keep): how the behaviours' replays of one grid are matched."""
-    return (s.context_token_limit, s.keep_recent_tokens)
+def _ship(s: SettingResult) -> str:
+    """``context_token_limit=L with keep_recent_tokens=K``: a setting's knobs as the advice names them."""
+    return " with ".join(f"{k}={v}" for k, v in s.setting.items())
+
+
+def _knobs_text(p: Mapping) -> str:
+    return " ".join(f"{k}={v}" for k, v in p.items())
+
+
+def _slash(p: Mapping) -> str:
+    """``L/K``: a setting's values as the tables name it."""
+    return "/".join(str(v) for v in p.values())
+
+
+def key_of(s: SettingResult) -> tuple:
+    """A setting's knob values ((limit, keep) for the seed engine's): how the behaviours' replays of one
+    grid are matched."""
+    return tuple(s.setting.values())
 
 
 def safety_net(window: int | None, reserve: int, summary: int, largest_request: int) -> dict | None:
@@ -73,25 +89,18 @@ def rank_key(
     """The order of settings where compaction is required (and of a safety net that would fire): fewer
     runs overflowing, then higher completion (the worst over the mock behaviours when ``worst`` gives
     it), then fewer facts lost (share of facts seen), then cheaper; ties on all of them: the larger
-    limit and keep (the gentler setting). ``tolerated``: the settings whose facts lost stay within the
-    stated tolerance; they tie on information, so the cheapest of them wins (without it, two facts fewer
-    would outrank any price)."""
+    limit and keep (the gentler setting; another policy's: ``SettingResult.gentleness``). ``tolerated``:
+    the settings whose facts lost stay within the stated tolerance; they tie on information, so the
+    cheapest of them wins (without it, two facts fewer would outrank any price)."""
     completion = min(s.completion, (worst or {}).get(key_of(s), s.completion))
     info = 0.0 if tolerated is not None and key_of(s) in tolerated else s.facts_lost_share
-    return (
-        s.overflow_runs,
-        -completion,
-        info,
-        s.mean_cost_usd,
-        -(s.context_token_limit or 0),
-        -(s.keep_recent_tokens or 0),
-    )
+    return (s.overflow_runs, -completion, info, s.mean_cost_usd, *(-g for g in s.gentleness))
 
 
 def _pay_key(s: SettingResult) -> tuple:
     """The order of eligible settings where compacting pays: cheapest, then fewer facts lost, then the
     larger limit and keep."""
-    return (s.mean_cost_usd, s.facts_lost_share, -(s.context_token_limit or 0), -(s.keep_recent_tokens or 0))
+    return (s.mean_cost_usd, s.facts_lost_share, *(-g for g in s.gentleness))
 
 
 def tie_groups(results: Sequence[SettingResult]) -> list[int | None]:
@@ -119,13 +128,16 @@ def verdict(
     workers: int = 1,
     reference: SettingResult | None = None,
     worst_completion: Mapping[Pair, float] | None = None,
+    trigger: bool | None = None,
 ) -> dict:
     """The recommendation over ``results`` (``results[0]``: the baseline, no compaction at ``window``),
     in the regime the baseline puts it in (the module's docstring). ``reference``: the baseline's runs
     replayed with no window, the cost reference where the baseline overflows (else unused; without it
     the baseline stands in). ``worst_completion``: per (limit, keep), its worst completion over the mock
     behaviours, which the ranking reads where compaction is required. ``workers``: processes for the
-    paired bootstraps (the same answer for any number)."""
+    paired bootstraps (the same answer for any number). ``trigger``: None for the seed engine's (limit,
+    keep) grid; for another policy's grid (``size --policy``) whether it acts only past a size threshold
+    (``Policy.size_trigger``), which says what its safety net is (``_net_setting``)."""
     if not results or not results[0].is_baseline:
         raise ConfigError(f"size: the results of {policy_name} hold no no-compaction (limit unset) setting")
     base, cands = results[0], list(results[1:])
@@ -162,8 +174,10 @@ def verdict(
         ],
         "eligible_settings": sum(not why for _, _, why, _ in rows),
         "traces": len(base.cost),
-        "safety_net": safety_net(window, reserve, summary, largest_request),
+        "safety_net": safety_net(window, reserve, summary, largest_request) if trigger is None else None,
     }
+    if trigger is not None:
+        out["knobs"] = list(cands[0].setting)
     eligible = [(s, pr) for s, pr, why, _ in rows if not why]
     if required and eligible:
         tolerated = {
@@ -182,9 +196,15 @@ def verdict(
     else:
         ranked = []
         changing = [x for x in rows if not x[0].same_as(base)] or rows  # a setting that changes some run
-        cheapest = min(changing, key=lambda x: (x[0].mean_cost_usd, -(x[0].context_token_limit or 0)))
+        cheapest = min(changing, key=lambda x: (x[0].mean_cost_usd, -x[0].gentleness[0]))
         alt = _cheapest_text(base, cheapest, len(cands))
-        ship = _net_pair(out, base, cands, worst_completion) if not base.overflow_runs else ""
+        ship = ""
+        if not base.overflow_runs:
+            ship = (
+                _net_pair(out, base, cands, worst_completion)
+                if trigger is None
+                else _net_setting(out, base, cands, worst_completion, trigger, policy_name)
+            )
         advice = _no_recommendation(out, base, alt, never_fire, peak_p99, window, largest_request, ship)
     # the recommendation's (or, with none, the baseline's) own intervals, resampling traces
     shown = ranked[0][0] if ranked else base
@@ -240,8 +260,7 @@ def _brief(
     """A setting's figures as the verdict lists them; with its paired comparison, its eligibility (and,
     where compaction is required, the tolerances it misses: ``shortfalls``)."""
     d = {
-        "context_token_limit": s.context_token_limit,
-        "keep_recent_tokens": s.keep_recent_tokens,
+        **s.setting,
         "mean_cost_usd": round(s.mean_cost_usd, 6),
         "completion": round(s.completion, 4),
         "facts_lost": int(s.facts_lost.sum()),
@@ -267,7 +286,9 @@ def _recommend(out: dict, ranked: list[tuple[SettingResult, dict]], what: str) -
     runners = [_brief(s, p, []) for s, p in ranked[1:] if not s.same_as(best)][:3]
     out.update(
         verdict=what,
-        recommended={
+        recommended=best.setting
+        if best.knobs
+        else {
             "context_token_limit": int(best.context_token_limit),
             "keep_recent_tokens": int(best.keep_recent_tokens),
         },
@@ -293,8 +314,7 @@ def _pays_text(base: SettingResult, top: tuple[SettingResult, dict]) -> str:
     best, pr = top
     fl = pr["facts_lost_change"]
     return (
-        f"Ship context_token_limit={best.context_token_limit} with keep_recent_tokens="
-        f"{best.keep_recent_tokens}: {_usd(best.mean_cost_usd)} per run against "
+        f"Ship {_ship(best)}: {_usd(best.mean_cost_usd)} per run against "
         f"{_usd(base.mean_cost_usd)} "
         f"without compaction, saving {_usd(pr['saving_usd'])} per run (paired 95% CI "
         f"{_usd(pr['saving_ci'][0])} to {_usd(pr['saving_ci'][1])}; {pr['runs_dearer']} of "
@@ -334,8 +354,7 @@ def _required_text(
     ref_name = "the same runs with no window" if ref is not base else "no compaction"
     return (
         f"Compaction required: without compaction {base.overflow_runs} of {n} runs overflow {where} "
-        f"(answers completed {base.completion:.0%}). Ship context_token_limit={best.context_token_limit} "
-        f"with keep_recent_tokens={best.keep_recent_tokens}: "
+        f"(answers completed {base.completion:.0%}). Ship {_ship(best)}: "
         f"{best.overflow_runs} of {n} runs overflow, answers completed {best.completion:.0%}{worst_txt}; "
         f"information cost: facts lost {int(best.facts_lost.sum()):,} ({fl['setting_share']:.1%} of facts "
         f"seen, {fl['share_of_facts_seen']:+.1%} vs {ref_name}), refetch calls "
@@ -378,6 +397,8 @@ def _no_recommendation(
     ``out``, the baseline's figures in the recommendation's place; returns the advice (``ship``: the
     sentence naming the safety net's pair, where compaction is not needed)."""
     net = out["safety_net"]
+    if net is not None and "high" not in net:  # another policy's: its own knobs, no limit range
+        net = None
     if base.overflow_runs == 0:
         head = f"Compaction not needed. Your runs peak at {_k(peak_p99)} tokens (p99)"
         if window is not None and net is not None and not net["fires_on_these_traces"]:
@@ -454,13 +475,64 @@ def _net_pair(
     )
 
 
+def _net_setting(
+    out: dict,
+    base: SettingResult,
+    cands: list[SettingResult],
+    worst: Mapping[Pair, float] | None,
+    trigger: bool,
+    policy_name: str,
+) -> str:
+    """Another policy's safety net (``size --policy``) into ``out["safety_net"]``: its knobs and
+    ``pair_fires_on_these_traces``, or null and ``safety_net_reason``; returns the sentence naming it.
+    With a size trigger the rule is the seed engine's without the window: the gentlest setting of the
+    grid (``SettingResult.gentleness``, it acts least) where it changes no run, else the grid's
+    top-ranked by ``rank_key``. Without one (it acts on every run: masking, head/tail) its gentlest
+    setting is shipped only where it costs no more than the baseline and loses no more facts."""
+    gentlest = max(cands, key=lambda s: s.gentleness)
+    if trigger:
+        pick = gentlest if gentlest.same_as(base) else min(cands, key=lambda s: rank_key(s, worst))
+    elif (
+        gentlest.mean_cost_usd <= base.mean_cost_usd
+        and gentlest.facts_lost.sum() <= base.facts_lost.sum()
+        and not gentlest.overflow_runs
+    ):
+        pick = gentlest
+    else:
+        out["safety_net"] = None
+        out["safety_net_reason"] = (
+            f"{policy_name} acts on every run (no size trigger) and its gentlest setting, {gentlest.label}, "
+            f"costs more or loses more than no compaction: nothing to ship as a safety net"
+        )
+        return f"{policy_name} has no safety net here: {out['safety_net_reason'].split(': ')[0]}. "
+    fires = not pick.same_as(base)
+    out["safety_net"] = {**pick.setting, "pair_fires_on_these_traces": fires}
+    if not fires:
+        return (
+            f"Ship {_ship(pick)} as a safety net (the grid's gentlest setting: it never fires on these "
+            "traces). "
+        )
+    why = (
+        "the grid's best by runs overflowing, completion, facts lost, then cost"
+        if trigger
+        else ("its gentlest setting: it acts on every run, at no more cost and no more facts lost than none")
+    )
+    n = len(base.cost)
+    return (
+        f"Ship {_ship(pick)} as a safety net that fires on these traces ({why}): {pick.overflow_runs} of "
+        f"{n} runs overflow, answers completed {pick.completion:.0%}, facts lost "
+        f"{int(pick.facts_lost.sum()):,} ({pick.facts_lost_share:.1%} of facts seen), "
+        f"{_usd(pick.mean_cost_usd)} per run against {_usd(base.mean_cost_usd)} without compaction. "
+    )
+
+
 def tied_text(rec: dict) -> str:
     """The tied settings as one line (empty when none)."""
     tied = rec.get("tied") or []
     if not tied:
         return ""
     what = "the recommendation" if rec.get("recommended") else "no compaction (they never compact here)"
-    names = ", ".join(f"{t['context_token_limit']}/{t['keep_recent_tokens']}" for t in tied)
+    names = ", ".join(_slash(t) for t in tied)
     return f"tied with {what}, identical on every trace ({len(tied)}): {names}"
 
 
@@ -469,6 +541,10 @@ def shipped(rec: dict) -> dict | None:
     if rec.get("recommended"):
         return rec["recommended"]
     net = rec.get("safety_net") or {}
+    if "knobs" in rec:  # another policy's: the safety net holds its own knobs, or is null
+        if net and rec.get("verdict") == "compaction-not-needed":
+            return {k: net[k] for k in rec["knobs"]}
+        return None
     if net.get("context_token_limit") is not None and rec.get("verdict") == "compaction-not-needed":
         return {
             "context_token_limit": net["context_token_limit"],
@@ -482,14 +558,11 @@ def recommendation_line(rec: dict) -> str:
     the verdict has one (the recommendation, or the safety net where compaction is not needed)."""
     r = rec.get("recommended")
     if r:
-        return (
-            f"recommended: {rec['policy']} context_token_limit={r['context_token_limit']} "
-            f"keep_recent_tokens={r['keep_recent_tokens']}"
-        )
+        return f"recommended: {rec['policy']} {_knobs_text(r)}"
     net = shipped(rec)
     if net is None:
         return f"recommended: {rec['policy']} without compaction ({rec['verdict']})"
-    pair = f"context_token_limit={net['context_token_limit']} keep_recent_tokens={net['keep_recent_tokens']}"
+    pair = _knobs_text(net)
     if rec["safety_net"].get("pair_fires_on_these_traces"):
         fires = f"({rec['verdict']}; it fires on these traces)"
         return f"recommended: {rec['policy']} {pair} as a safety net {fires}"
@@ -600,6 +673,9 @@ def add_sensitivity(rec: dict, per: Sequence[tuple[dict, dict, Sequence[SettingR
     rec["sensitivity_holds"] = all((r["verdict"], r["ships"]) == want for r in rows)
 
 
+_FIGURES = ("completion", "facts_lost", "mean_cost_usd", "overflow_runs")  # a sensitivity grid's, not knobs
+
+
 def sensitivity_grid(sens: list[dict]) -> list[dict]:
     """One row per setting: its completion under each behaviour (``refetch/extractive``: ...), worst
     first named; for the tables of ``size`` and ``report``."""
@@ -607,11 +683,8 @@ def sensitivity_grid(sens: list[dict]) -> list[dict]:
         return []
     rows = []
     for j, g in enumerate(sens[0]["grid"]):
-        name = (
-            "none"
-            if g["context_token_limit"] is None
-            else f"{g['context_token_limit']}/{g['keep_recent_tokens']}"
-        )
+        knobs = {k: v for k, v in g.items() if k not in _FIGURES}
+        name = "none" if all(v is None for v in knobs.values()) else _slash(knobs)
         row: dict = {"setting": name}
         values = []
         for b in sens:
@@ -630,7 +703,7 @@ def sensitivity_text(rec: dict) -> str:
 
     def ships(x: dict) -> str:
         p = x["ships"]
-        return f"{p['context_token_limit']}/{p['keep_recent_tokens']}" if p else "nothing"
+        return _slash(p) if p else "nothing"
 
     if rec["sensitivity_holds"]:
         return f"The verdict holds under all {len(sens)} mock behaviours: each alone ships {ships(sens[0])}."

@@ -50,7 +50,19 @@ def add_parser(sub) -> None:
         "--dataset", metavar="NAME_OR_PATH", help="canonical traces through Hugging Face datasets"
     )
     sz.add_argument("--split", default="train")
-    sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
+    sz.add_argument(
+        "--policy",
+        default="seed_engine",
+        help="the policy to size (default seed_engine): any registered policy with numeric knobs, on its "
+        "default grid (its size_grid) or --grid's",
+    )
+    sz.add_argument(
+        "--grid",
+        action="append",
+        metavar="KEY=V1,V2,...",
+        help="a knob of --policy and the values to try (one or two --grid; default: the policy's own grid); "
+        "for seed_engine the same as --limits/--keeps",
+    )
     sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
     sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
     sz.add_argument(
@@ -66,8 +78,8 @@ def add_parser(sub) -> None:
         help="how much more of the facts seen a recommended setting may lose than no compaction "
         "(default 0.05: 5 percentage points)",
     )
-    sz.add_argument("--limits", help="context_token_limit values, comma-separated")
-    sz.add_argument("--keeps", help="keep_recent_tokens values, comma-separated")
+    sz.add_argument("--limits", help="seed_engine's context_token_limit values, comma-separated")
+    sz.add_argument("--keeps", help="seed_engine's keep_recent_tokens values, comma-separated")
     add_mock_model_options(sz)
     sz.add_argument(
         "--sensitivity",
@@ -127,21 +139,85 @@ def take_size_words(args: argparse.Namespace) -> None:
             setattr(args, key.partition(".")[2], value)
 
 
+SEED_KNOBS = ("context_token_limit", "keep_recent_tokens")
+
+
 def check_size_args(args: argparse.Namespace) -> None:
-    """The policy has both knobs; the thresholds and ``--workers`` are in range (before any work)."""
+    """The policy can be sized (the seed engine's two knobs, or a grid of its own: ``args.grid`` parsed);
+    the thresholds and ``--workers`` are in range (before any work)."""
     from sim.policies.base import knobs, policy_class
 
     cls = policy_class(args.policy)
     names = {f.name for f in knobs(cls)}
-    if not {"context_token_limit", "keep_recent_tokens"} <= names:
+    args.seed_grid = set(SEED_KNOBS) <= names
+    if not args.seed_grid and (args.limits or args.keeps):
         raise ConfigError(
-            f"size: policy '{args.policy}' has no context_token_limit / keep_recent_tokens knobs"
+            f"size: --limits/--keeps are seed_engine's shorthand; policy '{args.policy}' takes "
+            "--grid KEY=V1,V2,..."
         )
+    args.grid = parse_grid(args.grid or [], args.policy, cls, names)
+    if args.seed_grid:
+        extra = [k for k in args.grid if k not in SEED_KNOBS]
+        if extra:
+            raise ConfigError(
+                f"size: --grid {extra[0]}: {args.policy} is sized on {' and '.join(SEED_KNOBS)}"
+            )
+        if (
+            "context_token_limit" in args.grid
+            and args.limits
+            or "keep_recent_tokens" in args.grid
+            and args.keeps
+        ):
+            raise ConfigError("size: give a knob's values once (--grid or --limits/--keeps)")
+    elif not args.grid:
+        if not cls.size_grid:
+            raise ConfigError(
+                f"size: policy '{args.policy}' has no numeric knobs to size (no default grid); "
+                "give --grid KEY=V1,V2,... for one or two of its knobs"
+            )
+        args.grid = {k: list(v) for k, v in cls.size_grid.items()}
+    if not args.seed_grid:
+        from sim.analysis.size import policy_grid
+
+        policy_grid(args.policy, args.grid)  # every value a knob takes (make_policy's range errors: exit 2)
     if not 0 < args.target_completion <= 1:
         raise ConfigError(f"--target-completion {args.target_completion} is not in (0, 1]")
     if not 0 <= args.max_facts_lost_increase <= 1:
         raise ConfigError(f"--max-facts-lost-increase {args.max_facts_lost_increase} is not in [0, 1]")
     check_workers(args.workers)
+
+
+def parse_grid(items: list[str], policy: str, cls, names: set[str]) -> dict[str, list]:
+    """``--grid KEY=V1,V2,...`` (one or two): each a knob of the policy and its numbers, in order; a bad
+    one is refused naming the flag, the knob and the value (exit 2)."""
+    grid: dict[str, list] = {}
+    if len(items) > 2:
+        raise ConfigError(f"size: --grid takes one or two knobs, not {len(items)}")
+    for item in items:
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise ConfigError(f"size: --grid {item!r}: expected KEY=V1,V2,...")
+        if key not in names:
+            raise ConfigError(
+                f"size: --grid {key}: policy '{policy}' has no such knob; knobs: {', '.join(sorted(names))}"
+            )
+        if key in grid:
+            raise ConfigError(f"size: --grid {key} given twice")
+        values: list = []
+        for v in text.split(","):
+            v = v.strip()
+            try:
+                values.append(int(v))
+            except ValueError:
+                try:
+                    values.append(float(v))
+                except ValueError:
+                    raise ConfigError(f"size: --grid {key}={v!r}: expected a number") from None
+        if not values or len(set(values)) < len(values):
+            raise ConfigError(f"size: --grid {item!r}: expected distinct numbers")
+        grid[key] = values
+    return grid
 
 
 def size_traces(args: argparse.Namespace) -> list[Any]:
@@ -186,8 +262,9 @@ class Sizing:
             recorded = {resolve_window(t.model) for t in traces}
             win = recorded.pop() if len(recorded) == 1 else None
         self.win = win
-        self.kept = grid_limits(limits, win, self.reserve, self.summary)
-        if not self.kept:
+        self.grid = None if args.seed_grid else args.grid  # another policy's grid (``size --policy``)
+        self.kept = grid_limits(limits, win, self.reserve, self.summary) if self.grid is None else limits
+        if not self.kept and self.grid is None:
             raise ConfigError(
                 f"--limits: every limit is above window {win} - output reserve {self.reserve} - largest "
                 f"summary {self.summary} = {win - self.reserve - self.summary}"
@@ -197,9 +274,20 @@ class Sizing:
 
     def evaluate(self, behaviour: dict[str, Any]) -> list:
         """Every setting of the grid (and no compaction) replayed under a mock-model ``behaviour``."""
-        from sim.analysis.size import evaluate
+        from sim.analysis.size import evaluate, evaluate_policy
 
         what = "" if behaviour == self.behaviour else " ({on_missing}/{summarizer})".format(**behaviour)
+        if self.grid is not None:
+            return evaluate_policy(
+                self.traces,
+                self.args.policy,
+                self.grid,
+                self.window,
+                self.pricing,
+                self.progress_of(what),
+                behaviour,
+                workers=self.args.workers,
+            )
         return evaluate(
             self.traces,
             self.args.policy,
@@ -222,13 +310,18 @@ class Sizing:
     def reference(self, behaviour: dict[str, Any], results: list):
         """The baseline replayed with no window, the cost reference, only where no compaction
         overflows some run (else None: the baseline is its own reference)."""
-        from sim.analysis.size import reference
+        from sim.analysis.size import policy_reference, reference
 
         if not results[0].overflow_runs:
             return None
         if self.show_progress:
             progress(0, 1, "size: the cost reference (no compaction, no window)", show=True)
-        ref = reference(self.traces, self.args.policy, self.pricing, behaviour, self.args.workers)
+        if self.grid is not None:
+            ref = policy_reference(
+                self.traces, self.args.policy, self.grid, self.pricing, behaviour, self.args.workers
+            )
+        else:
+            ref = reference(self.traces, self.args.policy, self.pricing, behaviour, self.args.workers)
         if self.show_progress:
             progress(1, 1, "size: the cost reference (no compaction, no window)", show=True)
         return ref
@@ -236,6 +329,7 @@ class Sizing:
     def judge(self, results: list, reference=None, worst=None) -> dict:
         """The verdict on ``results``: the same rule and tolerances for every mock behaviour."""
         from sim.analysis.verdict import verdict
+        from sim.policies.base import policy_class
 
         args = self.args
         return verdict(
@@ -249,6 +343,7 @@ class Sizing:
             workers=args.workers,
             reference=reference,
             worst_completion=worst,
+            trigger=None if self.grid is None else policy_class(args.policy).size_trigger,
         )
 
     def sized(self, sensitivity: bool) -> tuple[dict, list]:
@@ -286,13 +381,19 @@ def cmd_size(args: argparse.Namespace) -> int:
     model_flags(args, "auto", "auto")  # run's checks: an unknown --model, a --window below 1 (exit 2)
     limits = int_list(args.limits, "--limits") if args.limits else list(DEFAULT_LIMITS)
     keeps = int_list(args.keeps, "--keeps") if args.keeps else list(DEFAULT_KEEPS)
+    if args.seed_grid and args.grid:  # --grid on the seed engine's knobs: --limits/--keeps
+        limits = int_list(",".join(map(str, args.grid.get("context_token_limit", limits))), "--grid")
+        keeps = int_list(",".join(map(str, args.grid.get("keep_recent_tokens", keeps))), "--grid")
     traces = size_traces(args)
     sizing = Sizing(args, traces, limits, keeps)
     rec, results = sizing.sized(args.sensitivity)
     rec["grid_limits_left_out"] = [v for v in limits if v not in sizing.kept]
-    rec["budgets"] = runaway_budgets(results[0])
-    chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
-    rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
+    if sizing.grid is None:
+        rec["budgets"] = runaway_budgets(results[0])
+        chosen = (rec.get("recommended") or {}).get("keep_recent_tokens")
+        rec["keep_check"] = keep_check(load_bearing_results(traces), chosen)
+    else:  # the seed engine's rules (its token and cost budgets, its keep_recent_tokens)
+        rec["budgets"] = rec["keep_check"] = None
     sources = [f"dataset:{args.dataset}"] if args.dataset else list(args.paths)
     rec["assumptions"] = assumptions(
         traces, results[0].trace_hashes, sources, sizing.pricing, sizing.window, sizing.behaviour
@@ -311,10 +412,11 @@ def cmd_size(args: argparse.Namespace) -> int:
 def grid_table(rec: dict) -> list[dict[str, Any]]:
     """No compaction and every setting of the grid for the table, settings identical on every trace
     (``same_as``) collapsed into the row of the first of them, which names them (``tied``)."""
-    base = {**rec["baseline"], "context_token_limit": "none"}
+    names = rec.get("knobs") or ["context_token_limit", "keep_recent_tokens"]
+    base = {**rec["baseline"], names[0]: "none"}
     rows: dict[str, dict[str, Any]] = {}
     for g in [base, *rec["grid"]]:
-        label = "no compaction" if g is base else f"{g['context_token_limit']}/{g['keep_recent_tokens']}"
+        label = "no compaction" if g is base else "/".join(str(g[k]) for k in names)
         if g.get("same_as"):
             rows[g["same_as"]]["tied"].append(label)
             continue
@@ -325,8 +427,7 @@ def grid_table(rec: dict) -> list[dict[str, Any]]:
         else:
             why = "; ".join(g["why_not"])
         rows[label] = {
-            "context_token_limit": g["context_token_limit"],
-            "keep_recent_tokens": g["keep_recent_tokens"],
+            **{k: g[k] for k in names},
             "mean_cost_usd": round(g["mean_cost_usd"], 4),
             "saving_ci_usd": "-"
             if "saving_ci" not in g
@@ -339,7 +440,7 @@ def grid_table(rec: dict) -> list[dict[str, Any]]:
         }
     keeps: dict[str, set[str]] = {}  # per limit, the keeps the grid holds
     for g in rec["grid"]:
-        keeps.setdefault(str(g["context_token_limit"]), set()).add(str(g["keep_recent_tokens"]))
+        keeps.setdefault(str(g[names[0]]), set()).add("/".join(str(g[k]) for k in names[1:]))
     for r in rows.values():
         r["tied"] = _tied_cell(r["tied"], keeps)
     return list(rows.values())
@@ -371,9 +472,7 @@ def sensitivity_tables(rec: dict) -> tuple[list[dict[str, Any]], list[dict[str, 
             "on_missing": r["on_missing"],
             "summarizer": r["summarizer"],
             "verdict": r["verdict"],
-            "ships": f"{r['ships']['context_token_limit']}/{r['ships']['keep_recent_tokens']}"
-            if r["ships"]
-            else "-",
+            "ships": "/".join(str(v) for v in r["ships"].values()) if r["ships"] else "-",
         }
         for r in rec["sensitivity"]
     ]
@@ -389,6 +488,7 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
 
     rows = grid_table(rec)
     print(format_table(rows, list(rows[0])))
+    names = rec.get("knobs") or ["context_token_limit", "keep_recent_tokens"]
     left = rec["grid_limits_left_out"]
     print(
         f"\n{len(sizing.traces)} traces, {settings} settings of {args.policy} against no compaction; "
@@ -407,8 +507,7 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
         print(
             "runners-up: "
             + "; ".join(
-                f"{r['context_token_limit']}/{r['keep_recent_tokens']} ${r['mean_cost_usd']:.4f} "
-                f"({r['completion']:.0%})"
+                "/".join(str(r[k]) for k in names) + f" ${r['mean_cost_usd']:.4f} ({r['completion']:.0%})"
                 for r in rec["runners_up"]
             )
         )
@@ -427,6 +526,7 @@ def print_verdict(args: argparse.Namespace, rec: dict, sizing: Sizing, settings:
         f"verdict under the mock model on_missing={args.on_missing}, summarizer={args.summarizer}"
         + (" (oracle: an upper bound)" if args.summarizer == "oracle" else "")
     )
-    print(rules_text(rec["budgets"], rec["keep_check"]))
+    if rec["budgets"] is not None:
+        print(rules_text(rec["budgets"], rec["keep_check"]))
     print(assumptions_text(rec["assumptions"]))
     print(recommendation_line(rec))

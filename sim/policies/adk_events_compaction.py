@@ -132,6 +132,10 @@ class AdkEventsCompaction(Policy):
     summary_max_tokens: int = 2048
 
     name = "adk_events_compaction"
+    size_grid = {
+        "compaction_interval": (2, 3, 5, 8, 12),
+        "overlap_size": (0, 1, 2),
+    }  # ``ctxsim size --policy adk_events_compaction``'s default grid
     acts_before_call = True
     conformance_settings = (
         {"compaction_interval": 1, "overlap_size": 1, "summary_min_tokens": 10},

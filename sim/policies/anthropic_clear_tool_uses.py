@@ -133,6 +133,10 @@ class AnthropicClearToolUses(ClearToolUsesKnobs):
     become a placeholder; the cleared set persists."""
 
     name = "anthropic_clear_tool_uses"
+    size_grid = {
+        "trigger_tokens": (40000, 60000, 80000, 100000, 150000),
+        "keep": (1, 3, 5),
+    }  # ``ctxsim size --policy anthropic_clear_tool_uses``'s default grid
 
     def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
         if request_tokens(trace, view, call) <= self.trigger_tokens:

@@ -107,6 +107,9 @@ class AnthropicServerCompaction(Policy):
     summary_max_tokens: int = 2048
 
     name = "anthropic_server_compaction"
+    size_grid = {
+        "trigger_tokens": (50000, 75000, 100000, 125000, 150000)
+    }  # ``ctxsim size --policy anthropic_server_compaction``'s default grid
     acts_before_call = True
     conformance_settings = ({"trigger_tokens": MIN_TRIGGER, "summary_min_tokens": 64},)
 

@@ -32,6 +32,9 @@ class AutogenBuffered(KeepNewest):
     buffer_size: int = 20
 
     name = "autogen_buffered"
+    size_grid = {
+        "buffer_size": (5, 10, 20, 40, 80)
+    }  # ``ctxsim size --policy autogen_buffered``'s default grid
     reason = "buffer"
     conformance_settings = ({"buffer_size": 2}, {"buffer_size": 5})
 

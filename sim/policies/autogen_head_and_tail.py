@@ -44,6 +44,10 @@ class AutogenHeadAndTail(Policy):
     tail_size: int = 20
 
     name = "autogen_head_and_tail"
+    size_grid = {
+        "head_size": (1, 2, 4),
+        "tail_size": (5, 10, 20, 40),
+    }  # ``ctxsim size --policy autogen_head_and_tail``'s default grid
     acts_before_call = True
     conformance_settings = ({"head_size": 1, "tail_size": 2}, {"head_size": 3, "tail_size": 4})
 

@@ -60,6 +60,10 @@ class AutogenTokenLimited(Policy):
     token_count: str = "framework"
 
     name = "autogen_token_limited"
+    size_grid = {
+        "token_limit": (16000, 32000, 64000, 96000, 128000)
+    }  # ``ctxsim size --policy autogen_token_limited``'s default grid
+    size_off = {"token_limit": None}  # switched off: the sizing's baseline
     acts_before_call = True
     splits_pairs = True
     conformance_settings = ({"token_limit": 1500}, {"token_limit": 4000, "token_count": "provider"})

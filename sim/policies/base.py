@@ -222,6 +222,16 @@ class Policy:
     # knobs renamed to the library's own argument names: old name -> (new name, old value -> new value).
     # ``make_policy`` still takes the old name, translates it and warns once per use (KnobDeprecation)
     knob_aliases: ClassVar[dict[str, tuple[str, dict]]] = {}
+    # ``ctxsim size --policy``'s default grid (docs/sizing.md): one or two numeric knobs, each with the values
+    # tried (empty: the policy is not sized); ``size_off``: the knob values that switch the policy off, the
+    # baseline it is compared with (None: it has no off, ``raw`` stands in); ``size_trigger``: it acts only
+    # once a run grows past a threshold of its context (tokens, messages, events, turns), so a gentle enough
+    # setting never changes a run; ``size_harsher``: grid knobs whose larger values act more (the others act
+    # less as they grow): the gentlest setting is the one that acts least
+    size_grid: ClassVar[dict[str, tuple]] = {}
+    size_off: ClassVar[dict | None] = None
+    size_trigger: ClassVar[bool] = True
+    size_harsher: ClassVar[frozenset[str]] = frozenset()
     recovers: ClassVar[bool] = False  # offers ``on_overflow`` (compaction after a context-length rejection)
     overflow_retries: ClassVar[int] = 1  # rejections of one request ``on_overflow`` may answer in a row
     checks_after_call: ClassVar[bool] = False  # offers ``after_call`` (budgets)

@@ -60,6 +60,10 @@ class ClaudeCodeAutoCompact(Policy):
     summary_max_tokens: int = 2048
 
     name = "claude_code_auto_compact"
+    size_grid = {
+        "buffer_tokens": (5000, 13000, 30000, 60000, 100000)
+    }  # ``ctxsim size --policy claude_code_auto_compact``'s default grid
+    size_harsher = frozenset({"buffer_tokens"})  # larger acts earlier
     acts_before_call = True
     conformance_settings = (
         {"context_window": 1200, "max_output_tokens": 100, "buffer_tokens": 100, "summary_min_tokens": 32},

@@ -58,6 +58,9 @@ class CodexAutoCompact(Policy):
     summary_max_tokens: int = 2048
 
     name = "codex_auto_compact"
+    size_grid = {
+        "auto_compact_token_limit": (64000, 96000, 128000, 180000, 240000)
+    }  # ``ctxsim size --policy codex_auto_compact``'s default grid
     acts_before_call = True
     conformance_settings = (
         {"context_window": 1000, "user_message_max_tokens": 30, "summary_min_tokens": 32},

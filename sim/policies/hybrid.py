@@ -44,6 +44,7 @@ class Hybrid(Policy):
     summary_max_tokens: int = 2048
 
     name = "hybrid"
+    size_grid = {"n": (21, 43, 86), "m": (5, 10, 20)}  # ``ctxsim size --policy hybrid``'s default grid
     acts_before_call = True
     conformance_settings = (
         {"n": 2, "m": 1, "mask_n": 1, "summary_min_tokens": 10},

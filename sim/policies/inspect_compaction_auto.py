@@ -27,4 +27,7 @@ class InspectCompactionAuto(SummaryKnobs):
     CompactionSummary."""
 
     name = "inspect_compaction_auto"
+    size_grid = {
+        "threshold": (0.5, 0.7, 0.8, 0.9, 0.95)
+    }  # ``ctxsim size --policy inspect_compaction_auto``'s default grid
     conformance_settings = ({"threshold": 2500, "summary_min_tokens": 10},)

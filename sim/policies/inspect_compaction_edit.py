@@ -61,6 +61,10 @@ class InspectCompactionEdit(InspectCompaction):
     exclude_tools: tuple[str, ...] | None = None
 
     name = "inspect_compaction_edit"
+    size_grid = {
+        "threshold": (0.5, 0.7, 0.8, 0.9, 0.95),
+        "keep_tool_uses": (1, 3, 5),
+    }  # ``ctxsim size --policy inspect_compaction_edit``'s default grid
     conformance_settings = (
         {"threshold": 1500, "keep_tool_uses": 2},
         {"threshold": 2500, "keep_tool_uses": 1, "keep_tool_inputs": False},

@@ -81,6 +81,9 @@ class InspectCompactionSummary(SummaryKnobs):
     summary after system and the task; a summary still over the threshold ends the run."""
 
     name = "inspect_compaction_summary"
+    size_grid = {
+        "threshold": (0.5, 0.7, 0.8, 0.9, 0.95)
+    }  # ``ctxsim size --policy inspect_compaction_summary``'s default grid
     conformance_settings = (
         {"threshold": 2000, "summary_min_tokens": 10},
         {"threshold": 3000, "summary_ratio": 0.5, "summary_min_tokens": 10},

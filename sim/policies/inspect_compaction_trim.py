@@ -36,6 +36,10 @@ class InspectCompactionTrim(InspectCompaction):
     preserve: float = 0.8
 
     name = "inspect_compaction_trim"
+    size_grid = {
+        "threshold": (0.5, 0.7, 0.8, 0.9, 0.95),
+        "preserve": (0.5, 0.8),
+    }  # ``ctxsim size --policy inspect_compaction_trim``'s default grid
     conformance_settings = (
         {"threshold": 1500, "preserve": 0.5},
         {"threshold": 3000, "preserve": 0.8},

@@ -70,6 +70,10 @@ class LangchainClearToolUses(Policy):
     token_count_method: str = "approximate"
 
     name = "langchain_clear_tool_uses"
+    size_grid = {
+        "trigger": (40000, 60000, 80000, 100000, 150000),
+        "keep": (1, 3, 5),
+    }  # ``ctxsim size --policy langchain_clear_tool_uses``'s default grid
     acts_before_call = True
     knob_aliases = {
         "trigger_tokens": ("trigger", {}),

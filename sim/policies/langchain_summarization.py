@@ -137,6 +137,11 @@ class LangchainSummarization(Policy):
     summary_max_tokens: int = 2048
 
     name = "langchain_summarization"
+    size_grid = {
+        "trigger": (32000, 64000, 96000, 128000),
+        "keep": (10, 20, 40),
+    }  # ``ctxsim size --policy langchain_summarization``'s default grid
+    size_off = {"trigger": None}  # switched off: the sizing's baseline
     acts_before_call = True
     conformance_settings = (
         {"trigger": 800, "keep": 4, "summary_min_tokens": 32},

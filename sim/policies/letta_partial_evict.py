@@ -83,6 +83,10 @@ class LettaPartialEvict(Policy):
     summary_max_tokens: int = 2048
 
     name = "letta_partial_evict"
+    size_grid = {
+        "sliding_window_percentage": (0.1, 0.2, 0.3, 0.5)
+    }  # ``ctxsim size --policy letta_partial_evict``'s default grid
+    size_harsher = frozenset({"sliding_window_percentage"})  # larger acts earlier
     acts_before_call = True
     recovers = True
     overflow_retries = 3  # letta_agent_v3: compact and retry while attempt < max_summarizer_retries (3)

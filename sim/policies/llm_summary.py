@@ -110,6 +110,7 @@ class LlmSummary(Policy):
     summary_max_tokens: int = 2048
 
     name = "llm_summary"
+    size_grid = {"n": (11, 21, 41), "m": (5, 10, 20)}  # ``ctxsim size --policy llm_summary``'s default grid
     acts_before_call = True
     conformance_settings = ({"n": 2, "m": 1, "summary_min_tokens": 10}, {"n": 3, "m": 2})
 

@@ -174,6 +174,8 @@ class ObservationMasking(Policy):
     polling: int = 1
 
     name = "observation_masking"
+    size_grid = {"n": (1, 3, 5, 10, 20)}  # ``ctxsim size --policy observation_masking``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     acts_before_call = True
     plans = True
     plans_after_settle = True  # the boundary counts observations; a placeholder's size, the event's lines

@@ -54,6 +54,10 @@ class OpenHandsAmortizedForgetting(V0Condenser):
     max_size: int = 100
 
     name = "openhands_amortized_forgetting"
+    size_grid = {
+        "max_size": (50, 100, 200),
+        "keep_first": (0, 1, 4),
+    }  # ``ctxsim size --policy openhands_amortized_forgetting``'s default grid
     rolling = True
     conformance_settings = ({"keep_first": 1, "max_size": 6}, {"keep_first": 2, "max_size": 9})
 

@@ -43,6 +43,10 @@ class OpenHandsBrowserOutputMasking(V0Condenser):
     attention_window: int = 1
 
     name = "openhands_browser_output_masking"
+    size_grid = {
+        "attention_window": (1, 2, 5)
+    }  # ``ctxsim size --policy openhands_browser_output_masking``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     plans = True
     conformance_settings = ({"attention_window": 0}, {"attention_window": 3})
 

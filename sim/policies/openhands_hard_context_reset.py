@@ -44,6 +44,9 @@ class OpenHandsHardContextReset(Policy):
     summary_max_tokens: int = 2048
 
     name = "openhands_hard_context_reset"
+    size_grid = {
+        "hard_context_reset_context_scaling": (0.5, 0.7, 0.8, 0.9)
+    }  # ``ctxsim size --policy openhands_hard_context_reset``'s default grid
     recovers = True
     overflow_retries = 1000
     max_event_length = 1 << 62  # the first attempt sends every event whole

@@ -153,24 +153,26 @@ def enforce(info: Events, raw: list[tuple]) -> list[tuple]:
     no observation in the view answers, with the rest of its response (``ToolCallMatchingProperty``,
     ``BatchAtomicityProperty``), and an observation no action in the view issued; until none applies."""
     out = raw
+    paired, call_id, calls = info.paired, info.call_id, info.calls  # (read at every call: locals)
     while True:
         seen: set[str] = set()
         drop = set()
         for p, x in enumerate(out):
-            if x[0] == EV and info.paired[x[1]]:
-                c = info.call_id[x[1]]
+            if x[0] == EV and paired[x[1]]:
+                c = call_id[x[1]]
                 if c in seen:
                     drop.add(p)
                 seen.add(c)
         if not drop:
-            acts = {c for x in out if x[0] == EV and x[1] in info.calls for c in info.calls[x[1]]}
+            acts = {c for x in out if x[0] == EV and x[1] in calls for c in calls[x[1]]}
             for p, x in enumerate(out):
                 if x[0] != EV:
                     continue
                 i = x[1]
-                if i in info.calls and any(c not in seen for c in info.calls[i]):
-                    drop.add(p)
-                elif info.paired[i] and info.call_id[i] not in acts:
+                if i in calls:
+                    if not seen.issuperset(calls[i]):  # a call no observation in the view answers
+                        drop.add(p)
+                elif paired[i] and call_id[i] not in acts:
                     drop.add(p)
         if not drop:
             return out
@@ -298,12 +300,12 @@ def sdk_changes(t: Trace, st: SdkState, view: View, entries: list[tuple]) -> lis
     in_raw = {x[1] for x in st.raw if x[0] == EV}
     hidden, out = set(), []
     for i in range(view.n):
-        e = t.events[i]
         if i in carriers:
             want = (SUMMARIZED, *carriers[i])
         elif i in st.summarized:
             want = (SUMMARIZED, 0, 0)
         elif i in present and i in st.hidden:
+            e = t.events[i]
             want = (ItemState.VERBATIM, e.tokens, e.bytes)
         elif i in in_raw and i not in present:
             hidden.add(i)
@@ -334,6 +336,10 @@ class OpenHandsLLMSummarizing(V0Condenser):
     summary_max_tokens: int = 2048
 
     name = "openhands_llm_summarizing"
+    size_grid = {
+        "max_size": (50, 100, 200),
+        "keep_first": (1, 4),
+    }  # ``ctxsim size --policy openhands_llm_summarizing``'s default grid
     rolling = True
     conformance_settings = (
         {"keep_first": 1, "max_size": 6},

@@ -99,6 +99,11 @@ def is_obs(info: Events, entry: tuple) -> bool:
     return entry[0] != EV or info.obs[entry[1]]
 
 
+def _sizes(t: Trace) -> tuple[list[int], list[int]]:
+    """Every event's tokens and bytes as lists (``apply`` reads them for every event it sends, every call)."""
+    return [e.tokens for e in t.events], [e.bytes for e in t.events]
+
+
 def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
     """``ConversationMemory.process_events`` over a condensed view: how often each event is sent."""
     sent: dict[int, int] = {}
@@ -115,16 +120,21 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
         add(info.first_user)  # re-inserted as the second message
     pending: dict[int, tuple[str, ...]] = {}
     answered: dict[str, int] = {}
+    calls, paired, call_id, mute = info.calls, info.paired, info.call_id, info.mute
     for x in entries:
         if x[0] != EV:
             continue  # a placeholder or a summary: a user message (sized by the entry)
         i = x[1]
-        if i in info.calls:
-            pending[i] = info.calls[i]
-        elif info.paired[i]:
-            answered[info.call_id[i]] = i
-        elif not info.mute[i]:
-            add(i)
+        if i in calls:
+            pending[i] = calls[i]
+        elif paired[i]:
+            answered[call_id[i]] = i
+        else:
+            if not mute[i]:
+                sent[i] = sent.get(i, 0) + 1
+            # nothing pending or answered changed, and the last pass left no pending action complete
+            # (a pass only removes): the pass would do nothing
+            continue
         for a, ids in list(pending.items()):
             # checked one pending action after another, as OpenHands does: two calls reusing an id
             # (SWE-agent's traces do) wait on one answer, which goes to the older call only
@@ -161,8 +171,18 @@ def apply(
     placeholders = {x[1]: (x[2], x[3]) for x in out if x[0] == PH}
     present = {x[1] for x in out if x[0] == EV}
     changes = []
+    vstate, vtokens, vbytes, n = view.state, view.tokens, view.nbytes, view.n
+    tokens, nbytes = t.derived("openhands_sizes", _sizes)
     for i in sorted(mine):
-        if i >= view.n:
+        if i >= n:
+            continue
+        if i in sent and i != carrier:  # the common case first: sent as it is (the branch below, unrolled)
+            k = sent[i]
+            if vstate[i] == ItemState.BOUNDED and k == 1:
+                continue
+            tok, nb = tokens[i] * k, nbytes[i] * k
+            if vstate[i] != V or vtokens[i] != tok or vbytes[i] != nb:
+                changes.append(Change(i, V, tok, nb, "openhands"))
             continue
         if i == carrier:
             want = (SUMMARIZED, *summary)
@@ -225,12 +245,15 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
     """The view this condenser is given: the events not forgotten, as OpenHands' ``View.from_events``
     builds it (an earlier pipeline step's placeholders and summaries as such), its summary inserted."""
     out: list[tuple] = []
-    ev = t.events
+    units, vstate, vtokens = info.units, view.state, view.tokens
+    gone = st.dropped | st.summarized
+    own = st.masked | st.hidden
     for i in range(view.n):
-        if ev[i].kind == "tools" or i in st.dropped or i in st.summarized:
+        u = units[i]
+        if u == 0 or i in gone:  # 0 units: the tools event (``Events``)
             continue
-        s, tok = view.state[i], view.tokens[i]
-        if i not in st.masked and i not in st.hidden:
+        if i not in own and vstate[i] != V:
+            s, tok = vstate[i], vtokens[i]
             if s == DROPPED or (s == SUMMARIZED and tok == 0):
                 continue  # forgotten by an earlier step
             if s == SUMMARIZED:
@@ -239,7 +262,10 @@ def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
             if s == MASKED and tok > 0:
                 out.append((PH, i, tok, view.nbytes[i]))
                 continue
-        out.extend([(EV, i)] * info.units[i])
+        if u == 1:
+            out.append((EV, i))
+        else:
+            out.extend([(EV, i)] * u)
     if st.summary is not None:
         out.insert(min(st.summary_pos, len(out)), (SUM, st.carrier, *st.summary))
     return out

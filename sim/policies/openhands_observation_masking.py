@@ -43,6 +43,10 @@ class OpenHandsObservationMasking(V0Condenser):
     attention_window: int = 5
 
     name = "openhands_observation_masking"
+    size_grid = {
+        "attention_window": (1, 3, 5, 10, 20)
+    }  # ``ctxsim size --policy openhands_observation_masking``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     plans = True
     conformance_settings = ({"attention_window": 1}, {"attention_window": 12})
 

@@ -32,6 +32,10 @@ class OpenHandsRecentEvents(V0Condenser):
     max_events: int = 10
 
     name = "openhands_recent_events"
+    size_grid = {
+        "max_events": (5, 10, 20, 40),
+        "keep_first": (1, 2),
+    }  # ``ctxsim size --policy openhands_recent_events``'s default grid
     conformance_settings = ({"keep_first": 1, "max_events": 4}, {"keep_first": 2, "max_events": 7})
 
     def __post_init__(self) -> None:

@@ -36,6 +36,10 @@ class PaginateLargeResults(Policy):
     page_tokens: int = 4000
 
     name = "paginate_large_results"
+    size_grid = {
+        "page_tokens": (1000, 2000, 4000, 8000, 16000)
+    }  # ``ctxsim size --policy paginate_large_results``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     settles = True
     spills = True  # it hides content behind a handle: needed facts may call for a page read
     conformance_settings = ({"page_tokens": 100},)

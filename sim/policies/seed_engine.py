@@ -238,6 +238,12 @@ class SeedEngine(Policy):
     persist_compaction: bool = True  # the durable compaction record (a conversation of several runs)
 
     name = "seed_engine"
+    # ``ctxsim size``'s default grid (``--limits``/``--keeps`` are its shorthand; ``sim.analysis.size``)
+    size_grid = {
+        "context_token_limit": (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000),
+        "keep_recent_tokens": (2000, 4000, 8000, 12000, 16000, 20000),
+    }
+    size_off = {"context_token_limit": None}  # switched off: the sizing's baseline
     settles = True
     acts_before_call = True
     recovers = True

@@ -30,6 +30,10 @@ class SpillLargeResults(Policy):
     preview_chars: int = 2000
 
     name = "spill_large_results"
+    size_grid = {
+        "threshold_tokens": (5000, 10000, 20000, 40000)
+    }  # ``ctxsim size --policy spill_large_results``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     settles = True
     spills = True
 

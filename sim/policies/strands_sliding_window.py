@@ -201,6 +201,9 @@ class StrandsSlidingWindow(Policy):
     per_turn: bool | int = False
 
     name = "strands_sliding_window"
+    size_grid = {
+        "window_size": (10, 20, 40, 80)
+    }  # ``ctxsim size --policy strands_sliding_window``'s default grid
     acts_before_call = True
     recovers = True
     overflow_retries = 1 << 20  # Strands retries after every reduction; each one deletes or cuts something

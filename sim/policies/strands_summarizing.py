@@ -97,6 +97,9 @@ class StrandsSummarizing(Policy):
     summary_max_tokens: int = 2048
 
     name = "strands_summarizing"
+    size_grid = {
+        "preserve_recent_messages": (5, 10, 20, 40)
+    }  # ``ctxsim size --policy strands_summarizing``'s default grid
     acts_before_call = True
     recovers = True
     overflow_retries = 1 << 20  # Strands reduces until the request fits; a repeated state ends the run

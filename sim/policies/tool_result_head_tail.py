@@ -55,6 +55,10 @@ class ToolResultHeadTail(Policy):
     tail_chars: int | None = None
 
     name = "tool_result_head_tail"
+    size_grid = {
+        "max_chars": (2000, 5000, 10000, 20000, 40000)
+    }  # ``ctxsim size --policy tool_result_head_tail``'s default grid
+    size_trigger = False  # acts on every run, whatever its size
     settles = True
 
     def __post_init__(self) -> None:
