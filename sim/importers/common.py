@@ -74,6 +74,28 @@ class Message:
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
     hidden_from: int | None = None  # first message index whose recorded request lacked it (recorded_request)
     run_index: int = 0  # the run of the conversation it belongs to (``number_runs``)
+    # further parts of one response written as several records (``add_part``), joined by ``joined``
+    more: list | None = field(default=None, repr=False, compare=False)
+
+    def add_part(self, text: str | None, ids: Sequence[str] = (), ops: Sequence = ()) -> None:
+        """Another part of this message (one model response written as several records): its text (an
+        empty one adds nothing), tool call ids and file operations, kept aside and joined once by
+        ``joined``. Joining at each part copied the message so far: quadratic in the parts (issue 41)."""
+        if self.more is None:
+            self.more = [[self.content] if self.content else [], list(self.tool_call_ids), list(self.file_ops)]
+        texts, all_ids, all_ops = self.more
+        if text:
+            texts.append(text)
+        all_ids.extend(ids)
+        all_ops.extend(ops)
+
+    def joined(self) -> Message:
+        """This message with its parts joined (text lines, then ids and file operations in order)."""
+        if self.more is not None:
+            texts, all_ids, all_ops = self.more
+            self.content = "\n".join(texts)
+            self.tool_call_ids, self.file_ops, self.more = tuple(all_ids), tuple(all_ops), None
+        return self
 
 
 @dataclass
@@ -550,6 +572,8 @@ def build_trace(
     usage; a call without usage is kept with unknown input (a warning says how many)."""
     if not messages:
         raise TraceError(file, "no messages to import", record=trace_id)
+    for m in messages:
+        m.joined()
     answers = _answered_ids(messages, file, trace_id)
     for i, m in enumerate(messages):
         unix_time(m.timestamp, file, f"{trace_id} message {i}", "timestamp")
