@@ -63,6 +63,7 @@ from pathlib import Path
 from sim.core.types import Child, Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
+    Fenwick,
     Message,
     Usage,
     anthropic_usage,
@@ -358,7 +359,13 @@ def _side_session(sides: _Sides, parent: _Session, d: dict) -> _Side:
         return sides.sides[sides.unnamed_by_uuid[up]]
     last = sides.sides[-1] if sides.sides else None
     unlinked = not (isinstance(up, str) and up in sides.uuids)
-    if agent is None and last is not None and last.agent_id is None and unlinked and d.get("type") == "assistant":
+    if (
+        agent is None
+        and last is not None
+        and last.agent_id is None
+        and unlinked
+        and d.get("type") == "assistant"
+    ):
         return last
     new = _Side(_Session(parent.sid), agent, len(parent.messages), len(sides.sides))
     new.session.model, new.session.version = parent.model, parent.version
@@ -371,52 +378,34 @@ def _side_session(sides: _Sides, parent: _Session, d: dict) -> _Side:
 class _Pending:
     """The tool calls of a parent's calls still without a result, as sidechains begin (in file order,
     so at non-decreasing message counts): ``nth(spawner, upto, j)`` is the ``j``-th call of event
-    ``spawner`` that no event before ``upto`` answers. The events are walked once and each spawner's
-    calls marked answered in a Fenwick tree, so each query is a logarithm, not a scan of the parent."""
+    ``spawner`` that no event before ``upto`` answers. The parent's events are walked once and the
+    spawner's answered calls cleared in a Fenwick tree: a logarithm a sidechain, not a scan of the
+    parent (8,000 sidechains of one long session were quadratic)."""
 
     def __init__(self, parent: Trace) -> None:
         self.events = parent.events
         self.answered: set[str | None] = set()
         self.upto = 0
         self.spawner: int | None = None
-        self.where: dict[str, list[int]] = {}  # the spawner's call id -> its positions
-        self.tree: list[int] = []
-
-    def _clear(self, p: int) -> None:
-        p += 1
-        while p < len(self.tree):
-            self.tree[p] -= 1
-            p += p & -p
+        self.where: dict[str, list[int]] = {}  # the spawner's call id -> its positions among its calls
+        self.unanswered = Fenwick(())
 
     def nth(self, spawner: int, upto: int, j: int) -> str | None:
         while self.upto < upto:
             t = self.events[self.upto].tool_call_id
-            if t not in self.answered:
+            if t is not None and t not in self.answered:
                 self.answered.add(t)
-                for p in self.where.get(t, ()) if t is not None else ():
-                    self._clear(p)
+                for p in self.where.get(t, ()):
+                    self.unanswered.add(p, -1)
             self.upto += 1
+        ids = self.events[spawner].tool_call_ids
         if spawner != self.spawner:
-            self.spawner = spawner
-            ids = self.events[spawner].tool_call_ids
-            self.where = {}
+            self.spawner, self.where = spawner, {}
             for p, t in enumerate(ids):
                 self.where.setdefault(t, []).append(p)
-            n = len(ids)
-            self.tree = [0] * (n + 1)
-            for p, t in enumerate(ids):  # built in linear time: each node adds itself to its parent
-                self.tree[p + 1] += 0 if t in self.answered else 1
-                q = p + 1 + ((p + 1) & -(p + 1))
-                if q <= n:
-                    self.tree[q] += self.tree[p + 1]
-        pos, left, step = 0, j + 1, 1 << max(len(self.tree) - 1, 1).bit_length()
-        while step:  # the smallest position whose prefix of unanswered calls reaches j + 1
-            if pos + step < len(self.tree) and self.tree[pos + step] < left:
-                pos += step
-                left -= self.tree[pos]
-            step >>= 1
-        ids = self.events[spawner].tool_call_ids
-        return ids[pos] if pos < len(ids) else None
+            self.unanswered = Fenwick([0 if t in self.answered else 1 for t in ids])
+        p = self.unanswered.find(j)
+        return ids[p] if p < len(ids) else None
 
 
 def _children(file: str, parent: Trace, sides) -> tuple[Child, ...]:
