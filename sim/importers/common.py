@@ -44,10 +44,22 @@ from sim.cost.tokens import (
 from sim.information.recorded_request import present_needs
 from sim.util.errors import TraceError
 from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
-from sim.util.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
+from sim.util.limits import (
+    INPUT_BYTES_KNOB,
+    MAX_COUNT,
+    MAX_DECODED_BYTES,
+    MAX_LZMA_DICT_BYTES,
+    TIME_MAX,
+    USAGE_COUNTS,
+    count_problem,
+    max_input_bytes,
+    number_problem,
+    short_id,
+    time_problem,
+)
 from sim.util.notices import ImportNotice as ImportNotice  # where importers have always taken it from
 
-MAX_ARCHIVE_BYTES = 1 << 30  # all members of one archive, decompressed (as declared, and as produced)
+MAX_ARCHIVE_BYTES = MAX_DECODED_BYTES  # all members of an archive, decompressed (declared, and produced)
 
 
 def warn(file: str, message: str) -> None:
@@ -333,25 +345,39 @@ class Archive:
                 raise TraceError(self.file, f"not a valid archive ({exc})") from None
             self._infos = {}
             declared = 0
+            cap = self._cap = max_input_bytes(MAX_ARCHIVE_BYTES)
             for info in self._zf.infolist():
-                name = info.filename
-                problem = _bad_member_name(name)
+                problem = _bad_member_name(info.filename)
                 if problem:
-                    raise TraceError(self.file, f"archive member {name!r} {problem}", field="members")
+                    raise TraceError(
+                        self.file, f"archive member {short_id(info.filename)!r} {problem}", field="members"
+                    )
+                # one name, one member: 'samples/./a.json' and 'samples//a.json' are 'samples/a.json'
+                # (an extractor writes them to one file), so the archive is refused, not read three times
+                name = _member_name(info.filename)
                 if name in self._infos:
-                    raise TraceError(self.file, f"archive holds member {name!r} twice", field="members")
-                self._infos[name] = info
-                declared += info.file_size
-                if declared > MAX_ARCHIVE_BYTES:
+                    same = self._infos[name].filename
+                    also = "" if same == info.filename else f" (also spelled {short_id(same)!r})"
                     raise TraceError(
                         self.file,
-                        f"archive unpacks to more than {MAX_ARCHIVE_BYTES:,} bytes",
+                        f"archive holds member {short_id(info.filename)!r} twice{also}: which one is "
+                        "meant cannot be told",
+                        field="members",
+                    )
+                self._infos[name] = info
+                declared += info.file_size
+                if declared > cap:
+                    raise TraceError(
+                        self.file,
+                        f"archive members declare more than {cap:,} bytes decompressed in all (raise the cap "
+                        f"with {INPUT_BYTES_KNOB}=BYTES)",
+                        record=short_id(info.filename),
                         field="members",
                     )
         except BaseException:
             self._fp.close()
             raise
-        self._left = MAX_ARCHIVE_BYTES  # actual bytes the remaining reads may produce
+        self._left = self._cap  # actual bytes the remaining reads may produce
 
     @property
     def names(self) -> list[str]:
@@ -377,7 +403,10 @@ class Archive:
             if exc.ratio is not None:
                 why = f"decompresses at more than {MAX_COMPRESSION_RATIO:,}:1, a decompression bomb"
             elif limit < MAX_DOCUMENT_BYTES:
-                why = f"takes the archive's members past {MAX_ARCHIVE_BYTES:,} bytes decompressed"
+                why = (
+                    f"takes the archive's members past {self._cap:,} bytes decompressed (raise the cap with "
+                    f"{INPUT_BYTES_KNOB}=BYTES)"
+                )
             else:
                 why = (
                     f"decompresses to more than {limit:,} bytes, the most ctxsim parses as one JSON document"
@@ -385,7 +414,14 @@ class Archive:
             raise TraceError(
                 self.file, f"archive member {why} (its header declares {info.file_size:,} bytes)", record=name
             ) from None
-        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+        except _DictionaryTooLarge as exc:
+            raise TraceError(
+                self.file,
+                f"archive member's LZMA dictionary is declared {exc.size:,} bytes, more than the "
+                f"{exc.cap:,} ctxsim allocates for one (raise the cap with {INPUT_BYTES_KNOB}=BYTES)",
+                record=name,
+            ) from None
+        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError, MemoryError) as exc:
             raise TraceError(self.file, f"archive member cannot be read ({exc})", record=name) from None
         self._left -= len(data)
         if len(data) != info.file_size:
@@ -403,6 +439,12 @@ class Archive:
 def safe_zip(path: Path) -> Archive:
     """The archive at ``path`` opened for bounded reading in memory (see ``Archive``)."""
     return Archive(path)
+
+
+def _member_name(name: str) -> str:
+    """A member's name as a path: ``.`` parts and repeated slashes dropped (a directory's trailing slash
+    too), so two spellings of one path are one name."""
+    return str(PurePosixPath(name)) if name else name
 
 
 def _bad_member_name(name: str) -> str | None:
@@ -478,7 +520,16 @@ def _lzma_decompressor(f, left: int) -> tuple[lzma.LZMADecompressor, int]:
     d, lp_pb = props[0] % 9, props[0] // 9
     filt = {"id": lzma.FILTER_LZMA1, "lc": d, "lp": lp_pb % 5, "pb": lp_pb // 5}
     filt["dict_size"] = int.from_bytes(props[1:5], "little")
+    cap = max_input_bytes(MAX_LZMA_DICT_BYTES)
+    if filt["dict_size"] > cap:  # liblzma allocates the whole dictionary before it reads a byte
+        raise _DictionaryTooLarge(filt["dict_size"], cap)
     return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt]), 4 + n
+
+
+class _DictionaryTooLarge(Exception):
+    def __init__(self, size: int, cap: int) -> None:
+        super().__init__()
+        self.size, self.cap = size, cap
 
 
 class _TooMuch(Exception):
@@ -770,7 +821,9 @@ def checked(t: Trace, file: str) -> Trace:
     from sim.trace.schema import number_problems
 
     found = number_problems(t)
-    if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
+    # runs numbered in order, each with a call; a trace without calls too, as validate and run refuse it
+    # (an Inspect log whose messages all share one id collapses to one message and no call: issue 41)
+    if t.runs > 1 or not t.calls or any(e.run_index for e in t.events):
         from sim.trace.rules import run_problems
 
         found += run_problems(
