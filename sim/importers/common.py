@@ -51,6 +51,7 @@ from sim.util.limits import (
     MAX_LZMA_DICT_BYTES,
     TIME_MAX,
     USAGE_COUNTS,
+    clip,
     count_problem,
     max_input_bytes,
     number_problem,
@@ -63,7 +64,8 @@ MAX_ARCHIVE_BYTES = MAX_DECODED_BYTES  # all members of an archive, decompressed
 
 
 def warn(file: str, message: str) -> None:
-    warnings.warn(ImportNotice(f"{file}: {message}"), stacklevel=2)
+    """An import notice; cut to one readable line however long the identifiers it quotes (``clip``)."""
+    warnings.warn(ImportNotice(clip(f"{file}: {message}")), stacklevel=2)
 
 
 @dataclass

@@ -21,7 +21,9 @@ class TraceError(CtxsimError):
             where += f": record {record}"
         if field is not None:
             where += f": field {field}"
-        super().__init__(f"{where}: {message}")
+        from sim.util.limits import clip  # an identifier from the input may be megabytes long
+
+        super().__init__(clip(f"{where}: {message}"))
 
     def __reduce__(self):  # picklable with its fields: a worker process (pool, launcher) sends it back
         return (type(self), (self.file, self.message, self.record, self.field))

@@ -159,3 +159,15 @@ def short_id(v, limit: int = MAX_ID_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit // 2]}...({len(text):,} characters)"
+
+
+MAX_MESSAGE_CHARS = 2000  # an error or warning line: an identifier from the input may be megabytes long
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut in the middle past ``limit`` characters (its start names the place, its end says
+    what is wrong), saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]}...({len(text) - head - tail:,} characters left out)...{text[-tail:]}"
