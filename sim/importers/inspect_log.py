@@ -8,16 +8,20 @@ messages of its request and the usage of its response. The first event's input, 
 later input adds beyond the running conversation, then each event's output message (one assistant
 message = one call, with that event's usage). Messages the sample holds but no model event saw
 (e.g. a last tool result) are appended after; a sample without model events falls back to its
-``messages`` (calls without usage). Messages are matched by Inspect's message ``id`` (by their JSON
-where there is none). Model events under a ``scorer`` span (a grader model) are not the agent's calls.
+``messages`` (calls without usage). Messages are matched by Inspect's message ``id`` (by their JSON as
+written, ``attachment://`` references unresolved, where there is none: a long attachment is not
+re-encoded for every request that repeats its message). Model events under a ``scorer`` span (a
+grader model) are not the agent's calls.
 
 Mapping. ``system``/``user`` -> the same kinds; ``assistant`` -> assistant (its text, then one JSON
 line ``{"function", "arguments"}`` per tool call; ``tool_call_ids`` from the calls' ids); ``tool`` ->
 tool_result (``tool_call_id``; a tool error's message appended). The tool definitions of the first
 model event become one ``tools`` event at the start: every request carries them, so they are input.
-``attachment://<hash>`` references (Inspect stores long strings once per sample) are resolved;
-``.eval`` logs of Inspect >= 0.3.13x also pool messages (``message_pool`` + ``input_refs``, ranges
-``[start, end)``) and are expanded the same way.
+``attachment://<hash>`` references (Inspect stores long strings once per sample) are resolved when
+their message joins the conversation, each counted once against a cap on what they add to a sample
+(128 MiB, ``CTXSIM_MAX_INPUT_BYTES``); ``.eval`` logs of Inspect >= 0.3.13x also pool messages
+(``message_pool`` + ``input_refs``, ranges ``[start, end)``), read through an index of the pool
+(``_Pool``) as the messages the ranges spell.
 
 Not modelled: reasoning parts (providers drop or re-encode earlier turns' reasoning; what they count
 lands in the per-call residual); images, audio and video are kept as a ``[image]``-style placeholder
