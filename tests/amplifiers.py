@@ -392,3 +392,19 @@ def tau_bench_turns(folder: Path, n: int) -> Path:
     traj.append({"role": "assistant", "content": "bye"})
     runs = [{"task_id": 0, "reward": 1.0, "info": {}, "traj": traj, "trial": 0}]
     return _write(folder / "tau.json", runs)
+
+
+def openai_chat_json_results(folder: Path, n: int) -> Path:
+    """One assistant message issuing ``n`` tool calls (each with an argument), then ``n`` JSON results:
+    each result's entity is looked up among the calls of the message that issued it."""
+    calls = []
+    for k in range(n):
+        fn = {"name": "get", "arguments": json.dumps({"id": f"e{k}"})}
+        calls.append({"id": f"c{k}", "type": "function", "function": fn})
+    msgs = [{"role": "user", "content": "go"}, {"role": "assistant", "content": "", "tool_calls": calls}]
+    for k in range(n):
+        msgs.append(
+            {"role": "tool", "tool_call_id": f"c{k}", "content": json.dumps({"status": f"state_{k:05d}"})}
+        )
+    msgs += [{"role": "assistant", "content": "done"}]
+    return _write(folder / "chat_json.json", msgs)

@@ -123,6 +123,12 @@ CASES = {
         8000,
         lambda ts, n: len(ts[0].events) == 2 * n + 3,
     ),
+    "openai-chat JSON results of one call": (
+        "openai-chat",
+        amp.openai_chat_json_results,
+        6000,
+        lambda ts, n: len(ts[0].events) == n + 3,  # on main: 3.4x (each result scanned its call ids)
+    ),
     "anthropic-messages many results": (
         "anthropic-messages",
         amp.anthropic_messages_calls,
