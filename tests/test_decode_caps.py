@@ -26,8 +26,8 @@ from hostile import LZMA, inspect_eval_members, member, zip_bytes
 from sim.cli import main
 from sim.importers import load_path
 from sim.trace.codec import arrow_schema
-from sim.util.errors import ConfigError, TraceError
-from sim.util.limits import INPUT_BYTES_KNOB, MAX_LZMA_DICT_BYTES, clip, max_input_bytes
+from sim.util.errors import ConfigError, TraceError, clip
+from sim.util.limits import INPUT_BYTES_KNOB, MAX_LZMA_DICT_BYTES, max_input_bytes
 
 MiB = 1 << 20
 KNOB = INPUT_BYTES_KNOB

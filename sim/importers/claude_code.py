@@ -63,7 +63,6 @@ from pathlib import Path
 from sim.core.types import Child, Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
-    Fenwick,
     Message,
     Usage,
     anthropic_usage,
@@ -73,6 +72,7 @@ from sim.importers.common import (
     warn,
 )
 from sim.util.errors import TraceError
+from sim.util.fenwick import Fenwick
 from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, lines_of, parse_document, parse_json
 
 FORMAT = "claude-code"

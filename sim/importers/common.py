@@ -42,7 +42,7 @@ from sim.cost.tokens import (
     text_coefficients,
 )
 from sim.information.recorded_request import present_needs
-from sim.util.errors import TraceError
+from sim.util.errors import TraceError, clip
 from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
 from sim.util.limits import (
     INPUT_BYTES_KNOB,
@@ -51,7 +51,6 @@ from sim.util.limits import (
     MAX_LZMA_DICT_BYTES,
     TIME_MAX,
     USAGE_COUNTS,
-    clip,
     count_problem,
     max_input_bytes,
     number_problem,
@@ -61,6 +60,7 @@ from sim.util.limits import (
 from sim.util.notices import ImportNotice as ImportNotice  # where importers have always taken it from
 
 MAX_ARCHIVE_BYTES = MAX_DECODED_BYTES  # all members of an archive, decompressed (declared, and produced)
+_RAISE = f"raise the cap with {INPUT_BYTES_KNOB}=BYTES"
 
 
 def warn(file: str, message: str) -> None:
@@ -92,9 +92,8 @@ class Message:
     more: list | None = field(default=None, repr=False, compare=False)
 
     def add_part(self, text: str | None, ids: Sequence[str] = (), ops: Sequence = ()) -> None:
-        """Another part of this message (one model response written as several records): its text (an
-        empty one adds nothing), tool call ids and file operations, kept aside and joined once by
-        ``joined``. Joining at each part copied the message so far: quadratic in the parts (issue 41)."""
+        """Another part of this message (one response written as several records): text (if any), call ids,
+        file operations, kept aside and joined once by ``joined`` (joining each part was quadratic)."""
         if self.more is None:
             self.more = [
                 [self.content] if self.content else [],
@@ -107,8 +106,7 @@ class Message:
         all_ids.extend(ids)
         all_ops.extend(ops)
 
-    def joined(self) -> Message:
-        """This message with its parts joined (text lines, then ids and file operations in order)."""
+    def joined(self) -> Message:  # its parts joined: text lines, then ids and file operations in order
         if self.more is not None:
             texts, all_ids, all_ops = self.more
             self.content = "\n".join(texts)
@@ -269,46 +267,6 @@ def read_json_file(path: Path, file: str | None = None):
     return load_json(raw, file)
 
 
-class Fenwick:
-    """Counts at positions ``0 .. n-1`` (a Fenwick tree): add to one, sum a range, find the position of
-    the ``k``-th unit, each in a logarithm of ``n``. For joins that would otherwise scan a span of
-    records for every record (issue 41: importers stay linear in their input)."""
-
-    def __init__(self, values: Sequence[int]) -> None:
-        n = len(values)
-        tree = [0] * (n + 1)
-        for i, v in enumerate(values, 1):  # linear: each node adds itself to its parent once complete
-            tree[i] += v
-            j = i + (i & -i)
-            if j <= n:
-                tree[j] += tree[i]
-        self.n, self.tree = n, tree
-
-    def add(self, p: int, d: int) -> None:
-        p += 1
-        while p <= self.n:
-            self.tree[p] += d
-            p += p & -p
-
-    def prefix(self, p: int) -> int:
-        """The sum of positions ``0 .. p-1``."""
-        total = 0
-        while p > 0:
-            total += self.tree[p]
-            p -= p & -p
-        return total
-
-    def find(self, k: int) -> int:
-        """The position of the ``k``-th unit (from 0) when every count is 0 or 1; ``n`` if there are fewer."""
-        pos, left, step = 0, k + 1, 1 << self.n.bit_length()
-        while step:
-            if pos + step <= self.n and self.tree[pos + step] < left:
-                pos += step
-                left -= self.tree[pos]
-            step >>= 1
-        return pos
-
-
 # ------------------------------------------------------------------------------------------------ archives
 MAX_ARCHIVE_MEMBERS = 200_000  # each costs a few hundred bytes of index before anything is read
 MAX_COMPRESSION_RATIO = 1000  # deflate's own ceiling is ~1,032:1; bzip2 and LZMA bombs go far beyond
@@ -354,8 +312,7 @@ class Archive:
                     raise TraceError(
                         self.file, f"archive member {short_id(info.filename)!r} {problem}", field="members"
                     )
-                # one name, one member: 'samples/./a.json' and 'samples//a.json' are 'samples/a.json'
-                # (an extractor writes them to one file), so the archive is refused, not read three times
+                # 'samples/./a.json', 'samples//a.json': one path, so one member (not three traces)
                 name = _member_name(info.filename)
                 if name in self._infos:
                     same = self._infos[name].filename
@@ -371,8 +328,7 @@ class Archive:
                 if declared > cap:
                     raise TraceError(
                         self.file,
-                        f"archive members declare more than {cap:,} bytes decompressed in all (raise the cap "
-                        f"with {INPUT_BYTES_KNOB}=BYTES)",
+                        f"archive members declare more than {cap:,} bytes decompressed in all ({_RAISE})",
                         record=short_id(info.filename),
                         field="members",
                     )
@@ -405,10 +361,7 @@ class Archive:
             if exc.ratio is not None:
                 why = f"decompresses at more than {MAX_COMPRESSION_RATIO:,}:1, a decompression bomb"
             elif limit < MAX_DOCUMENT_BYTES:
-                why = (
-                    f"takes the archive's members past {self._cap:,} bytes decompressed (raise the cap with "
-                    f"{INPUT_BYTES_KNOB}=BYTES)"
-                )
+                why = f"takes the archive past {self._cap:,} bytes decompressed ({_RAISE})"
             else:
                 why = (
                     f"decompresses to more than {limit:,} bytes, the most ctxsim parses as one JSON document"
@@ -420,7 +373,7 @@ class Archive:
             raise TraceError(
                 self.file,
                 f"archive member's LZMA dictionary is declared {exc.size:,} bytes, more than the "
-                f"{exc.cap:,} ctxsim allocates for one (raise the cap with {INPUT_BYTES_KNOB}=BYTES)",
+                f"{exc.cap:,} ctxsim allocates for one ({_RAISE})",
                 record=name,
             ) from None
         except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError, MemoryError) as exc:
@@ -530,8 +483,8 @@ def _lzma_decompressor(f, left: int) -> tuple[lzma.LZMADecompressor, int]:
 
 class _DictionaryTooLarge(Exception):
     def __init__(self, size: int, cap: int) -> None:
-        super().__init__()
-        self.size, self.cap = size, cap
+        super().__init__(size, cap)
+        self.size, self.cap = size, cap  # an LZMA member's declared dictionary, and the cap
 
 
 class _TooMuch(Exception):
@@ -823,8 +776,7 @@ def checked(t: Trace, file: str) -> Trace:
     from sim.trace.schema import number_problems
 
     found = number_problems(t)
-    # runs numbered in order, each with a call; a trace without calls too, as validate and run refuse it
-    # (an Inspect log whose messages all share one id collapses to one message and no call: issue 41)
+    # runs numbered in order, each with a call; a trace without calls too (validate and run refuse it)
     if t.runs > 1 or not t.calls or any(e.run_index for e in t.events):
         from sim.trace.rules import run_problems
 

@@ -57,7 +57,6 @@ from pathlib import Path
 from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
-    Fenwick,
     Message,
     Usage,
     build_trace,
@@ -70,6 +69,7 @@ from sim.importers.common import (
     warn,
 )
 from sim.util.errors import TraceError
+from sim.util.fenwick import Fenwick
 from sim.util.limits import INPUT_BYTES_KNOB, MAX_ATTACHMENT_BYTES, max_input_bytes
 
 FORMAT_JSON = "inspect-json"

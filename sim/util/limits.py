@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from sim.util.errors import ConfigError
+
 MAX_COUNT = 2**53 - 1  # counts are integers in [0, 2^53)
 MAX_TRACE_TOKENS = 2**40  # a trace's worst case must stay below this (see trace_token_bound)
 MAX_RUN_TOKENS = 2**51  # a replayed run's rows x its largest count must stay below this (run_sum_problem)
@@ -146,8 +148,6 @@ def max_input_bytes(default: int = MAX_ATTACHMENT_BYTES) -> int:
     except ValueError:
         value = 0
     if not 0 < value <= 2**62:
-        from sim.util.errors import ConfigError
-
         raise ConfigError(f"{INPUT_BYTES_KNOB}={_short(raw)}: expected a number of bytes in [1, 2^62]")
     return value
 
@@ -159,15 +159,3 @@ def short_id(v, limit: int = MAX_ID_CHARS) -> str:
     if len(text) <= limit:
         return text
     return f"{text[: limit // 2]}...({len(text):,} characters)"
-
-
-MAX_MESSAGE_CHARS = 2000  # an error or warning line: an identifier from the input may be megabytes long
-
-
-def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """``text`` cut in the middle past ``limit`` characters (its start names the place, its end says
-    what is wrong), saying how much was left out."""
-    if len(text) <= limit:
-        return text
-    head, tail = limit * 2 // 3, limit // 3
-    return f"{text[:head]}...({len(text) - head - tail:,} characters left out)...{text[-tail:]}"
