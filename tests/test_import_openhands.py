@@ -467,16 +467,18 @@ def test_sdk_missing_usage_and_orphan_observation_warn(tmp_path):
 
 
 def test_sdk_events_follow_their_file_number_and_bad_json_names_the_file(tmp_path):
-    events = [_sdk_user("zzz", "first"), _sdk_user("aaa", "second")]
+    reply = _sdk_user("yyy", "third")  # a model call: a conversation without one is refused (issue 41)
+    reply["source"], reply["llm_message"]["role"] = "agent", "assistant"
+    events = [_sdk_user("zzz", "first"), _sdk_user("aaa", "second"), reply]
     events[0]["timestamp"] = "2026-01-01T00:00:09"  # timestamps can disagree; the number decides
     conv = _sdk_folder(tmp_path, events, [])
     (t,) = load_path(conv)
-    assert [e.content for e in t.events] == ["first", "second"]
-    bad = conv / "events" / "event-00002-bbb.json"
+    assert [e.content for e in t.events] == ["first", "second", "third"]
+    bad = conv / "events" / "event-00003-bbb.json"
     bad.write_text('{"id": "bbb", "kind": ')
     with pytest.raises(TraceError) as exc:
         list(load_path(conv))
-    assert exc.value.file == "conv/events/event-00002-bbb.json" and "invalid JSON" in str(exc.value)
+    assert exc.value.file == "conv/events/event-00003-bbb.json" and "invalid JSON" in str(exc.value)
 
 
 def test_v0_output_run_without_history_is_skipped_with_a_warning(tmp_path):

@@ -42,16 +42,30 @@ from sim.cost.tokens import (
     text_coefficients,
 )
 from sim.information.recorded_request import present_needs
-from sim.util.errors import TraceError
+from sim.util.errors import TraceError, clip
 from sim.util.jsonl import MAX_DOCUMENT_BYTES, DocumentTooLarge, parse_document
-from sim.util.limits import MAX_COUNT, TIME_MAX, USAGE_COUNTS, count_problem, number_problem, time_problem
+from sim.util.limits import (
+    INPUT_BYTES_KNOB,
+    MAX_COUNT,
+    MAX_DECODED_BYTES,
+    MAX_LZMA_DICT_BYTES,
+    TIME_MAX,
+    USAGE_COUNTS,
+    count_problem,
+    max_input_bytes,
+    number_problem,
+    short_id,
+    time_problem,
+)
 from sim.util.notices import ImportNotice as ImportNotice  # where importers have always taken it from
 
-MAX_ARCHIVE_BYTES = 1 << 30  # all members of one archive, decompressed (as declared, and as produced)
+MAX_ARCHIVE_BYTES = MAX_DECODED_BYTES  # all members of an archive, decompressed (declared, and produced)
+_RAISE = f"raise the cap with {INPUT_BYTES_KNOB}=BYTES"
 
 
 def warn(file: str, message: str) -> None:
-    warnings.warn(ImportNotice(f"{file}: {message}"), stacklevel=2)
+    """An import notice; cut to one readable line however long the identifiers it quotes (``clip``)."""
+    warnings.warn(ImportNotice(clip(f"{file}: {message}")), stacklevel=2)
 
 
 @dataclass
@@ -74,6 +88,30 @@ class Message:
     sent: bool = True  # False: an event the framework counts but never sends (0 tokens, e.g. a recall)
     hidden_from: int | None = None  # first message index whose recorded request lacked it (recorded_request)
     run_index: int = 0  # the run of the conversation it belongs to (``number_runs``)
+    # further parts of one response written as several records (``add_part``), joined by ``joined``
+    more: list | None = field(default=None, repr=False, compare=False)
+
+    def add_part(self, text: str | None, ids: Sequence[str] = (), ops: Sequence = ()) -> None:
+        """Another part of this message (one response written as several records): text (if any), call ids,
+        file operations, kept aside and joined once by ``joined`` (joining each part was quadratic)."""
+        if self.more is None:
+            self.more = [
+                [self.content] if self.content else [],
+                list(self.tool_call_ids),
+                list(self.file_ops),
+            ]
+        texts, all_ids, all_ops = self.more
+        if text:
+            texts.append(text)
+        all_ids.extend(ids)
+        all_ops.extend(ops)
+
+    def joined(self) -> Message:  # its parts joined: text lines, then ids and file operations in order
+        if self.more is not None:
+            texts, all_ids, all_ops = self.more
+            self.content = "\n".join(texts)
+            self.tool_call_ids, self.file_ops, self.more = tuple(all_ids), tuple(all_ops), None
+        return self
 
 
 @dataclass
@@ -267,25 +305,37 @@ class Archive:
                 raise TraceError(self.file, f"not a valid archive ({exc})") from None
             self._infos = {}
             declared = 0
+            cap = self._cap = max_input_bytes(MAX_ARCHIVE_BYTES)
             for info in self._zf.infolist():
-                name = info.filename
-                problem = _bad_member_name(name)
+                problem = _bad_member_name(info.filename)
                 if problem:
-                    raise TraceError(self.file, f"archive member {name!r} {problem}", field="members")
+                    raise TraceError(
+                        self.file, f"archive member {short_id(info.filename)!r} {problem}", field="members"
+                    )
+                # 'samples/./a.json', 'samples//a.json': one path, so one member (not three traces)
+                name = _member_name(info.filename)
                 if name in self._infos:
-                    raise TraceError(self.file, f"archive holds member {name!r} twice", field="members")
-                self._infos[name] = info
-                declared += info.file_size
-                if declared > MAX_ARCHIVE_BYTES:
+                    same = self._infos[name].filename
+                    also = "" if same == info.filename else f" (also spelled {short_id(same)!r})"
                     raise TraceError(
                         self.file,
-                        f"archive unpacks to more than {MAX_ARCHIVE_BYTES:,} bytes",
+                        f"archive holds member {short_id(info.filename)!r} twice{also}: which one is "
+                        "meant cannot be told",
+                        field="members",
+                    )
+                self._infos[name] = info
+                declared += info.file_size
+                if declared > cap:
+                    raise TraceError(
+                        self.file,
+                        f"archive members declare more than {cap:,} bytes decompressed in all ({_RAISE})",
+                        record=short_id(info.filename),
                         field="members",
                     )
         except BaseException:
             self._fp.close()
             raise
-        self._left = MAX_ARCHIVE_BYTES  # actual bytes the remaining reads may produce
+        self._left = self._cap  # actual bytes the remaining reads may produce
 
     @property
     def names(self) -> list[str]:
@@ -311,7 +361,7 @@ class Archive:
             if exc.ratio is not None:
                 why = f"decompresses at more than {MAX_COMPRESSION_RATIO:,}:1, a decompression bomb"
             elif limit < MAX_DOCUMENT_BYTES:
-                why = f"takes the archive's members past {MAX_ARCHIVE_BYTES:,} bytes decompressed"
+                why = f"takes the archive past {self._cap:,} bytes decompressed ({_RAISE})"
             else:
                 why = (
                     f"decompresses to more than {limit:,} bytes, the most ctxsim parses as one JSON document"
@@ -319,7 +369,14 @@ class Archive:
             raise TraceError(
                 self.file, f"archive member {why} (its header declares {info.file_size:,} bytes)", record=name
             ) from None
-        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError) as exc:
+        except _DictionaryTooLarge as exc:
+            raise TraceError(
+                self.file,
+                f"archive member's LZMA dictionary is declared {exc.size:,} bytes, more than the "
+                f"{exc.cap:,} ctxsim allocates for one ({_RAISE})",
+                record=name,
+            ) from None
+        except (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError, MemoryError) as exc:
             raise TraceError(self.file, f"archive member cannot be read ({exc})", record=name) from None
         self._left -= len(data)
         if len(data) != info.file_size:
@@ -337,6 +394,12 @@ class Archive:
 def safe_zip(path: Path) -> Archive:
     """The archive at ``path`` opened for bounded reading in memory (see ``Archive``)."""
     return Archive(path)
+
+
+def _member_name(name: str) -> str:
+    """A member's name as a path: ``.`` parts and repeated slashes dropped (a directory's trailing slash
+    too), so two spellings of one path are one name."""
+    return str(PurePosixPath(name)) if name else name
 
 
 def _bad_member_name(name: str) -> str | None:
@@ -412,7 +475,16 @@ def _lzma_decompressor(f, left: int) -> tuple[lzma.LZMADecompressor, int]:
     d, lp_pb = props[0] % 9, props[0] // 9
     filt = {"id": lzma.FILTER_LZMA1, "lc": d, "lp": lp_pb % 5, "pb": lp_pb // 5}
     filt["dict_size"] = int.from_bytes(props[1:5], "little")
+    cap = max_input_bytes(MAX_LZMA_DICT_BYTES)
+    if filt["dict_size"] > cap:  # liblzma allocates the whole dictionary before it reads a byte
+        raise _DictionaryTooLarge(filt["dict_size"], cap)
     return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[filt]), 4 + n
+
+
+class _DictionaryTooLarge(Exception):
+    def __init__(self, size: int, cap: int) -> None:
+        super().__init__(size, cap)
+        self.size, self.cap = size, cap  # an LZMA member's declared dictionary, and the cap
 
 
 class _TooMuch(Exception):
@@ -550,6 +622,8 @@ def build_trace(
     usage; a call without usage is kept with unknown input (a warning says how many)."""
     if not messages:
         raise TraceError(file, "no messages to import", record=trace_id)
+    for m in messages:
+        m.joined()
     answers = _answered_ids(messages, file, trace_id)
     for i, m in enumerate(messages):
         unix_time(m.timestamp, file, f"{trace_id} message {i}", "timestamp")
@@ -702,7 +776,8 @@ def checked(t: Trace, file: str) -> Trace:
     from sim.trace.schema import number_problems
 
     found = number_problems(t)
-    if t.runs > 1 or any(e.run_index for e in t.events):  # runs numbered in order, each with a call
+    # runs numbered in order, each with a call; a trace without calls too (validate and run refuse it)
+    if t.runs > 1 or not t.calls or any(e.run_index for e in t.events):
         from sim.trace.rules import run_problems
 
         found += run_problems(

@@ -8,16 +8,20 @@ messages of its request and the usage of its response. The first event's input, 
 later input adds beyond the running conversation, then each event's output message (one assistant
 message = one call, with that event's usage). Messages the sample holds but no model event saw
 (e.g. a last tool result) are appended after; a sample without model events falls back to its
-``messages`` (calls without usage). Messages are matched by Inspect's message ``id`` (by their JSON
-where there is none). Model events under a ``scorer`` span (a grader model) are not the agent's calls.
+``messages`` (calls without usage). Messages are matched by Inspect's message ``id`` (by their JSON as
+written, ``attachment://`` references unresolved, where there is none: a long attachment is not
+re-encoded for every request that repeats its message). Model events under a ``scorer`` span (a
+grader model) are not the agent's calls.
 
 Mapping. ``system``/``user`` -> the same kinds; ``assistant`` -> assistant (its text, then one JSON
 line ``{"function", "arguments"}`` per tool call; ``tool_call_ids`` from the calls' ids); ``tool`` ->
 tool_result (``tool_call_id``; a tool error's message appended). The tool definitions of the first
 model event become one ``tools`` event at the start: every request carries them, so they are input.
-``attachment://<hash>`` references (Inspect stores long strings once per sample) are resolved;
-``.eval`` logs of Inspect >= 0.3.13x also pool messages (``message_pool`` + ``input_refs``, ranges
-``[start, end)``) and are expanded the same way.
+``attachment://<hash>`` references (Inspect stores long strings once per sample) are resolved when
+their message joins the conversation, each counted once against a cap on what they add to a sample
+(128 MiB, ``CTXSIM_MAX_INPUT_BYTES``); ``.eval`` logs of Inspect >= 0.3.13x also pool messages
+(``message_pool`` + ``input_refs``, ranges ``[start, end)``), read through an index of the pool
+(``_Pool``) as the messages the ranges spell.
 
 Not modelled: reasoning parts (providers drop or re-encode earlier turns' reasoning; what they count
 lands in the per-call residual); images, audio and video are kept as a ``[image]``-style placeholder
@@ -65,6 +69,8 @@ from sim.importers.common import (
     warn,
 )
 from sim.util.errors import TraceError
+from sim.util.fenwick import Fenwick
+from sim.util.limits import INPUT_BYTES_KNOB, MAX_ATTACHMENT_BYTES, max_input_bytes
 
 FORMAT_JSON = "inspect-json"
 FORMAT_EVAL = "inspect-eval"
@@ -186,18 +192,29 @@ def _recorded_policy(steps: list[dict], spec: dict) -> dict:
 class _Attachments:
     """A sample's attachments: ``resolve`` puts each ``attachment://`` reference's text in its place
     (through lists and objects); a reference without an attachment is kept as is and noted in
-    ``missing``."""
+    ``missing``. What references expand to is counted (``expanded``, UTF-8 bytes): messages are resolved
+    once, when they join the conversation, so each reference counts once however often later requests
+    repeat its message, and ``check`` refuses a sample past the cap (400 references to one 8 MiB
+    attachment would otherwise be a 3 GB trace from a 13 KB file)."""
 
-    def __init__(self, att: dict) -> None:
+    def __init__(self, att: dict, file: str, trace_id: str) -> None:
         self.att = att
         self.missing: set[str] = set()
+        self.expanded = 0
+        self.file, self.trace_id = file, trace_id
+        self.sizes: dict[str, int] = {}
+        self.cap = max_input_bytes(MAX_ATTACHMENT_BYTES)
 
     def resolve(self, value):
         if isinstance(value, str):
             if value.startswith(_ATTACHMENT):
                 key = value[len(_ATTACHMENT) :]
-                if isinstance(self.att.get(key), str):
-                    return self.att[key]
+                text = self.att.get(key)
+                if isinstance(text, str):
+                    if key not in self.sizes:
+                        self.sizes[key] = len(text.encode("utf-8", "surrogatepass"))
+                    self.expanded += self.sizes[key]
+                    return text
                 self.missing.add(key)
             return value
         if isinstance(value, list):
@@ -205,6 +222,17 @@ class _Attachments:
         if isinstance(value, dict):
             return {k: self.resolve(v) for k, v in value.items()}
         return value
+
+    def check(self, rec: str) -> None:
+        cap = self.cap
+        if self.expanded > cap:
+            raise TraceError(
+                self.file,
+                f"attachment references expand the sample to more than {cap:,} bytes (each reference "
+                f"counted once); raise the cap with {INPUT_BYTES_KNOB}=BYTES",
+                record=rec,
+                field="attachments",
+            )
 
 
 class _Conversation:
@@ -222,18 +250,29 @@ class _Conversation:
         self.tools_first = None
         self.tools_changed = 0
         self.accounting: set[str] = set()
+        self.pos: dict[str, int] = {}  # key -> its position in the conversation (keys are distinct)
+        self.pool: _Pool | None = None
 
-    def append(self, m: dict, rec: str) -> None:
-        k = _key(m)
+    def append(self, m: dict, rec: str, att: _Attachments, key: str | None = None) -> bool:
+        """Append message ``m`` (as written: its references not yet resolved) unless one with its key is
+        in the conversation; resolved here, once. True when it was appended."""
+        k = _key(m) if key is None else key
         if k in self.seen:
-            return
+            return False
         self.seen.add(k)
+        self.pos[k] = len(self.conv_keys)
         self.conv_keys.append(k)
-        self.messages.append(_message(m, self.file, rec))
+        self.messages.append(_message(att.resolve(m), self.file, rec))
+        att.check(rec)
+        if self.pool is not None:
+            self.pool.seen(k, self.pos[k])
+        return True
 
 
-def _take_model_event(c: _Conversation, ev: dict, rec: str, pool: list, att: _Attachments) -> None:
-    """One model event: its input's new messages, then its output message (a call, with its usage)."""
+def _take_model_event(c: _Conversation, ev: dict, rec: str, att: _Attachments) -> None:
+    """One model event: its input's new messages, then its output message (a call, with its usage).
+    Messages are compared and keyed as written (``attachment://`` references unresolved) and resolved
+    when they join the conversation; an input given as ``input_refs`` goes through the pool's index."""
     file, messages = c.file, c.messages
     out_msg = _output_message(ev)
     if out_msg is None:  # an errored or still-pending request produced no message: not a call
@@ -241,37 +280,151 @@ def _take_model_event(c: _Conversation, ev: dict, rec: str, pool: list, att: _At
         return
     raw_input = ev.get("input")
     refs = ev.get("input_refs")
+    ranges = None
     if not raw_input and isinstance(refs, list) and refs:
-        raw_input = _expand_refs(refs, pool, file, rec)
-    if not isinstance(raw_input, list):
+        if c.pool is None:
+            c.pool = _Pool([])
+        ranges = c.pool.ranges(refs, file, rec)
+    elif not isinstance(raw_input, list):
         raise TraceError(file, "expected a list of messages", record=rec, field="input")
-    inp = [att.resolve(m) for m in raw_input]
-    for j, m in enumerate(inp):
-        if not isinstance(m, dict):
-            raise TraceError(file, "expected a message object", record=rec, field=f"input[{j}]")
-    tools = att.resolve(ev.get("tools")) if isinstance(ev.get("tools"), list) else None
+    else:
+        for j, m in enumerate(raw_input):
+            if not isinstance(m, dict):
+                raise TraceError(file, "expected a message object", record=rec, field=f"input[{j}]")
+    tools = ev.get("tools") if isinstance(ev.get("tools"), list) else None
     if c.tools_first is None and not messages:
         c.tools_first = tools or []
         if c.tools_first:
-            messages.append(Message("tools", json.dumps(c.tools_first, sort_keys=True, ensure_ascii=False)))
+            resolved = att.resolve(c.tools_first)
+            messages.append(Message("tools", json.dumps(resolved, sort_keys=True, ensure_ascii=False)))
+            att.check(rec)
     elif tools is not None and tools != c.tools_first:
         c.tools_changed += 1
-    keys = [_key(m) for m in inp]
-    if keys[: len(c.conv_keys)] != c.conv_keys:
-        c.not_prefix += 1
-    for j, m in enumerate(inp):
-        c.append(m, f"{rec} input[{j}]")
-    out = att.resolve(out_msg)
-    k = _key(out)
+    if ranges is not None:
+        if not c.pool.extends(ranges, len(c.conv_keys)):
+            c.not_prefix += 1
+        c.pool.append_new(ranges, c, att, rec)
+    else:
+        keys = [_key(m) for m in raw_input]
+        if keys[: len(c.conv_keys)] != c.conv_keys:
+            c.not_prefix += 1
+        for j, (m, k) in enumerate(zip(raw_input, keys, strict=True)):
+            c.append(m, f"{rec} input[{j}]", att, k)
+    k = _key(out_msg)
     if k in c.seen:  # the same output recorded twice (a retried event): keep the first call
         c.skipped += 1
         return
-    c.append(out, f"{rec} output")
+    c.append(out_msg, f"{rec} output", att, k)
     ts = iso_timestamp(ev.get("timestamp"), file, rec, "timestamp")
     messages[-1].timestamp = ts
     u = (ev.get("output") or {}).get("usage")
     if isinstance(u, Mapping):
         c.usage[len(messages) - 1] = _usage(u, ts, c.accounting, file, rec)
+
+
+class _Pool:
+    """A sample's ``message_pool`` indexed for ``input_refs`` (ranges ``[start, end)`` of it), so that a
+    model event costs time in its ranges and in the messages it adds, not in the messages its ranges
+    span (``n`` events each taking ``[[0, n]]`` of ``n`` messages without ids were quadratic: 17 KB, 116 s).
+
+    - Each pool message is keyed once; ``nxt`` skips, in a union-find, the pool messages whose key the
+      conversation holds already (each is skipped for good once marked).
+    - Whether ranges spell the running conversation's start (``extends``): the conversation's keys are
+      distinct, so pool message ``q`` is in place at input position ``j`` when its key's position in
+      the conversation is ``j``; over a range starting at ``a``, read at input offset ``o``, every
+      ``q`` must have ``diff[q]`` (that position less ``q``) equal to ``o - a``. ``diff`` is set once a
+      key joins the conversation and never changes, and a Fenwick tree counts the neighbours with equal
+      ``diff``: a range check is then one lookup and one sum."""
+
+    def __init__(self, pool: list) -> None:
+        self.pool = pool
+        n = len(pool)
+        self.keys = [_key(m) if isinstance(m, dict) else None for m in pool]
+        self.where: dict[str, list[int]] = {}
+        for q, k in enumerate(self.keys):
+            if k is not None:
+                self.where.setdefault(k, []).append(q)
+        self.not_dicts = [0]  # running count of pool entries that are not message objects
+        for k in self.keys:
+            self.not_dicts.append(self.not_dicts[-1] + (k is None))
+        self.diff: list[int | None] = [None] * n
+        self.runs = Fenwick([0] * max(n - 1, 0))  # 1 at q: diff[q] == diff[q + 1], both set
+        self.nxt = list(range(n + 1))
+
+    def ranges(self, refs: list, file: str, rec: str) -> list[tuple[int, int]]:
+        """The ranges of ``input_refs``, each checked, and each message they span an object."""
+        n = len(self.pool)
+        out = []
+        for r in refs:
+            ok = isinstance(r, list | tuple) and len(r) == 2 and all(isinstance(x, int) for x in r)
+            if not ok or not 0 <= r[0] <= r[1] <= n:
+                raise TraceError(
+                    file, f"bad message pool range {_short(r)} (pool of {n})", record=rec, field="input_refs"
+                )
+            out.append((r[0], r[1]))
+        offset = 0
+        for a, b in out:
+            if self.not_dicts[b] != self.not_dicts[a]:
+                q = next(q for q in range(a, b) if self.keys[q] is None)
+                raise TraceError(
+                    file, "expected a message object", record=rec, field=f"input[{offset + q - a}]"
+                )
+            offset += b - a
+        return out
+
+    def seen(self, key: str, at: int) -> None:
+        """The conversation took ``key`` at position ``at``."""
+        for q in self.where.pop(key, ()):
+            self.diff[q] = at - q
+            self.nxt[q] = q + 1
+            for r in (q - 1, q):
+                if (
+                    0 <= r < len(self.diff) - 1
+                    and self.diff[r] is not None
+                    and self.diff[r] == self.diff[r + 1]
+                ):
+                    self.runs.add(r, 1)
+
+    def _next(self, q: int) -> int:
+        nxt = self.nxt
+        while nxt[q] != q:
+            nxt[q] = nxt[nxt[q]]
+            q = nxt[q]
+        return q
+
+    def extends(self, ranges: list[tuple[int, int]], held: int) -> bool:
+        """Whether the messages ``ranges`` spell begin with the conversation's ``held`` messages."""
+        if sum(b - a for a, b in ranges) < held:
+            return held == 0
+        offset = 0
+        for a, b in ranges:
+            if offset >= held:
+                break
+            m = min(b - a, held - offset)
+            if m > 0:
+                if self.diff[a] != offset - a:
+                    return False
+                if m > 1 and self.runs.prefix(a + m - 1) - self.runs.prefix(a) != m - 1:
+                    return False
+            offset += b - a
+        return True
+
+    def append_new(
+        self, ranges: list[tuple[int, int]], c: _Conversation, att: _Attachments, rec: str
+    ) -> None:
+        """Append, in order, the messages ``ranges`` spell that the conversation does not hold."""
+        offset = 0
+        for a, b in ranges:
+            q = self._next(a)
+            while q < b:
+                c.append(self.pool[q], f"{rec} input[{offset + q - a}]", att, self.keys[q])
+                q = self._next(q + 1)
+            offset += b - a
+
+
+def _short(v) -> str:
+    text = repr(v)
+    return text if len(text) <= 60 else f"{text[:40]}... ({len(text):,} characters)"
 
 
 def _warn_sample(file: str, trace_id: str, c: _Conversation, att: _Attachments) -> None:
@@ -319,19 +472,24 @@ def _convert_sample(
 ) -> Trace | None:
     sid, epoch = sample.get("id"), sample.get("epoch", 1)
     trace_id = f"{task}/{sid}/{epoch}"
-    att = _Attachments(sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {})
+    att = _Attachments(
+        sample.get("attachments") if isinstance(sample.get("attachments"), dict) else {}, file, trace_id
+    )
     pool = sample.get("message_pool") if isinstance(sample.get("message_pool"), list) else []
     events = sample.get("events") if isinstance(sample.get("events"), list) else []
     model_events = _agent_model_events(events)
     c = _Conversation(file)
+    if pool:
+        c.pool = _Pool(pool)
     for n, ev in model_events:
-        _take_model_event(c, ev, f"{trace_id} events[{n}]", pool, att)
+        _take_model_event(c, ev, f"{trace_id} events[{n}]", att)
 
     sample_msgs = sample.get("messages") if isinstance(sample.get("messages"), list) else []
-    for j, m in enumerate(att.resolve(sample_msgs)):
+    for j, m in enumerate(sample_msgs):
         if not isinstance(m, dict):
             raise TraceError(file, "expected a message object", record=trace_id, field=f"messages[{j}]")
-        c.append(m, f"{trace_id} messages[{j}]")
+    for j, m in enumerate(sample_msgs):
+        c.append(m, f"{trace_id} messages[{j}]", att)
 
     _warn_sample(file, trace_id, c, att)
     if not c.messages:
@@ -372,18 +530,6 @@ def _agent_model_events(events: list) -> list[tuple[int, dict]]:
                 s, depth = span_parent.get(s), depth + 1
             if not scorer:
                 out.append((n, ev))
-    return out
-
-
-def _expand_refs(refs: list, pool: list, file: str, rec: str) -> list:
-    out = []
-    for r in refs:
-        ok = isinstance(r, list | tuple) and len(r) == 2 and all(isinstance(x, int) for x in r)
-        if not ok or not 0 <= r[0] <= r[1] <= len(pool):
-            raise TraceError(
-                file, f"bad message pool range {r!r} (pool of {len(pool)})", record=rec, field="input_refs"
-            )
-        out.extend(pool[r[0] : r[1]])
     return out
 
 

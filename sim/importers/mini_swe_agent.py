@@ -63,6 +63,7 @@ def _message_kinds(messages: list, file: str) -> list[tuple[str, str, dict]]:
     result (mini-swe-agent returns each command's output as the next user message)."""
     events_raw: list[tuple[str, str, dict]] = []  # kind, content, message
     seen_user = False
+    called = False  # an assistant message came before (kept, not searched for at each message)
     for i, m in enumerate(messages):
         rec = f"messages[{i}]"
         if not isinstance(m, dict):
@@ -77,10 +78,11 @@ def _message_kinds(messages: list, file: str) -> list[tuple[str, str, dict]]:
                 file, f"expected a string, got {type(content).__name__}", record=rec, field="content"
             )
         if role == "user":
-            kind = "tool_result" if seen_user and any(k == "assistant" for k, _, _ in events_raw) else "user"
+            kind = "tool_result" if seen_user and called else "user"
             seen_user = True
         else:
             kind = role
+            called = called or role == "assistant"
         events_raw.append((kind, content, m))
     return events_raw
 

@@ -160,6 +160,7 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
     usage: dict[int, Usage] = {}
     last_action: tuple[str, int] | None = None  # (response id, message index) of the latest ActionEvent
     run_starts: list[int] = []
+    called = False  # an assistant message is among the messages so far (kept, not searched for each one)
     for name, e in events:
         kind, ts = e.get("kind"), iso_timestamp(e.get("timestamp"), f"{folder}/{name}", None, "timestamp")
         # the messages this event adds carry its kind (sim.core.types.Event.source_type)
@@ -187,9 +188,10 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
             extended = _text(e.get("extended_content"))
             if extended:
                 text = f"{text}\n{extended}" if text else extended
-            if role == "user" and e.get("source") != "agent" and any(m.kind == "assistant" for m in messages):
+            if role == "user" and e.get("source") != "agent" and called:
                 run_starts.append(len(messages))  # a message sent to the conversation after it ran: a new run
             messages.append(Message(role, text, timestamp=ts))
+            called = called or role == "assistant"
             rid = e.get("llm_response_id")
             if role == "assistant" and isinstance(rid, str) and rid in usages:
                 usage[len(messages) - 1] = usages[rid]
@@ -198,13 +200,12 @@ def convert(state: Mapping, events: list[tuple[str, Mapping]], folder: str) -> T
             if not isinstance(tcid, str) or not tcid:
                 raise TraceError(name, "expected the id of the tool call", field="tool_call_id")
             if last_action is not None and rid is not None and last_action[0] == rid:
-                m = messages[last_action[1]]  # a parallel tool call of the same response
-                m.tool_call_ids = (*m.tool_call_ids, tcid)
-                m.content = f"{m.content}\n{_tool_call(e)}"
+                messages[last_action[1]].add_part(_tool_call(e), (tcid,))  # a parallel call of one response
                 continue
             thought = _text(e.get("thought"))
             text = f"{thought}\n{_tool_call(e)}" if thought else _tool_call(e)
             messages.append(Message("assistant", text, (tcid,), timestamp=ts))
+            called = True
             last_action = (rid, len(messages) - 1)
             if isinstance(rid, str) and rid in usages:
                 usage[len(messages) - 1] = usages[rid]

@@ -181,6 +181,8 @@ class _History:
         self.messages: list[Message] = []
         self.usage: dict[int, Usage] = {}
         self.call_of_response: dict[str, int] = {}  # model response id -> its assistant message
+        self.ids_of_call: dict[int, set] = {}  # assistant message -> the tool call ids it issues (a set)
+        self.called = False  # an assistant message is among the messages (kept, not searched each time)
         self.tool_call_of: dict = {}  # kept action id -> its tool call id (None: a user action or reply)
         self.skipped: set = set()
         self.agent_version: str | None = None
@@ -249,7 +251,7 @@ class _History:
                 text = f"User executed the command:\n{args.get('command', '')}"
             else:
                 text = _str(e.get("message"), json.dumps(dict(args), ensure_ascii=False))
-            if a == "message" and any(m.kind == "assistant" for m in self.messages):
+            if a == "message" and self.called:
                 self.run_starts.append(len(self.messages))
             self.messages.append(Message("user", text, timestamp=ts, source_type=f"action:{a}"))
             self.tool_call_of[eid] = None
@@ -276,10 +278,10 @@ class _History:
         op = file_op(a, args, tcid)
         if rid is not None and rid in self.call_of_response:  # a further tool call of the same response
             i = self.call_of_response[rid]
-            m = self.messages[i]
-            if tcid is not None and tcid not in m.tool_call_ids:
-                m.tool_call_ids = (*m.tool_call_ids, tcid)
-                m.file_ops = (*m.file_ops, *op)
+            issued = self.ids_of_call.setdefault(i, set(self.messages[i].tool_call_ids))
+            if tcid is not None and tcid not in issued:
+                issued.add(tcid)
+                self.messages[i].add_part(None, (tcid,), op)
             return
         text = _response_text(resp) if resp else None
         if text is None:
@@ -295,6 +297,7 @@ class _History:
             )
         )
         i = len(self.messages) - 1
+        self.called = True
         if rid is not None:
             self.call_of_response[rid] = i
         u = None

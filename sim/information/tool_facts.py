@@ -183,12 +183,9 @@ def _byte_spans(text: str, ranges: list[tuple[int, int]]) -> dict[tuple[int, int
     return {(a, b): (at[a], at[b]) for a, b in ranges}
 
 
-def _scope(calls: tuple[tuple[str, str], ...], ids: tuple[str, ...], tcid: str | None) -> str | None:
-    """The first argument's value of the call a result answers (the entity it describes)."""
-    if tcid is None or tcid not in ids:
-        return None
-    j = ids.index(tcid)
-    if j >= len(calls):
+def _scope(calls: tuple[tuple[str, str], ...], j: int | None) -> str | None:
+    """The first argument's value of call ``j`` (the one a result answers: the entity it describes)."""
+    if j is None or j >= len(calls):
         return None
     try:
         args = json.loads(calls[j][1])
@@ -314,13 +311,21 @@ def _stale_values(messages, tool_call_ids, issuer, values_of, chosen, supersedes
     """Fill ``supersedes``: a later JSON object about the same entity with another value at a path."""
     at: dict[tuple[str, str], tuple[str, str | None]] = {}  # (entity, path) -> (value, its fact)
     gone: set[str] = set()
+    # issuing message -> each call id's first position: found by a dict, not a scan of the message's
+    # calls per result (n JSON results of one n-call message were quadratic: issue 41)
+    positions: dict[int, dict[str, int]] = {}
     for i in sorted(values_of):
         tcid = tool_call_ids[i]
         text = (messages[i].content or "").lstrip()
         if tcid is None or tcid not in issuer or not text.startswith("{"):
             continue
         a = messages[issuer[tcid]]
-        scope = _scope(a.calls, a.tool_call_ids, tcid)
+        if issuer[tcid] not in positions:
+            first: dict[str, int] = {}
+            for j, t in enumerate(a.tool_call_ids):
+                first.setdefault(t, j)
+            positions[issuer[tcid]] = first
+        scope = _scope(a.calls, positions[issuer[tcid]].get(tcid))
         if scope is None:
             continue
         facts = {v.value: f for f, v in chosen.get(i, {}).items()}

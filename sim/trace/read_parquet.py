@@ -24,6 +24,8 @@ def parquet_rows(path: Path, batch_size: int = 64, start: int = 0) -> Iterator[t
     import pyarrow.parquet as pq
 
     name = path.name
+    with open(path, "rb") as f:
+        check_decoded_sizes(f, name)
     try:
         batches = pq.ParquetFile(path).iter_batches(batch_size=batch_size)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types (OSError, ArrowInvalid...)
@@ -48,6 +50,103 @@ def parquet_rows(path: Path, batch_size: int = 64, start: int = 0) -> Iterator[t
             row += 1
 
 
+def check_decoded_sizes(f, name: str) -> None:
+    """Refuse, before decoding any of it, a Parquet file whose row group would decode past the cap
+    (``MAX_DECODED_BYTES``, ``CTXSIM_MAX_INPUT_BYTES``). First the sizes the metadata declares: each
+    column chunk's and each row group's uncompressed pages. Then what dictionary encoding hides: a
+    dictionary holds each string once and the pages only indices, so a 27 KB file whose dictionary holds
+    one huge string repeated took 6.3 GB to decode. When the metadata cannot bound a row group's strings
+    below the cap (rows x dictionary, as for any text column), its dictionary-encoded columns are read
+    as dictionaries (as much memory as their pages, checked just before) and the bytes their indices
+    select are summed. A file pyarrow cannot read at all is left for the reader to name."""
+    import pyarrow.parquet as pq
+
+    from sim.util.limits import INPUT_BYTES_KNOB, MAX_DECODED_BYTES, max_input_bytes
+
+    try:
+        meta = pq.ParquetFile(f).metadata
+        groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
+    except Exception:  # noqa: BLE001 - damaged: the reader says how
+        return
+    cap = max_input_bytes(MAX_DECODED_BYTES)
+    knob = f"raise the cap with {INPUT_BYTES_KNOB}=BYTES"
+    for g, rg in enumerate(groups):
+        declared = bound = 0
+        encoded: list[str] = []
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            size = max(col.total_uncompressed_size, 0)
+            if size > cap:
+                raise TraceError(
+                    name,
+                    f"column chunk declares {size:,} bytes uncompressed, more than the {cap:,} ctxsim "
+                    f"decodes from one row group ({knob})",
+                    record=f"row group {g}",
+                    field=col.path_in_schema,
+                )
+            declared += size
+            if col.physical_type == "BYTE_ARRAY" and col.has_dictionary_page:
+                encoded.append(col.path_in_schema)
+                bound += max(col.num_values, 0) * size  # no value is longer than its whole chunk
+            else:
+                bound += size
+        if declared > cap:
+            raise TraceError(
+                name,
+                f"row group declares {declared:,} bytes uncompressed, more than the {cap:,} ctxsim decodes "
+                f"from one ({knob})",
+                record=f"row group {g}",
+            )
+        if bound <= cap or not encoded:
+            continue
+        try:
+            table = pq.ParquetFile(f, metadata=meta, read_dictionary=encoded).read_row_group(
+                g, columns=encoded, use_threads=False
+            )
+            sizes: dict[str, int] = {}
+            for column in table.column_names:
+                _decoded_bytes(table.column(column), column, sizes)
+        except TraceError:
+            raise
+        except Exception:  # noqa: BLE001 - damaged: the reader says how
+            return
+        total = declared + sum(sizes.values())
+        if total > cap:
+            column, n = max(sizes.items(), key=lambda x: x[1])
+            raise TraceError(
+                name,
+                f"row group decodes to more than {cap:,} bytes ({n:,} in this column, whose dictionary "
+                f"repeats its strings), the most ctxsim decodes from one ({knob})",
+                record=f"row group {g}",
+                field=column,
+            )
+
+
+def _decoded_bytes(a, path: str, out: dict[str, int]) -> None:
+    """Add to ``out[leaf path]`` the bytes of the strings an Arrow array (or chunked array) holds once
+    its dictionaries are expanded, counted from the dictionaries and their indices, never expanded."""
+    from sim.trace.arrow_arrays import arrow_and_compute
+
+    pa, pc = arrow_and_compute()
+    if isinstance(a, pa.ChunkedArray):
+        for chunk in a.chunks:
+            _decoded_bytes(chunk, path, out)
+        return
+    t = a.type
+    n = None
+    if pa.types.is_dictionary(t):
+        n = pc.sum(pc.take(pc.binary_length(a.dictionary), a.indices)).as_py()
+    elif pa.types.is_list(t) or pa.types.is_large_list(t):
+        _decoded_bytes(a.flatten(), f"{path}.list.element", out)
+    elif pa.types.is_struct(t):
+        for k, child in enumerate(a.flatten()):
+            _decoded_bytes(child, f"{path}.{t.field(k).name}", out)
+    elif pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t):
+        n = pc.sum(pc.binary_length(a)).as_py()
+    if n:
+        out[path] = out.get(path, 0) + int(n)
+
+
 def parquet_traces(
     path: Path, slow: Callable[[int, dict], Trace], read_error: Callable[[Exception, int], Exception]
 ) -> Iterator[Trace]:
@@ -55,6 +154,7 @@ def parquet_traces(
     declined row (``record`` as ``parquet_rows`` gives it); ``read_error(exc, row)``: what
     to raise when the file cannot be read at ``row`` (the reference reader, 64 rows a batch, says where)."""
     with open(path, "rb") as f:  # the bytes a record of hashes vouches for are the ones read here
+        check_decoded_sizes(f, path.name)
         yield from _parquet_traces(path, f, slow, read_error)
 
 

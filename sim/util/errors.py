@@ -21,10 +21,22 @@ class TraceError(CtxsimError):
             where += f": record {record}"
         if field is not None:
             where += f": field {field}"
-        super().__init__(f"{where}: {message}")
+        super().__init__(clip(f"{where}: {message}"))  # an identifier from the input may be megabytes long
 
     def __reduce__(self):  # picklable with its fields: a worker process (pool, launcher) sends it back
         return (type(self), (self.file, self.message, self.record, self.field))
+
+
+MAX_MESSAGE_CHARS = 2000  # an error or warning line: an identifier from the input may be megabytes long
+
+
+def clip(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``text`` cut in the middle past ``limit`` characters (its start names the place, its end says
+    what is wrong), saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    head, tail = limit * 2 // 3, limit // 3
+    return f"{text[:head]}...({len(text) - head - tail:,} characters left out)...{text[-tail:]}"
 
 
 class ConfigError(CtxsimError):

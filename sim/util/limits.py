@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 
+from sim.util.errors import ConfigError
+
 MAX_COUNT = 2**53 - 1  # counts are integers in [0, 2^53)
 MAX_TRACE_TOKENS = 2**40  # a trace's worst case must stay below this (see trace_token_bound)
 MAX_RUN_TOKENS = 2**51  # a replayed run's rows x its largest count must stay below this (run_sum_problem)
@@ -120,3 +122,40 @@ def _describe(v) -> str:
         type(v), type(v).__name__
     )
     return f"{name} {_short(v)}"
+
+
+# ----------------------------------------------------------------------------- decoded-size caps (issue 41)
+# What a few compressed or referencing bytes may decode to. Each cap is checked before (or while) decoding,
+# and a refusal names the file, the member or column, the cap and this setting, which sets every one of them
+# (an environment variable: the caps are met deep inside readers every command shares).
+INPUT_BYTES_KNOB = "CTXSIM_MAX_INPUT_BYTES"
+MAX_ATTACHMENT_BYTES = 128 << 20  # what attachment:// references may add to one Inspect sample
+MAX_DECODED_BYTES = 1 << 30  # a Parquet row group decoded; an archive's members together, decompressed
+MAX_LZMA_DICT_BYTES = 64 << 20  # an LZMA member's declared dictionary (allocated before any byte is read)
+MAX_ID_CHARS = 200  # an identifier echoed in a message or a warning is cut to this many characters
+
+
+def max_input_bytes(default: int = MAX_ATTACHMENT_BYTES) -> int:
+    """The cap ``default``, or the value of ``CTXSIM_MAX_INPUT_BYTES`` when it is set (a positive
+    integer number of bytes; anything else is a ConfigError naming it)."""
+    import os
+
+    raw = os.environ.get(INPUT_BYTES_KNOB)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        value = 0
+    if not 0 < value <= 2**62:
+        raise ConfigError(f"{INPUT_BYTES_KNOB}={_short(raw)}: expected a number of bytes in [1, 2^62]")
+    return value
+
+
+def short_id(v, limit: int = MAX_ID_CHARS) -> str:
+    """An identifier from the input as a message may quote it: cut past ``limit`` characters, saying how
+    long it was (a 60 MB ``sessionId`` echoed whole made a 63 MB line of standard error)."""
+    text = v if isinstance(v, str) else str(v)
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit // 2]}...({len(text):,} characters)"
