@@ -1,0 +1,282 @@
+"""Make the small observability-export samples under tests/data/exports/ with the tools' own SDKs.
+
+Not run by the tests or CI (it needs the SDKs, which ctxsim does not depend on): run it by hand in a
+throwaway virtual environment outside the repository, then commit what it writes:
+
+    python3 -m venv /tmp/otelvenv
+    /tmp/otelvenv/bin/pip install opentelemetry-sdk opentelemetry-exporter-otlp-proto-common \
+        opentelemetry-instrumentation-openai-v2 openai langfuse langsmith
+    /tmp/otelvenv/bin/python benchmarks/make_export_samples.py [--out tests/data/exports] [--only otel]
+
+No network: the model is scripted and reached through an ``httpx.MockTransport``; the spans are kept
+in memory and written as OTLP JSON the way the collector's ``file`` exporter writes them (one
+``ExportTraceServiceRequest`` a line, hex ids), encoded by the SDK's own OTLP encoder.
+
+What each file is (the agent is the same scripted support agent in every format):
+
+- ``otel_genai_spans.jsonl``: chat spans of ``opentelemetry-util-genai``'s ``TelemetryHandler.inference``
+  (what GenAI instrumentations build on; the OpenAI instrumentation 2.3b0 here writes only the older
+  events) on the latest GenAI conventions, content on spans (``gen_ai.input.messages`` /
+  ``gen_ai.output.messages``, ``gen_ai.system_instructions``, ``gen_ai.tool.definitions``);
+  ``invoke_agent`` and ``execute_tool`` spans from the same handler. Two runs: one with
+  ``gen_ai.conversation.id`` whose agent trims its history before the last call, one without.
+- ``otel_genai_events.jsonl``: the OpenAI instrumentation (``opentelemetry-instrumentation-openai-v2``
+  2.3b0, with ``opentelemetry-util-genai`` 1.2b0 and ``wrapt<2``) on its default (v1.30) conventions with
+  content capture on: messages as per-message log events (``resourceLogs``) beside the spans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+from pathlib import Path
+
+SYSTEM_1 = "You are a support agent. Use the tools; answer with the refund id."
+USER_1 = "Alice says her last order never arrived. Find it and refund it."
+SYSTEM_2 = "You are a devops helper. Read files with read_file."
+USER_2 = "Which port does the service listen on?"
+TOOLS = [
+    {"type": "function", "function": {"name": "search_orders", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}},
+    {"type": "function", "function": {"name": "read_file", "parameters": {"type": "object"}}},
+]
+RESULTS = {
+    "search_orders": json.dumps([{"order_id": "ORD-7731", "total": 129.95, "status": "lost in transit"}]),
+    "refund": json.dumps({"refund_id": "RF-55120", "order_id": "ORD-7731", "amount": 129.95}),
+    "read_file:config.yaml": "Error: file not found: config.yaml",
+    "read_file:conf/config.yaml": "service:\n  name: billing\n  port: 8080\n",
+}
+
+
+def scripted_reply(messages: list[dict]) -> dict:
+    """The scripted model: the next step of its run, chosen by the system prompt and the tool results."""
+    system = messages[0]["content"]
+    results = [m for m in messages if m["role"] == "tool"]
+    if system == SYSTEM_1:
+        steps = [
+            ("search_orders", {"customer": "alice", "latest": True}),
+            ("refund", {"order_id": "ORD-7731", "amount": 129.95}),
+            "Refunded 129.95 for order ORD-7731; the refund id is RF-55120.",
+        ]
+        step = steps[min(len(results), 2)] if "RF-55120" not in json.dumps(messages) else steps[2]
+    else:
+        steps = [
+            ("read_file", {"path": "config.yaml"}),
+            ("read_file", {"path": "conf/config.yaml"}),
+            "The service listens on port 8080.",
+        ]
+        step = steps[min(len(results), 2)]
+    if isinstance(step, str):
+        return {"role": "assistant", "content": step}
+    n = sum(1 for m in messages if m["role"] == "assistant")
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{system[:3].lower()}{n}",
+                "type": "function",
+                "function": {"name": step[0], "arguments": json.dumps(step[1])},
+            }
+        ],
+    }
+
+
+def usage_for(messages: list[dict], reply: dict) -> dict:
+    """Made-up but exact usage: what the export must carry through to the replay."""
+    prompt = 60 + len(json.dumps(messages)) // 4
+    cached = (prompt - 40) // 64 * 64 if len(messages) > 2 else 0
+    completion = 6 + len(json.dumps(reply)) // 5
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def mock_client():
+    import httpx
+    from openai import OpenAI
+
+    count = [0]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        reply = scripted_reply(body["messages"])
+        count[0] += 1
+        return httpx.Response(
+            200,
+            json={
+                "id": f"chatcmpl-{count[0]}",
+                "object": "chat.completion",
+                "created": 1764979200 + count[0],
+                "model": "gpt-4o-mini-2024-07-18",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": reply,
+                        "finish_reason": "tool_calls" if reply.get("tool_calls") else "stop",
+                    }
+                ],
+                "usage": usage_for(body["messages"], reply),
+            },
+        )
+
+    return OpenAI(
+        api_key="offline",
+        base_url="http://model.invalid/v1",
+        http_client=httpx.Client(transport=httpx.MockTransport(handler)),
+    )
+
+
+def util_genai_chat(handler, client):
+    """A chat call instrumented with ``opentelemetry-util-genai``'s ``TelemetryHandler.inference`` (the
+    library GenAI instrumentations build on), on the latest conventions: messages, system instructions
+    and tool definitions as span attributes, cached tokens as ``gen_ai.usage.cache_read.input_tokens``."""
+    from opentelemetry.util.genai import types as T
+
+    def parts(m: dict) -> list:
+        out = [T.TextPart(content=m["content"])] if m.get("content") else []
+        for tc in m.get("tool_calls") or []:
+            args = json.loads(tc["function"]["arguments"])
+            out.append(T.ToolCallRequestPart(arguments=args, name=tc["function"]["name"], id=tc["id"]))
+        if m["role"] == "tool":
+            out = [T.ToolCallResponsePart(response=m["content"], id=m["tool_call_id"])]
+        return out
+
+    def chat(model: str, messages: list[dict], tools: list[dict]):
+        with handler.inference("openai", request_model=model) as inv:
+            inv.system_instruction = [
+                T.TextPart(content=m["content"]) for m in messages if m["role"] == "system"
+            ]
+            inv.input_messages = [
+                T.InputMessage(role=m["role"], parts=parts(m)) for m in messages if m["role"] != "system"
+            ]
+            inv.tool_definitions = [
+                T.FunctionToolDefinition(
+                    name=t["function"]["name"], description=None, parameters=t["function"]["parameters"]
+                )
+                for t in tools
+            ]
+            resp = client.chat.completions.create(model=model, messages=messages, tools=tools)
+            msg = resp.choices[0].message.model_dump(exclude_none=True)
+            inv.output_messages = [
+                T.OutputMessage(
+                    role="assistant", parts=parts(msg), finish_reason=resp.choices[0].finish_reason
+                )
+            ]
+            inv.response_model_name = resp.model
+            inv.response_id = resp.id
+            inv.input_tokens = resp.usage.prompt_tokens
+            inv.output_tokens = resp.usage.completion_tokens
+            inv.cache_read_input_tokens = resp.usage.prompt_tokens_details.cached_tokens
+        return resp
+
+    return chat
+
+
+def run_agent(chat, handler, system: str, user: str, conversation_id: str | None, trim: bool) -> None:
+    """The agent loop: call the model, run the tools it asks for, until it answers."""
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    with handler.invoke_local_agent(
+        agent_name="support-bot", request_model="gpt-4o-mini", conversation_id=conversation_id
+    ):
+        for _ in range(5):
+            sent = messages
+            if trim and len(messages) > 4:  # the agent keeps the task and the latest round trip only
+                sent = messages[:2] + messages[-2:]
+            resp = chat(model="gpt-4o-mini", messages=sent, tools=TOOLS)
+            msg = resp.choices[0].message
+            messages.append(msg.model_dump(exclude_none=True))
+            if not msg.tool_calls:
+                return
+            for tc in msg.tool_calls:
+                args = json.loads(tc.function.arguments)
+                key = tc.function.name if tc.function.name != "read_file" else f"read_file:{args['path']}"
+                with handler.tool(tc.function.name) as inv:
+                    inv.tool_call_id = tc.id
+                    inv.arguments = args
+                    inv.tool_result = RESULTS[key]
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": RESULTS[key]})
+
+
+def _hex_ids(d):
+    """OTLP JSON writes trace and span ids as hex, where protobuf's JSON mapping writes base64."""
+    if isinstance(d, dict):
+        return {
+            k: (
+                base64.b64decode(v).hex()
+                if k in ("traceId", "spanId", "parentSpanId") and isinstance(v, str)
+                else _hex_ids(v)
+            )
+            for k, v in d.items()
+        }
+    if isinstance(d, list):
+        return [_hex_ids(x) for x in d]
+    return d
+
+
+def otel(out: Path, name: str, latest: bool) -> None:
+    """One OTLP JSON Lines file of two agent runs (module doc)."""
+    os.environ["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "span_only" if latest else "true"
+    if latest:
+        os.environ["OTEL_SEMCONV_STABILITY_OPT_IN"] = "gen_ai_latest_experimental"
+    else:
+        os.environ.pop("OTEL_SEMCONV_STABILITY_OPT_IN", None)
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common._log_encoder import encode_logs
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.util.genai.handler import TelemetryHandler
+
+    resource = Resource.create({"service.name": "support-bot"})
+    spans = InMemorySpanExporter()
+    tp = TracerProvider(resource=resource)
+    tp.add_span_processor(SimpleSpanProcessor(spans))
+    logs = InMemoryLogRecordExporter()
+    lp = LoggerProvider(resource=resource)
+    lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+    handler = TelemetryHandler(tracer_provider=tp, logger_provider=lp)
+    client = mock_client()
+    if latest:
+        chat = util_genai_chat(handler, client)
+    else:
+        inst = OpenAIInstrumentor()
+        inst.instrument(tracer_provider=tp, logger_provider=lp)
+        chat = client.chat.completions.create
+    run_agent(chat, handler, SYSTEM_1, USER_1, "conv-support-1" if latest else None, trim=latest)
+    run_agent(chat, handler, SYSTEM_2, USER_2, None, trim=False)
+    if not latest:
+        inst.uninstrument()
+    lines = [json.dumps(_hex_ids(MessageToDict(encode_spans(spans.get_finished_spans()))))]
+    finished_logs = logs.get_finished_logs()
+    if finished_logs:
+        lines.append(json.dumps(_hex_ids(MessageToDict(encode_logs(finished_logs)))))
+    (out / name).write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / name}: {len(spans.get_finished_spans())} spans, {len(finished_logs)} log records")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="tests/data/exports")
+    ap.add_argument("--only", choices=["otel-latest", "otel-events"])
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.only in (None, "otel-latest"):
+        otel(out, "otel_genai_spans.jsonl", latest=True)
+    if args.only in (None, "otel-events"):
+        otel(out, "otel_genai_events.jsonl", latest=False)
+
+
+if __name__ == "__main__":
+    main()
