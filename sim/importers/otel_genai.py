@@ -63,7 +63,16 @@ from pathlib import Path
 from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import Usage, build_trace, read_json_file, unix_time, usage_count, warn
-from sim.importers.request_log import Conversation, Msg, args_text, content_parts, normalise
+from sim.importers.request_log import (
+    LoggedCall,
+    Msg,
+    ToolRun,
+    args_text,
+    content_parts,
+    normalise,
+    not_prefix_notice,
+    rebuild,
+)
 from sim.util.errors import TraceError
 from sim.util.jsonl import MAX_DOCUMENT_BYTES, json_line, lines_of
 
@@ -451,15 +460,16 @@ def call_usage(s: Span, file: str) -> Usage | None:
     return u
 
 
-def _tool_span(s: Span, file: str) -> tuple[str, str, str, str | None]:
-    """(call id, tool name, arguments text, result text or None) of an ``execute_tool`` span."""
+def _tool_span(s: Span, file: str) -> ToolRun:
+    """An ``execute_tool`` span's call id, tool name, arguments and result."""
     a = s.attrs
     cid = a.get("gen_ai.tool.call.id")
     name = a.get("gen_ai.tool.name")
     res = a.get("gen_ai.tool.call.result")
     if res is not None and not isinstance(res, str):
         res = json.dumps(res, ensure_ascii=False, sort_keys=True)
-    return (
+    return ToolRun(
+        s.start,
         cid if isinstance(cid, str) and cid else f"span-{s.span_id}",
         name if isinstance(name, str) and name else "?",
         args_text(a.get("gen_ai.tool.call.arguments")),
@@ -473,41 +483,22 @@ def _convert(trace_id: str, spans: list[Span], file: str) -> Trace | None:
     if not chats:
         return None
     tools = sorted((s for s in spans if s.attrs.get("gen_ai.operation.name") == "execute_tool"), key=_order)
-    c = Conversation(file)
-    model = agent = None
-    logged = [call_messages(s, file) for s in chats]
-    t = 0
+    logged = []
     for k, s in enumerate(chats):
-        inp, out = logged[k]
-        ts = s.start
-        nxt = chats[k + 1].start if k + 1 < len(chats) else None
-        while t < len(tools) and (tools[t].start or 0.0) < (ts or 0.0):
-            t += 1  # tools that ran before this call: their results reached it through its input
-        j = t
-        issued = []
-        while j < len(tools) and (nxt is None or (tools[j].start or 0.0) < nxt):
-            issued.append(_tool_span(tools[j], file))
-            j += 1
-        if out is None and issued:
-            out = Msg("assistant", "", tuple((cid, name, args) for cid, name, args, _ in issued))
-        c.call(inp, out, call_usage(s, file), ts)
-        if k == 0:
-            c.tools(_structured(s, "gen_ai.tool.definitions", file))
-        if k + 1 < len(chats) and logged[k + 1][0] is None:  # the next request kept no messages
-            c.add([Msg("tool_result", r or "", (), cid) for cid, _, _, r in issued], ts)
-        t = j
+        inp, out = call_messages(s, file)
+        defs = _structured(s, "gen_ai.tool.definitions", file) if k == 0 else None
+        logged.append(LoggedCall(s.start, inp, out, call_usage(s, file), defs))
+    c = rebuild(file, trace_id, logged, [_tool_span(s, file) for s in tools])
+    model = agent = None
+    for s in chats:
         for key in ("gen_ai.response.model", "gen_ai.request.model"):
             if model is None and isinstance(s.attrs.get(key), str):
                 model = s.attrs[key]
     for s in sorted(spans, key=_order):
         if agent is None and isinstance(s.attrs.get("gen_ai.agent.name"), str):
             agent = s.attrs["gen_ai.agent.name"]
-    if c.not_prefix:
-        warn(
-            file,
-            f"{trace_id}: {c.not_prefix} calls' requests are not the running conversation extended; the "
-            "messages they left out are hidden from them on and the per-call residual carries the difference",
-        )
+    if (notice := not_prefix_notice(c, trace_id)) is not None:
+        warn(file, notice)
     return build_trace(
         trace_id=trace_id,
         source_format=FORMAT,

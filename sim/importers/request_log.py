@@ -294,3 +294,64 @@ class Conversation:
                 usage.timestamp = ts
             self.usage[len(self.messages) - 1] = usage
         self.calls += 1
+
+
+@dataclass
+class LoggedCall:
+    """One model call as an export keeps it (``inp`` None: its request's messages were not kept)."""
+
+    start: float | None
+    inp: list[Msg] | None
+    out: Msg | None
+    usage: Usage | None
+    tools: object = None  # the request's tool definitions, where the export keeps them
+
+
+@dataclass
+class ToolRun:
+    """One tool execution as an export keeps it (a span, an observation, a run)."""
+
+    start: float | None
+    call_id: str
+    name: str
+    arguments: str
+    result: str | None
+
+
+def rebuild(file: str, trace_id: str, calls: Sequence[LoggedCall], tools: Sequence[ToolRun]) -> Conversation:
+    """The conversation of one run from its calls and tool runs, both in time order (module doc): the
+    tool runs that started after a call and before the next are the calls it issued where its response
+    was not kept, and their results precede the next call where its request was not kept. The first
+    call's tool definitions become the ``tools`` event."""
+    c = Conversation(file)
+    t = 0
+    for k, call in enumerate(calls):
+        ts = call.start
+        nxt = calls[k + 1].start if k + 1 < len(calls) else None
+        while t < len(tools) and (tools[t].start or 0.0) < (ts or 0.0):
+            t += 1  # ran before this call: its result reached the call through its request, if at all
+        j = t
+        issued: list[ToolRun] = []
+        while j < len(tools) and (nxt is None or (tools[j].start or 0.0) < nxt):
+            issued.append(tools[j])
+            j += 1
+        out = call.out
+        if out is None and issued:
+            out = Msg("assistant", "", tuple((r.call_id, r.name, r.arguments) for r in issued))
+        c.call(call.inp, out, call.usage, ts)
+        if k == 0:
+            c.tools(call.tools)
+        if k + 1 < len(calls) and calls[k + 1].inp is None:  # the next request's messages were not kept
+            c.add([Msg("tool_result", r.result or "", (), r.call_id) for r in issued], ts)
+        t = j
+    return c
+
+
+def not_prefix_notice(c: Conversation, trace_id: str) -> str | None:
+    """The warning for calls whose request was not the running conversation extended, or None."""
+    if not c.not_prefix:
+        return None
+    return (
+        f"{trace_id}: {c.not_prefix} calls' requests are not the running conversation extended; the "
+        "messages they left out are hidden from them on and the per-call residual carries the difference"
+    )
