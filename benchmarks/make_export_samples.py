@@ -265,10 +265,108 @@ def otel(out: Path, name: str, latest: bool) -> None:
     print(f"wrote {out / name}: {len(spans.get_finished_spans())} spans, {len(finished_logs)} log records")
 
 
+def scripted_runs() -> list[dict]:
+    """The two runs of the scripted agent without any tracing: per call the messages sent, the reply
+    and its usage; per tool its name, arguments and result; each with made-up but increasing times."""
+    import datetime as dt
+
+    clock = [dt.datetime(2026, 12, 1, 9, 0, 0, tzinfo=dt.UTC)]
+
+    def tick(ms: int = 700) -> dt.datetime:
+        clock[0] += dt.timedelta(milliseconds=ms)
+        return clock[0]
+
+    runs = []
+    for system, user, trim in ((SYSTEM_1, USER_1, True), (SYSTEM_2, USER_2, False)):
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        run = {"system": system, "user": user, "start": tick(), "steps": []}
+        for _ in range(5):
+            sent = messages[:2] + messages[-2:] if trim and len(messages) > 4 else list(messages)
+            reply = scripted_reply(sent)
+            start = tick()
+            run["steps"].append(
+                {"kind": "llm", "start": start, "end": tick(900), "input": sent, "output": reply, "usage": usage_for(sent, reply)}
+            )
+            messages.append(reply)
+            if not reply.get("tool_calls"):
+                break
+            for tc in reply["tool_calls"]:
+                args = json.loads(tc["function"]["arguments"])
+                key = tc["function"]["name"] if tc["function"]["name"] != "read_file" else f"read_file:{args['path']}"
+                start = tick(50)
+                run["steps"].append(
+                    {"kind": "tool", "start": start, "end": tick(120), "id": tc["id"], "name": tc["function"]["name"], "args": args, "result": RESULTS[key]}
+                )
+                messages.append({"role": "tool", "tool_call_id": tc["id"], "content": RESULTS[key]})
+        run["end"] = tick()
+        run["answer"] = messages[-1]["content"]
+        runs.append(run)
+    return runs
+
+
+def langfuse(out: Path) -> None:
+    """Langfuse's public API shapes, built with the Langfuse SDK's own API data classes
+    (``langfuse.api.ObservationV2``, ``ObservationsV2Response``): the SDK sends spans to a Langfuse
+    server, which alone makes the API's records, so no export can be produced offline. Usage details
+    as the server keeps OpenAI usage: ``input`` without the cached part, ``input_cached_tokens``."""
+    from langfuse.api.commons.types.observation_v2 import ObservationV2
+    from langfuse.api.observations.types.observations_v2meta import ObservationsV2Meta
+    from langfuse.api.observations.types.observations_v2response import ObservationsV2Response
+
+    observations = []
+    traces = []
+    for r, run in enumerate(scripted_runs()):
+        trace_id = f"lf-trace-{r + 1}"
+        root = f"lf-obs-{r + 1}-0"
+
+        def obs(n: int, **kw) -> ObservationV2:
+            return ObservationV2(id=f"lf-obs-{r + 1}-{n}", trace_id=trace_id, project_id="demo-project", **kw)
+
+        items = [
+            obs(0, start_time=run["start"], end_time=run["end"], type="AGENT", name="support-bot", input=run["user"], output=run["answer"], session_id="lf-session-1")
+        ]
+        for n, st in enumerate(run["steps"], start=1):
+            if st["kind"] == "llm":
+                u = st["usage"]
+                cached = u["prompt_tokens_details"]["cached_tokens"]
+                details = {"input": u["prompt_tokens"] - cached, "output": u["completion_tokens"], "total": u["total_tokens"]}
+                if cached:
+                    details["input_cached_tokens"] = cached
+                cost = {"input": round(details["input"] * 0.15e-6 + cached * 0.075e-6, 9), "output": round(u["completion_tokens"] * 0.6e-6, 9)}
+                cost["total"] = round(cost["input"] + cost["output"], 9)
+                items.append(
+                    obs(n, start_time=st["start"], end_time=st["end"], parent_observation_id=root, type="GENERATION", name="OpenAI-generation",
+                        model="gpt-4o-mini-2024-07-18", input=st["input"], output=st["output"], usage_details=details, cost_details=cost,
+                        total_cost=cost["total"], model_parameters={"tools": TOOLS})
+                )
+            else:
+                items.append(
+                    obs(n, start_time=st["start"], end_time=st["end"], parent_observation_id=root, type="TOOL", name=st["name"],
+                        input=st["args"], output=st["result"], metadata={"tool_call_id": st["id"]})
+                )
+        observations += items
+        traces.append((trace_id, run, items))
+    resp = ObservationsV2Response(data=observations, meta=ObservationsV2Meta(cursor=None))
+    (out / "langfuse_observations.json").write_text(json.dumps(json.loads(resp.json(by_alias=True, exclude_none=True)), indent=1) + "\n")
+    trace_id, run, items = traces[0]
+    doc = {  # GET /api/public/traces/{id} (TraceWithFullDetails) as the UI's JSON view shows it
+        "id": trace_id,
+        "timestamp": run["start"].isoformat().replace("+00:00", "Z"),
+        "name": "support-bot",
+        "input": run["user"],
+        "output": run["answer"],
+        "sessionId": "lf-session-1",
+        "projectId": "demo-project",
+        "observations": [json.loads(o.json(by_alias=True, exclude_none=True)) for o in items],
+    }
+    (out / "langfuse_trace.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out / 'langfuse_observations.json'} ({len(observations)} observations), {out / 'langfuse_trace.json'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="tests/data/exports")
-    ap.add_argument("--only", choices=["otel-latest", "otel-events"])
+    ap.add_argument("--only", choices=["otel-latest", "otel-events", "langfuse", "langsmith"])
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +374,8 @@ def main() -> None:
         otel(out, "otel_genai_spans.jsonl", latest=True)
     if args.only in (None, "otel-events"):
         otel(out, "otel_genai_events.jsonl", latest=False)
+    if args.only in (None, "langfuse"):
+        langfuse(out)
 
 
 if __name__ == "__main__":
