@@ -363,6 +363,78 @@ def langfuse(out: Path) -> None:
     print(f"wrote {out / 'langfuse_observations.json'} ({len(observations)} observations), {out / 'langfuse_trace.json'}")
 
 
+def langsmith(out: Path) -> None:
+    """LangSmith runs made by the LangSmith SDK itself: ``@traceable`` (a ``chain`` root, ``llm`` runs
+    whose outputs carry ``usage_metadata``, ``tool`` runs) under ``tracing_context(enabled="local")``,
+    which traces without sending; each finished run tree becomes the SDK's ``schemas.Run`` records as
+    ``Client.list_runs`` returns them (one JSON line each: ids, ``parent_run_id``, ``trace_id``,
+    ``dotted_order``, ``prompt_tokens``/``completion_tokens``/``prompt_token_details`` as the server
+    derives them from ``usage_metadata``)."""
+    import uuid
+
+    from langsmith import schemas, traceable, tracing_context
+
+    trees = []
+    ns = uuid.UUID("6a6b9b1e-0000-4000-8000-000000000000")
+
+    def llm(messages: list[dict], tools: list[dict], model: str = "gpt-4o-mini") -> dict:
+        reply = scripted_reply(messages)
+        u = usage_for(messages, reply)
+        usage = {
+            "input_tokens": u["prompt_tokens"],
+            "output_tokens": u["completion_tokens"],
+            "total_tokens": u["total_tokens"],
+            "input_token_details": {"cache_read": u["prompt_tokens_details"]["cached_tokens"]},
+        }
+        return {"choices": [{"index": 0, "message": reply}], "model": "gpt-4o-mini-2024-07-18", "usage_metadata": usage}
+
+    def tool(name: str):
+        def run(**args) -> str:  # traced with the tool's arguments as its inputs
+            return RESULTS[name if name != "read_file" else f"read_file:{args['path']}"]
+
+        return run
+
+    def agent(system: str, user: str, trim: bool) -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        for _ in range(5):
+            sent = messages[:2] + messages[-2:] if trim and len(messages) > 4 else list(messages)
+            reply = traceable(run_type="llm", name="ChatOpenAI")(llm)(sent, TOOLS)["choices"][0]["message"]
+            messages.append(reply)
+            if not reply.get("tool_calls"):
+                return reply["content"]
+            for tc in reply["tool_calls"]:
+                args = json.loads(tc["function"]["arguments"])
+                name = tc["function"]["name"]
+                result = traceable(run_type="tool", name=name, metadata={"tool_call_id": tc["id"]})(tool(name))(**args)
+                messages.append({"role": "tool", "tool_call_id": tc["id"], "content": result})
+        return ""
+
+    with tracing_context(enabled="local"):
+        for system, user, trim in ((SYSTEM_1, USER_1, True), (SYSTEM_2, USER_2, False)):
+            traceable(run_type="chain", name="support-bot")(agent)(system, user, trim, langsmith_extra={"on_end": trees.append})
+
+    def flatten(rt, out: list) -> None:
+        o = rt.outputs or {}
+        um = o.get("usage_metadata") or {}
+        rec = schemas.Run(
+            id=rt.id, name=rt.name, run_type=rt.run_type, start_time=rt.start_time, end_time=rt.end_time,
+            inputs=rt.inputs, outputs=rt.outputs, extra=rt.extra, error=rt.error, parent_run_id=rt.parent_run_id,
+            trace_id=rt.trace_id, dotted_order=rt.dotted_order, tags=rt.tags, session_id=ns, status="success",
+            prompt_tokens=um.get("input_tokens"), completion_tokens=um.get("output_tokens"), total_tokens=um.get("total_tokens"),
+            prompt_token_details=um.get("input_token_details"), child_run_ids=[c.id for c in rt.child_runs] or None,
+        )
+        out.append(rec)
+        for c in rt.child_runs:
+            flatten(c, out)
+
+    runs: list = []
+    for rt in trees:
+        flatten(rt, runs)
+    lines = [json.dumps(json.loads(r.model_dump_json(exclude_none=True)), sort_keys=True) for r in runs]
+    (out / "langsmith_runs.jsonl").write_text("\n".join(lines) + "\n")
+    print(f"wrote {out / 'langsmith_runs.jsonl'} ({len(runs)} runs)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="tests/data/exports")
@@ -376,6 +448,8 @@ def main() -> None:
         otel(out, "otel_genai_events.jsonl", latest=False)
     if args.only in (None, "langfuse"):
         langfuse(out)
+    if args.only in (None, "langsmith"):
+        langsmith(out)
 
 
 if __name__ == "__main__":
