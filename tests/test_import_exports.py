@@ -159,3 +159,15 @@ def test_import_time_grows_linearly_with_the_calls(tmp_path, make, name):
 
     small, large = cpu(1000), cpu(4000)
     assert large < 8 * small  # 4x the calls: 4x the time if linear, 16x if quadratic
+
+
+@pytest.mark.parametrize("name", ["otel_genai_spans.jsonl", "langsmith_runs.jsonl"])
+def test_json_lines_are_bounded_by_what_they_hold_together(monkeypatch, name):
+    """Each line is within one document's bounds; their sum is bounded too (these importers hold every
+    record of a file before grouping them into runs)."""
+    import sim.importers.request_log as rl
+    from sim.util.errors import TraceError
+
+    monkeypatch.setattr(rl, "MAX_PARSE_BYTES", 40_000)
+    with pytest.raises(TraceError, match=rf"{name}: record line \d+: the records up to here would take"):
+        list(load_paths([DATA / name]))

@@ -54,12 +54,12 @@ from sim.importers.request_log import (
     Msg,
     ToolRun,
     args_text,
+    bounded_lines,
     normalise,
     not_prefix_notice,
     rebuild,
 )
 from sim.util.errors import TraceError
-from sim.util.jsonl import json_lines
 
 FORMAT = "langsmith"
 RECORDED_POLICY = {"name": "raw"}
@@ -115,7 +115,7 @@ def read_runs(path: Path) -> list[tuple[dict, str]]:
                 raise TraceError(file, f"larger than the {MAX_FILE_BYTES:,} bytes ctxsim reads as runs")
         except OSError as exc:
             raise TraceError(file, f"cannot read ({exc.strerror or exc})") from None
-        for lineno, r, problem in json_lines(path, errors="replace"):
+        for lineno, r, problem in bounded_lines(path):
             if problem is not None:
                 raise TraceError(file, problem, record=f"line {lineno}")
             take(r, f"line {lineno}", None)

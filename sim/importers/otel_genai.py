@@ -68,13 +68,14 @@ from sim.importers.request_log import (
     Msg,
     ToolRun,
     args_text,
+    bounded_lines,
     content_parts,
     normalise,
     not_prefix_notice,
     rebuild,
 )
 from sim.util.errors import TraceError
-from sim.util.jsonl import MAX_DOCUMENT_BYTES, json_line, lines_of
+from sim.util.jsonl import MAX_DOCUMENT_BYTES
 
 FORMAT = "otel-genai"
 RECORDED_POLICY = {"name": "raw"}
@@ -180,11 +181,7 @@ def _documents(path: Path) -> Iterator[tuple[str, object]]:
     if size > MAX_FILE_BYTES:
         raise TraceError(file, f"{size:,} bytes, more than the {MAX_FILE_BYTES:,} ctxsim reads as OTLP")
     first = True
-    for lineno, raw in lines_of(path):
-        got = json_line(raw.removeprefix(b"\xef\xbb\xbf") if (first and raw) else raw)
-        if got is None:
-            continue
-        doc, problem = got
+    for lineno, doc, problem in bounded_lines(path):
         if first and problem is not None:  # not JSON Lines: one pretty-printed document
             yield "document", read_json_file(path)
             return

@@ -26,11 +26,13 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from sim.importers.common import Message, Usage
 from sim.util.errors import TraceError
+from sim.util.jsonl import MAX_PARSE_BYTES, json_line, lines_of, parse_cost
 
 _KINDS = {
     "system": "system",
@@ -355,3 +357,26 @@ def not_prefix_notice(c: Conversation, trace_id: str) -> str | None:
         f"{trace_id}: {c.not_prefix} calls' requests are not the running conversation extended; the "
         "messages they left out are hidden from them on and the per-call residual carries the difference"
     )
+
+
+def bounded_lines(path: Path) -> Iterator[tuple[int, object, str | None]]:
+    """(line number, record, problem) of each non-blank JSON line, refused (a TraceError naming the line)
+    once the lines parsed so far would hold more than ``MAX_PARSE_BYTES`` together: an importer that
+    must group records before converting keeps them all, so the bound is on their sum, not per line."""
+    file = path.name
+    spent = 0
+    for lineno, raw in lines_of(path):
+        if lineno == 1 and raw is not None:
+            raw = raw.removeprefix(b"\xef\xbb\xbf")
+        if raw is not None:
+            spent += parse_cost(raw.decode("utf-8", errors="replace"))
+            if spent > MAX_PARSE_BYTES:
+                raise TraceError(
+                    file,
+                    f"the records up to here would take about {spent >> 20:,} MiB parsed, more than the "
+                    f"{MAX_PARSE_BYTES >> 20:,} MiB ctxsim holds for one file",
+                    record=f"line {lineno}",
+                )
+        got = json_line(raw, errors="replace")
+        if got is not None:
+            yield lineno, got[0], got[1]
