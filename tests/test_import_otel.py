@@ -195,6 +195,22 @@ def test_a_conversation_id_joins_spans_across_traces_and_roots_split_runs(tmp_pa
     assert len(traces) == 6 and all("/" in t.trace_id for t in traces)
 
 
+def test_calls_are_in_start_time_order_whatever_the_file_order(tmp_path):
+    lines = []
+    for line in SPANS.read_text().splitlines():
+        d = json.loads(line)
+        for rs in d.get("resourceSpans", []):
+            for ss in rs["scopeSpans"]:
+                ss["spans"].reverse()
+            rs["scopeSpans"].reverse()
+        lines.append(json.dumps(d))
+    p = tmp_path / "reversed.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    assert [trace_to_dict(t) | {"source_file": None} for t in load(p)] == [
+        trace_to_dict(t) | {"source_file": None} for t in load(SPANS)
+    ]
+
+
 def test_one_pretty_printed_document_reads_as_the_lines_do(tmp_path):
     doc = json.loads(SPANS.read_text().splitlines()[0])
     p = tmp_path / "export.json"
