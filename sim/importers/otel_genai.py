@@ -116,10 +116,15 @@ def any_value(v):
     if "boolValue" in v:
         return v["boolValue"]
     if "arrayValue" in v:
-        vals = (v["arrayValue"] or {}).get("values") or []
-        return [any_value(x) for x in vals] if isinstance(vals, list) else vals
+        vals = v["arrayValue"].get("values") if isinstance(v["arrayValue"], Mapping) else None
+        return [any_value(x) for x in vals] if isinstance(vals, list) else []
     if "kvlistValue" in v:
-        return attributes((v["kvlistValue"] or {}).get("values"), "", "")
+        vals = v["kvlistValue"].get("values") if isinstance(v["kvlistValue"], Mapping) else None
+        return {
+            kv["key"]: any_value(kv.get("value"))
+            for kv in (vals if isinstance(vals, list) else ())
+            if isinstance(kv, Mapping) and isinstance(kv.get("key"), str)
+        }
     if "bytesValue" in v:
         return v["bytesValue"]
     return None
