@@ -285,17 +285,36 @@ def scripted_runs() -> list[dict]:
             reply = scripted_reply(sent)
             start = tick()
             run["steps"].append(
-                {"kind": "llm", "start": start, "end": tick(900), "input": sent, "output": reply, "usage": usage_for(sent, reply)}
+                {
+                    "kind": "llm",
+                    "start": start,
+                    "end": tick(900),
+                    "input": sent,
+                    "output": reply,
+                    "usage": usage_for(sent, reply),
+                }
             )
             messages.append(reply)
             if not reply.get("tool_calls"):
                 break
             for tc in reply["tool_calls"]:
                 args = json.loads(tc["function"]["arguments"])
-                key = tc["function"]["name"] if tc["function"]["name"] != "read_file" else f"read_file:{args['path']}"
+                key = (
+                    tc["function"]["name"]
+                    if tc["function"]["name"] != "read_file"
+                    else f"read_file:{args['path']}"
+                )
                 start = tick(50)
                 run["steps"].append(
-                    {"kind": "tool", "start": start, "end": tick(120), "id": tc["id"], "name": tc["function"]["name"], "args": args, "result": RESULTS[key]}
+                    {
+                        "kind": "tool",
+                        "start": start,
+                        "end": tick(120),
+                        "id": tc["id"],
+                        "name": tc["function"]["name"],
+                        "args": args,
+                        "result": RESULTS[key],
+                    }
                 )
                 messages.append({"role": "tool", "tool_call_id": tc["id"], "content": RESULTS[key]})
         run["end"] = tick()
@@ -319,35 +338,74 @@ def langfuse(out: Path) -> None:
         trace_id = f"lf-trace-{r + 1}"
         root = f"lf-obs-{r + 1}-0"
 
-        def obs(n: int, **kw) -> ObservationV2:
+        def obs(n: int, r: int = r, trace_id: str = trace_id, **kw) -> ObservationV2:
             return ObservationV2(id=f"lf-obs-{r + 1}-{n}", trace_id=trace_id, project_id="demo-project", **kw)
 
         items = [
-            obs(0, start_time=run["start"], end_time=run["end"], type="AGENT", name="support-bot", input=run["user"], output=run["answer"], session_id="lf-session-1")
+            obs(
+                0,
+                start_time=run["start"],
+                end_time=run["end"],
+                type="AGENT",
+                name="support-bot",
+                input=run["user"],
+                output=run["answer"],
+                session_id="lf-session-1",
+            )
         ]
         for n, st in enumerate(run["steps"], start=1):
             if st["kind"] == "llm":
                 u = st["usage"]
                 cached = u["prompt_tokens_details"]["cached_tokens"]
-                details = {"input": u["prompt_tokens"] - cached, "output": u["completion_tokens"], "total": u["total_tokens"]}
+                details = {
+                    "input": u["prompt_tokens"] - cached,
+                    "output": u["completion_tokens"],
+                    "total": u["total_tokens"],
+                }
                 if cached:
                     details["input_cached_tokens"] = cached
-                cost = {"input": round(details["input"] * 0.15e-6 + cached * 0.075e-6, 9), "output": round(u["completion_tokens"] * 0.6e-6, 9)}
+                cost = {
+                    "input": round(details["input"] * 0.15e-6 + cached * 0.075e-6, 9),
+                    "output": round(u["completion_tokens"] * 0.6e-6, 9),
+                }
                 cost["total"] = round(cost["input"] + cost["output"], 9)
                 items.append(
-                    obs(n, start_time=st["start"], end_time=st["end"], parent_observation_id=root, type="GENERATION", name="OpenAI-generation",
-                        model="gpt-4o-mini-2024-07-18", input=st["input"], output=st["output"], usage_details=details, cost_details=cost,
-                        total_cost=cost["total"], model_parameters={"tools": TOOLS})
+                    obs(
+                        n,
+                        start_time=st["start"],
+                        end_time=st["end"],
+                        parent_observation_id=root,
+                        type="GENERATION",
+                        name="OpenAI-generation",
+                        model="gpt-4o-mini-2024-07-18",
+                        input=st["input"],
+                        output=st["output"],
+                        usage_details=details,
+                        cost_details=cost,
+                        total_cost=cost["total"],
+                        model_parameters={"tools": TOOLS},
+                    )
                 )
             else:
                 items.append(
-                    obs(n, start_time=st["start"], end_time=st["end"], parent_observation_id=root, type="TOOL", name=st["name"],
-                        input=st["args"], output=st["result"], metadata={"tool_call_id": st["id"]})
+                    obs(
+                        n,
+                        start_time=st["start"],
+                        end_time=st["end"],
+                        parent_observation_id=root,
+                        type="TOOL",
+                        name=st["name"],
+                        input=st["args"],
+                        output=st["result"],
+                        metadata={"tool_call_id": st["id"]},
+                    )
                 )
         observations += items
         traces.append((trace_id, run, items))
     resp = ObservationsV2Response(data=observations, meta=ObservationsV2Meta(cursor=None))
-    (out / "langfuse_observations.json").write_text(json.dumps(json.loads(resp.json(by_alias=True, exclude_none=True)), indent=1) + "\n")
+    (out / "langfuse_observations.json").write_text(
+        json.dumps(json.loads(resp.json(by_alias=True, exclude_none=True)), indent=1) + "\n"
+    )
     trace_id, run, items = traces[0]
     doc = {  # GET /api/public/traces/{id} (TraceWithFullDetails) as the UI's JSON view shows it
         "id": trace_id,
@@ -360,7 +418,10 @@ def langfuse(out: Path) -> None:
         "observations": [json.loads(o.json(by_alias=True, exclude_none=True)) for o in items],
     }
     (out / "langfuse_trace.json").write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {out / 'langfuse_observations.json'} ({len(observations)} observations), {out / 'langfuse_trace.json'}")
+    print(
+        f"wrote {out / 'langfuse_observations.json'} ({len(observations)} observations), "
+        f"{out / 'langfuse_trace.json'}"
+    )
 
 
 def langsmith(out: Path) -> None:
@@ -386,7 +447,11 @@ def langsmith(out: Path) -> None:
             "total_tokens": u["total_tokens"],
             "input_token_details": {"cache_read": u["prompt_tokens_details"]["cached_tokens"]},
         }
-        return {"choices": [{"index": 0, "message": reply}], "model": "gpt-4o-mini-2024-07-18", "usage_metadata": usage}
+        return {
+            "choices": [{"index": 0, "message": reply}],
+            "model": "gpt-4o-mini-2024-07-18",
+            "usage_metadata": usage,
+        }
 
     def tool(name: str):
         def run(**args) -> str:  # traced with the tool's arguments as its inputs
@@ -405,23 +470,42 @@ def langsmith(out: Path) -> None:
             for tc in reply["tool_calls"]:
                 args = json.loads(tc["function"]["arguments"])
                 name = tc["function"]["name"]
-                result = traceable(run_type="tool", name=name, metadata={"tool_call_id": tc["id"]})(tool(name))(**args)
+                result = traceable(run_type="tool", name=name, metadata={"tool_call_id": tc["id"]})(
+                    tool(name)
+                )(**args)
                 messages.append({"role": "tool", "tool_call_id": tc["id"], "content": result})
         return ""
 
     with tracing_context(enabled="local"):
         for system, user, trim in ((SYSTEM_1, USER_1, True), (SYSTEM_2, USER_2, False)):
-            traceable(run_type="chain", name="support-bot")(agent)(system, user, trim, langsmith_extra={"on_end": trees.append})
+            traceable(run_type="chain", name="support-bot")(agent)(
+                system, user, trim, langsmith_extra={"on_end": trees.append}
+            )
 
     def flatten(rt, out: list) -> None:
         o = rt.outputs or {}
         um = o.get("usage_metadata") or {}
         rec = schemas.Run(
-            id=rt.id, name=rt.name, run_type=rt.run_type, start_time=rt.start_time, end_time=rt.end_time,
-            inputs=rt.inputs, outputs=rt.outputs, extra=rt.extra, error=rt.error, parent_run_id=rt.parent_run_id,
-            trace_id=rt.trace_id, dotted_order=rt.dotted_order, tags=rt.tags, session_id=ns, status="success",
-            prompt_tokens=um.get("input_tokens"), completion_tokens=um.get("output_tokens"), total_tokens=um.get("total_tokens"),
-            prompt_token_details=um.get("input_token_details"), child_run_ids=[c.id for c in rt.child_runs] or None,
+            id=rt.id,
+            name=rt.name,
+            run_type=rt.run_type,
+            start_time=rt.start_time,
+            end_time=rt.end_time,
+            inputs=rt.inputs,
+            outputs=rt.outputs,
+            extra=rt.extra,
+            error=rt.error,
+            parent_run_id=rt.parent_run_id,
+            trace_id=rt.trace_id,
+            dotted_order=rt.dotted_order,
+            tags=rt.tags,
+            session_id=ns,
+            status="success",
+            prompt_tokens=um.get("input_tokens"),
+            completion_tokens=um.get("output_tokens"),
+            total_tokens=um.get("total_tokens"),
+            prompt_token_details=um.get("input_token_details"),
+            child_run_ids=[c.id for c in rt.child_runs] or None,
         )
         out.append(rec)
         for c in rt.child_runs:
