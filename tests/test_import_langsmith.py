@@ -59,6 +59,15 @@ def test_sample_is_detected_one_trace_per_langsmith_trace():
         assert t.model == "gpt-4o-mini-2024-07-18" and t.agent == "support-bot"
 
 
+def test_runs_opening_with_trace_id_are_still_langsmith(tmp_path):
+    """A run written with trace_id first opens like a canonical record (whose first key may be trace_id):
+    the run's run_type tells it apart, so the export is not read as a broken canonical file."""
+    p = tmp_path / "reordered.jsonl"
+    p.write_text("".join(json.dumps({"trace_id": r["trace_id"], **r}) + "\n" for r in runs()))
+    assert p.read_text().startswith('{"trace_id": ') and detect(p).name == "langsmith"
+    assert [t.trace_id for t in load(p)] == [t.trace_id for t in load(RUNS)]
+
+
 def test_input_tokens_are_the_runs_and_raw_replay_reproduces_them():
     llms = [r for r in runs() if r["run_type"] == "llm"]
     expected = [r["outputs"]["usage_metadata"]["input_tokens"] for r in llms]

@@ -22,4 +22,26 @@ def is_canonical_jsonl(path: Path) -> bool:
     except OSError:
         return False
     head = head.lstrip()
-    return head.startswith("{") and ('"schema_version"' in head or _FIRST_KEY.match(head) is not None)
+    if not head.startswith("{"):
+        return False
+    if '"schema_version"' in head:
+        return True
+    return _FIRST_KEY.match(head) is not None and not _langsmith_run(path)
+
+
+_PEEK_BYTES = 1 << 20
+
+
+def _langsmith_run(path: Path) -> bool:
+    """A LangSmith run written with trace_id first opens like a canonical record: its first line (if it
+    is a whole JSON object within 1 MiB) has run_type and no events. A line that does not parse stays
+    canonical, so that reading it names what is wrong."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            line = f.readline(_PEEK_BYTES)
+        d = json.loads(line)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(d, dict) and "run_type" in d and "events" not in d
