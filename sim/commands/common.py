@@ -95,9 +95,24 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--window",
-        type=int,
+        type=window_arg,
         help="provider context window in tokens (as model.window=N; default: the model's)",
     )
+
+
+def window_arg(text: str) -> int:
+    """``--window N`` as argparse reads it: an integer in [1, 2^53) (``sim.util.limits.MAX_COUNT``: a
+    count the engine's int64 columns hold exactly), else exit 2 naming the flag and the range."""
+    from sim.util.limits import MAX_COUNT
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer in [1, 2^53), got {text[:40]!r}") from None
+    if not 1 <= value <= MAX_COUNT:
+        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+        raise argparse.ArgumentTypeError(f"{shown} is out of range: expected an integer in [1, 2^53)")
+    return value
 
 
 def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tuple[int | str, str]:

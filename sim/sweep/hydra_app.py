@@ -241,7 +241,35 @@ def launcher_targets() -> set[str]:
     return {f"{c.__module__}.{c.__qualname__}" for c in Plugins.instance().discover(Launcher)}
 
 
-def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], dict]:
+_JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+
+
+def _check_joblib(cfg: dict) -> list[str]:
+    """The joblib launcher's settings, as its ``launch`` hands them to ``joblib.Parallel`` (backend loky,
+    the same number conversions), checked before Hydra starts: joblib's refusal of a combination
+    (``require=sharedmem`` with ``prefer=processes``) or a value is exit 2 naming the launcher's keys,
+    not an internal error from inside Hydra. More jobs than cores are capped at the cores with a warning
+    (the words returned, for Hydra's command line), as ``workers`` is: results do not depend on it."""
+    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+    from joblib import Parallel
+
+    from sim.util.forkmap import cap_workers, usable_cores
+
+    params = {k: v for k, v in cfg.items() if k != "_target_"}
+    params["backend"] = "loky"
+    process_joblib_cfg(params)
+    try:
+        Parallel(**params)
+    except (TypeError, ValueError) as exc:
+        given = ", ".join(f"{k}={cfg[k]}" for k in ("n_jobs", "prefer", "require", "backend") if k in cfg)
+        raise ConfigError(f"sweep -m: hydra.launcher ({given}): joblib refuses it: {exc}") from None
+    n_jobs = params.get("n_jobs")
+    if isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and n_jobs > usable_cores():
+        return [f"hydra.launcher.n_jobs={cap_workers(n_jobs, 'hydra.launcher.n_jobs')}"]
+    return []
+
+
+def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], dict, list[str]]:
     """Compose the multirun's config once per policy choice with the Compose API (with its Hydra part)
     and compare it with ctxsim's own: no callbacks, logging the ``none`` configs, and everything else
     under ``hydra`` as ctxsim sets it, but the launcher, whose ``_target_`` must be a discovered
@@ -270,6 +298,7 @@ def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], 
         raise ConfigError("sweep -m: conf/sweep_app.yaml: hydra callbacks or logging are not ctxsim's own")
     launchers = launcher_targets()
     knob_names = {}
+    capped: list[str] = []  # hydra.launcher.n_jobs at the cores (``_check_joblib``)
     for p, cfg in composed.items():
         got = OmegaConf.to_container(cfg, resolve=False)
         hydra_got = {k: v for k, v in got.pop("hydra").items() if k not in _VARYING}
@@ -295,11 +324,13 @@ def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], 
             raise ConfigError(
                 f"sweep -m: {nested[0]}: a nested _target_ is not allowed in the launcher config"
             )
+        if target == _JOBLIB:
+            capped = _check_joblib(OmegaConf.to_container(launcher, resolve=True))
         knob_names[p] = {
             "policy": [k for k in got["policy"] if k != "_target_"],
             "model": list(got.get("model") or {}),
         }
-    return knob_names, {k: v for k, v in want.items() if k != "hydra"}
+    return knob_names, {k: v for k, v in want.items() if k != "hydra"}, capped
 
 
 def _check_knobs(words: Words, knob_names: dict[str, dict[str, list[str]]]) -> None:
@@ -377,13 +408,13 @@ def main(items: Sequence[str]) -> int:
     words = check_words(items)
     for p in words.policies:
         prepare_policy(p, words.allow_modules)  # each policy file and its defaults chain, before Hydra
-    knob_names, defaults = verify_hydra_config(words)
+    knob_names, defaults, capped = verify_hydra_config(words)
     _check_knobs(words, knob_names)
     _check_top(words)
     check_grid(words)
     app = hydra.main(config_path=str(CONF_DIR), config_name="sweep_app", version_base=None)(_job)
     argv, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
-    sys.argv = ["ctxsim-sweep", "-m", *words.overrides]
+    sys.argv = ["ctxsim-sweep", "-m", *words.overrides, *capped]
     # an error inside a job reaches sim.util.exitcodes.run_command (exit 2 for bad input, 3 for a crash)
     # instead of Hydra's own report and exit status 1, which CI would read as a regression
     os.environ["HYDRA_FULL_ERROR"] = "1"
