@@ -83,12 +83,10 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
 
 def _check_results_dir(out: Path, parts_dir: Path) -> None:
     """The results folder is a folder ctxsim can write its parts in, before any run: exit 2 naming
-    ``results.path`` for an existing file (or ``/dev/null``) and a folder nothing can be created in
-    (``/proc/self``), instead of an internal error at the first part."""
+    ``results.path`` for a folder nothing can be created in (``/proc/self``), instead of an internal
+    error at the first part (an existing file, ``/dev/null``, is refused before planning)."""
     from sim.util.atomicfile import make_dirs
 
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"sweep: results.path={out}: not a folder (a file of that name exists)")
     try:
         make_dirs(parts_dir)
     except OSError as exc:
@@ -109,13 +107,15 @@ def _run_sweep(spec: SweepSpec, workers: int, progress: bool, merge: bool, check
         workers = cap_workers(workers)
     out = spec.results_dir
     parts_dir = out / PARTS
-    _check_results_dir(out, parts_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"sweep: results.path={out}: not a folder (a file of that name exists)")
     scenario = scenario_digest(spec.scenario)  # read once: the receipt and the plan both need it
     plan_id = plan_digest(spec, ctxsim_version(), scenario) if merge else None
     done = _finished(spec, plan_id)
     if done is not None:
         return done
     runs = plan(spec, digest=scenario)
+    _check_results_dir(out, parts_dir)  # once the plan holds: a refused sweep creates no folder
     all_keys = runs.keys()
     wanted = set(all_keys)
     total = len(wanted)
