@@ -17,6 +17,7 @@ whole Hydra config is composed once with the Compose API and compared with ctxsi
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -102,11 +103,12 @@ _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _TOP_WORDS = (
     "scenario", "results.path", "pricing", "chunk_size", "csv", "skip_invalid", "allow_modules", "workers",
+    "max_settings",
 )  # fmt: skip
 ALLOWED_WORDS = (
     "policy=NAME[,NAME...], policy.KEY=V, model.KEY=V, scenario=, results.path=, pricing=, chunk_size=, "
-    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, transform=NAME, transform.KEY=V, "
-    "hydra/launcher=NAME, hydra.launcher.KEY=V"
+    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, max_settings=, transform=NAME, "
+    "transform.KEY=V, hydra/launcher=NAME, hydra.launcher.KEY=V"
 )
 
 
@@ -171,6 +173,9 @@ def check_words(items: Sequence[str]) -> Words:
         elif key in _TOP_WORDS:
             if key == "workers":
                 continue  # the launcher decides parallelism under Hydra
+            if key == "max_settings":  # checked by check_grid, before Hydra expands the grid
+                top[key] = value
+                continue
             if key == "allow_modules":
                 allow = check_allow_modules((m for m in value.split(",") if m), "sweep -m: allow_modules=")
                 out.append(f"allow_modules=[{','.join(allow)}]")  # a list value: Hydra must not sweep it
@@ -368,6 +373,27 @@ def _check_top(words: Words) -> None:
         raise ConfigError("sweep -m: 'results.path=': expected a folder")
 
 
+def _sweep_size(override) -> int:
+    """How many values Hydra's basic sweeper makes of one parsed override, without making them: a list
+    (``a,b``, ``choice(...)``) its length, ``range(start, stop, step)`` its length by arithmetic; any
+    other override one value (an interval cannot be swept by the basic sweeper: it says so itself)."""
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    if not override.is_sweep_override():
+        return 1
+    sweep = override.value()
+    if isinstance(sweep, ChoiceSweep):
+        return len(sweep.list)
+    if isinstance(sweep, RangeSweep):
+        start, stop, step = sweep.start, sweep.stop, sweep.step
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return len(range(start, stop, step)) if step else 0
+        if not step or not all(math.isfinite(float(v)) for v in (start, stop, step)):
+            return 1  # Hydra refuses it when it splits the arguments
+        return max(0, math.ceil((float(stop) - float(start)) / float(step)))
+    return 1
+
+
 def check_grid(words: Words) -> None:
     """Every grid point composed and built before Hydra runs a job, as a plain ``sweep`` does: a setting
     the policy refuses (keep_recent_tokens >= context_token_limit, say) exits 2 naming it, unless
@@ -378,10 +404,17 @@ def check_grid(words: Words) -> None:
     from hydra.errors import HydraException
 
     from sim.sweep.settings import check_settings
-    from sim.sweep.spec import SweepSpec
+    from sim.sweep.spec import MAX_SETTINGS, SweepSpec, check_grid_size
 
+    limit = words.top.get("max_settings", str(MAX_SETTINGS))
+    if not (limit.isdigit() and 1 <= int(limit) <= 2**53 - 1):
+        raise ConfigError(f"sweep -m: max_settings={limit[:40]}: expected an integer in [1, 2^53)")
     try:
         parsed = OverridesParser.create().parse_overrides([w for w, _, _ in words.knobs])
+        # before Hydra expands it: range(1,100000000) is a list of 10^8 values once split
+        check_grid_size(
+            math.prod(_sweep_size(o) for o in parsed) * len(words.policies), None, int(limit), "sweep -m"
+        )
         grid = BasicSweeper.split_arguments(parsed, None)[0]
     except HydraException as exc:
         raise ConfigError(f"sweep -m: {str(exc).strip().splitlines()[0]}") from None
