@@ -15,8 +15,10 @@ reboot cannot be proven stale from here and is left alone.
 from __future__ import annotations
 
 import errno
+import glob
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -88,6 +90,52 @@ def remove_stale_temps(folder: Path, pattern: str = ".*.tmp") -> list[Path]:
     return removed
 
 
+def _process_start() -> float:
+    """When this process started (unix seconds): its start in clock ticks after boot (``/proc/self/stat``)
+    plus the boot time (``/proc/stat``); elsewhere, the time this module was first imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
+        return boot + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED
+
+
+_IMPORTED = time.time()
+_STARTED: list[float] = []  # _process_start(), once a process (a forked worker: its own)
+_STARTED_PID: list[int] = []
+
+
+def started() -> float:
+    if _STARTED_PID != [os.getpid()]:
+        _STARTED[:], _STARTED_PID[:] = [_process_start()], [os.getpid()]
+    return _STARTED[0]
+
+
+def remove_stale_temps_of(path: Path) -> list[Path]:
+    """Delete the temporaries of ``path`` (``atomic_path``'s names for this very target) that are
+    provably stale (``is_stale``: their writer is gone) and older than this process (last written before
+    it started): a SIGKILLed ``import -o o.jsonl`` leaves ``.o.jsonl.<writer>.<random>.tmp`` (10-28 MB
+    in the issue), which the next write of ``o.jsonl`` removes. Another target's temporaries are left."""
+    path = Path(path)
+    removed = []
+    before = started()
+    for tmp in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
+        m = _TEMP.match(tmp.name)
+        if not m or m["target"] != path.name or not is_stale(tmp):
+            continue
+        try:
+            if tmp.lstat().st_mtime >= before:
+                continue
+            tmp.unlink()
+        except FileNotFoundError:  # another process cleaned it up first
+            continue
+        removed.append(tmp)
+    return removed
+
+
 def fsync_dir(folder: Path) -> None:
     """Make the entries of ``folder`` durable (a rename, a new file or subfolder in it). File systems
     that cannot fsync a directory (EINVAL, ENOTSUP) offer no more durability to ask for."""
@@ -153,6 +201,7 @@ def atomic_path(path: Path):
     import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
 
     make_dirs(path.parent)
+    remove_stale_temps_of(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:

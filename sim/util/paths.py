@@ -61,3 +61,15 @@ def files_under(root: Path, suffixes: tuple[str, ...], max_depth: int = MAX_FOLD
             elif e.name.endswith(suffixes):
                 found.append(Path(e.path))
     return sorted(found, key=str)
+
+
+def outside(path: Path, roots: list[Path]) -> bool:
+    """True when ``path`` (made absolute against the current folder, ``..`` and symbolic links resolved
+    as far as they exist) lies inside none of ``roots`` (resolved the same way): a path a file (a gate or
+    experiment file) names may not choose a place outside them to write in."""
+    where = Path(os.path.abspath(path)).resolve()
+    for root in roots:
+        root = Path(os.path.abspath(root)).resolve()
+        if where == root or root in where.parents:
+            return False
+    return True
