@@ -357,3 +357,39 @@ def test_every_reader_gives_the_same_verdict(tmp_path, good, capsys):
         if set(got.values()) != {2} or (tmp_path / "imported.jsonl").exists():
             disagree[name] = got
     assert disagree == {}
+
+
+# ------------------------------------------------------------------------ outputs in places that are not
+NOT_FOLDERS = {
+    "a file's folder": (
+        ["import", "{good}", "-o", "{file}/x.jsonl"],
+        r"cannot write .*afile/x\.jsonl: .*afile is not a folder$",
+    ),
+    "a folder": (["import", "{good}", "-o", "{folder}"], r"cannot write .*d\.jsonl: it is a folder$"),
+    "/dev/null": (
+        ["import", "{good}", "-o", "/dev/null/x.jsonl"],
+        r"cannot write /dev/null/x\.jsonl: /dev/null is not a folder$",
+    ),
+    "--calls": (
+        ["run", "{good}", "--policy", "raw", "--calls", "{file}/c.csv"],
+        r"cannot write .*afile/c\.csv: .*afile is not a folder$",
+    ),
+    "/proc/self": (
+        ["import", "{good}", "-o", "/proc/self/x.jsonl"],
+        r"cannot write /proc/self/x\.jsonl: no file can be created in /proc/self",
+    ),
+}
+
+
+@pytest.mark.parametrize(("argv", "match"), NOT_FOLDERS.values(), ids=NOT_FOLDERS.keys())
+def test_outputs_in_places_that_are_not_folders(tmp_path, good, capsys, argv, match):
+    """An output whose folder is a file (or ``/dev/null``, or a folder nothing can be created in) was an
+    internal error (FileExistsError, FileNotFoundError); now exit 2 naming the output, nothing written."""
+    if "/proc/self" in " ".join(argv) and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    (tmp_path / "afile").write_text("mine\n")
+    (tmp_path / "d.jsonl").mkdir()
+    argv = [a.format(good=good, file=tmp_path / "afile", folder=tmp_path / "d.jsonl") for a in argv]
+    refused(capsys, argv, r"^ctxsim: error: " + match)
+    assert (tmp_path / "afile").read_text() == "mine\n" and not any((tmp_path / "d.jsonl").iterdir())
+    assert not list(tmp_path.glob(".*.tmp"))

@@ -190,6 +190,14 @@ def durable_replace(src: Path, dst: Path) -> None:
         fsync_dir(Path(src).parent)
 
 
+def _place_problem(folder: Path, exc: OSError) -> str:
+    """Why no file can be written in ``folder``, in a few words (the first part of it that is a file)."""
+    for part in (folder, *folder.parents):
+        if part.exists() and not part.is_dir():
+            return f"{part} is not a folder"
+    return f"no file can be created in {folder} ({exc.strerror or type(exc).__name__})"
+
+
 @contextmanager
 def atomic_path(path: Path):
     """Yield a temporary path beside ``path`` (named with this writer's id); it replaces ``path`` only if
@@ -200,9 +208,24 @@ def atomic_path(path: Path):
     path = Path(path)
     import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
 
-    make_dirs(path.parent)
-    remove_stale_temps_of(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        from sim.util.errors import ConfigError
+
+        raise ConfigError(f"cannot write {path}: it is a folder")
+    try:  # where to write is the user's choice: a folder that is a file, or cannot hold one, is exit 2
+        make_dirs(path.parent)
+        remove_stale_temps_of(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
+    except (
+        FileExistsError,
+        NotADirectoryError,
+        FileNotFoundError,
+        PermissionError,
+        IsADirectoryError,
+    ) as exc:
+        from sim.util.errors import ConfigError
+
+        raise ConfigError(f"cannot write {path}: {_place_problem(path.parent, exc)}") from None
     os.close(fd)
     try:
         yield Path(tmp)
