@@ -215,10 +215,14 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path, scena
     other.write_bytes(b"x")
     newer = tmp_path / left.name.replace(".tmp", "x.tmp")
     newer.write_bytes(b"x")
-    os.utime(left, (time.time() - 3600, time.time() - 3600))
-    os.utime(other, (time.time() - 3600, time.time() - 3600))
-    os.utime(newer, (time.time() + 3600, time.time() + 3600))
-    assert main(["import", str(scenario), "-o", str(out)]) == 0
+    os.utime(newer, (time.time() + 3600, time.time() + 3600))  # as if written after the next run started
+    # the next run: a process of its own, started after the killed writer's last write (by more than the
+    # ~10 ms to which a process's start time is known)
+    time.sleep(0.2)
+    nxt = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "import", str(scenario), "-o", str(out)], capture_output=True
+    )
+    assert nxt.returncode == 0, nxt.stderr
     assert out.is_file() and not left.exists()
     assert other.exists() and newer.exists()
     assert sorted(p.name for p in tmp_path.glob(".*.tmp")) == sorted([other.name, newer.name])

@@ -15,7 +15,6 @@ reboot cannot be proven stale from here and is left alone.
 from __future__ import annotations
 
 import errno
-import glob
 import os
 import re
 import time
@@ -91,15 +90,16 @@ def remove_stale_temps(folder: Path, pattern: str = ".*.tmp") -> list[Path]:
 
 
 def _process_start() -> float:
-    """When this process started (unix seconds): its start in clock ticks after boot (``/proc/self/stat``)
-    plus the boot time (``/proc/stat``); elsewhere, the time this module was first imported."""
+    """When this process started (unix seconds, to ~10 ms): now, less the time since its start (uptime
+    less its start in clock ticks after boot, ``/proc/self/stat``); elsewhere, the time this module was
+    first imported."""
     try:
         with open("/proc/self/stat", encoding="ascii") as f:
             ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat", encoding="ascii") as f:
-            boot = next(int(line.split()[1]) for line in f if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
         return _IMPORTED
 
 
@@ -114,21 +114,42 @@ def started() -> float:
     return _STARTED[0]
 
 
+# per (process, folder): the temporaries, by target, that were there, last written before this process
+# started; what the first write into a folder lists, once (every such file existed by then)
+_OLD_TEMPS: dict[tuple[int, str], dict[str, list[Path]]] = {}
+
+
+def _old_temps(folder: Path) -> dict[str, list[Path]]:
+    key = (os.getpid(), os.path.abspath(folder))
+    found = _OLD_TEMPS.get(key)
+    if found is None:
+        found = {}
+        before = started()
+        try:
+            with os.scandir(folder) as it:
+                for e in it:
+                    m = _TEMP.match(e.name) if e.name.endswith(".tmp") else None
+                    if m is not None and e.stat(follow_symlinks=False).st_mtime < before:
+                        found.setdefault(m["target"], []).append(Path(e.path))
+        except OSError:  # unreadable: nothing to clean here
+            pass
+        _OLD_TEMPS[key] = found
+    return found
+
+
 def remove_stale_temps_of(path: Path) -> list[Path]:
     """Delete the temporaries of ``path`` (``atomic_path``'s names for this very target) that are
     provably stale (``is_stale``: their writer is gone) and older than this process (last written before
     it started): a SIGKILLed ``import -o o.jsonl`` leaves ``.o.jsonl.<writer>.<random>.tmp`` (10-28 MB
-    in the issue), which the next write of ``o.jsonl`` removes. Another target's temporaries are left."""
+    in the issue), which the next write of ``o.jsonl`` removes. Another target's temporaries are left.
+    The folder is listed once a process (``_old_temps``), not once a write: a sweep writes thousands of
+    parts into one folder."""
     path = Path(path)
     removed = []
-    before = started()
-    for tmp in sorted(path.parent.glob(f".{glob.escape(path.name)}.*.tmp")):
-        m = _TEMP.match(tmp.name)
-        if not m or m["target"] != path.name or not is_stale(tmp):
+    for tmp in sorted(_old_temps(path.parent).pop(path.name, [])):
+        if not is_stale(tmp):
             continue
         try:
-            if tmp.lstat().st_mtime >= before:
-                continue
             tmp.unlink()
         except FileNotFoundError:  # another process cleaned it up first
             continue
