@@ -15,6 +15,7 @@ from typing import Any
 
 from sim.util.errors import ConfigError
 from sim.util.forkmap import MAX_WORKERS
+from sim.util.limits import MAX_COUNT
 
 OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
 
@@ -95,24 +96,9 @@ def add_model_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--window",
-        type=window_arg,
+        type=int,
         help="provider context window in tokens (as model.window=N; default: the model's)",
     )
-
-
-def window_arg(text: str) -> int:
-    """``--window N`` as argparse reads it: an integer in [1, 2^53) (``sim.util.limits.MAX_COUNT``: a
-    count the engine's int64 columns hold exactly), else exit 2 naming the flag and the range."""
-    from sim.util.limits import MAX_COUNT
-
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer in [1, 2^53), got {text[:40]!r}") from None
-    if not 1 <= value <= MAX_COUNT:
-        shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
-        raise argparse.ArgumentTypeError(f"{shown} is out of range: expected an integer in [1, 2^53)")
-    return value
 
 
 def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tuple[int | str, str]:
@@ -131,6 +117,10 @@ def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tu
     if args.window is not None:
         if args.window < 1:
             raise ConfigError(f"--window {args.window} is not an integer >= 1")
+        if args.window > MAX_COUNT:  # a count the engine's int64 columns hold exactly (sim.util.limits)
+            text = str(args.window)
+            shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+            raise ConfigError(f"--window {shown} is out of range: expected an integer in [1, 2^53)")
         window = args.window
     return window, pricing
 

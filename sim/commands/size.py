@@ -19,7 +19,6 @@ from sim.commands.common import (
     split_args,
     transforms_of,
     warn,
-    window_arg,
 )
 from sim.util import interrupts
 from sim.util.errors import ConfigError
@@ -53,9 +52,7 @@ def add_parser(sub) -> None:
     sz.add_argument("--split", default="train")
     sz.add_argument("--policy", default="seed_engine", help="a policy with both knobs (default seed_engine)")
     sz.add_argument("--model", metavar="NAME", help="price and window as this model (default: recorded)")
-    sz.add_argument(
-        "--window", type=window_arg, help="provider context window in tokens (default: the model's)"
-    )
+    sz.add_argument("--window", type=int, help="provider context window in tokens (default: the model's)")
     sz.add_argument(
         "--target-completion",
         type=float,

@@ -14,7 +14,6 @@ from sim.commands.common import (
     add_workers_option,
     mock_model_words,
     model_flags,
-    window_arg,
 )
 from sim.util.forkmap import check_workers
 
@@ -48,7 +47,7 @@ def add_parser(sub) -> None:
         metavar="NAME",
         help="price and window as this model (pricing=NAME model.window=its window)",
     )
-    sw.add_argument("--window", type=window_arg, help="provider context window in tokens (as model.window=N)")
+    sw.add_argument("--window", type=int, help="provider context window in tokens (as model.window=N)")
     add_allow_module(sw, as_word="as allow_modules=")
     add_mock_model_options(sw, as_words=True)
     add_workers_option(
