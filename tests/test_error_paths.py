@@ -292,13 +292,23 @@ def _mutations(good: bytes) -> dict[str, bytes]:
     lines = good.rstrip(b"\n").split(b"\n")
     d = json.loads(lines[2])
 
+    def canonical(rec) -> bytes:  # as write_traces writes a line: the column reader's fast path takes it
+        return json.dumps(rec, ensure_ascii=False, separators=(",", ":")).encode()
+
     def with_record(rec) -> bytes:
-        return b"\n".join([*lines[:2], json.dumps(rec).encode()]) + b"\n"
+        return b"\n".join([*lines[:2], canonical(rec)]) + b"\n"
 
     def edited(fn) -> bytes:
         rec = json.loads(lines[2])
         fn(rec)
         return with_record(rec)
+
+    def ff_in(fn) -> bytes:
+        """A record whose field ``fn`` sets to "MARK..." holds 0xFF inside that string."""
+        rec = json.loads(lines[2])
+        fn(rec)
+        raw = canonical(rec).replace(b"MARK", b"MA\xffRK", 1)
+        return b"\n".join([*lines[:2], raw]) + b"\n"
 
     third = lines[2]
     at = [m.start() for m in re.finditer(rb'"content":"out', third)][-2] + 14  # inside a later event
@@ -306,6 +316,12 @@ def _mutations(good: bytes) -> dict[str, bytes]:
         "0xFF in a later event": b"\n".join([*lines[:2], third[:at] + b"\xff" + third[at:]]) + b"\n",
         "truncated UTF-8": b"\n".join([*lines[:2], third[:at] + b"\xc3" + third[at:]]) + b"\n",
         "surrogate as UTF-8": b"\n".join([*lines[:2], third[:at] + b"\xed\xa0\x80" + third[at:]]) + b"\n",
+        # strings Arrow kept as bytes until the events were built, lazily: an internal UnicodeDecodeError
+        "0xFF in source_type": ff_in(lambda r: r["events"][3].update(source_type="MARK:run")),
+        "0xFF in url": ff_in(lambda r: r["events"][3].update(url="https://MARK.example")),
+        "0xFF in tool_call_id": ff_in(lambda r: r["events"][3].update(tool_call_id="MARK")),
+        "0xFF in provides": ff_in(lambda r: r["events"][3].update(provides=["MARK:a"])),
+        "0xFF in agent": ff_in(lambda r: r.update(agent="MARK")),
         "0xFF in a key": b"\n".join([*lines[:2], third.replace(b'"tokens"', b'"tok\xffens"', 1)]) + b"\n",
         "cut mid-record": b"\n".join([*lines[:2], third[: len(third) // 2]]) + b"\n",
         "an array": b"\n".join([*lines[:2], b"[1, 2]"]) + b"\n",
