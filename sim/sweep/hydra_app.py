@@ -394,6 +394,21 @@ def _sweep_size(override) -> int:
     return 1
 
 
+def _check_results_path(results_dir: Path) -> None:
+    """``results.path`` is a folder the multirun can write in (created now, once every word is checked):
+    an existing file (``/dev/null``) or a folder nothing can be created in (``/proc/self``) is exit 2."""
+    from sim.util.atomicfile import make_dirs
+
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ConfigError(f"sweep -m: results.path={results_dir}: not a folder (a file of that name exists)")
+    try:
+        make_dirs(results_dir / "hydra")
+    except OSError as exc:
+        raise ConfigError(
+            f"sweep -m: results.path={results_dir}: cannot create a folder in it: {exc.strerror or exc}"
+        ) from None
+
+
 def check_grid(words: Words) -> None:
     """Every grid point composed and built before Hydra runs a job, as a plain ``sweep`` does: a setting
     the policy refuses (keep_recent_tokens >= context_token_limit, say) exits 2 naming it, unless
@@ -445,6 +460,8 @@ def main(items: Sequence[str]) -> int:
     _check_knobs(words, knob_names)
     _check_top(words)
     check_grid(words)
+    results_dir = Path(words.top.get("results.path") or defaults["results"]["path"])
+    _check_results_path(results_dir)  # Hydra writes its sweep folder in it first: a file there was exit 3
     app = hydra.main(config_path=str(CONF_DIR), config_name="sweep_app", version_base=None)(_job)
     argv, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
     sys.argv = ["ctxsim-sweep", "-m", *words.overrides, *capped]
@@ -462,7 +479,6 @@ def main(items: Sequence[str]) -> int:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = full_error
-    results_dir = words.top.get("results.path") or defaults["results"]["path"]
     csv = words.top.get("csv", str(defaults.get("csv", False))).lower() == "true"
-    merge_results(Path(results_dir), csv)
+    merge_results(results_dir, csv)
     return 0
