@@ -226,3 +226,17 @@ def test_a_killed_writers_temporary_is_removed_by_the_next_write(tmp_path, scena
     assert out.is_file() and not left.exists()
     assert other.exists() and newer.exists()
     assert sorted(p.name for p in tmp_path.glob(".*.tmp")) == sorted([other.name, newer.name])
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_bench_gives_the_process_its_cores_back(monkeypatch):
+    """``bench`` measures on one core; run in-process it left the process pinned to that core for good,
+    and every later fork capped at it (a test session's sweeps and sizings then ran on one process)."""
+    import sim.commands.engine_speed as es
+
+    before = os.sched_getaffinity(0)
+    seen = []
+    monkeypatch.setattr(es, "corpora", lambda: {"tiny": lambda: [swe_trace([("x", 10)] * 3)]})
+    monkeypatch.setattr(es, "measure", lambda *a, **k: seen.append(os.sched_getaffinity(0)) or {})
+    es.run_bench(["raw"], ["tiny"], repeats=1)
+    assert seen == [{min(before)}] and os.sched_getaffinity(0) == before
