@@ -15,6 +15,7 @@ from typing import Any
 
 from sim.util.errors import ConfigError
 from sim.util.forkmap import MAX_WORKERS
+from sim.util.limits import MAX_COUNT
 
 OVERRIDE = re.compile(r"^[+~]?[A-Za-z_][\w.]*=")
 
@@ -116,6 +117,10 @@ def model_flags(args: argparse.Namespace, window: int | str, pricing: str) -> tu
     if args.window is not None:
         if args.window < 1:
             raise ConfigError(f"--window {args.window} is not an integer >= 1")
+        if args.window > MAX_COUNT:  # a count the engine's int64 columns hold exactly (sim.util.limits)
+            text = str(args.window)
+            shown = text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+            raise ConfigError(f"--window {shown} is out of range: expected an integer in [1, 2^53)")
         window = args.window
     return window, pricing
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from sim.core.types import Trace, policy_json
 from sim.engine.dispatch import replay_table
@@ -39,11 +40,20 @@ def corpora() -> dict[str, Callable[[], list[Trace]]]:
     }
 
 
-def pin_one_core() -> None:
-    """Measure one core: pin the process to the first CPU it may use (where the OS allows)."""
-    if hasattr(os, "sched_setaffinity"):
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[0]})
+@contextmanager
+def one_core() -> Iterator[None]:
+    """Measure one core: the process pinned to the first CPU it may use (where the OS allows) for the
+    block, and given back every CPU it had afterwards: a bench run in-process (the API, a test session)
+    left the process on one core for good, and everything it forked later capped at that one core
+    (``sim.util.forkmap.cap_workers``)."""
+    before = set(os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else None
+    if before:
+        os.sched_setaffinity(0, {min(before)})
+    try:
+        yield
+    finally:
+        if before:
+            os.sched_setaffinity(0, before)
 
 
 def measure(
@@ -77,7 +87,11 @@ def measure(
 def run_bench(
     policies: list[str] | None = None, corpus_names: list[str] | None = None, repeats: int = 7, log=print
 ) -> list[dict]:
-    pin_one_core()
+    with one_core():
+        return _run_bench(policies, corpus_names, repeats, log)
+
+
+def _run_bench(policies: list[str] | None, corpus_names: list[str] | None, repeats: int, log) -> list[dict]:
     available = corpora()
     rows = []
     for cname in corpus_names or list(available):
@@ -113,6 +127,12 @@ def load_kernel():
 
 
 def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
+    """``_run_grid_bench`` on one core (``one_core``)."""
+    with one_core():
+        return _run_grid_bench(n_traces, repeats, log)
+
+
+def _run_grid_bench(n_traces: int, repeats: int, log) -> dict:
     """``ctxsim size``'s grid path (``sim.engine.fast.seed_lanes`` over a 20 x 20 grid of the seed engine's
     defaults) and the bare kernel (``benchmarks/kernel.py``, prune only) on the same SWE-like traces, in this
     run: grid-calls per CPU second of each (median of ``repeats``; settings x calls per second) and their
@@ -129,7 +149,6 @@ def run_grid_bench(n_traces: int = 200, repeats: int = 5, log=print) -> dict:
     kernel = load_kernel()
     if kernel is None:
         raise ConfigError("bench --grid: benchmarks/kernel.py not found (run from a source checkout)")
-    pin_one_core()
     traces = [generate_run(7, i) for i in range(n_traces)]
     models = [ReplayModel(t) for t in traces]
     limits, keeps = kernel.grid_20x20()

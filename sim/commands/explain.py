@@ -162,7 +162,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
         print(f"call {args.call} was never sent: the run ended with {rec.finish_reason}")
         return 0
     rows = item_rows(trace, seen)
-    print(format_table(rows, list(rows[0])))
+    if rows:
+        print(format_table(rows, list(rows[0])))
+    else:  # a call with nothing before it (a conversation that opens on the assistant's message)
+        print(f"call {args.call} sent no items: nothing came before it in the trace")
     calls = rec.calls
     (row,) = [
         j

@@ -8,6 +8,8 @@ import sys
 from functools import partial
 from pathlib import Path
 
+from sim.util.errors import ConfigError
+
 
 def add_parser(sub) -> None:
     """The ``report`` subcommand on the CLI's subparsers."""
@@ -50,6 +52,10 @@ def cmd_report(args: argparse.Namespace) -> int:
     from sim.results.summary import results_file
 
     paths = [results_file(p) for p in args.paths]  # a missing file: ConfigError, exit 2, nothing written
+    out = Path(args.output)
+    for part in (out, *out.parents):  # the folder the report goes in: not a file, nor below one
+        if part.exists() and not part.is_dir():
+            raise ConfigError(f"report: --out {out}: {part} is not a folder")
     md, page = make_report(
         paths,
         Path(args.output),

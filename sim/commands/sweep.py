@@ -28,7 +28,8 @@ def add_parser(sub) -> None:
         "(Hydra-style multirun values; several keys give the product), model.KEY=V, results.path=DIR, "
         "workers=N, chunk_size=N, pricing=MODEL|auto, experiment=NAME (conf/experiment/NAME.yaml), "
         "executor=pool|ray (ray: chunks as Ray tasks, pip install 'ctxsim[ray]'), "
-        "ray.address=auto|HOST:PORT (default: a local Ray with `workers` CPUs). Finished chunks are kept "
+        "ray.address=auto|HOST:PORT (default: a local Ray with `workers` CPUs), max_settings=N (the most "
+        "runs, settings x traces, default 1,000,000). Finished chunks are kept "
         "in DIR/parts/: an interrupted sweep resumes when the same command is run again.",
         epilog="example: ctxsim sweep experiment=size_seed_engine workers=2",
     )
@@ -55,6 +56,12 @@ def add_parser(sub) -> None:
         "processes replaying chunks (as workers=N; default 1; the same results for any N)",
     )
     add_transform_option(sw)
+    sw.add_argument(
+        "--max-settings",
+        type=int,
+        metavar="N",
+        help="the most runs (settings x traces) the sweep may plan (as max_settings=N; default 1,000,000)",
+    )
     sw.add_argument(
         "-m",
         "--multirun",
@@ -83,6 +90,8 @@ def sweep_flags(args: argparse.Namespace) -> list[str]:
     words += mock_model_words(args)
     if args.workers is not None:
         words.append(f"workers={check_workers(args.workers)}")
+    if args.max_settings is not None:
+        words.append(f"max_settings={args.max_settings}")
     return words
 
 

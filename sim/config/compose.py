@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sim.util.errors import ConfigError, UnknownNameError
+from sim.util.limits import MAX_COUNT
 from sim.util.paths import CONF_DIR
 
 if TYPE_CHECKING:
@@ -549,8 +550,15 @@ def model_window(cfg: dict[str, Any]) -> int | str:
     window = (cfg.get("model") or {}).get("window")
     if window is None:
         return "auto"
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ConfigError(f"model.window={window!r} is not null (the recorded model's) or an integer >= 1")
+    if isinstance(window, bool) or not isinstance(window, int) or not 1 <= window <= MAX_COUNT:
+        shown = (
+            repr(window)
+            if len(repr(window)) <= 40
+            else f"{repr(window)[:20]}... ({len(repr(window))} digits)"
+        )
+        raise ConfigError(
+            f"model.window={shown} is not null (the recorded model's) or an integer in [1, 2^53)"
+        )
     return window
 
 

@@ -31,6 +31,12 @@ def add_parser(sub) -> None:
         help="rewrite baseline.results from the baseline policy (or the candidate when the baseline names "
         "no policy), then check",
     )
+    g.add_argument(
+        "--baseline-results",
+        metavar="PATH.jsonl",
+        help="the baseline results file, instead of the gate file's baseline.results (which must lie in "
+        "the gate file's folder or the current one)",
+    )
     g.add_argument("--summary", metavar="OUT.md", help="also write the Markdown summary here")
     g.add_argument("--junit", metavar="OUT.xml", help="write JUnit XML: one testcase per threshold")
     g.add_argument(

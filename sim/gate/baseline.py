@@ -10,15 +10,29 @@ from typing import Any
 from sim.gate.gatefile import MAX_METRICS, MEAN_METRICS, RATIO_METRICS, SHARE_METRICS, SUM_METRICS, Gate
 from sim.util.errors import ConfigError
 from sim.util.jsonl import json_lines
+from sim.util.limits import MAX_COUNT
+
+
+def _short(v: Any) -> str:
+    """A value for one line of error: a 400-digit integer as its first digits and its length."""
+    text = repr(v)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} digits)"
+
 
 # Metrics a result row may leave empty (None): unpriced cost, growth below 4 calls, a 0/0 hit rate.
 NULLABLE_METRICS = ("cost_microusd", "growth_exponent", "cache_hit_rate", "answer_fact_recall")
 
 
-_COUNT_FIELDS = (*SUM_METRICS, *MAX_METRICS)  # never negative
+# never negative; tokens_reclaimed is a net sum: a placeholder larger than what it replaced counts below 0
+_SIGNED_SUMS = ("tokens_reclaimed",)
+_COUNT_FIELDS = tuple(m for m in (*SUM_METRICS, *MAX_METRICS) if m not in _SIGNED_SUMS)
 
 
-_NUMBER_FIELDS = (*_COUNT_FIELDS, *MEAN_METRICS, *RATIO_METRICS)
+_NUMBER_FIELDS = (*_COUNT_FIELDS, *_SIGNED_SUMS, *MEAN_METRICS, *RATIO_METRICS)
+# Every per-run value ctxsim writes is a count below 2^53 (``sim.util.limits``), or a ratio or mean far
+# smaller; a larger value cannot come from a run, and summed over a suite it could leave the doubles
+# (10**400 does not convert; 1e308 sums to inf and a percentage of nan), so it is refused as out of range.
+_MAX_ROW_VALUE = float(MAX_COUNT)
 
 
 def check_baseline_row(row: dict[str, Any], where: str) -> None:
@@ -35,10 +49,15 @@ def check_baseline_row(row: dict[str, Any], where: str) -> None:
         v = row[key]
         if v is None and key in NULLABLE_METRICS:
             continue
-        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
-            raise ConfigError(f"{where}: field {key}: expected a number, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int | float) or (isinstance(v, float) and math.isnan(v)):
+            raise ConfigError(f"{where}: field {key}: expected a number, got {_short(v)}")
         if key in _COUNT_FIELDS and v < 0:
-            raise ConfigError(f"{where}: field {key}: expected a number >= 0, got {v!r}")
+            raise ConfigError(f"{where}: field {key}: expected a number >= 0, got {_short(v)}")
+        if not -_MAX_ROW_VALUE <= v <= _MAX_ROW_VALUE:  # exact for huge ints and infinities alike
+            raise ConfigError(
+                f"{where}: field {key}: {_short(v)} is out of range: expected a number in "
+                f"(-2^53, 2^53) (the counts a run writes)"
+            )
     for key in SHARE_METRICS:
         if key in row and not isinstance(row[key], bool):
             raise ConfigError(f"{where}: field {key}: expected true or false, got {row[key]!r}")

@@ -28,13 +28,15 @@ def evaluate(
     allow_modules: tuple[str, ...] | list[str] = (),
     update_baseline: bool = False,
     log=None,
+    baseline_results: str | Path | None = None,
 ) -> GateResult:
     """Run the gate of ``path``: the baseline (read or run), the candidate, every threshold.
 
     ``update_baseline``: rewrite the baseline results file first, from the baseline policy when the
     gate names one, otherwise from the candidate. A gate whose baseline is a policy only has no file to
-    update: that is an error."""
-    gate = load_gate(path)
+    update: that is an error. ``baseline_results``: the command line's ``--baseline-results`` instead
+    of the file's ``baseline.results``."""
+    gate = load_gate(path, baseline_results)
     allow = tuple(allow_modules)
     # a bad policy in the file is an error before any run (and before anything is written)
     for spec in (gate.baseline_policy, gate.candidate):
@@ -86,7 +88,9 @@ def cmd_gate(args) -> int:
     from sim.config.compose import check_allow_modules
 
     allow = check_allow_modules(args.allow_module or ())
-    res = evaluate(args.gate_file, allow, args.update_baseline, log=note)
+    res = evaluate(
+        args.gate_file, allow, args.update_baseline, log=note, baseline_results=args.baseline_results
+    )
     interrupts.check()  # before any output: an interrupted gate writes no summary (sim.util.interrupts)
     text = res.summary()
     if args.summary:

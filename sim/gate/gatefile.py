@@ -16,6 +16,7 @@ from typing import Any
 
 from sim.metrics.compute import LEDGER_FIELDS
 from sim.util.errors import ConfigError, CtxsimError
+from sim.util.paths import outside
 
 # How each metric aggregates over a suite: "sum" (counts, tokens, cost), "share" (booleans: the share of
 # runs, thresholds in percentage points), "overflow" (runs that ended with context-overflow), "ratio"
@@ -286,8 +287,10 @@ def _policy_spec(r: _Reader, node, key: str, fields: dict[str, tuple[Any, Any]])
     return PolicySpec(name, target, params, _line(node), key, lines)
 
 
-def load_gate(path: str | Path) -> Gate:
-    """Parse and check a gate file (no run): every error names the file, the line and the key."""
+def load_gate(path: str | Path, baseline_results: str | Path | None = None) -> Gate:
+    """Parse and check a gate file (no run): every error names the file, the line and the key.
+    ``baseline_results``: the command line's ``--baseline-results PATH``, used instead of the file's
+    ``baseline.results`` (and anywhere: the user named it)."""
     from sim.config.compose import read_config_text
     from sim.util.safeyaml import compose_yaml
 
@@ -331,6 +334,8 @@ def load_gate(path: str | Path) -> Gate:
         bpolicy = _policy_spec(r, bnode, "baseline", bfields)
     elif "params" in bfields:
         raise r.fail(bfields["params"][0], "baseline.params", "params without a 'policy'")
+    if baseline_results is not None:
+        results_text = str(baseline_results)
     if results_text is None and bpolicy is None:
         raise r.fail(bnode, "baseline", "needs 'results: PATH' or 'policy: NAME' (+ 'params')")
     results_path = None
@@ -338,8 +343,20 @@ def load_gate(path: str | Path) -> Gate:
         results_path = Path(results_text)
         if not results_path.is_absolute():
             results_path = path.parent / results_path
+        where = bfields["results"][1] if "results" in bfields else bnode
         if results_path.suffix.lower() != ".jsonl":
-            raise r.fail(bfields["results"][1], "baseline.results", "the baseline file must be .jsonl")
+            raise r.fail(where, "baseline.results", "the baseline file must be .jsonl")
+        # a gate file may come from anyone (a pull request): it does not choose where --update-baseline
+        # writes, or which file outside the project is read, beyond its own folder and the current one
+        if baseline_results is not None:
+            results_path = Path(baseline_results)
+        elif outside(results_path, [path.parent, Path.cwd()]):
+            raise r.fail(
+                where,
+                "baseline.results",
+                f"{results_text!r} is outside the gate file's folder and the current folder; a gate file "
+                "chooses no place outside them (name it on the command line: --baseline-results PATH)",
+            )
 
     cnode = top["candidate"][1]
     candidate = _policy_spec(r, cnode, "candidate", r.mapping(cnode, "candidate", POLICY_KEYS))

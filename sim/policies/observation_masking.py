@@ -21,7 +21,7 @@ import numpy as np
 
 from sim.core.segments import concat, offsets, owners
 from sim.core.types import KIND_CODE, ItemState, Trace
-from sim.cost.tokens import estimate_tokens, estimate_tokens_all
+from sim.cost.tokens import MESSAGE_OVERHEAD_BYTES, estimate_tokens, estimate_tokens_all
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.util.batchmemo import batch_derived
 
@@ -45,12 +45,28 @@ def observations(trace: Trace) -> tuple[int, ...]:
     return tuple(obs)
 
 
+def placeholder_tokens(nbytes: int, trace_estimate: int, tokens: int, event_bytes: int) -> int:
+    """A placeholder's tokens: its bytes at the trace's ratio (``trace_estimate``), or at the ratio of the
+    observation it replaces (``tokens`` over ``event_bytes``, framing included, rounded up) when that one
+    is smaller. Why: a trace's ratio is fitted over every recorded input, the first call's included, and
+    that one also holds what the trace does not record (OpenHands' system prompt and tool schemas): on
+    a short run it can fall to a fraction of a byte per token (0.29 on an OpenHands runtime test), which
+    made a 41-byte placeholder 198 tokens where the 127-byte result it replaced measured 59, and masking
+    "reclaimed" -244 tokens. The observation's own tokens are the provider's numbers for that text."""
+    if tokens <= 0:  # a message never sent weighs 0 tokens: no ratio of its own
+        return trace_estimate
+    own = -(-tokens * (nbytes + MESSAGE_OVERHEAD_BYTES) // (event_bytes + MESSAGE_OVERHEAD_BYTES))
+    return min(trace_estimate, own)
+
+
 def placeholder_sizes(trace: Trace) -> tuple[tuple[int, int], ...]:
-    """(tokens, bytes) of each event's placeholder; only observations' entries are ever used."""
+    """(tokens, bytes) of each event's placeholder (``placeholder_tokens``); only observations' entries
+    are ever used."""
     out = []
     for e in trace.events:
         nbytes = len(placeholder(e.lines).encode())
-        out.append((estimate_tokens(nbytes, trace.bytes_per_token), nbytes))
+        estimate = estimate_tokens(nbytes, trace.bytes_per_token)
+        out.append((placeholder_tokens(nbytes, estimate, e.tokens, e.bytes), nbytes))
     return tuple(out)
 
 
@@ -120,6 +136,11 @@ def _batch_observation_arrays(arrays: Sequence, ratios: Sequence[float | None]) 
         for j, r in enumerate(distinct):
             at = which == j
             tokens[at] = estimate_tokens_all(nbytes[at], r)
+    # ... or at the observation's own ratio where that is smaller (``placeholder_tokens``)
+    own_tokens = concat([a.tokens for a in arrays])
+    own_bytes = concat([a.bytes for a in arrays]) + MESSAGE_OVERHEAD_BYTES
+    own = -(-own_tokens * (nbytes + MESSAGE_OVERHEAD_BYTES) // own_bytes)
+    np.minimum(tokens, own, out=tokens, where=own_tokens > 0)
     return n_obs, n_events, obs, tokens
 
 

@@ -34,6 +34,7 @@ from sim.sweep.spec import SweepSpec, check_executor, spec_from_args
 from sim.sweep.unit_runner import run_and_save_unit
 from sim.sweep.units import Chunk, lane_units
 from sim.util.errors import ConfigError
+from sim.util.forkmap import cap_workers
 from sim.util.interrupts import ReportedInterrupt, remembered_interrupts
 
 __all__ = ["SweepSpec", "merge_parts", "run_sweep", "spec_from_args"]  # what the command line imports here
@@ -80,20 +81,41 @@ def run_sweep(spec: SweepSpec, workers: int = 1, progress: bool = True, merge: b
         return _run_sweep(spec, workers, progress, merge, check)
 
 
+def _check_results_dir(out: Path, parts_dir: Path) -> None:
+    """The results folder is a folder ctxsim can write its parts in, before any run: exit 2 naming
+    ``results.path`` for a folder nothing can be created in (``/proc/self``), instead of an internal
+    error at the first part (an existing file, ``/dev/null``, is refused before planning)."""
+    from sim.util.atomicfile import make_dirs
+
+    try:
+        make_dirs(parts_dir)
+    except OSError as exc:
+        raise ConfigError(
+            f"sweep: results.path={out}: cannot create the folder {parts_dir}: {exc.strerror or exc}"
+        ) from None
+    if not parts_dir.is_dir():
+        raise ConfigError(f"sweep: results.path={out}: {parts_dir} is not a folder")
+
+
 def _run_sweep(spec: SweepSpec, workers: int, progress: bool, merge: bool, check: Callable[[], None]) -> Path:
     from sim.results import store as store
     from sim.sweep.plandigest import plan_digest, scenario_digest
     from sim.util.versions import ctxsim_version
 
     check_executor(spec.executor, spec.ray_address)
+    if spec.ray_address is None:  # processes (or a local Ray) on this machine: no more than its cores
+        workers = cap_workers(workers)
     out = spec.results_dir
     parts_dir = out / PARTS
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"sweep: results.path={out}: not a folder (a file of that name exists)")
     scenario = scenario_digest(spec.scenario)  # read once: the receipt and the plan both need it
     plan_id = plan_digest(spec, ctxsim_version(), scenario) if merge else None
     done = _finished(spec, plan_id)
     if done is not None:
         return done
     runs = plan(spec, digest=scenario)
+    _check_results_dir(out, parts_dir)  # once the plan holds: a refused sweep creates no folder
     all_keys = runs.keys()
     wanted = set(all_keys)
     total = len(wanted)

@@ -17,6 +17,7 @@ whole Hydra config is composed once with the Compose API and compared with ctxsi
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -102,11 +103,12 @@ _PLAIN = re.compile(r"[A-Za-z0-9_]+")
 _DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 _TOP_WORDS = (
     "scenario", "results.path", "pricing", "chunk_size", "csv", "skip_invalid", "allow_modules", "workers",
+    "max_settings",
 )  # fmt: skip
 ALLOWED_WORDS = (
     "policy=NAME[,NAME...], policy.KEY=V, model.KEY=V, scenario=, results.path=, pricing=, chunk_size=, "
-    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, transform=NAME, transform.KEY=V, "
-    "hydra/launcher=NAME, hydra.launcher.KEY=V"
+    "csv=, skip_invalid=, allow_modules=MOD[,MOD...], workers=, max_settings=, transform=NAME, "
+    "transform.KEY=V, hydra/launcher=NAME, hydra.launcher.KEY=V"
 )
 
 
@@ -171,6 +173,9 @@ def check_words(items: Sequence[str]) -> Words:
         elif key in _TOP_WORDS:
             if key == "workers":
                 continue  # the launcher decides parallelism under Hydra
+            if key == "max_settings":  # checked by check_grid, before Hydra expands the grid
+                top[key] = value
+                continue
             if key == "allow_modules":
                 allow = check_allow_modules((m for m in value.split(",") if m), "sweep -m: allow_modules=")
                 out.append(f"allow_modules=[{','.join(allow)}]")  # a list value: Hydra must not sweep it
@@ -241,7 +246,35 @@ def launcher_targets() -> set[str]:
     return {f"{c.__module__}.{c.__qualname__}" for c in Plugins.instance().discover(Launcher)}
 
 
-def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], dict]:
+_JOBLIB = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+
+
+def _check_joblib(cfg: dict) -> list[str]:
+    """The joblib launcher's settings, as its ``launch`` hands them to ``joblib.Parallel`` (backend loky,
+    the same number conversions), checked before Hydra starts: joblib's refusal of a combination
+    (``require=sharedmem`` with ``prefer=processes``) or a value is exit 2 naming the launcher's keys,
+    not an internal error from inside Hydra. More jobs than cores are capped at the cores with a warning
+    (the words returned, for Hydra's command line), as ``workers`` is: results do not depend on it."""
+    from hydra_plugins.hydra_joblib_launcher._core import process_joblib_cfg
+    from joblib import Parallel
+
+    from sim.util.forkmap import cap_workers, usable_cores
+
+    params = {k: v for k, v in cfg.items() if k != "_target_"}
+    params["backend"] = "loky"
+    process_joblib_cfg(params)
+    try:
+        Parallel(**params)
+    except (TypeError, ValueError) as exc:
+        given = ", ".join(f"{k}={cfg[k]}" for k in ("n_jobs", "prefer", "require", "backend") if k in cfg)
+        raise ConfigError(f"sweep -m: hydra.launcher ({given}): joblib refuses it: {exc}") from None
+    n_jobs = params.get("n_jobs")
+    if isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and n_jobs > usable_cores():
+        return [f"hydra.launcher.n_jobs={cap_workers(n_jobs, 'hydra.launcher.n_jobs')}"]
+    return []
+
+
+def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], dict, list[str]]:
     """Compose the multirun's config once per policy choice with the Compose API (with its Hydra part)
     and compare it with ctxsim's own: no callbacks, logging the ``none`` configs, and everything else
     under ``hydra`` as ctxsim sets it, but the launcher, whose ``_target_`` must be a discovered
@@ -270,6 +303,7 @@ def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], 
         raise ConfigError("sweep -m: conf/sweep_app.yaml: hydra callbacks or logging are not ctxsim's own")
     launchers = launcher_targets()
     knob_names = {}
+    capped: list[str] = []  # hydra.launcher.n_jobs at the cores (``_check_joblib``)
     for p, cfg in composed.items():
         got = OmegaConf.to_container(cfg, resolve=False)
         hydra_got = {k: v for k, v in got.pop("hydra").items() if k not in _VARYING}
@@ -295,11 +329,13 @@ def verify_hydra_config(words: Words) -> tuple[dict[str, dict[str, list[str]]], 
             raise ConfigError(
                 f"sweep -m: {nested[0]}: a nested _target_ is not allowed in the launcher config"
             )
+        if target == _JOBLIB:
+            capped = _check_joblib(OmegaConf.to_container(launcher, resolve=True))
         knob_names[p] = {
             "policy": [k for k in got["policy"] if k != "_target_"],
             "model": list(got.get("model") or {}),
         }
-    return knob_names, {k: v for k, v in want.items() if k != "hydra"}
+    return knob_names, {k: v for k, v in want.items() if k != "hydra"}, capped
 
 
 def _check_knobs(words: Words, knob_names: dict[str, dict[str, list[str]]]) -> None:
@@ -337,6 +373,42 @@ def _check_top(words: Words) -> None:
         raise ConfigError("sweep -m: 'results.path=': expected a folder")
 
 
+def _sweep_size(override) -> int:
+    """How many values Hydra's basic sweeper makes of one parsed override, without making them: a list
+    (``a,b``, ``choice(...)``) its length, ``range(start, stop, step)`` its length by arithmetic; any
+    other override one value (an interval cannot be swept by the basic sweeper: it says so itself)."""
+    from hydra.core.override_parser.types import ChoiceSweep, RangeSweep
+
+    if not override.is_sweep_override():
+        return 1
+    sweep = override.value()
+    if isinstance(sweep, ChoiceSweep):
+        return len(sweep.list)
+    if isinstance(sweep, RangeSweep):
+        start, stop, step = sweep.start, sweep.stop, sweep.step
+        if all(isinstance(v, int) for v in (start, stop, step)):
+            return len(range(start, stop, step)) if step else 0
+        if not step or not all(math.isfinite(float(v)) for v in (start, stop, step)):
+            return 1  # Hydra refuses it when it splits the arguments
+        return max(0, math.ceil((float(stop) - float(start)) / float(step)))
+    return 1
+
+
+def _check_results_path(results_dir: Path) -> None:
+    """``results.path`` is a folder the multirun can write in (created now, once every word is checked):
+    an existing file (``/dev/null``) or a folder nothing can be created in (``/proc/self``) is exit 2."""
+    from sim.util.atomicfile import make_dirs
+
+    if results_dir.exists() and not results_dir.is_dir():
+        raise ConfigError(f"sweep -m: results.path={results_dir}: not a folder (a file of that name exists)")
+    try:
+        make_dirs(results_dir / "hydra")
+    except OSError as exc:
+        raise ConfigError(
+            f"sweep -m: results.path={results_dir}: cannot create a folder in it: {exc.strerror or exc}"
+        ) from None
+
+
 def check_grid(words: Words) -> None:
     """Every grid point composed and built before Hydra runs a job, as a plain ``sweep`` does: a setting
     the policy refuses (keep_recent_tokens >= context_token_limit, say) exits 2 naming it, unless
@@ -347,10 +419,17 @@ def check_grid(words: Words) -> None:
     from hydra.errors import HydraException
 
     from sim.sweep.settings import check_settings
-    from sim.sweep.spec import SweepSpec
+    from sim.sweep.spec import MAX_SETTINGS, SweepSpec, check_grid_size
 
+    limit = words.top.get("max_settings", str(MAX_SETTINGS))
+    if not (limit.isdigit() and 1 <= int(limit) <= 2**53 - 1):
+        raise ConfigError(f"sweep -m: max_settings={limit[:40]}: expected an integer in [1, 2^53)")
     try:
         parsed = OverridesParser.create().parse_overrides([w for w, _, _ in words.knobs])
+        # before Hydra expands it: range(1,100000000) is a list of 10^8 values once split
+        check_grid_size(
+            math.prod(_sweep_size(o) for o in parsed) * len(words.policies), None, int(limit), "sweep -m"
+        )
         grid = BasicSweeper.split_arguments(parsed, None)[0]
     except HydraException as exc:
         raise ConfigError(f"sweep -m: {str(exc).strip().splitlines()[0]}") from None
@@ -377,13 +456,15 @@ def main(items: Sequence[str]) -> int:
     words = check_words(items)
     for p in words.policies:
         prepare_policy(p, words.allow_modules)  # each policy file and its defaults chain, before Hydra
-    knob_names, defaults = verify_hydra_config(words)
+    knob_names, defaults, capped = verify_hydra_config(words)
     _check_knobs(words, knob_names)
     _check_top(words)
     check_grid(words)
+    results_dir = Path(words.top.get("results.path") or defaults["results"]["path"])
+    _check_results_path(results_dir)  # Hydra writes its sweep folder in it first: a file there was exit 3
     app = hydra.main(config_path=str(CONF_DIR), config_name="sweep_app", version_base=None)(_job)
     argv, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
-    sys.argv = ["ctxsim-sweep", "-m", *words.overrides]
+    sys.argv = ["ctxsim-sweep", "-m", *words.overrides, *capped]
     # an error inside a job reaches sim.util.exitcodes.run_command (exit 2 for bad input, 3 for a crash)
     # instead of Hydra's own report and exit status 1, which CI would read as a regression
     os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -398,7 +479,6 @@ def main(items: Sequence[str]) -> int:
             os.environ.pop("HYDRA_FULL_ERROR", None)
         else:
             os.environ["HYDRA_FULL_ERROR"] = full_error
-    results_dir = words.top.get("results.path") or defaults["results"]["path"]
     csv = words.top.get("csv", str(defaults.get("csv", False))).lower() == "true"
-    merge_results(Path(results_dir), csv)
+    merge_results(results_dir, csv)
     return 0

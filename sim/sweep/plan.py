@@ -11,7 +11,7 @@ from sim.sweep.keys import encoded_hashes, run_keys
 from sim.sweep.progress import note
 from sim.sweep.scenario import scenario_traces
 from sim.sweep.settings import Setting, grid_settings
-from sim.sweep.spec import SweepSpec, check_executor
+from sim.sweep.spec import SweepSpec, check_executor, check_grid_size
 from sim.sweep.units import Chunk
 from sim.util.errors import ConfigError, CtxsimError
 
@@ -83,6 +83,7 @@ def plan(spec: SweepSpec, log: Callable[[str], None] = note, digest: str | None 
         hashes = [t.derived("trace_hash", trace_hash) for t in scenario_traces(spec.scenario, digest)]
     if not hashes:
         raise ConfigError(f"scenario '{spec.scenario}' holds no traces")
+    check_grid_size(len(settings), len(hashes), spec.max_settings)  # before a run key is made
     encoded = encoded_hashes(hashes)  # once, not once per setting
     out = []
     for s in settings:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.sweep.spec import SweepSpec, expand_grid
+from sim.sweep.spec import SweepSpec, check_grid_size, expand_grid, grid_size
 from sim.util.errors import ConfigError
 
 
@@ -74,7 +74,9 @@ def grid_settings(
         model_behaviour(spec.composed)
         one = [Setting(tuple(spec.grid), spec.composed, policy.name, dict(policy.params()), allow)]
         return _with_transforms(spec, one)
-    grid = expand_grid(list(spec.grid)) if grid is None else grid
+    if grid is None:
+        check_grid_size(grid_size(list(spec.grid)), None, spec.max_settings)  # before expanding it
+        grid = expand_grid(list(spec.grid))
     base = compose(spec.policy, [], allow)
     out = []
     for i, ovs in enumerate(grid):

@@ -8,6 +8,7 @@ with one line, so a typo never sweeps the wrong thing.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 from sim.util.errors import ConfigError, CtxsimError, UnknownNameError
 from sim.util.forkmap import check_workers
-from sim.util.paths import CONF_DIR
+from sim.util.paths import CONF_DIR, outside
 
 DEFAULT_CHUNK = 64
 
@@ -31,11 +32,15 @@ def _split_override(ov: str) -> tuple[str, str]:
     return key, value
 
 
-def expand_grid(overrides: list[str]) -> list[list[str]]:
-    """Hydra-style multirun values: ``policy.n=1,3,10`` stands for three settings; several such keys
-    give the Cartesian product. Order is stable (keys as given, values as given; the last key varies
-    fastest) because it decides chunk membership and the order of the progress line; results do not
-    depend on it. A key given twice keeps its last value, as Hydra does."""
+# The most runs (settings x traces) a sweep plans unless --max-settings (max_settings=N) raises it: each
+# run holds a key, a label and a result row in memory and in the store, so a few kilobytes of experiment
+# file (6 knobs x 60 values: 4.7e10 settings) could ask for more than any machine holds. Checked before
+# the grid is expanded (its settings alone, from the value counts) and again once the traces are counted.
+MAX_SETTINGS = 1_000_000
+
+
+def _grid_keys(overrides: list[str]) -> dict[str, list[str]]:
+    """Each key's values, as ``expand_grid`` takes them (a key given twice keeps its last values)."""
     keys: dict[str, list[str]] = {}
     for ov in overrides:
         key, value = _split_override(ov)
@@ -44,6 +49,35 @@ def expand_grid(overrides: list[str]) -> list[list[str]]:
             raise ConfigError(f"override '{ov}': empty value in the list")
         keys.pop(key, None)
         keys[key] = values
+    return keys
+
+
+def grid_size(overrides: list[str]) -> int:
+    """How many settings ``expand_grid(overrides)`` gives, without making them."""
+    return math.prod(len(v) for v in _grid_keys(overrides).values())
+
+
+def check_grid_size(settings: int, traces: int | None, limit: int, where: str = "sweep") -> None:
+    """A grid of ``settings`` over ``traces`` (None: not counted yet, at least one) is within ``limit``
+    runs, else ConfigError naming both counts, the limit and the flag that raises it."""
+    runs = settings * (traces or 1)
+    if runs > limit:
+        what = (
+            f"{settings:,} settings (each run on at least one trace)"
+            if traces is None
+            else f"{settings:,} settings x {traces:,} traces = {runs:,} runs"
+        )
+        raise ConfigError(
+            f"{where}: the grid is {what}, over the limit of {limit:,} runs (--max-settings N raises it)"
+        )
+
+
+def expand_grid(overrides: list[str]) -> list[list[str]]:
+    """Hydra-style multirun values: ``policy.n=1,3,10`` stands for three settings; several such keys
+    give the Cartesian product. Order is stable (keys as given, values as given; the last key varies
+    fastest) because it decides chunk membership and the order of the progress line; results do not
+    depend on it. A key given twice keeps its last value, as Hydra does."""
+    keys = _grid_keys(overrides)
     if not keys:
         return [[]]
     return [
@@ -84,6 +118,8 @@ class SweepSpec:
     # how chunks run; never a number of the results: "pool" (this machine's processes) or "ray"
     executor: str = "pool"
     ray_address: str | None = None  # executor=ray: "auto" or a cluster's address; None: a local Ray
+    # the most runs (settings x traces) it plans: the command line's --max-settings, never a file's
+    max_settings: int = MAX_SETTINGS
 
     @property
     def results_dir(self) -> Path:
@@ -134,7 +170,7 @@ EXPERIMENT_KEYS = (
 )
 
 
-def load_experiment(name: str) -> SweepSpec:
+def load_experiment(name: str, results_given: bool = False) -> SweepSpec:
     """A whole study as data: ``conf/experiment/NAME.yaml`` (or a path to such a file) with ``policy``,
     ``grid`` (key: list of values), optional fixed ``overrides``, ``scenario``, ``pricing``, ``results``,
     ``chunk_size``, ``csv``. Unknown keys are refused so a typo does not silently sweep the wrong thing; every
@@ -208,12 +244,21 @@ def load_experiment(name: str) -> SweepSpec:
         raise ConfigError(f"{src}: key 'skip_invalid': {skip!r} is not true or false")
     if not isinstance(data.get("description", ""), str):
         raise ConfigError(f"{src}: key 'description': expected a string")
+    results = text("results", None, nullable=True)
+    # an experiment file (shared, downloaded) chooses no folder to create outside its own folder and the
+    # current one; the command line's results.path= may name any (``results_given``)
+    if results is not None and not results_given and outside(Path(results), [path.parent, Path.cwd()]):
+        raise ConfigError(
+            f"{src}: key 'results': {results!r} is outside the experiment file's folder and the current "
+            "folder; an experiment file chooses no place outside them (name it on the command line: "
+            "results.path=DIR)"
+        )
     return SweepSpec(
         policy=policy,
         grid=tuple(grid),
         scenario=text("scenario", "embedded"),
         pricing=text("pricing", "auto"),
-        results=text("results", None, nullable=True),
+        results=results,
         chunk_size=chunk,
         csv=csv,
         name=text("name", None, nullable=True) or path.stem,
@@ -232,6 +277,7 @@ SPEC_KEYS = (
     "allow_modules",
     "executor",
     "ray.address",
+    "max_settings",
 )
 
 
@@ -300,7 +346,7 @@ def spec_from_args(
                 "policy.KEY=V1,V2 / model.KEY=V override"
             )
     if "experiment" in top:
-        base = load_experiment(top["experiment"])
+        base = load_experiment(top["experiment"], results_given="results.path" in top)
     elif "policy" in top:
         base = SweepSpec(
             policy=top["policy"], chunk_size=int(defaults["chunk_size"]), csv=bool(defaults["csv"])
@@ -313,6 +359,12 @@ def spec_from_args(
     except ValueError as exc:
         raise ConfigError(f"sweep: workers and chunk_size are integers ({exc})") from None
     check_workers(workers, as_word=True)  # the rule --workers is held to (sim.util.forkmap)
+    max_settings = MAX_SETTINGS
+    if "max_settings" in top:
+        text = top["max_settings"]
+        if not (text.isdigit() and 1 <= int(text) <= 2**53 - 1):
+            raise ConfigError(f"sweep: max_settings={text[:40]}: expected an integer in [1, 2^53)")
+        max_settings = int(text)
     if chunk < 1:
         raise ConfigError("sweep: chunk_size must be >= 1")
     if "policy" in top:
@@ -336,5 +388,7 @@ def spec_from_args(
         transforms=tuple((name, tuple(ovs)) for name, ovs in transforms),
         executor=executor,
         ray_address=address,
+        max_settings=max_settings,
     )
+    check_grid_size(grid_size(list(spec.grid)), None, max_settings)  # before anything is expanded
     return spec, workers

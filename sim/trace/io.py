@@ -143,7 +143,12 @@ def load_dataset_traces(
     files: list[str] = []
     for item in map(Path, items):
         if item.is_dir():
-            files += sorted(str(f) for f in item.rglob("*") if f.suffix in (".parquet", ".jsonl", ".json"))
+            from sim.util.paths import files_under
+
+            try:
+                files += [str(f) for f in files_under(item, (".parquet", ".jsonl", ".json"))]
+            except ValueError as exc:
+                raise TraceError(str(item), str(exc)) from None
         elif item.exists():
             files.append(str(item))
     label = ",".join(Path(f).name for f in files) if files else str(source)

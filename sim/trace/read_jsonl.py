@@ -92,7 +92,12 @@ def _parsed(block: list[tuple[int, bytes | None]], threads: bool = False) -> Any
             parse_options=pj.ParseOptions(explicit_schema=arrow_schema(), unexpected_field_behavior="error"),
         )
         if table.num_rows == len(lines):
-            return table.combine_chunks().to_batches()[0]
+            batch = table.combine_chunks().to_batches()[0]
+            # Arrow's JSON reader keeps a string's bytes as they are: one that is not UTF-8 (a 0xFF in an
+            # event's source_type) failed only when the trace's events were built, lazily, as an internal
+            # UnicodeDecodeError; the reference names the line instead (validate, import and run agree)
+            batch.validate(full=True)
+            return batch
     except Exception:  # noqa: BLE001 - not what Arrow reads: the reference says why
         pass
     return None

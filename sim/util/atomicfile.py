@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -88,6 +89,74 @@ def remove_stale_temps(folder: Path, pattern: str = ".*.tmp") -> list[Path]:
     return removed
 
 
+def _process_start() -> float:
+    """When this process started (unix seconds, to ~10 ms): now, less the time since its start (uptime
+    less its start in clock ticks after boot, ``/proc/self/stat``); elsewhere, the time this module was
+    first imported."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
+
+
+_IMPORTED = time.time()
+_STARTED: list[float] = []  # _process_start(), once a process (a forked worker: its own)
+_STARTED_PID: list[int] = []
+
+
+def started() -> float:
+    if _STARTED_PID != [os.getpid()]:
+        _STARTED[:], _STARTED_PID[:] = [_process_start()], [os.getpid()]
+    return _STARTED[0]
+
+
+# per (process, folder): the temporaries, by target, that were there, last written before this process
+# started; what the first write into a folder lists, once (every such file existed by then)
+_OLD_TEMPS: dict[tuple[int, str], dict[str, list[Path]]] = {}
+
+
+def _old_temps(folder: Path) -> dict[str, list[Path]]:
+    key = (os.getpid(), os.path.abspath(folder))
+    found = _OLD_TEMPS.get(key)
+    if found is None:
+        found = {}
+        before = started()
+        try:
+            with os.scandir(folder) as it:
+                for e in it:
+                    m = _TEMP.match(e.name) if e.name.endswith(".tmp") else None
+                    if m is not None and e.stat(follow_symlinks=False).st_mtime < before:
+                        found.setdefault(m["target"], []).append(Path(e.path))
+        except OSError:  # unreadable: nothing to clean here
+            pass
+        _OLD_TEMPS[key] = found
+    return found
+
+
+def remove_stale_temps_of(path: Path) -> list[Path]:
+    """Delete the temporaries of ``path`` (``atomic_path``'s names for this very target) that are
+    provably stale (``is_stale``: their writer is gone) and older than this process (last written before
+    it started): a SIGKILLed ``import -o o.jsonl`` leaves ``.o.jsonl.<writer>.<random>.tmp`` (10-28 MB
+    in the issue), which the next write of ``o.jsonl`` removes. Another target's temporaries are left.
+    The folder is listed once a process (``_old_temps``), not once a write: a sweep writes thousands of
+    parts into one folder."""
+    path = Path(path)
+    removed = []
+    for tmp in sorted(_old_temps(path.parent).pop(path.name, [])):
+        if not is_stale(tmp):
+            continue
+        try:
+            tmp.unlink()
+        except FileNotFoundError:  # another process cleaned it up first
+            continue
+        removed.append(tmp)
+    return removed
+
+
 def fsync_dir(folder: Path) -> None:
     """Make the entries of ``folder`` durable (a rename, a new file or subfolder in it). File systems
     that cannot fsync a directory (EINVAL, ENOTSUP) offer no more durability to ask for."""
@@ -142,6 +211,14 @@ def durable_replace(src: Path, dst: Path) -> None:
         fsync_dir(Path(src).parent)
 
 
+def _place_problem(folder: Path, exc: OSError) -> str:
+    """Why no file can be written in ``folder``, in a few words (the first part of it that is a file)."""
+    for part in (folder, *folder.parents):
+        if part.exists() and not part.is_dir():
+            return f"{part} is not a folder"
+    return f"no file can be created in {folder} ({exc.strerror or type(exc).__name__})"
+
+
 @contextmanager
 def atomic_path(path: Path):
     """Yield a temporary path beside ``path`` (named with this writer's id); it replaces ``path`` only if
@@ -152,8 +229,24 @@ def atomic_path(path: Path):
     path = Path(path)
     import tempfile  # here: a reader of the store (a finished sweep's resume) writes nothing
 
-    make_dirs(path.parent)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        from sim.util.errors import ConfigError
+
+        raise ConfigError(f"cannot write {path}: it is a folder")
+    try:  # where to write is the user's choice: a folder that is a file, or cannot hold one, is exit 2
+        make_dirs(path.parent)
+        remove_stale_temps_of(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_id()}.", suffix=".tmp", dir=path.parent)
+    except (
+        FileExistsError,
+        NotADirectoryError,
+        FileNotFoundError,
+        PermissionError,
+        IsADirectoryError,
+    ) as exc:
+        from sim.util.errors import ConfigError
+
+        raise ConfigError(f"cannot write {path}: {_place_problem(path.parent, exc)}") from None
     os.close(fd)
     try:
         yield Path(tmp)

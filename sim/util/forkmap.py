@@ -33,6 +33,32 @@ def check_workers(workers: int, as_word: bool = False) -> int:
     return workers
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the platform has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+_CAPPED: set[tuple[str, int]] = set()  # (knob, value) already warned about in this process
+
+
+def cap_workers(workers: int, knob: str = "workers") -> int:
+    """``workers`` capped at the usable cores, with one ``ctxsim: warning:`` line (once per process and
+    value): more processes than cores replay no faster, and each holds its own copy of the inputs, so
+    ``workers=60`` on 2 cores only multiplied the memory. The results are the same for any count."""
+    cores = usable_cores()
+    if workers <= cores:
+        return workers
+    if (knob, workers) not in _CAPPED:
+        import sys
+
+        _CAPPED.add((knob, workers))
+        print(f"ctxsim: warning: {knob}={workers} capped at the {cores} usable cores", file=sys.stderr)
+    return cores
+
+
 def can_fork() -> bool:
     return hasattr(os, "fork")
 
@@ -41,7 +67,7 @@ def forked_map(fn: Callable[[J], R], jobs: Sequence[J], workers: int) -> list[R]
     """``[fn(j) for j in jobs]``, the jobs dealt round-robin to ``min(workers, len(jobs))`` processes:
     this one and forked children. An exception in any share is raised here (a child's as its own type
     when it pickles, else as a RuntimeError carrying its traceback) after every child has been reaped."""
-    W = min(workers, len(jobs), MAX_WORKERS)
+    W = min(cap_workers(workers), len(jobs), MAX_WORKERS)
     if W <= 1 or not can_fork():
         return [fn(j) for j in jobs]
     shares = [list(range(w, len(jobs), W)) for w in range(W)]

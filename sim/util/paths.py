@@ -29,3 +29,47 @@ def traces_dir() -> Path:
     next to site-packages."""
     default = REPO.parent / "shared" / "traces" if SOURCE_CHECKOUT else Path("$CTXSIM_TRACES")
     return Path(os.environ.get("CTXSIM_TRACES", default))
+
+
+MAX_FOLDER_DEPTH = 256  # folders below a folder named on the command line that a walk enters
+
+
+def files_under(root: Path, suffixes: tuple[str, ...], max_depth: int = MAX_FOLDER_DEPTH) -> list[Path]:
+    """The files under ``root`` whose name ends with one of ``suffixes``, sorted by path: a walk with a
+    stack of its own (``Path.rglob`` recursed once a level: 1,100 nested folders raised RecursionError)
+    that enters no symbolic link to a folder (as ``rglob``) and no folder more than ``max_depth`` levels
+    down: ValueError naming the first such folder, which a caller turns into its own one-line error."""
+    found: list[Path] = []
+    stack: list[tuple[Path, int]] = [(Path(root), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:  # unreadable: skipped, as rglob skips it
+            continue
+        for e in entries:
+            try:
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError:
+                continue
+            if is_dir:
+                if depth + 1 > max_depth:
+                    shown = e.path if len(e.path) <= 200 else f"...{e.path[-120:]}"
+                    raise ValueError(f"folders nested more than {max_depth} levels deep (at {shown})")
+                stack.append((Path(e.path), depth + 1))
+            elif e.name.endswith(suffixes):
+                found.append(Path(e.path))
+    return sorted(found, key=str)
+
+
+def outside(path: Path, roots: list[Path]) -> bool:
+    """True when ``path`` (made absolute against the current folder, ``..`` and symbolic links resolved
+    as far as they exist) lies inside none of ``roots`` (resolved the same way): a path a file (a gate or
+    experiment file) names may not choose a place outside them to write in."""
+    where = Path(os.path.abspath(path)).resolve()
+    for root in roots:
+        root = Path(os.path.abspath(root)).resolve()
+        if where == root or root in where.parents:
+            return False
+    return True
