@@ -1497,34 +1497,46 @@ def amp_gate_baseline(s: Sample, rng: random.Random) -> Case | None:
     )
 
 
-AMPLIFIERS: dict[str, tuple[tuple[Callable[[Sample, random.Random], Case | None], int], ...]] = {
-    "claude-code": ((amp_shared_message_id, 4), (amp_sidechains, 4), (amp_long_id, 3)),
-    "openhands-sdk-v1": ((amp_shared_response_id, 6), (amp_long_id, 2)),
-    "inspect-eval": (
-        (amp_input_refs, 4),
-        (amp_attachments, 4),
-        (amp_lzma_dictionary, 3),
-        (amp_spelled_members, 1),
-        (amp_long_id, 1),
-    ),
-    "inspect-json": ((amp_input_refs, 4), (amp_attachments, 4), (amp_long_id, 1)),
-    "canonical-parquet": ((amp_parquet_dictionary, 6),),
-    "canonical-jsonl": ((amp_gate_baseline, 3), (amp_long_id, 2)),
-    "openai-chat": ((amp_assistant_only, 3),),
-    "anthropic-messages": ((amp_assistant_only, 3),),
-}
-GENERIC_AMPLIFIERS = ((amp_deep_folder, 2), (amp_huge_numbers, 2), (amp_knobs, 3), (amp_long_id, 1))
+INSPECT = ("inspect-eval", "inspect-json")
+# (amplifier, the formats it attacks or None for any, weight): the importers' own attacks first; the
+# amplifier is drawn before the format, so each gets its share whatever the number of formats
+AMPLIFIERS: tuple[tuple[Callable[[Sample, random.Random], Case | None], tuple[str, ...] | None, int], ...] = (
+    (amp_shared_message_id, ("claude-code",), 8),
+    (amp_sidechains, ("claude-code",), 8),
+    (amp_shared_response_id, ("openhands-sdk-v1",), 8),
+    (amp_input_refs, INSPECT, 8),
+    (amp_attachments, INSPECT, 8),
+    (amp_lzma_dictionary, ("inspect-eval",), 5),
+    (amp_spelled_members, ("inspect-eval",), 2),
+    (amp_parquet_dictionary, ("canonical-parquet",), 6),
+    (amp_long_id, None, 6),
+    (amp_deep_folder, None, 5),
+    (amp_huge_numbers, None, 5),
+    (amp_knobs, None, 6),
+    (amp_gate_baseline, ("canonical-jsonl", "canonical-parquet"), 3),
+    (amp_assistant_only, ("openai-chat", "anthropic-messages"), 3),
+)
 
 
-def amplify(s: Sample, rng: random.Random) -> Case | None:
-    """One amplification case of ``s`` (None when none applies to it)."""
-    pool = list(AMPLIFIERS.get(s.label, ())) + list(GENERIC_AMPLIFIERS)
+def amplify(samples_by_label: dict[str, list[Sample]], rng: random.Random) -> Case | None:
+    """One amplification case: an amplifier, then a sample of a format it attacks (None when no sample
+    of the formats fuzzed suits any)."""
+    pool = [x for x in AMPLIFIERS if x[1] is None or any(lb in samples_by_label for lb in x[1])]
     while pool:
-        fn, _ = pick = rng.choices(pool, [w for _, w in pool])[0]
-        case = fn(s, rng)
-        if case is not None:
-            case.ops.insert(0, f"amp: {fn.__name__[4:]}")
-            return case
+        pick = rng.choices(pool, [w for _, _, w in pool])[0]
+        fn, labels, _ = pick
+        cands = [
+            s
+            for lb in sorted(samples_by_label)
+            if labels is None or lb in labels
+            for s in samples_by_label[lb]
+        ]
+        rng.shuffle(cands)
+        for sample in cands[:8]:
+            case = fn(sample, rng)
+            if case is not None:
+                case.ops.insert(0, f"amp: {fn.__name__[4:]}")
+                return case
         pool.remove(pick)
     return None
 
@@ -1547,7 +1559,7 @@ def make_case(
     # its own stream: with --amp-rate 0 every case is the one the fuzzer drew before amplification existed
     amp = random.Random(f"{seed}:{i}:amp")
     if amp.random() < amp_rate:
-        case = amplify(sample, amp)
+        case = amplify(samples_by_label, amp)
         if case is not None:
             return case
     return MUTATORS[sample.kind](sample, rng, bombs)
@@ -1831,6 +1843,13 @@ def _write_parquet(rows_json: str, target: str) -> bool:
 
 
 WALL_FACTOR = 3  # a case waiting (not computing) is killed after this many times the CPU bound
+_CASE_PID: list[int] = []  # the case child running now: ended with its parent or worker
+
+
+def _end_case_child() -> None:
+    for pid in _CASE_PID:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path | None = None) -> dict:
@@ -1874,6 +1893,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             code = 70
         finally:
             os._exit(code)
+    _CASE_PID[:] = [pid]
     os.close(w)
     chunks, deadline = [], time.monotonic() + wall
     killed = False
@@ -1891,6 +1911,7 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             chunks.append(chunk)
     os.close(r)
     _, status, usage = os.wait4(pid, 0)
+    _CASE_PID.clear()
     used = {"peak_mb": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
     where = _dumped_frame(log)
     if os.WIFSIGNALED(status) and used["cpu_s"] >= bound and not killed:
@@ -2352,7 +2373,7 @@ def main() -> int:
                 if pid == 0:  # a worker: every n-th case, its tallies pickled for the parent
                     code = 0
                     try:
-                        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                        signal.signal(signal.SIGTERM, lambda *_: (_end_case_child(), os._exit(143)))
                         wz = Fuzzer(args, work / f"w{k + 1}")
                         run_cases(wz, by_label, numbers[k::n], bombs, amp_rate, progress=k == 0, scale=n)
                         (work / f"w{k + 1}.pickle").write_bytes(pickle.dumps(wz.state()))
@@ -2391,6 +2412,7 @@ def main() -> int:
         )
         return 1 if bad else 0
     finally:
+        _end_case_child()
         for pid in workers:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGTERM)
