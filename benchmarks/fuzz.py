@@ -43,7 +43,7 @@ through ``sim.cli.main``: ``validate``, ``run --format json`` under raw, observa
 seed_engine (context_token_limit 4000) and tool_result_head_tail, then ``import -o fuzz-out.jsonl``,
 ``validate`` of what it wrote and ``run`` of it. Caps per case: ``--time-bound`` seconds of the child's
 CPU (``ITIMER_PROF`` names the frame; ``RLIMIT_CPU`` 3 s later stops one stuck in C code; a case
-waiting 3x as long, plus 6 s, in wall time is killed) and ``--max-memory-mb`` of address space
+waiting 10x as long, plus 60 s, in wall time is killed) and ``--max-memory-mb`` of address space
 (``RLIMIT_AS``); each case's CPU seconds and peak RSS are recorded (summary in the report, every case
 with ``--stats``).
 ``--workers N`` runs the cases in N processes (case ``i`` to worker ``i mod N``; the merged report is the
@@ -1842,7 +1842,9 @@ def _write_parquet(rows_json: str, target: str) -> bool:
         return False
 
 
-WALL_FACTOR = 3  # a case waiting (not computing) is killed after this many times the CPU bound
+# a case waiting (not computing) is killed after this many times the CPU bound: generous, as on a loaded
+# machine (other jobs, the other worker) a case gets a fraction of a core
+WALL_FACTOR = 10
 _CASE_PID: list[int] = []  # the case child running now: ended with its parent or worker
 
 
