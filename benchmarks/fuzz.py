@@ -24,8 +24,8 @@ size (made once per run, ~30 s), a YAML alias bomb, a 100 MB JSON document of no
 
 Amplification cases (issue 41's attack run): a share ``--amp-rate`` (default 5%; ``--no-amp`` for none,
 and then every case is the one drawn before they existed) are drawn from ``f"{seed}:{i}:amp"`` instead:
-Claude Code records sharing one ``message.id`` (9,000-12,000) or one-record sidechains with distinct
-``agentId`` (6,000-9,000); OpenHands SDK action files sharing one ``llm_response_id`` (6,000-9,000);
+Claude Code records sharing one ``message.id`` (16,000-22,000) or one-record sidechains with distinct
+``agentId`` (12,000-16,000); OpenHands SDK action files sharing one ``llm_response_id`` (9,000-12,000);
 Inspect model events whose ``input_refs`` span a pool of messages without ids, and hundreds of messages
 pointing to one 2-8 MiB ``attachment://``; an ``.eval`` LZMA member declaring a 2-4 GiB dictionary, or a
 member also spelled ``samples/./`` and ``samples//``; canonical Parquet whose string column is one
@@ -34,8 +34,11 @@ sample 1,050-1,150 folders deep (``run --dataset`` too for canonical files); eve
 float's range (``10**400``, ``1e308``, ...); numeric knobs out of range (``--window``, each policy's
 numbers, ``explain --call``); a gate whose baseline holds such a number; a conversation of only the
 assistant's message under ``explain --call 0``. Each is sized so a linear, capped reader handles it in a
-few seconds (a same-size input without the sharing runs in about a second a command); these cases run
-``validate``, ``run`` under raw and the import steps (the reader is what they attack).
+few seconds (a same-size input without the sharing runs in about a second a command). The four
+importer attacks (shared ids, sidechains, input_refs) run only ``validate``, ``import`` and ``validate``
+of what it wrote, so that a quadratic reader passes the CPU cap by far while a linear one stays far under
+it; the others also run ``run`` under raw. At these sizes today's quadratic readers took 8-20 s over five
+commands, too close to the cap to be told from a linear one.
 ``--list`` prints the cases without running them; ``--only`` runs the given case numbers.
 
 Each case runs in a forked child (so one case cannot leak state into the next, and a cap ends only it)
@@ -179,6 +182,7 @@ class Case:
     parquet_rows: str | None = None  # JSON rows the child writes as the Parquet target before running
     commands: list[list[str]] | None = None  # instead of case_commands(target) (amplification cases)
     do_import: bool = True  # also import the target, then validate and run what the import wrote
+    post_run: bool = True  # run what the import wrote (reader attacks only validate it)
 
     def size(self) -> int:
         return sum(len(b) for b in self.files.values()) + len(self.parquet_rows or "")
@@ -1019,13 +1023,20 @@ def _amp_commands(target: str, dataset: bool = False) -> list[list[str]]:
     return cmds
 
 
+READER_ONLY = {"post_run": False}  # validate, import, validate what it wrote: the reader's work alone
+
+
 def _records(s: Sample) -> list[dict]:
     return [r for r in s.doc if isinstance(r, dict)] if s.kind == "jsonl" else []
 
 
-def _jsonl_case(s: Sample, records: list, ops: list[str], **kw: Any) -> Case:
+def _jsonl_case(s: Sample, records: list, ops: list[str], readers_only: bool = False) -> Case:
     data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-    return Case(s.label, s.key, {s.name: data}, s.name, ops, commands=_amp_commands(s.name), **kw)
+    if readers_only:
+        return Case(
+            s.label, s.key, {s.name: data}, s.name, ops, commands=[["validate", s.name]], **READER_ONLY
+        )
+    return Case(s.label, s.key, {s.name: data}, s.name, ops, commands=_amp_commands(s.name))
 
 
 def amp_shared_message_id(s: Sample, rng: random.Random) -> Case | None:
@@ -1035,7 +1046,7 @@ def amp_shared_message_id(s: Sample, rng: random.Random) -> Case | None:
     tpl = next((r for r in recs if r.get("type") == "assistant" and isinstance(r.get("message"), dict)), None)
     if tpl is None:
         return None
-    n, width = rng.randint(9000, 12000), rng.choice((600, 900))
+    n, width = rng.randint(16000, 22000), rng.choice((600, 900))
     with_tools = rng.random() < 0.5
     out = [r for r in recs if r.get("type") == "user"][:1]
     for j in range(n):
@@ -1045,7 +1056,7 @@ def amp_shared_message_id(s: Sample, rng: random.Random) -> Case | None:
         msg = {**tpl["message"], "id": "msg_amp_shared", "content": [block]}
         out.append({**tpl, "uuid": f"amp-{j}", "parentUuid": f"amp-{j - 1}" if j else None, "message": msg})
     ops = [f"claude-code: {n:,} assistant records share message.id ({'tool_use' if with_tools else 'text'})"]
-    return _jsonl_case(s, out, ops)
+    return _jsonl_case(s, out, ops, readers_only=True)
 
 
 def amp_sidechains(s: Sample, rng: random.Random) -> Case | None:
@@ -1055,7 +1066,7 @@ def amp_sidechains(s: Sample, rng: random.Random) -> Case | None:
     tpl = next((r for r in recs if r.get("type") == "assistant" and isinstance(r.get("message"), dict)), None)
     if tpl is None:
         return None
-    n = rng.randint(6000, 9000)
+    n = rng.randint(12000, 16000)
     linked = rng.random() < 0.7  # a parentUuid no sidechain holds: looked up in every one seen
     out = list(recs)
     for j in range(n):
@@ -1071,7 +1082,7 @@ def amp_sidechains(s: Sample, rng: random.Random) -> Case | None:
             }
         )
     ops = [f"claude-code: {n:,} sidechains with distinct agentId" + (", each a parentUuid" if linked else "")]
-    return _jsonl_case(s, out, ops)
+    return _jsonl_case(s, out, ops, readers_only=True)
 
 
 def amp_shared_response_id(s: Sample, rng: random.Random) -> Case | None:
@@ -1091,11 +1102,11 @@ def amp_shared_response_id(s: Sample, rng: random.Random) -> Case | None:
     if tpl_name is None:
         return None
     files = dict(s.files)
-    n = rng.randint(6000, 9000)
+    n = rng.randint(9000, 12000)
     first = 1 + max(
         (int(m.group(1)) for m in map(re.compile(r"events/event-(\d+)").match, names) if m), default=0
     )
-    width = rng.choice((1000, 2000))  # each call's arguments: the merged message grows by this much
+    width = rng.choice((3000, 4000))  # each call's arguments: the merged message grows by this much
     for j in range(n):
         e = {
             **tpl,
@@ -1116,7 +1127,8 @@ def amp_shared_response_id(s: Sample, rng: random.Random) -> Case | None:
         {f"{s.name}/{k}": v for k, v in files.items()},
         s.name,
         ops,
-        commands=_amp_commands(s.name),
+        commands=[["validate", s.name]],
+        **READER_ONLY,
     )
 
 
@@ -1162,7 +1174,7 @@ def amp_input_refs(s: Sample, rng: random.Random) -> Case | None:
     samples, write = got
     sample = samples[0]
     att = rng.random() < 0.5
-    n, events = (rng.randint(300, 600), rng.randint(100, 250)) if att else (rng.randint(700, 900), 600)
+    n, events = (rng.randint(600, 1000), rng.randint(250, 450)) if att else (rng.randint(1400, 1800), 1200)
     content = "attachment://ampshared" if att else None
     sample["message_pool"] = [
         {"role": ("user", "assistant")[j % 2], "content": content or f"pool message {j}", "source": f"s{j}"}
@@ -1182,7 +1194,7 @@ def amp_input_refs(s: Sample, rng: random.Random) -> Case | None:
         f"inspect: {events} model events, each input_refs [[0, {n}]] into a pool without ids"
         + (" (contents are one attachment)" if att else "")
     ]
-    return Case(s.label, s.key, write([]), s.name, ops, commands=_amp_commands(s.name))
+    return Case(s.label, s.key, write([]), s.name, ops, commands=[["validate", s.name]], **READER_ONLY)
 
 
 def amp_attachments(s: Sample, rng: random.Random) -> Case | None:
@@ -1729,6 +1741,7 @@ def run_case_in_child(
     rss_mb: int = 0,
     commands: list[list[str]] | None = None,
     do_import: bool = True,
+    post_run: bool = True,
 ) -> dict:
     """In the child, in the case folder: every command; the failures found (signature, command line)."""
     flagged: list[str] = []
@@ -1787,9 +1800,12 @@ def run_case_in_child(
         if do_import and results[-1]["rc"] == 0:  # the import wrote a canonical file: it must validate, run
             current = ["validate", OUT_NAME]
             v = cli(current)
-            current = ["run", OUT_NAME, "--policy", "raw", "--format", "json"]
-            r = cli(current)
-            results += [v, r]
+            results.append(v)
+            r = {"argv": [], "rc": None, "sig": None, "stdout": ""}
+            if post_run:
+                current = ["run", OUT_NAME, "--policy", "raw", "--format", "json"]
+                r = cli(current)
+                results.append(r)
             for x in (v, r):
                 if x["sig"]:
                     failures.append((x["sig"], x["argv"], x["stderr"]))
@@ -2031,7 +2047,13 @@ class Fuzzer:
         def child() -> dict:
             os.chdir(d)
             return run_case_in_child(
-                case.target, case.parquet_rows, bound, self.args.max_rss_mb, case.commands, case.do_import
+                case.target,
+                case.parquet_rows,
+                bound,
+                self.args.max_rss_mb,
+                case.commands,
+                case.do_import,
+                case.post_run,
             )
 
         log = self.work / "child-fd.log"
@@ -2094,7 +2116,9 @@ class Fuzzer:
         f.formats[case.label] += 1
         f.commands[argv[0]] += 1
         with _deep_paths():
-            size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and p.name != OUT_NAME)
+            size = sum(
+                p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.name.startswith(OUT_NAME)
+            )
         if f.best_size is not None and size >= f.best_size:
             return
         f.best_size, f.best_case, f.best_ops, f.best_argv, f.best_stderr = (
@@ -2115,7 +2139,7 @@ class Fuzzer:
             shutil.rmtree(dest, ignore_errors=True)
             dest.mkdir(parents=True)
             for p in sorted(d.iterdir()):
-                if p.name == OUT_NAME:
+                if p.name.startswith(OUT_NAME):  # and its sidecar files
                     continue
                 if p.is_dir():
                     shutil.copytree(p, dest / p.name)
