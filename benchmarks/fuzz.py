@@ -25,7 +25,7 @@ size (made once per run, ~30 s), a YAML alias bomb, a 100 MB JSON document of no
 Amplification cases (issue 41's attack run): a share ``--amp-rate`` (default 5%; ``--no-amp`` for none,
 and then every case is the one drawn before they existed) are drawn from ``f"{seed}:{i}:amp"`` instead:
 Claude Code records sharing one ``message.id`` (16,000-22,000) or one-record sidechains with distinct
-``agentId`` (12,000-16,000); OpenHands SDK action files sharing one ``llm_response_id`` (9,000-12,000);
+``agentId`` (8,500-10,000); OpenHands SDK action files sharing one ``llm_response_id`` (9,000-12,000);
 Inspect model events whose ``input_refs`` span a pool of messages without ids, and hundreds of messages
 pointing to one 2-8 MiB ``attachment://``; an ``.eval`` LZMA member declaring a 2-4 GiB dictionary, or a
 member also spelled ``samples/./`` and ``samples//``; canonical Parquet whose string column is one
@@ -1066,8 +1066,11 @@ def amp_sidechains(s: Sample, rng: random.Random) -> Case | None:
     tpl = next((r for r in recs if r.get("type") == "assistant" and isinstance(r.get("message"), dict)), None)
     if tpl is None:
         return None
-    n = rng.randint(12000, 16000)
-    linked = rng.random() < 0.7  # a parentUuid no sidechain holds: looked up in every one seen
+    # under the 10,000 children a trace may have; each record's parentUuid is held by no sidechain, so a
+    # reader scanning the sidechains seen looks it up in every one (by agentId alone the scan costs
+    # too little at this size to pass the cap)
+    n = rng.randint(8500, 10000)
+    linked = True
     out = list(recs)
     for j in range(n):
         msg = {**tpl["message"], "id": f"msg_side_{j}", "content": [{"type": "text", "text": f"side {j}"}]}
