@@ -52,7 +52,9 @@ with ``--stats``).
 ``--workers N`` runs the cases in N processes (case ``i`` to worker ``i mod N``; the merged report is the
 same for any N, up to cases near a cap). Failures: exit 3 or any code but 0/2 (a gate may exit 1), an
 exception escaping ``main``, a case over a cap (``cap: CPU over 20 s at FRAME``, ``cap: memory
-(MemoryError, exit 3) at FRAME``, ``cap: memory (exit 2 after running out of memory)``), a child killed
+(MemoryError, exit 3) at FRAME``, ``cap: memory (exit 2 after running out of memory)``; an
+amplification case over the CPU cap is named by its attack, ``cap: CPU over 20 s (amp: sidechains)``,
+as the frame is only where the time ran out: it is in the reproducer), a child killed
 by a signal, peak RSS over ``--max-rss-mb``, stdout JSON holding NaN/Infinity or a negative (or >= 2^53)
 count or cost, a gate printing inf or nan, a stderr line over 10,000 characters (a value echoed whole),
 an import whose output ``validate`` refuses, and ``validate``, ``run``, ``run --dataset`` and ``import``
@@ -2086,6 +2088,13 @@ class Fuzzer:
             failures.append(
                 (f"memory: peak RSS over {self.args.max_rss_mb} MB", ["(all)", case.target], f"{peak:.0f} MB")
             )
+        if family == "amp":  # the CPU runs out wherever it does: the attack names the finding, the frame
+            failures = [  # goes with the reproducer
+                (f"cap: CPU over {bound:g} s ({case.ops[0]})", a, f"{g}\n{e}")
+                if g.startswith(("cap: CPU", "slow"))
+                else (g, a, e)
+                for g, a, e in failures
+            ]
         # memory blow-ups have no frame: the format tells the readers apart
         failures = [
             (f"{g} ({case.label})" if g.startswith(("memory:", "cap: memory (exit 2")) else g, a, e)
@@ -2156,7 +2165,10 @@ class Fuzzer:
         elif f.best_argv and f.best_argv[0] in ("run", "validate") and OUT_NAME in f.best_argv:
             cmd = f"{made}ctxsim {cmd}"
         elif case.commands is not None or (f.best_argv and f.best_argv[0].startswith("(")):
-            cmd = "; ".join(_command_line(c) for c in (case.commands or case_commands(case.target)))
+            cmds = list(case.commands or case_commands(case.target))
+            if case.do_import:
+                cmds.append(["import", case.target, "-o", OUT_NAME])
+            cmd = "; ".join(_command_line(c) for c in cmds)
         else:
             cmd = "ctxsim " + cmd
         (dest / "REPRODUCE.txt").write_text(
