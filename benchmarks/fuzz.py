@@ -1,9 +1,11 @@
 """Mutation fuzzer of the input boundary (not a test): mutate small copies of the real traces of every
-format and run each through the real command line; any outcome but exit 0 or 2 is a failure.
+format, add amplifying inputs, and run each case through the real command line in a fresh process under
+CPU and memory caps; any outcome but exit 0 or 2 is a failure.
 
-    .venv/bin/python benchmarks/fuzz.py --cases 10000 [--seed 0] [--out DIR] [--format table|json]
-        [--formats LABEL,...] [--no-bombs] [--time-bound 20] [--max-memory-mb 1500] [--max-rss-mb 1000]
-        [--list] [--only I,J,...] [--no-baseline]
+    .venv/bin/python benchmarks/fuzz.py --cases 10000 [--seed 0] [--workers 2] [--out DIR]
+        [--format table|json] [--stats FILE] [--formats LABEL,...] [--no-bombs] [--amp-rate 0.05]
+        [--no-amp] [--time-bound 20] [--max-memory-mb 1500] [--max-rss-mb 1000] [--list]
+        [--only I,J,...] [--no-baseline]
 
 Samples: the real traces in ``CTXSIM_TRACES`` (default ``../shared/traces``; never copied into the repo),
 long lists and strings cut so a case stays fast; canonical ``.jsonl`` and ``.parquet`` made from them with
@@ -19,20 +21,50 @@ backslash, ``C:``), a duplicated member, a size the header lies about, another c
 file mutated, dropped or duplicated; SWE-agent's ``args.yaml``: bytes, tags, nesting, odd values). Rare
 resource cases unless ``--no-bombs``: a BZIP2/LZMA member inflating to 1.2 GB behind a small declared
 size (made once per run, ~30 s), a YAML alias bomb, a 100 MB JSON document of no known format.
+
+Amplification cases (issue 41's attack run): a share ``--amp-rate`` (default 5%; ``--no-amp`` for none,
+and then every case is the one drawn before they existed) are drawn from ``f"{seed}:{i}:amp"`` instead:
+Claude Code records sharing one ``message.id`` (16,000-22,000) or one-record sidechains with distinct
+``agentId`` (8,500-10,000); OpenHands SDK action files sharing one ``llm_response_id`` (9,000-12,000);
+Inspect model events whose ``input_refs`` span a pool of messages without ids, and hundreds of messages
+pointing to one 2-8 MiB ``attachment://``; an ``.eval`` LZMA member declaring a 2-4 GiB dictionary, or a
+member also spelled ``samples/./`` and ``samples//``; canonical Parquet whose string column is one
+~1 MB dictionary value in thousands of rows (GiB decoded, ~13 KB on disk); identifiers of 1-16 MiB; the
+sample 1,050-1,150 folders deep (``run --dataset`` too for canonical files); every number out of a
+float's range (``10**400``, ``1e308``, ...); numeric knobs out of range (``--window``, each policy's
+numbers, ``explain --call``); a gate whose baseline holds such a number; a conversation of only the
+assistant's message under ``explain --call 0``. Each is sized so a linear, capped reader handles it in a
+few seconds (a same-size input without the sharing runs in about a second a command). The four
+importer attacks (shared ids, sidechains, input_refs) run only ``validate``, ``import`` and ``validate``
+of what it wrote, so that a quadratic reader passes the CPU cap by far while a linear one stays far under
+it; the others also run ``run`` under raw. At these sizes today's quadratic readers took 8-20 s over five
+commands, too close to the cap to be told from a linear one.
 ``--list`` prints the cases without running them; ``--only`` runs the given case numbers.
 
-Each case runs in a forked child (so one case cannot leak state into the next, and a hard time or memory
-bound kills only it) through ``sim.cli.main``: ``validate``, ``run --format json`` under raw,
-observation_masking, seed_engine (context_token_limit 4000) and tool_result_head_tail, then ``import -o
-fuzz-out.jsonl``, ``validate`` of what it wrote and ``run`` of it. Failures: exit 3 or any code but 0/2,
-an exception escaping ``main``, a case over the time bound ("slow"), a child killed by a signal, peak
-memory over the bound, stdout JSON holding NaN/Infinity or a negative (or >= 2^53) count or cost, and an
-import whose output ``validate`` refuses. A failure's signature is the exception type and the innermost
-frame inside ``sim/`` (or the invariant violated); ``--out DIR`` keeps the smallest input of each with the
-command line that fails. Exit status 0 when no case failed, 1 otherwise.
+Each case runs in a forked child (so one case cannot leak state into the next, and a cap ends only it)
+through ``sim.cli.main``: ``validate``, ``run --format json`` under raw, observation_masking,
+seed_engine (context_token_limit 4000) and tool_result_head_tail, then ``import -o fuzz-out.jsonl``,
+``validate`` of what it wrote and ``run`` of it. Caps per case: ``--time-bound`` seconds of the child's
+CPU (``ITIMER_PROF`` names the frame; ``RLIMIT_CPU`` 3 s later stops one stuck in C code; a case
+waiting 10x as long, plus 60 s, in wall time is killed) and ``--max-memory-mb`` of address space
+(``RLIMIT_AS``); each case's CPU seconds and peak RSS are recorded (summary in the report, every case
+with ``--stats``).
+``--workers N`` runs the cases in N processes (case ``i`` to worker ``i mod N``; the merged report is the
+same for any N, up to cases near a cap). Failures: exit 3 or any code but 0/2 (a gate may exit 1), an
+exception escaping ``main``, a case over a cap (``cap: CPU over 20 s at FRAME``, ``cap: memory
+(MemoryError, exit 3) at FRAME``, ``cap: memory (exit 2 after running out of memory)``; an
+amplification case over the CPU cap is named by its attack, ``cap: CPU over 20 s (amp: sidechains)``,
+as the frame is only where the time ran out: it is in the reproducer), a child killed
+by a signal, peak RSS over ``--max-rss-mb``, stdout JSON holding NaN/Infinity or a negative (or >= 2^53)
+count or cost, a gate printing inf or nan, a stderr line over 10,000 characters (a value echoed whole),
+an import whose output ``validate`` refuses, and ``validate``, ``run``, ``run --dataset`` and ``import``
+disagreeing on whether an input is accepted. A failure's signature is the exception type and the
+innermost frame inside ``sim/`` (or the cap or invariant); ``--out DIR`` keeps the smallest input of each
+with the command line that fails. Exit status 0 when no case failed, 1 otherwise.
 
-The fuzzer fuzzes trace files, not configuration: it composes each policy's config once and hands every
-case a copy (Hydra composition costs ~80 ms a command and would dominate the run).
+The fuzzer fuzzes trace files and, in the amplification cases only, a few knobs: it composes each
+policy's config once and hands every case a copy (Hydra composition costs ~80 ms a command and would
+dominate the run).
 """
 
 from __future__ import annotations
@@ -150,6 +182,9 @@ class Case:
     target: str  # the path the commands are given (a file, or a folder for folder formats)
     ops: list[str]  # what was mutated, in words
     parquet_rows: str | None = None  # JSON rows the child writes as the Parquet target before running
+    commands: list[list[str]] | None = None  # instead of case_commands(target) (amplification cases)
+    do_import: bool = True  # also import the target, then validate and run what the import wrote
+    post_run: bool = True  # run what the import wrote (reader attacks only validate it)
 
     def size(self) -> int:
         return sum(len(b) for b in self.files.values()) + len(self.parquet_rows or "")
@@ -962,6 +997,567 @@ def mutate_yaml(data: bytes, rng: random.Random, ops: list[str], bombs: bool) ->
     return text.encode()
 
 
+# ------------------------------------------------------------------------------------------ amplification
+# Inputs of a few kilobytes to a few megabytes whose cost grows faster than their size in a reader that
+# joins by scanning, expands references, or trusts a declared size (issue 41's attack run). Each is sized
+# so that a linear, capped reader handles it in a few seconds (the unshared control of the same size
+# runs in well under one), while a quadratic or uncapped one passes the CPU or memory cap.
+AMP_RATE = 0.05
+MB = 1 << 20
+ID_KEYS = ("id", "sessionId", "trace_id", "tool_call_id", "uuid", "agentId", "llm_response_id", "instance_id")
+HUGE_NUMBERS = (
+    "1" + "0" * 400,
+    "1e308",
+    "-1e308",
+    "1.7976931348623157e308",
+    "1e400",
+    str(2**64),
+    "-" + "9" * 30,
+)
+KNOB_VALUES = ("99999999999999999999", "1" + "0" * 400, "-1", "1e400", "nan", "inf", "-0.5", "0")
+AMP_COMMANDS = ("validate", "run-raw", "import")  # the reader is what is attacked: one replay suffices
+
+
+def _amp_commands(target: str, dataset: bool = False) -> list[list[str]]:
+    cmds = [["validate", target], ["run", target, "--policy", "raw", "--format", "json"]]
+    if dataset:
+        cmds.append(["run", "--dataset", target, "--policy", "raw", "--format", "json"])
+    return cmds
+
+
+READER_ONLY = {"post_run": False}  # validate, import, validate what it wrote: the reader's work alone
+
+
+def _records(s: Sample) -> list[dict]:
+    return [r for r in s.doc if isinstance(r, dict)] if s.kind == "jsonl" else []
+
+
+def _jsonl_case(s: Sample, records: list, ops: list[str], readers_only: bool = False) -> Case:
+    data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
+    if readers_only:
+        return Case(
+            s.label, s.key, {s.name: data}, s.name, ops, commands=[["validate", s.name]], **READER_ONLY
+        )
+    return Case(s.label, s.key, {s.name: data}, s.name, ops, commands=_amp_commands(s.name))
+
+
+def amp_shared_message_id(s: Sample, rng: random.Random) -> Case | None:
+    """Claude Code: thousands of assistant records of one ``message.id`` (one response's content blocks,
+    merged into one message: a reader that rebuilds the merged text each time is quadratic)."""
+    recs = _records(s)
+    tpl = next((r for r in recs if r.get("type") == "assistant" and isinstance(r.get("message"), dict)), None)
+    if tpl is None:
+        return None
+    n, width = rng.randint(16000, 22000), rng.choice((600, 900))
+    with_tools = rng.random() < 0.5
+    out = [r for r in recs if r.get("type") == "user"][:1]
+    for j in range(n):
+        block = {"type": "text", "text": f"block {j} " + "x" * width}
+        if with_tools:
+            block = {"type": "tool_use", "id": f"toolu_amp_{j}", "name": "bash", "input": {"c": "x" * width}}
+        msg = {**tpl["message"], "id": "msg_amp_shared", "content": [block]}
+        out.append({**tpl, "uuid": f"amp-{j}", "parentUuid": f"amp-{j - 1}" if j else None, "message": msg})
+    ops = [f"claude-code: {n:,} assistant records share message.id ({'tool_use' if with_tools else 'text'})"]
+    return _jsonl_case(s, out, ops, readers_only=True)
+
+
+def amp_sidechains(s: Sample, rng: random.Random) -> Case | None:
+    """Claude Code: thousands of one-record sidechains, each its own ``agentId`` (a reader that finds a
+    record's sidechain by scanning the ones seen is quadratic)."""
+    recs = _records(s)
+    tpl = next((r for r in recs if r.get("type") == "assistant" and isinstance(r.get("message"), dict)), None)
+    if tpl is None:
+        return None
+    # under the 10,000 children a trace may have; each record's parentUuid is held by no sidechain, so a
+    # reader scanning the sidechains seen looks it up in every one (by agentId alone the scan costs
+    # too little at this size to pass the cap)
+    n = rng.randint(8500, 10000)
+    linked = True
+    out = list(recs)
+    for j in range(n):
+        msg = {**tpl["message"], "id": f"msg_side_{j}", "content": [{"type": "text", "text": f"side {j}"}]}
+        out.append(
+            {
+                **tpl,
+                "isSidechain": True,
+                "agentId": f"agent-{j}",
+                "uuid": f"side-{j}",
+                "parentUuid": f"elsewhere-{j}" if linked else None,
+                "message": msg,
+            }
+        )
+    ops = [f"claude-code: {n:,} sidechains with distinct agentId" + (", each a parentUuid" if linked else "")]
+    return _jsonl_case(s, out, ops, readers_only=True)
+
+
+def amp_shared_response_id(s: Sample, rng: random.Random) -> Case | None:
+    """OpenHands SDK: thousands of consecutive action events of one ``llm_response_id`` (parallel tool
+    calls of one response, merged into one message)."""
+    names = sorted(s.files)
+    tpl_name = None
+    for name in names:
+        if name.startswith("events/") and name.endswith(".json"):
+            try:
+                e = json.loads(s.files[name])
+            except ValueError:
+                continue
+            if isinstance(e, dict) and e.get("kind") == "ActionEvent":
+                tpl_name, tpl = name, e
+                break
+    if tpl_name is None:
+        return None
+    files = dict(s.files)
+    n = rng.randint(9000, 12000)
+    first = 1 + max(
+        (int(m.group(1)) for m in map(re.compile(r"events/event-(\d+)").match, names) if m), default=0
+    )
+    width = rng.choice((3000, 4000))  # each call's arguments: the merged message grows by this much
+    for j in range(n):
+        e = {
+            **tpl,
+            "id": f"amp-{j}",
+            "tool_call_id": f"call_amp_{j}",
+            "llm_response_id": "chatcmpl-amp-shared",
+            "tool_call": {
+                "id": f"call_amp_{j}",
+                "name": "terminal",
+                "arguments": json.dumps({"command": f"echo {j} " + "x" * width}),
+            },
+        }
+        files[f"events/event-{first + j:05d}-amp{j}.json"] = json.dumps(e).encode()
+    ops = [f"openhands-sdk: {n:,} action events share llm_response_id ({width:,}-byte commands)"]
+    return Case(
+        s.label,
+        s.key,
+        {f"{s.name}/{k}": v for k, v in files.items()},
+        s.name,
+        ops,
+        commands=[["validate", s.name]],
+        **READER_ONLY,
+    )
+
+
+def _inspect_samples(s: Sample) -> tuple[list, Callable[[list], dict[str, bytes]]] | None:
+    """The sample objects of an Inspect log (each mutated in place) and how to write the log back."""
+    if s.kind == "json" and isinstance(s.doc, dict) and isinstance(s.doc.get("samples"), list):
+        doc = copy.deepcopy(s.doc)
+        samples = [x for x in doc["samples"] if isinstance(x, dict)]
+        return samples, lambda members: {s.name: json.dumps(doc).encode()}
+    if s.kind == "zip":
+        members = list(s.members)
+        idx = [i for i, (n, _, _) in enumerate(members) if n.startswith("samples/") and n.endswith(".json")]
+        docs = []
+        for i in idx:
+            try:
+                docs.append((i, json.loads(members[i][1])))
+            except ValueError:
+                pass
+
+        def write(extra: list) -> dict[str, bytes]:
+            ms = list(members)
+            for i, d in docs:
+                ms[i] = (ms[i][0], json.dumps(d).encode(), zipfile.ZIP_DEFLATED)
+            return {s.name: build_zip(ms + extra)}
+
+        return [d for _, d in docs], write
+    return None
+
+
+def _model_event(sample: dict) -> dict:
+    ev = next(
+        (e for e in sample.get("events") or [] if isinstance(e, dict) and e.get("event") == "model"), None
+    )
+    return copy.deepcopy(ev) if ev else {"event": "model", "timestamp": "2025-01-01T00:00:00+00:00"}
+
+
+def amp_input_refs(s: Sample, rng: random.Random) -> Case | None:
+    """Inspect: model events whose ``input_refs`` each span a pool of messages without ids (no id: each
+    is keyed by its whole content), optionally through ``attachment://`` references."""
+    got = _inspect_samples(s)
+    if not got or not got[0]:
+        return None
+    samples, write = got
+    sample = samples[0]
+    att = rng.random() < 0.5
+    n, events = (rng.randint(600, 1000), rng.randint(250, 450)) if att else (rng.randint(1400, 1800), 1200)
+    content = "attachment://ampshared" if att else None
+    sample["message_pool"] = [
+        {"role": ("user", "assistant")[j % 2], "content": content or f"pool message {j}", "source": f"s{j}"}
+        for j in range(n)
+    ]
+    if att:
+        sample["attachments"] = {"ampshared": "a" * rng.choice((4096, 16384))}
+    tpl = {k: v for k, v in _model_event(sample).items() if k in ("event", "timestamp", "model", "span_id")}
+    evs = []
+    for j in range(events):
+        ev = copy.deepcopy(tpl)
+        ev["input"], ev["input_refs"] = [], [[0, n]]
+        ev["output"] = {"choices": [{"message": {"role": "assistant", "content": f"answer {j}"}}]}
+        evs.append(ev)
+    sample["events"] = evs
+    ops = [
+        f"inspect: {events} model events, each input_refs [[0, {n}]] into a pool without ids"
+        + (" (contents are one attachment)" if att else "")
+    ]
+    return Case(s.label, s.key, write([]), s.name, ops, commands=[["validate", s.name]], **READER_ONLY)
+
+
+def amp_attachments(s: Sample, rng: random.Random) -> Case | None:
+    """Inspect: hundreds of messages that all point to one multi-megabyte ``attachment://`` (stored
+    once, compressed to kilobytes in an ``.eval``)."""
+    got = _inspect_samples(s)
+    if not got or not got[0]:
+        return None
+    samples, write = got
+    sample = samples[0]
+    n, size = rng.randint(200, 400), rng.choice((2, 4, 8)) * MB
+    distinct = rng.random() < 0.7  # distinct messages (no dedup by content) or identical ones
+    sample["attachments"] = {"ampbig": "b" * size}
+    msgs = [
+        {"role": "user", "content": "attachment://ampbig", **({"source": f"m{j}"} if distinct else {})}
+        for j in range(n)
+    ]
+    if rng.random() < 0.5:
+        sample["messages"] = msgs
+        where = "messages"
+    else:
+        sample["message_pool"] = msgs
+        ev = _model_event(sample)
+        ev["input"], ev["input_refs"] = [], [[0, n]]
+        ev["output"] = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+        sample["events"] = [ev]
+        where = "message_pool via input_refs"
+    ops = [
+        f"inspect: {n} {'distinct' if distinct else 'identical'} {where} point to one "
+        f"{size // MB} MiB attachment://"
+    ]
+    return Case(s.label, s.key, write([]), s.name, ops, commands=_amp_commands(s.name))
+
+
+def amp_lzma_dictionary(s: Sample, rng: random.Random) -> Case | None:
+    """An LZMA member whose header declares a dictionary of gigabytes (the data decodes with any: only
+    the allocation is attacked)."""
+    if s.kind != "zip":
+        return None
+    members = list(s.members)
+    idx = [i for i, (n, _, _) in enumerate(members) if n == "header.json" or n.startswith("samples/")]
+    k = rng.choice(idx or [0])
+    members[k] = (members[k][0], members[k][1], zipfile.ZIP_LZMA)
+    blob = bytearray(build_zip(members))
+    info = zipfile.ZipFile(io.BytesIO(bytes(blob))).infolist()[k]
+    n, m = struct.unpack_from("<HH", blob, info.header_offset + 26)
+    start = info.header_offset + 30 + n + m  # 2 bytes version, 2 bytes size of the properties, then them
+    size = rng.choice((0xFFFFFFFF, 3 << 30, 2 << 30))
+    struct.pack_into("<I", blob, start + 5, size)
+    ops = [f"archive: LZMA member {members[k][0]} declares a {size / (1 << 30):.0f} GiB dictionary"]
+    return Case(s.label, s.key, {s.name: bytes(blob)}, s.name, ops, commands=_amp_commands(s.name))
+
+
+def amp_spelled_members(s: Sample, rng: random.Random) -> Case | None:
+    """An ``.eval`` holding a sample member and the same member spelled ``samples/./`` and ``samples//``."""
+    if s.kind != "zip":
+        return None
+    members = list(s.members)
+    sm = [(n, d, c) for n, d, c in members if n.startswith("samples/")]
+    if not sm:
+        return None
+    n, d, c = sm[0]
+    base = n[len("samples/") :]
+    extra = [(f"samples/./{base}", d, c), (f"samples//{base}", d, c)]
+    ops = [f"archive: {n} also as samples/./{base} and samples//{base}"]
+    return Case(s.label, s.key, {s.name: build_zip(members + extra)}, s.name, ops)
+
+
+def _set_long_id(doc: Any, rng: random.Random, size: int) -> str | None:
+    nodes = [n for n in _nodes({"$": doc}) if n[1] in ID_KEYS and isinstance(n[0][n[1]], str)]
+    if not nodes:
+        return None
+    parent, key, path = rng.choice(nodes)
+    parent[key] = parent[key][:20] + "i" * size
+    return path_text(path)
+
+
+def amp_long_id(s: Sample, rng: random.Random) -> Case | None:
+    """An identifier (session, trace, call, record id) of megabytes: a message that echoes it whole
+    writes megabytes to stderr."""
+    size = rng.choice((1, 4, 16)) * MB
+    ops: list[str] = []
+    if s.kind == "jsonl":
+        recs = copy.deepcopy(s.doc)
+        ks = [k for k, r in enumerate(recs) if isinstance(r, dict)]
+        if not ks:
+            return None
+        k = rng.choice(ks)
+        if s.label == "claude-code" and rng.random() < 0.6:
+            recs[k]["sessionId"] = "s" * size
+            where = "sessionId"
+        else:
+            where = _set_long_id(recs[k], rng, size)
+        if where is None:
+            return None
+        ops.append(f"line {k + 1}: {where} := an id of {size // MB} MiB")
+        return Case(s.label, s.key, {s.name: _jsonl_bytes(recs, Raw())}, s.name, ops)
+    if s.kind == "json":
+        doc = copy.deepcopy(s.doc)
+        where = _set_long_id(doc, rng, size)
+        if where is None:
+            return None
+        ops.append(f"json: {where} := an id of {size // MB} MiB")
+        return Case(s.label, s.key, {s.name: json.dumps(doc).encode(), **s.side}, s.name, ops)
+    if s.kind == "folder":
+        files = dict(s.files)
+        name = rng.choice([n for n in sorted(files) if n.endswith(".json")] or [""])
+        if not name:
+            return None
+        try:
+            doc = json.loads(files[name])
+        except ValueError:
+            return None
+        where = _set_long_id(doc, rng, size)
+        if where is None:
+            return None
+        files[name] = json.dumps(doc).encode()
+        ops.append(f"{name} {where} := an id of {size // MB} MiB")
+        return Case(s.label, s.key, {f"{s.name}/{k}": v for k, v in files.items()}, s.name, ops)
+    got = _inspect_samples(s)
+    if got and got[0]:
+        where = _set_long_id(got[0][0], rng, size)
+        if where is not None:
+            return Case(s.label, s.key, got[1]([]), s.name, [f"sample {where} := an id of {size // MB} MiB"])
+    return None
+
+
+_PARQUET_BOMBS: dict[tuple, bytes] = {}
+
+
+def amp_parquet_dictionary(s: Sample, rng: random.Random) -> Case | None:
+    """Canonical Parquet whose string column is one dictionary value of ~1 MB repeated by thousands of
+    rows: kilobytes on disk, gigabytes once decoded (written without the Arrow schema, so a reader
+    decodes the column to plain strings)."""
+    if s.kind != "parquet" or not s.rows:
+        return None
+    cols = [k for k, v in s.rows[0].items() if isinstance(v, str)]
+    col = rng.choice(sorted(cols)) if cols else None
+    rows, width = rng.choice((2000, 4000, 8000)), rng.choice((512 << 10, 960 << 10))
+    key = (s.key, col, rows, width)
+    if key not in _PARQUET_BOMBS:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pylist([s.rows[0]])
+        arrays = []
+        for name in table.column_names:
+            if name == col:
+                idx = pa.array([0] * rows, pa.int32())
+                arrays.append(pa.DictionaryArray.from_arrays(idx, pa.array(["d" * width])))
+            else:
+                arrays.append(pa.repeat(table.column(name)[0], rows))
+        buf = io.BytesIO()
+        pq.write_table(
+            pa.Table.from_arrays(arrays, names=table.column_names),
+            buf,
+            compression="zstd",
+            store_schema=False,
+            dictionary_pagesize_limit=4 * MB,
+            row_group_size=rows,
+        )
+        _PARQUET_BOMBS[key] = buf.getvalue()
+    data = _PARQUET_BOMBS[key]
+    ops = [
+        f"parquet: column {col} is one {width >> 10} KiB dictionary value in {rows:,} rows "
+        f"({rows * width / (1 << 30):.1f} GiB decoded, {len(data):,} bytes on disk)"
+    ]
+    return Case(s.label, s.key, {s.name: data}, s.name, ops, commands=_amp_commands(s.name, dataset=True))
+
+
+def amp_deep_folder(s: Sample, rng: random.Random) -> Case | None:
+    """The sample at the bottom of a folder 1,100 levels deep (a reader that walks folders recursively
+    overflows Python's stack)."""
+    if s.kind == "folder":
+        return None
+    base = pristine(s)
+    levels = rng.randint(1050, 1150)
+    prefix = "deep/" + "d/" * levels
+    files = {prefix + k: v for k, v in base.files.items()}
+    ops = [f"folder: the sample {levels:,} folders deep"]
+    return Case(
+        s.label,
+        s.key,
+        files,
+        "deep",
+        ops,
+        commands=_amp_commands("deep", dataset=s.label.startswith("canonical")),
+    )
+
+
+def amp_huge_numbers(s: Sample, rng: random.Random) -> Case | None:
+    """Every number of the sample (or of one record) replaced by one out of every float's range."""
+    if s.kind not in ("json", "jsonl"):
+        return None
+    value = rng.choice(HUGE_NUMBERS)
+    raw = Raw()
+    token = raw(value)
+
+    def swap(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: swap(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [swap(v) for v in o]
+        return token if _is_number(o) else o
+
+    if s.kind == "json":
+        data = raw.dumps(swap(s.doc)).encode()
+        return Case(s.label, s.key, {s.name: data, **s.side}, s.name, [f"json: every number := {value[:24]}"])
+    recs = list(s.doc)
+    k = rng.randrange(len(recs)) if recs else 0
+    if recs and not isinstance(recs[k], Line):
+        recs[k] = swap(recs[k])
+    return Case(
+        s.label,
+        s.key,
+        {s.name: _jsonl_bytes(recs, raw)},
+        s.name,
+        [f"line {k + 1}: every number := {value[:24]}"],
+    )
+
+
+def _numeric_knobs(policy: str) -> list[str]:
+    import yaml
+
+    try:
+        conf = yaml.safe_load((REPO / "conf" / "policy" / f"{policy}.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return []
+    return sorted(k for k, v in (conf or {}).items() if _is_number(v) or (v is None and k != "_target_"))
+
+
+def amp_knobs(s: Sample, rng: random.Random) -> Case | None:
+    """The unmutated sample under numeric knobs out of range: ``--window``, a policy's numbers,
+    ``explain --call``."""
+    base = pristine(s)
+    t = base.target
+    cmds, ops = [], []
+    for _ in range(rng.randint(1, 3)):
+        v = rng.choice(KNOB_VALUES)
+        kind = rng.choice(("window", "policy", "policy", "explain"))
+        if kind == "window":
+            cmds.append(["run", t, "--window", v, "--format", "json"])
+        elif kind == "explain":
+            v = rng.choice(("0", "1", "-1", v))
+            cmds.append(["explain", t, "--call", v])
+        else:
+            policy = rng.choice([p for p, _ in POLICY_RUNS if _numeric_knobs(p)])
+            knob = rng.choice(_numeric_knobs(policy))
+            cmds.append(["run", t, "--policy", policy, f"policy.{knob}={v}", "--format", "json"])
+        ops.append("knob: " + " ".join(cmds[-1][2:]))
+    return Case(s.label, s.key, base.files, t, ops, commands=cmds, do_import=False)
+
+
+def amp_assistant_only(s: Sample, rng: random.Random) -> Case | None:
+    """A conversation whose only message is the assistant's, explained at call 0."""
+    if s.label not in ("openai-chat", "anthropic-messages") or s.kind != "json":
+        return None
+    doc = copy.deepcopy(s.doc)
+    msgs = doc if isinstance(doc, list) else doc.get("messages")
+    if not isinstance(msgs, list):
+        return None
+    keep = [m for m in msgs if isinstance(m, dict) and m.get("role") == "assistant"][:1]
+    msgs[:] = keep
+    if isinstance(doc, dict):
+        doc.pop("system", None)
+    t = s.name
+    cmds = [["validate", t], ["explain", t, "--call", "0"], ["run", t, "--format", "json"]]
+    return Case(
+        s.label,
+        s.key,
+        {t: json.dumps(doc).encode()},
+        t,
+        ["chat: only the assistant's message"],
+        commands=cmds,
+    )
+
+
+GATE_FILE = """name: fuzz
+suite: {suite}
+baseline:
+  results: baseline.jsonl
+candidate:
+  policy: raw
+thresholds:
+  cost_microusd: {{max_increase_pct: 5}}
+  cumulative_input_tokens: {{max_increase_pct: 5}}
+  calls: {{max_increase: 0}}
+"""
+
+
+def amp_gate_baseline(s: Sample, rng: random.Random) -> Case | None:
+    """A gate whose committed baseline holds a number out of every float's range."""
+    if not s.label.startswith("canonical"):
+        return None
+    base = pristine(s)
+    fld = rng.choice(("cost_microusd", "cumulative_input_tokens", "calls"))
+    value = rng.choice(HUGE_NUMBERS)
+    files = {**base.files, "gate.yaml": GATE_FILE.format(suite=base.target).encode()}
+    cmds = [
+        ["gate", "gate.yaml", "--update-baseline"],
+        ["(edit)", "baseline.jsonl", fld, value],
+        ["gate", "gate.yaml"],
+    ]
+    return Case(
+        s.label,
+        s.key,
+        files,
+        "gate.yaml",
+        [f"gate: baseline {fld} := {value[:24]}"],
+        commands=cmds,
+        do_import=False,
+    )
+
+
+INSPECT = ("inspect-eval", "inspect-json")
+# (amplifier, the formats it attacks or None for any, weight): the importers' own attacks first; the
+# amplifier is drawn before the format, so each gets its share whatever the number of formats
+AMPLIFIERS: tuple[tuple[Callable[[Sample, random.Random], Case | None], tuple[str, ...] | None, int], ...] = (
+    (amp_shared_message_id, ("claude-code",), 8),
+    (amp_sidechains, ("claude-code",), 8),
+    (amp_shared_response_id, ("openhands-sdk-v1",), 8),
+    (amp_input_refs, INSPECT, 8),
+    (amp_attachments, INSPECT, 8),
+    (amp_lzma_dictionary, ("inspect-eval",), 5),
+    (amp_spelled_members, ("inspect-eval",), 2),
+    (amp_parquet_dictionary, ("canonical-parquet",), 6),
+    (amp_long_id, None, 6),
+    (amp_deep_folder, None, 5),
+    (amp_huge_numbers, None, 5),
+    (amp_knobs, None, 6),
+    (amp_gate_baseline, ("canonical-jsonl", "canonical-parquet"), 3),
+    (amp_assistant_only, ("openai-chat", "anthropic-messages"), 3),
+)
+
+
+def amplify(samples_by_label: dict[str, list[Sample]], rng: random.Random) -> Case | None:
+    """One amplification case: an amplifier, then a sample of a format it attacks (None when no sample
+    of the formats fuzzed suits any)."""
+    pool = [x for x in AMPLIFIERS if x[1] is None or any(lb in samples_by_label for lb in x[1])]
+    while pool:
+        pick = rng.choices(pool, [w for _, _, w in pool])[0]
+        fn, labels, _ = pick
+        cands = [
+            s
+            for lb in sorted(samples_by_label)
+            if labels is None or lb in labels
+            for s in samples_by_label[lb]
+        ]
+        rng.shuffle(cands)
+        for sample in cands[:8]:
+            case = fn(sample, rng)
+            if case is not None:
+                case.ops.insert(0, f"amp: {fn.__name__[4:]}")
+                return case
+        pool.remove(pick)
+    return None
+
+
 MUTATORS: dict[str, Callable[[Sample, random.Random, bool], Case]] = {
     "json": mutate_json_sample,
     "jsonl": mutate_jsonl_sample,
@@ -971,10 +1567,18 @@ MUTATORS: dict[str, Callable[[Sample, random.Random, bool], Case]] = {
 }
 
 
-def make_case(samples_by_label: dict[str, list[Sample]], seed: str, i: int, bombs: bool) -> Case:
+def make_case(
+    samples_by_label: dict[str, list[Sample]], seed: str, i: int, bombs: bool, amp_rate: float = 0.0
+) -> Case:
     rng = random.Random(f"{seed}:{i}")
     label = rng.choice(sorted(samples_by_label))
     sample = rng.choice(samples_by_label[label])
+    # its own stream: with --amp-rate 0 every case is the one the fuzzer drew before amplification existed
+    amp = random.Random(f"{seed}:{i}:amp")
+    if amp.random() < amp_rate:
+        case = amplify(samples_by_label, amp)
+        if case is not None:
+            return case
     return MUTATORS[sample.kind](sample, rng, bombs)
 
 
@@ -1050,6 +1654,12 @@ def output_problems(stdout: str) -> list[str]:
     return sorted(set(out))
 
 
+LONG_LINE = 10_000  # a stderr line longer than this echoes an input value whole (an id, a document)
+# what an exit 2 says when it is really memory running out (the refusal should come before decoding)
+OOM_TEXT = re.compile(r"MemoryError|bad_alloc|out of memory|Cannot allocate|realloc|malloc", re.I)
+NON_FINITE = re.compile(r"(?<![\w.])-?(nan|inf|infinity)(?![\w])", re.I)
+
+
 def run_cli(argv: list[str]) -> dict:
     """One command through ``sim.cli.main`` with output captured: exit code, signature if it failed."""
     from sim.cli import main
@@ -1067,12 +1677,26 @@ def run_cli(argv: list[str]) -> dict:
             raise
         except BaseException as exc:  # noqa: BLE001 - anything escaping main is the finding
             sig = exc_signature("uncaught", exc)
+    ok = (0, 1, 2) if argv[0] == "gate" else (0, 2)  # a gate exits 1 for a regression
     if sig is None and rc == 3:
-        sig = exc_signature("exit3", caught[-1]) if caught else "exit3 (no exception seen)"
-    elif sig is None and rc not in (0, 2):
+        exc = caught[-1] if caught else None
+        if isinstance(exc, MemoryError):
+            sig = f"cap: memory (MemoryError, exit 3) at {sim_frame(traceback.extract_tb(exc.__traceback__))}"
+        else:
+            sig = exc_signature("exit3", exc) if exc else "exit3 (no exception seen)"
+    elif sig is None and rc not in ok:
         sig = f"exit {rc!r} from {argv[0]}"
     stderr = err.getvalue()
-    return {"argv": argv, "rc": rc, "sig": sig, "stdout": out.getvalue(), "stderr": stderr[-2000:]}
+    longest = max((len(ln) for ln in stderr.splitlines()), default=0)
+    return {
+        "argv": argv,
+        "rc": rc,
+        "sig": sig,
+        "stdout": out.getvalue(),
+        "stderr": stderr[-2000:],
+        "longest": longest,
+        "oom": bool(rc == 2 and OOM_TEXT.search(stderr[-20000:])),
+    }
 
 
 def case_commands(target: str) -> list[list[str]]:
@@ -1081,7 +1705,49 @@ def case_commands(target: str) -> list[list[str]]:
     return cmds
 
 
-def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_mb: int = 0) -> dict:
+def _edit_jsonl(path: str, fld: str, text: str) -> None:
+    """Set ``fld`` of the first row of a JSON Lines file to the literal JSON ``text`` (a tampered file)."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    if not lines:
+        return
+    row = json.loads(lines[0])
+    row[fld] = "@@ctxsim-fuzz-edit@@"
+    lines[0] = json.dumps(row).replace('"@@ctxsim-fuzz-edit@@"', text)
+    Path(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def _verdicts(results: list[dict]) -> str | None:
+    """``validate``, ``run --policy raw``, ``run --dataset`` and ``import`` of one input must accept or
+    refuse it alike (issue 41): the disagreement, in words, or None."""
+    seen: dict[str, int] = {}
+    for r in results:
+        a = r["argv"]
+        if r["sig"] or r["rc"] not in (0, 2) or OUT_NAME in a[1:2]:
+            continue
+        if a[0] == "validate":
+            seen.setdefault("validate", r["rc"])
+        elif a[0] == "import":
+            seen.setdefault("import", r["rc"])
+        elif a[0] == "run" and "--dataset" in a:
+            seen.setdefault("run --dataset", r["rc"])
+        elif a[0] == "run" and "--window" not in a and ("raw" in a or "--policy" not in a):
+            seen.setdefault("run", r["rc"])
+    if len(set(seen.values())) > 1:
+        acc = [k for k, v in seen.items() if v == 0]
+        ref = [k for k, v in seen.items() if v == 2]
+        return f"invariant: verdicts differ ({' and '.join(acc)} accept, {' and '.join(ref)} refuse)"
+    return None
+
+
+def run_case_in_child(
+    target: str,
+    parquet_rows: str | None,
+    bound: float,
+    rss_mb: int = 0,
+    commands: list[list[str]] | None = None,
+    do_import: bool = True,
+    post_run: bool = True,
+) -> dict:
     """In the child, in the case folder: every command; the failures found (signature, command line)."""
     flagged: list[str] = []
 
@@ -1091,23 +1757,43 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
         if rss_mb and peak > rss_mb and not flagged:  # the first command to pass the bound is named
             flagged.append(argv[0])
             failures.append((f"memory: peak RSS over {rss_mb} MB in {argv[0]}", argv, f"{peak:.0f} MB"))
+        if r["longest"] > LONG_LINE:
+            failures.append(
+                (
+                    f"invariant: a stderr line over {LONG_LINE:,} chars from {argv[0]}",
+                    argv,
+                    f"{r['longest']:,} chars",
+                )
+            )
+        if r["oom"]:
+            failures.append(
+                (f"cap: memory (exit 2 after running out of memory) in {argv[0]}", argv, r["stderr"])
+            )
+        if argv[0] == "gate" and not r["sig"] and NON_FINITE.search(r["stdout"] + r["stderr"]):
+            failures.append(("invariant: gate prints inf or nan", argv, r["stderr"]))
         return r
 
-    def alarm(signum, frame):
+    def cpu_cap(signum, frame):
         stack = traceback.extract_stack(frame)
-        raise Slow(f"slow at {sim_frame(stack)}")
+        raise Slow(f"cap: CPU over {bound:g} s at {sim_frame(stack)}")
 
-    signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, bound)
+    # CPU time of this process (all threads), not wall time: two workers on a loaded machine share it
+    signal.signal(signal.SIGPROF, cpu_cap)
+    signal.setitimer(signal.ITIMER_PROF, bound)
     results, failures = [], []
     current: list[str] = ["(parquet)"]
     try:
         if parquet_rows is not None:
             if not _write_parquet(parquet_rows, target):
                 return {"skipped": True, "failures": []}
-        cmds = case_commands(target)
-        for argv in cmds + [["import", target, "-o", OUT_NAME]]:
+        cmds = list(commands or case_commands(target))
+        if do_import:
+            cmds.append(["import", target, "-o", OUT_NAME])
+        for argv in cmds:
             current = argv
+            if argv[0] == "(edit)":
+                _edit_jsonl(*argv[1:])
+                continue
             r = cli(argv)
             results.append(r)
             if r["sig"]:
@@ -1116,12 +1802,15 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
                 failures.extend((f"invariant: {p}", argv, "") for p in output_problems(r["stdout"]))
             if flagged or "MemoryError" in (r["sig"] or ""):
                 return _child_result(results, failures)  # the other commands would only repeat it
-        if results[-1]["rc"] == 0:  # the import wrote a canonical file: it must validate and run
+        if do_import and results[-1]["rc"] == 0:  # the import wrote a canonical file: it must validate, run
             current = ["validate", OUT_NAME]
             v = cli(current)
-            current = ["run", OUT_NAME, "--policy", "raw", "--format", "json"]
-            r = cli(current)
-            results += [v, r]
+            results.append(v)
+            r = {"argv": [], "rc": None, "sig": None, "stdout": ""}
+            if post_run:
+                current = ["run", OUT_NAME, "--policy", "raw", "--format", "json"]
+                r = cli(current)
+                results.append(r)
             for x in (v, r):
                 if x["sig"]:
                     failures.append((x["sig"], x["argv"], x["stderr"]))
@@ -1137,10 +1826,13 @@ def run_case_in_child(target: str, parquet_rows: str | None, bound: float, rss_m
                 )
             if r["rc"] == 0:
                 failures.extend((f"invariant: {p}", r["argv"], "") for p in output_problems(r["stdout"]))
+        differ = _verdicts(results)
+        if differ:
+            failures.append((differ, cmds[0], ""))
     except Slow as exc:
-        failures.append((exc.where, current, f"over {bound:g} s"))
+        failures.append((exc.where, current, f"over {bound:g} s CPU"))
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
     return _child_result(results, failures)
 
 
@@ -1171,10 +1863,28 @@ def _write_parquet(rows_json: str, target: str) -> bool:
         return False
 
 
+# a case waiting (not computing) is killed after this many times the CPU bound: generous, as on a loaded
+# machine (other jobs, the other worker) a case gets a fraction of a core
+WALL_FACTOR = 10
+_CASE_PID: list[int] = []  # the case child running now: ended with its parent or worker
+
+
+def _end_case_child() -> None:
+    for pid in _CASE_PID:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
 def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path | None = None) -> dict:
-    """Run ``fn`` in a forked child; its pickled result, or what ended it (signal, time). The child's
-    file descriptors 1 and 2 (what C code writes past ``sys.stdout``) go to ``log``."""
+    """Run ``fn`` in a forked child under the caps: its pickled result, or what ended it (signal, time);
+    with ``cpu_s`` and ``peak_mb``, what it used. The CPU bound is the child's own (``ITIMER_PROF`` in
+    ``run_case_in_child`` names the frame; ``RLIMIT_CPU`` a little later stops one stuck in C code);
+    memory is ``RLIMIT_AS``. The child's file descriptors 1 and 2 (what C code writes past
+    ``sys.stdout``) go to ``log``."""
     r, w = os.pipe()
+    wall = WALL_FACTOR * (
+        math.ceil(bound) + 2 * KILL_GRACE
+    )  # past RLIMIT_CPU's hard limit, on a busy machine
     pid = os.fork()
     if pid == 0:  # child
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -1184,9 +1894,13 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             sink = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(sink, 1)
             os.dup2(sink, 2)
-            # a crash or a hang inside C code still leaves the Python stack in the log, for the signature
+            # a crash, a hang or a CPU cap inside C code still leaves the Python stack in the log
             faulthandler.enable(file=2)
-            faulthandler.dump_traceback_later(bound + 1, file=2)
+            faulthandler.dump_traceback_later(wall - 1, file=2)
+            faulthandler.register(signal.SIGXCPU, file=2, chain=True)  # the stack, then the default: end
+            soft = math.ceil(bound) + KILL_GRACE
+            resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + KILL_GRACE))
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # no core file of a capped case
             if memory_mb:
                 cap = memory_mb << 20
                 resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -1202,8 +1916,9 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             code = 70
         finally:
             os._exit(code)
+    _CASE_PID[:] = [pid]
     os.close(w)
-    chunks, deadline = [], time.monotonic() + bound + KILL_GRACE
+    chunks, deadline = [], time.monotonic() + wall
     killed = False
     while True:
         left = deadline - time.monotonic()
@@ -1219,20 +1934,23 @@ def in_child(fn: Callable[[], Any], bound: float, memory_mb: int = 0, log: Path 
             chunks.append(chunk)
     os.close(r)
     _, status, usage = os.wait4(pid, 0)
-    peak_mb = usage.ru_maxrss / 1024
+    _CASE_PID.clear()
+    used = {"peak_mb": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
     where = _dumped_frame(log)
+    if os.WIFSIGNALED(status) and used["cpu_s"] >= bound and not killed:
+        return {"killed": f"cap: CPU over {bound:g} s{where} (killed by RLIMIT_CPU)", **used}
     if killed:
-        return {"killed": f"slow{where} (killed after {bound + KILL_GRACE:g} s)", "peak_mb": peak_mb}
+        return {"killed": f"slow{where} (killed after {wall:g} s of wall time)", **used}
     if os.WIFSIGNALED(status):
         name = signal.Signals(os.WTERMSIG(status)).name
-        return {"killed": f"crash: signal {name}{where}", "peak_mb": peak_mb}
+        return {"killed": f"crash: signal {name}{where}", **used}
     try:
         res = pickle.loads(b"".join(chunks))
     except Exception:  # noqa: BLE001
         code = os.WEXITSTATUS(status)
-        return {"killed": f"crash: child exit {code} with no result{where}", "peak_mb": peak_mb}
+        return {"killed": f"crash: child exit {code} with no result{where}", **used}
     if isinstance(res, dict):
-        res["peak_mb"] = peak_mb
+        res.update(used)
     return res
 
 
@@ -1295,22 +2013,59 @@ class Fuzzer:
         self.baseline: Counter = Counter()
         self.peak_mb = 0.0
         self.parent_vm_mb = 0.0
+        # per case: (case, format, family, CPU seconds, peak RSS MB, outcome); family "amp" or "mutation"
+        self.stats: list[tuple[str, str, str, float, float, str]] = []
+
+    def state(self) -> dict:
+        return {
+            k: getattr(self, k) for k in ("findings", "outcomes", "commands", "baseline", "peak_mb", "stats")
+        }
+
+    def merge(self, other: dict) -> None:
+        """Add a worker's tallies (the same cases split among workers give the same merged report)."""
+        for k in ("outcomes", "commands", "baseline"):
+            getattr(self, k).update(other[k])
+        self.peak_mb = max(self.peak_mb, other["peak_mb"])
+        self.stats += other["stats"]
+        for sig, g in other["findings"].items():
+            f = self.findings.get(sig)
+            if f is None:
+                self.findings[sig] = g
+                continue
+            f.count += g.count
+            f.cases = sorted(f.cases + g.cases, key=_case_order)[:100]
+            f.formats.update(g.formats)
+            f.commands.update(g.commands)
+            if (g.best_size, _case_order(g.best_case)) < (f.best_size, _case_order(f.best_case)):
+                for k in ("best_size", "best_case", "best_ops", "best_argv", "best_stderr", "reproducer"):
+                    setattr(f, k, getattr(g, k))
 
     def run_one(self, case: Case, case_id: str, tally: Counter) -> None:
         d = self.work / "case"
-        shutil.rmtree(d, ignore_errors=True)
+        with _deep_paths():  # a deep-folder case is 1,100 levels deep
+            shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
-        write_case(case, d)
+        with _deep_paths():
+            write_case(case, d)
         bound = self.args.time_bound
 
         def child() -> dict:
             os.chdir(d)
-            return run_case_in_child(case.target, case.parquet_rows, bound, self.args.max_rss_mb)
+            return run_case_in_child(
+                case.target,
+                case.parquet_rows,
+                bound,
+                self.args.max_rss_mb,
+                case.commands,
+                case.do_import,
+                case.post_run,
+            )
 
         log = self.work / "child-fd.log"
         res = in_child(child, bound, self.args.max_memory_mb, log)
-        peak = res.get("peak_mb", 0.0)
+        peak, cpu = res.get("peak_mb", 0.0), res.get("cpu_s", 0.0)
         self.peak_mb = max(self.peak_mb, peak)
+        family = "amp" if case.ops and case.ops[0].startswith("amp:") else "mutation"
         failures: list[tuple[str, list[str], str]] = []
         if "killed" in res:
             said = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
@@ -1319,6 +2074,7 @@ class Fuzzer:
             failures.append((res["harness_error"], ["(harness)"], ""))
         elif res.get("skipped"):
             tally["skipped (Arrow cannot hold the mutated rows)"] += 1
+            self.stats.append((case_id, case.label, family, round(cpu, 2), round(peak), "skipped"))
             return
         else:
             failures.extend((s, list(a), e) for s, a, e in res["failures"])
@@ -1332,8 +2088,18 @@ class Fuzzer:
             failures.append(
                 (f"memory: peak RSS over {self.args.max_rss_mb} MB", ["(all)", case.target], f"{peak:.0f} MB")
             )
+        if family == "amp":  # the CPU runs out wherever it does: the attack names the finding, the frame
+            failures = [  # goes with the reproducer
+                (f"cap: CPU over {bound:g} s ({case.ops[0]})", a, f"{g}\n{e}")
+                if g.startswith(("cap: CPU", "slow"))
+                else (g, a, e)
+                for g, a, e in failures
+            ]
         # memory blow-ups have no frame: the format tells the readers apart
-        failures = [(f"{g} ({case.label})" if g.startswith("memory:") else g, a, e) for g, a, e in failures]
+        failures = [
+            (f"{g} ({case.label})" if g.startswith(("memory:", "cap: memory (exit 2")) else g, a, e)
+            for g, a, e in failures
+        ]
         if failures:
             kinds = {f[0].split()[0].rstrip(":") for f in failures}
             tally["failed"] += 1
@@ -1345,10 +2111,14 @@ class Fuzzer:
                     continue
                 seen.add(sig)
                 self.record(sig, case, case_id, argv, stderr, d)
+            verdict = "failed"
         elif any(rc == 2 for _, rc in res.get("rcs", [])):
             tally["rejected (exit 2)"] += 1
+            verdict = "exit 2"
         else:
             tally["ok (exit 0)"] += 1
+            verdict = "exit 0"
+        self.stats.append((case_id, case.label, family, round(cpu, 2), round(peak), verdict))
 
     def record(self, sig: str, case: Case, case_id: str, argv: list[str], stderr: str, d: Path) -> None:
         f = self.findings.setdefault(sig, Finding(sig))
@@ -1357,7 +2127,10 @@ class Fuzzer:
             f.cases.append(case_id)
         f.formats[case.label] += 1
         f.commands[argv[0]] += 1
-        size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and p.name != OUT_NAME)
+        with _deep_paths():
+            size = sum(
+                p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.name.startswith(OUT_NAME)
+            )
         if f.best_size is not None and size >= f.best_size:
             return
         f.best_size, f.best_case, f.best_ops, f.best_argv, f.best_stderr = (
@@ -1371,18 +2144,19 @@ class Fuzzer:
             self.save_reproducer(f, d, case)
 
     def save_reproducer(self, f: Finding, d: Path, case: Case) -> None:
-        slug = re.sub(r"[^a-z0-9]+", "-", f.signature.lower()).strip("-")[:70]
-        slug += "-" + hashlib.sha1(f.signature.encode()).hexdigest()[:6]
-        dest = Path(self.args.out) / slug
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir(parents=True)
-        for p in sorted(d.iterdir()):
-            if p.name == OUT_NAME:
-                continue
-            if p.is_dir():
-                shutil.copytree(p, dest / p.name)
-            else:
-                shutil.copy2(p, dest / p.name)
+        """Into this fuzzer's own folder (workers never write the same one); ``publish`` copies each
+        signature's smallest to ``--out`` at the end."""
+        dest = self.work / "repro" / _slug(f.signature)
+        with _deep_paths():
+            shutil.rmtree(dest, ignore_errors=True)
+            dest.mkdir(parents=True)
+            for p in sorted(d.iterdir()):
+                if p.name.startswith(OUT_NAME):  # and its sidecar files
+                    continue
+                if p.is_dir():
+                    shutil.copytree(p, dest / p.name)
+                else:
+                    shutil.copy2(p, dest / p.name)
         f.reproducer = str(dest)
         cmd = " ".join(_shell(a) for a in f.best_argv)
         made = f"ctxsim import {_shell(case.target)} -o {OUT_NAME} && "
@@ -1390,8 +2164,11 @@ class Fuzzer:
             cmd = f"{made}ctxsim validate {OUT_NAME}"
         elif f.best_argv and f.best_argv[0] in ("run", "validate") and OUT_NAME in f.best_argv:
             cmd = f"{made}ctxsim {cmd}"
-        elif f.best_argv and f.best_argv[0].startswith("("):
-            cmd = "; ".join("ctxsim " + " ".join(_shell(a) for a in c) for c in case_commands(case.target))
+        elif case.commands is not None or (f.best_argv and f.best_argv[0].startswith("(")):
+            cmds = list(case.commands or case_commands(case.target))
+            if case.do_import:
+                cmds.append(["import", case.target, "-o", OUT_NAME])
+            cmd = "; ".join(_command_line(c) for c in cmds)
         else:
             cmd = "ctxsim " + cmd
         (dest / "REPRODUCE.txt").write_text(
@@ -1403,6 +2180,46 @@ class Fuzzer:
             f"stderr (end):\n" + "".join(f"  {ln}\n" for ln in f.best_stderr.strip().splitlines()[-12:]),
             encoding="utf-8",
         )
+
+    def publish(self, out: str) -> None:
+        """Each signature's smallest reproducer into ``out`` (from whichever worker found it)."""
+        for f in self.findings.values():
+            if not f.reproducer or not Path(f.reproducer).is_dir():
+                continue
+            dest = Path(out) / _slug(f.signature)
+            with _deep_paths():
+                shutil.rmtree(dest, ignore_errors=True)
+                shutil.copytree(f.reproducer, dest)
+            f.reproducer = str(dest)
+
+
+def _slug(signature: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", signature.lower()).strip("-")[:70]
+    return slug + "-" + hashlib.sha1(signature.encode()).hexdigest()[:6]
+
+
+def _command_line(argv: list[str]) -> str:
+    if argv[0] == "(edit)":
+        return f"(set {argv[2]} of the first row of {argv[1]} to {argv[3][:30]})"
+    if argv[0].startswith("("):  # (all): every command of the case; (harness): the fuzzer's own
+        return " ".join(argv)
+    return "ctxsim " + " ".join(_shell(a) for a in argv)
+
+
+def _case_order(case_id: str) -> tuple:
+    return (0, int(case_id), "") if case_id.isdigit() else (1, 0, case_id)
+
+
+@contextlib.contextmanager
+def _deep_paths():
+    """Python's recursion limit raised in the parent only (shutil and pathlib walk folders recursively;
+    a child keeps the default, so ctxsim meets the deep folder as a user's Python would)."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20000))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
 
 
 def _shell(a: str) -> str:
@@ -1525,16 +2342,30 @@ def main() -> int:
     p.add_argument(
         "--no-bombs", action="store_true", help="skip decompression and YAML alias bombs (slow cases)"
     )
-    p.add_argument("--time-bound", type=float, default=20.0, help="seconds per case before it counts as slow")
+    p.add_argument(
+        "--time-bound",
+        type=float,
+        default=20.0,
+        help="CPU seconds of a case before it counts as over the cap",
+    )
     p.add_argument("--max-memory-mb", type=int, default=1500, help="address-space cap of each case (0: none)")
     p.add_argument(
         "--max-rss-mb", type=int, default=1000, help="peak resident memory of a case that fails it"
     )
+    p.add_argument(
+        "--amp-rate", type=float, default=AMP_RATE, help="share of cases that are amplification cases"
+    )
+    p.add_argument("--no-amp", action="store_true", help="no amplification cases (as --amp-rate 0)")
+    p.add_argument("--workers", type=int, default=1, help="cases run by this many processes at once")
+    p.add_argument("--stats", help="write each case's CPU seconds and peak RSS here (tab-separated)")
     p.add_argument("--list", action="store_true", help="print each case (format, sample, mutations) and stop")
     p.add_argument("--no-baseline", action="store_true", help="skip the run of the unmutated samples")
     p.add_argument("--only", help="run only these case numbers (comma-separated), e.g. to check a reproducer")
     args = p.parse_args()
     bombs = not args.no_bombs
+    amp_rate = 0.0 if args.no_amp else args.amp_rate
+    if not 0 <= amp_rate <= 1 or args.workers < 1 or args.time_bound <= 0:
+        p.error("--amp-rate is a share in [0, 1]; --workers and --time-bound are positive")
 
     if args.max_memory_mb:
         # as docs/formats.md ("Bounded reading") says to run under an address-space limit: pyarrow's
@@ -1543,21 +2374,26 @@ def main() -> int:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     work = Path(tempfile.mkdtemp(prefix="ctxsim-fuzz-"))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `kill PID` still removes the work folder
+    workers: list[int] = []
     try:
         warm_imports()
         samples = load_samples(args, work)
         by_label: dict[str, list[Sample]] = {}
         for s in samples:
             by_label.setdefault(s.label, []).append(s)
+        numbers = [int(x) for x in args.only.split(",")] if args.only else list(range(args.cases))
         if args.list:
-            for i in range(args.cases):
-                c = make_case(by_label, args.seed, i, bombs)
+            for i in numbers:
+                c = make_case(by_label, args.seed, i, bombs, amp_rate)
                 print(f"{i}\t{c.label}\t{c.sample}\t{c.digest()}\t{' | '.join(c.ops)}")
             return 0
         memoize_compose()
         warm_commands(chat_samples(), work)
+        if bombs and args.workers > 1 and any(s.kind == "zip" for s in samples) and len(numbers) >= 500:
+            for method in (zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA):
+                bomb(method)  # made once here, not once in each worker
         gc.freeze()  # the parent's objects stay shared with each child (no copy-on-write by the collector)
-        fz = Fuzzer(args, work)
+        fz = Fuzzer(args, work / "w0")
         fz.parent_vm_mb = _vm_mb()
         if args.max_memory_mb and fz.parent_vm_mb > 0.8 * args.max_memory_mb:
             print(
@@ -1569,28 +2405,117 @@ def main() -> int:
             for s in samples:
                 fz.run_one(pristine(s), f"baseline {s.key}", fz.baseline)
         t0 = time.perf_counter()
-        numbers = [int(x) for x in args.only.split(",")] if args.only else range(args.cases)
-        for i in numbers:
-            try:
-                case = make_case(by_label, args.seed, i, bombs)
-            except Exception as exc:  # noqa: BLE001 - a bug of the fuzzer's own: say so, run the rest
-                fz.outcomes["harness error (case not run)"] += 1
-                print(f"fuzz: case {i}: {exc_signature('harness error', exc)}", file=sys.stderr)
-                continue
-            fz.run_one(case, str(i), fz.outcomes)
-            if args.format == "table" and sys.stderr.isatty() and (i + 1) % 50 == 0:
-                print(
-                    f"\r{i + 1}/{args.cases} cases, {fz.outcomes['failed']} failed", end="", file=sys.stderr
-                )
+        n = min(args.workers, max(1, len(numbers)))
+        if n == 1:
+            run_cases(fz, by_label, numbers, bombs, amp_rate, progress=True)
+        else:
+            for k in range(n):
+                pid = os.fork()
+                if pid == 0:  # a worker: every n-th case, its tallies pickled for the parent
+                    code = 0
+                    try:
+                        signal.signal(signal.SIGTERM, lambda *_: (_end_case_child(), os._exit(143)))
+                        wz = Fuzzer(args, work / f"w{k + 1}")
+                        run_cases(wz, by_label, numbers[k::n], bombs, amp_rate, progress=k == 0, scale=n)
+                        (work / f"w{k + 1}.pickle").write_bytes(pickle.dumps(wz.state()))
+                    except BaseException:  # noqa: BLE001 - the parent reports the missing worker
+                        traceback.print_exc()
+                        code = 70
+                    finally:
+                        os._exit(code)
+                workers.append(pid)
+            for k, pid in enumerate(workers):
+                os.waitpid(pid, 0)
+                f = work / f"w{k + 1}.pickle"
+                if f.is_file():
+                    fz.merge(pickle.loads(f.read_bytes()))
+                else:
+                    fz.outcomes["harness error (worker died)"] += 1
+            workers.clear()
         seconds = time.perf_counter() - t0
+        fz.stats.sort(key=lambda r: _case_order(r[0]))
+        if args.out:
+            fz.publish(args.out)
         args.cases = len(numbers)
+        args.amp_rate = amp_rate
         if args.format == "table" and sys.stderr.isatty():
             print(file=sys.stderr)
+        if args.stats:
+            with open(args.stats, "w", encoding="utf-8") as out:
+                out.write("case\tformat\tfamily\tcpu_s\tpeak_rss_mb\toutcome\n")
+                out.writelines("\t".join(map(str, r)) + "\n" for r in fz.stats)
         report(fz, args, samples, seconds)
-        bad = fz.outcomes["failed"] or fz.baseline["failed"] or fz.outcomes["harness error (case not run)"]
+        bad = (
+            fz.outcomes["failed"]
+            or fz.baseline["failed"]
+            or fz.outcomes["harness error (case not run)"]
+            or fz.outcomes["harness error (worker died)"]
+        )
         return 1 if bad else 0
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        _end_case_child()
+        for pid in workers:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+        with _deep_paths():
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def run_cases(
+    fz: Fuzzer,
+    by_label: dict[str, list[Sample]],
+    numbers: list[int],
+    bombs: bool,
+    amp_rate: float,
+    progress: bool = False,
+    scale: int = 1,
+) -> None:
+    for j, i in enumerate(numbers):
+        try:
+            case = make_case(by_label, fz.args.seed, i, bombs, amp_rate)
+        except Exception as exc:  # noqa: BLE001 - a bug of the fuzzer's own: say so, run the rest
+            fz.outcomes["harness error (case not run)"] += 1
+            print(f"fuzz: case {i}: {exc_signature('harness error', exc)}", file=sys.stderr)
+            continue
+        try:
+            fz.run_one(case, str(i), fz.outcomes)
+        except Exception as exc:  # noqa: BLE001 - the fuzzer's own bug (e.g. writing the case): run the rest
+            fz.outcomes["harness error (case not run)"] += 1
+            print(f"fuzz: case {i}: {exc_signature('harness error', exc)}", file=sys.stderr)
+            continue
+        if progress and fz.args.format == "table" and sys.stderr.isatty() and (j + 1) % 50 == 0:
+            print(
+                f"\r~{(j + 1) * scale}/{fz.args.cases} cases, {fz.outcomes['failed']} failed (worker 1)",
+                end="",
+                file=sys.stderr,
+            )
+
+
+def _percentile(xs: list[float], q: float) -> float:
+    if not xs:
+        return 0.0
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+def usage_summary(fz: Fuzzer) -> dict:
+    """CPU seconds and peak RSS per case, over all cases and per family (amplification or mutation)."""
+    out = {}
+    for fam in ("all", "amp", "mutation"):
+        rows = [r for r in fz.stats if r[0].isdigit() and (fam == "all" or r[2] == fam)]
+        cpu = [r[3] for r in rows]
+        rss = [r[4] for r in rows]
+        out[fam] = {
+            "cases": len(rows),
+            "cpu_s_total": round(sum(cpu), 1),
+            "cpu_s_median": _percentile(cpu, 0.5),
+            "cpu_s_p99": _percentile(cpu, 0.99),
+            "cpu_s_max": max(cpu, default=0.0),
+            "peak_rss_mb_median": _percentile(rss, 0.5),
+            "peak_rss_mb_max": max(rss, default=0),
+        }
+    return out
 
 
 def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds: float) -> None:
@@ -1612,6 +2537,10 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
             "peak_rss_mb": round(fz.peak_mb),
             "parent_address_space_mb": round(fz.parent_vm_mb),
             "max_memory_mb": args.max_memory_mb,
+            "cpu_bound_s": args.time_bound,
+            "workers": args.workers,
+            "amp_rate": args.amp_rate,
+            "usage": usage_summary(fz),
             "signatures": [
                 {
                     "signature": f.signature,
@@ -1636,6 +2565,17 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
         f"peak RSS of a case {fz.peak_mb:.0f} MB (address-space cap {args.max_memory_mb or 'none'} MB, "
         f"the parent maps {fz.parent_vm_mb:.0f} MB)"
     )
+    print(
+        f"workers {args.workers}, amplification cases {args.amp_rate:.0%}, caps per case: "
+        f"{args.time_bound:g} s CPU, {args.max_memory_mb or 'no'} MB address space"
+    )
+    for fam, u in usage_summary(fz).items():
+        if u["cases"]:
+            print(
+                f"usage ({fam}, {u['cases']} cases): CPU s total {u['cpu_s_total']:.0f}, median "
+                f"{u['cpu_s_median']:.2f}, p99 {u['cpu_s_p99']:.2f}, max {u['cpu_s_max']:.2f}; peak RSS MB "
+                f"median {u['peak_rss_mb_median']}, max {u['peak_rss_mb_max']}"
+            )
     print("outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(fz.outcomes.items())))
     if fz.baseline:
         print(
@@ -1647,7 +2587,8 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
         fmts = ", ".join(f"{k} {v}" for k, v in f.formats.most_common(4))
         print(
             f"  {f.count:6d}  {f.signature}\n          formats: {fmts}; smallest: case {f.best_case}, "
-            f"{f.best_size:,} bytes: {' | '.join(f.best_ops)[:160]}"
+            f"{f.best_size:,} bytes: {' | '.join(f.best_ops)[:160]}\n"
+            f"          command: {_command_line(f.best_argv)[:200] if f.best_argv else '?'}"
         )
         if f.reproducer:
             print(f"          reproducer: {f.reproducer}")
