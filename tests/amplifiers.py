@@ -408,3 +408,74 @@ def openai_chat_json_results(folder: Path, n: int) -> Path:
         )
     msgs += [{"role": "assistant", "content": "done"}]
     return _write(folder / "chat_json.json", msgs)
+
+
+EXPORTS = Path(__file__).parent / "data" / "exports"
+
+
+def _replicate(template: str, k: int, ids: dict[str, str]) -> str:
+    """``template`` (JSON text of one record) with every id of ``ids`` made the ``k``-th copy's own."""
+    for old, new in ids.items():
+        template = template.replace(old, f"{new}{k}")
+    return template
+
+
+def _clock(ms: int) -> str:
+    """MM:SS.mmm of ``ms`` milliseconds past the hour: copies in time order."""
+    return f"{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
+
+
+def otel_genai_calls(folder: Path, n: int) -> Path:
+    """One OTLP document of ``n`` chat spans and their ``execute_tool`` spans under one root, each a copy
+    of the sample's first call and tool run (its own span, response and tool-call ids; a start time a
+    millisecond later): a conversation whose every request repeats only the opening message."""
+    doc = json.loads((EXPORTS / "otel_genai_spans.jsonl").read_text().splitlines()[0])
+    scope = doc["resourceSpans"][0]["scopeSpans"][0]
+    spans = [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+    chat, tool = spans[0], spans[1]
+    root = next(s for s in spans if s["spanId"] == chat["parentSpanId"])
+    out = [root]
+    t0 = int(chat["startTimeUnixNano"])
+    for k in range(n):
+        for j, s in enumerate((chat, tool)):
+            c = json.loads(_replicate(json.dumps(s), k, {"call_you0": "call_", "chatcmpl-1": "chatcmpl-"}))
+            c["spanId"] = f"{2 * k + j + 1:016x}"
+            c["startTimeUnixNano"] = c["endTimeUnixNano"] = str(t0 + (2 * k + j) * 1_000_000)
+            out.append(c)
+    doc["resourceSpans"] = [{**doc["resourceSpans"][0], "scopeSpans": [{**scope, "spans": out}]}]
+    return _write(folder / "spans.json", doc)
+
+
+def langfuse_calls(folder: Path, n: int) -> Path:
+    """A Langfuse trace whose agent observation holds ``n`` copies of the sample's first generation and
+    its tool observation (their own ids and tool-call ids, in time order)."""
+    trace = json.loads((EXPORTS / "langfuse_trace.json").read_text())
+    agent, gen, tool = trace["observations"][:3]
+    obs = [agent]
+    for k in range(n):
+        for j, o in enumerate((gen, tool)):
+            c = json.loads(_replicate(json.dumps(o), k, {"call_you0": "call_"}))
+            c["id"] = f"lf-amp-{2 * k + j}"
+            c["startTime"] = c["endTime"] = f"2026-12-01T09:{_clock(2 * k + j)}Z"
+            obs.append(c)
+    trace["observations"] = obs
+    return _write(folder / "trace.json", trace)
+
+
+def langsmith_calls(folder: Path, n: int) -> Path:
+    """LangSmith runs: one chain with ``n`` copies of the sample's first llm run and its tool run."""
+    runs = [json.loads(x) for x in (EXPORTS / "langsmith_runs.jsonl").read_text().splitlines()]
+    chain, llm, tool = runs[0], runs[1], runs[2]
+    chain = {**chain, "child_run_ids": []}
+    lines = [json.dumps(chain)]
+    for k in range(n):
+        for j, r in enumerate((llm, tool)):
+            c = json.loads(_replicate(json.dumps(r), k, {"call_you0": "call_"}))
+            c["id"] = f"00000000-0000-7000-8000-{2 * k + j:012x}"
+            c["start_time"] = c["end_time"] = (
+                f"2026-12-06T10:{(2 * k + j) // 60000 % 60:02d}:{(2 * k + j) // 1000 % 60:02d}.{(2 * k + j) % 1000:03d}000Z"
+            )
+            c.pop("dotted_order", None)
+            lines.append(json.dumps(c))
+    (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
+    return folder / "runs.jsonl"

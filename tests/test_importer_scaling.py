@@ -143,6 +143,24 @@ CASES = {
     ),
     "swe-agent steps": ("swe-agent", amp.swe_agent_steps, 4000, lambda ts, n: len(ts[0].calls) == n),
     "tau-bench turns": ("tau-bench", amp.tau_bench_turns, 4000, lambda ts, n: len(ts[0].calls) == n + 1),
+    "otel-genai calls of one conversation": (
+        "otel-genai",
+        amp.otel_genai_calls,
+        4000,
+        lambda ts, n: len(ts) == 1 and len(ts[0].calls) == n,
+    ),
+    "langfuse calls of one trace": (
+        "langfuse",
+        amp.langfuse_calls,
+        4000,
+        lambda ts, n: len(ts) == 1 and len(ts[0].calls) == n,
+    ),
+    "langsmith calls of one chain": (
+        "langsmith",
+        amp.langsmith_calls,
+        4000,
+        lambda ts, n: len(ts) == 1 and len(ts[0].calls) == n,
+    ),
     "ctxsim-canonical jsonl": ("ctxsim-canonical", _canonical(".jsonl"), 1500, lambda ts, n: len(ts) == 4),
     "ctxsim-canonical parquet": (
         "ctxsim-canonical-parquet",
