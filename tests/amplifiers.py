@@ -472,9 +472,7 @@ def langsmith_calls(folder: Path, n: int) -> Path:
         for j, r in enumerate((llm, tool)):
             c = json.loads(_replicate(json.dumps(r), k, {"call_you0": "call_"}))
             c["id"] = f"00000000-0000-7000-8000-{2 * k + j:012x}"
-            c["start_time"] = c["end_time"] = (
-                f"2026-12-06T10:{(2 * k + j) // 60000 % 60:02d}:{(2 * k + j) // 1000 % 60:02d}.{(2 * k + j) % 1000:03d}000Z"
-            )
+            c["start_time"] = c["end_time"] = f"2026-12-06T10:{_clock(2 * k + j)}000Z"
             c.pop("dotted_order", None)
             lines.append(json.dumps(c))
     (folder / "runs.jsonl").write_text("\n".join(lines) + "\n")
