@@ -410,3 +410,26 @@ def test_outputs_in_places_that_are_not_folders(tmp_path, good, capsys, argv, ma
     refused(capsys, argv, r"^ctxsim: error: " + match)
     assert (tmp_path / "afile").read_text() == "mine\n" and not any((tmp_path / "d.jsonl").iterdir())
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_an_input_without_model_calls_is_refused_by_validate_run_and_import(tmp_path, capsys):
+    """A Claude Code session of user messages only yields no trace: validate, run and import all exit 2
+    (before, validate said ok and run printed nothing, while import refused)."""
+    rec = {"type": "user", "sessionId": "s", "uuid": "u1", "parentUuid": None,
+           "timestamp": "2026-01-01T00:00:00Z", "message": {"role": "user", "content": "hello"}}  # fmt: skip
+    f = tmp_path / "session.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    assert main(["validate", str(f)]) == 2
+    assert capsys.readouterr().out.strip().endswith("session.jsonl: no traces (see the warnings above)")
+    refused(capsys, ["run", str(f)], r"session\.jsonl: no traces to replay")
+    refused(capsys, ["import", str(f), "-o", str(tmp_path / "o.jsonl")], r"no traces to import")
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_an_override_too_long_for_a_file_name_is_a_knob_out_of_range(tmp_path, capsys):
+    """``policy.polling=<400 digits>`` is longer than a file name may be: checking whether it names a file
+    raised OSError (exit 3); it is an override, refused by the knob's range check."""
+    path = tmp_path / "t.jsonl"
+    write_traces(three_traces(), path, record_hashes=False)
+    refused(capsys, ["run", str(path), "--policy", "observation_masking", "policy.polling=" + "1" * 400],
+            r"polling=1+ is out of range")  # fmt: skip

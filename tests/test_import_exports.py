@@ -147,15 +147,26 @@ def test_import_time_grows_linearly_with_the_calls(tmp_path, make, name):
     import time
 
     def cpu(n: int) -> float:
+        """Best of two, the cyclic collector paused (as tests/test_importer_scaling.py times): its passes
+        over the live heap made single runs of a loaded machine jitter past the bound."""
+        import gc
+
         p = tmp_path / f"{n}-{name}"
         make(n, p)
-        t0 = time.process_time()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ImportNotice)
-            (t,) = load_paths([p])
-        took = time.process_time() - t0
+        best = float("inf")
+        for _ in range(2):
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ImportNotice)
+                    (t,) = load_paths([p])
+                best = min(best, time.process_time() - t0)
+            finally:
+                gc.enable()
         assert len(t.calls) == n and [c.input_tokens for c in t.calls[:2]] == [100, 101]
-        return took
+        return best
 
     small, large = cpu(1000), cpu(4000)
     assert large < 8 * small  # 4x the calls: 4x the time if linear, 16x if quadratic

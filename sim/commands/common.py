@@ -39,8 +39,16 @@ def split_args(items: Sequence[str]) -> tuple[list[str], list[str]]:
     """Positional words are paths, except KEY=VALUE overrides (``policy.n=10``)."""
     paths, overrides = [], []
     for it in items:
-        (overrides if is_override(it) and not Path(it).exists() else paths).append(it)
+        (overrides if is_override(it) and not _exists(it) else paths).append(it)
     return paths, overrides
+
+
+def _exists(word: str) -> bool:
+    """A file of that name exists; a name the system cannot hold (too long) names no file."""
+    try:
+        return Path(word).exists()
+    except OSError:
+        return False
 
 
 def _cell(v: Any) -> str:

@@ -25,7 +25,7 @@ from sim.commands.common import (
     warn,
 )
 from sim.util import interrupts
-from sim.util.errors import ConfigError, UnknownNameError
+from sim.util.errors import ConfigError, TraceError, UnknownNameError
 
 CONVERSATION_COLUMNS = ["runs", "max_opening_prompt_tokens", "live_context_tokens"]
 RUN_TABLE_COLUMNS = [
@@ -346,9 +346,11 @@ def replay_and_collect(args: argparse.Namespace, runs) -> tuple[list, list, list
     rows, frames, ledger = [], [], []
     stream_out = args.streaming and args.format in ("json", "csv")
     header: list[str] | None = None
+    replayed = 0
     try:
         for traces, table in collecting_less(runs) if args.streaming else runs:
             interrupts.check()  # a batch replayed: a Ctrl-C a finalizer swallowed stops the run here
+            replayed += len(traces)
             if stream_out and args.format == "csv" and not (args.calls or args.ledger):
                 # CSV straight from the replays' columns: no row dict, no record
                 header = stream_csv_columns(table_columns(table, ctxsim_version()), header)
@@ -370,4 +372,8 @@ def replay_and_collect(args: argparse.Namespace, runs) -> tuple[list, list, list
                     ledger.extend(entries(trace, rec))
     finally:  # here, not in a finalizer: the thread reading ahead (sim.trace.columns) has stopped on return
         runs.close()
+    if not replayed and not args.scenario:
+        # as import and validate refuse it: an input with no model call has nothing to replay
+        where = ", ".join(split_args(args.items)[0]) or str(args.dataset)
+        raise TraceError(where, "no traces to replay (see the warnings above)")
     return rows, frames, ledger

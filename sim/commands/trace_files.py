@@ -100,6 +100,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from sim.trace.rules import trace_problems
 
     bad = 0
+    total: int | None = 0  # traces of the source files; None once a canonical file is read (not counted)
     for f in expand_paths(args.paths):
         try:
             imp = detect(f)
@@ -128,4 +129,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
         else:
             what = f" ({count} traces)" if count is not None else ""
             print(f"{f.name}: ok, format {imp.name}{what}")
+            total = None if total is None or count is None else total + count
+    if not bad and total == 0:  # as import and run refuse it: no model call, nothing to import or replay
+        print(f"{', '.join(map(str, args.paths))}: no traces (see the warnings above)")
+        return 2
     return 2 if bad else 0
