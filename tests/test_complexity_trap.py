@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import json
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.published import complexity_trap as ct
-from benchmarks.published import paper
-from benchmarks.published.replays import Bill, Rates, RunTotals
-from scenarios.calibrated import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is no installed package
+
+from benchmarks.published import complexity_trap as ct  # noqa: E402
+from benchmarks.published import paper  # noqa: E402
+from benchmarks.published.replays import Bill, Rates, RunTotals  # noqa: E402
+from scenarios.calibrated import (  # noqa: E402
     PROFILE,
     TaskShape,
     calibrated_run,
@@ -25,8 +29,8 @@ from scenarios.calibrated import (
     observation_profile,
     shape_with_turns,
 )
-from sim.analysis.published import checked_against, checked_against_text
-from sim.util.errors import ConfigError
+from sim.analysis.published import checked_against, checked_against_text  # noqa: E402
+from sim.util.errors import ConfigError  # noqa: E402
 
 REFERENCE = ct.REFERENCE_DEFAULT
 needs_csv = pytest.mark.skipif(
