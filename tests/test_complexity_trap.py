@@ -309,3 +309,12 @@ def test_fact_profile_is_measured_on_the_shared_runs():
     if not folder.is_dir():
         pytest.skip(f"shared traces not found at {folder}")
     assert fact_profile(list(load_paths([folder]))) == FACTS
+
+
+def test_bad_arguments_exit_2_naming_the_choices(capsys):
+    with pytest.raises(SystemExit) as e:
+        ct.main(["--models", "gemini-9"])
+    assert e.value.code == 2 and "unknown gemini-9; known: gemini-2.5-flash" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        ct.main(["--tasks", "0"])
+    assert e.value.code == 2 and "--tasks: expected an integer >= 1, got 0" in capsys.readouterr().err

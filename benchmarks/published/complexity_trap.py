@@ -323,14 +323,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--reference", type=Path, default=reference,
                     help="folder of the paper's auxiliary CSVs")  # fmt: skip
     ap.add_argument("--traces", type=Path, default=None, help="shared traces (default CTXSIM_TRACES)")
-    ap.add_argument("--models", default=",".join(m.key for m in paper.MODELS))
+    known = [m.key for m in paper.MODELS]
+    ap.add_argument("--models", default=",".join(known), help=f"comma-separated, of: {', '.join(known)}")
     ap.add_argument(
-        "--tasks", type=int, default=None, help="only the first N raw tasks per model (a quick look)"
+        "--tasks", type=int, default=None, help="only the first N raw tasks per model (a quick look; N >= 1)"
     )
     ap.add_argument("--on-missing", default="refetch", choices=("refetch", "fail", "degrade"))
     ap.add_argument("--format", default="table", choices=("table", "markdown", "json"))
     ap.add_argument("--write-summary", action="store_true")
     args = ap.parse_args(argv)
+    unknown = [k for k in args.models.split(",") if k and k not in known]
+    if unknown or not args.models.strip(","):
+        ap.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+    if args.tasks is not None and args.tasks < 1:
+        ap.error(f"--tasks: expected an integer >= 1, got {args.tasks}")
     if not (args.reference / paper.TASKS_CSV).is_file():
         print(
             f"complexity_trap.py: no {paper.TASKS_CSV} in {args.reference} (set --reference)", file=sys.stderr
