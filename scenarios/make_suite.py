@@ -19,17 +19,22 @@ from scenarios import closed_loop
 from scenarios.swe_like import generate_suite, suite_stats
 from sim.trace.io import write_traces
 from sim.util.atomicfile import atomic_path
+from sim.util.paths import traces_dir
 
 SEED = 20261130
 N_RUNS = 40  # enough runs for the tail statistics to hold; the file stays ~1.4 MB
 SUITE_DIR = Path(__file__).resolve().parent / "suite"
 SUITE_FILE = "swe_like.jsonl"
 CLOSED_LOOP_FILE = "closed_loop.jsonl"  # the scripted scenarios of scenarios/closed_loop.py, seed 0
-RAW_STRATEGY = "Raw Agent"
+RAW_STRATEGY = "Raw Agent"  # the full-history rows of the CSV's `strategy` column
+# the paper's per-task CSV beside the shared traces (CTXSIM_TRACES; default ../shared)
 REFERENCE_CSV = (
-    Path(__file__).resolve().parents[2]
-    / "shared" / "reference" / "complexity-trap" / "auxiliary-data" / "experiment_instance_costs_sweagent.csv"
-)  # fmt: skip  # the full-history rows of the CSV's `strategy` column
+    traces_dir().parent
+    / "reference"
+    / "complexity-trap"
+    / "auxiliary-data"
+    / ("experiment_instance_costs_sweagent.csv")
+)
 
 # (key in suite_stats, label, target as published / as tested, number format)
 _TARGETS = (

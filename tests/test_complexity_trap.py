@@ -1,8 +1,8 @@
 """The Complexity Trap benchmark (benchmarks/published/): the paper's side is arithmetic on the published
 CSV and is held exactly on a slice of it; the calibrated generator, the bill fit and the summary size
 are held on inputs made here; the committed summary that `size` and `report` print is held to a fresh
-run. The CSVs are read from ../shared/reference (CTXSIM_COMPLEXITY_TRAP); tests that need them skip
-when they are absent."""
+run. The CSVs are read from reference/ beside the shared traces (CTXSIM_TRACES, or
+CTXSIM_COMPLEXITY_TRAP); tests that need them skip when they are absent."""
 
 from __future__ import annotations
 

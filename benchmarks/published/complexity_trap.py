@@ -44,8 +44,10 @@ from benchmarks.published import paper  # noqa: E402
 from benchmarks.published.replays import Bill, Rates, RunTotals, replay_totals  # noqa: E402
 from scenarios.calibrated import TaskShape, calibrated_suite, fixed_head, shape_with_turns  # noqa: E402
 from sim.cost.cache import cache_rules  # noqa: E402
+from sim.util.paths import traces_dir  # noqa: E402
 
-REFERENCE_DEFAULT = REPO.parent / "shared" / "reference" / "complexity-trap" / "auxiliary-data"
+# beside the shared traces (one setting, CTXSIM_TRACES, for all shared data; default ../shared)
+REFERENCE_DEFAULT = traces_dir().parent / "reference" / "complexity-trap" / "auxiliary-data"
 SEED = 20261206
 POLICIES = {"masking": ("observation_masking", {"n": 10}), "summary": ("llm_summary", {"n": 21, "m": 10})}
 # Gemini API list price of gemini-2.5-flash from its general availability (June 2025), when the paper's
