@@ -44,26 +44,23 @@ from sim.core.types import Trace
 from sim.importers import Importer, register
 from sim.importers.common import (
     Usage,
-    build_trace,
     iso_timestamp,
     read_json_file,
     usage_cost,
     usage_count,
-    warn,
 )
 from sim.importers.request_log import (
     LoggedCall,
     Msg,
     ToolRun,
     args_text,
+    conversation_trace,
     normalise,
-    not_prefix_notice,
     rebuild,
 )
 from sim.util.errors import TraceError
 
 FORMAT = "langfuse"
-RECORDED_POLICY = {"name": "raw"}
 MAX_OBSERVATIONS = 1_000_000
 _SNIFF_BYTES = 1 << 18
 _TYPE = re.compile(rb'"type"\s*:\s*"(GENERATION|SPAN|EVENT|TOOL|AGENT)"')
@@ -245,23 +242,11 @@ def _convert(
             model = o["model"]
     runs = [_tool_run(o, t, rec) for o, rec, t in obs if o.get("type") == "TOOL"]
     c = rebuild(file, trace_id, calls, runs)
-    if (notice := not_prefix_notice(c, trace_id)) is not None:
-        warn(file, notice)
     agent = name
     if agent is None:
         roots = [o for o, _, _ in obs if not o.get("parentObservationId") and isinstance(o.get("name"), str)]
         agent = roots[0]["name"] if roots else None
-    return build_trace(
-        trace_id=trace_id,
-        source_format=FORMAT,
-        file=file,
-        messages=c.messages,
-        usage=c.usage,
-        model=model,
-        agent=agent,
-        recorded_policy=dict(RECORDED_POLICY),
-        outcome={"non_prefix_inputs": c.not_prefix},
-    )
+    return conversation_trace(c, trace_id, FORMAT, file, model, agent)
 
 
 def load(path: Path) -> Iterator[Trace]:

@@ -42,12 +42,10 @@ from sim.importers import Importer, register
 from sim.importers.chat_messages import usage_of as chat_usage
 from sim.importers.common import (
     Usage,
-    build_trace,
     iso_timestamp,
     read_json_file,
     usage_cost,
     usage_count,
-    warn,
 )
 from sim.importers.request_log import (
     LoggedCall,
@@ -55,14 +53,13 @@ from sim.importers.request_log import (
     ToolRun,
     args_text,
     bounded_lines,
+    conversation_trace,
     normalise,
-    not_prefix_notice,
     rebuild,
 )
 from sim.util.errors import TraceError
 
 FORMAT = "langsmith"
-RECORDED_POLICY = {"name": "raw"}
 CALL_TYPES = frozenset({"llm", "chat_model"})
 MAX_RUNS = 1_000_000
 MAX_FILE_BYTES = 1 << 30
@@ -306,20 +303,8 @@ def _convert(trace_id: str, runs: list[tuple[dict, str, float | None]], file: st
                     break
     tool_runs = [_tool_run(r, t, rec) for r, rec, t in runs if r.get("run_type") == "tool"]
     c = rebuild(file, trace_id, calls, tool_runs)
-    if (notice := not_prefix_notice(c, trace_id)) is not None:
-        warn(file, notice)
     roots = [r for r, _, _ in runs if not r.get("parent_run_id") and isinstance(r.get("name"), str)]
-    return build_trace(
-        trace_id=trace_id,
-        source_format=FORMAT,
-        file=file,
-        messages=c.messages,
-        usage=c.usage,
-        model=model,
-        agent=roots[0]["name"] if roots else None,
-        recorded_policy=dict(RECORDED_POLICY),
-        outcome={"non_prefix_inputs": c.not_prefix},
-    )
+    return conversation_trace(c, trace_id, FORMAT, file, model, roots[0]["name"] if roots else None)
 
 
 def load(path: Path) -> Iterator[Trace]:

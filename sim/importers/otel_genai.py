@@ -62,7 +62,7 @@ from pathlib import Path
 
 from sim.core.types import Trace
 from sim.importers import Importer, register
-from sim.importers.common import Usage, build_trace, read_json_file, unix_time, usage_count, warn
+from sim.importers.common import Usage, read_json_file, unix_time, usage_count
 from sim.importers.request_log import (
     LoggedCall,
     Msg,
@@ -70,15 +70,14 @@ from sim.importers.request_log import (
     args_text,
     bounded_lines,
     content_parts,
+    conversation_trace,
     normalise,
-    not_prefix_notice,
     rebuild,
 )
 from sim.util.errors import TraceError
 from sim.util.jsonl import MAX_DOCUMENT_BYTES
 
 FORMAT = "otel-genai"
-RECORDED_POLICY = {"name": "raw"}
 CHAT_OPS = frozenset({"chat", "text_completion", "generate_content"})
 MAX_SPANS = 1_000_000
 MAX_FILE_BYTES = 8 * MAX_DOCUMENT_BYTES
@@ -499,19 +498,7 @@ def _convert(trace_id: str, spans: list[Span], file: str) -> Trace | None:
     for s in sorted(spans, key=_order):
         if agent is None and isinstance(s.attrs.get("gen_ai.agent.name"), str):
             agent = s.attrs["gen_ai.agent.name"]
-    if (notice := not_prefix_notice(c, trace_id)) is not None:
-        warn(file, notice)
-    return build_trace(
-        trace_id=trace_id,
-        source_format=FORMAT,
-        file=file,
-        messages=c.messages,
-        usage=c.usage,
-        model=model,
-        agent=agent,
-        recorded_policy=dict(RECORDED_POLICY),
-        outcome={"non_prefix_inputs": c.not_prefix},
-    )
+    return conversation_trace(c, trace_id, FORMAT, file, model, agent)
 
 
 def load(path: Path) -> Iterator[Trace]:

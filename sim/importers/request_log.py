@@ -30,7 +30,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.importers.common import Message, Usage
+from sim.core.types import Trace
+from sim.importers.common import Message, Usage, build_trace, warn
 from sim.util.errors import TraceError
 from sim.util.jsonl import MAX_PARSE_BYTES, json_line, lines_of, parse_cost
 
@@ -356,6 +357,26 @@ def not_prefix_notice(c: Conversation, trace_id: str) -> str | None:
     return (
         f"{trace_id}: {c.not_prefix} calls' requests are not the running conversation extended; the "
         "messages they left out are hidden from them on and the per-call residual carries the difference"
+    )
+
+
+def conversation_trace(
+    c: Conversation, trace_id: str, source_format: str, file: str, model: str | None, agent: str | None
+) -> Trace:
+    """The trace of one rebuilt conversation (full history recorded, policy raw), warning once when some
+    calls' requests were not the running conversation extended: the three export importers end so."""
+    if (notice := not_prefix_notice(c, trace_id)) is not None:
+        warn(file, notice)
+    return build_trace(
+        trace_id=trace_id,
+        source_format=source_format,
+        file=file,
+        messages=c.messages,
+        usage=c.usage,
+        model=model,
+        agent=agent,
+        recorded_policy={"name": "raw"},
+        outcome={"non_prefix_inputs": c.not_prefix},
     )
 
 
