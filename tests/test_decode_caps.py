@@ -95,13 +95,11 @@ def parquet_bomb(path: Path, string_bytes: int, events: int) -> Path:
 
 
 def test_a_parquet_dictionary_bomb_is_refused_before_decoding(capsys, tmp_path):
-    """8 MiB x 200 events: 1.6 GB decoded from a file of a few KB, past the 1 GiB cap. Refused from the
+    """8 MiB x 200 events: 1.6 GB decoded from a file of a few KB, past the 256 MiB cap. Refused from the
     dictionary and its indices: the process never holds the strings (its peak stays far below them)."""
     bomb = parquet_bomb(tmp_path / "bomb.parquet", 8 * MiB, 200)
     assert bomb.stat().st_size < 30_000
-    line = refused(
-        capsys, tmp_path, bomb, "row group 0", "events.list.element.content", "1,073,741,824", KNOB
-    )
+    line = refused(capsys, tmp_path, bomb, "row group 0", "events.list.element.content", "268,435,456", KNOB)
     assert "1,677,721,600 in this column" in line
     code, out, err = cli(capsys, "validate", bomb)
     assert code == 2 and "events.list.element.content" in out + err and KNOB in out + err
@@ -127,6 +125,28 @@ def test_a_parquet_dictionary_bomb_exits_2_in_a_small_process(tmp_path):
     said = run.stdout + run.stderr
     assert run.returncode == 2, said
     assert "events.list.element.content" in said and KNOB in said and "Traceback" not in said
+
+
+def test_a_row_group_just_under_a_gibibyte_is_refused_in_a_small_process(tmp_path):
+    """The fuzzer's case: 512 KiB x 2,000 events decode to 1.0 GB, under the old 1 GiB cap, and running
+    it in 1.5 GB of address space ran out of memory turning the rows into values (exit 3). The 256 MiB
+    cap refuses it first."""
+    bomb = parquet_bomb(tmp_path / "bomb.parquet", 512 * 1024, 2000)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1_500_000_000, 1_500_000_000))
+
+    run = subprocess.run(
+        [sys.executable, "-m", "sim.cli", "run", str(bomb), "--policy", "raw", "--format", "json"],
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        env={"ARROW_DEFAULT_MEMORY_POOL": "system", "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    said = run.stdout + run.stderr
+    assert run.returncode == 2, said
+    assert "268,435,456" in said and KNOB in said and "Traceback" not in said
 
 
 def test_the_cap_is_raised_and_lowered_by_its_setting(capsys, tmp_path, monkeypatch):

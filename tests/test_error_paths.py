@@ -255,6 +255,25 @@ def test_run_dataset_on_a_folder_1100_levels_deep(tmp_path, good, capsys):
     assert main(["run", "--dataset", str(shallow), "--policy", "raw"]) == 0
 
 
+def test_every_reader_refuses_a_folder_past_the_depth_limit(tmp_path, good, capsys):
+    """validate, run and import walk folders with the depth limit run --dataset keeps (the fuzzer found
+    them accepting what run --dataset refused): 257 levels are refused by all four, 256 accepted."""
+    deep = _deep_folder(tmp_path / "deep", 257)
+    edge = _deep_folder(tmp_path / "edge", 256)
+    try:
+        deep.joinpath(*["d"] * 257, "a.jsonl").write_bytes(good.read_bytes())
+        edge.joinpath(*["d"] * 256, "a.jsonl").write_bytes(good.read_bytes())
+        for argv in (["validate"], ["run", "--policy", "raw"], ["import", "-o", str(tmp_path / "o.jsonl")],
+                     ["run", "--policy", "raw", "--dataset"]):  # fmt: skip
+            refused(capsys, [*argv, str(deep)], r"folders nested more than 256 levels deep \(at \.\.\./d/d/")
+            assert main([*argv, str(edge)]) == 0, argv
+            capsys.readouterr()
+    finally:
+        for root, depth in ((deep, 257), (edge, 256)):
+            root.joinpath(*["d"] * depth, "a.jsonl").unlink(missing_ok=True)
+            _remove_deep(root, depth)
+
+
 # ---------------------------------------------------------------------------------------- sweep places
 @pytest.mark.parametrize("multirun", [False, True], ids=["sweep", "sweep -m"])
 @pytest.mark.parametrize("where", ["file", "/dev/null", "/proc/self"])

@@ -13,6 +13,7 @@ from pathlib import Path
 from sim.core.types import Trace
 from sim.util.errors import TraceError, UnknownNameError
 from sim.util.jsonl import json_lines
+from sim.util.paths import MAX_FOLDER_DEPTH, too_deep
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ def _walk(root: Path, is_folder_trace: Callable[[Path], bool]) -> Iterator[tuple
             if is_folder_trace(path):
                 yield path, True
             elif not e.is_symlink():
+                if len(stack) > MAX_FOLDER_DEPTH:  # the limit run --dataset's walk keeps (files_under)
+                    raise TraceError(str(root), too_deep(e.path))
                 stack.append(entries(path))
         elif is_file:
             yield path, False

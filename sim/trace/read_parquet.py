@@ -52,7 +52,7 @@ def parquet_rows(path: Path, batch_size: int = 64, start: int = 0) -> Iterator[t
 
 def check_decoded_sizes(f, name: str) -> None:
     """Refuse, before decoding any of it, a Parquet file whose row group would decode past the cap
-    (``MAX_DECODED_BYTES``, ``CTXSIM_MAX_INPUT_BYTES``). First the sizes the metadata declares: each
+    (``MAX_ROW_GROUP_BYTES``, ``CTXSIM_MAX_INPUT_BYTES``). First the sizes the metadata declares: each
     column chunk's and each row group's uncompressed pages. Then what dictionary encoding hides: a
     dictionary holds each string once and the pages only indices, so a 27 KB file whose dictionary holds
     one huge string repeated took 6.3 GB to decode. When the metadata cannot bound a row group's strings
@@ -61,14 +61,14 @@ def check_decoded_sizes(f, name: str) -> None:
     select are summed. A file pyarrow cannot read at all is left for the reader to name."""
     import pyarrow.parquet as pq
 
-    from sim.util.limits import INPUT_BYTES_KNOB, MAX_DECODED_BYTES, max_input_bytes
+    from sim.util.limits import INPUT_BYTES_KNOB, MAX_ROW_GROUP_BYTES, max_input_bytes
 
     try:
         meta = pq.ParquetFile(f).metadata
         groups = [meta.row_group(g) for g in range(meta.num_row_groups)]
     except Exception:  # noqa: BLE001 - damaged: the reader says how
         return
-    cap = max_input_bytes(MAX_DECODED_BYTES)
+    cap = max_input_bytes(MAX_ROW_GROUP_BYTES)
     knob = f"raise the cap with {INPUT_BYTES_KNOB}=BYTES"
     for g, rg in enumerate(groups):
         declared = bound = 0

@@ -130,7 +130,11 @@ def _describe(v) -> str:
 # (an environment variable: the caps are met deep inside readers every command shares).
 INPUT_BYTES_KNOB = "CTXSIM_MAX_INPUT_BYTES"
 MAX_ATTACHMENT_BYTES = 128 << 20  # what attachment:// references may add to one Inspect sample
-MAX_DECODED_BYTES = 1 << 30  # a Parquet row group decoded; an archive's members together, decompressed
+MAX_DECODED_BYTES = 1 << 30  # an archive's members together, decompressed
+# A Parquet row group decoded: its strings become the traces' own text, held twice while the batch turns
+# into Python values, so 1 GiB passed the 1.5 GB a process may use (the fuzzer's 1.0 GiB dictionary bomb,
+# MemoryError). ctxsim writes row groups of about 64 MiB (sim.trace.io.ROW_GROUP_BYTES).
+MAX_ROW_GROUP_BYTES = 256 << 20
 MAX_LZMA_DICT_BYTES = 64 << 20  # an LZMA member's declared dictionary (allocated before any byte is read)
 MAX_ID_CHARS = 200  # an identifier echoed in a message or a warning is cut to this many characters
 

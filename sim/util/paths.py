@@ -34,6 +34,12 @@ def traces_dir() -> Path:
 MAX_FOLDER_DEPTH = 256  # folders below a folder named on the command line that a walk enters
 
 
+def too_deep(path: str, max_depth: int = MAX_FOLDER_DEPTH) -> str:
+    """The one message for a folder past the depth limit (``files_under`` and the importers' walk)."""
+    shown = path if len(path) <= 200 else f"...{path[-120:]}"
+    return f"folders nested more than {max_depth} levels deep (at {shown})"
+
+
 def files_under(root: Path, suffixes: tuple[str, ...], max_depth: int = MAX_FOLDER_DEPTH) -> list[Path]:
     """The files under ``root`` whose name ends with one of ``suffixes``, sorted by path: a walk with a
     stack of its own (``Path.rglob`` recursed once a level: 1,100 nested folders raised RecursionError)
@@ -55,8 +61,7 @@ def files_under(root: Path, suffixes: tuple[str, ...], max_depth: int = MAX_FOLD
                 continue
             if is_dir:
                 if depth + 1 > max_depth:
-                    shown = e.path if len(e.path) <= 200 else f"...{e.path[-120:]}"
-                    raise ValueError(f"folders nested more than {max_depth} levels deep (at {shown})")
+                    raise ValueError(too_deep(e.path, max_depth))
                 stack.append((Path(e.path), depth + 1))
             elif e.name.endswith(suffixes):
                 found.append(Path(e.path))
