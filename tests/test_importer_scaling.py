@@ -196,10 +196,16 @@ def test_doubling_the_input_at_most_doubles_the_time(tmp_path, case):
     large.mkdir()
     a, b = build(small, n), build(large, 2 * n)
     assert detect(a).name == fmt and detect(b).name == fmt
-    t1, traces, t2, traces2 = _cpu_pair(a, b)
-    assert check(traces, n)
-    assert check(traces2, 2 * n)
-    assert t2 <= RATIO * max(t1, 0.02), f"{case}: {t1:.3f} s at n={n}, {t2:.3f} s at 2n"
+    seen = []
+    for _ in range(3):  # a quadratic join reads 4x every time; a slow spell of a shared machine, once
+        t1, traces, t2, traces2 = _cpu_pair(a, b)
+        assert check(traces, n)
+        assert check(traces2, 2 * n)
+        seen.append(f"{t1:.3f} s at n={n}, {t2:.3f} s at 2n")
+        if t2 <= RATIO * max(t1, 0.02):
+            break
+    else:
+        raise AssertionError(f"{case}: " + "; ".join(seen))
 
 
 # ---------------------------------------------------------------------------------- the pool's index
