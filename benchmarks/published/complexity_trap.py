@@ -161,6 +161,8 @@ def calibrated(
     reuse = cache_rules("gemini").reuse_fraction if cache else 1.0
     bill = fit_bill(raw_t, t_all, rates, reuse) if cache else Bill(rates)
     info = {
+        "prices": rates.text(),
+        "cache": "conf/cache/gemini.yaml" if cache else "none",
         "head_tokens": head,
         "reuse_fraction": f"{reuse * bill.read_scale:.4f} (fitted on the raw bills; conf {reuse:g})"
         if cache
@@ -366,7 +368,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             pin, pout = paper.flat_price(df, k)
             rates, cache = Rates(pin, pout, pin, "flat price fitted to the paper's bills"), None
         r, info, bill, knobs_of = calibrated(m, df, rates, cache, args.tasks, args.on_missing)
-        info = {"prices": rates.text(), "cache": "conf/cache/gemini.yaml" if cache else "none", **info}
         rows += r
         rows += shared(m, df, bill, knobs_of, cache, traces, args.on_missing)
         infos[k] = info
@@ -419,6 +420,11 @@ def summary(rows: Sequence[Row], infos: dict) -> dict:
         "setting": "Gemini 2.5 Flash, observation masking n=10 and LLM-Summary vs raw on a suite calibrated "
         f"to its {infos[SUMMARY_MODEL]['raw_tasks']} raw runs",
         "command": "benchmarks/published/complexity_trap.py",
+        "assumptions": "; ".join(
+            f"{k} {infos[SUMMARY_MODEL][k]}"
+            for k in ("prices", "reuse_fraction", "hidden_output_per_call", "summary_tokens")
+        )
+        + "; each strategy's run with the paper's turns",
         "results": results,
     }
 

@@ -47,7 +47,7 @@ def checked_against_text(entries: list[dict[str, Any]]) -> list[str]:
             + ("" if r["within"] else f" (outside ±{r['tolerance']:.0%})")
             for r in d["results"]
         )
-        lines.append(
-            f"{d['benchmark']} ({d['source']}, {d['date']}), {d['setting']}: {figures} ({d['command']})"
-        )
+        assumed = f"; assuming {d['assumptions']}" if d.get("assumptions") else ""
+        head = f"{d['benchmark']} ({d['source']}, {d['date']}), {d['setting']}"
+        lines.append(f"{head}: {figures} ({d['command']}{assumed})")
     return lines
