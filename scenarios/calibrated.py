@@ -93,9 +93,10 @@ def shape_with_turns(task_id: str, raw_turns: int, raw_mean_prompt: float, compl
                      head: int) -> TaskShape:  # fmt: skip
     """A task's shape sized by its raw run (growth per turn from the raw run's mean prompt) with
     ``turns`` turns: the raw run's own, or those another strategy's run of the task took."""
-    p = max(float(raw_mean_prompt), float(head))
-    growth = 2 * (p - head) / (raw_turns - 1) if raw_turns > 1 else 0.0
-    return TaskShape(str(task_id), int(turns), head + growth * (turns - 1) / 2, float(completion))
+    p = float(raw_mean_prompt)
+    h = min(float(head), p)
+    growth = 2 * (p - h) / (raw_turns - 1) if raw_turns > 1 else 0.0
+    return TaskShape(str(task_id), int(turns), h + growth * (turns - 1) / 2, float(completion))
 
 
 def _sizes(shape: TaskShape, head: int, rng: np.random.Generator, share: float | None) -> tuple:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ i
 
 from benchmarks.published import complexity_trap as ct  # noqa: E402
 from benchmarks.published import paper  # noqa: E402
-from benchmarks.published.replays import Bill, Rates, RunTotals  # noqa: E402
+from benchmarks.published.replays import Bill, Rates, RunTotals, replay_totals  # noqa: E402
 from scenarios.calibrated import (  # noqa: E402
     PROFILE,
     TaskShape,
@@ -30,6 +30,7 @@ from scenarios.calibrated import (  # noqa: E402
     shape_with_turns,
 )
 from sim.analysis.published import checked_against, checked_against_text  # noqa: E402
+from sim.policies.llm_summary import summaries_in  # noqa: E402
 from sim.util.errors import ConfigError  # noqa: E402
 
 REFERENCE = ct.REFERENCE_DEFAULT
@@ -118,6 +119,10 @@ def test_shapes_and_head():
     s = shape_with_turns("x", 11, 6_000.0, 50.0, 21, 1_000)
     # growth per turn 2 * (6000 - 1000) / 10 = 1000; 21 turns average 1000 + 1000 * 20 / 2
     assert s == TaskShape("x", 21, 11_000.0, 50.0)
+    # a task whose mean prompt is below the fixed head keeps its own size (the head is then the prompt)
+    assert shape_with_turns("y", 5, 800.0, 30.0, 9, 1_000) == TaskShape("y", 9, 800.0, 30.0)
+    flat = calibrated_run(TaskShape("y", 9, 800.0, 30.0), 0, 0, 1_000)
+    assert [c.input_tokens for c in flat.calls] == [800 + 2 * k for k in range(9)]
     runs = calibrated_suite([TaskShape("a", 0, 1.0, 1.0), TaskShape("b", 1, 900.0, 10.0)], 0, 500)
     assert [r.trace_id for r in runs] == ["calibrated-b"]
     assert runs[0].calls[0].input_tokens == 500
@@ -136,8 +141,9 @@ def test_profile_is_measured_on_the_shared_runs():
 def _totals(**cols) -> RunTotals:
     n = len(next(iter(cols.values())))
     zero = np.zeros(n)
-    base = dict(agent_calls=zero, agent_input=zero, agent_read=zero, agent_output=zero, summary_calls=zero,
-                summary_input=zero, summary_output=zero)  # fmt: skip
+    names = ("agent_calls", "agent_input", "agent_read", "agent_output", "summary_calls", "summary_input",
+             "summary_output", "agent_sqrt_input", "summary_sqrt_input")  # fmt: skip
+    base = dict.fromkeys(names, zero)
     base.update({k: np.asarray(v, dtype=float) for k, v in cols.items()})
     return RunTotals(trace_ids=tuple(map(str, range(n))), completed=np.ones(n, bool), **base)
 
@@ -149,24 +155,44 @@ def test_bill_fit_recovers_the_parameters_it_was_made_with():
         agent_input=[20_000, 200_000, 2_000_000, 12_000_000],
         agent_read=[9_000, 150_000, 1_700_000, 10_500_000],
         agent_output=[300, 1_200, 5_000, 14_000],
+        agent_sqrt_input=[300, 2_000, 12_000, 40_000],
     )
-    made = Bill(rates, read_scale=0.7, hidden_output=300)
+    made = Bill(rates, read_scale=0.7, hidden_per_sqrt_input=3.25)
     rows = pd.DataFrame({"total_cost": t.cost(made)})
     got = ct.fit_bill(rows, t, rates, reuse=0.87)
-    assert got.hidden_output == 300
+    assert got.hidden_per_sqrt_input == 3.25
     assert got.read_scale == pytest.approx(0.7, rel=1e-9)
+    # mean hidden output per call: 3.25 x 54,300 / 305 calls
+    assert t.hidden_output(made) == pytest.approx(3.25 * 54_300 / 305)
     # the reuse fraction stays <= 1: a scale above 1 / reuse is cut there
-    more = pd.DataFrame({"total_cost": t.cost(Bill(rates, read_scale=1.5, hidden_output=0))})
+    more = pd.DataFrame({"total_cost": t.cost(Bill(rates, read_scale=1.5))})
     assert ct.fit_bill(more, t, rates, reuse=0.87).read_scale == pytest.approx(1 / 0.87)
 
 
 def test_summary_size_from_the_summary_bills():
     rates = Rates(0.30, 2.50, 0.075, "test")
     rows = pd.DataFrame({"summary_cost": [0.02, 0.0], "summary_count": [2, 0]})
-    t = _totals(summary_calls=[3, 1], summary_input=[30_000, 10_000])
-    # one summary: $0.01; its input 10,000 tokens x $0.30/M = $0.003; (0.01 - 0.003) / 2.5e-6 - 100
-    assert ct.summary_size(rows, t, Bill(rates, hidden_output=100)) == 2_700
+    t = _totals(summary_calls=[3, 1], summary_input=[30_000, 10_000], summary_sqrt_input=[300, 100])
+    # one summary: $0.01; its input 10,000 tokens x $0.30/M = $0.003; its hidden output 1.0 x 400 / 4 calls:
+    # (0.01 - 0.003) / 2.5e-6 - 100
+    assert ct.summary_size(rows, t, Bill(rates, hidden_per_sqrt_input=1.0)) == 2_700
     assert ct.summary_size(rows, _totals(summary_calls=[0], summary_input=[0]), Bill(rates)) == 2048
+
+
+def test_summary_count_rule_is_the_policys_trigger():
+    # summaries_in (used to fit the trigger to the paper's counts) against the policy's own replay
+    for turns in (1, 12, 31, 32, 52, 53, 100, 250):
+        run = calibrated_run(TaskShape("t", turns, 200.0 + 300.0 * turns, 40.0), 0, 3, 200)
+        for n, m in ((21, 10), (27, 10), (5, 2)):
+            got = replay_totals([run], "llm_summary", {"n": n, "m": m}, None, "degrade").summary_calls[0]
+            assert got == summaries_in(turns, n, m), (turns, n, m)
+
+
+def test_summary_trigger_matches_the_published_count():
+    # every 27 turns with 10 kept: summaries before calls 38, 65, 92 (n=26 would fire at 37, n=28 not by 38)
+    rows = pd.DataFrame({"turn_count": [37, 38, 64, 65, 92, 0], "summary_count": [0, 1, 1, 2, 3, 0]})
+    assert [summaries_in(t, 27, 10) for t in (37, 38, 64, 65, 92)] == [0, 1, 1, 2, 3]
+    assert ct.summary_trigger(rows, 10) == 27
 
 
 def test_row_verdicts():
@@ -227,6 +253,31 @@ def test_committed_summary_is_a_fresh_run():
     (committed,) = [d for d in checked_against() if d["command"] == "benchmarks/published/complexity_trap.py"]
     assert fresh == committed
     assert all(r["within"] for r in committed["results"])
+
+
+@needs_csv
+@pytest.mark.slow
+def test_issue_must_holds():
+    """Every must-hold of the calibrated suite: price per input token masked and summary ÷ raw within 15%
+    for both Gemini models (the ones billed with a cache); cumulative input masked ÷ raw within 25% and
+    cost masked ÷ raw within 25% (on the same side of 1) for Gemini 2.5 Flash and Qwen3-Coder-480B."""
+    df = paper.read_tasks(REFERENCE)
+    want = {
+        "gemini-2.5-flash-thinking": {("masking", "price_per_input_token_vs_raw"),
+                                      ("summary", "price_per_input_token_vs_raw")},
+        "qwen3-coder-480b": {("masking", "cumulative_input_vs_raw"), ("masking", "cost_vs_raw")},
+    }  # fmt: skip
+    for key, quantities in want.items():
+        m = paper.model_named(key)
+        if m.cache:
+            rates, cache = ct.GEMINI_FLASH_2025, ct.GEMINI_CACHE
+        else:
+            pin, pout = paper.flat_price(df, key)
+            rates, cache = Rates(pin, pout, pin, "flat"), None
+        rows, _, _, _ = ct.calibrated(m, df, rates, cache, None, "degrade")
+        got = {(r.strategy, r.quantity): r for r in rows if (r.strategy, r.quantity) in quantities}
+        assert set(got) == quantities
+        assert all(r.within for r in got.values()), [(r.quantity, r.paper, r.ctxsim) for r in got.values()]
 
 
 def test_checked_against_reads_and_refuses(tmp_path, monkeypatch):

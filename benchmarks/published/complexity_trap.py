@@ -12,7 +12,8 @@ Paper side (``paper.py``): arithmetic on the per-task CSV, nothing modelled. ctx
   strategy took (a replay cannot show an agent acting differently; the quantity
   ``cumulative_input_vs_raw_same_turns`` is the replay with raw's turns, so the two rows together give
   the size of that behavioural effect). Billed output per call beyond the completion the CSV reports
-  (a thinking model's reasoning) is fitted on the raw runs' bills alone (``hidden_output``).
+  (a thinking model's reasoning, growing with the square root of the call's input) is fitted on the raw
+  runs' bills alone (``Bill.hidden_per_sqrt_input``).
 - ``shared_swe_agent`` and ``shared_mini_swe_agent``: the real runs in ``CTXSIM_TRACES``, replayed.
 
 Prices: Gemini 2.5 Flash at its mid-2025 list price with Gemini's implicit cache (``conf/cache/gemini.yaml``);
@@ -44,6 +45,7 @@ from benchmarks.published import paper  # noqa: E402
 from benchmarks.published.replays import Bill, Rates, RunTotals, replay_totals  # noqa: E402
 from scenarios.calibrated import TaskShape, calibrated_suite, fixed_head, shape_with_turns  # noqa: E402
 from sim.cost.cache import cache_rules  # noqa: E402
+from sim.policies.llm_summary import summaries_in  # noqa: E402
 from sim.util.paths import traces_dir  # noqa: E402
 
 # beside the shared traces (one setting, CTXSIM_TRACES, for all shared data; default ../shared)
@@ -129,17 +131,21 @@ def shapes_for(joined, head: int, turns_column: str) -> list[TaskShape]:
 def fit_bill(raw_rows, totals: RunTotals, rates: Rates, reuse: float) -> Bill:
     """The two things a Gemini bill holds that the published token counts do not, fitted on the raw runs'
     bills alone (masking and summary stay predictions): how much of the modelled cache reads the
-    provider honoured (``read_scale``, kept so the reuse fraction stays <= 1) and billed output per call
-    that no history shows (``hidden_output``: Gemini 2.5 Flash thinks by default, and the CSV's
-    reasoning column is empty). Least squares of each task's cost less its uncached-price input and
-    visible output, on (modelled reads x (read price - input price), calls x output price)."""
+    provider honoured (``read_scale``, kept so the reuse fraction stays <= 1) and billed output that no
+    history shows (Gemini 2.5 Flash thinks by default, and the CSV's reasoning column is empty), per call
+    ``hidden_per_sqrt_input`` x sqrt(input tokens). Least squares of each task's cost less its
+    uncached-price input and visible output, on (modelled reads x (read price - input price),
+    sum of sqrt(input) x output price)."""
     base = totals.agent_input * rates.input + totals.agent_output * rates.output
     y = raw_rows["total_cost"].to_numpy(float) - base / 1e6
     x = np.column_stack(
-        [totals.agent_read * (rates.cache_read - rates.input) / 1e6, totals.agent_calls * rates.output / 1e6]
+        [
+            totals.agent_read * (rates.cache_read - rates.input) / 1e6,
+            totals.agent_sqrt_input * rates.output / 1e6,
+        ]
     )
     scale, hidden = paper.nonnegative_fit(x, y)
-    return Bill(rates, min(float(scale), 1.0 / reuse), round(float(hidden)))
+    return Bill(rates, min(float(scale), 1.0 / reuse), round(float(hidden), 3))
 
 
 def calibrated(
@@ -167,7 +173,10 @@ def calibrated(
         "reuse_fraction": f"{reuse * bill.read_scale:.4f} (fitted on the raw bills; conf {reuse:g})"
         if cache
         else "no cache",
-        "hidden_output_per_call": bill.hidden_output,
+        "hidden_output": f"{bill.hidden_per_sqrt_input:g} x sqrt(input tokens) per call "
+        f"({t_all.hidden_output(bill):.0f} a call on the raw runs; fitted on the raw bills)"
+        if cache
+        else "none",
         "raw_tasks": len(raw_t),
     }
     rows, knobs_of = [], {}
@@ -179,9 +188,17 @@ def calibrated(
         runs_raw = calibrated_suite(shapes_for(j, head, "turns_raw"), SEED, head)
         runs = calibrated_suite(shapes_for(j, head, "turn_count_other"), SEED, head)
         if strategy == "summary":
-            size = summary_size(other, replay_totals(runs, policy, knobs, cache), bill)
-            knobs = {**knobs, "summary_min_tokens": size, "summary_max_tokens": size}
-            info["summary_tokens"] = f"{size} (from the paper's summary_cost per summary)"
+            configured = sized_summary(other, runs, policy, knobs, cache, bill)
+            n = summary_trigger(other, knobs["m"])
+            knobs = sized_summary(other, runs, policy, {**knobs, "n": n}, cache, bill)
+            published, fired = _summaries(other, knobs), _summaries(other, configured)
+            info["summary_tokens"] = (
+                f"{knobs['summary_max_tokens']} (from the paper's summary_cost per summary)"
+            )
+            info["summary_trigger"] = (
+                f"every n={n} turns, m={knobs['m']} kept: the paper's {published} summaries on its turns "
+                f"(its N={configured['n']} as ctxsim reads it fires {fired})"
+            )
         knobs_of[strategy] = knobs
         t_raw = replay_totals(runs_raw, "raw", {}, cache, "degrade")
         t_same = replay_totals(runs_raw, policy, knobs, cache, "degrade")
@@ -205,6 +222,13 @@ def calibrated(
         if strategy == "summary":
             share = t.summary_cost(bill).sum() / t.cost(bill).sum()
             rows.append(add("summary_cost_share", paper.figures(other)["summary_cost_share"], share, note))
+            tc = replay_totals(runs, policy, configured, cache, "degrade")
+            cum_c = tc.agent_input.sum() / t_raw.agent_input.sum()
+            rows.append(
+                add("price_per_input_token_vs_raw_as_configured", pr["price_per_input_token_vs_raw"],
+                    tc.cost(bill).sum() / t_raw.cost(bill).sum() / cum_c,
+                    f"the paper's N={configured['n']} as ctxsim's trigger reads it", tolerance=None)
+            )  # fmt: skip
     rp = paper.figures(raw_t)["price_per_input_token"]
     rows.append(
         _row(
@@ -219,6 +243,33 @@ def calibrated(
     return rows, info, bill, knobs_of
 
 
+def summary_trigger(rows, m: int) -> int:
+    """The summary trigger's ``n`` (with ``m`` kept) whose summaries on the paper's turns add up to the
+    paper's summary count; ties go to the smaller per-task error, then the smaller n. Why not the
+    paper's N=21: its summary counts fit a trigger every 27 turns (with or without thinking) far better
+    than every 21 (per-task error 78 against 191 summaries with thinking); what its N counts (turns
+    that enter the history, or every call) is not in its data."""
+    turns = rows.loc[rows["turn_count"] > 0, "turn_count"].astype(int).tolist()
+    counts = rows.loc[rows["turn_count"] > 0, "summary_count"].astype(int).tolist()
+    target = sum(counts)
+
+    def score(n: int) -> tuple[int, int, int]:
+        got = [summaries_in(t, n, m) for t in turns]
+        return abs(sum(got) - target), sum(abs(g - c) for g, c in zip(got, counts, strict=True)), n
+
+    return min(range(1, max(turns, default=1) + 1), key=score)
+
+
+def _summaries(rows, knobs: dict) -> int:
+    return sum(summaries_in(int(t), knobs["n"], knobs["m"]) for t in rows["turn_count"] if t > 0)
+
+
+def sized_summary(rows, runs, policy: str, knobs: dict, cache: str | None, bill: Bill) -> dict:
+    """``knobs`` with the summary size the paper's summary bills imply under that trigger."""
+    size = summary_size(rows, replay_totals(runs, policy, knobs, cache), bill)
+    return {**knobs, "summary_min_tokens": size, "summary_max_tokens": size}
+
+
 def summary_size(rows, totals: RunTotals, bill: Bill) -> int:
     """The summary's size in tokens that the paper's summary bills imply: the mean cost of one summary
     call, less what its input costs (ctxsim's summary input per call, uncached) and the hidden output of
@@ -229,7 +280,8 @@ def summary_size(rows, totals: RunTotals, bill: Bill) -> int:
     if not calls:
         return POLICY_DEFAULT_SUMMARY
     input_cost = float(totals.summary_input.sum()) / calls * bill.rates.input / 1e6
-    tokens = (per_call - input_cost) / (bill.rates.output / 1e6) - bill.hidden_output
+    hidden = bill.hidden_per_sqrt_input * float(totals.summary_sqrt_input.sum()) / calls
+    tokens = (per_call - input_cost) / (bill.rates.output / 1e6) - hidden
     return int(min(max(round(tokens), 256), 16384))
 
 
@@ -422,7 +474,7 @@ def summary(rows: Sequence[Row], infos: dict) -> dict:
         "command": "benchmarks/published/complexity_trap.py",
         "assumptions": "; ".join(
             f"{k} {infos[SUMMARY_MODEL][k]}"
-            for k in ("prices", "reuse_fraction", "hidden_output_per_call", "summary_tokens")
+            for k in ("prices", "reuse_fraction", "hidden_output", "summary_tokens", "summary_trigger")
         )
         + "; each strategy's run with the paper's turns",
         "results": results,

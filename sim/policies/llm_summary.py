@@ -98,6 +98,14 @@ def summarize_turns(p, trace: Trace, state: SummaryState, view: View, pending: d
     return changes, call
 
 
+def summaries_in(turns: int, n: int, m: int) -> int:
+    """How many summaries ``summarize_turns`` fires in a run of ``turns`` agent calls with one turn per
+    call (the first before call n + m + 1, then every n calls). For fitting a trigger to published
+    summary counts without a replay per candidate; tests/test_complexity_trap.py holds it to the replay."""
+    first = n + m + 1
+    return 0 if turns < first else (turns - first) // n + 1
+
+
 @register
 @dataclass(frozen=True)
 class LlmSummary(Policy):
