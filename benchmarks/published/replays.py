@@ -76,8 +76,8 @@ class Bill:
     (``read_scale``: the reads of a fitted reuse fraction over the configured one), and billed output
     that the history never sees (a thinking model's reasoning): ``hidden_per_sqrt_input`` x sqrt(the
     call's input tokens) per call. Why the square root: on the Complexity Trap's raw Gemini bills it fits
-    each task's cost about twice as closely as a constant per call (median error 11% against 28% with
-    thinking; docs/published.md), since short runs think less per call than long ones."""
+    each task's cost as well as a constant per call without thinking (median error 10.2% against 10.0%)
+    and far better with it (11.7% against 28.1%; docs/published.md): short runs think less per call."""
 
     rates: Rates
     read_scale: float = 1.0
