@@ -195,9 +195,10 @@ def calibrated(
             info["summary_tokens"] = (
                 f"{knobs['summary_max_tokens']} (from the paper's summary_cost per summary)"
             )
+            counted = int(other.loc[other["turn_count"] > 0, "summary_count"].sum())
             info["summary_trigger"] = (
-                f"every n={n} turns, m={knobs['m']} kept: the paper's {published} summaries on its turns "
-                f"(its N={configured['n']} as ctxsim reads it fires {fired})"
+                f"every n={n} turns, m={knobs['m']} kept: {published} summaries on the paper's turns, where "
+                f"it counts {counted} (its N={configured['n']} as ctxsim reads it fires {fired})"
             )
         knobs_of[strategy] = knobs
         t_raw = replay_totals(runs_raw, "raw", {}, cache, "degrade")
