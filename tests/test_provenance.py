@@ -58,6 +58,11 @@ def test_no_commit_outside_the_top_of_a_work_tree(tmp_path):
     assert provenance.commit(tmp_path) == git(tmp_path, "rev-parse", "HEAD")
 
 
+def test_no_commit_without_git(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    assert provenance.commit() == "unknown"
+
+
 def test_the_libraries_are_those_imported_and_those_named():
     import numpy
 

@@ -35,7 +35,12 @@ def commit(repo: str | os.PathLike | None = None) -> str:
         if head.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != where:
             return "unknown"
         status = subprocess.run(
-            ["git", "status", "--porcelain"], cwd=where, capture_output=True, text=True, timeout=60
+            # no optional locks: a benchmark's status never takes the index lock from the user's own git
+            ["git", "--no-optional-locks", "status", "--porcelain"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
     except (OSError, subprocess.SubprocessError):  # no git, or no such folder
         return "unknown"
