@@ -4,7 +4,7 @@ PYTHON ?= python3
 BIN := $(VENV)/bin
 LINTED := sim tests scenarios benchmarks setup.py
 
-.PHONY: demo test test-all ray bench lint clean oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
+.PHONY: demo test test-all ray bench lint clean constraints oracle-seed oracle-openhands oracle-adk oracle-letta oracle-inspect oracle-autogen oracle-langchain oracle-strands
 
 demo: $(VENV)/.installed
 	$(BIN)/ctxsim demo
@@ -53,11 +53,12 @@ $(FW)/%/.venv/.installed: $(FW)/%/requirements.txt
 	$(FW)/$*/.venv/bin/pip install -q --no-deps -r $<
 	touch $@
 
-$(VENV)/.installed: pyproject.toml setup.py
+# every version pinned by constraints.txt (`make constraints` writes it, on purpose: README)
+$(VENV)/.installed: pyproject.toml setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q --upgrade pip -c constraints.txt
 	@# without Ray: `make demo` and `make test` never need it (`make ray` adds it for executor=ray)
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test]'
 	touch $@
 
 # the optional Ray extra (executor=ray, tests/test_sweep_ray.py; .ci/run installs it). Where no Ray wheel
@@ -65,8 +66,18 @@ $(VENV)/.installed: pyproject.toml setup.py
 ray: $(VENV)/.ray
 
 $(VENV)/.ray: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[test,ray]' || echo "make: no Ray for $$($(BIN)/python -V): executor=ray tests will skip"
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,ray]' || echo "make: no Ray for $$($(BIN)/python -V): executor=ray tests will skip"
 	touch $@
+
+# Pin what $(VENV) holds now, Ray's packages included (`make ray` first), as constraints.txt: run on purpose
+# after upgrading a package in $(VENV) (README, "Versions"), then run the tests and commit the file. pip,
+# not setuptools or wheel: those come with the venv module, and builds take their own setuptools.
+constraints: $(VENV)/.ray
+	@{ echo "# Every package \`make\` and \`make ray\` install, pinned: written by \`make constraints\` from .venv"; \
+	  echo "# (README, \"Versions\"); do not edit by hand."; \
+	  $(BIN)/pip freeze --all --exclude-editable | grep -viE '^(setuptools|wheel)=='; } > constraints.txt.tmp
+	@# unchanged pins leave the file (and so the installed venv) as it was
+	cmp -s constraints.txt.tmp constraints.txt && rm constraints.txt.tmp || mv constraints.txt.tmp constraints.txt
 
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache .ruff_cache

@@ -24,6 +24,7 @@ sys.path.insert(0, str(REPO))
 from scenarios.make_suite import SEED  # noqa: E402
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 PIPELINE = [
     {"name": "tool_result_head_tail", "max_chars": 2000, "head_chars": 800, "tail_chars": 800},
@@ -80,6 +81,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=500)
     p.add_argument("--repeats", type=int, default=7)
     args = p.parse_args()
+    prov = provenance.start()
     traces = [generate_run(SEED, i) for i in range(args.runs)]
     calls = sum(len(t.calls) for t in traces)
     print(f"corpus: {args.runs} SWE-like runs, {calls:,} calls; CPU time, median of {args.repeats}")
@@ -91,6 +93,7 @@ def main() -> int:
     fns = [lambda fn=fn, policy=policy: fn(traces, policy) for *_, policy, fn in cases]
     for (pname, route, *_), s in zip(cases, cpu_medians(fns, args.repeats), strict=True):
         print(f"{pname:30s} {route:8s} {calls / s:>12,.0f} calls/s  ({s * 1e3:.2f} ms per corpus)")
+    print(prov.text())
     return 0
 
 

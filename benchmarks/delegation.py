@@ -24,6 +24,7 @@ from sim.importers import load_paths
 from sim.metrics.compute import compute_metrics_many
 from sim.policies.base import make_policy
 from sim.transforms.base import apply_all, make_transform
+from sim.util import provenance
 from sim.util.paths import traces_dir
 
 MINI = "mini-swe-agent-gemini3pro/trajs"
@@ -79,6 +80,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--summarizer", default="extractive")
     args = ap.parse_args()
+    prov = provenance.start()
     traces = list(load_paths([traces_dir() / MINI]))
     print(f"# delegate_research on {len(traces)} mini-swe-agent runs (seed_engine, priced as {PRICING})\n")
     print(f"summarizer {args.summarizer}; CPU: median of {args.repeats} repeats\n")
@@ -116,6 +118,7 @@ def main() -> None:
                 f"{statistics.median(cpus):.2f}",
             ]
             print("| " + " | ".join(cells) + " |")
+    print(f"\n{prov.text()}")
 
 
 if __name__ == "__main__":

@@ -2404,6 +2404,9 @@ def main() -> int:
         if not args.no_baseline:
             for s in samples:
                 fz.run_one(pristine(s), f"baseline {s.key}", fz.baseline)
+        from sim.util import provenance
+
+        prov = provenance.start()  # the cases run in forks of this process: its libraries are theirs
         t0 = time.perf_counter()
         n = min(args.workers, max(1, len(numbers)))
         if n == 1:
@@ -2444,7 +2447,7 @@ def main() -> int:
             with open(args.stats, "w", encoding="utf-8") as out:
                 out.write("case\tformat\tfamily\tcpu_s\tpeak_rss_mb\toutcome\n")
                 out.writelines("\t".join(map(str, r)) + "\n" for r in fz.stats)
-        report(fz, args, samples, seconds)
+        report(fz, args, samples, seconds, prov)
         bad = (
             fz.outcomes["failed"]
             or fz.baseline["failed"]
@@ -2518,7 +2521,8 @@ def usage_summary(fz: Fuzzer) -> dict:
     return out
 
 
-def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds: float) -> None:
+def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds: float, prov) -> None:
+    """The tallies, with where they were measured (``prov``: its ``seconds`` and cases/s are timings)."""
     findings = sorted(fz.findings.values(), key=lambda f: (-f.count, f.signature))
     rate = args.cases / seconds if seconds else 0.0
     if args.format == "json":
@@ -2556,6 +2560,7 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
                 }
                 for f in findings
             ],
+            "provenance": prov.finish(),
         }
         print(json.dumps(out, indent=2))
         return
@@ -2592,6 +2597,7 @@ def report(fz: Fuzzer, args: argparse.Namespace, samples: list[Sample], seconds:
         )
         if f.reproducer:
             print(f"          reproducer: {f.reproducer}")
+    print(prov.text())
 
 
 if __name__ == "__main__":

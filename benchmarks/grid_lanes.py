@@ -26,11 +26,13 @@ from sim.engine.common import rules_and_price  # noqa: E402
 from sim.engine.fast.seed_lanes import grid_figures  # noqa: E402
 from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
     repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 5
+    prov = provenance.start()
     traces = [generate_run(7, i) for i in range(n)]
     models = [ReplayModel(t) for t in traces]
     limits, keeps = load_kernel().grid_20x20()  # (the bench's grid)
@@ -79,6 +81,7 @@ def main() -> None:
     grid_pass()
     profile.disable()
     pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    print(prov.text())
 
 
 if __name__ == "__main__":

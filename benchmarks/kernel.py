@@ -28,6 +28,7 @@ from sim.engine.fast.seed_lanes_tables import LaneBatch  # noqa: E402
 from sim.engine.fast.seed_static import grid_static  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 
 class Inputs:
@@ -104,6 +105,7 @@ def main() -> None:
     from sim.engine.model import ReplayModel
 
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    prov = provenance.start()
     traces = [generate_run(7, i) for i in range(n)]
     models = [ReplayModel(t) for t in traces]
     limits, keeps = grid_20x20()
@@ -126,6 +128,7 @@ def main() -> None:
     same = np.array_equal(cum, figures["input_tokens"])
     rate = x.calls * len(limits) / dt / 1e6
     print(f"kernel: {rate:.1f}M grid-calls/s; same cumulative input as the grid path: {same}")
+    print(prov.text())
 
 
 if __name__ == "__main__":

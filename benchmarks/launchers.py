@@ -112,6 +112,12 @@ def main() -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--only", default="pool,ray,joblib")
     args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    from sim.util import provenance
+
+    # the sweeps are child processes: the libraries they load, Ray and joblib's launcher among them
+    also = (*provenance.CHILD_LIBRARIES, "ray", "joblib", "hydra-joblib-launcher")
+    prov = provenance.start(also=also)
     root = Path(tempfile.mkdtemp(prefix="ctxsim-launchers-"))
     ways = args.only.split(",")
     walls: dict[str, list[float]] = {w: [] for w in ways}
@@ -137,6 +143,7 @@ def main() -> int:
     first = results[ways[0]]
     same = [w for w in ways if results[w] == first]
     print(f"results.parquet byte-identical to {ways[0]}'s: {', '.join(same)}")
+    print(prov.text())
     shutil.rmtree(root, ignore_errors=True)
     return 0 if len(same) == len(ways) else 1
 

@@ -29,6 +29,7 @@ from sim.importers import load_paths  # noqa: E402
 from sim.trace.codec import NULLABLE_TOP, trace_from_dict, trace_hash  # noqa: E402
 from sim.trace.io import load_dataset_traces, write_traces  # noqa: E402
 from sim.trace.read_parquet import parquet_rows  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 
 def reference(f: Path) -> list:
@@ -60,6 +61,7 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=500)
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
+    prov = provenance.start()
     traces = [generate_run(SEED, i) for i in range(args.runs)]
     calls = sum(len(t.calls) for t in traces)
     print(f"{args.runs} SWE-like runs, {calls:,} calls; CPU time, median of {args.repeats}")
@@ -87,6 +89,7 @@ def main() -> int:
     result_rows(replay_many(traces, policy), "bench")
     s = cpu_median(lambda: result_rows(replay_many(traces, policy), "bench"), args.repeats)
     print(f"for scale: one masking replay of them with result rows, {s * 1e3:.1f} ms")
+    print(prov.text())
     return 0
 
 

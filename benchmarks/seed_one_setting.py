@@ -25,6 +25,7 @@ from batch_columns import cpu_median  # noqa: E402
 from scenarios.make_suite import SEED  # noqa: E402
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 SETTINGS = [(32000, 10000), (64000, 20000), (128000, 20000)]  # (context_token_limit, keep_recent_tokens)
 
@@ -39,6 +40,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--loop", action="store_true", help="time the per-call loop too")
     args = p.parse_args()
+    prov = provenance.start()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     traces = [generate_run(SEED, i) for i in range(args.runs)]
@@ -56,6 +58,7 @@ def main() -> int:
                 where = "lanes" if lanes else "loop"
                 label = f"seed_engine {limit}/{keep} {where:5} {route:7}"
                 print(f"{label} {calls / s:>12,.0f} calls/s  ({s:.4f} s)")
+    print(prov.text())
     return 0
 
 

@@ -134,12 +134,16 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from scenarios.swe_like import generate_run
     from sim.trace.io import write_traces
+    from sim.util import provenance
+
+    prov = provenance.start(also=provenance.CHILD_LIBRARIES)  # the timed commands are child processes
 
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "swe_like.jsonl"
         write_traces([generate_run(7, i) for i in range(n)], corpus)
         if names is not None:
             policies(corpus, Path(tmp), names)
+            print(prov.text())
             return
         size = ["size", str(corpus), "--model", "claude-sonnet-4-5", "--limits", LIMITS, "--keeps", KEEPS]
         size += ["--format", "json"]
@@ -174,6 +178,7 @@ def main() -> None:
             c, w = run([sys.executable, "-c", LOOP, *size], Path(tmp) / "loop.json")
             same = (Path(tmp) / "grid.json").read_bytes() == (Path(tmp) / "loop.json").read_bytes()
             print(f"per-call loop: CPU {c:.2f} s, wall {w:.2f} s; same answer: {same}")
+        print(prov.text())
 
 
 if __name__ == "__main__":

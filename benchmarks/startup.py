@@ -62,6 +62,11 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--code", type=Path, help="a checkout whose sim/ runs instead (through PYTHONPATH)")
     args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    from sim.util import provenance
+
+    # the commit of the sim/ that runs; the libraries the timed child processes load
+    prov = provenance.start(repo=args.code, also=provenance.CHILD_LIBRARIES)
     env, cwd = dict(os.environ), REPO
     if args.code:  # its folder first on the path (a script's '' is the working folder)
         cwd = args.code.resolve()
@@ -102,7 +107,7 @@ def main() -> int:
             f"{name:15s} CPU median {cpu:.3f} s ({spread}), wall median {statistics.median(walls):.3f} s "
             f"(loaded); loads {', '.join(heavy) or 'none of them'}"
         )
-    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(prov.text())
     shutil.rmtree(folder, ignore_errors=True)
     return 0
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from scenarios.swe_like import generate_run  # noqa: E402
 from sim.trace.codec import trace_to_dict  # noqa: E402
 from sim.trace.io import write_traces  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 
 def corpus(
@@ -119,6 +120,7 @@ def main() -> int:
         help="no bytecode cache: each run compiles ctxsim's modules (as under PYTHONDONTWRITEBYTECODE)",
     )
     args = p.parse_args()
+    prov = provenance.start(also=(*provenance.CHILD_LIBRARIES, "datasets"))  # the timed run is a child
     folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-stream-"))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"corpus.{args.format}"
@@ -174,6 +176,7 @@ def main() -> int:
         f"(median of {args.repeats}; CPU per repeat {', '.join(f'{c:.2f}' for c in cpus)} s; "
         f"{'compiling from source in each run' if args.compile_each_run else 'bytecode compiled beforehand'})"
     )
+    print(prov.text())
     if not args.keep:
         import shutil
 

@@ -108,6 +108,11 @@ def main() -> int:
     p.add_argument("--no-index", action="store_true", help="delete the parts index before each repeat")
     p.add_argument("--code", type=Path, help="a checkout whose sim/ runs instead (PYTHONPATH)")
     args = p.parse_args()
+    sys.path.insert(0, str(REPO))
+    from sim.util import provenance
+
+    # the commit of the sim/ that runs; the libraries the timed sweeps (child processes) load
+    prov = provenance.start(repo=args.code, also=provenance.CHILD_LIBRARIES)
     folder = args.keep or Path(tempfile.mkdtemp(prefix="ctxsim-resume-"))
     folder.mkdir(parents=True, exist_ok=True)
     words = ["sweep", *GRIDS[args.grid], f"results.path={folder / 'sweep'}"]
@@ -164,6 +169,7 @@ def main() -> int:
         f"(min {min(cpus):.2f}, max {max(cpus):.2f}), {statistics.median(walls):.2f} s wall (loaded), "
         f"peak RSS {statistics.median(peaks):,.0f} MiB (min {min(peaks):,.0f}, max {max(peaks):,.0f})"
     )
+    print(prov.text())
     if not args.keep:
         shutil.rmtree(folder, ignore_errors=True)
     return 0

@@ -29,11 +29,13 @@ import framework_oracle as fo  # noqa: E402
 from sim.engine.dispatch import replay  # noqa: E402
 from sim.engine.model import ReplayModel  # noqa: E402
 from sim.policies.base import make_policy  # noqa: E402
+from sim.util import provenance  # noqa: E402
 
 
 def main(argv: list[str]) -> int:
     framework, setting, trace_id = argv[:3]
     repeats = int(argv[3]) if len(argv) > 3 else 11
+    prov = provenance.start()
     corpus, policy, knobs, config = fo.SETTINGS[framework][setting]
     trace = next(t for t in fo.corpus(corpus) if t.trace_id == trace_id)
     spec = importlib.util.spec_from_file_location(f"{framework}_oracle", HERE / framework / "oracle.py")
@@ -58,6 +60,7 @@ def main(argv: list[str]) -> int:
     print(f"  ctxsim {policy}: {a:,.0f} calls/s (median)")
     print(f"  {framework} (real library): {b:,.0f} calls/s (median)")
     print(f"  ratio {a / b:,.1f}x; agree call for call: {same}")
+    print(prov.text())  # the framework's own packages among the libraries: it ran in this process
     return 0 if same else 1
 
 

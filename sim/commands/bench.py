@@ -1,5 +1,7 @@
 """``ctxsim bench``: the command's flags and output. The measuring is ``sim.commands.engine_speed``, imported
-only when the command runs (it loads the engine)."""
+only when the command runs (it loads the engine). Every figure comes with where it was measured
+(``sim.util.provenance``: the commit, the libraries, the machine and its load): the ``provenance`` key of
+each JSON row, two lines after the table."""
 
 from __future__ import annotations
 
@@ -7,7 +9,7 @@ import argparse
 import sys
 
 from sim.commands.common import format_table, warn
-from sim.util import interrupts
+from sim.util import interrupts, provenance
 from sim.util.errors import ConfigError
 
 
@@ -42,10 +44,11 @@ def grid_bench(args: argparse.Namespace) -> int:
 
     if args.traces < 1 or args.repeats < 1:
         raise ConfigError(f"bench --grid: --traces {args.traces} and --repeats {args.repeats} must be >= 1")
+    prov = provenance.start()
     row = run_grid_bench(args.traces, args.repeats, log=lambda m: warn(m))
     interrupts.check()  # before any output (sim.util.interrupts)
     if args.format == "json":
-        sys.stdout.write(json_line(row) + "\n")
+        sys.stdout.write(json_line({**row, "provenance": prov.finish()}) + "\n")
     else:
         print(format_table([row], list(row)))
         print(
@@ -53,6 +56,7 @@ def grid_bench(args: argparse.Namespace) -> int:
             f"{row['ratio']:.1%} of the bare kernel's {row['kernel_calls_per_s'] / 1e6:.1f}M "
             f"(CPU time, median of {row['repeats']}, one core pinned)"
         )
+        print(prov.text())
     return 0 if row["same_cumulative_input"] else 3
 
 
@@ -65,12 +69,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         policy_class(name)
     if args.grid:
         return grid_bench(args)
+    prov = provenance.start()
     rows = run_bench(args.policy, args.corpus, args.repeats, log=lambda m: warn(m))
     interrupts.check()
     if args.format == "json":
-        sys.stdout.write("".join(json_line(r) + "\n" for r in rows))
+        sys.stdout.write("".join(json_line({**r, "provenance": prov.finish()}) + "\n" for r in rows))
     else:
         print(format_table(rows, ["policy", "knobs", "corpus", "calls", "calls_per_s", "repeats"]))
         if rows:
             print(f"median of {args.repeats} repeats, one core pinned; machine has {rows[0]['cores']} cores")
+        print(prov.text())
     return 0
