@@ -23,6 +23,12 @@ observation is event ``2j + 3`` and provides the fact ``obs@{2j + 3}``.
   embedded suite: 53% and 47%). Needs and supersession are drawn independently: about a fifth of the
   embedded suite's observation needs fall on a fact already stale (the real runs: 14 of 165), which
   the information model does not count (``sim.information.state.live_needs``).
+- **Where an error sits** (``ERROR_SPANS``, measured by ``error_span_profile``): a real error fact is
+  the line that shows the failure (``sim.information.facts.error_span``), not its whole result, so a
+  head/tail cut that keeps that line keeps the fact. Of the real runs' 149 error facts, 38% sit at the
+  result's start (the ``<returncode>`` element, a one-line failure) and the rest near its end (a
+  traceback's last line); line lengths and the bytes after the line are drawn from their deciles. A
+  path fact (a file as printed) is its whole result, as in the real runs: any cut loses it.
 - **Standing facts** (``standing``): as every real importer records them, the system prompt provides a
   ``constraint`` and the task a ``goal``, and the final answer needs both.
 """
@@ -71,6 +77,35 @@ SUPERSESSION = SupersessionProfile(
     path_deciles=(1.0, 1.0, 1.0, 2.0, 2.0, 3.0, 4.0, 6.0, 8.0, 13.0, 28.0),
     error_deciles=(2.0, 2.0, 2.0, 2.0, 3.0, 4.0, 4.0, 6.0, 9.0, 13.0, 20.0),
 )
+
+
+@dataclass(frozen=True)
+class ErrorSpanProfile:
+    """Where error facts sit in their results in real runs (``error_span_profile``)."""
+
+    at_start_share: float  # error lines that open their result
+    length_deciles: tuple[float, ...]  # bytes of the error line
+    tail_deciles: tuple[float, ...]  # bytes after it, of those not at the start
+
+
+ERROR_SPANS = ErrorSpanProfile(
+    at_start_share=0.3826,
+    length_deciles=(17.0, 26.0, 26.0, 26.0, 26.0, 30.0, 41.8, 62.2, 68.0, 80.0, 184.0),
+    tail_deciles=(10.0, 10.0, 10.0, 10.0, 10.0, 80.0, 91.0, 154.0, 202.0, 732.6, 6323.0),
+)
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """The profiles a generated run's facts follow (``scenarios.swe_like.generate_run``'s ``facts``):
+    what is provided and needed, and, when given, what goes stale and where errors sit."""
+
+    provided: FactProfile = FACTS
+    supersession: SupersessionProfile | None = None
+    error_spans: ErrorSpanProfile | None = None
+
+
+REAL_RUNS = RunFacts(FACTS, SUPERSESSION, ERROR_SPANS)  # the embedded suite's: all as the real runs
 
 
 def obs_fact(turn: int) -> str:
@@ -128,6 +163,18 @@ def draw_supersession(
     return [tuple(s) for s in out]
 
 
+def draw_error_span(nbytes: int, u: Sequence[float], p: ErrorSpanProfile) -> tuple[int, int]:
+    """The byte range ``[start, end)`` of an error line in a result of ``nbytes`` bytes, from three
+    uniform draws ``u`` (module docstring)."""
+    q = np.linspace(0.0, 1.0, len(p.length_deciles))
+    length = min(nbytes, max(1, int(round(float(np.interp(u[1], q, p.length_deciles))))))
+    if u[0] < p.at_start_share:
+        return 0, length
+    tail = int(round(float(np.interp(u[2], np.linspace(0.0, 1.0, len(p.tail_deciles)), p.tail_deciles))))
+    end = max(length, nbytes - tail)
+    return end - length, end
+
+
 def standing(system: int, task: int) -> dict[int, tuple[str, str]]:
     """Event index -> (fact, kind) of the standing facts: the system prompt's constraint and the task's
     goal (``sim.information.facts``: every real importer records them; the final answer needs both)."""
@@ -137,7 +184,8 @@ def standing(system: int, task: int) -> dict[int, tuple[str, str]]:
 def fact_stats(traces: Sequence[Trace]) -> dict:
     """The fact statistics the embedded suite's README reports beside the real runs': observations
     providing a fact, the error share of those facts, actions needing an observation's fact, path and
-    error facts superseded, and the share of observation needs on a live (not yet superseded) fact."""
+    error facts superseded, the share of observation needs on a live (not yet superseded) fact, and of
+    the error facts, those whose line opens the result."""
     from sim.information.state import live_needs
 
     observations = providing = errors = facts = actions = needing = needs = live = 0
@@ -157,6 +205,7 @@ def fact_stats(traces: Sequence[Trace]) -> dict:
                 needs += len(mine)
                 live += sum(f in provided for f in alive)
     sup = supersession_profile(traces)
+    spans = error_span_profile(traces)
     return {
         "fact_provide_share": providing / max(observations, 1),
         "fact_error_share": errors / max(facts, 1),
@@ -164,7 +213,39 @@ def fact_stats(traces: Sequence[Trace]) -> dict:
         "path_superseded_share": sup.path_share,
         "error_superseded_share": sup.error_share,
         "live_need_share": live / max(needs, 1),
+        "error_at_start_share": spans.at_start_share,
     }
+
+
+def _deciles(d: Sequence[float]) -> tuple[float, ...]:
+    if not len(d):
+        return ()
+    q = np.percentile(np.array(d, dtype=np.float64), np.arange(0, 101, 10))
+    return tuple(round(float(x), 1) for x in q)
+
+
+def error_span_profile(traces: Sequence[Trace]) -> ErrorSpanProfile:
+    """``ERROR_SPANS`` as measured on ``traces`` (rounded as committed): of the error facts tool results
+    provide with a span, the share whose span opens the result, the deciles of the spans' bytes, and of
+    the others the deciles of the bytes after the span."""
+    starts = lengths = 0
+    length: list[int] = []
+    tail: list[int] = []
+    for t in traces:
+        for e in t.events:
+            if e.kind != "tool_result" or not e.fact_spans:
+                continue
+            for j, span in enumerate(e.fact_spans):
+                if span is None or not e.fact_kinds or e.fact_kinds[j] != "error":
+                    continue
+                a, b = span
+                lengths += 1
+                length.append(b - a)
+                if a == 0:
+                    starts += 1
+                else:
+                    tail.append(e.bytes - b)
+    return ErrorSpanProfile(round(starts / max(lengths, 1), 4), _deciles(length), _deciles(tail))
 
 
 def supersession_profile(traces: Sequence[Trace]) -> SupersessionProfile:
@@ -191,15 +272,9 @@ def supersession_profile(traces: Sequence[Trace]) -> SupersessionProfile:
                         stale.add(f)
                         distances[at[f][1]].append(turn - at[f][0])
 
-    def deciles(d: list[int]) -> tuple[float, ...]:
-        if not d:
-            return ()
-        q = np.percentile(np.array(d, dtype=np.float64), np.arange(0, 101, 10))
-        return tuple(round(float(x), 1) for x in q)
-
     return SupersessionProfile(
         path_share=round(len(distances["path"]) / max(provided["path"], 1), 4),
         error_share=round(len(distances["error"]) / max(provided["error"], 1), 4),
-        path_deciles=deciles(distances["path"]),
-        error_deciles=deciles(distances["error"]),
+        path_deciles=_deciles(distances["path"]),
+        error_deciles=_deciles(distances["error"]),
     )

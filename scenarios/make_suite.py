@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scenarios import closed_loop
-from scenarios.facts import FACTS, SUPERSESSION, fact_stats
+from scenarios.facts import REAL_RUNS, fact_stats
 from scenarios.swe_like import generate_suite, suite_stats
 from sim.trace.io import write_traces
 from sim.util.atomicfile import atomic_path
@@ -61,6 +61,12 @@ _FACT_ROWS = (
     ("path_superseded_share", "path facts superseded later", "0.572", "{:.3f}"),
     ("error_superseded_share", "error facts superseded later", "0.483", "{:.3f}"),
     ("live_need_share", "observation needs on a live (not superseded) fact", "0.915", "{:.3f}"),
+    (
+        "error_at_start_share",
+        "error facts whose line opens the result (the rest: near its end)",
+        "0.383",
+        "{:.3f}",
+    ),
 )
 
 
@@ -81,8 +87,9 @@ the per-task data of The Complexity Trap (arXiv 2508.21433); the parameters and 
 in the generator's docstring (`--calibrate CSV` prints the source statistics beside the suite's).
 The runs carry facts like the 40 shared mini-swe-agent runs (`scenarios/facts.py`, profiles measured
 on those runs): observations provide path and error facts, actions need them some turns later, later
-observations supersede them (an edit's result, a command run again), and the final answer needs the
-task's goal and the system prompt's constraint. So a policy that hides what an action needs shows it:
+observations supersede them (an edit's result, a command run again), an error fact is the line that
+shows it (a cut that keeps the line keeps the fact), and the final answer needs the task's goal and the
+system prompt's constraint. So a policy that hides what an action needs shows it:
 a re-read, or a failed or degraded answer under `model.on_missing=fail` / `degrade`.
 
 `{CLOSED_LOOP_FILE}`: the scripted closed-loop scenarios of `scenarios/closed_loop.py` (seed 0):
@@ -110,7 +117,7 @@ Facts, beside the shared mini-swe-agent runs (`scenarios.facts.fact_stats`):
 def write_suite(out_dir: Path = SUITE_DIR, seed: int = SEED, n_runs: int = N_RUNS) -> dict:
     """Write the suite file and its README into ``out_dir``; return the suite's statistics."""
     out_dir = Path(out_dir)
-    traces = generate_suite(seed, n_runs, FACTS, SUPERSESSION)
+    traces = generate_suite(seed, n_runs, REAL_RUNS)
     path = out_dir / SUITE_FILE
     write_traces(traces, path, record_hashes=False)  # the committed folder holds the suite alone
     scripted = [closed_loop.scenario(name) for name in closed_loop.SCENARIOS]

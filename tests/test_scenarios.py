@@ -146,14 +146,16 @@ def test_facts_leave_the_sizes_alone_and_are_off_by_default():
     calls and times; without a profile a run carries none."""
     from dataclasses import replace
 
-    from scenarios.facts import FACTS, SUPERSESSION
+    from scenarios.facts import REAL_RUNS
 
-    bare, full = generate_run(7, 2), generate_run(7, 2, FACTS, SUPERSESSION)
+    bare, full = generate_run(7, 2), generate_run(7, 2, REAL_RUNS)
     assert not any(e.provides or e.needs or e.supersedes for e in bare.events)
     assert full.calls == bare.calls
-    plain = tuple(replace(e, provides=(), needs=(), supersedes=(), fact_kinds=()) for e in full.events)
+    plain = tuple(
+        replace(e, provides=(), needs=(), supersedes=(), fact_kinds=(), fact_spans=()) for e in full.events
+    )
     assert plain == bare.events
-    assert generate_suite(7, 3, FACTS, SUPERSESSION)[2] == full
+    assert generate_suite(7, 3, REAL_RUNS)[2] == full
 
 
 def test_the_suite_carries_facts_like_the_real_runs(suite):
@@ -185,6 +187,13 @@ def test_the_suite_carries_facts_like_the_real_runs(suite):
     assert 0.45 <= s["path_superseded_share"] <= 0.62  # real 0.572
     assert 0.38 <= s["error_superseded_share"] <= 0.58  # real 0.483
     assert sum(len(e.supersedes) for t in suite for e in t.events) > 300
+    assert 0.25 <= s["error_at_start_share"] <= 0.50  # real 0.383
+    for e in (e for t in suite for e in t.events if e.provides and e.kind == "tool_result"):
+        if e.fact_kinds == ("error",):  # the line that shows the failure, inside the result
+            ((a, b),) = e.fact_spans
+            assert 0 <= a < b <= e.bytes and b - a <= 184
+        else:  # a path fact: the file as printed, the whole result
+            assert e.fact_spans == ()
 
 
 def test_supersession_draws_follow_the_profile():
@@ -213,6 +222,24 @@ def test_supersession_profile_is_measured_on_the_shared_runs():
     if not folder.is_dir():
         pytest.skip(f"shared traces not found at {folder}")
     assert supersession_profile(list(load_paths([folder]))) == SUPERSESSION
+
+
+def test_error_spans_sit_at_the_start_or_near_the_end():
+    from scenarios.facts import ERROR_SPANS, draw_error_span
+
+    assert draw_error_span(1000, (0.0, 0.5, 0.5), ERROR_SPANS) == (0, 30)  # the median line, at the start
+    assert draw_error_span(1000, (0.9, 0.5, 0.5), ERROR_SPANS) == (890, 920)  # 80 bytes after it
+    assert draw_error_span(20, (0.9, 1.0, 1.0), ERROR_SPANS) == (0, 20)  # never outside a small result
+
+
+def test_error_span_profile_is_measured_on_the_shared_runs():
+    from scenarios.facts import ERROR_SPANS, error_span_profile
+    from sim.util.paths import traces_dir
+
+    folder = traces_dir() / "mini-swe-agent-gemini3pro" / "trajs"
+    if not folder.is_dir():
+        pytest.skip(f"shared traces not found at {folder}")
+    assert error_span_profile(list(load_paths([folder]))) == ERROR_SPANS
 
 
 def test_calibrated_keeps_its_names_and_its_runs():

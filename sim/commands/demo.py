@@ -19,8 +19,9 @@ from sim.util import interrupts
 from sim.util.errors import ConfigError
 from sim.util.forkmap import check_workers
 
-# A 64k window (DeepSeek's, many local models'): 5 of the embedded suite's 40 SWE-like runs overflow it
-# without compaction (their peaks: 66k-175k), so the settings differ in runs finished and facts kept.
+# A 64k window (many local models'): of the embedded suite's 40 SWE-like runs (peaks up to 175k), 4
+# overflow it under the seed engine without compaction and 6 under raw, so the settings differ in runs
+# finished and facts kept.
 DEMO_WINDOW = 64000
 DEMO_LIMITS = (16000, 24000, 32000, 48000, 64000)  # context_token_limit, cut by the window (module doc)
 LIMITS = "policy.context_token_limit="  # the seed engine's limit line of DEMO_STUDY, filled in per window
