@@ -181,7 +181,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     best = rec.get("recommended") or {"context_token_limit": None}
     shown = shown_rows(paths, best)
     print(format_table(shown, list(shown[0])))
-    where = "the embedded suite" if not args.paths else ", ".join(args.paths)
+    where = args.paths[0] if args.paths else "the embedded suite"  # the study sweeps the first PATH
     print(
         f"\nsized over {len(settings_from_results(paths[-1])) - 1} seed-engine settings against no "
         f"compaction x {where} at a {args.window:,}-token window (priced as {args.pricing}):\n{rec['advice']}"
