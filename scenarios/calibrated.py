@@ -27,7 +27,9 @@ under ``fail`` / ``degrade``). Each observation provides one fact with the real 
 (kind ``path`` or ``error`` in their shares); each action needs 1-3 facts with the real runs'
 probabilities, each one a number of turns back drawn from the real runs' distances (deciles,
 interpolated), taken from the nearest earlier observation that provides one. Measured on the 40 shared
-mini-swe-agent runs by ``fact_profile``; a test recomputes it. Not modelled: supersession.
+mini-swe-agent runs by ``fact_profile``; a test recomputes it. The profile and the draws are in
+``scenarios.facts``, shared with the embedded suite. Not modelled here: supersession (the embedded suite
+draws it; these suites stay as ``benchmarks/published/complexity_trap.py`` measured them).
 
 Every draw comes from ``numpy.random.default_rng([seed, index])`` (facts from a second stream of the
 same key); the same rows give the same traces.
@@ -41,6 +43,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+# FactProfile, FACTS and _facts live in scenarios.facts (the embedded suite draws from them too); their
+# names stay importable from here
+from scenarios.facts import FACTS, FactProfile
+from scenarios.facts import draw_facts as _facts
 from scenarios.swe_like import START_EPOCH, _event, synthetic_call, synthetic_trace
 from sim.core.types import Trace
 
@@ -50,22 +56,6 @@ PROFILE = np.array([649, 501, 308, 211, 165, 230, 257, 319, 218, 307], dtype=np.
 PROFILE_MIN_TURNS = 10
 
 
-@dataclass(frozen=True)
-class FactProfile:
-    """How facts come and go in real runs (``fact_profile``)."""
-
-    provide_share: float  # observations that provide a fact
-    error_share: float  # of those facts, errors (the rest: paths)
-    need_counts: tuple[float, ...]  # share of actions needing 1, 2, 3 facts provided by observations
-    distance_deciles: tuple[float, ...]  # turns between the providing observation and the action
-
-
-FACTS = FactProfile(
-    provide_share=0.4122,
-    error_share=0.2339,
-    need_counts=(0.0775, 0.0139, 0.0013),
-    distance_deciles=(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 5.0, 11.2, 21.0, 140.0),
-)
 SECONDS_PER_TURN = 6.0  # model + tool time: every request well inside a 5-minute cache lifetime
 
 
@@ -122,32 +112,6 @@ def _sizes(shape: TaskShape, head: int, rng: np.random.Generator, share: float |
     else:
         obs = np.ones(t, dtype=np.int64)
     return asst, obs
-
-
-def _facts(turns: int, rng: np.random.Generator, p: FactProfile | None) -> tuple[list, list]:
-    """Per turn: the kind of the fact its observation provides (None: none), and the earlier turns whose
-    observations its action needs."""
-    if p is None:
-        return [None] * turns, [()] * turns
-    gives = rng.random(turns) < p.provide_share
-    kinds = np.where(rng.random(turns) < p.error_share, "error", "path")
-    provides = [str(k) if g else None for g, k in zip(gives, kinds, strict=True)]
-    cum = np.cumsum(p.need_counts)
-    draws, u = rng.random(turns), rng.random((turns, len(p.need_counts)))
-    deciles = np.linspace(0.0, 1.0, len(p.distance_deciles))
-    needs: list[tuple[int, ...]] = []
-    for k in range(turns):
-        count = int(np.searchsorted(cum, draws[k], side="right")) + 1 if draws[k] < cum[-1] else 0
-        chosen = []
-        for i in range(count):
-            back = int(round(float(np.interp(u[k, i], deciles, p.distance_deciles))))
-            j = k - 1 - back  # the observation of turn j answers action j; action k sees turns < k
-            while j >= 0 and provides[j] is None:
-                j -= 1
-            if j >= 0 and j not in chosen:
-                chosen.append(j)
-        needs.append(tuple(sorted(chosen)))
-    return provides, needs
 
 
 def calibrated_run(

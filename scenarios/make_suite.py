@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from scenarios import closed_loop
+from scenarios.facts import REAL_RUNS, fact_stats
 from scenarios.swe_like import generate_suite, suite_stats
 from sim.trace.io import write_traces
 from sim.util.atomicfile import atomic_path
@@ -52,11 +53,29 @@ _TARGETS = (
     ("tool_results_over_20k", "tool results of 20k+ tokens", ">= 1", "{:d}"),
     ("output_per_call_mean", "output tokens per call (mean of run means)", "70-150", "{:.1f}"),
 )
+# (key in scenarios.facts.fact_stats, label, the 40 shared mini-swe-agent runs' own value, number format)
+_FACT_ROWS = (
+    ("fact_provide_share", "observations providing a fact", "0.412", "{:.3f}"),
+    ("fact_error_share", "of those facts, errors (the rest: paths)", "0.234", "{:.3f}"),
+    ("actions_needing_share", "actions needing an observation's fact", "0.093", "{:.3f}"),
+    ("path_superseded_share", "path facts superseded later", "0.572", "{:.3f}"),
+    ("error_superseded_share", "error facts superseded later", "0.483", "{:.3f}"),
+    ("live_need_share", "observation needs on a live (not superseded) fact", "0.915", "{:.3f}"),
+    (
+        "error_at_start_share",
+        "error facts whose line opens the result (the rest: near its end)",
+        "0.383",
+        "{:.3f}",
+    ),
+)
 
 
 def _readme(seed: int, n_runs: int, stats: dict, nbytes: int) -> str:
     rows = "\n".join(
         f"| {label} | {fmt.format(stats[key])} | {target} |" for key, label, target, fmt in _TARGETS
+    )
+    fact_rows = "\n".join(
+        f"| {label} | {fmt.format(stats[key])} | {real} |" for key, label, real, fmt in _FACT_ROWS
     )
     names = ", ".join(f"`{n}`" for n in closed_loop.SCENARIOS)
     return f"""# Embedded scenario suite
@@ -66,6 +85,12 @@ def _readme(seed: int, n_runs: int, stats: dict, nbytes: int) -> str:
 the sum of the events in its view. The distributions are calibrated to the SWE-agent raw-history rows of
 the per-task data of The Complexity Trap (arXiv 2508.21433); the parameters and their derivation are
 in the generator's docstring (`--calibrate CSV` prints the source statistics beside the suite's).
+The runs carry facts like the 40 shared mini-swe-agent runs (`scenarios/facts.py`, profiles measured
+on those runs): observations provide path and error facts, actions need them some turns later, later
+observations supersede them (an edit's result, a command run again), an error fact is the line that
+shows it (a cut that keeps the line keeps the fact), and the final answer needs the task's goal and the
+system prompt's constraint. So a policy that hides what an action needs shows it:
+a re-read, or a failed or degraded answer under `model.on_missing=fail` / `degrade`.
 
 `{CLOSED_LOOP_FILE}`: the scripted closed-loop scenarios of `scenarios/closed_loop.py` (seed 0):
 {names}; each with declared facts, so a policy that loses
@@ -80,18 +105,24 @@ Measured on the committed suite ({nbytes:,} bytes):
 | statistic | value | target |
 |---|---|---|
 {rows}
+
+Facts, beside the shared mini-swe-agent runs (`scenarios.facts.fact_stats`):
+
+| statistic | value | real runs |
+|---|---|---|
+{fact_rows}
 """
 
 
 def write_suite(out_dir: Path = SUITE_DIR, seed: int = SEED, n_runs: int = N_RUNS) -> dict:
     """Write the suite file and its README into ``out_dir``; return the suite's statistics."""
     out_dir = Path(out_dir)
-    traces = generate_suite(seed, n_runs)
+    traces = generate_suite(seed, n_runs, REAL_RUNS)
     path = out_dir / SUITE_FILE
     write_traces(traces, path, record_hashes=False)  # the committed folder holds the suite alone
     scripted = [closed_loop.scenario(name) for name in closed_loop.SCENARIOS]
     write_traces(scripted, out_dir / CLOSED_LOOP_FILE, record_hashes=False)
-    stats = suite_stats(traces)
+    stats = {**suite_stats(traces), **fact_stats(traces)}
     with atomic_path(out_dir / "README.md") as tmp:
         tmp.write_text(_readme(seed, n_runs, stats, path.stat().st_size), encoding="utf-8")
     return stats
@@ -199,6 +230,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"wrote {args.out / SUITE_FILE} ({args.runs} runs, seed {args.seed})")
     for key, label, target, fmt in _TARGETS:
         print(f"  {label}: {fmt.format(stats[key])}" + (f"  (target {target})" if target else ""))
+    for key, label, real, fmt in _FACT_ROWS:
+        print(f"  {label}: {fmt.format(stats[key])}  (real runs {real})")
     if args.calibrate:
         if not Path(args.calibrate).is_file():
             p.error(f"--calibrate: no such file: {args.calibrate}")

@@ -24,13 +24,22 @@ Calibration (Complexity Trap per-task CSV, SWE-agent "Raw Agent" rows of five mo
   this share and the output mean; the body is lognormal (log-sd 1.3, median ~170 tokens) plus, with
   probability 0.6%, a huge output of 15k-50k tokens (a whole test log, a large file printed whole).
 
+Facts (``facts=``, a ``scenarios.facts.RunFacts``; the embedded suite passes ``REAL_RUNS``): observations
+provide facts, actions need them, later observations make them stale and an error fact is the line that
+shows it, as in the shared real runs, and the system prompt's constraint and the task's goal are needed
+by the final answer (``scenarios.facts``). They are drawn from streams of their own, so a run's sizes
+are the same with or without them; without (the default) a run carries no facts.
+
 Turn counts are drawn by quantile from a seed-rotated base-2 van der Corput sequence over the run index,
 so any prefix of a suite covers the distribution evenly: a suite of 32 runs hits its targets without
-leaning on a lucky seed. Every other draw comes from ``numpy.random.default_rng([seed, index])``.
+leaning on a lucky seed. Every other size draw comes from ``numpy.random.default_rng([seed, index])``;
+facts from ``[seed, index, 1]``, supersession from ``[seed, index, 2]``, error spans from
+``[seed, index, 3]``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import statistics
@@ -38,6 +47,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scenarios.facts import RunFacts, draw_error_span, draw_facts, draw_supersession, obs_fact, standing
 from sim.core.types import Call, Event, Trace
 from sim.cost.tokens import MESSAGE_OVERHEAD_BYTES
 
@@ -148,8 +158,9 @@ def _event(index: int, kind: str, tokens: int, chars_per_line: float, ts: float,
     )
 
 
-def generate_run(seed: int, index: int) -> Trace:
-    """One SWE-like run; the same ``(seed, index)`` gives the same trace on any machine."""
+def generate_run(seed: int, index: int, facts: RunFacts | None = None) -> Trace:
+    """One SWE-like run; the same ``(seed, index)`` (and ``facts``) gives the same trace on any machine.
+    ``facts``: draw facts, needs, supersession and error spans by these profiles (None: no facts)."""
     rng = np.random.default_rng([seed, index])
     turns = turn_count(seed, index)
 
@@ -192,7 +203,42 @@ def generate_run(seed: int, index: int) -> Trace:
         events.append(_event(ei + 1, "tool_result", obs, float(obs_cpl[k]), round(t, 3), tool_call_id=cid))
         in_view += out + obs
 
+    if facts is not None:
+        events = with_facts(events, turns, facts, [seed, index])
     return synthetic_trace(f"swe-like-{index:04d}", "ctxsim swe_like generator", events, calls, seed)
+
+
+def with_facts(events: list[Event], turns: int, facts: RunFacts, key: list[int]) -> list[Event]:
+    """``events`` (system, task, then an (assistant, tool_result) pair per turn) with the facts of
+    ``scenarios.facts`` drawn from the streams ``key + [1]``, ``key + [2]`` and ``key + [3]``."""
+    provides, needs = draw_facts(turns, np.random.default_rng([*key, 1]), facts.provided)
+    stale = draw_supersession(provides, np.random.default_rng([*key, 2]), facts.supersession)
+    where = np.random.default_rng([*key, 3]).random((turns, 3))
+    held = standing(0, 1)
+    out = [
+        dataclasses.replace(e, provides=(held[i][0],), fact_kinds=(held[i][1],))
+        for i, e in enumerate(events[:2])
+    ]
+    for k in range(turns):
+        action, result = events[2 + 2 * k], events[3 + 2 * k]
+        need = tuple(obs_fact(j) for j in needs[k])
+        if k == turns - 1:  # the final answer needs the task and the rules, as in the real runs
+            need = (*need, held[0][0], held[1][0])
+        out.append(dataclasses.replace(action, needs=need))
+        if provides[k]:
+            span = None  # a path fact is the file as printed: its whole result
+            if provides[k] == "error" and facts.error_spans is not None and result.bytes:
+                span = draw_error_span(result.bytes, where[k], facts.error_spans)
+            result = dataclasses.replace(
+                result,
+                provides=(obs_fact(k),),
+                fact_kinds=(provides[k],),
+                fact_spans=(span,) if span is not None else (),
+            )
+        if stale[k]:
+            result = dataclasses.replace(result, supersedes=tuple(obs_fact(j) for j in stale[k]))
+        out.append(result)
+    return out
 
 
 def synthetic_call(k: int, event_index: int, input_tokens: int, output_tokens: int, ts: float) -> Call:
@@ -226,9 +272,9 @@ def synthetic_trace(trace_id: str, agent: str, events: list[Event], calls: list[
     )
 
 
-def generate_suite(seed: int, n_runs: int) -> list[Trace]:
+def generate_suite(seed: int, n_runs: int, facts: RunFacts | None = None) -> list[Trace]:
     """Runs 0..n_runs-1 of one seed; a longer suite extends a shorter one run by run."""
-    return [generate_run(seed, i) for i in range(n_runs)]
+    return [generate_run(seed, i, facts) for i in range(n_runs)]
 
 
 def suite_stats(traces: Sequence[Trace]) -> dict:

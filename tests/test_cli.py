@@ -616,6 +616,17 @@ def test_a_bad_demo_workers_leaves_the_last_study_in_place(capsys, tmp_path):
     assert code == 2 and "--workers 0 is not in [1, 64]" in err and kept.read_bytes() == b"the last study"
 
 
+def test_a_bad_demo_window_exits_2_naming_it(capsys, tmp_path):
+    kept = tmp_path / "sweeps" / "raw" / "results.parquet"
+    kept.parent.mkdir(parents=True)
+    kept.write_bytes(b"the last study")
+    code, _, err = run(capsys, "demo", "--out", tmp_path, "--window", "0")
+    assert code == 2 and "demo: --window=0 is not an integer in [1, 2^53)" in err
+    code, _, err = run(capsys, "demo", "--out", tmp_path, "--window", "2000")
+    assert code == 2 and "demo: --window=2000 leaves no room for a context_token_limit" in err
+    assert kept.read_bytes() == b"the last study"
+
+
 def test_sweep_workers_word_and_flag_follow_one_rule(capsys, tmp_path):
     grid = ["policy=raw", f"results.path={tmp_path / 'r'}"]
     assert "workers=65 is not in [1, 64]" in run(capsys, "sweep", *grid, "workers=65")[2]

@@ -294,15 +294,17 @@ def test_grid_path_declines_conversations_and_size_answers_as_the_loop():
     assert on[1].compactions[0] > 0  # the conversation compacts at 16k: not a vacuous comparison
 
 
-def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mini_dir):
+def test_a_trace_read_as_columns_says_whether_it_has_facts_without_its_events(mini_dir, tmp_path):
     """trace_declines reads the flags the column reader fills (no Event objects built); the answer is
-    the events' own, on the suite (with and without facts) and on recorded runs."""
+    the events' own, on the suite (with facts), SWE-like runs written without them and recorded runs."""
     from sim.core.types import Lazy
     from sim.engine.fast.seed_grid import has_facts
     from sim.importers import load_paths
+    from sim.trace.io import write_traces
     from sim.util.paths import EMBEDDED_SUITE
 
-    traces = list(load_paths([EMBEDDED_SUITE])) + list(load_paths([mini_dir]))
+    write_traces([generate_run(7, i) for i in range(4)], tmp_path / "bare.jsonl")
+    traces = [*load_paths([EMBEDDED_SUITE]), *load_paths([tmp_path / "bare.jsonl"]), *load_paths([mini_dir])]
     lazy = [type(t.__dict__["events"]) is Lazy for t in traces]
     fast = [has_facts(t) for t in traces]
     assert all(type(t.__dict__["events"]) is Lazy for t, was in zip(traces, lazy, strict=True) if was)

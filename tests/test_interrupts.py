@@ -213,9 +213,12 @@ def test_a_streamed_csv_run_stops_after_the_batch_it_was_interrupted_in(capsys, 
 
 
 @pytest.mark.parametrize("where", ["here", "in a forked worker"])
-def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys, monkeypatch, where):
+def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(
+    capsys, monkeypatch, tmp_path, where
+):
     """In a forked worker (``--workers 2``) the child's check raises and the parent raises the
-    KeyboardInterrupt the child sent back."""
+    KeyboardInterrupt the child sent back. The suite's runs without their facts: the grid path replays
+    them (it declines a trace with facts, which the per-call loop replays)."""
     import sim.analysis.size
     import sim.engine.fast.seed_lanes
     from sim.cli import main
@@ -236,7 +239,13 @@ def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(capsys,
         return real(*args)
 
     monkeypatch.setattr(sim.engine.fast.seed_lanes, "grid_figures", grid_figures)
-    argv = ["size", str(SWE_LIKE), "--model", "claude-sonnet-4-5", "--limits", "16000,32000"]
+    from scenarios.make_suite import N_RUNS, SEED
+    from scenarios.swe_like import generate_suite
+    from sim.trace.io import write_traces
+
+    bare = tmp_path / "swe_like_bare.jsonl"
+    write_traces(generate_suite(SEED, N_RUNS), bare)
+    argv = ["size", str(bare), "--model", "claude-sonnet-4-5", "--limits", "16000,32000"]
     workers = "1" if where == "here" else "2"
     assert main([*argv, "--keeps", "2000,4000", "--format", "json", "--workers", workers]) == 130
     if where == "here":

@@ -486,9 +486,9 @@ def test_size_errors(capsys, tmp_path):
 
 
 def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
-    """One recommendation function: the demo's sweeps, `size` on the same traces and `report` on the
-    demo's sweeps state the same verdict."""
-    from sim.commands.demo import DEMO_STUDY
+    """One recommendation function: the demo's sweeps, `size` on the same traces at the demo's window and
+    `report` on the demo's sweeps state the same verdict."""
+    from sim.commands.demo import DEMO_LIMITS, DEMO_STUDY, DEMO_WINDOW
     from sim.util.paths import EMBEDDED_SUITE
 
     suite = str(EMBEDDED_SUITE / "closed_loop.jsonl")
@@ -496,8 +496,8 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     assert main(["demo", suite, "--out", str(out), "--workers", "1"]) == 0
     demo = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended: ")]
     grid = dict(w.split("=", 1) for w in dict(DEMO_STUDY)["seed_engine"])
-    limits = ",".join(v for v in grid["policy.context_token_limit"].split(",") if v != "null")
-    args = ["size", suite, "--model", "claude-sonnet-4-5", "--limits", limits]
+    limits = ",".join(str(v) for v in DEMO_LIMITS)  # size cuts them by the window as the demo does
+    args = ["size", suite, "--model", "claude-sonnet-4-5", "--window", str(DEMO_WINDOW), "--limits", limits]
     assert main([*args, "--keeps", grid["policy.keep_recent_tokens"]]) == 0
     size = [x for x in capsys.readouterr().out.splitlines() if x.startswith("recommended: ")]
     sweeps = [str(out / "sweeps" / p) for p, _ in DEMO_STUDY]
@@ -509,6 +509,35 @@ def test_demo_size_and_report_print_the_same_recommendation(capsys, tmp_path):
     assert md.count("| refetch | extractive |") == 1
     assert ("The verdict holds under all 6 mock behaviours: " in md) or ("does NOT hold" in md)
     assert "| setting | refetch/extractive | refetch/oracle |" in md  # each setting under each behaviour
+
+
+def test_size_on_the_embedded_suite_at_the_demos_window_recommends_compacting(capsys):
+    """Issue 39's must-hold: at the demo's tight window some runs of the embedded suite overflow without
+    compaction, and `size` ships a compacting setting that finishes them at an information cost (the
+    suite's runs carry facts). Exact: 4 of the 44 runs overflow 64k under the seed engine with no limit
+    (6 under raw: `ctxsim run scenarios/suite --policy raw model.window=64000`); the highest safe limit,
+    64000 - output reserve 517 - largest summary 2048 rounded down to 61000, stands in for 64000."""
+    from sim.commands.demo import DEMO_LIMITS, DEMO_STUDY, DEMO_WINDOW
+    from sim.util.paths import EMBEDDED_SUITE
+
+    grid = dict(w.split("=", 1) for w in dict(DEMO_STUDY)["seed_engine"])
+    args = ["size", str(EMBEDDED_SUITE), "--model", "claude-sonnet-4-5", "--window", str(DEMO_WINDOW)]
+    args += ["--limits", ",".join(str(v) for v in DEMO_LIMITS), "--keeps", grid["policy.keep_recent_tokens"]]
+    assert main([*args, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    base = out["baseline"]
+    assert out["verdict"] == "compaction-required" and out["grid_limits_left_out"] == [64000]
+    assert (base["overflow_runs"], base["completion"]) == (4, round(40 / 44, 4))
+    assert out["recommended"] == {"context_token_limit": 61000, "keep_recent_tokens": 16000}
+    best = next(
+        g for g in out["grid"] if g["context_token_limit"] == 61000 and g["keep_recent_tokens"] == 16000
+    )
+    assert (best["overflow_runs"], best["completion"]) == (0, 1.0)
+    # what finishing the long runs costs in information (the README's quick start quotes the share)
+    assert (base["facts_lost"], best["facts_lost"], best["facts_lost_change_share"]) == (1, 87, 0.0916)
+    assert best["shortfalls"] == ["facts lost +9.2% of facts seen > 5%"]
+    lost = {g["facts_lost"] for g in out["grid"]}
+    assert len(lost) > 10  # the grid's settings tell apart by what they lose
 
 
 def test_size_prints_every_assumption(capsys):

@@ -1,5 +1,12 @@
 """``ctxsim demo``: the README's main job in one command. Size the seed engine on the embedded suite,
-compare it with full history and observation masking, and write the comparison report."""
+compare it with full history and observation masking, and write the comparison report.
+
+Every setting replays at one provider window (``--window``, default ``DEMO_WINDOW``), tight enough that
+some runs of the embedded suite overflow it without compaction: the trade-off the report exists to show
+(what a setting saves, what it loses, whether the runs still finish) only appears where compaction is
+needed. The seed engine's limits are ``size``'s: those the window leaves room for, with the highest safe
+limit in place of those left out (``sim.analysis.size.grid_limits``), so the demo and ``size --window``
+size the same grid."""
 
 from __future__ import annotations
 
@@ -9,15 +16,22 @@ from pathlib import Path
 
 from sim.commands.common import add_workers_option, format_table
 from sim.util import interrupts
+from sim.util.errors import ConfigError
 from sim.util.forkmap import check_workers
 
+# A 64k window (many local models'): of the embedded suite's 40 SWE-like runs (peaks up to 175k), 4
+# overflow it under the seed engine without compaction and 6 under raw, so the settings differ in runs
+# finished and facts kept.
+DEMO_WINDOW = 64000
+DEMO_LIMITS = (16000, 24000, 32000, 48000, 64000)  # context_token_limit, cut by the window (module doc)
+LIMITS = "policy.context_token_limit="  # the seed engine's limit line of DEMO_STUDY, filled in per window
 DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` (the README's main job)
     ("raw", ()),
     ("observation_masking", ("policy.n=1,3,10",)),
     (
         "seed_engine",
         (
-            "policy.context_token_limit=null,16000,24000,32000,48000,64000",
+            LIMITS,
             "policy.keep_recent_tokens=2000,4000,8000,16000",
             # the verdict's sensitivity to the mock model (the report's table)
             "model.on_missing=refetch,fail,degrade",
@@ -32,13 +46,22 @@ def add_parser(sub) -> None:
     d = sub.add_parser(
         "demo",
         help="compare the built-in policies on the embedded scenario suite",
-        description="Sweep the embedded suite (or PATHs) under raw, observation_masking n=1,3,10 and the "
-        "seed engine's grid (context_token_limit none or 16000-64000 x keep_recent_tokens 2000-16000, under "
+        description="Sweep the embedded suite (or PATHs) at one provider window (--window) under raw, "
+        "observation_masking n=1,3,10 and the seed engine's grid (context_token_limit none or 16000-64000, "
+        "those the window leaves room for as `size` chooses them, x keep_recent_tokens 2000-16000, under "
         "three mock behaviours and two summarizers); print the comparison and the sizing verdict, and write "
         "the report (report.md, report.html) and each sweep's results under --out.",
     )
     d.add_argument(
         "paths", nargs="*", metavar="PATH", help="a trace file or folder instead of the embedded suite"
+    )
+    d.add_argument(
+        "--window",
+        type=int,
+        default=DEMO_WINDOW,
+        metavar="TOKENS",
+        help=f"the provider's context window every setting replays at (default {DEMO_WINDOW}: some runs of "
+        "the embedded suite overflow it without compaction)",
     )
     d.add_argument("--out", default="reports/latest", help="output folder (default reports/latest)")
     add_workers_option(d, 2, "processes for the sweeps (default 2)")
@@ -59,22 +82,48 @@ def _knob(row: dict, key: str):
     return int(v)
 
 
+def check_window(window: int) -> int:
+    """``--window`` as given, or exit 2 naming the knob and its range."""
+    if not 1 <= window < 2**53:
+        raise ConfigError(f"demo: --window={window} is not an integer in [1, 2^53)")
+    return window
+
+
+def study_limits(scenario: str, window: int) -> list[int]:
+    """``DEMO_LIMITS`` that leave the scenario's output reserve and the seed engine's largest summary below
+    the window, with the highest safe limit in place of those left out (as ``size`` grids them)."""
+    from sim.analysis.size import grid_limits, largest_summary, output_reserve
+    from sim.sweep.scenario import scenario_traces
+
+    reserve = output_reserve(scenario_traces(scenario))
+    limits = grid_limits(DEMO_LIMITS, window, reserve, largest_summary("seed_engine"))
+    if not limits:
+        raise ConfigError(
+            f"demo: --window={window} leaves no room for a context_token_limit (output reserve {reserve:,} + "
+            f"largest summary {largest_summary('seed_engine'):,} tokens)"
+        )
+    return limits
+
+
 def run_study(args: argparse.Namespace) -> list[Path]:
-    """Every sweep of ``DEMO_STUDY`` over the scenario, afresh; their results files."""
+    """Every sweep of ``DEMO_STUDY`` over the scenario at ``args.window``, afresh; their results files."""
     import shutil
 
     from sim.sweep.execute import SweepSpec, run_sweep
 
     workers = check_workers(args.workers)  # before the last study is removed
+    window = check_window(args.window)
     out = Path(args.out)
     scenario = args.paths[0] if args.paths else "embedded"
+    limits = ",".join(["null", *(str(v) for v in study_limits(scenario, window))])
     sweeps = out / "sweeps"
     shutil.rmtree(sweeps, ignore_errors=True)  # a fresh study each time: results follow the code
     paths = []
     for policy, grid in DEMO_STUDY:
+        grid = tuple(LIMITS + limits if g == LIMITS else g for g in grid)
         spec = SweepSpec(
             policy=policy,
-            grid=grid,
+            grid=(*grid, f"model.window={window}"),
             scenario=scenario,
             pricing=args.pricing,
             results=str(sweeps / policy),
@@ -132,10 +181,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     best = rec.get("recommended") or {"context_token_limit": None}
     shown = shown_rows(paths, best)
     print(format_table(shown, list(shown[0])))
+    where = args.paths[0] if args.paths else "the embedded suite"  # the study sweeps the first PATH
     print(
         f"\nsized over {len(settings_from_results(paths[-1])) - 1} seed-engine settings against no "
-        "compaction "
-        f"x the embedded suite (priced as {args.pricing}):\n{rec['advice']}"
+        f"compaction x {where} at a {args.window:,}-token window (priced as {args.pricing}):\n{rec['advice']}"
     )
     if line := tied_text(rec):
         print(line)
