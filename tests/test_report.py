@@ -197,3 +197,19 @@ def test_the_verdict_section_when_compaction_is_required_under_two_behaviours(sw
     assert "| setting | refetch/extractive | fail/extractive | worst |" in md
     if rec["verdict"] == "compaction-required":
         assert f"Compaction required: without compaction {rec['baseline']['overflow_runs']} of 3 runs" in md
+
+
+def test_cheapest_puts_settings_with_overflows_last():
+    import pandas as pd
+
+    from sim.report.settings import ReportSetting, cheapest
+
+    def setting(sid: str, cost: float, finishes: list[str]) -> ReportSetting:
+        frame = pd.DataFrame({"finish_reason": finishes})
+        summary = {"mean_cost_usd": cost, "cumulative_input_tokens": 100, "runs": len(finishes)}
+        return ReportSetting(sid, 0, "p", "", sid, summary, {}, frame)
+
+    cut = setting("S1", 0.01, ["completed", "context-overflow"])  # cheap because a run stopped early
+    full = [setting("S2", 0.05, ["completed"] * 2), setting("S3", 0.03, ["completed"] * 2)]
+    assert [s.sid for s in cheapest([cut, *full], 2)] == ["S3", "S2"]
+    assert [s.sid for s in cheapest([cut, *full], 3)] == ["S3", "S2", "S1"]

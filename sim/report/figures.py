@@ -1,7 +1,7 @@
 """The report's figures, each a PNG drawn with matplotlib's Agg backend at a fixed DPI and without the
 Software metadata, so the same inputs give identical bytes: cost vs completion with the Pareto frontier,
-grid heatmaps, cumulative input by call, the view by item state and by working-set category, a
-conversation's growth run by run, and parent vs child spend."""
+grid heatmaps (cost, completion, facts lost), cumulative input by call, the view by item state and by
+working-set category, a conversation's growth run by run, and parent vs child spend."""
 
 from __future__ import annotations
 
@@ -182,16 +182,22 @@ def fig_heatmaps(group: list[ReportSetting], kx: str, ky: str) -> bytes:
     ys = sorted({s.knobs.get(ky) for s in group}, key=value_sort_key)
     cost = np.full((len(ys), len(xs)), np.nan)
     done = np.full((len(ys), len(xs)), np.nan)
+    lost = np.full((len(ys), len(xs)), np.nan)
     for s in group:
         i, j = ys.index(s.knobs.get(ky)), xs.index(s.knobs.get(kx))
         if s.summary["mean_cost_usd"] is not None:
             cost[i, j] = s.summary["mean_cost_usd"]
         done[i, j] = s.summary["answer_completed"]
+        if s.summary.get("facts_lost") is not None:
+            lost[i, j] = s.summary["facts_lost"]
     with mpl.rc_context(RC):
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.6))
+        # facts lost beside completion: under a mock that re-reads what it needs, completion can be 100%
+        # in every compacting cell while the settings still differ in what they threw away
+        fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
         panels = (
             (axes[0], cost, "viridis", "mean cost per run (USD)", lambda v: f"${v:.4f}"),
             (axes[1], done, "RdYlGn", "answer completion (share of runs)", lambda v: f"{100 * v:.0f}%"),
+            (axes[2], lost, "RdYlGn_r", "facts lost (total over runs)", lambda v: f"{v:,.0f}"),
         )
         for ax, m, cmap, title, fmt in panels:
             masked = np.ma.masked_invalid(m)
@@ -217,6 +223,8 @@ def fig_heatmaps(group: list[ReportSetting], kx: str, ky: str) -> bytes:
                 + (
                     f" ({100 * (hi_v - lo_v):.1f} pp)"
                     if m is done
+                    else ""
+                    if m is lost
                     else f" ({(hi_v - lo_v) / hi_v:.1%} of the top)"
                 )
             )
@@ -233,7 +241,7 @@ def fig_heatmaps(group: list[ReportSetting], kx: str, ky: str) -> bytes:
                     ax.text(
                         j, i, fmt(v), ha="center", va="center", fontsize=8, color="white" if dark else "black"
                     )
-        fig.suptitle(f"{group[0].policy}: mean cost and completion over the grid")
+        fig.suptitle(f"{group[0].policy}: mean cost, completion and facts lost over the grid")
         fig.tight_layout()
         return png_bytes(fig)
 

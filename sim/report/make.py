@@ -6,9 +6,9 @@ file with no external assets. Nothing in it depends on the clock or the machine:
 byte-identical Markdown (and, with matplotlib's Agg backend at a fixed DPI and no Software metadata,
 identical PNGs).
 
-Figures: cost vs completion per setting with its Pareto frontier; heatmaps of cost and completion over a
-2-D grid of one policy; cumulative input tokens by call for one trace under ``raw`` and the cheapest
-settings (replayed); the view's composition by item state under the recommended setting (replayed).
+Figures: cost vs completion per setting with its Pareto frontier; heatmaps of cost, completion and facts
+lost over a 2-D grid of one policy; cumulative input tokens by call for one trace under ``raw`` and the
+cheapest settings (replayed); the view's composition by item state under the recommended setting (replayed).
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def _cost_section(
 
 
 def _heatmap_section(doc: Doc, settings: list[ReportSetting]) -> None:
-    """Figure 2: heatmaps of cost and completion over the first 2-D grid of one policy."""
+    """Figure 2: heatmaps of cost, completion and facts lost over the first 2-D grid of one policy."""
     doc.h(2, "Grid heatmaps")
     grid = grid_candidate(settings)
     if grid is None:
@@ -278,11 +278,11 @@ def _heatmap_section(doc: Doc, settings: list[ReportSetting]) -> None:
     doc.figure(
         "grid_heatmaps.png",
         fig_heatmaps(group, kx, ky),
-        f"Heatmaps of mean cost and completion over {kx} and {ky}",
-        f"Mean cost per run (left) and answer completion (right) of `{group[0].policy}` over "
-        f"`{kx}` × `{ky}`; cells marked n/a were not run (e.g. refused settings). Look for the "
-        f"cheapest cell whose completion stays green: that pair of knobs trades least information for "
-        f"cost.",
+        f"Heatmaps of mean cost, completion and facts lost over {kx} and {ky}",
+        f"Mean cost per run (left), answer completion (middle) and facts lost (right) of "
+        f"`{group[0].policy}` over `{kx}` × `{ky}`; cells marked n/a were not run (e.g. refused "
+        f"settings). A cheap cell is worth shipping only where completion stays green and few facts are "
+        f"lost; the verdict above weighs the three, with overflow first, and may pick another cell.",
     )
 
 

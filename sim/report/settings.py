@@ -114,10 +114,20 @@ def recommended(settings: list[ReportSetting]) -> ReportSetting:
     return min(settings, key=rank)
 
 
+def overflow_runs(s: ReportSetting) -> int:
+    """Runs of the setting that stopped on a context overflow (their cost is of a run cut short)."""
+    f = s.frame
+    return int((f["finish_reason"] == "context-overflow").sum()) if "finish_reason" in f else 0
+
+
 def cheapest(settings: list[ReportSetting], n: int) -> list[ReportSetting]:
+    """The ``n`` cheapest settings, those whose runs all finished first: a setting whose runs overflow
+    looks cheap only because they stopped early (the verdict counts overflows first for that reason)."""
+
     def rank(s: ReportSetting):
         cost = s.summary["mean_cost_usd"]
         return (
+            overflow_runs(s) > 0,
             cost if cost is not None else math.inf,
             s.summary["cumulative_input_tokens"] / max(1, s.summary["runs"]),
             int(s.sid[1:]),

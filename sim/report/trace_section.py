@@ -82,7 +82,7 @@ def _cumulative_figure(
             f"Cumulative input tokens by call for trace {tid}, raw and policy settings",
             f"Trace `{tid}` ({len(trace.calls)} recorded calls) replayed under `raw` (dashed) and "
             + (
-                f"the {len(chosen) - with_rec} cheapest settings"
+                f"the {len(chosen) - with_rec} cheapest settings (those with no run cut by an overflow first)"
                 + (f" and the {rec_name} {rec.sid}" if with_rec else "")
                 if left_out > 0
                 else "every setting"
