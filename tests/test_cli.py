@@ -334,6 +334,12 @@ def test_demo_sizes_compares_and_reports(capsys, tmp_path):
     assert "recommended: seed_engine " in text and "observation_masking n=1" in text
     assert (out / "report.html").is_file() and (out / "report.md").is_file()
     assert (out / "sweeps" / "seed_engine" / "results.parquet").is_file()
+    # the best setting of each policy (tests/test_size.py holds the figures on the whole suite)
+    import pandas as pd
+
+    best = pd.read_csv(out / "best_of_policies.csv")
+    assert best["policy"].tolist() == ["seed_engine", "observation_masking", "openhands_llm_summarizing"]
+    assert "the best setting of each policy" in text
 
 
 def test_the_oracle_summarizer_is_labelled_an_upper_bound(capsys, tmp_path):

@@ -740,3 +740,23 @@ def test_progress_is_shown_when_asked_and_only_then(capsys):
     assert [x for x in loud.err.splitlines() if x.startswith("size: ")][
         -1
     ] == "size: settings on the per-call loop 3/3"
+
+
+def test_the_demo_compares_the_best_setting_of_each_policy():
+    """Issue 40: the demo puts the best setting of several policies side by side on the same traces,
+    window and prices, each as `size --policy` ships it (the seed engine on the demo's own grid, so its
+    row is the sweep's verdict): masking keeps the most recent observations whole and loses most."""
+    import argparse
+
+    from sim.commands.demo import DEMO_WINDOW, best_of_policies, study_limits
+
+    args = argparse.Namespace(paths=[], window=DEMO_WINDOW, pricing="claude-sonnet-4-5", workers=1)
+    rows = best_of_policies(args, study_limits("embedded", DEMO_WINDOW))
+    got = [(r["policy"], r["verdict"], r["ships"], r["overflow_runs"], r["facts_lost"]) for r in rows]
+    assert got == [
+        ("seed_engine", "compaction-required", "context_token_limit=61000 keep_recent_tokens=16000", 0, 87),
+        ("observation_masking", "compaction-required", "n=10", 0, 302),
+        ("openhands_llm_summarizing", "compaction-required", "max_size=100 keep_first=4", 0, 71),
+    ]
+    assert [r["answers_completed"] for r in rows] == [1.0, 1.0, 1.0]
+    assert [r["mean_cost_usd"] for r in rows] == [0.52157, 1.15009, 0.537243]

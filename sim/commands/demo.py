@@ -1,5 +1,6 @@
 """``ctxsim demo``: the README's main job in one command. Size the seed engine on the embedded suite,
-compare it with full history and observation masking, and write the comparison report.
+compare it with full history and observation masking, put the best setting of several policies side by
+side (``best_of_policies``: ``size --policy`` on each), and write the comparison report.
 
 Every setting replays at one provider window (``--window``, default ``DEMO_WINDOW``), tight enough that
 some runs of the embedded suite overflow it without compaction: the trade-off the report exists to show
@@ -25,6 +26,7 @@ from sim.util.forkmap import check_workers
 DEMO_WINDOW = 64000
 DEMO_LIMITS = (16000, 24000, 32000, 48000, 64000)  # context_token_limit, cut by the window (module doc)
 LIMITS = "policy.context_token_limit="  # the seed engine's limit line of DEMO_STUDY, filled in per window
+KEEPS = "policy.keep_recent_tokens=2000,4000,8000,16000"
 DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` (the README's main job)
     ("raw", ()),
     ("observation_masking", ("policy.n=1,3,10",)),
@@ -32,13 +34,18 @@ DEMO_STUDY = (  # (policy, grid) swept over the embedded suite by `ctxsim demo` 
         "seed_engine",
         (
             LIMITS,
-            "policy.keep_recent_tokens=2000,4000,8000,16000",
+            KEEPS,
             # the verdict's sensitivity to the mock model (the report's table)
             "model.on_missing=refetch,fail,degrade",
             "model.summarizer=extractive,oracle",
         ),
     ),
 )
+
+
+# policies whose best settings the demo puts side by side (``size --policy`` on each, the same traces and
+# window): a token-budget compactor, a turn-count masker and a framework's event-count condenser
+DEMO_COMPARE = ("seed_engine", "observation_masking", "openhands_llm_summarizing")
 
 
 def add_parser(sub) -> None:
@@ -169,6 +176,62 @@ def shown_rows(paths: list[Path], best: dict) -> list[dict]:
     return shown
 
 
+def _same(setting: dict, knobs: dict) -> bool:
+    return all(setting.get(k) == v for k, v in knobs.items())
+
+
+def best_of_policies(args: argparse.Namespace, limits: list[int]) -> list[dict]:
+    """Per policy of ``DEMO_COMPARE``, the setting ``size --policy`` ships on the demo's traces at its
+    window and pricing (its own default grid, the seed engine's the study's ``limits`` x ``KEEPS``; the
+    same verdict rule), with what that setting costs and loses: one row each, so the best of each policy
+    can be compared on the same runs. The cost beside it is each policy's own baseline (switched off, or
+    raw) replayed with no window."""
+    from sim.cli import build_parser
+    from sim.commands.size import size_verdict
+    from sim.util.paths import EMBEDDED_SUITE
+
+    path = args.paths[0] if args.paths else str(EMBEDDED_SUITE)
+    model = [] if args.pricing == "auto" else ["--model", args.pricing]
+    rows = []
+    for policy in DEMO_COMPARE:
+        interrupts.check()
+        words = ["size", path, "--policy", policy, "--window", str(args.window), *model]
+        if policy == "seed_engine":  # the study's own grid, so this row and the sweep's verdict agree
+            words += ["--limits", ",".join(map(str, limits)), "--keeps", KEEPS.split("=", 1)[1]]
+        rec, _, _ = size_verdict(build_parser().parse_args([*words, "--workers", str(args.workers)]))
+        shipped = rec.get("recommended") or {}
+        row = next((g for g in rec["grid"] if shipped and _same(g, shipped)), None)
+        ref = rec.get("cost_reference") or rec["baseline"]
+        rows.append(
+            {
+                "policy": policy,
+                "verdict": rec["verdict"],
+                "ships": " ".join(f"{k}={v}" for k, v in shipped.items()) or "-",
+                "overflow_runs": None if row is None else row["overflow_runs"],
+                "answers_completed": None if row is None else row["completion"],
+                "facts_lost": None if row is None else row["facts_lost"],
+                "mean_cost_usd": None if row is None else row["mean_cost_usd"],
+                "baseline_no_window_cost_usd": ref["mean_cost_usd"],
+            }
+        )
+    return rows
+
+
+def write_compare(rows: list[dict], path: Path) -> None:
+    """``best_of_policies``'s rows as CSV (pandas and CI read it), written whole or not at all."""
+    import csv
+    import io
+
+    from sim.util.atomicfile import atomic_path
+
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(rows)
+    with atomic_path(path) as tmp:
+        tmp.write_text(buf.getvalue(), encoding="utf-8")
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The README's main job: size the seed engine on the embedded suite, compare it with full history and
     observation masking, and write the comparison report."""
@@ -189,6 +252,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if line := tied_text(rec):
         print(line)
     print(recommendation_line(rec))
+    scenario = args.paths[0] if args.paths else "embedded"
+    compare = best_of_policies(args, study_limits(scenario, args.window))
+    write_compare(compare, Path(args.out) / "best_of_policies.csv")
+    print(
+        "\nthe best setting of each policy (`ctxsim size --policy NAME`, its default grid; the seed engine's "
+        f"the study's; the same runs, window and prices):\n{format_table(compare, list(compare[0]))}"
+    )
     try:
         from sim.report.make import make_report
     except ImportError:

@@ -371,10 +371,25 @@ class Sizing:
 
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
+    from sim.results.tables import json_line
+
+    rec, results, sizing = size_verdict(args)
+    interrupts.check()  # before any output: an interrupted sizing prints no verdict
+    for line in rec["assumptions"]["warnings"]:
+        warn(line)
+    if args.format == "json":
+        sys.stdout.write(json_line(rec) + "\n")
+        return 0
+    print_verdict(args, rec, sizing, len(results) - 1)
+    return 0
+
+
+def size_verdict(args: argparse.Namespace) -> tuple[dict, list, Sizing]:
+    """The verdict ``size`` prints for parsed ``args`` (its JSON object), the results it rests on and the
+    sizing; ``demo`` sizes several policies with it."""
     from sim.analysis.assumptions import assumptions
     from sim.analysis.size import DEFAULT_KEEPS, DEFAULT_LIMITS
     from sim.analysis.sizing_checks import keep_check, load_bearing_results, runaway_budgets
-    from sim.results.tables import json_line
 
     take_size_words(args)
     check_size_args(args)
@@ -398,14 +413,7 @@ def cmd_size(args: argparse.Namespace) -> int:
     rec["assumptions"] = assumptions(
         traces, results[0].trace_hashes, sources, sizing.pricing, sizing.window, sizing.behaviour
     )
-    interrupts.check()  # before any output: an interrupted sizing prints no verdict
-    for line in rec["assumptions"]["warnings"]:
-        warn(line)
-    if args.format == "json":
-        sys.stdout.write(json_line(rec) + "\n")
-        return 0
-    print_verdict(args, rec, sizing, len(results) - 1)
-    return 0
+    return rec, results, sizing
 
 
 # ------------------------------------------------------------------------------------------- output
