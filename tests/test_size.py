@@ -637,7 +637,7 @@ def test_workers_give_the_same_answer_byte_for_byte(capsys):
     assert "--workers 0 is not in [1, 64]" in capsys.readouterr().err
 
 
-def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results():
+def test_evaluate_over_workers_and_paired_many_are_the_one_process_and_one_setting_results():
     from scenarios.swe_like import generate_run
     from sim.analysis.paired import paired_many
     from sim.analysis.size import evaluate
@@ -651,8 +651,9 @@ def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results
         assert a.label == b.label and a.outcome == b.outcome and a.overflow_runs == b.overflow_runs
         for f in ("cost", "tokens", "facts_seen", "facts_lost", "refetch", "completed", "peak", "output"):
             assert np.array_equal(getattr(a, f), getattr(b, f)), f
-    want = [paired(one[0], s) for s in one[1:]]  # one setting at a time
-    assert paired_many(one[0], one[1:]) == paired_many(one[0], one[1:], workers=3) == want
+    want = [paired(one[0], s) for s in one[1:]]  # one setting at a time: the shared resamples
+    assert paired_many(one[0], one[1:]) == want
+    assert paired_many(one[0], one[:0:-1]) == want[::-1]  # a setting's interval whatever sits beside it
     assert any(w["saving_ci"] != [0.0, 0.0] for w in want)  # resampled, not all zero
 
 

@@ -340,7 +340,6 @@ class Sizing:
             window=self.win,
             reserve=self.reserve,
             summary=self.summary,
-            workers=args.workers,
             reference=reference,
             worst_completion=worst,
             trigger=None if self.grid is None else policy_class(args.policy).size_trigger,
