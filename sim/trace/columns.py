@@ -53,6 +53,7 @@ from sim.trace.column_checks import (
     top_keys,
     top_ok,
 )
+from sim.trace.column_links import ToolLinks, batch_links
 from sim.trace.column_text import (
     canonical_texts,
     head_sorted,
@@ -167,6 +168,10 @@ class _Shared:
         self.calls = _BatchCalls(C, calls.cint, calls.opt, calls.residual)
         self.unrecorded_out = per_record(outputs < 0, call_owner, n).tolist()
         self.own_prefix = _own_prefix(rows, ints["tokens"])
+        links, text_free = batch_links(E, kind, ev_owner, n, calls.at)
+        local = np.where(links.issuer >= 0, links.issuer - rows.eo[ev_owner], -1)  # within its record
+        self.links = ToolLinks(*map(read_only, (links.ids_n, links.ids_json, local, links.call_ids)))
+        self.text_free = text_free.tolist()
 
 
 def _own_prefix(rows: Rows, tokens: np.ndarray) -> np.ndarray:
@@ -200,6 +205,7 @@ def _build(
     ve_ro, res_ro, out_tokens, rec_input = s.ve, s.residual, s.out_tokens, s.rec_input
     own_prefix, view_ro, local_ro, minus_one, zeros = s.own_prefix, s.view, s.local, s.minus_one, s.zeros
     provides_any, elapsed, calls_py = s.provides_any, s.elapsed, s.calls
+    links, text_free_ = s.links, s.text_free
     any_needs_, unrecorded_, any_facts_ = s.any_needs, s.unrecorded_out, s.any_facts
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     eo_, co_ = rows.eo.tolist(), rows.co.tolist()
@@ -247,6 +253,10 @@ def _build(
             "provides_any": provides_any[a:b],
             "has_needs": any_needs_[i],
             "elapsed": elapsed[ca:cb],
+            "tool_links": ToolLinks(
+                links.ids_n[a:b], links.ids_json[a:b], links.issuer[a:b], links.call_ids[ca:cb]
+            ),
+            "text_free": text_free_[i],
         }
         if not unrecorded_[i]:  # sim.engine.model's recorded outputs: the column itself, none estimated
             cache["replay_outputs"] = (arrays.output_tokens, 0)

@@ -16,6 +16,7 @@ import numpy as np
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.engine.common import per_call
+from sim.engine.fast.seed_admitted import Admitted, from_counts, takes_counts
 from sim.policies.base import RunStatus, View
 from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SeedEngine
 from sim.policies.seed_messages import (
@@ -56,78 +57,58 @@ def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class GridStatic:
-    """What every lane of a trace shares: settled items, the messages and their estimates per call."""
+    """What every lane of a trace shares: settled items, the messages and their estimates per call.
 
-    def __init__(self, trace: Trace, proto: SeedEngine) -> None:
+    Built by the policy itself (``SeedEngine.start``, ``settle``, ``admit``, ``transcript_block``: the
+    reference), or, for a text-free trace of one run under the seed engine (no event holds text, so every
+    size follows from the events' counts), from its arrays and tool links at once
+    (``sim.engine.fast.seed_admitted``), without building its events: the same tables
+    (tests/test_seed_static_counts.py holds every field equal)."""
+
+    def __init__(self, trace: Trace, proto: SeedEngine, by_policy: bool = False) -> None:
         a = trace.arrays
         self.view_end = a.view_end.tolist()
         self.K = K = len(self.view_end)
-        self.N = N = self.view_end[-1]
+        self.N = self.view_end[-1]
         self.residual = a.residual.astype(np.int64)
         self.recorded_input = a.recorded_input.astype(np.int64)
-        state: SeedState = proto.start(trace)
-        view = View()
-        view.tokens, view.nbytes = a.tokens.tolist()[:N], a.bytes.tolist()[:N]
-        view.state = [0] * N
-        tok = np.asarray(a.tokens[:N], dtype=np.int64).copy()
-        states = np.zeros(N, dtype=np.int8)
-        self.settled: list[tuple[int, int, int, int]] = []  # (admitting call, item, tokens before, after)
-        self.cuts: list = []  # (call, item, shown ranges) as the loop's record holds them
-        # settle changes only a tool result over the bound (nothing is rejected without budgets): the
-        # others are not asked
-        assert state.rejecting is None
-        over = np.flatnonzero(
-            (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
-            & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
-        )
-        admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
-        for i, call in zip(over.tolist(), admitting, strict=True):
-            ch = proto.settle(trace, state, i, view)
-            if ch is not None:
-                assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
-                self.settled.append((call, i, int(tok[i]), ch.tokens))
-                self.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
-                tok[i], states[i] = ch.tokens, _BOUNDED
-        self.tok0, self.state0 = tok, states
-        self.prefix = np.zeros(N + 1, dtype=np.int64)
+        if not by_policy and takes_counts(trace, proto):
+            m = from_counts(trace, proto)
+        else:
+            m = _by_policy(trace, proto, self.view_end)
+        self.settled, self.cuts = m.settled, m.cuts
+        tok = m.tok
+        self.tok0, self.state0 = tok, m.states
+        self.prefix = np.zeros(len(tok) + 1, dtype=np.int64)
         np.cumsum(tok, out=self.prefix[1:])
         self.bound_calls = len({c for c, *_ in self.settled})  # compactions of kind truncate
-        # the messages, admitted call by call (the same for every setting)
-        self.msgs_at: list[int] = []  # messages in view at call k
-        self.tools_at: list[int] = []  # unprotected tool messages in view at call k
-        appended = []
-        for k in range(K):
-            view.n = self.view_end[k]
-            proto.admit(trace, state, view)
-            self.msgs_at.append(len(state.role))
-            self.tools_at.append(len(state.tool_msgs))
-            appended.append(state.appended_est)
-            state.appended_est = 0
-        self.appended = np.array(appended, dtype=np.int64)
-        self.role_tool = np.array([r == "tool" for r in state.role], dtype=bool)
-        self.est = np.array(state.est, dtype=np.int64)
-        self.est_cleared = np.array(state.est_cleared, dtype=np.int64)
-        self.first, self.end = state.first, state.end
-        self.protected_end = state.protected_end
-        self.tm = state.tool_msgs
+        self.msgs_at, self.tools_at = m.msgs_at, m.tools_at
+        self.appended = np.asarray(m.appended, dtype=np.int64)
+        self.role_tool = np.asarray(m.role_tool, dtype=bool)
+        self.est = np.asarray(m.est, dtype=np.int64)
+        self.est_cleared = np.asarray(m.est_cleared, dtype=np.int64)
+        self.first, self.end = m.first, m.end
+        self.protected_end = m.protected_end
+        self.tm = m.tm
         tm = np.array(self.tm, dtype=np.int64)
         self.tm_est = self.est[tm] if len(tm) else np.zeros(0, dtype=np.int64)
         self.tm_saving = np.zeros(len(tm) + 1, dtype=np.int64)  # prefix sums of est - est_cleared
         if len(tm):
             np.cumsum(self.est[tm] - self.est_cleared[tm], out=self.tm_saving[1:])
         self.tm_off, self.tm_items = _spans(np.array(self.first)[tm], np.array(self.end)[tm])
-        M = len(state.role)
+        M = len(self.first)
         self.m_off, self.m_items = _spans(
             np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
         )
         # chooseSummarizeCut steps back over tool messages: where each start lands
         back, last = [0] * M, 0
-        for m in range(M):
-            if not self.role_tool[m]:
-                last = m
-            back[m] = last if self.role_tool[m] else m
+        role_tool = self.role_tool.tolist()
+        for j in range(M):
+            if not role_tool[j]:
+                last = j
+            back[j] = last if role_tool[j] else j
         self.back = back
-        self.blocks = [proto.transcript_block(trace, state, m) for m in range(M)]
+        self.blocks = m.blocks
         self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
         self.tm_saving_l = self.tm_saving.tolist()
         self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
@@ -146,11 +127,10 @@ class GridStatic:
         self.ph_tokens = estimate_tokens(self.ph_bytes, bpt)
         self.prefix_bytes = len(SUMMARY_PREFIX.encode())
         self.prefix_tokens = estimate_tokens(self.prefix_bytes, bpt)
-        tool_calls, elapsed = per_call(trace)
-        self.elapsed = np.array(elapsed, dtype=np.float64)
+        self.elapsed = np.array(m.elapsed, dtype=np.float64)
         self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
         self.tools_before = np.zeros(K, dtype=np.int64)
-        self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
+        self.tools_before[1:] = np.cumsum(m.tool_calls)[:-1]
 
     def lane_arrays(self) -> dict[str, np.ndarray]:
         """The tables ``sim.engine.fast.seed_lanes_tables.LaneBatch`` lays end to end, as arrays (built
@@ -223,3 +203,53 @@ class GridStatic:
         lines = count + (prev is not None)
         transcript = total + (prev or 0) + 2 * max(lines - 1, 0)
         return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>")
+
+
+def _by_policy(trace: Trace, proto: SeedEngine, view_end: list[int]) -> Admitted:
+    """``Admitted`` by the policy itself, event by event (the reference)."""
+    a = trace.arrays
+    N = view_end[-1]
+    m = Admitted()
+    state: SeedState = proto.start(trace)
+    view = View()
+    view.tokens, view.nbytes = a.tokens.tolist()[:N], a.bytes.tolist()[:N]
+    view.state = [0] * N
+    tok = np.asarray(a.tokens[:N], dtype=np.int64).copy()
+    states = np.zeros(N, dtype=np.int8)
+    m.settled = []  # (admitting call, item, tokens before, after)
+    m.cuts = []  # (call, item, shown ranges) as the loop's record holds them
+    # settle changes only a tool result over the bound (nothing is rejected without budgets): the
+    # others are not asked
+    assert state.rejecting is None
+    over = np.flatnonzero(
+        (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
+        & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
+    )
+    admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
+    for i, call in zip(over.tolist(), admitting, strict=True):
+        ch = proto.settle(trace, state, i, view)
+        if ch is not None:
+            assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
+            m.settled.append((call, i, int(tok[i]), ch.tokens))
+            m.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
+            tok[i], states[i] = ch.tokens, _BOUNDED
+    m.tok, m.states = tok, states
+    # the messages, admitted call by call (the same for every setting)
+    m.msgs_at, m.tools_at = [], []  # messages, unprotected tool messages in view at call k
+    appended = []
+    for k in range(len(view_end)):
+        view.n = view_end[k]
+        proto.admit(trace, state, view)
+        m.msgs_at.append(len(state.role))
+        m.tools_at.append(len(state.tool_msgs))
+        appended.append(state.appended_est)
+        state.appended_est = 0
+    m.appended = appended
+    m.role_tool = [r == "tool" for r in state.role]
+    m.est, m.est_cleared = state.est, state.est_cleared
+    m.first, m.end = state.first, state.end
+    m.protected_end = state.protected_end
+    m.tm = state.tool_msgs
+    m.blocks = [proto.transcript_block(trace, state, j) for j in range(len(state.role))]
+    m.tool_calls, m.elapsed = per_call(trace)
+    return m

@@ -1,0 +1,211 @@
+"""The seed engine's settled items and messages of a text-free trace (``Admitted``, what
+``sim.engine.fast.seed_static.GridStatic`` reads), from its arrays and tool links in a few array
+operations instead of ``SeedEngine.start``/``settle``/``admit``/``transcript_block`` event by event.
+
+Why it can: where no event holds text or recorded JSON sizes, every size the policy reads follows from an
+event's counts: its JSON text is its stand-in's (``bytes`` + 2 + one byte per escaped newline), a result
+over the bound is cut from the stand-in (``SeedEngine``'s own ``envelope_of``), a message's estimate is its
+framing plus its parts, and a transcript block is its parts' lengths. The rules below are
+``SeedEngine.admit``'s and ``seed_transcript.transcript_block``'s, read for every event at once; a
+test holds every table equal to the policy's on every trace it takes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.core.types import KIND_CODE, ItemState, Trace
+from sim.cost.tokens import scale_tokens
+from sim.policies.seed_engine import SeedEngine, envelope_of
+from sim.policies.seed_messages import (
+    CALL_PART,
+    CLEARED_RESULT_JSON,
+    MESSAGE,
+    MESSAGE_CLIP,
+    RESULT_CLIP,
+    RESULT_PART,
+    TEXT_PART,
+    stand_in,
+)
+from sim.trace.column_links import tool_links
+
+SYSTEM, TOOLS, USER = KIND_CODE["system"], KIND_CODE["tools"], KIND_CODE["user"]
+ASSISTANT, RESULT = KIND_CODE["assistant"], KIND_CODE["tool_result"]
+RESULT_PRE, RESULT_POST = len("[tool result bash: "), len("]")  # seed_transcript's result segment
+CALL_MARK = len("[tool call bash {}]")  # ... and a tool call's marker
+_BOUNDED = int(ItemState.BOUNDED)
+
+
+class Admitted:
+    """What the seed engine's start, settle and admission give a trace's tables (``GridStatic``): the
+    settled items, per call the messages and appended estimates, per message its role, estimates, events
+    and transcript block, and per call its tool calls and time."""
+
+    __slots__ = (
+        "settled", "cuts", "tok", "states", "msgs_at", "tools_at", "appended", "role_tool", "est",
+        "est_cleared", "first", "end", "protected_end", "tm", "blocks", "tool_calls", "elapsed",
+    )  # fmt: skip
+
+
+def _text_free(trace: Trace) -> bool:
+    return all(e.content is None and e.json_bytes is None and e.json2_bytes is None for e in trace.events)
+
+
+def takes_counts(trace: Trace, proto) -> bool:
+    """Whether ``from_counts`` gives ``trace``'s tables under ``proto``: the seed engine itself, one
+    run, calls, and no event holding text (a trace read as columns knows it without its events)."""
+    return (
+        type(proto) is SeedEngine
+        and len(trace.arrays.view_end) > 0
+        and trace.runs == 1
+        and bool(trace.derived("text_free", _text_free))
+    )
+
+
+def _estimate(nbytes: np.ndarray) -> np.ndarray:
+    return -(-nbytes // 4)  # seed_messages.estimate
+
+
+class _Counts:
+    """A text-free trace's events in view by its last call, as the policy sizes them."""
+
+    def __init__(self, trace: Trace) -> None:
+        a = trace.arrays
+        links = trace.derived("tool_links", tool_links)
+        self.view_end = a.view_end.astype(np.int64)
+        self.N = N = int(self.view_end[-1])
+        self.kind = a.kind[:N].astype(np.int64)
+        self.nbytes, self.chars = a.bytes[:N].astype(np.int64), a.chars[:N].astype(np.int64)
+        self.escapes = np.minimum(np.maximum(a.lines[:N].astype(np.int64) - 1, 0), self.nbytes // 2)
+        self.jb = self.nbytes + 2 + self.escapes  # SeedEvents.jb of a text-free event
+        self.ids_n, self.ids_json, self.issuer = links.ids_n[:N], links.ids_json[:N], links.issuer[:N]
+        self.call_ids = links.call_ids
+        # the instruction/input block: the events before the first assistant event (of all of them)
+        first_assistant = np.flatnonzero(a.kind == ASSISTANT)
+        self.block_end = int(first_assistant[0]) if len(first_assistant) else len(a.kind)
+        users = np.flatnonzero(a.kind[: self.block_end] == USER)
+        self.input = int(users[0]) if len(users) and users[0] < N else None  # its first user event
+
+
+def from_counts(trace: Trace, proto: SeedEngine) -> Admitted:
+    """``Admitted`` of a text-free trace of one run (``takes_counts``), as the policy admits it."""
+    ev = _Counts(trace)
+    m = Admitted()
+    result_json, shown = _settle(ev, trace, proto, m)
+    text = ev.jb.copy()  # a user or system message's text's JSON bytes
+    if ev.input is not None:
+        # the input's text is JSON-stringified twice: json2_bytes of its stand-in (letters and newlines),
+        # quoted with each newline as \\n, then quoted again with each backslash and quote escaped
+        text[ev.input] = ev.nbytes[ev.input] + 2 * ev.escapes[ev.input] + 6
+    _messages(ev, result_json, shown, text, m)
+    m.tool_calls = ev.call_ids.tolist()
+    m.elapsed = trace.derived("elapsed", _elapsed).tolist()
+    return m
+
+
+def _settle(ev: _Counts, trace: Trace, proto: SeedEngine, m: Admitted) -> tuple[np.ndarray, np.ndarray]:
+    """Each result over the bound into its envelope (nothing is rejected without budgets): ``m``'s
+    settled items and tokens; per event its JSON bytes in a tool message and its transcript length."""
+    tok = trace.arrays.tokens[: ev.N].astype(np.int64)
+    states = np.zeros(ev.N, dtype=np.int8)
+    result_json, shown = ev.jb.copy(), ev.jb - (ev.nbytes - ev.chars)  # json_units of a text-free text
+    m.settled, m.cuts = [], []
+    over = np.flatnonzero((ev.kind == RESULT) & (ev.jb > proto.tool_result_max_bytes))
+    calls_of = np.searchsorted(ev.view_end, over, side="right").tolist()  # the call admitting each
+    for i, call in zip(over.tolist(), calls_of, strict=True):
+        encoded = stand_in(int(ev.nbytes[i]), int(ev.escapes[i]))
+        size, units, kept = envelope_of(encoded, proto.tool_result_max_bytes)
+        after = scale_tokens(int(tok[i]), int(ev.nbytes[i]), size)
+        m.settled.append((call, i, int(tok[i]), after))
+        m.cuts.append((call, i, tuple(kept)))
+        tok[i], states[i] = after, _BOUNDED
+        result_json[i], shown[i] = size, units
+    m.tok, m.states = tok, states
+    return result_json, shown
+
+
+def _messages(ev: _Counts, result_json: np.ndarray, shown: np.ndarray, text: np.ndarray, m: Admitted) -> None:
+    """``SeedEngine.admit``'s messages (their events, estimates, protection and per-call counts) and
+    each one's transcript block, into ``m``."""
+    N, kind, ids_n, issuer = ev.N, ev.kind, ev.ids_n, ev.issuer
+    # which events make a message, and which results join the tool message before them (one message per
+    # batch of results of one assistant turn, within one call's admission)
+    idx = np.arange(N)
+    chunk = np.concatenate([[0], ev.view_end[:-1]])[np.searchsorted(ev.view_end, idx, side="right")]
+    result, assistant = kind == RESULT, kind == ASSISTANT
+    prev_result = np.zeros(N, dtype=bool)
+    prev_result[1:] = result[:-1]
+    prev_issuer = np.full(N, -2, dtype=np.int64)
+    prev_issuer[1:] = issuer[:-1]
+    joins = result & (idx > chunk) & prev_result & (issuer >= 0) & (prev_issuer == issuer)
+    text_part = ev.nbytes > 0
+    makes = (kind != TOOLS) & ~joins & ~(assistant & ~text_part & (ids_n == 0))
+    starts = np.flatnonzero(makes)
+    M = len(starts)
+    msg_of = np.cumsum(makes) - 1  # each event's message (a joining result: its tool message's)
+    members = np.flatnonzero(makes | joins)
+
+    def per_message(v: np.ndarray) -> np.ndarray:
+        return np.bincount(msg_of[members], weights=v[members], minlength=M).astype(np.int64)
+
+    # per event: its part in its message's content array (results: also as cleared), its transcript
+    # segments' length and count
+    part = np.where(result, RESULT_PART + ev.ids_json + result_json, 0)
+    cleared = np.where(result, RESULT_PART + ev.ids_json + CLEARED_RESULT_JSON, 0)
+    seg_len = np.where(result, RESULT_PRE + np.minimum(shown, RESULT_CLIP) + RESULT_POST, ev.chars)
+    seg_n = np.ones(N, dtype=np.int64)
+    seg_len[assistant] = np.where(text_part, ev.chars, 0)[assistant] + CALL_MARK * ids_n[assistant]
+    seg_n[assistant] = text_part[assistant].astype(np.int64) + ids_n[assistant]
+    if ev.input is not None:
+        seg_len[ev.input] = shown[ev.input]  # the input's JSON text
+    parts_n = per_message(np.ones(N, dtype=np.int64))
+    role = kind[starts]
+    is_tool, is_assistant = role == RESULT, role == ASSISTANT
+    frame = np.select(
+        [role == SYSTEM, role == USER, is_assistant, is_tool],
+        [MESSAGE["system"], MESSAGE["user"], MESSAGE["assistant"], MESSAGE["tool"]],
+    )
+    s_text, s_ids_n, s_text_part = text[starts], ids_n[starts], text_part[starts]
+    assistant_parts = np.where(s_text_part, TEXT_PART + s_text, 0) + CALL_PART * s_ids_n + ev.ids_json[starts]
+    n_parts = np.where(is_assistant, s_text_part + s_ids_n, parts_n)
+    body = np.select(  # each message's content: parts_bytes of its parts
+        [role == SYSTEM, role == USER, is_assistant],
+        [s_text, 2 + TEXT_PART + s_text, 2 + assistant_parts + np.maximum(n_parts - 1, 0)],
+        default=2 + per_message(part) + np.maximum(parts_n - 1, 0),
+    )
+    est = _estimate(frame + body)
+    m.est = est
+    m.est_cleared = np.where(
+        is_tool, _estimate(frame + 2 + per_message(cleared) + np.maximum(parts_n - 1, 0)), est
+    )
+    # transcript blocks: [role] and a newline, the segments joined by newlines, clipped (None: empty)
+    total = per_message(seg_len) + np.maximum(per_message(seg_n) - 1, 0)
+    blocks = np.where(total > MESSAGE_CLIP, MESSAGE_CLIP + 1, total) + _ROLE_LEN[role] + 3
+    m.blocks = [None if t == 0 else b for t, b in zip(total.tolist(), blocks.tolist(), strict=True)]
+    # protection: messages of the block's events; the others' tool messages are the prunable ones
+    protected = np.flatnonzero(starts < ev.block_end)
+    m.protected_end = int(protected[-1]) + 1 if len(protected) else 0
+    prunable = is_tool.copy()
+    prunable[protected] = False
+    m.tm = np.flatnonzero(prunable).tolist()
+    # per call: messages in view and the estimates its admission appended
+    made_by = np.searchsorted(starts, ev.view_end, side="left")  # messages of events before view_end[k]
+    m.msgs_at = made_by.tolist()
+    m.tools_at = np.concatenate([[0], np.cumsum(prunable)])[made_by].tolist()
+    m.appended = np.diff(np.concatenate([[0], np.concatenate([[0], np.cumsum(est)])[made_by]])).tolist()
+    m.role_tool = is_tool
+    m.first = starts.tolist()
+    last_event = np.full(M, -1, dtype=np.int64)
+    np.maximum.at(last_event, msg_of[members], members)
+    m.end = (last_event + 1).tolist()
+
+
+# per kind code: the length of its role's name (a message's role is its first event's kind)
+_ROLE_LEN = np.array(
+    [{"system": 6, "user": 4, "assistant": 9, "tool_result": 4}.get(k, 0) for k in KIND_CODE]
+)
+
+
+def _elapsed(trace: Trace) -> np.ndarray:
+    from sim.engine.fast.batch_static import elapsed_array
+
+    return elapsed_array(trace)
