@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
-from sim.analysis.paired import bootstrap_ci, paired_many, seeded_rng
+from sim.analysis.paired import bootstrap_ci, paired_many, percentile_rows, seeded_rng
 from sim.analysis.setting_results import SettingResult, settings_from_frame
 from sim.util.errors import ConfigError
 
@@ -155,7 +155,7 @@ def verdict(
             rows.append((s, pr, _why_not(s, base, pr, *tol), []))
     ties = tie_groups(results)
     labels = [s.label for s in results]
-    peak_p99 = float(np.percentile(base.peak, 99))
+    peak_p99 = float(percentile_rows(np.array(base.peak, dtype=np.float64)[None, :], (99,))[0, 0])
     base_brief = _brief(base)
     base_brief["peak_context_tokens_p99"] = round(peak_p99)
     never_fire = [s for s in cands if s.same_as(base)]
