@@ -328,24 +328,36 @@ def _elapsed(ev_time, call_time, eo, co, ev_owner, call_owner) -> np.ndarray:
 
 
 class _BatchCalls:
-    """Every call of the batch, as the reference builds them (nulls stay None), made when a trace of
-    the batch first asks for its calls."""
+    """Every call of the batch, as the reference builds them (nulls stay None): a trace's own when few of
+    the batch's traces ask (``size`` asks only for the runs its grid path hands to the loop), the whole
+    batch's at once from the ``ALONE``-th ask on (a sweep asks for every one)."""
+
+    ALONE = 16
 
     def __init__(self, C, cint: dict, opt: dict, residual: np.ndarray) -> None:
-        self.C, self.cint, self.residual, self.calls = C, cint, residual, None
+        self.C, self.cint, self.residual, self.calls, self.asked = C, cint, residual, None, 0
 
     def __getitem__(self, span: slice) -> list[Call]:
         if self.calls is None:
-            g, cint = self.C.field, self.cint
-            cols = [cint["index"].tolist(), cint["event_index"].tolist(), cint["view_end"].tolist()]
-            cols += [g(k).to_pylist() for k in ("input_tokens", "output_tokens")]
-            cols += [
-                g(k).to_pylist() for k in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
-            ]
-            cols += [self.residual.tolist(), g("usage_provenance").to_pylist(), g("timestamp").to_pylist()]
-            cols += [g("recorded_cost_usd").to_pylist()]
-            self.calls = list(map(Call, *cols))
+            self.asked += 1
+            if self.asked < self.ALONE:
+                return self._built(span.start, span.stop)
+            self.calls = self._built(0, len(self.C))
         return self.calls[span]
+
+    def _built(self, a: int, b: int) -> list[Call]:
+        C, cint = self.C.slice(a, b - a), self.cint
+        g = C.field
+        cols = [
+            cint["index"][a:b].tolist(),
+            cint["event_index"][a:b].tolist(),
+            cint["view_end"][a:b].tolist(),
+        ]
+        cols += [g(k).to_pylist() for k in ("input_tokens", "output_tokens")]
+        cols += [g(k).to_pylist() for k in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")]
+        cols += [self.residual[a:b].tolist(), g("usage_provenance").to_pylist(), g("timestamp").to_pylist()]
+        cols += [g("recorded_cost_usd").to_pylist()]
+        return list(map(Call, *cols))
 
 
 class _CallBuilder:

@@ -249,7 +249,7 @@ def _figures(lanes: Lanes, S: int, order, outputs, state, pristine, p_sums, rows
 
 
 def _longest_first(traces: Sequence) -> list[int]:
-    return sorted(range(len(traces)), key=lambda r: -len(traces[r].calls))
+    return sorted(range(len(traces)), key=lambda r: -len(traces[r].arrays.view_end))  # its calls (not built)
 
 
 def _statics(proto: SeedEngine, traces: Sequence) -> list[GridStatic]:
