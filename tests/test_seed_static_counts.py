@@ -166,3 +166,22 @@ def test_stand_in_is_the_letters_with_newlines_spread_evenly():
         for e in range(-1, n + 2):
             assert stand_in(n, e) == reference(n, e), (n, e)
     assert stand_in(100_001, 50_000) == reference(100_001, 50_000)
+
+
+def test_a_stand_ins_envelope_by_arithmetic_is_the_policys():
+    from sim.engine.fast.seed_admitted import stand_in_envelope
+    from sim.policies.seed_engine import envelope_of, json_text
+
+    rng = np.random.Generator(np.random.PCG64(11))
+    cases = [(60_000, 900, 51_200), (120_000, 0, 51_200), (5, 2, 1), (400, 200, 60), (3000, 1, 80)]
+    for _ in range(600):
+        n = int(rng.integers(1, 4000)) if rng.random() < 0.8 else int(rng.integers(1, 150_000))
+        cases.append((n, int(rng.integers(-1, n // 2 + 2)), int(rng.choice([50, 80, 150, 700, 3000, n]))))
+    checked = 0
+    for n, escapes, bound in cases:
+        text = stand_in(n, escapes)
+        if len(json_text(text).encode()) <= bound:
+            continue  # within the bound: no envelope
+        assert stand_in_envelope(n, escapes, bound) == envelope_of(text, bound), (n, escapes, bound)
+        checked += 1
+    assert checked > 400

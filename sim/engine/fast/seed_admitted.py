@@ -4,18 +4,22 @@ operations instead of ``SeedEngine.start``/``settle``/``admit``/``transcript_blo
 
 Why it can: where no event holds text or recorded JSON sizes, every size the policy reads follows from an
 event's counts: its JSON text is its stand-in's (``bytes`` + 2 + one byte per escaped newline), a result
-over the bound is cut from the stand-in (``SeedEngine``'s own ``envelope_of``), a message's estimate is its
+over the bound is cut from the stand-in, whose quotes and backslashes are all the envelope escapes
+(``stand_in_envelope``: ``SeedEngine``'s ``envelope_of`` by arithmetic), a message's estimate is its
 framing plus its parts, and a transcript block is its parts' lengths. The rules below are
 ``SeedEngine.admit``'s and ``seed_transcript.transcript_block``'s, read for every event at once; a
 test holds every table equal to the policy's on every trace it takes."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import scale_tokens
-from sim.policies.seed_engine import SeedEngine, envelope_of
+from sim.policies.seed_engine import SeedEngine
 from sim.policies.seed_messages import (
     CALL_PART,
     CLEARED_RESULT_JSON,
@@ -24,7 +28,6 @@ from sim.policies.seed_messages import (
     RESULT_CLIP,
     RESULT_PART,
     TEXT_PART,
-    stand_in,
 )
 from sim.trace.column_links import tool_links
 
@@ -112,8 +115,9 @@ def _settle(ev: _Counts, trace: Trace, proto: SeedEngine, m: Admitted) -> tuple[
     over = np.flatnonzero((ev.kind == RESULT) & (ev.jb > proto.tool_result_max_bytes))
     calls_of = np.searchsorted(ev.view_end, over, side="right").tolist()  # the call admitting each
     for i, call in zip(over.tolist(), calls_of, strict=True):
-        encoded = stand_in(int(ev.nbytes[i]), int(ev.escapes[i]))
-        size, units, kept = envelope_of(encoded, proto.tool_result_max_bytes)
+        size, units, kept = stand_in_envelope(
+            int(ev.nbytes[i]), int(ev.escapes[i]), proto.tool_result_max_bytes
+        )
         after = scale_tokens(int(tok[i]), int(ev.nbytes[i]), size)
         m.settled.append((call, i, int(tok[i]), after))
         m.cuts.append((call, i, tuple(kept)))
@@ -209,3 +213,66 @@ def _elapsed(trace: Trace) -> np.ndarray:
     from sim.engine.fast.batch_static import elapsed_array
 
     return elapsed_array(trace)
+
+
+def stand_in_envelope(nbytes: int, escapes: int, max_bytes: int) -> tuple[int, int, tuple]:
+    """``envelope_of(stand_in(nbytes, escapes), max_bytes)`` by arithmetic, for a result over the bound.
+
+    The stand-in is ASCII letters with ``k`` newlines at (j + 1) * nbytes // (k + 1); its JSON text is a
+    quote, the letters with each newline as backslash-n, and a quote. ``bound_result``'s envelope holds a
+    head and a tail of that text, where only the quotes and backslashes escape again (a byte more each):
+    its size at each step of the shrinking loop is counted from where those lie, the loop itself run as
+    ``bound_result`` runs it. What the envelope shows of the stand-in (``_shown``) is then the characters
+    whose JSON escapes fit the head and the tail."""
+    k = min(max(escapes, 0), nbytes // 2)
+    nl = np.arange(1, k + 1, dtype=np.int64) * nbytes // (k + 1)  # the stand-in's newlines
+    L = nbytes + k + 2  # bytes of its JSON text
+    special = np.concatenate([[0], 1 + nl + np.arange(k), [L - 1]])  # quotes and backslashes there
+
+    def before(x: int) -> int:  # specials before byte x of the JSON text
+        return int(np.searchsorted(special, x))
+
+    minimal = len(
+        json.dumps(
+            {"truncatedToolResult": True, "originalBytes": L, "head": "", "tail": ""},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+    )
+
+    def size(hb: int, tb: int) -> int:
+        h, t = min(hb, L), max(L - tb, 0)  # _prefix_within, _suffix_within of ASCII
+        return minimal + h + (L - t) + before(h) + len(special) - before(t)
+
+    budget = max_bytes - minimal
+    hb = tb = 0
+    if budget > 0:
+        hb, tb = budget // 2, budget - budget // 2
+        while True:
+            s = size(hb, tb)
+            if s <= max_bytes:
+                break
+            if hb == 0 and tb == 0:
+                break  # the minimal envelope
+            shrink = max(1, math.ceil((s - max_bytes) / 2))
+            hb, tb = max(0, hb - shrink), max(0, tb - shrink)
+    head, tail = min(hb, L), L - max(L - tb, 0)
+    total = minimal + head + tail + before(head) + len(special) - before(L - tail)
+    # the stand-in's characters whose escapes fit (1 + spent <= head): each newline spends two bytes
+    back = nbytes - 1 - nl[::-1]
+    shown_h, shown_t = _fitting(nl, head - 1, nbytes), _fitting(back, tail - 1, nbytes)
+    ranges = ((0, min(shown_h, nbytes)), (max(nbytes - shown_t, 0), nbytes))
+    return total, min(total, RESULT_CLIP + 1), tuple(r for r in ranges if r[1] > r[0])
+
+
+def _fitting(newlines: np.ndarray, room: int, n: int) -> int:
+    """The most leading characters (of ``n``, newlines at the sorted ``newlines``) whose JSON escapes
+    (a byte each, two for a newline) fit ``room`` bytes."""
+    lo, hi = 0, min(max(room, 0), n)  # c characters spend c + (newlines among them) >= c
+    while lo < hi:
+        c = (lo + hi + 1) // 2
+        if c + int(np.searchsorted(newlines, c)) <= room:
+            lo = c
+        else:
+            hi = c - 1
+    return lo
