@@ -204,6 +204,8 @@ def _replay(
     ordered = [traces[i] for i in order]
     models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
     route = grid_route(ordered, policies, models, pricing, GRID_BATCH, grid)
+    if workers > 1 and len(route.batches) > 1:
+        _tables_here(ordered, policies[0], route.batches)
     sizing = _Sizing(len(policies), len(ordered), route.loop)
     runs = _Runs(ordered, policies, models, window, pricing, per_call)
     sizing.take_grid(route.batches, forked_map(runs.grid_batch, route.batches, workers), progress)
@@ -213,6 +215,21 @@ def _replay(
         job = partial(_counted, job, progress, len(looped), min(workers, len(looped)), os.getpid(), [0])
     sizing.take_loop(looped, forked_map(job, looped, workers))
     return sizing.results(keys, ordered, hashes)
+
+
+def _tables_here(ordered: Sequence[Trace], proto, batches: list) -> None:
+    """The seed engine's per-trace tables of every run on the grid path, built in this process before its
+    batches are forked: each child inherits them, where tables a child builds die with it (and the
+    no-window reference, forked again, would build them again)."""
+    from sim.policies.seed_engine import SeedEngine
+
+    if type(proto) is not SeedEngine:
+        return
+    from sim.engine.fast.seed_static import grid_static
+
+    for _, _, chunk in batches:
+        for p in chunk:
+            grid_static(ordered[p], proto)
 
 
 def _counted(job: Callable, progress: Progress, total: int, workers: int, parent: int, done: list, j: int):
