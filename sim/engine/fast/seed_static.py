@@ -100,23 +100,24 @@ class GridStatic:
         self.m_off, self.m_items = _spans(
             np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
         )
-        # chooseSummarizeCut steps back over tool messages: where each start lands
-        back, last = [0] * M, 0
-        role_tool = self.role_tool.tolist()
-        for j in range(M):
-            if not role_tool[j]:
-                last = j
-            back[j] = last if role_tool[j] else j
-        self.back = back
+        # chooseSummarizeCut steps back over tool messages: where each start lands (a tool message's: the
+        # last message before it that is not one, else 0)
+        at = np.arange(M)
+        self.back = np.where(
+            self.role_tool, np.maximum.accumulate(np.where(self.role_tool, 0, at)), at
+        ).tolist()
         self.blocks = m.blocks
         self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
         self.tm_saving_l = self.tm_saving.tolist()
         self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
         self.m_tok = [0, *np.cumsum(tok[self.m_items]).tolist()]  # ... of every message's items
-        self.ep = [0, *np.cumsum(self.est).tolist()]  # message estimates
+        ep = np.concatenate([[0], np.cumsum(self.est)])  # message estimates
         tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
-        self.sv = [0, *np.cumsum(tool_saving).tolist()]  # what clearing saves (any tool message: _rendered)
-        self.dv = [e - v for e, v in zip(self.ep, self.sv, strict=True)]  # prefix sums of rendered-cleared
+        sv = np.concatenate(
+            [[0], np.cumsum(tool_saving)]
+        )  # what clearing saves (any tool message: _rendered)
+        self.ep, self.sv = ep.tolist(), sv.tolist()
+        self.dv = (ep - sv).tolist()  # prefix sums of rendered-cleared
         self.prefix_l = self.prefix.tolist()
         self.residual_l = self.residual.tolist()
         nonempty = [0 if b is None else 1 for b in self.blocks]
@@ -186,10 +187,11 @@ class GridStatic:
         return memo[base]
 
     def _status_fixed(self, base: int) -> list[int]:
-        turns = [len(str(k + 1)) for k in range(self.K)]
-        tools = [len(str(v)) for v in self.tools_before.tolist()]
-        secs = [len(str(v)) for v in self.elapsed_s.tolist()]
-        return [base + 2 + a + b + c for a, b, c in zip(turns, tools, secs, strict=True)]
+        def digits(v: np.ndarray) -> np.ndarray:  # len(str(v)) of counts >= 0
+            return 1 + np.searchsorted(POW10, v, side="right")
+
+        turns = digits(np.arange(1, self.K + 1, dtype=np.int64))
+        return (base + 2 + turns + digits(self.tools_before) + digits(self.elapsed_s)).tolist()
 
     def prompt_chars(self, m0: int, cut: int, previous: int | None) -> int:
         """``prompt_units`` of messages [m0, cut)'s blocks after the previous summary: its arithmetic from
