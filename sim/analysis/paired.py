@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
 
 import numpy as np
 
@@ -136,7 +138,9 @@ def _paired_bounds(hashes: Sequence[str], diffs: list[np.ndarray]) -> np.ndarray
     values = np.concatenate([d[m] for d, m in zip(diffs, moved, strict=True)])  # one row per moving column
     if not len(values):
         return out
-    means = values @ resample_counts(hashes).T  # (columns, resamples): each resample's sum ...
+    counts = resample_counts(hashes)
+    with one_blas_thread():
+        means = values @ counts.T  # (columns, resamples): each resample's sum ...
     means /= n  # ... and its mean, as ``values[idx].mean(axis=1)`` gives it
     bounds = percentile_rows(means)
     at = 0
@@ -194,3 +198,48 @@ def _outcome_change(base: Counter, outcome: tuple[str, ...], base_outcome: tuple
         return dict.fromkeys(OUTCOMES, 0)
     mine = Counter(outcome)
     return {o: mine[o] - base[o] for o in OUTCOMES}
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """numpy's OpenBLAS on one thread within: the product of the bootstraps is small enough that a second
+    BLAS thread only spins (measured: twice the CPU for the same wall time, and more on a loaded machine),
+    and ``size`` parallelises with processes (``--workers``), never with BLAS threads. The numbers do not
+    change (a sum of integers is exact in any order). Without numpy's bundled OpenBLAS, nothing changes."""
+    calls = _openblas_threads()
+    if calls is None:
+        yield
+        return
+    get, set_ = calls
+    before = get()
+    set_(1)
+    try:
+        yield
+    finally:
+        set_(before)
+
+
+@lru_cache(maxsize=1)
+def _openblas_threads():
+    """(get, set) of the thread count of the OpenBLAS numpy ships (numpy.libs), or None."""
+    import ctypes
+    from pathlib import Path
+
+    libs = sorted((Path(np.__file__).resolve().parent.parent / "numpy.libs").glob("libscipy_openblas*.so*"))
+    for path in libs:
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:
+            continue
+        for get_name, set_name in (
+            ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+            ("scipy_openblas_get_num_threads", "scipy_openblas_set_num_threads"),
+            ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+            ("openblas_get_num_threads", "openblas_set_num_threads"),
+        ):
+            get, set_ = getattr(lib, get_name, None), getattr(lib, set_name, None)
+            if get is not None and set_ is not None:
+                get.restype, get.argtypes = ctypes.c_int, []
+                set_.restype, set_.argtypes = None, [ctypes.c_int]
+                return get, set_
+    return None
