@@ -9,7 +9,7 @@ import pytest
 
 from scenarios.swe_like import generate_run
 from sim.engine.fast.seed_admitted import takes_counts
-from sim.engine.fast.seed_static import GridStatic
+from sim.engine.fast.seed_static import GridStatic, grid_statics
 from sim.importers import load_paths
 from sim.policies.base import make_policy
 from sim.policies.seed_messages import stand_in
@@ -29,16 +29,20 @@ def same(x, y) -> bool:
 
 
 def assert_tables_equal(traces, proto) -> int:
-    """Every trace ``from_counts`` takes: its tables equal the policy's; how many it took."""
+    """Every trace ``from_counts`` takes: its tables, alone and read with the whole batch
+    (``grid_statics``), equal the policy's; how many it took."""
     took = 0
+    assert all(t._cache.get(f"grid_static_{proto.tool_result_max_bytes}") is None for t in traces)
+    batch = dict(zip(map(id, traces), grid_statics(traces, proto), strict=True))
     for t in traces:
         if not takes_counts(t, proto):
             continue
         took += 1
-        fast, ref = GridStatic(t, proto), GridStatic(t, proto, by_policy=True)
-        assert fast.__dict__.keys() == ref.__dict__.keys()
-        for k, v in ref.__dict__.items():
-            assert same(fast.__dict__[k], v), (t.trace_id, k)
+        ref = GridStatic(t, proto, by_policy=True)
+        for fast in (GridStatic(t, proto), batch[id(t)]):
+            assert fast.__dict__.keys() == ref.__dict__.keys()
+            for k, v in ref.__dict__.items():
+                assert same(fast.__dict__[k], v), (t.trace_id, k)
     return took
 
 

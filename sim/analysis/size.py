@@ -232,11 +232,10 @@ def _tables_here(ordered: Sequence[Trace], proto, batches: list) -> None:
 
     if type(proto) is not SeedEngine:
         return
-    from sim.engine.fast.seed_static import grid_static
+    from sim.engine.fast.seed_static import grid_statics
 
     for _, _, chunk in batches:
-        for p in chunk:
-            grid_static(ordered[p], proto)
+        grid_statics([ordered[p] for p in chunk], proto)
 
 
 def _counted(job: Callable, progress: Progress, total: int, workers: int, parent: int, done: list, j: int):

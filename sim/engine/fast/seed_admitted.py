@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -89,59 +90,109 @@ class _Counts:
         self.input = int(users[0]) if len(users) and users[0] < N else None  # its first user event
 
 
+class _Batch:
+    """Text-free traces' ``_Counts`` laid end to end: event offsets ``eo``, call offsets ``co``, each
+    call's view end as a row of the batch (``gve``: non-decreasing), each event's trace (``owner``)."""
+
+    def __init__(self, counts: list[_Counts]) -> None:
+        self.counts = counts
+        n_ev = np.array([c.N for c in counts], dtype=np.int64)
+        n_calls = np.array([len(c.view_end) for c in counts], dtype=np.int64)
+        self.eo = np.concatenate([[0], np.cumsum(n_ev)])
+        self.co = np.concatenate([[0], np.cumsum(n_calls)])
+        self.owner = np.repeat(np.arange(len(counts)), n_ev)
+        self.call_owner = np.repeat(np.arange(len(counts)), n_calls)
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(c, name) for c in counts]) if counts else np.zeros(0, np.int64)
+
+        self.kind, self.nbytes, self.chars, self.escapes = (
+            cat("kind"),
+            cat("nbytes"),
+            cat("chars"),
+            cat("escapes"),
+        )
+        self.jb, self.ids_n, self.ids_json, self.issuer = (
+            cat("jb"),
+            cat("ids_n"),
+            cat("ids_json"),
+            cat("issuer"),
+        )
+        self.gve = cat("view_end") + self.eo[self.call_owner]
+        self.block_end = np.array([c.block_end for c in counts], dtype=np.int64) + self.eo[:-1]
+        self.inputs = np.array([c.input + self.eo[t] for t, c in enumerate(counts) if c.input is not None])
+        self.inputs = self.inputs.astype(np.int64)
+        self.N = int(self.eo[-1])
+
+
 def from_counts(trace: Trace, proto: SeedEngine) -> Admitted:
     """``Admitted`` of a text-free trace of one run (``takes_counts``), as the policy admits it."""
-    ev = _Counts(trace)
-    m = Admitted()
-    result_json, shown = _settle(ev, trace, proto, m)
-    text = ev.jb.copy()  # a user or system message's text's JSON bytes
-    if ev.input is not None:
-        # the input's text is JSON-stringified twice: json2_bytes of its stand-in (letters and newlines),
-        # quoted with each newline as \\n, then quoted again with each backslash and quote escaped
-        text[ev.input] = ev.nbytes[ev.input] + 2 * ev.escapes[ev.input] + 6
-    _messages(ev, result_json, shown, text, m)
-    m.tool_calls = ev.call_ids.tolist()
-    m.elapsed = trace.derived("elapsed", _elapsed).tolist()
-    return m
+    return from_counts_many([trace], proto)[0]
 
 
-def _settle(ev: _Counts, trace: Trace, proto: SeedEngine, m: Admitted) -> tuple[np.ndarray, np.ndarray]:
-    """Each result over the bound into its envelope (nothing is rejected without budgets): ``m``'s
-    settled items and tokens; per event its JSON bytes in a tool message and its transcript length."""
-    tok = trace.arrays.tokens[: ev.N].astype(np.int64)
-    states = np.zeros(ev.N, dtype=np.int8)
-    result_json, shown = ev.jb.copy(), ev.jb - (ev.nbytes - ev.chars)  # json_units of a text-free text
-    m.settled, m.cuts = [], []
-    over = np.flatnonzero((ev.kind == RESULT) & (ev.jb > proto.tool_result_max_bytes))
-    calls_of = np.searchsorted(ev.view_end, over, side="right").tolist()  # the call admitting each
-    for i, call in zip(over.tolist(), calls_of, strict=True):
-        size, units, kept = stand_in_envelope(
-            int(ev.nbytes[i]), int(ev.escapes[i]), proto.tool_result_max_bytes
-        )
-        after = scale_tokens(int(tok[i]), int(ev.nbytes[i]), size)
-        m.settled.append((call, i, int(tok[i]), after))
-        m.cuts.append((call, i, tuple(kept)))
-        tok[i], states[i] = after, _BOUNDED
-        result_json[i], shown[i] = size, units
-    m.tok, m.states = tok, states
-    return result_json, shown
+def from_counts_many(traces: Sequence[Trace], proto: SeedEngine) -> list[Admitted]:
+    """``from_counts`` of every trace (each ``takes_counts``), the arithmetic done once for the batch."""
+    b = _Batch([_Counts(t) for t in traces])
+    out = [Admitted() for _ in traces]
+    tok = (
+        np.concatenate([t.arrays.tokens[: c.N] for t, c in zip(traces, b.counts, strict=True)])
+        if traces
+        else None
+    )
+    result_json, shown, tok, states = _settle(b, tok, proto, out)
+    text = b.jb.copy()  # a user or system message's text's JSON bytes
+    # each input's text is JSON-stringified twice: json2_bytes of its stand-in (letters and newlines),
+    # quoted with each newline as \\n, then quoted again with each backslash and quote escaped
+    text[b.inputs] = b.nbytes[b.inputs] + 2 * b.escapes[b.inputs] + 6
+    _messages(b, result_json, shown, text, out)
+    for t, (trace, c, m) in enumerate(zip(traces, b.counts, out, strict=True)):
+        e0, e1 = int(b.eo[t]), int(b.eo[t + 1])
+        m.tok, m.states = tok[e0:e1], states[e0:e1]
+        m.tool_calls = c.call_ids.tolist()
+        m.elapsed = trace.derived("elapsed", _elapsed).tolist()
+    return out
 
 
-def _messages(ev: _Counts, result_json: np.ndarray, shown: np.ndarray, text: np.ndarray, m: Admitted) -> None:
-    """``SeedEngine.admit``'s messages (their events, estimates, protection and per-call counts) and
-    each one's transcript block, into ``m``."""
-    N, kind, ids_n, issuer = ev.N, ev.kind, ev.ids_n, ev.issuer
+def _settle(b: _Batch, tok: np.ndarray, proto: SeedEngine, out: list[Admitted]):
+    """Each result over the bound into its envelope (nothing is rejected without budgets): each trace's
+    settled items; per event its tokens, state, JSON bytes in a tool message and transcript length."""
+    tok = tok.astype(np.int64)
+    states = np.zeros(b.N, dtype=np.int8)
+    result_json, shown = b.jb.copy(), b.jb - (b.nbytes - b.chars)  # json_units of a text-free text
+    for m in out:
+        m.settled, m.cuts = [], []
+    over = np.flatnonzero((b.kind == RESULT) & (b.jb > proto.tool_result_max_bytes))
+    owners = b.owner[over]
+    calls_of = (np.searchsorted(b.gve, over, side="right") - b.co[owners]).tolist()  # the call admitting it
+    local = (over - b.eo[owners]).tolist()
+    for g, t, i, call in zip(over.tolist(), owners.tolist(), local, calls_of, strict=True):
+        nbytes = int(b.nbytes[g])
+        size, units, kept = stand_in_envelope(nbytes, int(b.escapes[g]), proto.tool_result_max_bytes)
+        after = scale_tokens(int(tok[g]), nbytes, size)
+        out[t].settled.append((call, i, int(tok[g]), after))
+        out[t].cuts.append((call, i, tuple(kept)))
+        tok[g], states[g] = after, _BOUNDED
+        result_json[g], shown[g] = size, units
+    return result_json, shown, tok, states
+
+
+def _messages(b: _Batch, result_json: np.ndarray, shown: np.ndarray, text: np.ndarray, out: list[Admitted]):
+    """``SeedEngine.admit``'s messages of every trace (their events, estimates, protection and per-call
+    counts) and each one's transcript block."""
+    N, kind, ids_n, issuer = b.N, b.kind, b.ids_n, b.issuer
     # which events make a message, and which results join the tool message before them (one message per
     # batch of results of one assistant turn, within one call's admission)
     idx = np.arange(N)
-    chunk = np.concatenate([[0], ev.view_end[:-1]])[np.searchsorted(ev.view_end, idx, side="right")]
+    k = np.searchsorted(b.gve, idx, side="right")  # the call admitting each event (a row of the batch)
+    first_call = k == b.co[b.owner]
+    chunk = np.where(first_call, b.eo[b.owner], b.gve[np.maximum(k - 1, 0)])
     result, assistant = kind == RESULT, kind == ASSISTANT
     prev_result = np.zeros(N, dtype=bool)
     prev_result[1:] = result[:-1]
     prev_issuer = np.full(N, -2, dtype=np.int64)
     prev_issuer[1:] = issuer[:-1]
     joins = result & (idx > chunk) & prev_result & (issuer >= 0) & (prev_issuer == issuer)
-    text_part = ev.nbytes > 0
+    text_part = b.nbytes > 0
     makes = (kind != TOOLS) & ~joins & ~(assistant & ~text_part & (ids_n == 0))
     starts = np.flatnonzero(makes)
     M = len(starts)
@@ -153,14 +204,13 @@ def _messages(ev: _Counts, result_json: np.ndarray, shown: np.ndarray, text: np.
 
     # per event: its part in its message's content array (results: also as cleared), its transcript
     # segments' length and count
-    part = np.where(result, RESULT_PART + ev.ids_json + result_json, 0)
-    cleared = np.where(result, RESULT_PART + ev.ids_json + CLEARED_RESULT_JSON, 0)
-    seg_len = np.where(result, RESULT_PRE + np.minimum(shown, RESULT_CLIP) + RESULT_POST, ev.chars)
+    part = np.where(result, RESULT_PART + b.ids_json + result_json, 0)
+    cleared = np.where(result, RESULT_PART + b.ids_json + CLEARED_RESULT_JSON, 0)
+    seg_len = np.where(result, RESULT_PRE + np.minimum(shown, RESULT_CLIP) + RESULT_POST, b.chars)
     seg_n = np.ones(N, dtype=np.int64)
-    seg_len[assistant] = np.where(text_part, ev.chars, 0)[assistant] + CALL_MARK * ids_n[assistant]
+    seg_len[assistant] = np.where(text_part, b.chars, 0)[assistant] + CALL_MARK * ids_n[assistant]
     seg_n[assistant] = text_part[assistant].astype(np.int64) + ids_n[assistant]
-    if ev.input is not None:
-        seg_len[ev.input] = shown[ev.input]  # the input's JSON text
+    seg_len[b.inputs] = shown[b.inputs]  # an input's JSON text
     parts_n = per_message(np.ones(N, dtype=np.int64))
     role = kind[starts]
     is_tool, is_assistant = role == RESULT, role == ASSISTANT
@@ -169,7 +219,7 @@ def _messages(ev: _Counts, result_json: np.ndarray, shown: np.ndarray, text: np.
         [MESSAGE["system"], MESSAGE["user"], MESSAGE["assistant"], MESSAGE["tool"]],
     )
     s_text, s_ids_n, s_text_part = text[starts], ids_n[starts], text_part[starts]
-    assistant_parts = np.where(s_text_part, TEXT_PART + s_text, 0) + CALL_PART * s_ids_n + ev.ids_json[starts]
+    assistant_parts = np.where(s_text_part, TEXT_PART + s_text, 0) + CALL_PART * s_ids_n + b.ids_json[starts]
     n_parts = np.where(is_assistant, s_text_part + s_ids_n, parts_n)
     body = np.select(  # each message's content: parts_bytes of its parts
         [role == SYSTEM, role == USER, is_assistant],
@@ -177,30 +227,39 @@ def _messages(ev: _Counts, result_json: np.ndarray, shown: np.ndarray, text: np.
         default=2 + per_message(part) + np.maximum(parts_n - 1, 0),
     )
     est = _estimate(frame + body)
-    m.est = est
-    m.est_cleared = np.where(
+    est_cleared = np.where(
         is_tool, _estimate(frame + 2 + per_message(cleared) + np.maximum(parts_n - 1, 0)), est
     )
     # transcript blocks: [role] and a newline, the segments joined by newlines, clipped (None: empty)
     total = per_message(seg_len) + np.maximum(per_message(seg_n) - 1, 0)
     blocks = np.where(total > MESSAGE_CLIP, MESSAGE_CLIP + 1, total) + _ROLE_LEN[role] + 3
-    m.blocks = [None if t == 0 else b for t, b in zip(total.tolist(), blocks.tolist(), strict=True)]
-    # protection: messages of the block's events; the others' tool messages are the prunable ones
-    protected = np.flatnonzero(starts < ev.block_end)
-    m.protected_end = int(protected[-1]) + 1 if len(protected) else 0
-    prunable = is_tool.copy()
-    prunable[protected] = False
-    m.tm = np.flatnonzero(prunable).tolist()
-    # per call: messages in view and the estimates its admission appended
-    made_by = np.searchsorted(starts, ev.view_end, side="left")  # messages of events before view_end[k]
-    m.msgs_at = made_by.tolist()
-    m.tools_at = np.concatenate([[0], np.cumsum(prunable)])[made_by].tolist()
-    m.appended = np.diff(np.concatenate([[0], np.concatenate([[0], np.cumsum(est)])[made_by]])).tolist()
-    m.role_tool = is_tool
-    m.first = starts.tolist()
+    blocks_l = [None if t == 0 else x for t, x in zip(total.tolist(), blocks.tolist(), strict=True)]
+    # protection: messages of their trace's block's events; the others' tool messages are prunable
+    msg_owner = b.owner[starts]
+    protected = starts < b.block_end[msg_owner]
+    prunable = is_tool & ~protected
     last_event = np.full(M, -1, dtype=np.int64)
     np.maximum.at(last_event, msg_of[members], members)
-    m.end = (last_event + 1).tolist()
+    # per trace: its messages [mo[t], mo[t + 1]); per call: messages made by events before its view end
+    mo = np.searchsorted(starts, b.eo)
+    made_by = np.searchsorted(starts, b.gve, side="left")
+    tools_before = np.concatenate([[0], np.cumsum(prunable)])
+    est_before = np.concatenate([[0], np.cumsum(est)])
+    protected_at = np.flatnonzero(protected)
+    last_protected = np.searchsorted(protected_at, mo[1:]) - 1  # per trace: its last protected message
+    first_local = (starts - b.eo[msg_owner]).tolist()
+    end_local = (last_event + 1 - b.eo[msg_owner]).tolist()
+    for t, m in enumerate(out):
+        m0, m1, c0, c1 = int(mo[t]), int(mo[t + 1]), int(b.co[t]), int(b.co[t + 1])
+        at = made_by[c0:c1]
+        m.msgs_at = (at - m0).tolist()
+        m.tools_at = (tools_before[at] - tools_before[m0]).tolist()
+        m.appended = np.diff(np.concatenate([[est_before[m0]], est_before[at]])).tolist()
+        p = int(last_protected[t])
+        m.protected_end = int(protected_at[p]) - m0 + 1 if p >= 0 and protected_at[p] >= m0 else 0
+        m.tm = (np.flatnonzero(prunable[m0:m1])).tolist()
+        m.role_tool, m.est, m.est_cleared = is_tool[m0:m1], est[m0:m1], est_cleared[m0:m1]
+        m.first, m.end, m.blocks = first_local[m0:m1], end_local[m0:m1], blocks_l[m0:m1]
 
 
 # per kind code: the length of its role's name (a message's role is its first event's kind)

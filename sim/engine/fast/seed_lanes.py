@@ -84,7 +84,7 @@ from sim.engine.fast.seed_lanes_tables import (
     VE,
     LaneBatch,
 )
-from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_static, status_base_len
+from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_statics, status_base_len
 from sim.engine.model import ReplayModel
 from sim.policies.seed_engine import SeedEngine
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
@@ -253,7 +253,7 @@ def _longest_first(traces: Sequence) -> list[int]:
 
 
 def _statics(proto: SeedEngine, traces: Sequence) -> list[GridStatic]:
-    return [grid_static(t, proto) for t in traces]
+    return grid_statics(traces, proto)
 
 
 LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position

@@ -11,12 +11,14 @@ paths use: the line's text is fixed but for five numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.engine.common import per_call
-from sim.engine.fast.seed_admitted import Admitted, from_counts, takes_counts
+from sim.engine.fast.seed_admitted import Admitted, from_counts, from_counts_many, takes_counts
 from sim.policies.base import RunStatus, View
 from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SeedEngine
 from sim.policies.seed_messages import (
@@ -47,6 +49,22 @@ def grid_static(trace: Trace, proto: SeedEngine) -> GridStatic:
     return trace.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: GridStatic(t, proto))
 
 
+def grid_statics(traces: Sequence[Trace], proto: SeedEngine) -> list[GridStatic]:
+    """``[grid_static(t, proto) for t in traces]``, the text-free traces' tables not yet kept read in one
+    pass over the batch (``sim.engine.fast.seed_admitted.from_counts_many``)."""
+    key = f"grid_static_{proto.tool_result_max_bytes}"
+    # (``derived`` takes a None it was given for a missing value: the next ask builds the tables)
+    todo = [t for t in traces if t.derived(key, _none) is None and takes_counts(t, proto)]
+    if todo:
+        for t, m in zip(todo, from_counts_many(todo, proto), strict=True):
+            t.derived(key, lambda t, m=m: GridStatic(t, proto, admitted=m))
+    return [grid_static(t, proto) for t in traces]
+
+
+def _none(_trace: Trace) -> None:
+    return None
+
+
 def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Offsets and the items of the item ranges [first, end) laid end to end."""
     lengths = (end - first).astype(np.int64)
@@ -65,14 +83,18 @@ class GridStatic:
     (``sim.engine.fast.seed_admitted``), without building its events: the same tables
     (tests/test_seed_static_counts.py holds every field equal)."""
 
-    def __init__(self, trace: Trace, proto: SeedEngine, by_policy: bool = False) -> None:
+    def __init__(
+        self, trace: Trace, proto: SeedEngine, by_policy: bool = False, admitted: Admitted | None = None
+    ) -> None:
         a = trace.arrays
         self.view_end = a.view_end.tolist()
         self.K = K = len(self.view_end)
         self.N = self.view_end[-1]
         self.residual = a.residual.astype(np.int64)
         self.recorded_input = a.recorded_input.astype(np.int64)
-        if not by_policy and takes_counts(trace, proto):
+        if admitted is not None:
+            m = admitted
+        elif not by_policy and takes_counts(trace, proto):
             m = from_counts(trace, proto)
         else:
             m = _by_policy(trace, proto, self.view_end)
