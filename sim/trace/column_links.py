@@ -86,7 +86,7 @@ def batch_links(
     flat_json = _json_sizes(flat)
     assistant, result = kind == KIND_CODE["assistant"], kind == KIND_CODE["tool_result"]
     ids_json = np.zeros(rows, np.int64)
-    on_assistant = assistant[parent]
+    on_assistant = assistant[parent] & valid_mask(flat)  # (a null id: its record is declined anyway)
     np.add.at(ids_json, parent[on_assistant], flat_json[on_assistant])
     own = _strings(f("tool_call_id"))
     ids_json[result] = _json_sizes(own)[result]
