@@ -2,7 +2,9 @@
 baseline and the paired bootstraps included, no --sensitivity; ``--workers`` its default, 2): CPU time
 (user + sys of the command *and its workers*: ``RUSAGE_CHILDREN`` counts every descendant that has ended
 and been waited for, and ``size`` reaps its forked workers) and wall time of each repeat, their medians,
-the load average, and whether the answer is the per-call loop's. In the same run, on the same traces and grid:
+the load average, and whether the answer is the per-call loop's. ``sim`` is byte-compiled first, as an
+installed package is (a checkout run under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every
+module on every run, ~0.3 s). In the same run, on the same traces and grid:
 the bare kernel's CPU (``benchmarks/kernel.py``: the arithmetic of the grid, nothing else) and the paired
 bootstraps' CPU (``sim.analysis.paired.paired_many`` of every setting against no compaction, in this
 process), each beside the command's as a ratio to the kernel (issue 40: the command <= 10x the kernel, the
@@ -132,6 +134,11 @@ def main() -> None:
     repeats = int(args[1]) if len(args) > 1 else 3
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
+    # an installed package is byte-compiled (pip writes __pycache__); a checkout run with
+    # PYTHONDONTWRITEBYTECODE would compile every module on every run: compiled once here, not timed
+    import compileall
+
+    compileall.compile_dir(str(ROOT / "sim"), quiet=1)
     from scenarios.swe_like import generate_run
     from sim.trace.io import write_traces
     from sim.util import provenance

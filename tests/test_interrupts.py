@@ -227,6 +227,7 @@ def test_size_interrupted_in_a_finalizer_exits_130_and_prints_no_verdict(
     monkeypatch.setattr(
         sim.analysis.size, "GRID_BATCH", 8
     )  # 5 batches: the parent's share 0, 2, 4, the child's 1, 3
+    monkeypatch.setattr(sim.analysis.size, "FORK_LANES", 0)  # forked however small the grid
     ignored = _ignored(monkeypatch)
     real = sim.engine.fast.seed_lanes.grid_figures
     calls: list[int] = []

@@ -648,10 +648,15 @@ def test_sensitivity_recomputes_the_verdict_under_every_mock_behaviour(capsys):
     assert "verdict under the mock model on_missing=refetch, summarizer=extractive" in text
 
 
-def test_workers_give_the_same_answer_byte_for_byte(capsys):
-    """--workers deals the grid batches, the loop's settings and the bootstraps to forked processes:
-    the answer is the one-process answer whatever their number (traces with facts take the loop)."""
+def test_workers_give_the_same_answer_byte_for_byte(capsys, monkeypatch):
+    """--workers deals the grid batches and the loop's settings to forked processes (here whatever
+    their size): the answer is the one-process answer whatever their number (traces with facts take the
+    loop)."""
+    import sim.analysis.size
     from sim.util.paths import EMBEDDED_SUITE
+
+    monkeypatch.setattr(sim.analysis.size, "FORK_LANES", 0)
+    monkeypatch.setattr(sim.analysis.size, "FORK_LOOP_RUNS", 0)
 
     args = ["size", str(EMBEDDED_SUITE), "--model", "claude-sonnet-4-5", "--format", "json"]
     args += ["--limits", "16000,24000,32000,64000", "--keeps", "1000,2000,4000,8000"]
@@ -666,7 +671,10 @@ def test_workers_give_the_same_answer_byte_for_byte(capsys):
     assert "--workers 0 is not in [1, 64]" in capsys.readouterr().err
 
 
-def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results():
+def test_evaluate_over_workers_and_paired_many_are_the_one_process_and_one_setting_results(monkeypatch):
+    import os
+
+    import sim.analysis.size
     from scenarios.swe_like import generate_run
     from sim.analysis.paired import paired_many
     from sim.analysis.size import evaluate
@@ -675,13 +683,29 @@ def test_evaluate_and_paired_many_split_over_workers_are_the_one_process_results
 
     traces = [generate_run(7, i) for i in range(5)] + list(load_paths([EMBEDDED_SUITE]))[:3]
     args = (traces, "seed_engine", [16000, 32000], [2000, 8000], 200000, "claude-sonnet-4-5")
-    one, two = evaluate(*args), evaluate(*args, workers=2)
+    one = evaluate(*args)
+    real_fork, forks = os.fork, []
+
+    def fork():
+        forks.append(1)
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    monkeypatch.setattr(sim.analysis.size, "GRID_BATCH", 4)  # two batches
+    assert (
+        evaluate(*args, workers=2)[0].tokens.tolist() == one[0].tokens.tolist() and forks == []
+    )  # too small
+    monkeypatch.setattr(sim.analysis.size, "FORK_LANES", 0)
+    monkeypatch.setattr(sim.analysis.size, "FORK_LOOP_RUNS", 0)
+    two = evaluate(*args, workers=2)
+    assert forks  # dealt to a forked worker
     for a, b in zip(one, two, strict=True):
         assert a.label == b.label and a.outcome == b.outcome and a.overflow_runs == b.overflow_runs
         for f in ("cost", "tokens", "facts_seen", "facts_lost", "refetch", "completed", "peak", "output"):
             assert np.array_equal(getattr(a, f), getattr(b, f)), f
-    want = [paired(one[0], s) for s in one[1:]]  # one setting at a time
-    assert paired_many(one[0], one[1:]) == paired_many(one[0], one[1:], workers=3) == want
+    want = [paired(one[0], s) for s in one[1:]]  # one setting at a time: the shared resamples
+    assert paired_many(one[0], one[1:]) == want
+    assert paired_many(one[0], one[:0:-1]) == want[::-1]  # a setting's interval whatever sits beside it
     assert any(w["saving_ci"] != [0.0, 0.0] for w in want)  # resampled, not all zero
 
 

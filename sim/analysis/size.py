@@ -28,6 +28,10 @@ DEFAULT_LIMITS = (16000, 24000, 32000, 48000, 64000, 96000, 128000, 200000)  # S
 DEFAULT_KEEPS = (2000, 4000, 8000, 12000, 16000, 20000)
 Progress = Callable[[int, int, str], None]  # (done, total, what): a sizing's progress
 GRID_BATCH = 256  # runs a grid pass takes at once: bounds its lanes' memory (settings x runs)
+# the work a sizing forks workers for (``workers`` > 1): (setting, run) pairs on the grid path, and runs on
+# the per-call loop; below these one process is cheaper than a fork (the answer is the same either way)
+FORK_LANES = 50_000
+FORK_LOOP_RUNS = 64
 
 
 def _order(traces: Sequence[Trace]) -> tuple[list[int], list[str]]:
@@ -204,15 +208,34 @@ def _replay(
     ordered = [traces[i] for i in order]
     models = [ReplayModel(t, **(behaviour or {})) for t in ordered]  # no run state: shared by the settings
     route = grid_route(ordered, policies, models, pricing, GRID_BATCH, grid)
+    # a fork costs CPU (its pages copied as they are written): only work that pays for it is dealt out
+    grid_workers = workers if len(policies) * len(ordered) >= FORK_LANES else 1
+    if grid_workers > 1 and len(route.batches) > 1:
+        _tables_here(ordered, policies[0], route.batches)
     sizing = _Sizing(len(policies), len(ordered), route.loop)
     runs = _Runs(ordered, policies, models, window, pricing, per_call)
-    sizing.take_grid(route.batches, forked_map(runs.grid_batch, route.batches, workers), progress)
+    sizing.take_grid(route.batches, forked_map(runs.grid_batch, route.batches, grid_workers), progress)
     looped = [j for j, positions in enumerate(sizing.todo) if positions]
+    loop_workers = workers if sum(len(sizing.todo[j]) for j in looped) >= FORK_LOOP_RUNS else 1
     job = partial(runs.loop_setting, sizing.todo)
     if progress:  # this process's share of the settings, each counted as the share of all it stands for
-        job = partial(_counted, job, progress, len(looped), min(workers, len(looped)), os.getpid(), [0])
-    sizing.take_loop(looped, forked_map(job, looped, workers))
+        job = partial(_counted, job, progress, len(looped), min(loop_workers, len(looped)), os.getpid(), [0])
+    sizing.take_loop(looped, forked_map(job, looped, loop_workers))
     return sizing.results(keys, ordered, hashes)
+
+
+def _tables_here(ordered: Sequence[Trace], proto, batches: list) -> None:
+    """The seed engine's per-trace tables of every run on the grid path, built in this process before its
+    batches are forked: each child inherits them, where tables a child builds die with it (and the
+    no-window reference, forked again, would build them again)."""
+    from sim.policies.seed_engine import SeedEngine
+
+    if type(proto) is not SeedEngine:
+        return
+    from sim.engine.fast.seed_static import grid_statics
+
+    for _, _, chunk in batches:
+        grid_statics([ordered[p] for p in chunk], proto)
 
 
 def _counted(job: Callable, progress: Progress, total: int, workers: int, parent: int, done: list, j: int):

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from sim.analysis.paired import percentile_rows
 from sim.analysis.setting_results import SettingResult
 from sim.core.types import Trace
 
@@ -25,7 +26,8 @@ def runaway_budgets(base: SettingResult) -> dict:
     compaction (every call's input + output, as the seed engine counts; and the cost), rounded up, with
     how many of these runs each would stop (none, unless a run is far beyond the rest)."""
     tokens = base.tokens + (base.output if base.output is not None else 0)
-    p99_tokens, p99_cost = float(np.percentile(tokens, 99)), float(np.percentile(base.cost, 99))
+    p99 = percentile_rows(np.array([tokens, base.cost], dtype=np.float64), (99,))[0]  # np.percentile's
+    p99_tokens, p99_cost = float(p99[0]), float(p99[1])
     tb, cb = _round_up(2 * p99_tokens), _round_up(2 * p99_cost)
     return {
         "token_budget": tb,

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence, Set
 
 import numpy as np
 
-from sim.analysis.paired import bootstrap_ci, paired_many, seeded_rng
+from sim.analysis.paired import bootstrap_ci, paired_many, percentile_rows, seeded_rng
 from sim.analysis.setting_results import SettingResult, settings_from_frame
 from sim.util.errors import ConfigError
 
@@ -125,7 +125,6 @@ def verdict(
     reserve: int = 0,
     summary: int = 0,
     largest_request: int | None = None,
-    workers: int = 1,
     reference: SettingResult | None = None,
     worst_completion: Mapping[Pair, float] | None = None,
     trigger: bool | None = None,
@@ -134,10 +133,9 @@ def verdict(
     in the regime the baseline puts it in (the module's docstring). ``reference``: the baseline's runs
     replayed with no window, the cost reference where the baseline overflows (else unused; without it
     the baseline stands in). ``worst_completion``: per (limit, keep), its worst completion over the mock
-    behaviours, which the ranking reads where compaction is required. ``workers``: processes for the
-    paired bootstraps (the same answer for any number). ``trigger``: None for the seed engine's (limit,
-    keep) grid; for another policy's grid (``size --policy``) whether it acts only past a size threshold
-    (``Policy.size_trigger``), which says what its safety net is (``_net_setting``)."""
+    behaviours, which the ranking reads where compaction is required. ``trigger``: None for the seed
+    engine's (limit, keep) grid; for another policy's grid (``size --policy``) whether it acts only past a
+    size threshold (``Policy.size_trigger``), which says what its safety net is (``_net_setting``)."""
     if not results or not results[0].is_baseline:
         raise ConfigError(f"size: the results of {policy_name} hold no no-compaction (limit unset) setting")
     base, cands = results[0], list(results[1:])
@@ -149,7 +147,7 @@ def verdict(
     ref = reference if required and reference is not None else base
     tol = (target, max_facts_lost_increase)
     rows = []
-    for s, pr in zip(cands, paired_many(ref, cands, workers), strict=True):
+    for s, pr in zip(cands, paired_many(ref, cands), strict=True):
         if required:
             why = [] if s.overflow_runs < base.overflow_runs else [_overflow_text(s, base)]
             rows.append((s, pr, why, _shortfalls(s, pr, *tol)))
@@ -157,7 +155,7 @@ def verdict(
             rows.append((s, pr, _why_not(s, base, pr, *tol), []))
     ties = tie_groups(results)
     labels = [s.label for s in results]
-    peak_p99 = float(np.percentile(base.peak, 99))
+    peak_p99 = float(percentile_rows(np.array(base.peak, dtype=np.float64)[None, :], (99,))[0, 0])
     base_brief = _brief(base)
     base_brief["peak_context_tokens_p99"] = round(peak_p99)
     never_fire = [s for s in cands if s.same_as(base)]

@@ -89,7 +89,8 @@ def add_parser(sub) -> None:
     add_workers_option(
         sz,
         2,
-        "processes for the grid batches and the bootstraps (default 2; the same answer for any number)",
+        "processes for the grid batches and the runs on the per-call loop, when there is enough of each "
+        "(default 2; the same answer for any number)",
     )
     sz.add_argument("--format", choices=("table", "json"), default="table")
     sz.add_argument(
@@ -340,7 +341,6 @@ class Sizing:
             window=self.win,
             reserve=self.reserve,
             summary=self.summary,
-            workers=args.workers,
             reference=reference,
             worst_completion=worst,
             trigger=None if self.grid is None else policy_class(args.policy).size_trigger,

@@ -167,11 +167,16 @@ def _envelope(trace: Trace, info: SeedEvents, i: int, max_bytes: int) -> tuple[i
     envelope: once per trace and bound."""
     memo = trace.derived(f"seed_engine_envelopes_{max_bytes}", lambda t: {})
     if i not in memo:
-        encoded = info.encoded(trace, i)
-        text = bound_result(json_text(encoded), max_bytes)
-        assert text is not None  # the caller checked the result is over the bound
-        memo[i] = (len(text.encode()), units(text[: RESULT_CLIP + 1]), _shown(encoded, text))
+        memo[i] = envelope_of(info.encoded(trace, i), max_bytes)
     return memo[i]
+
+
+def envelope_of(encoded: str, max_bytes: int) -> tuple[int, int, tuple]:
+    """``_envelope`` of a result whose text is ``encoded`` (the grid path's tables read it for a text-free
+    result's stand-in without building the trace's events)."""
+    text = bound_result(json_text(encoded), max_bytes)
+    assert text is not None  # the caller checked the result is over the bound
+    return len(text.encode()), units(text[: RESULT_CLIP + 1]), _shown(encoded, text)
 
 
 def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
@@ -184,9 +189,12 @@ def _shown(content: str, envelope: str) -> tuple[tuple[int, int], ...]:
     if content.isascii() and not _NEEDS_ESCAPE.search(content):  # the JSON text is the content in quotes
         h, t = max(head - 1, 0), max(tail - 1, 0)
     elif content.isascii():  # one byte a character: the characters whose escapes fit, from the sums
-        escaped = _ASCII_ESCAPED[np.frombuffer(content.encode(), dtype=np.uint8)]
-        h = int(np.searchsorted(np.cumsum(escaped), head - 1, side="right"))  # 1 + spent <= head
-        t = int(np.searchsorted(np.cumsum(escaped[::-1]), tail - 1, side="right"))
+        # (every escape is a byte or more: the first ``head`` and last ``tail`` characters hold the answer)
+        raw = np.frombuffer(content.encode(), dtype=np.uint8)
+        spent = np.cumsum(_ASCII_ESCAPED[raw[:head]])
+        h = int(np.searchsorted(spent, head - 1, side="right"))  # 1 + spent <= head
+        spent = np.cumsum(_ASCII_ESCAPED[raw[::-1][:tail]])
+        t = int(np.searchsorted(spent, tail - 1, side="right"))
     else:
         h = t = 0
         used = 1  # the opening quote

@@ -18,6 +18,8 @@ import math
 from collections.abc import Sequence
 from json.encoder import encode_basestring
 
+import numpy as np
+
 from sim.cost.tokens import json_bytes
 
 PART_ID = "~effect/ai/Prompt/Part"
@@ -98,10 +100,17 @@ def stand_in(nbytes: int, escapes: int) -> str:
     newlines spread evenly (each escapes to two bytes in JSON). Deterministic, so the oracle and the
     policy size the same text."""
     k = min(max(escapes, 0), nbytes // 2)
-    chars = list(("abcdefghijklmnopqrstuvwxyz" * (nbytes // 26 + 1))[:nbytes])
-    for j in range(k):
-        chars[(j + 1) * nbytes // (k + 1)] = "\n"
-    return "".join(chars)
+    text = (_LETTERS * (nbytes // 26 + 1))[:nbytes]
+    if not k:
+        return text
+    # the letters at (j + 1) * nbytes // (k + 1) become newlines, set in the text's bytes at once (not
+    # a list of every character)
+    chars = np.frombuffer(text.encode(), dtype=np.uint8).copy()
+    chars[np.arange(1, k + 1, dtype=np.int64) * nbytes // (k + 1)] = ord("\n")
+    return chars.tobytes().decode()
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
 # ------------------------------------------------------------------------------------ tool-result bound

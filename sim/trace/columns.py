@@ -53,6 +53,7 @@ from sim.trace.column_checks import (
     top_keys,
     top_ok,
 )
+from sim.trace.column_links import ToolLinks, batch_links
 from sim.trace.column_text import (
     canonical_texts,
     head_sorted,
@@ -167,6 +168,10 @@ class _Shared:
         self.calls = _BatchCalls(C, calls.cint, calls.opt, calls.residual)
         self.unrecorded_out = per_record(outputs < 0, call_owner, n).tolist()
         self.own_prefix = _own_prefix(rows, ints["tokens"])
+        links, text_free = batch_links(E, kind, ev_owner, n, calls.at)
+        local = np.where(links.issuer >= 0, links.issuer - rows.eo[ev_owner], -1)  # within its record
+        self.links = ToolLinks(*map(read_only, (links.ids_n, links.ids_json, local, links.call_ids)))
+        self.text_free = text_free.tolist()
 
 
 def _own_prefix(rows: Rows, tokens: np.ndarray) -> np.ndarray:
@@ -200,6 +205,7 @@ def _build(
     ve_ro, res_ro, out_tokens, rec_input = s.ve, s.residual, s.out_tokens, s.rec_input
     own_prefix, view_ro, local_ro, minus_one, zeros = s.own_prefix, s.view, s.local, s.minus_one, s.zeros
     provides_any, elapsed, calls_py = s.provides_any, s.elapsed, s.calls
+    links, text_free_ = s.links, s.text_free
     any_needs_, unrecorded_, any_facts_ = s.any_needs, s.unrecorded_out, s.any_facts
     sorted_events, sorted_calls = texts.get("events_sorted"), texts.get("calls_sorted")
     eo_, co_ = rows.eo.tolist(), rows.co.tolist()
@@ -247,6 +253,10 @@ def _build(
             "provides_any": provides_any[a:b],
             "has_needs": any_needs_[i],
             "elapsed": elapsed[ca:cb],
+            "tool_links": ToolLinks(
+                links.ids_n[a:b], links.ids_json[a:b], links.issuer[a:b], links.call_ids[ca:cb]
+            ),
+            "text_free": text_free_[i],
         }
         if not unrecorded_[i]:  # sim.engine.model's recorded outputs: the column itself, none estimated
             cache["replay_outputs"] = (arrays.output_tokens, 0)
@@ -318,24 +328,36 @@ def _elapsed(ev_time, call_time, eo, co, ev_owner, call_owner) -> np.ndarray:
 
 
 class _BatchCalls:
-    """Every call of the batch, as the reference builds them (nulls stay None), made when a trace of
-    the batch first asks for its calls."""
+    """Every call of the batch, as the reference builds them (nulls stay None): a trace's own when few of
+    the batch's traces ask (``size`` asks only for the runs its grid path hands to the loop), the whole
+    batch's at once from the ``ALONE``-th ask on (a sweep asks for every one)."""
+
+    ALONE = 16
 
     def __init__(self, C, cint: dict, opt: dict, residual: np.ndarray) -> None:
-        self.C, self.cint, self.residual, self.calls = C, cint, residual, None
+        self.C, self.cint, self.residual, self.calls, self.asked = C, cint, residual, None, 0
 
     def __getitem__(self, span: slice) -> list[Call]:
         if self.calls is None:
-            g, cint = self.C.field, self.cint
-            cols = [cint["index"].tolist(), cint["event_index"].tolist(), cint["view_end"].tolist()]
-            cols += [g(k).to_pylist() for k in ("input_tokens", "output_tokens")]
-            cols += [
-                g(k).to_pylist() for k in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")
-            ]
-            cols += [self.residual.tolist(), g("usage_provenance").to_pylist(), g("timestamp").to_pylist()]
-            cols += [g("recorded_cost_usd").to_pylist()]
-            self.calls = list(map(Call, *cols))
+            self.asked += 1
+            if self.asked < self.ALONE:
+                return self._built(span.start, span.stop)
+            self.calls = self._built(0, len(self.C))
         return self.calls[span]
+
+    def _built(self, a: int, b: int) -> list[Call]:
+        C, cint = self.C.slice(a, b - a), self.cint
+        g = C.field
+        cols = [
+            cint["index"][a:b].tolist(),
+            cint["event_index"][a:b].tolist(),
+            cint["view_end"][a:b].tolist(),
+        ]
+        cols += [g(k).to_pylist() for k in ("input_tokens", "output_tokens")]
+        cols += [g(k).to_pylist() for k in ("cache_read_tokens", "cache_write_tokens", "reasoning_tokens")]
+        cols += [self.residual[a:b].tolist(), g("usage_provenance").to_pylist(), g("timestamp").to_pylist()]
+        cols += [g("recorded_cost_usd").to_pylist()]
+        return list(map(Call, *cols))
 
 
 class _CallBuilder:

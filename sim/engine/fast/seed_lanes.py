@@ -84,7 +84,7 @@ from sim.engine.fast.seed_lanes_tables import (
     VE,
     LaneBatch,
 )
-from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_static, status_base_len
+from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_statics, status_base_len
 from sim.engine.model import ReplayModel
 from sim.policies.seed_engine import SeedEngine
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
@@ -249,11 +249,11 @@ def _figures(lanes: Lanes, S: int, order, outputs, state, pristine, p_sums, rows
 
 
 def _longest_first(traces: Sequence) -> list[int]:
-    return sorted(range(len(traces)), key=lambda r: -len(traces[r].calls))
+    return sorted(range(len(traces)), key=lambda r: -len(traces[r].arrays.view_end))  # its calls (not built)
 
 
 def _statics(proto: SeedEngine, traces: Sequence) -> list[GridStatic]:
-    return [grid_static(t, proto) for t in traces]
+    return grid_statics(traces, proto)
 
 
 LOCKSTEP_LANES = 2048  # started lanes from which they advance call position by call position

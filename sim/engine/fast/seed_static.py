@@ -11,11 +11,14 @@ paths use: the line's text is fixed but for five numbers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.engine.common import per_call
+from sim.engine.fast.seed_admitted import Admitted, from_counts, from_counts_many, takes_counts
 from sim.policies.base import RunStatus, View
 from sim.policies.seed_engine import PRUNE_PLACEHOLDER, SeedEngine
 from sim.policies.seed_messages import (
@@ -46,6 +49,22 @@ def grid_static(trace: Trace, proto: SeedEngine) -> GridStatic:
     return trace.derived(f"grid_static_{proto.tool_result_max_bytes}", lambda t: GridStatic(t, proto))
 
 
+def grid_statics(traces: Sequence[Trace], proto: SeedEngine) -> list[GridStatic]:
+    """``[grid_static(t, proto) for t in traces]``, the text-free traces' tables not yet kept read in one
+    pass over the batch (``sim.engine.fast.seed_admitted.from_counts_many``)."""
+    key = f"grid_static_{proto.tool_result_max_bytes}"
+    # (``derived`` takes a None it was given for a missing value: the next ask builds the tables)
+    todo = [t for t in traces if t.derived(key, _none) is None and takes_counts(t, proto)]
+    if todo:
+        for t, m in zip(todo, from_counts_many(todo, proto), strict=True):
+            t.derived(key, lambda t, m=m: GridStatic(t, proto, admitted=m))
+    return [grid_static(t, proto) for t in traces]
+
+
+def _none(_trace: Trace) -> None:
+    return None
+
+
 def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Offsets and the items of the item ranges [first, end) laid end to end."""
     lengths = (end - first).astype(np.int64)
@@ -56,86 +75,71 @@ def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class GridStatic:
-    """What every lane of a trace shares: settled items, the messages and their estimates per call."""
+    """What every lane of a trace shares: settled items, the messages and their estimates per call.
 
-    def __init__(self, trace: Trace, proto: SeedEngine) -> None:
+    Built by the policy itself (``SeedEngine.start``, ``settle``, ``admit``, ``transcript_block``: the
+    reference), or, for a text-free trace of one run under the seed engine (no event holds text, so every
+    size follows from the events' counts), from its arrays and tool links at once
+    (``sim.engine.fast.seed_admitted``), without building its events: the same tables
+    (tests/test_seed_static_counts.py holds every field equal)."""
+
+    def __init__(
+        self, trace: Trace, proto: SeedEngine, by_policy: bool = False, admitted: Admitted | None = None
+    ) -> None:
         a = trace.arrays
         self.view_end = a.view_end.tolist()
         self.K = K = len(self.view_end)
-        self.N = N = self.view_end[-1]
+        self.N = self.view_end[-1]
         self.residual = a.residual.astype(np.int64)
         self.recorded_input = a.recorded_input.astype(np.int64)
-        state: SeedState = proto.start(trace)
-        view = View()
-        view.tokens, view.nbytes = a.tokens.tolist()[:N], a.bytes.tolist()[:N]
-        view.state = [0] * N
-        tok = np.asarray(a.tokens[:N], dtype=np.int64).copy()
-        states = np.zeros(N, dtype=np.int8)
-        self.settled: list[tuple[int, int, int, int]] = []  # (admitting call, item, tokens before, after)
-        self.cuts: list = []  # (call, item, shown ranges) as the loop's record holds them
-        # settle changes only a tool result over the bound (nothing is rejected without budgets): the
-        # others are not asked
-        assert state.rejecting is None
-        over = np.flatnonzero(
-            (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
-            & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
-        )
-        admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
-        for i, call in zip(over.tolist(), admitting, strict=True):
-            ch = proto.settle(trace, state, i, view)
-            if ch is not None:
-                assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
-                self.settled.append((call, i, int(tok[i]), ch.tokens))
-                self.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
-                tok[i], states[i] = ch.tokens, _BOUNDED
-        self.tok0, self.state0 = tok, states
-        self.prefix = np.zeros(N + 1, dtype=np.int64)
+        if admitted is not None:
+            m = admitted
+        elif not by_policy and takes_counts(trace, proto):
+            m = from_counts(trace, proto)
+        else:
+            m = _by_policy(trace, proto, self.view_end)
+        self.settled, self.cuts = m.settled, m.cuts
+        tok = m.tok
+        self.tok0, self.state0 = tok, m.states
+        self.prefix = np.zeros(len(tok) + 1, dtype=np.int64)
         np.cumsum(tok, out=self.prefix[1:])
         self.bound_calls = len({c for c, *_ in self.settled})  # compactions of kind truncate
-        # the messages, admitted call by call (the same for every setting)
-        self.msgs_at: list[int] = []  # messages in view at call k
-        self.tools_at: list[int] = []  # unprotected tool messages in view at call k
-        appended = []
-        for k in range(K):
-            view.n = self.view_end[k]
-            proto.admit(trace, state, view)
-            self.msgs_at.append(len(state.role))
-            self.tools_at.append(len(state.tool_msgs))
-            appended.append(state.appended_est)
-            state.appended_est = 0
-        self.appended = np.array(appended, dtype=np.int64)
-        self.role_tool = np.array([r == "tool" for r in state.role], dtype=bool)
-        self.est = np.array(state.est, dtype=np.int64)
-        self.est_cleared = np.array(state.est_cleared, dtype=np.int64)
-        self.first, self.end = state.first, state.end
-        self.protected_end = state.protected_end
-        self.tm = state.tool_msgs
+        self.msgs_at, self.tools_at = m.msgs_at, m.tools_at
+        self.appended = np.asarray(m.appended, dtype=np.int64)
+        self.role_tool = np.asarray(m.role_tool, dtype=bool)
+        self.est = np.asarray(m.est, dtype=np.int64)
+        self.est_cleared = np.asarray(m.est_cleared, dtype=np.int64)
+        self.first, self.end = m.first, m.end
+        self.protected_end = m.protected_end
+        self.tm = m.tm
         tm = np.array(self.tm, dtype=np.int64)
         self.tm_est = self.est[tm] if len(tm) else np.zeros(0, dtype=np.int64)
         self.tm_saving = np.zeros(len(tm) + 1, dtype=np.int64)  # prefix sums of est - est_cleared
         if len(tm):
             np.cumsum(self.est[tm] - self.est_cleared[tm], out=self.tm_saving[1:])
         self.tm_off, self.tm_items = _spans(np.array(self.first)[tm], np.array(self.end)[tm])
-        M = len(state.role)
+        M = len(self.first)
         self.m_off, self.m_items = _spans(
             np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
         )
-        # chooseSummarizeCut steps back over tool messages: where each start lands
-        back, last = [0] * M, 0
-        for m in range(M):
-            if not self.role_tool[m]:
-                last = m
-            back[m] = last if self.role_tool[m] else m
-        self.back = back
-        self.blocks = [proto.transcript_block(trace, state, m) for m in range(M)]
+        # chooseSummarizeCut steps back over tool messages: where each start lands (a tool message's: the
+        # last message before it that is not one, else 0)
+        at = np.arange(M)
+        self.back = np.where(
+            self.role_tool, np.maximum.accumulate(np.where(self.role_tool, 0, at)), at
+        ).tolist()
+        self.blocks = m.blocks
         self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
         self.tm_saving_l = self.tm_saving.tolist()
         self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
         self.m_tok = [0, *np.cumsum(tok[self.m_items]).tolist()]  # ... of every message's items
-        self.ep = [0, *np.cumsum(self.est).tolist()]  # message estimates
+        ep = np.concatenate([[0], np.cumsum(self.est)])  # message estimates
         tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
-        self.sv = [0, *np.cumsum(tool_saving).tolist()]  # what clearing saves (any tool message: _rendered)
-        self.dv = [e - v for e, v in zip(self.ep, self.sv, strict=True)]  # prefix sums of rendered-cleared
+        sv = np.concatenate(
+            [[0], np.cumsum(tool_saving)]
+        )  # what clearing saves (any tool message: _rendered)
+        self.ep, self.sv = ep.tolist(), sv.tolist()
+        self.dv = (ep - sv).tolist()  # prefix sums of rendered-cleared
         self.prefix_l = self.prefix.tolist()
         self.residual_l = self.residual.tolist()
         nonempty = [0 if b is None else 1 for b in self.blocks]
@@ -146,11 +150,10 @@ class GridStatic:
         self.ph_tokens = estimate_tokens(self.ph_bytes, bpt)
         self.prefix_bytes = len(SUMMARY_PREFIX.encode())
         self.prefix_tokens = estimate_tokens(self.prefix_bytes, bpt)
-        tool_calls, elapsed = per_call(trace)
-        self.elapsed = np.array(elapsed, dtype=np.float64)
+        self.elapsed = np.array(m.elapsed, dtype=np.float64)
         self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
         self.tools_before = np.zeros(K, dtype=np.int64)
-        self.tools_before[1:] = np.cumsum(tool_calls)[:-1]
+        self.tools_before[1:] = np.cumsum(m.tool_calls)[:-1]
 
     def lane_arrays(self) -> dict[str, np.ndarray]:
         """The tables ``sim.engine.fast.seed_lanes_tables.LaneBatch`` lays end to end, as arrays (built
@@ -206,10 +209,11 @@ class GridStatic:
         return memo[base]
 
     def _status_fixed(self, base: int) -> list[int]:
-        turns = [len(str(k + 1)) for k in range(self.K)]
-        tools = [len(str(v)) for v in self.tools_before.tolist()]
-        secs = [len(str(v)) for v in self.elapsed_s.tolist()]
-        return [base + 2 + a + b + c for a, b, c in zip(turns, tools, secs, strict=True)]
+        def digits(v: np.ndarray) -> np.ndarray:  # len(str(v)) of counts >= 0
+            return 1 + np.searchsorted(POW10, v, side="right")
+
+        turns = digits(np.arange(1, self.K + 1, dtype=np.int64))
+        return (base + 2 + turns + digits(self.tools_before) + digits(self.elapsed_s)).tolist()
 
     def prompt_chars(self, m0: int, cut: int, previous: int | None) -> int:
         """``prompt_units`` of messages [m0, cut)'s blocks after the previous summary: its arithmetic from
@@ -223,3 +227,53 @@ class GridStatic:
         lines = count + (prev is not None)
         transcript = total + (prev or 0) + 2 * max(lines - 1, 0)
         return INSTRUCTION_CHARS + len("\n\n<transcript>\n") + transcript + len("\n</transcript>")
+
+
+def _by_policy(trace: Trace, proto: SeedEngine, view_end: list[int]) -> Admitted:
+    """``Admitted`` by the policy itself, event by event (the reference)."""
+    a = trace.arrays
+    N = view_end[-1]
+    m = Admitted()
+    state: SeedState = proto.start(trace)
+    view = View()
+    view.tokens, view.nbytes = a.tokens.tolist()[:N], a.bytes.tolist()[:N]
+    view.state = [0] * N
+    tok = np.asarray(a.tokens[:N], dtype=np.int64).copy()
+    states = np.zeros(N, dtype=np.int8)
+    m.settled = []  # (admitting call, item, tokens before, after)
+    m.cuts = []  # (call, item, shown ranges) as the loop's record holds them
+    # settle changes only a tool result over the bound (nothing is rejected without budgets): the
+    # others are not asked
+    assert state.rejecting is None
+    over = np.flatnonzero(
+        (np.asarray(a.kind[:N]) == KIND_CODE["tool_result"])
+        & (np.asarray(state.info.jb[:N], dtype=np.int64) > proto.tool_result_max_bytes)
+    )
+    admitting = np.searchsorted(a.view_end, over, side="right").tolist()  # the call admitting each
+    for i, call in zip(over.tolist(), admitting, strict=True):
+        ch = proto.settle(trace, state, i, view)
+        if ch is not None:
+            assert ch.state == ItemState.BOUNDED  # without budgets nothing is rejected
+            m.settled.append((call, i, int(tok[i]), ch.tokens))
+            m.cuts.append((call, i, tuple(ch.kept) if ch.kept is not None else ((0, ch.nbytes),)))
+            tok[i], states[i] = ch.tokens, _BOUNDED
+    m.tok, m.states = tok, states
+    # the messages, admitted call by call (the same for every setting)
+    m.msgs_at, m.tools_at = [], []  # messages, unprotected tool messages in view at call k
+    appended = []
+    for k in range(len(view_end)):
+        view.n = view_end[k]
+        proto.admit(trace, state, view)
+        m.msgs_at.append(len(state.role))
+        m.tools_at.append(len(state.tool_msgs))
+        appended.append(state.appended_est)
+        state.appended_est = 0
+    m.appended = appended
+    m.role_tool = [r == "tool" for r in state.role]
+    m.est, m.est_cleared = state.est, state.est_cleared
+    m.first, m.end = state.first, state.end
+    m.protected_end = state.protected_end
+    m.tm = state.tool_msgs
+    m.blocks = [proto.transcript_block(trace, state, j) for j in range(len(state.role))]
+    m.tool_calls, m.elapsed = per_call(trace)
+    return m
