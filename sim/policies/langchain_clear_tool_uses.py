@@ -148,7 +148,7 @@ class LangchainClearToolUses(Policy):
         if self._plain():
             # the loop below with nothing to stop it, pair or skip: every answered candidate, oldest
             # first, read from per-trace tables (the same dict; a sizing replays it on every call of
-            # every setting)
+            # every setting). Held to the loop by tests/test_policy_tables.py
             results, count, cleared = answered_tables(trace, ptok, pbytes)
             in_view = bisect_left(results, view.n)
             upto = count[in_view - self.keep] if self.keep < in_view else 0
@@ -159,6 +159,7 @@ class LangchainClearToolUses(Policy):
         events = trace.events
         changes: dict[int, Change] = {}
         reclaimed = 0  # against the unedited copy, as the middleware counts
+        # the rule; ``answered_tables`` above is its plain case read from tables (held to it by a test)
         for i in candidates(trace, view, self.keep):
             if self.clear_at_least > 0 and reclaimed >= self.clear_at_least:
                 break
