@@ -119,6 +119,9 @@ def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
     return out
 
 
+_KINDS = [KIND_OF_STATE.get(s) for s in ItemState]  # KIND_OF_STATE by state code, read by index
+
+
 class _TurnLimit(Exception):
     """The agent's next step would pass ``model.max_turns``: the run ends there."""
 
@@ -359,22 +362,21 @@ class _Run:
         vt, vb, vs, fen, rows, facts = self.vt, self.vb, self.vs, self.fen, self.changes, self.facts
         row = len(self.cols["kind"])  # the request's row, written after its changes
         shown = None if facts is None else facts.shown
-        first, delta, verbatim = -1, self.delta, ItemState.VERBATIM
+        first, delta, verbatim, kinds = -1, self.delta, ItemState.VERBATIM, _KINDS
         for ch in changes:
-            i, state = ch.index, ch.state
+            i, state, tokens, nbytes, _, _ = ch  # a Change
             if state in POSITIONAL:
                 self.delta = delta
                 self.change(k, ch)
                 delta = self.delta
             else:
-                tokens = ch.tokens
                 d = tokens - vt[i]
                 if d:  # (as ``change``)
                     delta += d
                     fen.add(i, d)
                 if state != verbatim:
-                    rows.append((k, KIND_OF_STATE[state], i, -d, tokens, row))
-                vt[i], vb[i], vs[i] = tokens, ch.nbytes, state
+                    rows.append((k, kinds[state], i, -d, tokens, row))
+                vt[i], vb[i], vs[i] = tokens, nbytes, state
                 if shown is not None:
                     shown.pop(i, None)
             if first < 0 or i < first:
