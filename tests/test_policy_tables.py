@@ -102,3 +102,55 @@ def test_member_table_lays_messages_end_to_end():
     assert table.flat == [1, 2, 3, 4, 5]
     assert table.start == [0, 1, 2, 3, 4, 5]
     assert table.results == [3, 5] and table.issuers == [2, 4]
+
+
+def sizing_records(traces, policies, behaviours=({},), window=60000):
+    """Every setting's records, setting after setting over the same trace objects (as a sizing replays
+    them: a per-trace table made by one setting is read by the next)."""
+    return [
+        loop_one(t, p, ReplayModel(t, **b), None, window, "claude-sonnet-4-5")
+        for b in behaviours
+        for p in policies
+        for t in traces
+    ]
+
+
+@pytest.mark.parametrize("name", ["openhands_amortized_forgetting", "openhands_llm_summarizing"])
+def test_openhands_idle_decisions_shared_by_settings_equal_each_settings_own(name, monkeypatch):
+    from scenarios.swe_like import generate_run
+
+    cls = type(make_policy(name))
+    assert cls.shares_idle
+    policies = [make_policy(name, max_size=m, keep_first=k) for m in (200, 50, 100) for k in (1, 4)]
+    # the same condenser after another step, which changes the view: its views are its own
+    policies.append(
+        make_policy(
+            "pipeline", steps=[{"name": "observation_masking", "n": 3}, {"name": name, "max_size": 40}]
+        )
+    )
+    behaviours = ({}, {"on_missing": "degrade", "summarizer": "oracle"})
+    shared = sizing_records([generate_run(5, i) for i in range(8)], policies, behaviours)
+    monkeypatch.setattr(cls, "shares_idle", False)  # each setting decides every call itself
+    same_records(shared, sizing_records([generate_run(5, i) for i in range(8)], policies, behaviours))
+
+
+def test_openhands_idle_table_is_read_by_the_second_setting(monkeypatch):
+    from scenarios.swe_like import generate_run
+
+    traces = [generate_run(5, i) for i in (0, 1, 3)]  # 124, 30 and 60 events: none over 200
+    decided = []
+    real = openhands_memory.V0Condenser._decide
+
+    def counted(self, t, st, view, request):
+        decided.append(self.max_size)
+        return real(self, t, st, view, request)
+
+    monkeypatch.setattr(openhands_memory.V0Condenser, "_decide", counted)
+    first = make_policy("openhands_amortized_forgetting", max_size=200, keep_first=0)
+    second = make_policy("openhands_amortized_forgetting", max_size=200, keep_first=4)
+    sizing_records(traces, [first], window=None)
+    calls = sum(len(t.calls) for t in traces)
+    assert decided.count(200) == calls  # the first setting decides every call (none over 200 events)
+    decided.clear()
+    sizing_records(traces, [second], window=None)
+    assert decided == []  # the second reads every call's decision from the table

@@ -309,7 +309,8 @@ INSUFFICIENT = (
 class V0State:
     """Per run: what this condenser forgot (its condensation actions in the history) and its summary."""
 
-    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos")
+    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos", "expect")
+    __slots__ += ("idle_entries",)
 
     def __init__(self) -> None:
         self.dropped: set[int] = set()
@@ -321,6 +322,10 @@ class V0State:
         self.summary: tuple[int, int] | None = None  # the latest summary's tokens and bytes
         self.carrier = -1
         self.summary_pos = 0  # where OpenHands inserts the summary in the view
+        # ``V0Condenser.shares_idle``: the view (states, tokens, bytes) this run's decisions left, while
+        # it has condensed nothing (None once it has); the entries of a call the condenser left as given
+        self.expect: tuple[list, list, list] | None = ([], [], [])
+        self.idle_entries: list[tuple] | None = None
 
 
 def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
@@ -374,6 +379,47 @@ def _entries_of(info: Events, i: int, gone: bool, own: set[int], view: View, out
     out.extend([(EV, i)] * u)
 
 
+def _idle_table(t: Trace) -> dict:
+    return {}  # call -> (view.n, the condenser's entries, the decision's changes): ``_idle_shared``
+
+
+def _pristine(st: V0State) -> bool:
+    """Nothing condensed yet: nothing forgotten, summarized, masked or hidden by this condenser."""
+    return (
+        not (st.dropped or st.summarized or st.masked or st.hidden) and st.summary is None and st.carrier < 0
+    )
+
+
+def _fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
+    return t.arrays.tokens.tolist(), t.arrays.bytes.tolist()  # what the loop admits an event at
+
+
+def _as_left(t: Trace, st: V0State, view: View) -> bool:
+    """The view is what this run's decisions left (``st.expect``), and every event admitted since is
+    verbatim at its recorded size: the view every run of the trace that condensed nothing has here."""
+    states, tokens, nbytes = st.expect  # type: ignore[misc]
+    m, n = len(states), view.n
+    if n < m or view.state[:m] != states or view.tokens[:m] != tokens or view.nbytes[:m] != nbytes:
+        return False
+    if n == m:
+        return True
+    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+    return (
+        view.state[m:n].count(V) == n - m
+        and view.tokens[m:n] == fresh_tokens[m:n]
+        and view.nbytes[m:n] == fresh_bytes[m:n]
+    )
+
+
+def _left(st: V0State, view: View, changes) -> None:
+    """``st.expect``: the view once ``changes`` are applied (what the next call should find)."""
+    n = view.n
+    states, tokens, nbytes = view.state[:n], view.tokens[:n], view.nbytes[:n]
+    for ch in changes:
+        states[ch.index], tokens[ch.index], nbytes[ch.index] = ch.state, ch.tokens, ch.nbytes
+    st.expect = (states, tokens, nbytes)
+
+
 def merged(calls: list[SummaryCall]) -> SummaryCall | list[SummaryCall] | None:
     """The summarizer calls OpenHands made before one request (several condensations: each metered)."""
     return None if not calls else calls[0] if len(calls) == 1 else list(calls)
@@ -388,6 +434,10 @@ class V0Condenser(Policy):
 
     acts_before_call = True
     rolling: ClassVar[bool] = False
+    # its ``condense`` returns the very entries it is given when it does not condense: until a run
+    # condenses, its decisions are ConversationMemory's alone, the same for every setting of the knobs,
+    # so a sizing's settings share them per trace and call (``_idle_shared``)
+    shares_idle: ClassVar[bool] = False
 
     def start(self, trace: Trace) -> V0State:
         return V0State()
@@ -415,6 +465,7 @@ class V0Condenser(Policy):
         for _ in range(SETTLE_ROUNDS):  # a condensation shrinks the view: settled in one or two rounds
             res = self.condense(t, info, st, entries, request)
             if isinstance(res, list):
+                st.idle_entries = entries if res is entries else None
                 kept, odd = event_ids(res)
                 st.masked |= {x[1] for x in odd if x[0] == PH and x[1] in given}
                 st.hidden |= given - kept - {x[1] for x in odd if x[0] == PH}
@@ -462,12 +513,43 @@ class V0Condenser(Policy):
         return Decision(changes, merged(calls))
 
     def before_call(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
+        if self.shares_idle and state.expect is not None:
+            return self._idle_shared(trace, state, view, call)
         d = self._decide(trace, state, view, False)
         return d if d.summary is not None or d.stop is not None else d.changes
+
+    def _idle_shared(self, t: Trace, st: V0State, view: View, call: int):
+        """``before_call`` of a run that has condensed nothing yet. Its view is then the one every such
+        run of the trace has at this call (checked: what its decisions left, and the events since, as
+        they were recorded), and so is the view the condenser is given: when ``condense`` leaves that as
+        it is, the decision is the one first made for this call by any setting, kept per trace and
+        class. Else decided here (``_decide``), and kept for the next setting when it is that decision."""
+        if not _as_left(t, st, view):  # another step changed the view, or the mock model brought an
+            st.expect = None  # item back: its views are its own from here on (the chain starts at call 0)
+            d = self._decide(t, st, view, False)
+            return d if d.summary is not None or d.stop is not None else d.changes
+        table = t.derived(f"openhands_idle:{self.name}", _idle_table)
+        hit = table.get(call)
+        if (
+            hit is not None
+            and hit[0] == view.n
+            and self.condense(t, events_of(t), st, hit[1], False) is hit[1]
+        ):
+            _left(st, view, hit[2])
+            return list(hit[2])
+        st.idle_entries = None
+        d = self._decide(t, st, view, False)
+        if st.idle_entries is None or d.summary is not None or d.stop is not None or not _pristine(st):
+            st.expect = None  # it condensed: its views are its own from here on
+            return d if d.summary is not None or d.stop is not None else d.changes
+        table[call] = (view.n, st.idle_entries, list(d.changes))  # the idle decision at this call
+        _left(st, view, d.changes)
+        return d.changes
 
     def on_overflow(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
         if not self.rolling:
             return None
+        state.expect = None  # (a condensation request: the view is this run's own from here on)
         d = self._decide(trace, state, view, True)
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
             return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
