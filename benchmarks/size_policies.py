@@ -4,8 +4,8 @@ grid, over the same N SWE-like traces in one session (issue 40: each policy <= 3
 Each figure is the CPU time (user + sys) of one run of the command, its workers included
 (``RUSAGE_CHILDREN`` counts every descendant that has ended and been waited for; ``size`` reaps its
 forked workers), with ``--model claude-sonnet-4-5 --format json`` and the default ``--workers``. The seed
-engine is timed before and after the policies (a loaded machine drifts over minutes); each ratio is to
-the mean of the two. The header names the commit, the versions, the machine and its load.
+engine is timed before and after each policy (a loaded machine drifts over minutes); each ratio is to
+the mean of the two runs beside it. The header names the commit, the versions, the machine and its load.
 
     python benchmarks/size_policies.py [N_TRACES] [NAME,...]
 
@@ -77,21 +77,23 @@ def main() -> None:
         write_traces([generate_run(7, i) for i in range(n)], corpus)
         size = [sys.executable, "-m", "sim.cli", "size", str(corpus), "--model", "claude-sonnet-4-5"]
         size += ["--format", "json"]
-        seed_before = cpu_of(size, Path(tmp) / "seed.json")
-        print(f"seed_engine (default grid), before: CPU {seed_before:.2f} s", flush=True)
+        seeds = [cpu_of(size, Path(tmp) / "seed.json")]  # before each policy, and once after the last
+        print(f"seed_engine (default grid): CPU {seeds[-1]:.2f} s", flush=True)
         cpu = {}
         for name in names:
             cpu[name] = cpu_of([*size, "--policy", name], Path(tmp) / f"{name}.json")
-            print(f"{name}: CPU {cpu[name]:.2f} s (load {os.getloadavg()[0]:.2f})", flush=True)
-        seed_after = cpu_of(size, Path(tmp) / "seed.json")
-        print(f"seed_engine (default grid), after: CPU {seed_after:.2f} s", flush=True)
-    seed = (seed_before + seed_after) / 2
+            seeds.append(cpu_of(size, Path(tmp) / "seed.json"))
+            print(
+                f"{name}: CPU {cpu[name]:.2f} s; seed engine {seeds[-1]:.2f} s "
+                f"(load {os.getloadavg()[0]:.2f})",
+                flush=True,
+            )
     print(
-        f"\n{n} SWE-like traces; the seed engine's default grid: {seed_before:.2f} s before, "
-        f"{seed_after:.2f} s after"
+        f"\n{n} SWE-like traces; seed: the seed engine's default grid, the mean of the runs before and after"
     )
     print(f"{'policy':36} {'CPU s':>7} {'seed s':>7} {'ratio':>6}  within {LIMIT:g}x")
-    for name, c in cpu.items():
+    for k, (name, c) in enumerate(cpu.items()):
+        seed = (seeds[k] + seeds[k + 1]) / 2
         print(f"{name:36} {c:7.2f} {seed:7.2f} {c / seed:6.2f}  {'yes' if c / seed <= LIMIT else 'NO'}")
     print(header())
 

@@ -154,3 +154,31 @@ def test_openhands_idle_table_is_read_by_the_second_setting(monkeypatch):
     decided.clear()
     sizing_records(traces, [second], window=None)
     assert decided == []  # the second reads every call's decision from the table
+
+
+@pytest.mark.parametrize(
+    "name, knobs",
+    [
+        ("langchain_clear_tool_uses", {"trigger": 30000, "keep": 2}),
+        ("openhands_recent_events", {"max_events": 10}),
+        ("autogen_token_limited", {"token_limit": 16000}),
+        ("llm_summary", {}),
+        ("tool_result_head_tail", {}),  # cuts: a change that goes through ``change`` itself
+    ],
+)
+def test_loop_changes_before_equals_change_one_by_one(traces, name, knobs, monkeypatch):
+    from sim.engine import loop
+
+    policy = make_policy(name, **knobs)
+    fast = records(traces, policy, 60000)
+
+    def one_by_one(self, k, changes):  # the reference: ``_Run.change`` for each, in order
+        first = -1
+        for ch in changes:
+            self.change(k, ch)
+            if first < 0 or ch.index < first:
+                first = ch.index
+        return first
+
+    monkeypatch.setattr(loop._Run, "changes_before", one_by_one)
+    same_records(fast, records(traces, policy, 60000))

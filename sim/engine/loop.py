@@ -338,7 +338,9 @@ class _Run:
         return restored
 
     def change(self, k: int, ch) -> None:
-        """Apply one change to the view before request k; a compaction gets a row of the change table."""
+        """Apply one change to the view before request k; a compaction gets a row of the change table.
+        ``changes_before`` restates it for a decision's many changes (held to it by a test,
+        tests/test_policy_tables.py)."""
         vt, facts = self.vt, self.facts
         i, d = ch.index, ch.tokens - vt[ch.index]
         if d:  # a change that keeps the size (a per-call copy cleared again) moves no prefix sum
@@ -358,7 +360,8 @@ class _Run:
     def changes_before(self, k: int, changes) -> int:
         """``change(k, ch)`` for each of ``changes`` in order, with the loop's lookups made once (a policy
         that re-issues its whole per-call copy every call sends many); returns the smallest index changed
-        (-1: none). A cut or a pagination goes through ``change`` itself."""
+        (-1: none). A cut or a pagination goes through ``change`` itself. Held to ``change`` one by one
+        by tests/test_policy_tables.py."""
         vt, vb, vs, fen, rows, facts = self.vt, self.vb, self.vs, self.fen, self.changes, self.facts
         row = len(self.cols["kind"])  # the request's row, written after its changes
         shown = None if facts is None else facts.shown

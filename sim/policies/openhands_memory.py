@@ -523,7 +523,8 @@ class V0Condenser(Policy):
         run of the trace has at this call (checked: what its decisions left, and the events since, as
         they were recorded), and so is the view the condenser is given: when ``condense`` leaves that as
         it is, the decision is the one first made for this call by any setting, kept per trace and
-        class. Else decided here (``_decide``), and kept for the next setting when it is that decision."""
+        class. Else decided here (``_decide``), and kept for the next setting when it is that decision.
+        Held to each setting's own decisions by tests/test_policy_tables.py."""
         if not _as_left(t, st, view):  # another step changed the view, or the mock model brought an
             st.expect = None  # item back: its views are its own from here on (the chain starts at call 0)
             d = self._decide(t, st, view, False)
