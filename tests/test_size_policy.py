@@ -148,7 +148,19 @@ def corpus(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "name", ["observation_masking", "tool_result_head_tail", "llm_summary", "openhands_amortized_forgetting"]
+    "name",
+    [
+        "observation_masking",
+        "tool_result_head_tail",
+        "llm_summary",
+        "openhands_amortized_forgetting",
+        # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
+        "openhands_recent_events",
+        "openhands_llm_summarizing",
+        "langchain_clear_tool_uses",
+        "autogen_head_and_tail",
+        "autogen_token_limited",
+    ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):
     from sim.importers import load_paths

@@ -119,6 +119,9 @@ def after_children(trace: Trace, kids: Sequence[RunRecord]) -> Trace:
     return out
 
 
+_KINDS = [KIND_OF_STATE.get(s) for s in ItemState]  # KIND_OF_STATE by state code, read by index
+
+
 class _TurnLimit(Exception):
     """The agent's next step would pass ``model.max_turns``: the run ends there."""
 
@@ -335,11 +338,14 @@ class _Run:
         return restored
 
     def change(self, k: int, ch) -> None:
-        """Apply one change to the view before request k; a compaction gets a row of the change table."""
+        """Apply one change to the view before request k; a compaction gets a row of the change table.
+        ``changes_before`` restates it for a decision's many changes (held to it by a test,
+        tests/test_policy_tables.py)."""
         vt, facts = self.vt, self.facts
         i, d = ch.index, ch.tokens - vt[ch.index]
-        self.delta += d
-        self.fen.add(i, d)
+        if d:  # a change that keeps the size (a per-call copy cleared again) moves no prefix sum
+            self.delta += d
+            self.fen.add(i, d)
         if ch.state != ItemState.VERBATIM:  # a verbatim item resized (sent twice) is no compaction
             self.changes.append((k, KIND_OF_STATE[ch.state], i, -d, ch.tokens, len(self.cols["kind"])))
         vt[i], self.vb[i], self.vs[i] = ch.tokens, ch.nbytes, ch.state
@@ -350,6 +356,36 @@ class _Run:
                 facts.shown[i] = shown
         elif facts is not None:
             facts.shown.pop(i, None)
+
+    def changes_before(self, k: int, changes) -> int:
+        """``change(k, ch)`` for each of ``changes`` in order, with the loop's lookups made once (a policy
+        that re-issues its whole per-call copy every call sends many); returns the smallest index changed
+        (-1: none). A cut or a pagination goes through ``change`` itself. Held to ``change`` one by one
+        by tests/test_policy_tables.py."""
+        vt, vb, vs, fen, rows, facts = self.vt, self.vb, self.vs, self.fen, self.changes, self.facts
+        row = len(self.cols["kind"])  # the request's row, written after its changes
+        shown = None if facts is None else facts.shown
+        first, delta, verbatim, kinds = -1, self.delta, ItemState.VERBATIM, _KINDS
+        for ch in changes:
+            i, state, tokens, nbytes, _, _ = ch  # a Change
+            if state in POSITIONAL:
+                self.delta = delta
+                self.change(k, ch)
+                delta = self.delta
+            else:
+                d = tokens - vt[i]
+                if d:  # (as ``change``)
+                    delta += d
+                    fen.add(i, d)
+                if state != verbatim:
+                    rows.append((k, kinds[state], i, -d, tokens, row))
+                vt[i], vb[i], vs[i] = tokens, nbytes, state
+                if shown is not None:
+                    shown.pop(i, None)
+            if first < 0 or i < first:
+                first = i
+        self.delta = delta
+        return first
 
     def admit(self, k: int, end: int) -> None:
         """The events recorded up to item ``end`` come into view before request k, each settled once."""
@@ -415,11 +451,7 @@ class _Run:
             self.row(SUMMARY, k, summary.input_tokens, out, 0, 0, 0, -1, -1, 0, 0)
             if facts is not None:  # what the summary covers: the facts its items show, the old summary's
                 covered = self.covered(changes, summary.sees)
-        first = -1
-        for ch in changes:
-            self.change(k, ch)
-            if first < 0 or ch.index < first:
-                first = ch.index
+        first = self.changes_before(k, changes)
         if summary is None and facts is not None and isinstance(result, Decision) and result.forgets_summary:
             facts.kept = set()
         if summary is not None and facts is not None:

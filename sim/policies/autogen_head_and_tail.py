@@ -22,9 +22,12 @@ refused, as AutoGen raises). Held call for call to the installed class by ``make
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, repeat
+from operator import itemgetter, ne
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
+from sim.policies.autogen_token_limited import member_table
 from sim.policies.base import Change, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 
@@ -71,7 +74,8 @@ class AutogenHeadAndTail(Policy):
         tail_start = count - self.tail_size
         if events[msgs[tail_start]].kind == "tool_result":  # and the tail a first tool-result message
             tail_start += 1
-        omitted = [i for m in msgs[head_end:tail_start] for i in t.members[m]]
+        table = member_table(trace)  # the events of messages [head_end, tail_start), as one slice
+        omitted = table.flat[table.start[head_end] : table.start[tail_start]] if head_end < tail_start else []
         if not omitted:
             return []
         carrier = omitted[0]
@@ -81,7 +85,12 @@ class AutogenHeadAndTail(Policy):
         if view.state[carrier] != MASKED or view.tokens[carrier] != tokens or view.nbytes[carrier] != text:
             changes.append(Change(carrier, MASKED, tokens, text, "placeholder"))
         beside = f.group.get(carrier, ())
-        for i in omitted[1:]:
+        rest = omitted[1:]
+        if not beside and len(rest) > 1:  # the loop below, its DROPPED ones found with iterators
+            odd = compress(rest, map(ne, itemgetter(*rest)(view.state), repeat(DROPPED)))
+            changes.extend(Change(i, DROPPED, 0, 0, "skipped") for i in odd)
+            return changes
+        for i in rest:
             if i in beside:
                 if view.state[i] != MASKED:
                     changes.append(Change(i, MASKED, 0, 0, "skipped"))

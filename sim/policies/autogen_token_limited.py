@@ -26,7 +26,10 @@ Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=No
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import accumulate, chain, compress
+from operator import eq, itemgetter, ne
 
 from sim.core.types import ItemState, Trace
 from sim.policies.base import Change, Policy, View, check_int, register
@@ -83,7 +86,7 @@ class AutogenTokenLimited(Policy):
         return state.unpaired
 
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None) -> list[Change]:
-        f, t, events = state.frame, state.turns, trace.events
+        t, events = state.turns, trace.events
         n = t.in_view(view.n)
         heads = t.first[:n]
         kept = list(range(n))  # message positions
@@ -95,16 +98,49 @@ class AutogenTokenLimited(Policy):
                 count = t.prefix[n]
             while count > limit and kept:
                 count -= t.tokens[kept.pop(len(kept) // 2)]
-        kept = [heads[k] for k in kept]
-        if kept and events[kept[0]].kind == "tool_result":  # a first tool-result message
+        if kept and events[heads[kept[0]]].kind == "tool_result":  # a first tool-result message
             kept.pop(0)
-        keep = {i for m in kept for i in t.members[m]}
-        changes = []
-        for i in (i for m in heads for i in t.members[m]):
-            gone = i not in keep
-            if gone and view.state[i] != DROPPED:
-                changes.append(Change(i, DROPPED, 0, 0, "pop-middle"))
-            elif not gone and view.state[i] == DROPPED:  # the middle moved past it: sent again
-                changes.append(Change(i, VERBATIM, events[i].tokens, events[i].bytes, "restore"))
-        state.unpaired += any((r in keep) != (a in keep) for r, a in f.issuer.items() if r < view.n)
+        table = member_table(trace)
+        keep = set(chain.from_iterable(map(table.members.__getitem__, kept)))
+        # every event of the messages in view, in order: popped and not yet DROPPED, or kept and DROPPED
+        # (the middle moved past it: sent again); found with iterators (the rule is the comment's)
+        in_view = table.flat[: table.start[n]]
+        vstate = view.state
+        states = [vstate[i] for i in in_view] if len(in_view) < 2 else itemgetter(*in_view)(vstate)
+        odd = compress(in_view, map(eq, map(keep.__contains__, in_view), map(DROPPED.__eq__, states)))
+        changes = [
+            Change(i, DROPPED, 0, 0, "pop-middle")
+            if i not in keep
+            else Change(i, VERBATIM, events[i].tokens, events[i].bytes, "restore")
+            for i in odd
+        ]
+        upto = bisect_left(table.results, view.n)  # the pairs whose result is in view
+        state.unpaired += any(
+            map(
+                ne, map(keep.__contains__, table.results[:upto]), map(keep.__contains__, table.issuers[:upto])
+            )
+        )
         return changes
+
+
+class MemberTable:
+    """A trace's messages (``Turns``) as flat tables, made once per trace for the policies that walk
+    every message in view at every call: ``flat`` every message's events laid end to end in message order,
+    ``start[k]`` where message k's start (``flat[:start[n]]``: the events of the first n messages),
+    ``members[k]`` message k's events; ``results``/``issuers`` the paired tool results ascending and the
+    assistant event that issued each (``Frame.issuer`` in order)."""
+
+    __slots__ = ("flat", "start", "members", "results", "issuers")
+
+    def __init__(self, trace: Trace) -> None:
+        t, f = turns(trace), frame(trace)
+        self.members = [t.members[m] for m in t.first]
+        self.flat = list(chain.from_iterable(self.members))
+        self.start = [0, *accumulate(map(len, self.members))]
+        pairs = sorted(f.issuer.items())
+        self.results = [r for r, _ in pairs]
+        self.issuers = [a for _, a in pairs]
+
+
+def member_table(trace: Trace) -> MemberTable:
+    return trace.derived("autogen_member_table", MemberTable)

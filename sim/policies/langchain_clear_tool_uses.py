@@ -36,6 +36,7 @@ deprecation warning.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from sim.core.types import ItemState, Trace
@@ -46,6 +47,7 @@ from sim.policies.anthropic_clear_tool_uses import (
     candidates,
     excluded,
     text_size,
+    tool_results,
     unedited_tokens,
 )
 from sim.policies.base import Change, Policy, View, check_int, register
@@ -116,14 +118,24 @@ class LangchainClearToolUses(Policy):
     def before_call(self, trace: Trace, state: dict[int, Change], view: View, call: int, status=None):
         changes = self._clears(trace, view, call)
         events = trace.events
-        restored = [  # cleared on the last copy, not on this one (a model count can fall under the trigger)
-            Change(i, VERBATIM, events[i].tokens, events[i].bytes, "restore")
-            for i in state
-            if i not in changes
-        ]
+        restored = (
+            []
+            if state.keys() <= changes.keys()  # (as a copy only grows: the list below is empty)
+            else [  # cleared on the last copy, not on this one (a model count can fall under the trigger)
+                Change(i, VERBATIM, events[i].tokens, events[i].bytes, "restore")
+                for i in state
+                if i not in changes
+            ]
+        )
         state.clear()
         state.update(changes)
+        if not restored and self._plain():  # ``_clears`` made its dict in ascending index: sorted already
+            return list(changes.values())
         return sorted([*changes.values(), *restored])
+
+    def _plain(self) -> bool:
+        """Nothing stops, pairs or skips a clear: ``_clears`` takes its per-trace tables."""
+        return not (self.clear_at_least or self.clear_tool_inputs or self.exclude_tools)
 
     def _clears(self, trace: Trace, view: View, call: int) -> dict[int, Change]:
         """This call's copy: item -> its change."""
@@ -133,12 +145,21 @@ class LangchainClearToolUses(Policy):
         if counted <= self.trigger:
             return {}
         ptok, pbytes = text_size(trace, self.placeholder)
+        if self._plain():
+            # the loop below with nothing to stop it, pair or skip: every answered candidate, oldest
+            # first, read from per-trace tables (the same dict; a sizing replays it on every call of
+            # every setting). Held to the loop by tests/test_policy_tables.py
+            results, count, cleared = answered_tables(trace, ptok, pbytes)
+            in_view = bisect_left(results, view.n)
+            upto = count[in_view - self.keep] if self.keep < in_view else 0
+            return dict(cleared[:upto])
         itok, ibytes = text_size(trace, INPUT_PLACEHOLDER)
         issuers = trace.derived("issuers", issuer_of)
         answered = trace.derived("answered_results", answered_results)
         events = trace.events
         changes: dict[int, Change] = {}
         reclaimed = 0  # against the unedited copy, as the middleware counts
+        # the rule; ``answered_tables`` above is its plain case read from tables (held to it by a test)
         for i in candidates(trace, view, self.keep):
             if self.clear_at_least > 0 and reclaimed >= self.clear_at_least:
                 break
@@ -164,6 +185,25 @@ def answered_results(trace: Trace) -> frozenset[int]:
         elif e.kind == "tool_result" and last is not None and issuers.get(e.index) == last:
             out.add(e.index)
     return frozenset(out)
+
+
+def answered_tables(trace: Trace, ptok: int, pbytes: int) -> tuple[tuple[int, ...], list[int], list]:
+    """Per trace, for ``_clears`` without ``clear_at_least``, ``clear_tool_inputs`` or ``exclude_tools``:
+    the tool results ascending (``candidates``' table), how many of the first j of them are answered
+    (``answered_results``), and each answered one's ``(index, clear change)`` at this placeholder size,
+    ascending: the first ``count[j]`` pairs are the clears of candidates ``results[:j]``."""
+
+    def build(t: Trace) -> tuple[tuple[int, ...], list[int], list]:
+        results = t.derived("tool_results", tool_results)
+        answered = t.derived("answered_results", answered_results)
+        count, cleared = [0], []
+        for i in results:
+            if i in answered:
+                cleared.append((i, Change(i, MASKED, ptok, pbytes, "clear")))
+            count.append(len(cleared))
+        return results, count, cleared
+
+    return trace.derived(f"langchain_clears:{ptok}:{pbytes}", build)
 
 
 def _instruction_prefix(trace: Trace) -> list[int]:

@@ -59,6 +59,7 @@ class OpenHandsAmortizedForgetting(V0Condenser):
         "keep_first": (0, 1, 4),
     }  # ``ctxsim size --policy openhands_amortized_forgetting``'s default grid
     rolling = True
+    shares_idle = True  # ``condense`` returns its entries when under max_size
     conformance_settings = ({"keep_first": 1, "max_size": 6}, {"keep_first": 2, "max_size": 9})
 
     def __post_init__(self) -> None:

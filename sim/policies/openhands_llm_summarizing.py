@@ -341,6 +341,7 @@ class OpenHandsLLMSummarizing(V0Condenser):
         "keep_first": (1, 4),
     }  # ``ctxsim size --policy openhands_llm_summarizing``'s default grid
     rolling = True
+    shares_idle = True  # V0: ``condense`` returns its entries when under max_size
     conformance_settings = (
         {"keep_first": 1, "max_size": 6},
         {"variant": "sdk_v1", "keep_first": 2, "max_size": 10},

@@ -28,6 +28,9 @@ summary covered it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter, mul, ne
 from typing import ClassVar
 
 from sim.core.types import ItemState, Trace
@@ -42,7 +45,7 @@ class Events:
     """OpenHands' reading of a trace's events (derived once per trace)."""
 
     __slots__ = ("units", "obs", "message", "browser", "issuer", "calls", "call_id", "system", "first_user",
-                 "recall", "recall_obs", "mute", "paired")  # fmt: skip
+                 "recall", "recall_obs", "mute", "paired", "flat", "start", "needs", "scan")  # fmt: skip
 
     def __init__(self, t: Trace) -> None:
         ev = t.events
@@ -80,6 +83,18 @@ class Events:
                 self.mute[i] = st in NEVER_SENT or (
                     st == "observation:recall" and e.tokens == 0 and not e.content
                 )
+        # ``incoming``'s tables: every event's entries laid end to end (an event of u units is u entries)
+        # and where each event's start (``start[n]``: the entries of events [0, n)); ``sends``': the
+        # call ids each action waits for, as a set
+        self.flat: list[tuple] = [(EV, i) for i in range(n) for _ in range(self.units[i])]
+        self.start = [0] * (n + 1)
+        for i in range(n):
+            self.start[i + 1] = self.start[i] + self.units[i]
+        self.needs = {a: frozenset(ids) for a, ids in self.calls.items()}
+        # the last ``sends`` walk: (its entries, and pending, answered and sent after them); the walk is
+        # a function of the entries alone, so the next call's view that starts with the same entries
+        # (a view that only grew) goes on from there
+        self.scan: tuple | None = None
         self.system = next((e.index for e in ev if e.kind == "system"), -1)
         self.first_user = next((i for i in range(n) if self.message[i]), -1)
         self.recall = next(
@@ -106,22 +121,35 @@ def _sizes(t: Trace) -> tuple[list[int], list[int]]:
 
 def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
     """``ConversationMemory.process_events`` over a condensed view: how often each event is sent."""
-    sent: dict[int, int] = {}
-
-    def add(i: int) -> None:
-        sent[i] = sent.get(i, 0) + 1
-
-    if not any(x[0] == EV and x[1] == info.system for x in entries) and info.system >= 0:
-        add(info.system)  # re-created (the agent's system prompt: ctxsim sends the trace's)
-    second = 1 if any(x[0] == EV and x[1] == info.system for x in entries[:1]) else 0
-    if info.first_user >= 0 and not (
+    system, first_user = info.system, info.first_user
+    sent = _walk(info, entries)
+    if system >= 0 and (EV, system) not in entries:  # an event entry is exactly (EV, i)
+        sent[system] = (
+            sent.get(system, 0) + 1
+        )  # re-created (the agent's system prompt: ctxsim sends the trace's)
+    second = 1 if entries[:1] == [(EV, system)] else 0
+    if first_user >= 0 and not (
         len(entries) > second and entries[second][0] == EV and info.message[entries[second][1]]
     ):
-        add(info.first_user)  # re-inserted as the second message
+        sent[first_user] = sent.get(first_user, 0) + 1  # re-inserted as the second message
+    return sent
+
+
+def _walk(info: Events, entries: list[tuple]) -> dict[int, int]:
+    """The messages ``process_events`` makes of ``entries`` in order: how often each event is sent. Goes
+    on from the last walk (``Events.scan``) when ``entries`` start with its entries (held to a walk from
+    the first entry by tests/test_policy_tables.py)."""
     pending: dict[int, tuple[str, ...]] = {}
     answered: dict[str, int] = {}
-    calls, paired, call_id, mute = info.calls, info.paired, info.call_id, info.mute
-    for x in entries:
+    sent: dict[int, int] = {}
+    lo = 0
+    memo = info.scan
+    if memo is not None and len(memo[0]) <= len(entries) and entries[: len(memo[0])] == memo[0]:
+        lo = len(memo[0])
+        pending, answered, sent = dict(memo[1]), dict(memo[2]), dict(memo[3])
+    get = sent.get
+    calls, paired, call_id, mute, needs = info.calls, info.paired, info.call_id, info.mute, info.needs
+    for x in entries[lo:] if lo else entries:
         if x[0] != EV:
             continue  # a placeholder or a summary: a user message (sized by the entry)
         i = x[1]
@@ -131,17 +159,21 @@ def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
             answered[call_id[i]] = i
         else:
             if not mute[i]:
-                sent[i] = sent.get(i, 0) + 1
+                sent[i] = get(i, 0) + 1
             # nothing pending or answered changed, and the last pass left no pending action complete
             # (a pass only removes): the pass would do nothing
             continue
-        for a, ids in list(pending.items()):
+        if not answered:
+            continue  # no action can be complete (each waits on at least one answer)
+        for a in list(pending):
             # checked one pending action after another, as OpenHands does: two calls reusing an id
             # (SWE-agent's traces do) wait on one answer, which goes to the older call only
-            if all(c in answered for c in ids):
-                add(a)
+            if answered.keys() >= needs[a]:  # every call id of the action answered
+                sent[a] = get(a, 0) + 1
                 for c in pending.pop(a):
-                    add(answered.pop(c))
+                    r = answered.pop(c)
+                    sent[r] = get(r, 0) + 1
+    info.scan = (list(entries), pending, answered, dict(sent))
     return sent
 
 
@@ -168,42 +200,92 @@ def apply(
     earlier pipeline step forgot stay as they are); ``summarized``: events its summary covers;
     ``carrier``: the event whose slot holds the summary (``summary``: tokens and bytes), -1 for none."""
     sent = sends(info, out)
-    placeholders = {x[1]: (x[2], x[3]) for x in out if x[0] == PH}
-    present = {x[1] for x in out if x[0] == EV}
+    present, odd = event_ids(out)
+    placeholders = {x[1]: (x[2], x[3]) for x in odd if x[0] == PH}
     changes = []
     vstate, vtokens, vbytes, n = view.state, view.tokens, view.nbytes, view.n
     tokens, nbytes = t.derived("openhands_sizes", _sizes)
-    for i in sorted(mine):
-        if i >= n:
-            continue
-        if i in sent and i != carrier:  # the common case first: sent as it is (the branch below, unrolled)
-            k = sent[i]
-            if vstate[i] == ItemState.BOUNDED and k == 1:
-                continue
-            tok, nb = tokens[i] * k, nbytes[i] * k
-            if vstate[i] != V or vtokens[i] != tok or vbytes[i] != nb:
-                changes.append(Change(i, V, tok, nb, "openhands"))
-            continue
-        if i == carrier:
-            want = (SUMMARIZED, *summary)
-        elif i in sent:
-            if view.state[i] == ItemState.BOUNDED and sent[i] == 1:
-                continue
-            e = t.events[i]  # sent, as often as OpenHands sends it (openhands_recent_events: twice)
-            want = (V, e.tokens * sent[i], e.bytes * sent[i])
-        elif i in placeholders:
-            want = (MASKED, *placeholders[i])
-        elif i in present:
-            if info.mute[i]:
-                continue
-            want = (MASKED, 0, 0)
-        elif i in summarized:
-            want = (SUMMARIZED, 0, 0)
-        else:
-            want = (DROPPED, 0, 0)
-        if (view.state[i], view.tokens[i], view.nbytes[i]) != want:
-            changes.append(Change(i, want[0], want[1], want[2], "openhands"))
+    # The rule per event is ``_want``'s. Most events of ``mine`` fall in one of two groups that are
+    # mostly as wanted already from the last call: forgotten (in none of the sets below: DROPPED at 0)
+    # and sent as they are. In each, the events not yet as wanted are found at C speed and only they are
+    # walked; the rest are walked. The walks' changes are put back in index order, the order of a walk
+    # of ``mine``.
+    special = sent.keys() | placeholders.keys() | present | summarized
+    special.add(carrier)
+    rest = _below(sorted(mine - special), n)
+    if len(rest) > 1:
+        get = itemgetter(*rest)
+        rest = _differing(rest, get(vstate), repeat(DROPPED), get(vtokens), get(vbytes))
+    plain = sent.keys() & mine
+    plain.discard(carrier)
+    sent_plain = _below(sorted(plain), n)
+    if len(sent_plain) > 1:
+        get = itemgetter(*sent_plain)
+        times = get(sent)
+        tok, nb = map(mul, get(tokens), times), map(mul, get(nbytes), times)
+        sent_plain = _differing(sent_plain, get(vstate), repeat(V), get(vtokens), get(vbytes), tok, nb)
+    walk = [rest, sent_plain, _below(sorted(mine & special - plain), n)]
+    for group in walk:
+        for i in group:
+            want = _want(t, info, view, i, sent, placeholders, present, summarized, carrier, summary)
+            if want is not None and (vstate[i], vtokens[i], vbytes[i]) != want:
+                changes.append(Change(i, want[0], want[1], want[2], "openhands"))
+    if sum(1 for g in walk if g) > 1:
+        changes.sort(key=_index)
     return changes
+
+
+def event_ids(entries: list[tuple]) -> tuple[set[int], list[tuple]]:
+    """The events with an entry in ``entries`` (``{x[1] for x in entries if x[0] == EV}``), and the
+    entries that are not an event's (placeholders and summaries, in order). An event's entry is the
+    only one of two fields, so the usual view of events alone is read at C speed."""
+    odd = list(compress(entries, map(ne, map(len, entries), repeat(2))))
+    if not odd:
+        return set(map(_second, entries)), odd
+    return {x[1] for x in entries if x[0] == EV}, odd
+
+
+_second = itemgetter(1)
+
+
+def _differing(items: list[int], states, want_states, tokens, nbytes, want_tokens=None, want_bytes=None):
+    """The items (ascending) whose state, tokens or bytes differ from the wanted ones (None: 0), found
+    with iterators only; ascending."""
+    odd = set(compress(items, map(ne, states, want_states)))
+    if want_tokens is None:
+        odd.update(compress(items, tokens), compress(items, nbytes))
+    else:
+        odd.update(
+            compress(items, map(ne, tokens, want_tokens)), compress(items, map(ne, nbytes, want_bytes))
+        )
+    return sorted(odd)
+
+
+def _below(ascending: list[int], n: int) -> list[int]:
+    """The items of an ascending list below ``n`` (the events in view)."""
+    return ascending[: bisect_left(ascending, n)]
+
+
+def _want(t, info, view, i, sent, placeholders, present, summarized, carrier, summary) -> tuple | None:
+    """What event i of a condenser's events must be for OpenHands' condensed view: (state, tokens,
+    bytes), or None to leave it as it is (a bounded result sent once, a present event never sent)."""
+    if i == carrier:
+        return (SUMMARIZED, *summary)
+    if i in sent:
+        if view.state[i] == ItemState.BOUNDED and sent[i] == 1:
+            return None
+        tokens, nbytes = t.derived("openhands_sizes", _sizes)
+        return (V, tokens[i] * sent[i], nbytes[i] * sent[i])  # openhands_recent_events: twice
+    if i in placeholders:
+        return (MASKED, *placeholders[i])
+    if i in present:
+        return None if info.mute[i] else (MASKED, 0, 0)
+    if i in summarized:
+        return (SUMMARIZED, 0, 0)
+    return (DROPPED, 0, 0)
+
+
+_index = attrgetter("index")
 
 
 # ------------------------------------------------------------------------------- the V0 condensers' base
@@ -227,7 +309,8 @@ INSUFFICIENT = (
 class V0State:
     """Per run: what this condenser forgot (its condensation actions in the history) and its summary."""
 
-    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos")
+    __slots__ = ("dropped", "summarized", "masked", "hidden", "summary", "carrier", "summary_pos", "expect")
+    __slots__ += ("idle_entries",)
 
     def __init__(self) -> None:
         self.dropped: set[int] = set()
@@ -239,36 +322,102 @@ class V0State:
         self.summary: tuple[int, int] | None = None  # the latest summary's tokens and bytes
         self.carrier = -1
         self.summary_pos = 0  # where OpenHands inserts the summary in the view
+        # ``V0Condenser.shares_idle``: the view (states, tokens, bytes) this run's decisions left, while
+        # it has condensed nothing (None once it has); the entries of a call the condenser left as given
+        self.expect: tuple[list, list, list] | None = ([], [], [])
+        self.idle_entries: list[tuple] | None = None
 
 
 def incoming(t: Trace, info: Events, st: V0State, view: View) -> list[tuple]:
     """The view this condenser is given: the events not forgotten, as OpenHands' ``View.from_events``
-    builds it (an earlier pipeline step's placeholders and summaries as such), its summary inserted."""
-    out: list[tuple] = []
-    units, vstate, vtokens = info.units, view.state, view.tokens
+    builds it (an earlier pipeline step's placeholders and summaries as such), its summary inserted.
+
+    Every event of [0, ``view.n``) is its units' entries (``Events.flat``) except the *special* ones: those
+    this condenser forgot, and those another step left in a state other than verbatim; the entries of
+    the runs between special events are copied whole (per event the rule is ``_entries_of``)."""
+    n = view.n
+    vstate, start, flat = view.state, info.start, info.flat
     gone = st.dropped | st.summarized
     own = st.masked | st.hidden
-    for i in range(view.n):
-        u = units[i]
-        if u == 0 or i in gone:  # 0 units: the tools event (``Events``)
-            continue
-        if i not in own and vstate[i] != V:
-            s, tok = vstate[i], vtokens[i]
-            if s == DROPPED or (s == SUMMARIZED and tok == 0):
-                continue  # forgotten by an earlier step
-            if s == SUMMARIZED:
-                out.append((SUM, i, tok, view.nbytes[i]))
-                continue
-            if s == MASKED and tok > 0:
-                out.append((PH, i, tok, view.nbytes[i]))
-                continue
-        if u == 1:
-            out.append((EV, i))
-        else:
-            out.extend([(EV, i)] * u)
+    # the events not verbatim, found at C speed (the view's states are ints)
+    other = set(compress(range(n), map(V.__ne__, vstate[:n]))) - own - gone
+    special = _below(sorted(gone | other), n) if gone or other else ()
+    if not special:
+        out = flat[: start[n]]
+    else:
+        out = []
+        lo = 0
+        for i in special:
+            if i > lo:
+                out += flat[start[lo] : start[i]]
+            lo = i + 1
+            if i not in gone:  # (a forgotten event has no entries)
+                _entries_of(info, i, False, own, view, out)
+        out += flat[start[lo] : start[n]]
     if st.summary is not None:
         out.insert(min(st.summary_pos, len(out)), (SUM, st.carrier, *st.summary))
     return out
+
+
+def _entries_of(info: Events, i: int, gone: bool, own: set[int], view: View, out: list[tuple]) -> None:
+    """Event i's entries in the condenser's incoming view, appended to ``out``: none when it has no
+    units (the tools event) or this condenser forgot it (``gone``); an earlier step's forgotten event
+    none, its summary a summary entry, its placeholder a placeholder entry; else its units."""
+    u = info.units[i]
+    if u == 0 or gone:
+        return
+    if i not in own and view.state[i] != V:
+        s, tok = view.state[i], view.tokens[i]
+        if s == DROPPED or (s == SUMMARIZED and tok == 0):
+            return  # forgotten by an earlier step
+        if s == SUMMARIZED:
+            out.append((SUM, i, tok, view.nbytes[i]))
+            return
+        if s == MASKED and tok > 0:
+            out.append((PH, i, tok, view.nbytes[i]))
+            return
+    out.extend([(EV, i)] * u)
+
+
+def _idle_table(t: Trace) -> dict:
+    return {}  # call -> (view.n, the condenser's entries, the decision's changes): ``_idle_shared``
+
+
+def _pristine(st: V0State) -> bool:
+    """Nothing condensed yet: nothing forgotten, summarized, masked or hidden by this condenser."""
+    return (
+        not (st.dropped or st.summarized or st.masked or st.hidden) and st.summary is None and st.carrier < 0
+    )
+
+
+def _fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
+    return t.arrays.tokens.tolist(), t.arrays.bytes.tolist()  # what the loop admits an event at
+
+
+def _as_left(t: Trace, st: V0State, view: View) -> bool:
+    """The view is what this run's decisions left (``st.expect``), and every event admitted since is
+    verbatim at its recorded size: the view every run of the trace that condensed nothing has here."""
+    states, tokens, nbytes = st.expect  # type: ignore[misc]
+    m, n = len(states), view.n
+    if n < m or view.state[:m] != states or view.tokens[:m] != tokens or view.nbytes[:m] != nbytes:
+        return False
+    if n == m:
+        return True
+    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+    return (
+        view.state[m:n].count(V) == n - m
+        and view.tokens[m:n] == fresh_tokens[m:n]
+        and view.nbytes[m:n] == fresh_bytes[m:n]
+    )
+
+
+def _left(st: V0State, view: View, changes) -> None:
+    """``st.expect``: the view once ``changes`` are applied (what the next call should find)."""
+    n = view.n
+    states, tokens, nbytes = view.state[:n], view.tokens[:n], view.nbytes[:n]
+    for ch in changes:
+        states[ch.index], tokens[ch.index], nbytes[ch.index] = ch.state, ch.tokens, ch.nbytes
+    st.expect = (states, tokens, nbytes)
 
 
 def merged(calls: list[SummaryCall]) -> SummaryCall | list[SummaryCall] | None:
@@ -285,6 +434,10 @@ class V0Condenser(Policy):
 
     acts_before_call = True
     rolling: ClassVar[bool] = False
+    # its ``condense`` returns the very entries it is given when it does not condense: until a run
+    # condenses, its decisions are ConversationMemory's alone, the same for every setting of the knobs,
+    # so a sizing's settings share them per trace and call (``_idle_shared``)
+    shares_idle: ClassVar[bool] = False
 
     def start(self, trace: Trace) -> V0State:
         return V0State()
@@ -306,14 +459,16 @@ class V0Condenser(Policy):
 
     def _settle(self, t: Trace, info: Events, st: V0State, view: View, request: bool):
         entries = incoming(t, info, st, view)
-        mine = {x[1] for x in entries if x[0] == EV} | st.dropped | st.summarized | st.masked
-        given = {x[1] for x in entries if x[0] == EV}
+        given = event_ids(entries)[0]
+        mine = given | st.dropped | st.summarized | st.masked
         calls: list[SummaryCall] = []
         for _ in range(SETTLE_ROUNDS):  # a condensation shrinks the view: settled in one or two rounds
             res = self.condense(t, info, st, entries, request)
             if isinstance(res, list):
-                st.masked |= {x[1] for x in res if x[0] == PH and x[1] in given}
-                st.hidden |= given - {x[1] for x in res if x[0] != SUM}
+                st.idle_entries = entries if res is entries else None
+                kept, odd = event_ids(res)
+                st.masked |= {x[1] for x in odd if x[0] == PH and x[1] in given}
+                st.hidden |= given - kept - {x[1] for x in odd if x[0] == PH}
                 mine |= st.masked | st.hidden
                 return res, mine, calls
             forget, summarize = res
@@ -358,12 +513,44 @@ class V0Condenser(Policy):
         return Decision(changes, merged(calls))
 
     def before_call(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
+        if self.shares_idle and state.expect is not None:
+            return self._idle_shared(trace, state, view, call)
         d = self._decide(trace, state, view, False)
         return d if d.summary is not None or d.stop is not None else d.changes
+
+    def _idle_shared(self, t: Trace, st: V0State, view: View, call: int):
+        """``before_call`` of a run that has condensed nothing yet. Its view is then the one every such
+        run of the trace has at this call (checked: what its decisions left, and the events since, as
+        they were recorded), and so is the view the condenser is given: when ``condense`` leaves that as
+        it is, the decision is the one first made for this call by any setting, kept per trace and
+        class. Else decided here (``_decide``), and kept for the next setting when it is that decision.
+        Held to each setting's own decisions by tests/test_policy_tables.py."""
+        if not _as_left(t, st, view):  # another step changed the view, or the mock model brought an
+            st.expect = None  # item back: its views are its own from here on (the chain starts at call 0)
+            d = self._decide(t, st, view, False)
+            return d if d.summary is not None or d.stop is not None else d.changes
+        table = t.derived(f"openhands_idle:{self.name}", _idle_table)
+        hit = table.get(call)
+        if (
+            hit is not None
+            and hit[0] == view.n
+            and self.condense(t, events_of(t), st, hit[1], False) is hit[1]
+        ):
+            _left(st, view, hit[2])
+            return list(hit[2])
+        st.idle_entries = None
+        d = self._decide(t, st, view, False)
+        if st.idle_entries is None or d.summary is not None or d.stop is not None or not _pristine(st):
+            st.expect = None  # it condensed: its views are its own from here on
+            return d if d.summary is not None or d.stop is not None else d.changes
+        table[call] = (view.n, st.idle_entries, list(d.changes))  # the idle decision at this call
+        _left(st, view, d.changes)
+        return d.changes
 
     def on_overflow(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
         if not self.rolling:
             return None
+        state.expect = None  # (a condensation request: the view is this run's own from here on)
         d = self._decide(trace, state, view, True)
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
             return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
