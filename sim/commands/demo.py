@@ -186,9 +186,11 @@ def best_of_policies(args: argparse.Namespace, limits: list[int]) -> list[dict]:
     same verdict rule), with what that setting costs and loses: one row each, so the best of each policy
     can be compared on the same runs. The cost beside it is each policy's own baseline (switched off, or
     raw) replayed with no window."""
-    from sim.cli import build_parser
-    from sim.commands.size import size_verdict
+    from sim.commands import size
     from sim.util.paths import EMBEDDED_SUITE
+
+    parser = argparse.ArgumentParser(prog="ctxsim")
+    size.add_parser(parser.add_subparsers())  # size's own flags and defaults, as `ctxsim size` parses them
 
     path = args.paths[0] if args.paths else str(EMBEDDED_SUITE)
     model = [] if args.pricing == "auto" else ["--model", args.pricing]
@@ -198,7 +200,7 @@ def best_of_policies(args: argparse.Namespace, limits: list[int]) -> list[dict]:
         words = ["size", path, "--policy", policy, "--window", str(args.window), *model]
         if policy == "seed_engine":  # the study's own grid, so this row and the sweep's verdict agree
             words += ["--limits", ",".join(map(str, limits)), "--keeps", KEEPS.split("=", 1)[1]]
-        rec, _, _ = size_verdict(build_parser().parse_args([*words, "--workers", str(args.workers)]))
+        rec, _, _ = size.size_verdict(parser.parse_args([*words, "--workers", str(args.workers)]))
         shipped = rec.get("recommended") or {}
         row = next((g for g in rec["grid"] if shipped and _same(g, shipped)), None)
         ref = rec.get("cost_reference") or rec["baseline"]
