@@ -54,7 +54,9 @@ from sim.importers.request_log import (
     Msg,
     ToolRun,
     args_text,
+    by_first_time,
     conversation_trace,
+    converted,
     normalise,
     rebuild,
 )
@@ -259,15 +261,12 @@ def load(path: Path) -> Iterator[Trace]:
     for d in data if isinstance(data, list) else [data]:
         if isinstance(d, Mapping) and isinstance(d.get("id"), str) and isinstance(d.get("name"), str):
             names[d["id"]] = d["name"]
-    first = {k: min((t if t is not None else float("inf")) for _, _, t in v) for k, v in groups.items()}
-    n = 0
-    for tid in sorted(groups, key=lambda k: (first[k], k)):
-        t = _convert(tid, groups[tid], file, names.get(tid))
-        if t is not None:
-            n += 1
-            yield t
-    if n == 0:
-        raise TraceError(file, "no GENERATION observations (the model calls) in any trace")
+    yield from converted(
+        ((tid, groups[tid]) for tid in by_first_time(groups)),
+        lambda tid, run: _convert(tid, run, file, names.get(tid)),
+        file,
+        "no GENERATION observations (the model calls) in any trace",
+    )
 
 
 register(Importer(FORMAT, (".json",), _sniff, load))

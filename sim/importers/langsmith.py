@@ -53,7 +53,9 @@ from sim.importers.request_log import (
     ToolRun,
     args_text,
     bounded_lines,
+    by_first_time,
     conversation_trace,
+    converted,
     normalise,
     rebuild,
 )
@@ -310,15 +312,10 @@ def _convert(trace_id: str, runs: list[tuple[dict, str, float | None]], file: st
 def load(path: Path) -> Iterator[Trace]:
     file = path.name
     groups = _traces(read_runs(path), file)
-    first = {k: min((t if t is not None else float("inf")) for _, _, t in v) for k, v in groups.items()}
-    n = 0
-    for tid in sorted(groups, key=lambda k: (first[k], k)):
-        t = _convert(tid, groups[tid], file)
-        if t is not None:
-            n += 1
-            yield t
-    if n == 0:
-        raise TraceError(file, "no llm runs (the model calls) in any trace")
+    order = ((tid, groups[tid]) for tid in by_first_time(groups))
+    yield from converted(
+        order, lambda tid, run: _convert(tid, run, file), file, "no llm runs (the model calls) in any trace"
+    )
 
 
 register(Importer(FORMAT, (".json", ".jsonl"), _sniff, load))

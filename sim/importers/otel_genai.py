@@ -71,6 +71,7 @@ from sim.importers.request_log import (
     bounded_lines,
     content_parts,
     conversation_trace,
+    converted,
     normalise,
     rebuild,
 )
@@ -503,15 +504,12 @@ def _convert(trace_id: str, spans: list[Span], file: str) -> Trace | None:
 
 def load(path: Path) -> Iterator[Trace]:
     file = path.name
-    spans = read_spans(path)
-    n = 0
-    for trace_id, group in _runs(spans):
-        t = _convert(trace_id, group, file)
-        if t is not None:
-            n += 1
-            yield t
-    if n == 0:
-        raise TraceError(file, "no GenAI model-call spans (gen_ai.operation.name chat / text_completion)")
+    yield from converted(
+        _runs(read_spans(path)),
+        lambda trace_id, group: _convert(trace_id, group, file),
+        file,
+        "no GenAI model-call spans (gen_ai.operation.name chat / text_completion)",
+    )
 
 
 register(Importer(FORMAT, (".json", ".jsonl"), _sniff, load))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -401,3 +401,26 @@ def bounded_lines(path: Path) -> Iterator[tuple[int, object, str | None]]:
         got = json_line(raw, errors="replace")
         if got is not None:
             yield lineno, got[0], got[1]
+
+
+def by_first_time(groups: Mapping[str, Sequence[tuple]]) -> list[str]:
+    """The trace ids of ``groups`` (each a list of records whose last field is a time or None) in the
+    order of their earliest time, untimed ones last, ties by id: one trace per run, in the run's order."""
+    first = {k: min((r[-1] if r[-1] is not None else float("inf")) for r in v) for k, v in groups.items()}
+    return sorted(groups, key=lambda k: (first[k], k))
+
+
+def converted(
+    runs: Iterable[tuple[str, object]], convert: Callable[[str, object], Trace | None], file: str, none: str
+) -> Iterator[Trace]:
+    """Each run's trace (``convert`` returns None for a run without a model call); TraceError naming
+    ``file`` and ``none`` when no run has one, so an export with no model calls is an error, not an empty
+    result."""
+    n = 0
+    for key, run in runs:
+        t = convert(key, run)
+        if t is not None:
+            n += 1
+            yield t
+    if n == 0:
+        raise TraceError(file, none)
