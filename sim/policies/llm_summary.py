@@ -66,7 +66,9 @@ def check_summary_knobs(p) -> None:
 
 def summarize_turns(p, trace: Trace, state: SummaryState, view: View, pending: dict[int, Change]):
     """When ``p.n + p.m`` unsummarized turns have completed, cover all but the last ``p.m``: returns
-    (changes, SummaryCall) or None. ``pending``: changes already decided this call (their sizes count)."""
+    (changes, SummaryCall) or None. ``pending``: changes already decided this call (their sizes count).
+    ``summaries_in`` counts what this trigger fires in a run without replaying it; a change of the trigger
+    changes it too (tests/test_complexity_trap.py holds the two together)."""
     turns = state.turns
     completed = bisect_left(turns, view.n)  # assistant events in view: their turns completed
     first = bisect_left(turns, state.covered_upto)

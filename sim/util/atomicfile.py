@@ -78,14 +78,20 @@ def is_stale(path: Path) -> bool:
 
 def remove_stale_temps(folder: Path, pattern: str = ".*.tmp") -> list[Path]:
     """Delete the provably stale temporaries (``is_stale``) in ``folder`` matching ``pattern``."""
+    return _unlink_stale(Path(folder).glob(pattern))
+
+
+def _unlink_stale(paths) -> list[Path]:
+    """Delete those of ``paths`` that are provably stale, in name order; the ones deleted."""
     removed = []
-    for tmp in sorted(Path(folder).glob(pattern)):
-        if is_stale(tmp):
-            try:
-                tmp.unlink()
-            except FileNotFoundError:  # another process cleaned it up first
-                continue
-            removed.append(tmp)
+    for tmp in sorted(paths):
+        if not is_stale(tmp):
+            continue
+        try:
+            tmp.unlink()
+        except FileNotFoundError:  # another process cleaned it up first
+            continue
+        removed.append(tmp)
     return removed
 
 
@@ -145,16 +151,7 @@ def remove_stale_temps_of(path: Path) -> list[Path]:
     The folder is listed once a process (``_old_temps``), not once a write: a sweep writes thousands of
     parts into one folder."""
     path = Path(path)
-    removed = []
-    for tmp in sorted(_old_temps(path.parent).pop(path.name, [])):
-        if not is_stale(tmp):
-            continue
-        try:
-            tmp.unlink()
-        except FileNotFoundError:  # another process cleaned it up first
-            continue
-        removed.append(tmp)
-    return removed
+    return _unlink_stale(_old_temps(path.parent).pop(path.name, []))
 
 
 def fsync_dir(folder: Path) -> None:

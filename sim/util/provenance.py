@@ -24,28 +24,20 @@ def commit(repo: str | os.PathLike | None = None) -> str:
     whose commit says nothing of ctxsim's code)."""
     where = Path(repo or HERE).resolve()
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--show-toplevel", "HEAD"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        head = _git(where, 30, "rev-parse", "--show-toplevel", "HEAD")
         lines = head.stdout.split("\n")
         if head.returncode != 0 or len(lines) < 2 or Path(lines[0]).resolve() != where:
             return "unknown"
-        status = subprocess.run(
-            # no optional locks: a benchmark's status never takes the index lock from the user's own git
-            ["git", "--no-optional-locks", "status", "--porcelain"],
-            cwd=where,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        # no optional locks: a benchmark's status never takes the index lock from the user's own git
+        status = _git(where, 60, "--no-optional-locks", "status", "--porcelain")
     except (OSError, subprocess.SubprocessError):  # no git, or no such folder
         return "unknown"
     dirty = status.returncode != 0 or bool(status.stdout.strip())
     return lines[1].strip() + ("+dirty" if dirty else "")
+
+
+def _git(where: Path, timeout: float, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=where, capture_output=True, text=True, timeout=timeout)
 
 
 def cpu_model() -> str:
