@@ -784,3 +784,8 @@ def test_the_demo_compares_the_best_setting_of_each_policy():
     ]
     assert [r["answers_completed"] for r in rows] == [1.0, 1.0, 1.0]
     assert [r["mean_cost_usd"] for r in rows] == [0.52157, 1.15009, 0.537243]
+    # each row says what its figures rest on, the same for all three
+    assert {(r["priced_as"], r["window"], r["mock_model"]) for r in rows} == {
+        ("claude-sonnet-4-5 (price table as of 2025-11)", 64000, "on_missing=refetch summarizer=extractive")
+    }
+    assert len({r["traces_hash"] for r in rows}) == 1

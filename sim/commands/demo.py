@@ -180,6 +180,22 @@ def _same(setting: dict, knobs: dict) -> bool:
     return all(setting.get(k) == v for k, v in knobs.items())
 
 
+ASSUMPTION_COLUMNS = ("traces_hash", "priced_as", "window", "mock_model")  # ``row_assumptions``'s keys
+
+
+def row_assumptions(a: dict) -> dict:
+    """What a compared row's figures rest on, from ``size``'s own assumptions: the traces (hash), the
+    price table, the window and the mock model's behaviour."""
+    mock, priced, window = a["mock_model"], a["priced_model"], a["window"]
+    as_of = priced.get("price_table_as_of")
+    return {
+        "traces_hash": a["traces"]["hash"],
+        "priced_as": priced["model"] + (f" (price table as of {as_of})" if as_of else ""),
+        "window": window if isinstance(window, int) else "each trace's recorded model's",
+        "mock_model": f"on_missing={mock['on_missing']} summarizer={mock['summarizer']}",
+    }
+
+
 def best_of_policies(args: argparse.Namespace, limits: list[int]) -> list[dict]:
     """Per policy of ``DEMO_COMPARE``, the setting ``size --policy`` ships on the demo's traces at its
     window and pricing (its own default grid, the seed engine's the study's ``limits`` x ``KEEPS``; the
@@ -214,6 +230,7 @@ def best_of_policies(args: argparse.Namespace, limits: list[int]) -> list[dict]:
                 "facts_lost": None if row is None else row["facts_lost"],
                 "mean_cost_usd": None if row is None else row["mean_cost_usd"],
                 "baseline_no_window_cost_usd": ref["mean_cost_usd"],
+                **row_assumptions(rec["assumptions"]),
             }
         )
     return rows
@@ -257,9 +274,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scenario = args.paths[0] if args.paths else "embedded"
     compare = best_of_policies(args, study_limits(scenario, args.window))
     write_compare(compare, Path(args.out) / "best_of_policies.csv")
+    shown_cols = [k for k in compare[0] if k not in ASSUMPTION_COLUMNS]
+    basis = "; ".join(f"{k} {v}" for k, v in compare[0].items() if k in ASSUMPTION_COLUMNS)
     print(
         "\nthe best setting of each policy (`ctxsim size --policy NAME`, its default grid; the seed engine's "
-        f"the study's; the same runs, window and prices):\n{format_table(compare, list(compare[0]))}"
+        f"the study's; the same runs, window and prices):\n{format_table(compare, shown_cols)}\n"
+        f"assuming {basis} (best_of_policies.csv has them per row)"
     )
     try:
         from sim.report.make import make_report
