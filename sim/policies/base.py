@@ -35,17 +35,26 @@ class Change(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """Every pre-call decision of a run at once, for policies whose decisions depend only on the
-    trace's structure, not on sizes in view. Entry j: before call ``call[j]``, event ``index[j]``
+    """Every pre-call decision of a run at once. Entry j: before call ``call[j]``, event ``index[j]``
     becomes ``state[j]`` weighing ``tokens[j]``. ``call`` is non-decreasing, within one call the
-    entries ascend by index (the first is that call's cache seam), and each index appears once.
-    Must equal what ``before_call`` decides call by call; the conformance checker compares the two.
-    Fields are integer sequences: lists, or numpy arrays for plans computed in array steps."""
+    entries ascend by index (the first is that call's cache seam), and each index appears once per call
+    (a later call may change an item again). Must equal what ``before_call`` decides call by call; the
+    conformance checker compares the records the two give (``sim.checks.conformance.check_policy``).
+    Fields are integer sequences: lists, or numpy arrays for plans computed in array steps.
+
+    A plan may read the recorded sizes (a token trigger, a summary's size) as well as the structure:
+    the sizes the run will have are the recorded ones unless the mock model re-reads something, which
+    only a run with needs does; such a planner declines those runs. ``summaries``: the metered
+    summarizer calls, (call, input tokens, output tokens) in the order made (several before one call:
+    each its own row, as ``Decision.summary`` as a list). ``declined``: the planner cannot say what
+    this run does (a ``Decision.stop``, a run whose sizes may change): the per-call loop replays it."""
 
     call: Sequence[int]
     index: Sequence[int]
     tokens: Sequence[int]
     state: Sequence[int]
+    summaries: Sequence[tuple[int, int, int]] = ()
+    declined: bool = False
 
 
 class Plans:
@@ -54,7 +63,7 @@ class Plans:
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
     __slots__ = ("_call", "index", "tokens", "state", "counts", "call_counts", "_local", "_bounds", "_whole")
-    __slots__ += ("ascending", "one_state")
+    __slots__ += ("ascending", "one_state", "summaries", "declined")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
@@ -71,6 +80,10 @@ class Plans:
         # every entry changes another item, in ascending index within its run; every entry's state
         self.ascending = False
         self.one_state: int | None = None
+        # per run: its metered summarizer calls, ``Plan.summaries`` (None: no run makes one)
+        self.summaries: list[tuple[tuple[int, int, int], ...]] | None = None
+        # per run: the planner declined it (``Plan.declined``; None: none declined)
+        self.declined: np.ndarray | None = None
 
     @classmethod
     def by_call(
@@ -99,7 +112,12 @@ class Plans:
             else np.zeros(0, dtype=np.int64)
             for f in range(4)
         ]
-        return cls(*cols, np.array([len(p.index) for p in plans], dtype=np.int64))
+        out = cls(*cols, np.array([len(p.index) for p in plans], dtype=np.int64))
+        if any(len(p) > 4 and p.summaries for p in plans):
+            out.summaries = [tuple(map(tuple, p.summaries)) if len(p) > 4 else () for p in plans]
+        if any(len(p) > 5 and p.declined for p in plans):
+            out.declined = np.array([len(p) > 5 and bool(p.declined) for p in plans], dtype=bool)
+        return out
 
     def __len__(self) -> int:
         return len(self.counts)
@@ -134,7 +152,11 @@ class Plans:
         if self._bounds is None:
             self._bounds = [0, *np.cumsum(self.counts).tolist()]
         lo, hi = self._bounds[j], self._bounds[j + 1]
-        return Plan(self.call[lo:hi], self.index[lo:hi], self.tokens[lo:hi], self.state[lo:hi])
+        summaries = () if self.summaries is None else self.summaries[j]
+        declined = self.declined is not None and bool(self.declined[j])
+        return Plan(
+            self.call[lo:hi], self.index[lo:hi], self.tokens[lo:hi], self.state[lo:hi], summaries, declined
+        )
 
 
 class SummaryCall(NamedTuple):
