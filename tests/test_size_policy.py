@@ -153,6 +153,7 @@ def corpus(tmp_path_factory):
         "observation_masking",
         "tool_result_head_tail",
         "llm_summary",
+        "hybrid",
         "openhands_amortized_forgetting",
         # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
         "openhands_recent_events",
