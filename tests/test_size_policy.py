@@ -154,6 +154,7 @@ def corpus(tmp_path_factory):
         "tool_result_head_tail",
         "llm_summary",
         "hybrid",
+        "anthropic_clear_tool_uses",
         "openhands_amortized_forgetting",
         # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
         "openhands_recent_events",
