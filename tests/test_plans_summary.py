@@ -1,4 +1,5 @@
-"""The planners of llm_summary, hybrid and anthropic_clear_tool_uses (``plan_many``) against
+"""The planners of llm_summary, hybrid, anthropic_clear_tool_uses and the compactions that
+``sim.policies.sparse_plans`` plans (``plan_many``) against
 ``before_call`` through the per-call loop: each run's plan must be exactly the changes and summarizer
 calls the loop's ``before_call`` decides, call by call; the conformance checker then holds the batch
 path's records to the loop's (``check_policy``)."""
@@ -16,10 +17,17 @@ from scenarios.swe_like import generate_run, generate_suite
 from sim.checks.conformance import check_policy
 from sim.engine.dispatch import loop_one
 from sim.engine.model import ReplayModel
-from sim.information.state import has_needs
+from sim.information.state import POSITIONAL, has_needs
 from sim.policies.base import Decision, make_policy, registered
 
-POLICIES = ("llm_summary", "hybrid", "anthropic_clear_tool_uses")
+POLICIES = (
+    "llm_summary",
+    "hybrid",
+    "anthropic_clear_tool_uses",
+    "anthropic_server_compaction",
+    "codex_auto_compact",
+    "claude_code_auto_compact",
+)
 # settings where the policy fires many times in a SWE-like run
 MANY = {
     "llm_summary": [{"n": 1, "m": 0, "summary_min_tokens": 1}, {"n": 1, "m": 1}, {"n": 2, "m": 3}],
@@ -33,6 +41,24 @@ MANY = {
         {"trigger_tokens": 3000, "keep": 1, "clear_tool_inputs": True},
         {"trigger_tokens": 3000, "keep": 2, "clear_at_least": 2000},
         {"trigger_tokens": 1000, "keep": 1, "exclude_tools": ["cmd 1", "cmd 3"], "clear_tool_inputs": True},
+    ],
+    "anthropic_server_compaction": [
+        {"trigger_tokens": 50000, "summary_ratio": 1, "summary_max_tokens": 40000}
+    ],
+    "codex_auto_compact": [
+        {"auto_compact_token_limit": 3000},
+        {"auto_compact_token_limit": 2500, "user_message_max_tokens": 0, "summary_min_tokens": 1},
+        {"auto_compact_token_limit": 1500, "summary_ratio": 1, "summary_max_tokens": 5000},
+    ],
+    "claude_code_auto_compact": [
+        {"context_window": 4000, "max_output_tokens": 0, "buffer_tokens": 1000},
+        {
+            "context_window": 3000,
+            "max_output_tokens": 500,
+            "buffer_tokens": 0,
+            "restore_file_max_tokens": 300,
+        },
+        {"context_window": 2000, "max_output_tokens": 0, "buffer_tokens": 0, "summary_ratio": 1},
     ],
 }
 
@@ -73,10 +99,14 @@ def assert_plans_match(policy, traces, monkeypatch) -> int:
     assert len(plans) == len(traces)
     total = 0
     for t, plan in zip(traces, plans, strict=True):
-        assert plan.declined == has_needs(t), t.trace_id  # declined: the loop replays it
-        if plan.declined:
+        if has_needs(t):  # declined: the loop replays it
+            assert plan.declined, t.trace_id
             continue
         entries, summaries = loop_decisions(policy, t, monkeypatch)
+        # a planner declines a run without needs only where the policy cuts an item (sparse_plans)
+        assert plan.declined == any(e[3] in POSITIONAL for e in entries), t.trace_id
+        if plan.declined:
+            continue
         got = list(zip(*(np.asarray(plan[f]).tolist() for f in range(4)), strict=True))
         assert got == entries, (policy, t.trace_id)
         assert [tuple(s) for s in plan.summaries] == summaries, (policy, t.trace_id)
@@ -125,13 +155,14 @@ def test_plans_equal_the_loop_on_hand_traces_and_real_runs(name, real, monkeypat
 
 @pytest.mark.parametrize("name", POLICIES)
 def test_many_firings_plan_many_entries(name, swe, monkeypatch):
-    """The harsh settings fire several times a run: the plans hold many entries, and match the loop."""
+    """The harsh settings fire several times a run: the plans hold many entries (a summarizer several
+    summaries in one run), and match the loop."""
+    big = [swe[i] for i in (3, 4, 7, 8)]  # the longest runs (69k-109k tokens)
     for s in MANY[name]:
         p = make_policy(name, **s)
-        assert assert_plans_match(p, swe[:4], monkeypatch) > 4 * 20
-        assert max(len(x) for x in p.plan_many(swe[:4]).summaries or [()]) > (
-            2 if name != POLICIES[2] else -1
-        )
+        assert assert_plans_match(p, big, monkeypatch) > 4 * 20
+        if name != "anthropic_clear_tool_uses":
+            assert max(map(len, p.plan_many(big).summaries)) > 2
 
 
 @pytest.mark.parametrize("name", POLICIES)
@@ -139,6 +170,16 @@ def test_a_run_with_needs_is_declined(name, swe):
     with_needs = [generate_run(7, 0, REAL_RUNS), generate_run(7, 1, REAL_RUNS)]
     plans = make_policy(name).plan_many([swe[0], *with_needs, swe[1]])
     assert plans.declined is not None and plans.declined.tolist() == [False, True, True, False]
+
+
+def test_a_run_whose_user_message_codex_cuts_is_declined():
+    """A cut (BOUNDED) shows byte ranges, which a plan cannot hold: that run goes to the loop."""
+    t = hand_traces()[1]  # its task (50 tokens) is cut to 20
+    p = make_policy("codex_auto_compact", auto_compact_token_limit=3000, user_message_max_tokens=20)
+    q = make_policy("codex_auto_compact", auto_compact_token_limit=3000, user_message_max_tokens=50)
+    assert p.plan_many([t]).declined.tolist() == [True]
+    assert q.plan_many([t]).declined is None and len(q.plan(t).summaries) > 1
+    assert check_policy(p, [t]) == [] and check_policy(q, [t]) == []
 
 
 @pytest.mark.parametrize("name", POLICIES)

@@ -155,6 +155,9 @@ def corpus(tmp_path_factory):
         "llm_summary",
         "hybrid",
         "anthropic_clear_tool_uses",
+        "anthropic_server_compaction",
+        "codex_auto_compact",
+        "claude_code_auto_compact",
         "openhands_amortized_forgetting",
         # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
         "openhands_recent_events",

@@ -27,13 +27,13 @@ from sim.policies.base import Decision, Plans, Policy, View, check_int, register
 from sim.policies.llm_summary import (
     SummaryState,
     check_summary_knobs,
-    runs_with_needs,
     summarize_turns,
     summary_entries,
     summary_events,
     turn_starts,
 )
 from sim.policies.observation_masking import ObservationMasking
+from sim.policies.sparse_plans import runs_with_needs
 
 SUMMARIZED, MASKED = int(ItemState.SUMMARIZED), int(ItemState.MASKED)
 

@@ -31,10 +31,9 @@ import numpy as np
 from sim.core.segments import offsets
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.information.state import has_needs
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.sparse_plans import DECLINED, runs_with_needs
 from sim.policies.strands_sliding_window import Frame, frame
-from sim.util.batchmemo import batch_derived
 from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
@@ -184,19 +183,6 @@ def summary_entries(events: list[SummaryEvent]) -> tuple[np.ndarray, np.ndarray,
     tokens = np.zeros(len(index), dtype=np.int64)
     tokens[first] = out
     return np.repeat(call, lengths), index, tokens
-
-
-DECLINED = Plan((), (), (), (), (), True)
-
-
-def runs_with_needs(traces: Sequence[Trace]) -> list[bool]:
-    """Per run: it records needs (``has_needs``; the mock model may re-read, which changes sizes). Kept
-    per batch under the key the engine's batch path uses for the same answer."""
-    return batch_derived(traces, "has_needs", _needs)
-
-
-def _needs(traces: Sequence[Trace]) -> list[bool]:
-    return [t.derived("has_needs", has_needs) for t in traces]
 
 
 def summaries_in(turns: int, n: int, m: int) -> int:
