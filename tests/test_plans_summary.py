@@ -17,8 +17,11 @@ from scenarios.swe_like import generate_run, generate_suite
 from sim.checks.conformance import check_policy
 from sim.engine.dispatch import loop_one
 from sim.engine.model import ReplayModel
-from sim.information.state import POSITIONAL, has_needs
+from sim.information.state import POSITIONAL, has_needs, issuer_of
 from sim.policies.base import Decision, make_policy, registered
+from sim.policies.llm_summary import cut_valid, turn_starts
+from sim.policies.sparse_plans import result_issuers
+from sim.policies.strands_sliding_window import Frame
 
 POLICIES = (
     "llm_summary",
@@ -187,3 +190,23 @@ def test_conformance_through_the_batch_path(name, swe, real):
     traces = [*hand_traces(), *swe[:6], *real[:2], *real[-6:], generate_run(7, 0, REAL_RUNS)]
     for s in settings(name):
         assert check_policy(make_policy(name, **s), traces) == []
+
+
+def test_the_planners_tables_read_from_columns_equal_the_event_rules(swe, real):
+    """``turn_starts``, ``cut_valid`` and ``result_issuers`` read the columns (no event objects); they
+    must say what the rules over events say (``Frame.valid``, ``issuer_of``), also where an event other
+    than an assistant lists a tool call id (the fallback to the event rules)."""
+    t = hand_traces()[0]
+    events = list(t.events)
+    # a result that lists an id, and a later result answering it: the event rules pair the two results
+    events[3] = dataclasses.replace(events[3], tool_call_ids=("x",))
+    events[5] = dataclasses.replace(events[5], tool_call_id="x")
+    odd = dataclasses.replace(t, events=tuple(events))
+    for tr in [*hand_traces(), odd, *swe, *real]:
+        assert turn_starts(tr) == [e.index for e in tr.events if e.kind == "assistant"]
+        f = Frame(tr)
+        assert cut_valid(tr) == [f.valid(i) for i in range(len(tr.events))], tr.trace_id
+        by = issuer_of(tr)
+        want = [by.get(e.index, -1) if e.kind == "tool_result" else -1 for e in tr.events]
+        assert result_issuers(tr).tolist() == want, tr.trace_id
+    assert cut_valid(odd) != cut_valid(t)  # the fallback made a difference: the test reaches it

@@ -45,6 +45,7 @@ from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.information.state import has_needs, issuer_of
 from sim.policies.base import Change, Plans, Policy, View, check_int, register
+from sim.policies.sparse_plans import result_issuers
 from sim.util.batchmemo import batch_derived
 from sim.util.errors import ConfigError
 
@@ -266,8 +267,7 @@ def _results(traces: Sequence[Trace]) -> _Results:
         index.append(res)
         base[r, : ncalls[r]] = a.prefix[a.view_end] + a.residual
         in_view[r, : ncalls[r]] = res.searchsorted(a.view_end)
-        by = t.derived("issuers", issuer_of)
-        issuers.append(np.array([by.get(i, -1) for i in res.tolist()], dtype=np.int64))
+        issuers.append(t.derived("result_issuers", result_issuers)[res])
     n_res = np.array([len(x) for x in index], dtype=np.int64)
     idx, issuer = concat(index), concat(issuers)
     run = owners(n_res)

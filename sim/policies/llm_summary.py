@@ -29,10 +29,10 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.segments import offsets
-from sim.core.types import ItemState, Trace
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
-from sim.policies.sparse_plans import DECLINED, runs_with_needs
+from sim.policies.sparse_plans import DECLINED, result_issuers, runs_with_needs
 from sim.policies.strands_sliding_window import Frame, frame
 from sim.util.errors import ConfigError
 
@@ -45,7 +45,20 @@ SUMMARIZER_INSTRUCTION = (
 
 
 def turn_starts(trace: Trace) -> list[int]:
-    return [e.index for e in trace.events if e.kind == "assistant"]
+    """The assistant events, ascending (read from the kind column: a trace read as columns builds no
+    event objects for it)."""
+    return np.flatnonzero(trace.arrays.kind == KIND_CODE["assistant"]).tolist()
+
+
+def cut_valid(trace: Trace) -> list[bool]:
+    """Per event: a cut may sit there (``Frame.valid``: no call/result pair crosses it), from
+    ``result_issuers`` (no event objects)."""
+    issuer = trace.derived("result_issuers", result_issuers)
+    results = np.flatnonzero(issuer >= 0)
+    diff = np.zeros(len(issuer) + 1, dtype=np.int64)
+    np.add.at(diff, issuer[results] + 1, 1)  # a pair (a, r) crosses every cut in (a, r]
+    np.add.at(diff, results + 1, -1)
+    return (np.cumsum(diff[:-1]) == 0).tolist()
 
 
 class SummaryState:
@@ -56,7 +69,7 @@ class SummaryState:
     def __init__(self, trace: Trace) -> None:
         self.frame: Frame = frame(trace)
         self.turns: list[int] = trace.derived("turn_starts", turn_starts)
-        self.block_end = self.turns[0] if self.turns else len(trace.events)
+        self.block_end = self.turns[0] if self.turns else len(trace.arrays.kind)
         self.covered_upto = self.block_end  # events [block_end, covered_upto) are summarized
         self.carrier = -1  # the slot holding the summary message
         self.summary_tokens = 0
@@ -70,7 +83,9 @@ def check_summary_knobs(p) -> None:
     check_int(p.name, "summary_max_tokens", p.summary_max_tokens, p.summary_min_tokens)
 
 
-def summary_cut(p, turns: list[int], f: Frame, covered_upto: int, completed: int) -> int | None:
+def summary_cut(
+    p, turns: list[int], valid: Callable[[int], bool], covered_upto: int, completed: int
+) -> int | None:
     """Where a summary made now ends (it covers events [covered_upto, cut)), or None when none is made:
     with ``completed`` turns done, fewer than ``p.n + p.m`` of them unsummarized, or no cut between
     ``covered_upto`` and the last ``p.m`` turns that keeps each call with its result."""
@@ -78,7 +93,7 @@ def summary_cut(p, turns: list[int], f: Frame, covered_upto: int, completed: int
     if completed - first < p.n + p.m:
         return None
     cut = turns[completed - p.m]
-    while cut > covered_upto and not f.valid(cut):
+    while cut > covered_upto and not valid(cut):
         cut -= 1
     return cut if cut > covered_upto else None
 
@@ -101,7 +116,7 @@ def summarize_turns(p, trace: Trace, state: SummaryState, view: View, pending: d
     it for whole runs (the planners of llm_summary and hybrid)."""
     completed = bisect_left(state.turns, view.n)  # assistant events in view: their turns completed
     start = state.covered_upto
-    cut = summary_cut(p, state.turns, state.frame, start, completed)
+    cut = summary_cut(p, state.turns, state.frame.valid, start, completed)
     if cut is None:
         return None
 
@@ -134,7 +149,7 @@ class SummaryEvent(NamedTuple):
 
 def _turns_completed(trace: Trace) -> list[int]:
     """Per call: the turns completed before it (assistant events in its view)."""
-    turns = np.asarray(trace.derived("turn_starts", turn_starts), dtype=np.int64)
+    turns = np.flatnonzero(trace.arrays.kind == KIND_CODE["assistant"])
     return turns.searchsorted(trace.arrays.view_end).tolist()
 
 
@@ -147,14 +162,14 @@ def summary_events(p, trace: Trace, span: Callable[[int, int, int], int]) -> lis
     turns = trace.derived("turn_starts", turn_starts)
     completed = trace.derived("turns_completed", _turns_completed)
     ncalls, need = len(completed), p.n + p.m
-    covered = turns[0] if turns else len(trace.events)
+    covered = turns[0] if turns else len(trace.arrays.kind)
     carrier, summary, k = -1, 0, 0
     events: list[SummaryEvent] = []
     while True:
         k = bisect_left(completed, bisect_left(turns, covered) + need, k)
         if k >= ncalls:
             return events
-        cut = summary_cut(p, turns, frame(trace), covered, completed[k])
+        cut = summary_cut(p, turns, trace.derived("cut_valid", cut_valid).__getitem__, covered, completed[k])
         if cut is not None:
             tokens = span(k, covered, cut)
             out = summary_tokens(p, summary + tokens)

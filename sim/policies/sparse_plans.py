@@ -19,9 +19,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from sim.core.types import Trace
-from sim.information.state import POSITIONAL, has_needs
+from sim.core.types import KIND_CODE, Trace
+from sim.information.state import POSITIONAL, has_needs, issuer_of
 from sim.policies.base import Decision, Plan, Plans, Policy, View
+from sim.trace.column_links import tool_links
 from sim.util.batchmemo import batch_derived
 
 DECLINED = Plan((), (), (), (), (), True)
@@ -36,6 +37,22 @@ def runs_with_needs(traces: Sequence[Trace]) -> list[bool]:
 
 def _needs(traces: Sequence[Trace]) -> list[bool]:
     return [t.derived("has_needs", has_needs) for t in traces]
+
+
+def result_issuers(trace: Trace) -> np.ndarray:
+    """Per event: the assistant event that issued this tool result (-1: none, or not a result), as
+    ``issuer_of`` pairs them, from the tool links the column reader keeps (``tool_links``: no event
+    objects). The two agree unless an event other than an assistant lists tool call ids (``issuer_of``
+    takes an id from any event): then ``issuer_of``'s own answer."""
+    links = trace.derived("tool_links", tool_links)
+    kind = trace.arrays.kind
+    if not links.ids_n[kind != KIND_CODE["assistant"]].any():
+        return links.issuer
+    out = np.full(len(kind), -1, dtype=np.int64)
+    for r, a in trace.derived("issuers", issuer_of).items():
+        if kind[r] == KIND_CODE["tool_result"]:
+            out[r] = a
+    return out
 
 
 def recorded_requests(trace: Trace) -> np.ndarray:
