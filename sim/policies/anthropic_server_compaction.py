@@ -25,7 +25,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import ItemState, Trace
+import numpy as np
+
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.base import Change, Decision, Plans, Policy, SummaryCall, View, check_int, register
 from sim.policies.sparse_plans import sparse_plans
@@ -59,8 +61,13 @@ class SummaryState:
 
 def messages(trace: Trace, view: View) -> list[int]:
     """Visible non-instruction items in view (the messages a compaction may cover), ascending."""
-    ev, st = trace.events, view.state
-    return [i for i in range(view.n) if st[i] in VISIBLE and ev[i].kind not in INSTRUCTION_KINDS]
+    ok, st = trace.derived("not_instructions", _not_instructions), view.state
+    return [i for i in range(view.n) if ok[i] and st[i] in VISIBLE]
+
+
+def _not_instructions(trace: Trace) -> list[bool]:
+    """Per event: its kind is none of INSTRUCTION_KINDS (from the kind column: no event objects)."""
+    return (~np.isin(trace.arrays.kind, [KIND_CODE[k] for k in INSTRUCTION_KINDS])).tolist()
 
 
 def summarize(

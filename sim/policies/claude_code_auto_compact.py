@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import Trace
+from sim.core.types import KIND_CODE, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
 from sim.policies.base import Plans, Policy, View, check_int, register
@@ -104,9 +104,9 @@ class ClaudeCodeAutoCompact(Policy):
         request = request_tokens(trace, view, call)
         if request < self.threshold:
             return ()
-        events = trace.events
+        kind, result = trace.arrays.kind, KIND_CODE["tool_result"]
         msgs = messages(trace, view)
-        recent = [i for i in msgs if events[i].kind == "tool_result"][::-1][: self.restore_files]
+        recent = [i for i in msgs if kind[i] == result][::-1][: self.restore_files]
         restored = {i for i in recent if view.tokens[i] <= self.restore_file_max_tokens}
         covered = [i for i in msgs if i not in restored]
         instruction, _ = text_size(trace, COMPACT_PROMPT)

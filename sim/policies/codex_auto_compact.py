@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import ItemState, Trace
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
 from sim.policies.base import Change, Plans, Policy, View, check_int, register
@@ -94,13 +94,13 @@ class CodexAutoCompact(Policy):
         request = request_tokens(trace, view, call)
         if request < self.limit:
             return ()
-        events = trace.events
+        kind, user = trace.arrays.kind, KIND_CODE["user"]
         msgs = messages(trace, view)
         kept: set[int] = set()
         extra: list[Change] = []
         left = self.user_message_max_tokens
         for i in reversed(msgs):
-            if events[i].kind != "user" or left <= 0:
+            if kind[i] != user or left <= 0:
                 continue
             t = view.tokens[i]
             kept.add(i)
