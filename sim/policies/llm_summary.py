@@ -149,7 +149,7 @@ class SummaryEvent(NamedTuple):
 
 def _turns_completed(trace: Trace) -> list[int]:
     """Per call: the turns completed before it (assistant events in its view)."""
-    turns = np.flatnonzero(trace.arrays.kind == KIND_CODE["assistant"])
+    turns = np.asarray(trace.derived("turn_starts", turn_starts), dtype=np.int64)
     return turns.searchsorted(trace.arrays.view_end).tolist()
 
 
