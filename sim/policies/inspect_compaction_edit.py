@@ -22,6 +22,8 @@ blocks) and ``memory`` (it acts only when the memory tool is among the tools; tr
   that leaves the request over ``threshold`` ends the run (``compaction-insufficient``).
 - Not recoverable (the model has no handle). Cache: each compaction rewrites the prefix from the oldest
   newly cleared message on.
+- Sizing: whole runs are planned for the engine's batch path by ``inspect_handler.plan_handler`` (the
+  same ``compaction``; tests/test_plans_inspect.py holds it to ``before_call``).
 """
 
 from __future__ import annotations
