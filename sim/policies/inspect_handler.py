@@ -35,7 +35,7 @@ import numpy as np
 from sim.core.types import ItemState, Trace
 from sim.cost.models import resolve_window
 from sim.cost.tokens import estimate_tokens
-from sim.information.state import has_needs
+from sim.information.state import has_needs, issuer_of
 from sim.policies.base import Change, Decision, Plan, Policy, SummaryCall, View
 from sim.util.errors import ConfigError
 
@@ -97,6 +97,20 @@ class Work:
         else:
             self.changes[i] = Change(i, ItemState(state), tokens, nbytes, reason)
 
+    def set_all(self, items, state: int, tokens: int, nbytes: int, reason: str) -> None:
+        """``set`` for each of ``items`` (one state and size for all), an item already so skipped at
+        once: a compaction re-clears every old item each time (edit), most of them already cleared."""
+        changes, vs, vt = self.changes, self.view.state, self.view.tokens
+        for i in items:
+            c = changes.get(i)
+            if (
+                (vs[i] == state and vt[i] == tokens)
+                if c is None
+                else (c.state == state and c.tokens == tokens)
+            ):
+                continue
+            self.set(i, state, tokens, nbytes, reason)
+
 
 def partition(trace: Trace, st: HandlerState, work: Work, n: int) -> tuple[list[int], list[int], list[int]]:
     """Inspect's ``partition_messages`` over the messages in view: (system, input, conversation) event
@@ -153,7 +167,12 @@ def resolve_threshold(trace: Trace, threshold: int | float) -> int:
 
 def model_window(trace: Trace) -> int:
     """The model's input window Inspect reads a fractional threshold against (ctxsim: the trace's recorded
-    window, else the provider table's, else Inspect's fallback); the oracle registers the same one."""
+    window, else the provider table's, else Inspect's fallback); the oracle registers the same one. Kept
+    per trace: the provider table's look-up is slow and every setting of a sizing asks."""
+    return trace.derived("inspect_window", _model_window)
+
+
+def _model_window(trace: Trace) -> int:
     return trace.context_window or resolve_window(trace.model) or DEFAULT_CONTEXT_WINDOW
 
 
@@ -214,19 +233,26 @@ class InspectCompaction(Policy):
         return Decision([work.changes[i] for i in sorted(work.changes)], summary)
 
 
-def tool_uses(trace: Trace, work: Work, n: int, issuers: dict[int, int]) -> list[int]:
+def tool_uses(trace: Trace, work: Work, n: int) -> list[int]:
     """Tool results in view still answering a call in view (Inspect's client-side tool uses), in the
     order of their calls (assistant event, then call position)."""
-    ev = trace.events
+    state = work.state
+    return [
+        i
+        for a, i in trace.derived("inspect_tool_uses", _answers)
+        if i < n and state(i) != DROPPED != state(a)
+    ]
+
+
+def _answers(trace: Trace) -> tuple[tuple[int, int], ...]:
+    """(issuer, result) of every tool result answering an earlier assistant event, in the order of the
+    calls (issuer, then the call's position in it): ``tool_uses`` before any item's state is read."""
+    ev, issuers = trace.events, trace.derived("issuers", issuer_of)
     uses = []
-    for i in range(n):
-        if ev[i].kind != "tool_result" or work.state(i) == DROPPED:
-            continue
-        a = issuers.get(i)
-        if a is None or a >= i or work.state(a) == DROPPED:
-            continue
-        uses.append((a, ev[a].tool_call_ids.index(ev[i].tool_call_id), i))
-    return [i for _, _, i in sorted(uses)]
+    for i, a in issuers.items():
+        if ev[i].kind == "tool_result" and a < i:
+            uses.append((a, ev[a].tool_call_ids.index(ev[i].tool_call_id), i))
+    return tuple((a, i) for a, _, i in sorted(uses))
 
 
 def trailing_assistants(trace: Trace, work: Work, n: int) -> list[int]:
