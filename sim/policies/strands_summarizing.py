@@ -39,7 +39,9 @@ import numpy as np
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
+from sim.information.state import has_needs
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.driven_plan import DECLINED, driven_plan
 from sim.policies.langchain_clear_tool_uses import instruction_tokens
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
 from sim.policies.strands_sliding_window import Turns, turns
@@ -241,18 +243,26 @@ class StrandsSummarizing(Policy):
         return self.plan_many([trace])[0]
 
     def plan_many(self, traces: Sequence[Trace]) -> Plans:
-        """``before_call``'s decisions for whole runs. Without ``proactive_compression`` it never changes
-        anything before a call (Strands reduces on an overflow only, and the engine hands a run over its
-        window to the loop, whose ``on_overflow`` does that): every plan is empty. With it, the trigger
-        reads the provider's reported usage (the modelled request and the mock model's output), which a
-        plan made from the trace alone cannot know: every run is declined (the loop replays it)."""
-        n = len(traces)
-        none = np.zeros(0, dtype=np.int64)
-        plans = Plans(none, none, none, none, np.zeros(n, dtype=np.int64))
-        plans.ascending = True
-        if compression_threshold(self, self.proactive_compression) is not None and n:
-            plans.declined = np.ones(n, dtype=bool)
-        return plans
+        """``before_call``'s decisions for whole runs (tests/test_plans_strands_adk.py holds them to it).
+        Without ``proactive_compression`` it never changes anything before a call (Strands reduces on an
+        overflow only, and the engine hands a run over its window to the loop, whose ``on_overflow``
+        does that): every plan is empty, found without reading the traces. With it, ``_plan_run``."""
+        if compression_threshold(self, self.proactive_compression) is None:
+            n = len(traces)
+            none = np.zeros(0, dtype=np.int64)
+            plans = Plans(none, none, none, none, np.zeros(n, dtype=np.int64))
+            plans.ascending = True
+            return plans
+        return Plans.of([self._plan_run(t) for t in traces])
+
+    def _plan_run(self, trace: Trace) -> Plan:
+        """Proactive compression over one run: ``before_call`` itself, driven over a bare view with the
+        usage the provider would report (``sim.policies.driven_plan``); its cost is the reference's
+        (O(messages) a call), without the engine's. Declined: a run with needs (a re-read adds tokens
+        to later requests), and what ``driven_plan`` declines (an output the recording lacks)."""
+        if trace.derived("has_needs", has_needs):
+            return DECLINED
+        return driven_plan(self, trace, reads_output=True)
 
 
 def _call_of_event(trace: Trace) -> dict[int, int]:
