@@ -51,6 +51,7 @@ from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.information.state import has_needs
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.driven_plan import DECLINED, driven_plan
 from sim.policies.llm_summary import check_summary_knobs
 from sim.util.errors import ConfigError
 
@@ -89,8 +90,9 @@ class _State:
 
 
 def trace_acts(trace: Trace) -> bool:
-    """Whether ``before_call`` may ever act on the trace (its per-trace table, shared by every setting):
-    an empty event, or a user event after the first session event (an invocation completes there)."""
+    """Whether ``before_call``'s sliding window may ever act on the trace (its per-trace table, shared by
+    every setting): an empty event, or a user event after the first session event (an invocation
+    completes there). The token threshold may act on any trace."""
     return trace.derived("adk_acts", _acts)
 
 
@@ -106,7 +108,6 @@ def _acts(trace: Trace) -> bool:
 
 
 _NOTHING = Plan((), (), (), ())
-_DECLINED = Plan((), (), (), (), (), True)
 
 
 def is_empty(e) -> bool:
@@ -220,47 +221,24 @@ class AdkEventsCompaction(Policy):
         return self.plan_many([trace])[0]
 
     def plan_many(self, traces: Sequence[Trace]) -> Plans:
-        """``before_call``'s decisions for whole runs. A run acts only when an invocation completes (a
-        user event after the first session event: the sliding window) or an empty event arrives, so a
-        run with neither (a single-task trace: one invocation) plans nothing, found from a per-trace
-        table. Any other run is planned by ``before_call`` itself, driven call by call over a bare view
-        (the recorded sizes, as its decisions leave them): the same rule, without the engine's per-call
-        work. Declined (the loop replays them): every run with ``token_threshold`` (it reads the
-        provider's reported prompt, the modelled request), and a run that would act with needs (a
-        re-read changes the sizes the summaries are made from) or of several runs."""
+        """``before_call``'s decisions for whole runs. Without ``token_threshold`` a run acts only when an
+        invocation completes (a user event after the first session event: the sliding window) or an
+        empty event arrives, so a run with neither (a single-task trace: one invocation) plans nothing,
+        found from a per-trace table. Any other run is planned by ``before_call`` itself, driven call by
+        call over a bare view with the usage the provider reports (``sim.policies.driven_plan``): the
+        same rule, without the engine's per-call work. Declined (the loop replays it): a run with needs
+        that may act (a re-read changes the sizes the summaries and the trigger read)."""
         plans = []
         for t in traces:
-            if not trace_acts(t):
+            if self.token_threshold is None and not trace_acts(t):
                 plans.append(_NOTHING)
-            elif self.token_threshold is not None or t.runs > 1 or t.derived("has_needs", has_needs):
-                plans.append(_DECLINED)
+            elif t.derived("has_needs", has_needs):
+                plans.append(DECLINED)
             else:
-                plans.append(self._plan_run(t))
+                plans.append(driven_plan(self, t))
         out = Plans.of(plans)
         out.ascending = True
         return out
-
-    def _plan_run(self, trace: Trace) -> Plan:
-        """One run's decisions from ``before_call`` over a bare view: each call's events in view at their
-        recorded sizes, every change applied as the engine applies it."""
-        state = self.start(trace)
-        view = View()
-        view.tokens = [e.tokens for e in trace.events]
-        view.state = [int(VERBATIM)] * len(view.tokens)
-        calls, index, tokens, states, summaries = [], [], [], [], []
-        for k, c in enumerate(trace.calls):
-            view.n = c.view_end
-            got = self.before_call(trace, state, view, k, None)
-            changes, made = (got.changes, got.summary) if isinstance(got, Decision) else (got, None)
-            for s in made if isinstance(made, list) else () if made is None else (made,):
-                summaries.append((k, s.input_tokens, s.output_tokens))
-            for ch in sorted(changes, key=lambda ch: ch.index):
-                view.state[ch.index], view.tokens[ch.index] = int(ch.state), ch.tokens
-                calls.append(k)
-                index.append(ch.index)
-                tokens.append(ch.tokens)
-                states.append(int(ch.state))
-        return Plan(calls, index, tokens, states, tuple(summaries))
 
     def post_invocation(self, trace: Trace, state: _State, n: int, last: int | None) -> list[SummaryCall]:
         """The Runner's step after an invocation: token threshold first, else the sliding window."""
