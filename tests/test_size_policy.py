@@ -160,6 +160,9 @@ def corpus(tmp_path_factory):
         "langchain_clear_tool_uses",
         "autogen_head_and_tail",
         "autogen_token_limited",
+        # planners of compacting policies (tests/test_plans_strands_adk.py)
+        "adk_events_compaction",
+        "strands_summarizing",
     ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):
