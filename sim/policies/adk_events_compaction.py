@@ -236,9 +236,7 @@ class AdkEventsCompaction(Policy):
                 plans.append(DECLINED)
             else:
                 plans.append(driven_plan(self, t))
-        out = Plans.of(plans)
-        out.ascending = True
-        return out
+        return Plans.of(plans)  # not ``ascending``: a later summary may take an item again
 
     def post_invocation(self, trace: Trace, state: _State, n: int, last: int | None) -> list[SummaryCall]:
         """The Runner's step after an invocation: token threshold first, else the sliding window."""
