@@ -32,7 +32,8 @@ from sim.core.segments import offsets
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
-from sim.policies.sparse_plans import DECLINED, result_issuers, runs_with_needs
+from sim.policies.driven_plan import DECLINED
+from sim.policies.sparse_plans import result_issuers, runs_with_needs
 from sim.policies.strands_sliding_window import Frame, frame
 from sim.util.errors import ConfigError
 

@@ -11,7 +11,8 @@ call that reaches the trigger is found by one array comparison, and only there i
 run's cost is O(items + actions x items in view), not a step per call. The sizes are the recorded
 ones only when the mock model re-reads nothing: runs with needs are declined (the loop replays them),
 and so are runs where the policy cuts an item (BOUNDED: a plan holds no byte ranges) or stops.
-Held to the loop by tests/test_plans_summary.py and the conformance checker."""
+Held to the loop by tests/test_plans_summary.py and the conformance checker. ``sim.policies.driven_plan``
+drives a ``before_call`` at every call, for rules with no trigger to skip to."""
 
 from __future__ import annotations
 
@@ -22,10 +23,10 @@ import numpy as np
 from sim.core.types import KIND_CODE, Trace
 from sim.information.state import POSITIONAL, has_needs, issuer_of
 from sim.policies.base import Decision, Plan, Plans, Policy, View
+from sim.policies.driven_plan import DECLINED
 from sim.trace.column_links import tool_links
 from sim.util.batchmemo import batch_derived
 
-DECLINED = Plan((), (), (), (), (), True)
 _NONE = Plan((), (), (), ())
 
 
