@@ -1,0 +1,162 @@
+"""LangChain's planners against the per-call loop: ``langchain_clear_tool_uses`` and
+``langchain_summarization`` state their rule twice, call by call (``before_call``, the reference) and for
+whole runs (``plan_many``); ``check_policy`` holds the batch path's records made from the plans to the
+loop's, table for table, for the defaults, the conformance settings and every setting of the default
+grid, on the SWE-like suite, the hand trace and the real runs the conformance tests use (their needs
+taken off, or the plans decline them all), and on runs where the policies act on most calls.
+
+The hand trace ``six()`` (tests/test_conformance_langchain.py): 0 system (100 tokens), 1 task (50),
+then six turns of assistant ``cmd k`` (10) + tool result (100): results 3, 5, .. 13; call k sees events
+[0, 2 + 2k), raw input 150 + 110 k; "[cleared]" weighs 7 tokens."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+import pytest
+from builders import ev, swe_trace
+from test_conformance_langchain import six
+
+from sim.checks.conformance import check_policy
+from sim.core.types import ItemState, Trace
+from sim.engine.dispatch import replay_table
+from sim.information.state import has_needs
+from sim.policies.base import make_policy, registered
+from sim.policies.langchain_clear_tool_uses import answered_flags, answered_results, tool_results
+
+M, V = int(ItemState.MASKED), int(ItemState.VERBATIM)
+CLEAR = "langchain_clear_tool_uses"
+
+
+def settings(name: str) -> list[dict]:
+    """The defaults, the conformance settings and every setting of the default grid."""
+    cls = registered()[name]
+    grid = cls.size_grid
+    return [
+        {},
+        *cls.conformance_settings,
+        *(dict(zip(grid, v, strict=True)) for v in itertools.product(*grid.values())),
+    ]
+
+
+def without_needs(t: Trace) -> Trace:
+    """``t`` with no needs: the mock model never re-reads, so the plans speak for the run."""
+    return dataclasses.replace(t, events=tuple(dataclasses.replace(e, needs=()) for e in t.events))
+
+
+def wobbled(t: Trace, amp: int) -> Trace:
+    """``t`` with a provider residual of 0, amp, 2 amp, 0, .. on its calls: a request's whole count
+    (the model's) falls back under a trigger now and then."""
+    calls = tuple(
+        dataclasses.replace(
+            c, residual_tokens=c.index % 3 * amp, input_tokens=(c.input_tokens or 0) + c.index % 3 * amp
+        )
+        for c in t.calls
+    )
+    return dataclasses.replace(t, calls=calls)
+
+
+@pytest.fixture(scope="module")
+def corpora(mini_traces):
+    from scenarios.swe_like import generate_suite
+
+    hand = swe_trace([("out\n" * 40, 300), ("x" * 120, 60), ("short", 5)] * 4)
+    return {
+        "swe": generate_suite(7, 12),
+        "hand": [hand],
+        "real": [without_needs(t) for t in mini_traces[:12]],
+    }
+
+
+def entries(plan) -> list[tuple[int, int, int, int]]:
+    return list(zip(*(np.asarray(x).tolist() for x in plan[:4]), strict=True))
+
+
+# ------------------------------------------------------------------------- langchain_clear_tool_uses
+@pytest.mark.parametrize("knobs", settings(CLEAR), ids=str)
+def test_clear_plans_give_the_loops_records(knobs, corpora):
+    policy = make_policy(CLEAR, **knobs)
+    for traces in corpora.values():
+        assert check_policy(policy, traces) == []
+        assert not replay_table(traces, policy, window=None, pricing="claude-sonnet-4-5").loop
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"trigger": 20000, "keep": 1, "token_count_method": "model"},
+        {"trigger": 10000, "keep": 0, "token_count_method": "model"},
+        {
+            "trigger": 20000,
+            "keep": 2,
+            "clear_at_least": 2000,
+            "clear_tool_inputs": True,
+            "token_count_method": "model",
+        },
+        {"trigger": 3000, "keep": 2, "clear_at_least": 3000, "exclude_tools": ["cat"]},
+    ],
+    ids=str,
+)
+def test_clear_plans_that_clear_on_most_calls_and_restore(knobs):
+    from scenarios.swe_like import generate_suite
+
+    traces = [wobbled(t, 2000) for t in generate_suite(7, 12)]
+    policy = make_policy(CLEAR, **knobs)
+    assert check_policy(policy, traces) == []
+    plans = policy.plan_many(traces)
+    state = plans.state
+    assert (state == M).sum() > 1000  # clears re-issued call after call
+    if knobs.get("token_count_method") == "model":
+        assert (
+            state == V
+        ).sum() > 100  # restores: a call under the trigger sends the last copy's clears whole
+
+
+def test_clear_plan_restores_what_a_call_under_the_trigger_sends_whole():
+    # trigger 600, keep 2, the model's count: call 3 = 480 + 200 over: clear result 3; call 4 = 590
+    # under: result 3 back (100 tokens); call 5 = 700 over: clear 3, 5, 7 (the copy re-issued whole).
+    # With clear_at_least 1 (the plan for any knobs): the first clear is enough, call 5 clears 3 only
+    t = six([0, 0, 0, 200, 0, 0])
+    whole = [(3, 3, 7, M), (4, 3, 100, V), (5, 3, 7, M), (5, 5, 7, M), (5, 7, 7, M)]
+    for at_least, want in ((0, whole), (1, whole[:3])):
+        policy = make_policy(CLEAR, trigger=600, keep=2, token_count_method="model", clear_at_least=at_least)
+        plan = policy.plan(t)
+        assert entries(plan) == want and not plan.declined and plan.summaries == ()
+        assert check_policy(policy, [t]) == []
+
+
+def test_clear_plan_declines_a_run_with_needs(mini_traces):
+    t = mini_traces[1]
+    assert has_needs(t)
+    for knobs in ({"trigger": 800, "keep": 2}, {"trigger": 800, "keep": 1, "clear_tool_inputs": True}):
+        policy = make_policy(CLEAR, **knobs)
+        plan = policy.plan_many([t, without_needs(t)])
+        assert plan[0].declined and len(plan[0].index) == 0
+        assert not plan[1].declined and len(plan[1].index) > 0
+        table = replay_table([t, without_needs(t)], policy, window=None, pricing="claude-sonnet-4-5")
+        assert sorted(table.loop) == [0]  # the loop replays the run with needs
+        assert check_policy(policy, [t]) == []
+
+
+def test_answered_flags_read_from_columns_are_answered_results(corpora):
+    # the columns' reading (only assistants issue calls) and the events' own rule (another event does)
+    odd = (
+        ev(0, "system", "sys", 100),
+        ev(1, "user", "task", 50, tool_call_ids=("c0",)),
+        ev(2, "assistant", "cmd 0", 10, tool_call_ids=("c0",)),
+        ev(3, "tool_result", "r", 100, tool_call_id="c0"),
+        ev(4, "tool_result", "s", 100, tool_call_id="c0", tool_call_ids=("c0",)),
+        ev(5, "assistant", "cmd 1", 10, tool_call_ids=("c1",)),
+        ev(6, "tool_result", "t", 100, tool_call_id="c1"),
+    )
+    traces = [*itertools.chain(*corpora.values()), dataclasses.replace(six(), events=odd, calls=())]
+    checked = 0
+    for t in traces:
+        results = np.asarray(tool_results(t), dtype=np.int64)
+        got = answered_flags(t, results)
+        assert results[got].tolist() == sorted(answered_results(t))
+        checked += len(results)
+    assert checked > 500
+    assert answered_flags(traces[-1], np.array([3, 4, 6])).tolist() == [True, False, True]
