@@ -160,3 +160,98 @@ def test_answered_flags_read_from_columns_are_answered_results(corpora):
         checked += len(results)
     assert checked > 500
     assert answered_flags(traces[-1], np.array([3, 4, 6])).tolist() == [True, False, True]
+
+
+# --------------------------------------------------------------------------- langchain_summarization
+SUMMARIZE = "langchain_summarization"
+S, D = int(ItemState.SUMMARIZED), int(ItemState.DROPPED)
+
+
+@pytest.mark.parametrize("knobs", settings(SUMMARIZE), ids=str)
+def test_summarization_plans_give_the_loops_records(knobs, corpora):
+    policy = make_policy(SUMMARIZE, **knobs)
+    for traces in corpora.values():
+        assert check_policy(policy, traces) == []
+        assert not replay_table(traces, policy, window=None, pricing="claude-sonnet-4-5").loop
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"trigger": 800, "keep": 4, "summary_min_tokens": 32},
+        {"trigger": 5000, "keep": 3, "trim_tokens_to_summarize": 50},  # mostly the fixed text
+        {"trigger": {"messages": 10}, "keep": 4, "trim_tokens_to_summarize": None},
+        {"trigger": [["messages", 12], {"tokens": 3000, "messages": 6}], "keep": ["fraction", 0.01]},
+        {
+            "trigger": ["tokens", 6000],
+            "keep": ["tokens", 2000],
+            "trim_tokens_to_summarize": 1500,
+            "token_count": "provider",
+        },
+    ],  # fmt: skip
+    ids=str,
+)
+def test_summarization_plans_that_summarize_again_and_again(knobs, corpora):
+    from scenarios.swe_like import generate_suite
+
+    policy = make_policy(SUMMARIZE, **knobs)
+    # the provider's reported totals (request + output) reach the trigger before the local count does
+    # when the residual is large
+    traces = [wobbled(t, 1500) for t in generate_suite(7, 12)] + corpora["real"]
+    assert check_policy(policy, traces) == []
+    plans = policy.plan_many(traces)
+    assert plans.declined is None
+    calls = {(j, c) for j, p in enumerate(plans) for c in np.asarray(p.call).tolist()}
+    assert len(calls) > 100  # summarized at more than 100 calls, the carrier resized each time
+    assert sum(len(s) for s in plans.summaries or ()) > 80 or knobs.get("trim_tokens_to_summarize") == 50
+
+
+def test_summarization_plan_of_the_hand_trace():
+    # tests/test_policies_vendors.py's two cases. trim 150: call 3 summarizes the task (cut to 40
+    # tokens), call 2 and result 3 (150 tokens given: a 20-token summary + 16 of prefix in the task's
+    # slot); calls 4 and 5 summarize the summary and the next turn (36 + 10 + 100). trim 100: nothing
+    # human is left of what fits, so each time the fixed text (28 tokens) and the rest DROPPED.
+    t = six()
+    prompt = 63  # the summary prompt: 236 bytes
+    policy = make_policy(SUMMARIZE, trigger=350, keep=3, trim_tokens_to_summarize=150, summary_min_tokens=20)
+    plan = policy.plan(t)
+    assert entries(plan) == [
+        (c, i, 36 if i == 1 else 0, S) for c, j in ((3, 2), (4, 4), (5, 6)) for i in (1, j, j + 1)
+    ]
+    assert plan.summaries == ((3, prompt + 150, 20), (4, prompt + 146, 20), (5, prompt + 146, 20))
+    policy = make_policy(SUMMARIZE, trigger=350, keep=3, trim_tokens_to_summarize=100)
+    plan = policy.plan(t)
+    assert entries(plan) == [
+        (c, i, 28 if i == 1 else 0, S if i == 1 else D)
+        for c, j in ((3, 2), (4, 4), (5, 6))
+        for i in (1, j, j + 1)
+    ]
+    assert plan.summaries == () and not plan.declined
+    for knobs in (
+        {"trim_tokens_to_summarize": 150, "summary_min_tokens": 20},
+        {"trim_tokens_to_summarize": 100},
+    ):
+        assert check_policy(make_policy(SUMMARIZE, trigger=350, keep=3, **knobs), [t]) == []
+
+
+def test_summarization_plan_declines_runs_with_needs_or_unrecorded_outputs(mini_traces):
+    t = mini_traces[1]
+    assert has_needs(t)
+    policy = make_policy(SUMMARIZE, trigger=800, keep=4)
+    plans = policy.plan_many([t, without_needs(t)])
+    assert plans[0].declined and not plans[1].declined and len(plans[1].index) > 0
+    table = replay_table([t, without_needs(t)], policy, window=None, pricing="claude-sonnet-4-5")
+    assert sorted(table.loop) == [0]
+    assert check_policy(policy, [t]) == []
+    # the provider's totals hold the mock model's outputs: where the trace does not record one, the
+    # plan cannot say them (the local count needs none)
+    blind = dataclasses.replace(
+        six(), calls=tuple(dataclasses.replace(c, output_tokens=None) for c in six().calls)
+    )
+    provider = make_policy(SUMMARIZE, trigger=["tokens", 400], keep=3, token_count="provider")
+    assert provider.plan(blind).declined and not provider.plan(six()).declined
+    assert not make_policy(SUMMARIZE, trigger=400, keep=3).plan(blind).declined
+    assert check_policy(provider, [blind]) == []
+    # switched off: nothing to plan, nothing declined
+    off = make_policy(SUMMARIZE).plan(t)
+    assert len(off.index) == 0 and not off.declined
