@@ -32,6 +32,9 @@ deprecation warning.
   model's count moves with the provider's residual, so it can fall back) sends every item as it is:
   what the previous copy cleared is restored.
 - Recoverability: originals stay in the agent state but the model has no handle: lost from view.
+
+Plan (``plan_many``, the engine's batch path): the count reads only recorded sizes, so every call's copy
+of every run is known before the replay; a run with needs is declined (the loop replays it).
 """
 
 from __future__ import annotations

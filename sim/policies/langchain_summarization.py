@@ -34,6 +34,10 @@ a fraction ``keep`` falls back to 20 messages.
   its size); the others the summarizer was given are SUMMARIZED at 0 tokens, those it never saw DROPPED.
 - Summary call: input = the prompt + what the summarizer was given; output by the size rule.
 - Cache: each summarization rewrites from the first replaced message on.
+
+Plan (``plan``, the engine's batch path): the run's summaries walked call by call with prefix sums of its
+messages; a run with needs is declined (the loop replays it), and with ``token_count`` ``provider`` a
+run whose outputs are not all recorded.
 """
 
 from __future__ import annotations
@@ -329,8 +333,8 @@ class LangchainSummarization(Policy):
 
     # ---------------------------------------------------------------------------------- decision
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
-        """The middleware's ``before_model``; ``plan`` (sim.policies.langchain_summarization_plan)
-        restates it for whole runs."""
+        """The middleware's ``before_model``; ``plan`` below restates it for whole runs (held to it by
+        tests/test_plans_langchain.py)."""
         if call > 0 and status is not None and status.last_input is not None:
             state.reported[call - 1] = status.last_input + (status.last_output or 0)
         if self.trigger is None:
