@@ -21,9 +21,10 @@ from test_conformance_langchain import six
 
 from sim.checks.conformance import check_policy
 from sim.core.types import ItemState, Trace
-from sim.engine.dispatch import replay_table
+from sim.engine.dispatch import loop_one, replay_table
+from sim.engine.model import ReplayModel
 from sim.information.state import has_needs
-from sim.policies.base import make_policy, registered
+from sim.policies.base import Decision, make_policy, registered
 from sim.policies.langchain_clear_tool_uses import answered_flags, answered_results, tool_results
 
 M, V = int(ItemState.MASKED), int(ItemState.VERBATIM)
@@ -72,6 +73,59 @@ def corpora(mini_traces):
 
 def entries(plan) -> list[tuple[int, int, int, int]]:
     return list(zip(*(np.asarray(x).tolist() for x in plan[:4]), strict=True))
+
+
+class Recorder:
+    """``policy`` as the loop sees it, writing down each call's decision as a plan states it."""
+
+    def __init__(self, policy) -> None:
+        self.policy, self.entries, self.summaries = policy, [], []
+
+    def __getattr__(self, name):
+        return getattr(self.policy, name)
+
+    def before_call(self, trace, state, view, call, status=None):
+        out = self.policy.before_call(trace, state, view, call, status)
+        changes, summary = (out.changes, out.summary) if isinstance(out, Decision) else (out, None)
+        self.entries += [(call, c.index, c.tokens, int(c.state)) for c in sorted(changes)]
+        if summary is not None:
+            self.summaries.append((call, summary.input_tokens, summary.output_tokens))
+        return out
+
+
+def decisions(policy, trace: Trace) -> tuple[list, tuple]:
+    """What ``before_call`` decided at each call of the loop's replay of ``trace``, as plan entries and
+    summaries."""
+    recorder = Recorder(policy)
+    loop_one(trace, recorder, ReplayModel(trace), None, None, "claude-sonnet-4-5")
+    return recorder.entries, tuple(recorder.summaries)
+
+
+@pytest.mark.parametrize(
+    ("name", "knobs"),
+    [
+        (CLEAR, {"trigger": 3000, "keep": 1}),
+        (CLEAR, {"trigger": 3000, "keep": 1, "token_count_method": "model", "clear_tool_inputs": True}),
+        ("langchain_summarization", {"trigger": 3000, "keep": 4}),
+        (
+            "langchain_summarization",
+            {"trigger": ["tokens", 3000], "keep": ["tokens", 800], "token_count": "provider"},
+        ),
+    ],
+    ids=str,
+)
+def test_plans_of_conversations_are_the_loops_decisions(name, knobs):
+    # a conversation of five runs: the engine replays it call by call, so the plan is held to the
+    # decisions themselves (compaction carries from run to run)
+    from scenarios.conversation import conversation
+
+    policy = make_policy(name, **knobs)
+    for seed in range(3):
+        t = without_needs(conversation(seed))
+        assert t.runs == 5
+        want, summaries = decisions(policy, t)
+        plan = policy.plan(t)
+        assert entries(plan) == want and tuple(plan.summaries) == summaries and len(want) > 20
 
 
 # ------------------------------------------------------------------------- langchain_clear_tool_uses
