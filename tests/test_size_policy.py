@@ -163,6 +163,7 @@ def corpus(tmp_path_factory):
         "openhands_recent_events",
         "openhands_llm_summarizing",
         "langchain_clear_tool_uses",
+        "langchain_summarization",
         "autogen_head_and_tail",
         "autogen_token_limited",
         # planned on the batch path (tests/test_plans_inspect.py)

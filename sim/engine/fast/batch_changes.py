@@ -168,6 +168,27 @@ def _columns(part) -> tuple:
 
 def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
     """For each seam: the net change its run's entries before ``start`` made to items in [base, first)."""
+    # a seam none of whose run's earlier entries lies below its first item has none: checked in array
+    # steps (a plan that re-issues its oldest change every call, e.g. LangChain's per-call copy, has
+    # only such seams); the tree sums the others. A run's earlier entries are those before ``start``
+    # at or above ``base`` (earlier runs' items lie below it, later runs' entries come after ``start``)
+    out = np.zeros(len(starts), dtype=np.int64)
+    opened = np.sort(index).searchsorted(bases)  # each seam's run's first entry
+    inside = opened < starts
+    if inside.any():
+        pairs = np.empty(2 * int(inside.sum()), dtype=np.int64)
+        pairs[0::2], pairs[1::2] = opened[inside], starts[inside]
+        lowest = np.minimum.reduceat(index, pairs)[0::2]  # over [opened, start) of each such seam
+        inside[inside] = lowest < firsts[inside]
+    if not inside.any():
+        return out
+    at = np.flatnonzero(inside)
+    out[at] = _tree_below(index, d, starts[at], firsts[at], bases[at], n)
+    return out
+
+
+def _tree_below(index, d, starts, firsts, bases, n) -> np.ndarray:
+    """``_changes_below`` of the given seams, by a Fenwick tree of the entries in turn."""
     fen, out, j = Fenwick(n), [], 0
     index, d = index.tolist(), d.tolist()
     for start, first, base in zip(starts.tolist(), firsts.tolist(), bases.tolist(), strict=True):
