@@ -153,11 +153,6 @@ def corpus(tmp_path_factory):
         "observation_masking",
         "tool_result_head_tail",
         "llm_summary",
-        "hybrid",
-        "anthropic_clear_tool_uses",
-        "anthropic_server_compaction",
-        "codex_auto_compact",
-        "claude_code_auto_compact",
         "openhands_amortized_forgetting",
         # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
         "openhands_recent_events",
@@ -174,6 +169,12 @@ def corpus(tmp_path_factory):
         # planners of compacting policies (tests/test_plans_strands_adk.py)
         "adk_events_compaction",
         "strands_summarizing",
+        # planners of summaries and token triggers (tests/test_plans_summary.py; llm_summary above)
+        "hybrid",
+        "anthropic_clear_tool_uses",
+        "anthropic_server_compaction",
+        "codex_auto_compact",
+        "claude_code_auto_compact",
     ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):
