@@ -158,6 +158,7 @@ def corpus(tmp_path_factory):
         "openhands_recent_events",
         "openhands_llm_summarizing",
         "langchain_clear_tool_uses",
+        "autogen_buffered",
         "autogen_head_and_tail",
         "autogen_token_limited",
     ],
