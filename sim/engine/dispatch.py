@@ -174,9 +174,11 @@ class ReplayTable:
 
 def batch_path(policy: Policy) -> bool:
     """Whether the batch path may replay runs of ``policy`` (its decisions known ahead; no budgets, no
-    status line, no recovery); ``prepare_many`` may still hand single runs to the loop."""
+    status line); ``prepare_many`` may still hand single runs to the loop. A policy that recovers from
+    an overflow may, when it plans: a run the provider would refuse is handed to the loop
+    (``_batch_group``), which makes the recovery; the others never call ``on_overflow``."""
     return (policy.plans or not policy.acts_before_call) and not (
-        policy.recovers or policy.checks_after_call or policy.reports_status
+        (policy.recovers and not policy.plans) or policy.checks_after_call or policy.reports_status
     )
 
 

@@ -27,6 +27,7 @@ from sim.core.records import (
     CALL_COLUMNS,
     CALL_KINDS,
     REFETCH,
+    SUMMARY,
     Columns,
     Primed,
 )
@@ -44,8 +45,10 @@ from sim.engine.fast.batch_rows import (
     ColumnSums,
     Rows,
     batch_rereads,
+    batch_summaries,
     check_column_sums,
     insert_rereads,
+    insert_summaries,
     row_layout,
     stack_columns,
 )
@@ -122,6 +125,26 @@ def prepare_many(
     refetch the policy bounds: ``Policy.reread_bound``).
     ``plans``: the runs' plans, when the policy acts before calls."""
     needs = batch_derived(traces, "has_needs", _has_needs)
+    if plans is not None and (plans.declined is not None or plans.summaries is not None):
+        return _declined(_prepare(traces, policy, models, plans, needs), plans, needs)
+    return _prepare(traces, policy, models, plans, needs)
+
+
+def _declined(out, plans: Plans, needs: list[bool]) -> list:
+    """``out`` with None for each run its planner declined (``Plan.declined``), and for each run whose plan
+    summarizes and that has needs: what a summary keeps of the facts it covers is the loop's to say (the
+    batch's ledger keeps no summary), and the batch writes re-read or summary rows, not both."""
+    out = list(out)
+    declined = plans.declined.tolist() if plans.declined is not None else [False] * len(out)
+    summaries = plans.summaries or [()] * len(out)
+    for j, p in enumerate(out):
+        if p is not None and (declined[p.pos] or (summaries[p.pos] and needs[j])):
+            out[j] = None
+    return out
+
+
+def _prepare(traces, policy: Policy, models, plans: Plans | None, needs: list[bool]) -> list:
+    """``prepare_many``'s answer before declined runs are taken out."""
     if not policy.settles:  # nothing settles: a run reacts when its plan hides a needed fact
         if not any(needs) or (plans is None or not plans.counts.any()) and not policy.spills:
             # no run reacts: each as it is, the same for every setting of the batch (kept)
@@ -300,8 +323,9 @@ def replay_batch(
         "stable_prefix_tokens": stable,
     }
     rereads = None if plain else batch_rereads(runs, st.call_off, st.item_off)
+    summary_rows = batch_summaries(runs, plans, st.call_off)  # (``prepare_many``: never with re-reads)
     cols, table, rows, rows_per_run, first_row = _rows_and_cost(
-        st, cols, seam, rereads, zeros, len(runs), rules, price
+        st, cols, seam, rereads, zeros, len(runs), rules, price, summary_rows
     )
     if table is not None:
         check_column_sums(table, rows, rows_per_run, traces)
@@ -379,17 +403,34 @@ def _planned(runs, plans: Plans | None, st: BatchStatic, tok, states, prefix, vi
     return view_tokens, seam, firsts, nchanged, stable
 
 
-def _rows_and_cost(st: BatchStatic, cols: dict, seam, rereads, zeros, n_runs: int, rules, price) -> tuple:
-    """The rows (the agent rows, and the re-read rows before the agent rows they precede), their input
-    and their cache and cost columns: (columns, the call table as one block when the re-reads made one
-    (else None), the row layout, rows per run, per global call the first row of its requests)."""
+def _rows_and_cost(
+    st: BatchStatic, cols: dict, seam, rereads, zeros, n_runs: int, rules, price, summaries=None
+) -> tuple:
+    """The rows (the agent rows, and the re-read or summary rows before the agent rows they precede),
+    their input and their cache and cost columns: (columns, the call table as one block when extra rows
+    made one (else None), the row layout, rows per run, per global call the row (in its run) its changes
+    are listed at: the first of its requests, after its summaries)."""
     ncalls, call_base = st.ncalls, st.call_base
     K = len(call_base)
     elapsed = st.elapsed
     rows_per_run = ncalls
     first_row = st.local_call  # per global call: the first row (in its run) of its requests
-    table = None  # the call table as one block: made here only with re-read rows (else ``batch_table``)
-    if rereads is not None:
+    table = None  # the call table as one block: made here only with extra rows (else ``batch_table``)
+    is_summary = None
+    if summaries is not None:
+        table = np.empty((len(CALL_COLUMNS), K + len(summaries[0])), dtype=np.int64)  # a row per column
+        out = dict(zip(CALL_COLUMNS, table, strict=True))
+        row_call, agent_at = insert_summaries(cols, summaries, call_base, out)
+        elapsed = elapsed[row_call]
+        rows_per_run = ncalls + summaries[3]
+        first_row = agent_at - offsets(rows_per_run)[np.repeat(np.arange(n_runs), ncalls)]
+        cols = out
+        np.maximum(cols["input_tokens"], 0, out=cols["input_tokens"])  # as the loop: input >= 0
+        rows = shape_derived("rows", rows_per_run, row_layout)
+        cols["call"][:] = rows.local
+        cols["status_tokens"][:] = 0
+        is_summary = cols["kind"] == SUMMARY
+    elif rereads is not None:
         table = np.empty((len(CALL_COLUMNS), K + len(rereads[0])), dtype=np.int64)  # a row per column
         out = dict(zip(CALL_COLUMNS, table, strict=True))
         row_call = insert_rereads(cols, seam, rereads[:5], call_base, out)
@@ -411,7 +452,7 @@ def _rows_and_cost(st: BatchStatic, cols: dict, seam, rereads, zeros, n_runs: in
         cols.update(call=rows.local, input_tokens=inputs, status_tokens=zeros)
     split = split_runs(
         rules, price, elapsed, cols["input_tokens"], cols["view_tokens"], cols["stable_prefix_tokens"],
-        cols["output_tokens"], rows.base,
+        cols["output_tokens"], rows.base, is_summary,
     )  # fmt: skip
     if table is not None:
         for name, col in zip(CALL_COLUMNS[-4:], split, strict=True):

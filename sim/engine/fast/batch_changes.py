@@ -53,7 +53,11 @@ def fold_plans(
     call, index, new, state = entries  # global calls (non-decreasing; None: ``counts`` says) and item ids
     item_base = st.item_base
     K, m = len(item_base), len(index)
+    ascending = promised[0] or m < 2 or bool((index[1:] > index[:-1]).all())
     d = new - tok[index]
+    last = None  # each item's last entry, when a later call changes an item again (else every entry)
+    if not ascending:
+        d, last = _again(index, new, d)
     done = np.zeros(m + 1, dtype=np.int64)  # done[i]: net change of the batch's first i entries
     np.cumsum(d, out=done[1:])
     if counts is None:
@@ -70,7 +74,6 @@ def fold_plans(
     firsts = np.where(has, first, -1)
     seam = has & st.later_call & (first < st.prev_items)  # rewrites what was sent before
     stable_at = None
-    ascending = promised[0] or m < 2 or bool((index[1:] > index[:-1]).all())
     if not seam.any():
         seam = None
     elif ascending:
@@ -86,11 +89,19 @@ def fold_plans(
         below = _changes_below(index, d, starts[at], index[starts[at]], item_base[at], len(tok))
         stable_at = np.zeros(K, dtype=np.int64)
         stable_at[at] = prefix[index[starts[at]]] - prefix[item_base[at]] + below
-    tok[index] = new
+    if last is None:
+        tok[index] = new
+    else:
+        tok[index[last]] = new[last]
     one_state = promised[1]
     if one_state is None:
         one_state = int(state[0]) if state.min() == state.max() else None
-    states[index] = state if one_state is None else one_state
+    if one_state is not None:
+        states[index] = one_state
+    elif last is None:
+        states[index] = state
+    else:
+        states[index[last]] = state[last]
     kind = -1 if one_state is None or one_state == _VERBATIM else int(KIND_OF_CODE[one_state])
     change_parts.append(
         PlanPart(call, state, index, d, new, item_base, counts, ends, done, kind, ascending, firsts)
@@ -121,10 +132,34 @@ class PlanPart:
         return self._call
 
     def cols(self) -> tuple:
+        """(global call, kind, local index, reclaimed, after) of the entries that are compactions: an
+        entry back to VERBATIM is a change but no change-table row, as in the loop's ``changes_before``."""
         if self._cols is None:
             c = self.call
-            self._cols = (c, KIND_OF_CODE[self.state], self.index - self.item_base[c], -self.d, self.new)
+            kind = KIND_OF_CODE[self.state]
+            cols = (c, kind, self.index - self.item_base[c], -self.d, self.new)
+            if self.kind is None and len(kind) and kind.min() < 0:
+                keep = kind >= 0
+                cols = tuple(col[keep] for col in cols)
+            self._cols = cols
         return self._cols
+
+
+def _again(index: np.ndarray, new: np.ndarray, d: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """Entries that change an item an earlier entry (an earlier call) already changed: each one's net
+    change is from that entry's size, not the settled one. Returns (net changes, the positions of each
+    item's last entry; None when no item is changed twice)."""
+    order = np.argsort(index, kind="stable")  # by item, each item's entries in call order
+    si = index[order]
+    again = si[1:] == si[:-1]
+    if not again.any():
+        return d, None
+    at = np.flatnonzero(again) + 1  # sorted positions whose entry follows one of the same item
+    d = d.copy()
+    d[order[at]] = new[order[at]] - new[order[at - 1]]
+    is_last = np.ones(len(si), dtype=bool)
+    is_last[:-1] = ~again
+    return d, order[is_last]
 
 
 def _columns(part) -> tuple:

@@ -1,5 +1,6 @@
 """A batch's rows: their layout (``Rows``), the re-read rows inserted before the agent rows they precede
-(``batch_rereads``, ``insert_rereads``), each run's column totals (``ColumnSums``), the call table as one
+(``batch_rereads``, ``insert_rereads``), the plans' summary rows likewise (``batch_summaries``,
+``insert_summaries``), each run's column totals (``ColumnSums``), the call table as one
 block (``stack_columns``) and the loop's refusal of a run whose column sums could wrap int64
 (``check_column_sums``). Used by ``sim.engine.fast.batch``.
 """
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 
 from sim.core.records import (
     CALL_COLUMNS,
+    SUMMARY,
 )
 from sim.core.segments import offsets, owners, value_ends, value_starts
 from sim.core.types import Trace
@@ -217,6 +219,64 @@ def insert_rereads(cols, seam, rereads, call_base, dest: dict[str, np.ndarray]) 
         row[agent_at] = col  # row by row, by position: a 2-D scatter across columns is far slower
         row[reread_at] = more
     return row_call
+
+
+def batch_summaries(runs: list, plans, call_off: np.ndarray):
+    """The metered summary calls the plans make (``Plans.summaries``) for the batch's runs laid end to
+    end: (global call, input tokens, output tokens) arrays by call, in the order made, and each run's
+    number of them; None when there are none."""
+    if plans is None or plans.summaries is None:
+        return None
+    per_run = [plans.summaries[r.pos] for r in runs]
+    counts = [len(s) for s in per_run]
+    if not any(counts):
+        return None
+    rows = np.array([x for s in per_run for x in s], dtype=np.int64).reshape(-1, 3).T
+    call = rows[0] + call_off[owners(counts)]
+    if len(call) > 1 and not (call[1:] >= call[:-1]).all():
+        raise ValueError("a plan's summary calls must not go back in calls")  # a planner's bug
+    return call, rows[1], rows[2], np.array(counts, dtype=np.int64)
+
+
+def insert_summaries(
+    cols, summaries, call_base, dest: dict[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Write the agent rows and, before the agent rows they precede, the summary rows into ``dest`` (the
+    call table's rows), as the loop writes a summary's row (``_Run.apply``): its input and output, no view,
+    the items in view, and no cache (``split_runs`` is told which rows they are). The agent row keeps its
+    call's seam: the changes follow the summary. Returns (each row's global call, each agent row's row)."""
+    K = len(call_base)
+    sk, sin, sout = summaries[:3]
+    m = len(sk)
+    count = np.bincount(sk, minlength=K)
+    agent_at = np.arange(K) + np.cumsum(count)  # agent row k follows every summary row of calls <= k
+    is_summary = np.ones(K + m, dtype=bool)
+    is_summary[agent_at] = False
+    summary_at = np.flatnonzero(is_summary)
+    zero, none = np.zeros(m, dtype=np.int64), np.full(m, -1, dtype=np.int64)
+    view, residual = cols["view_tokens"], cols["residual_tokens"]
+    summary_rows = {
+        "kind": np.full(m, SUMMARY, dtype=np.int64),
+        "recorded_call": cols["recorded_call"][sk],
+        "input_tokens": sin,
+        "output_tokens": sout,
+        "view_tokens": zero,
+        "residual_tokens": zero,
+        "recorded_input_tokens": none,
+        "view_items": cols["view_items"][sk],
+        "first_changed": none,
+        "items_changed": zero,
+        "stable_prefix_tokens": zero,
+    }
+    agent_rows = {name: cols[name] for name in summary_rows if name != "input_tokens"}
+    agent_rows["input_tokens"] = view + residual
+    row_call = np.empty(K + m, dtype=np.int64)
+    row_call[agent_at], row_call[summary_at] = np.arange(K, dtype=np.int64), sk
+    for name, col in agent_rows.items():
+        row = dest[name]
+        row[agent_at] = col  # row by row, by position: a 2-D scatter across columns is far slower
+        row[summary_at] = summary_rows[name]
+    return row_call, agent_at
 
 
 CALL_ROW = {n: i for i, n in enumerate(CALL_COLUMNS)}
