@@ -14,7 +14,7 @@ from sim.engine.dispatch import loop_one
 from sim.engine.model import ReplayModel
 from sim.policies.base import Decision, make_policy, registered
 
-NAMES = ("autogen_buffered",)
+NAMES = ("autogen_buffered", "autogen_head_and_tail")
 
 
 def before_call_entries(policy, trace):
@@ -116,3 +116,4 @@ def test_batch_path_records_equal_the_loops(name, swe, mini_traces):
     traces = conformance_traces(swe, mini_traces)
     for params in [*settings(name), *tight(name)]:
         assert check_policy(make_policy(name, **params), traces) == [], (name, params)
+
