@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 
 from sim.core.segments import concat, offsets, owners
-from sim.core.types import Trace
+from sim.core.types import KIND_CODE, Trace
 from sim.policies.strands_sliding_window import frame, turns
 
 NO_GROUP = -1
@@ -32,11 +32,87 @@ class Messages(NamedTuple):
     calls: np.ndarray  # per message: its first event issues tool calls
     prefix: np.ndarray  # per message position: the recorded tokens of the messages before it
     group: np.ndarray  # per ``flat`` entry: its call/result group (the issuing event), NO_GROUP if alone
+    tokens: np.ndarray  # per ``flat`` entry: its event's recorded tokens
+    long_pairs: bool  # some call and its result lie more than one message apart
     cross: np.ndarray  # per message boundary X: the first message >= X holding the result of a pair
     # whose call lies before X (a pair split by a cut at X, once that message is in view); past the end: none
 
 
+_KIND = {k: KIND_CODE[k] for k in ("system", "tools", "assistant", "tool_result")}
+
+
 def _messages(trace: Trace) -> Messages:
+    """``Messages`` from the trace's columns and tool links (``sim.trace.column_links``: what the column
+    reader fills without building events): the same tables as ``messages_of_events`` wherever only
+    assistant events issue tool call ids (Frame's rule links a result to the latest earlier event naming
+    its id, whatever its kind); elsewhere that one, from the events."""
+    from sim.trace.column_links import tool_links
+
+    a = trace.arrays
+    links = trace.derived("tool_links", tool_links)
+    kind, tokens, issuer = a.kind, a.tokens, links.issuer
+    if (links.ids_n[kind != _KIND["assistant"]] > 0).any():
+        return messages_of_events(trace)
+    msg = np.flatnonzero((kind != _KIND["system"]) & (kind != _KIND["tools"]))  # every message event
+    res = kind == _KIND["tool_result"]
+    # a result joins the message before it when it directly follows a result of the same turn
+    joins = np.zeros(len(msg), dtype=bool)
+    if len(msg) > 1:
+        m, prev = msg[1:], msg[:-1]
+        joins[1:] = res[m] & (prev == m - 1) & res[prev] & (issuer[m] >= 0) & (issuer[m] == issuer[prev])
+    firsts = np.flatnonzero(~joins)  # each message's place in ``msg``
+    first = msg[firsts]
+    n = len(first)
+    msg_of = np.full(len(kind), -1, dtype=np.int64)
+    msg_of[msg] = np.cumsum(~joins) - 1
+    prefix = np.zeros(n + 1, dtype=np.int64)
+    if n:
+        np.cumsum(np.add.reduceat(tokens[msg], firsts), out=prefix[1:])
+    paired = np.flatnonzero(res & (issuer >= 0))
+    group = np.full(len(kind), NO_GROUP, dtype=np.int64)
+    group[issuer[paired]] = issuer[paired]
+    group[paired] = issuer[paired]
+    ma, mr = msg_of[issuer[paired]], msg_of[paired]
+    long_pairs = bool((mr - ma > 1).any())
+    if long_pairs:
+        cross = _cross(sorted(zip(ma.tolist(), mr.tolist(), strict=True)), n)
+    else:  # each pair is two adjacent messages: it crosses only the boundary before its result
+        cross = np.full(n + 1, n + 1, dtype=np.int64)
+        cross[mr] = mr
+    out = Messages(
+        np.searchsorted(first, a.view_end),
+        np.append(firsts, len(msg)).astype(np.int64),
+        msg.astype(np.int64),
+        res[first],
+        links.ids_n[first] > 0,
+        prefix,
+        group[msg],
+        tokens[msg].astype(np.int64),
+        long_pairs,
+        cross,
+    )
+    for v in out:
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
+    return out
+
+
+def _cross(pairs: list[tuple[int, int]], n: int) -> np.ndarray:
+    """cross[X], X in [0, n]: the least result message over ``pairs`` (call message, result message;
+    sorted) with call < X <= result; n + 1 where none (a heap sweep)."""
+    cross, heap, p = [], [], 0
+    for x in range(n + 1):
+        while p < len(pairs) and pairs[p][0] < x:
+            heappush(heap, pairs[p][1])
+            p += 1
+        while heap and heap[0] < x:
+            heappop(heap)
+        cross.append(heap[0] if heap else n + 1)
+    return np.asarray(cross, dtype=np.int64)
+
+
+def messages_of_events(trace: Trace) -> Messages:
+    """``Messages`` from the events (``Turns``, ``Frame``, ``MemberTable``: the rule's own tables)."""
     from sim.policies.autogen_token_limited import member_table
 
     t, f, table, events = turns(trace), frame(trace), member_table(trace), trace.events
@@ -46,16 +122,7 @@ def _messages(trace: Trace) -> Messages:
         for i in t.members[m]:
             msg_of[i] = k
     group = [f.group[i][0] if i in f.group else NO_GROUP for i in table.flat]
-    # cross[X]: min message of a result r over pairs (a, r) with msg(a) < X <= msg(r) (a heap sweep)
     pairs = sorted((msg_of[a], msg_of[r]) for r, a in f.issuer.items())
-    cross, heap, p = [], [], 0
-    for x in range(n + 1):
-        while p < len(pairs) and pairs[p][0] < x:
-            heappush(heap, pairs[p][1])
-            p += 1
-        while heap and heap[0] < x:
-            heappop(heap)
-        cross.append(heap[0] if heap else n + 1)
     out = Messages(
         np.searchsorted(np.asarray(t.first, dtype=np.int64), trace.arrays.view_end),
         np.asarray(table.start, dtype=np.int64),
@@ -64,10 +131,13 @@ def _messages(trace: Trace) -> Messages:
         np.array([bool(events[m].tool_call_ids) for m in t.first], dtype=bool),
         np.asarray(t.prefix, dtype=np.int64),
         np.asarray(group, dtype=np.int64),
-        np.asarray(cross, dtype=np.int64),
+        np.asarray([events[i].tokens for i in table.flat], dtype=np.int64),
+        any(r - a > 1 for a, r in pairs),
+        _cross(pairs, n),
     )
     for v in out:
-        v.setflags(write=False)
+        if isinstance(v, np.ndarray):
+            v.setflags(write=False)
     return out
 
 
@@ -95,6 +165,8 @@ class Batch(NamedTuple):
     calls: np.ndarray
     prefix: np.ndarray  # per run messages + 1 rows (at ``start_off``)
     group: np.ndarray
+    tokens: np.ndarray
+    long_pairs: np.ndarray  # per run
     cross: np.ndarray  # per run messages + 1 rows (at ``start_off``)
     event_prefix: np.ndarray  # per call: recorded tokens of events [0, view_end) (the whole request's)
     residual: np.ndarray  # per call: its recorded residual tokens
@@ -129,6 +201,8 @@ def _batch(traces: Sequence[Trace]) -> Batch:
         concat([m.calls for m in ms], bool),
         concat([m.prefix for m in ms]),
         concat([m.group for m in ms]),
+        concat([m.tokens for m in ms]),
+        np.array([m.long_pairs for m in ms], dtype=bool),
         concat([m.cross for m in ms]),
         event_prefix,
         concat([a.residual for a in arrays]),
