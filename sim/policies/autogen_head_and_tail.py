@@ -33,8 +33,7 @@ import numpy as np
 from sim.core.segments import offsets
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens, estimate_tokens_all
-from sim.policies.autogen_plan import NO_GROUP, batch, previous_in_run, ranges
-from sim.policies.autogen_token_limited import member_table
+from sim.policies.autogen_plan import NO_GROUP, batch, member_table, previous_in_run, ranges
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 

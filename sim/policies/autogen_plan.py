@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from heapq import heappop, heappush
+from itertools import accumulate, chain
 from typing import NamedTuple
 
 import numpy as np
@@ -20,6 +21,29 @@ from sim.core.types import KIND_CODE, Trace
 from sim.policies.strands_sliding_window import frame, turns
 
 NO_GROUP = -1
+
+
+class MemberTable:
+    """A trace's messages (``Turns``) as flat tables, made once per trace for the policies that walk
+    every message in view at every call: ``flat`` every message's events laid end to end in message order,
+    ``start[k]`` where message k's start (``flat[:start[n]]``: the events of the first n messages),
+    ``members[k]`` message k's events; ``results``/``issuers`` the paired tool results ascending and the
+    assistant event that issued each (``Frame.issuer`` in order)."""
+
+    __slots__ = ("flat", "start", "members", "results", "issuers")
+
+    def __init__(self, trace: Trace) -> None:
+        t, f = turns(trace), frame(trace)
+        self.members = [t.members[m] for m in t.first]
+        self.flat = list(chain.from_iterable(self.members))
+        self.start = [0, *accumulate(map(len, self.members))]
+        pairs = sorted(f.issuer.items())
+        self.results = [r for r, _ in pairs]
+        self.issuers = [a for _, a in pairs]
+
+
+def member_table(trace: Trace) -> MemberTable:
+    return trace.derived("autogen_member_table", MemberTable)
 
 
 class Messages(NamedTuple):
@@ -113,8 +137,6 @@ def _cross(pairs: list[tuple[int, int]], n: int) -> np.ndarray:
 
 def messages_of_events(trace: Trace) -> Messages:
     """``Messages`` from the events (``Turns``, ``Frame``, ``MemberTable``: the rule's own tables)."""
-    from sim.policies.autogen_token_limited import member_table
-
     t, f, table, events = turns(trace), frame(trace), member_table(trace), trace.events
     n = len(t.first)
     msg_of = {}  # event -> its message position

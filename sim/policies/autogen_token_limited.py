@@ -33,12 +33,13 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain, compress
+from itertools import chain, compress
 from operator import eq, itemgetter, ne
 
 import numpy as np
 
 from sim.core.types import ItemState, Trace
+from sim.policies.autogen_plan import batch, member_table, previous_in_run, ranges
 from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 from sim.util.errors import ConfigError
@@ -147,8 +148,6 @@ class AutogenTokenLimited(Policy):
         re-read adds to the request, never to what the context counts: runs with needs are planned
         too). Each call then changes the messages in one slice and not the other (the previous
         call's): popped ones DROPPED, those back in view VERBATIM at their recorded size."""
-        from sim.policies.autogen_plan import batch, previous_in_run, ranges
-
         b = batch(traces)
         run = b.call_run
         n = b.count
@@ -205,26 +204,3 @@ class AutogenTokenLimited(Policy):
         if declined.any():
             plans.declined = declined
         return plans, unpaired
-
-
-class MemberTable:
-    """A trace's messages (``Turns``) as flat tables, made once per trace for the policies that walk
-    every message in view at every call: ``flat`` every message's events laid end to end in message order,
-    ``start[k]`` where message k's start (``flat[:start[n]]``: the events of the first n messages),
-    ``members[k]`` message k's events; ``results``/``issuers`` the paired tool results ascending and the
-    assistant event that issued each (``Frame.issuer`` in order)."""
-
-    __slots__ = ("flat", "start", "members", "results", "issuers")
-
-    def __init__(self, trace: Trace) -> None:
-        t, f = turns(trace), frame(trace)
-        self.members = [t.members[m] for m in t.first]
-        self.flat = list(chain.from_iterable(self.members))
-        self.start = [0, *accumulate(map(len, self.members))]
-        pairs = sorted(f.issuer.items())
-        self.results = [r for r, _ in pairs]
-        self.issuers = [a for _, a in pairs]
-
-
-def member_table(trace: Trace) -> MemberTable:
-    return trace.derived("autogen_member_table", MemberTable)
