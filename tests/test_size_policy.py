@@ -159,6 +159,7 @@ def corpus(tmp_path_factory):
         "openhands_llm_summarizing",
         "langchain_clear_tool_uses",
         "langchain_summarization",
+        "autogen_buffered",
         "autogen_head_and_tail",
         "autogen_token_limited",
         # planned on the batch path (tests/test_plans_inspect.py)
