@@ -169,19 +169,20 @@ def test_batch_path_records_equal_the_loops(name, params, swe, mini_traces):
 
 
 def test_token_limited_counts_split_requests_as_the_loop(swe, mini_traces):
-    # the planner counts the requests that split a pair as unpaired_requests does; a run it does not
-    # decline splits none (the batch path's records have no unpaired count of their own)
+    # the planner counts the requests that split a pair as unpaired_requests does (Plans.unpaired: the
+    # batch path's records carry it)
     traces = conformance_traces(swe, mini_traces)
     for params in [*settings("autogen_token_limited"), *tight("autogen_token_limited")]:
         policy = make_policy("autogen_token_limited", **params)
         plans, unpaired = policy.planned(traces)
         declined = plans.declined if plans.declined is not None else [False] * len(traces)
-        for t, u, d in zip(traces, unpaired.tolist(), declined, strict=True):
+        carried = plans.unpaired if plans.unpaired is not None else [0] * len(traces)
+        for t, u, d, c in zip(traces, unpaired.tolist(), declined, carried, strict=True):
             loop = loop_one(t, policy, ReplayModel(t), None, None, None).unpaired_tool_messages
             if not messages(t).long_pairs:
                 assert u == loop, (params, t.trace_id)
             if not d:
-                assert loop == 0, (params, t.trace_id)
+                assert c == loop, (params, t.trace_id)  # what the batch path's record says
 
 
 def test_message_tables_from_columns_equal_those_from_events(swe, mini_traces):

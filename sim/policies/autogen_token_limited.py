@@ -22,10 +22,10 @@ Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=No
 - Records: a restore is no compaction: the change table lists each pop (a message popped again after
   a restore is listed again); the final states, the ledger and the facts follow the view.
 - Cache: the request changes from the first popped message on, mid-conversation, on most calls.
-- Plan: ``plan_many`` gives ``before_call``'s decisions for many runs at once (the batch path), and
-  declines the runs whose requests split a pair (their ``unpaired_tool_messages`` is the loop's to
-  count) and those it does not model (a first message that is a tool result); ``before_call`` stays
-  the reference (tests/test_plans_autogen.py holds one to the other).
+- Plan: ``plan_many`` gives ``before_call``'s decisions for many runs at once (the batch path), with
+  each run's split requests (``Plans.unpaired``), and declines those it does not model (a first
+  message that is a tool result, a pair further apart); ``before_call`` stays the reference
+  (tests/test_plans_autogen.py holds one to the other).
 """
 
 from __future__ import annotations
@@ -197,10 +197,12 @@ class AutogenTokenLimited(Policy):
         split = (a < e) & ((b.cross[rows + a] < n) | (b.cross[rows + e] < n))
         unpaired = np.bincount(run, weights=split, minlength=b.n_runs).astype(np.int64)
         acts = np.bincount(run, weights=e > a, minlength=b.n_runs) > 0
-        # declined: a split (the loop counts it), a pair further apart while popping (it may straddle
-        # the whole slice), a first message that is a tool result (AutoGen drops it: not modelled here)
+        # declined: a pair further apart while popping (it may straddle the whole slice, the count
+        # above does not see it), a first message that is a tool result (AutoGen drops it: not modelled)
         first_result = b.result[np.minimum(b.msg_off, max(len(b.result) - 1, 0))] & (b.n_msgs > 0)
-        declined = (unpaired > 0) | (b.long_pairs & acts) | first_result
+        declined = (b.long_pairs & acts) | first_result
         if declined.any():
             plans.declined = declined
+        if unpaired.any():
+            plans.unpaired = unpaired
         return plans, unpaired
