@@ -220,6 +220,7 @@ def _replay(
         else max(GRID_BATCH, min(ONE_PROCESS_RUNS, GRID_LANES // len(policies)))
     )
     route = grid_route(ordered, policies, models, pricing, batch, grid)
+    route = route._replace(batches=_alike_lengths(route.batches, ordered, batch))
     if grid_workers > 1 and len(route.batches) > 1:
         _tables_here(ordered, policies[0], route.batches)
     sizing = _Sizing(len(policies), len(ordered), route.loop)
@@ -232,6 +233,24 @@ def _replay(
         job = partial(_counted, job, progress, len(looped), min(loop_workers, len(looped)), os.getpid(), [0])
     sizing.take_loop(looped, forked_map(job, looped, loop_workers))
     return sizing.results(keys, ordered, hashes)
+
+
+def _alike_lengths(batches: list, ordered: Sequence[Trace], size: int) -> list:
+    """The grid batches cut again so that each holds runs of like length, longest first (runs priced
+    alike stay together; ``size`` runs a batch, as before): a pass costs mostly per call position, up to
+    its longest run, so a batch of the shortest runs ends early (500 runs, two forked batches: ~0.1 s
+    less CPU than two batches each reaching the longest run). Each run's figures are its own whatever
+    batch it is in."""
+    if len(batches) < 2:
+        return batches
+    groups: dict[tuple[int, int], tuple] = {}
+    for rules, price, chunk in batches:
+        groups.setdefault((id(rules), id(price)), (rules, price, []))[2].extend(chunk)
+    out = []
+    for rules, price, positions in groups.values():
+        positions.sort(key=lambda p: -len(ordered[p].arrays.view_end))  # (stable: ties in their order)
+        out += [(rules, price, positions[lo : lo + size]) for lo in range(0, len(positions), size)]
+    return out
 
 
 def _tables_here(ordered: Sequence[Trace], proto, batches: list) -> None:
