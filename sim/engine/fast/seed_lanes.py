@@ -261,7 +261,7 @@ _MIN_BLOCK = 8  # call positions a block takes at least
 _BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
 _BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
 _REST_ENTRIES = 1 << 14  # (lane, call) entries left from which every block runs to its run's end
-_PRICE_ENTRIES = 1 << 20  # calls ``Lanes.bill`` holds before it prices them (bounds their memory)
+_PRICE_ENTRIES = 1 << 16  # calls ``Lanes.bill`` holds before it prices them (their arrays stay in cache)
 
 
 def _full(v, n: int) -> np.ndarray:
