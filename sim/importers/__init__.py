@@ -93,7 +93,9 @@ def _canonical_first(path: Path) -> Importer | None:
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffixes else ""  # (as ``detect`` reads it)
     if _LOADED or not suffix.endswith((".jsonl", ".parquet")) or not path.is_file():
         return None
-    import sim.importers.canonical  # noqa: F401 - registers ctxsim's own formats
+    import importlib
+
+    importlib.import_module("sim.importers.canonical")  # registers ctxsim's own formats (as a plugin is)
 
     first = next(iter(_REGISTRY.values()))  # (a format registered before the built-in ones comes first)
     if first.name != CANONICAL_NAMES[0]:
