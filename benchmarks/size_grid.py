@@ -5,7 +5,8 @@ and been waited for, and ``size`` reaps its forked workers) and wall time of eac
 the load average, and whether the answer is the per-call loop's. ``sim`` is byte-compiled first, as an
 installed package is (a checkout run under ``PYTHONDONTWRITEBYTECODE`` would otherwise compile every
 module on every run, ~0.3 s). In the same run, on the same traces and grid:
-the bare kernel's CPU (``benchmarks/kernel.py``: the arithmetic of the grid, nothing else) and the paired
+the bare kernel's CPU (``benchmarks/kernel.py``: the arithmetic of the grid, nothing else; timed after each
+run of the command, each round's ratio printed) and the paired
 bootstraps' CPU (``sim.analysis.paired.paired_many`` of every setting against no compaction, in this
 process), each beside the command's as a ratio to the kernel (issue 40: the command <= 10x the kernel, the
 bootstraps <= 1x).
@@ -59,9 +60,11 @@ def run(cmd: list[str], out: Path) -> tuple[float, float]:
     return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, wall
 
 
-def kernel_cpu(n: int, repeats: int) -> float:
-    """The median CPU seconds of the bare kernel (``benchmarks/kernel.py``) over the same traces and grid;
-    its inputs are built once and not timed, as ``kernel.py`` times it."""
+def kernel_timer(n: int):
+    """A function giving the CPU seconds of one run of the bare kernel (``benchmarks/kernel.py``) over the
+    same traces and grid; its inputs are built once here and not timed, as ``kernel.py`` times it. Timed
+    once after each run of the command (a loaded machine drifts over minutes: each ratio is of a pair
+    taken together)."""
     import numpy as np
     from kernel import Inputs, grid_20x20, kernel
 
@@ -71,12 +74,15 @@ def kernel_cpu(n: int, repeats: int) -> float:
     traces = [generate_run(7, i) for i in range(n)]
     limits, keeps = grid_20x20()
     x = Inputs(traces, [ReplayModel(t) for t in traces], keeps)
-    times = []
-    for _ in range(repeats):
+    keeps_arr = np.asarray(keeps)
+    kernel(x, limits, keeps_arr)  # once untimed: its first run pays for allocations the others reuse
+
+    def timed() -> float:
         t0 = time.process_time()
-        kernel(x, limits, np.asarray(keeps))
-        times.append(time.process_time() - t0)
-    return statistics.median(times)
+        kernel(x, limits, keeps_arr)
+        return time.process_time() - t0
+
+    return timed
 
 
 def bootstrap_cpu(corpus: Path, repeats: int) -> tuple[float, int]:
@@ -156,23 +162,31 @@ def main() -> None:
         size += ["--format", "json"]
         env_python = [sys.executable, "-m", "sim.cli", *size]
         timed = env_python + (["--workers", workers] if workers is not None else [])
-        cpu, wall = [], []
+        kernel_once = kernel_timer(n)
+        cpu, wall, bare_cpu = [], [], []
         for _ in range(repeats):
             c, w = run(timed, Path(tmp) / "grid.json")
+            k = kernel_once()
             cpu.append(c)
             wall.append(w)
+            bare_cpu.append(k)
             print(
-                f"grid path: CPU {c:.2f} s, wall {w:.2f} s (load average {os.getloadavg()[0]:.2f})",
+                f"grid path: CPU {c:.2f} s, wall {w:.2f} s; bare kernel beside it: CPU {k:.3f} s, "
+                f"{c / k:.1f}x (load average {os.getloadavg()[0]:.2f})",
                 flush=True,
             )
         print(
             f"median of {repeats}: CPU {statistics.median(cpu):.2f} s, wall {statistics.median(wall):.2f} s"
             f" (workers {workers or 'default'}; load average {os.getloadavg()[0]:.2f})"
         )
-        bare = kernel_cpu(n, repeats)
+        bare = statistics.median(bare_cpu)
         boot, settings = bootstrap_cpu(corpus, repeats)
         command = statistics.median(cpu)
-        print(f"bare kernel (same traces and grid): CPU {bare:.3f} s; command / kernel {command / bare:.1f}x")
+        ratios = sorted(c / k for c, k in zip(cpu, bare_cpu, strict=True))
+        print(
+            f"bare kernel (same traces and grid): CPU {bare:.3f} s; command / kernel {command / bare:.1f}x "
+            f"(medians; each round's ratio {', '.join(f'{r:.1f}x' for r in ratios)})"
+        )
         print(
             f"paired bootstraps of {settings} settings: CPU {boot:.3f} s; "
             f"bootstraps / kernel {boot / bare:.1f}x"
