@@ -1,4 +1,4 @@
-"""The planners of ``strands_summarizing`` and ``adk_events_compaction`` (``plan_many``) against
+"""The planners of ``strands_summarizing``, ``strands_sliding_window`` and ``adk_events_compaction`` against
 ``before_call`` (the reference): the conformance checker holds the batch path's records to the per-call
 loop's for the defaults, the conformance settings and every ``size_grid`` setting, on the SWE-like
 suite, the conformance corpora and traces where the policy fires often; and each plan equals, entry for
@@ -17,7 +17,7 @@ from sim.engine.dispatch import loop_one
 from sim.engine.model import ReplayModel
 from sim.policies.base import Decision, make_policy, registered
 
-NAMES = ("adk_events_compaction", "strands_summarizing")
+NAMES = ("adk_events_compaction", "strands_summarizing", "strands_sliding_window")
 
 
 def grid_settings(name):
@@ -260,3 +260,25 @@ def test_strands_overflowing_runs_take_the_loop_and_agree():
         assert record_diff(loop, replay(t, p, window=300)) == []
         finished.append(loop.finish_reason)
     assert finished == ["completed", "completed", "compaction-loop"]
+
+
+WINDOW_OFTEN = (
+    {"window_size": 0},
+    {"window_size": 1},
+    {"window_size": 2, "per_turn": True},
+    {"window_size": 3, "per_turn": 2},
+    {"window_size": 4, "should_truncate_results": False, "per_turn": True},
+)
+
+
+def test_sliding_window_plans_equal_the_loops_decisions_and_keep_runs_with_needs(swe_suite):
+    # its decisions read message counts, never a size: a run whose mock model re-reads keeps its plan,
+    # and the batch path (its re-reads included) gives the loop's records
+    traces = [*swe_suite, sessions(5), sessions(6, needs=True), sessions(4, "t", needs=True)]
+    acted = []
+    for setting in WINDOW_OFTEN:
+        policy = make_policy("strands_sliding_window", **setting)
+        assert same_as_loop(policy, traces) == 0, setting
+        acted.append(sum(len(p.index) for p in policy.plan_many(traces)))
+        assert check_policy(policy, traces) == [], setting
+    assert sum(a > 3 * len(traces) for a in acted) >= 3, acted  # most of them act, often

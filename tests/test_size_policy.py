@@ -170,6 +170,7 @@ def corpus(tmp_path_factory):
         # planners of compacting policies (tests/test_plans_strands_adk.py)
         "adk_events_compaction",
         "strands_summarizing",
+        "strands_sliding_window",
         # planners of summaries and token triggers (tests/test_plans_summary.py; llm_summary above)
         "hybrid",
         "anthropic_clear_tool_uses",

@@ -33,7 +33,8 @@ from itertools import accumulate
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import scale_tokens
-from sim.policies.base import Change, Policy, View, check_int, register
+from sim.policies.base import Change, Plan, Policy, View, check_int, register
+from sim.policies.driven_plan import driven_plan
 from sim.util.errors import ConfigError
 
 DROPPED, MASKED = ItemState.DROPPED, ItemState.MASKED
@@ -205,6 +206,7 @@ class StrandsSlidingWindow(Policy):
         "window_size": (10, 20, 40, 80)
     }  # ``ctxsim size --policy strands_sliding_window``'s default grid
     acts_before_call = True
+    plans = True  # ``plan``: before_call itself over a bare view (its decisions read message counts only)
     recovers = True
     overflow_retries = 1 << 20  # Strands retries after every reduction; each one deletes or cuts something
     conformance_settings = ({"window_size": 3, "per_turn": True}, {"window_size": 6, "per_turn": 2})
@@ -277,6 +279,13 @@ class StrandsSlidingWindow(Policy):
                 changes += self._manage(trace, state, view, view.n if user is None else user)
         changes += self._before_model_call(trace, state, view)
         return changes
+
+    def plan(self, trace: Trace) -> Plan:
+        """``before_call``'s decisions over the whole run, driven call by call over a bare view
+        (``sim.policies.driven_plan``): they read the messages in view and their count, never a size, so a
+        run whose mock model re-reads keeps them; a run the provider would refuse takes the loop, where
+        ``on_overflow`` cuts or deletes (tests/test_plans_strands_adk.py holds the plan to the loop)."""
+        return driven_plan(self, trace)
 
     def on_overflow(self, trace: Trace, state: _SlidingState, view: View, call: int, status=None):
         changes = self._reduce(trace, state, view, view.n, True)
