@@ -1,0 +1,390 @@
+"""Every pre-call decision of an OpenHands V0 condenser at once (``Policy.plan``): the batch path's view of
+``openhands_recent_events``, ``openhands_amortized_forgetting`` and ``openhands_llm_summarizing`` (v0).
+
+The planner restates ``V0Condenser.before_call`` (``sim.policies.openhands_memory``) for a condenser on its
+own, from the trace's structure: with no other step before it, every event it is given is verbatim or
+its own (forgotten, summarized, left out, unsent), so the view OpenHands gives it is every event not
+forgotten, in order, its summary inserted (``incoming``), and the events it decides are every event in
+view (``apply``'s ``mine``). It calls the condenser's own rules: ``condense`` (which events), ``forget``
+(a condensation, its summary's size), ``walk_on`` and ``reinserted`` (what ``ConversationMemory`` sends)
+and ``_want`` (each event's state). What is new is the bookkeeping that makes a call cost what changed
+(``_Run.step``):
+
+- the view it is given is kept from call to call: new events are appended, a condensation rebuilds it;
+- while the condenser returns that view as it is (no condensation), ``ConversationMemory``'s walk goes on
+  from where the last call's stopped, and only the events it newly sends are looked at again, with the
+  new events and the first user message and system prompt (re-sent by the view's head);
+- when the condenser returns a view of its own (``RecentEventsCondenser``'s head and tail, a
+  condensation), that view is walked whole and only the events whose presence or send count differ
+  from the last call's are looked at again.
+
+Two shortcuts on top, each with the condition under which it gives the step's answer:
+
+- a rolling condenser (``idle_size``) leaves calls alone until its view passes ``idle_size``: a call at
+  which the walk has nothing pending, whatever it holds could never complete a later action, and the
+  whole history's walk (``quiet_table``) completes every new action (its calls answered within the same
+  call) changes nothing, so the planner jumps to the next call that condenses or is not so (``rolling``);
+- ``RecentEventsCondenser`` on a trace whose tool call ids are each issued once and answered at most
+  once (``groups_of``): once the head and the tail are apart, an event is sent when it is a message, or
+  when its action and every result of that action are in the view, so a call looks only at the events
+  that left or entered the tail and their actions' groups (``sliding``).
+
+Each event's state as the plan leaves it is kept, so an entry is a change exactly where ``apply`` makes
+one. A run the condenser gives up on (``Insufficient``: ``before_call`` stops it) is declined. Summaries
+are sized from the recorded events (``summary_of``), never from the view, so a run with needs is planned
+too (the batch path hands a run that summarizes and has needs to the loop). Runs over their window take
+the loop (``on_overflow``'s condensation requests). Held to ``before_call`` and to the loop by
+tests/test_plans_openhands.py.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+
+from sim.core.types import ItemState, Trace
+from sim.policies.base import Plan
+from sim.policies.openhands_memory import (
+    SETTLE_ROUNDS,
+    Insufficient,
+    V0Condenser,
+    _fresh_sizes,
+    _sizes,
+    _want,
+    event_ids,
+    events_of,
+    reinserted,
+    walk_on,
+)
+
+V, DROPPED = int(ItemState.VERBATIM), int(ItemState.DROPPED)
+NO_PH: dict = {}  # (these condensers make no placeholder)
+DECLINED = Plan([], [], [], [], (), True)
+
+
+def v0_plan(policy: V0Condenser, t: Trace) -> Plan:
+    """``policy.before_call``'s decisions at every call of ``t`` (see the module's docstring), or a
+    declined plan when a call's would stop the run."""
+    try:
+        run = _Run(policy, t)
+        if policy.idle_size >= 0:
+            run.rolling()
+        else:
+            for k, n in enumerate(run.ends):
+                run.step(k, n)
+        return run.plan()
+    except Insufficient:
+        return DECLINED
+
+
+def recent_plan(policy: V0Condenser, t: Trace, keep_first: int, max_events: int) -> Plan:
+    """``v0_plan`` of ``RecentEventsCondenser`` (head ``keep_first`` entries, ``max_events`` in all)."""
+    try:
+        run = _Run(policy, t)
+        run.sliding(keep_first, max_events)
+        return run.plan()
+    except Insufficient:
+        return DECLINED
+
+
+def quiet_table(t: Trace) -> tuple[list[int], list[int], dict[str, int]]:
+    """What ``_Run.rolling`` reads of a trace, the same for every setting: each call's view end in
+    entries; per call the next call (itself included) at which the whole history's walk has something
+    pending or waiting before or after the call's new entries (``len``: none); and per tool call id the
+    last action issuing it. Non-decreasing view ends only (else every call counts as such a call)."""
+    info = events_of(t)
+    flat, start = info.flat, info.start
+    ends = [start[n] for n in t.arrays.view_end.tolist()]
+    pending: dict = {}
+    answered: dict = {}
+    sent: dict = {}
+    busy = []
+    lo = 0
+    for u in ends:
+        before = bool(pending or answered)
+        if u > lo:
+            walk_on(info, flat[lo:u], pending, answered, sent)
+            lo = u
+        busy.append(before or bool(pending or answered))
+    if any(b < a for a, b in zip(ends, ends[1:], strict=False)):
+        busy = [True] * len(ends)
+    nxt, upcoming = len(ends), [0] * len(ends)
+    for k in range(len(ends) - 1, -1, -1):
+        if busy[k]:
+            nxt = k
+        upcoming[k] = nxt
+    last_issue: dict[str, int] = {}
+    for a, ids in info.calls.items():
+        for c in ids:
+            last_issue[c] = max(last_issue.get(c, -1), a)
+    return ends, upcoming, last_issue
+
+
+def groups_of(t: Trace) -> list[tuple | None] | None:
+    """Per event: its action's group (the action and the result of each of its calls; the trace's
+    length for a call never answered), None for a message; None for the trace when a call id is issued
+    twice or answered twice (``ConversationMemory``'s walk then pairs by order: ``_Run.sliding``
+    leaves such traces to ``step``)."""
+    info = events_of(t)
+    n = len(t.events)
+    issued: set[str] = set()
+    for ids in info.calls.values():
+        for c in ids:
+            if c in issued:
+                return None
+            issued.add(c)
+    result: dict[str, int] = {}
+    for r, c in info.call_id.items():
+        if c in result:
+            return None
+        result[c] = r
+    members: list[tuple | None] = [None] * n
+    for a, ids in info.calls.items():
+        group = (a, *(result.get(c, n) for c in ids))
+        for i in group:
+            if i < n:
+                members[i] = group
+    return members
+
+
+class _Run:
+    """One run's planning: the condenser's state, its view and walk, each event's planned state, and the
+    plan's entries so far."""
+
+    def __init__(self, policy: V0Condenser, t: Trace) -> None:
+        self.policy, self.t = policy, t
+        self.info = info = events_of(t)
+        self.st = policy.start(t)
+        self.ends = t.arrays.view_end.tolist()
+        fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+        stop = max(self.ends, default=0)
+        # each event's (state, tokens, bytes) as the plan leaves it: what the loop's view holds
+        self.cur_s, self.cur_t, self.cur_b = [V] * stop, fresh_tokens[:stop], fresh_bytes[:stop]
+        self.calls: list[int] = []
+        self.index: list[int] = []
+        self.tokens: list[int] = []
+        self.states: list[int] = []
+        self.summaries: list[tuple[int, int, int]] = []
+        self.entries: list[tuple] = []  # the view the condenser is given (``incoming``), kept across calls
+        self.sum_at = -1  # where its summary entry is (-1: none)
+        self.walk: tuple | None = None  # (pending, answered) of the walk over ``entries[:walked]``
+        self.walked = 0
+        self.sent: dict[int, int] = {}  # what the walk of the last call's view sent
+        self.present: set[int] = set()  # the events with an entry in the last call's view
+        self.stale = False  # ``sent`` and ``present`` are not the last call's (``sliding`` made it)
+        self.extras: list[int] = []  # what ``reinserted`` sent besides
+        self.seen = 0  # the events [0, seen) are in ``entries`` (or were forgotten)
+        self.units = info.units
+        self.sizes = t.derived("openhands_sizes", _sizes)  # what ``_want`` sizes a sent event by
+
+    def plan(self) -> Plan:
+        return Plan(self.calls, self.index, self.tokens, self.states, tuple(self.summaries))
+
+    def decide(self, k: int, i: int, times: int, present: bool) -> None:
+        """Event i at call k: sent ``times`` times, in the view or not (``_want``); an entry when that
+        is not what it is."""
+        st = self.st
+        if i != st.carrier:  # the two commonest answers of ``_want``, without the call: as it is
+            s = self.cur_s[i]
+            if times == 1:
+                if s == V and self.cur_t[i] == self.sizes[0][i] and self.cur_b[i] == self.sizes[1][i]:
+                    return
+            elif not times and not present and s == DROPPED and i not in st.summarized:
+                return
+        want = _want(
+            self.t, self.info, self.cur_s[i], i, times, NO_PH, (i,) if present else (), st.summarized,
+            st.carrier, st.summary or (0, 0),
+        )  # fmt: skip
+        if want is None:
+            return
+        s, tok, nb = want
+        if self.cur_s[i] == s and self.cur_t[i] == tok and self.cur_b[i] == nb:
+            return
+        self.cur_s[i], self.cur_t[i], self.cur_b[i] = s, tok, nb
+        self.calls.append(k)
+        self.index.append(i)
+        self.tokens.append(tok)
+        self.states.append(int(s))
+
+    def step(self, k: int, n: int) -> None:
+        """Call k (view end n) as ``before_call`` decides it, from the last call's view (see the module's
+        docstring). The events [seen, n) are new, however many calls ago the last step was."""
+        info, st, units, policy, t = self.info, self.st, self.units, self.policy, self.t
+        seen = self.seen
+        new = [i for i in range(seen, n) if units[i]] if n > seen else []
+        entries = self.entries
+        if n > seen:
+            entries += info.flat[info.start[seen] : info.start[n]]
+            self.seen = n
+            at = min(st.summary_pos, len(entries) - 1)
+            if 0 <= self.sum_at < at:  # the summary goes at its position once the view is long enough
+                entries.insert(at, entries.pop(self.sum_at))
+                self.sum_at, self.walk = at, None
+        made: list = []
+        gone: list[int] = []
+        for _ in range(SETTLE_ROUNDS):
+            res = policy.condense(t, info, st, entries, False)
+            if isinstance(res, list):
+                break
+            entries, forgotten = policy.forget(t, info, st, entries, res[0], res[1], False, made)
+            self.entries = entries
+            gone += forgotten
+            self.walk = None
+            if st.summary is not None:
+                self.sum_at = min(st.summary_pos, len(entries) - 1)
+        else:
+            raise Insufficient("the condenser did not settle")
+        for c in made:
+            self.summaries.append((k, c.input_tokens, c.output_tokens))
+        walk = self.walk
+        if res is entries and walk is not None:
+            # the view it was given, grown: the walk goes on over the new entries only
+            inc: dict[int, int] = {}
+            walk_on(info, entries[self.walked :], walk[0], walk[1], inc)
+            self.walked = len(entries)
+            sent, present = self.sent, self.present
+            for i, c in inc.items():
+                sent[i] = sent.get(i, 0) + c
+            present.update(new)
+            cand = set(new)
+            cand.update(inc)
+        else:
+            # a view of its own (or a condensation): walked whole, then compared with the last call's
+            pending: dict = {}
+            answered: dict = {}
+            sent = {}
+            walk_on(info, res, pending, answered, sent)
+            self.walk, self.walked = ((pending, answered), len(entries)) if res is entries else (None, 0)
+            present = event_ids(res)[0]
+            cand = present ^ self.present
+            cand.update(i for i, _ in sent.items() ^ self.sent.items())
+            cand.update(new)
+            cand.update(gone)
+            if gone and st.carrier >= 0:
+                cand.add(st.carrier)  # its summary resized
+            if self.stale:
+                cand.update(range(n))
+                self.stale = False
+            self.sent, self.present = sent, present
+        system, first_user = info.system, info.first_user
+        again = reinserted(info, system >= 0 and system in present, res[:2])
+        cand.update(self.extras)
+        cand.update(again)
+        self.extras = again
+        decide = self.decide
+        for i in sorted(cand):
+            if 0 <= i < n and units[i]:
+                times = sent.get(i, 0)
+                if again and (i == system or i == first_user):
+                    times += again.count(i)
+                decide(k, i, times, i in present)
+
+    def rolling(self) -> None:
+        """Every call of a rolling condenser: ``step`` at the calls it cannot skip (module docstring)."""
+        ends = self.ends
+        view_units, upcoming, last_issue = self.t.derived("openhands_quiet", quiet_table)
+        idle, start, st = self.policy.idle_size, self.info.start, self.st
+        k, count = 0, len(ends)
+        while k < count:
+            walk = self.walk
+            if (
+                walk is not None
+                and not walk[0]
+                and len(self.entries) >= 2
+                and not 0 <= self.sum_at < st.summary_pos
+                and all(last_issue.get(c, -1) < self.seen for c in walk[1])
+            ):
+                # the view at call j holds len(entries) + units[j] - start[seen] entries
+                j = bisect_right(view_units, idle - len(self.entries) + start[self.seen], k)
+                j = min(upcoming[k], j)
+                if j > k:
+                    k = j
+                    continue
+            self.step(k, ends[k])
+            k += 1
+
+    def sliding(self, keep_first: int, max_events: int) -> None:
+        """Every call of ``RecentEventsCondenser``: ``step`` until the head and the tail are apart, then
+        (on a trace ``groups_of`` reads) only the events that left or entered the tail, and their groups
+        (module docstring)."""
+        info, units, flat, start = self.info, self.units, self.info.flat, self.info.start
+        members = self.t.derived("openhands_groups", groups_of)
+        system, first_user, mute = info.system, info.first_user, info.mute
+        decide = self.decide
+        head: set[int] | None = None
+        low = -1  # the tail's first event at the last call (-1: that call was a step)
+        for k, n in enumerate(self.ends):
+            size = start[n]
+            h = min(keep_first, size)
+            cut = size - (max_events - h)  # the tail's first entry
+            if members is None or max_events <= h or cut < h or (h and flat[cut][1] <= flat[h - 1][1]):
+                self.step(k, n)
+                continue
+            if head is None:
+                head = {x[1] for x in flat[:h]}
+            first = flat[cut][1]  # the tail: events [first, n)
+            if low < 0:
+                seen = self.seen  # (``entries`` stays as the last step left it)
+            cand = {i for i in range(seen, n) if units[i]}
+            if low < 0:  # after a step: what it left
+                cand |= self.present
+                cand.update(self.sent)
+                self.stale = True
+            else:
+                cand.update(range(low, first))
+            for i in list(cand):
+                if i < len(members) and members[i] is not None:
+                    cand.update(members[i])  # type: ignore[arg-type]
+            seen, low = n, first
+            has_system = system >= 0 and (system in head or first <= system < n)
+            again = reinserted(info, has_system, (flat[:h] + flat[cut : cut + 2])[:2])
+            cand.update(self.extras)
+            cand.update(again)
+            self.extras = again
+            for i in sorted(cand):
+                if not (0 <= i < n and units[i]):
+                    continue
+                if i in head or first <= i < n:
+                    group = members[i]
+                    if group is None:
+                        times = 0 if mute[i] else 1
+                    else:
+                        times = int(all(x in head or first <= x < n for x in group))
+                    present = True
+                else:
+                    times, present = 0, False
+                if again and (i == system or i == first_user):
+                    times += again.count(i)
+                decide(k, i, times, present)
+
+
+def sdk_view_plan(t: Trace) -> Plan:
+    """The SDK's view properties at every call of a run no condensation changed
+    (``openhands_hard_context_reset``'s ``before_call``: ``enforce`` and ``sdk_changes``, whose resets
+    come only on a rejection, which the loop replays). On a trace ``groups_of`` reads, an action and
+    its results are left out of the view (DROPPED) from the call each enters until the call whose view
+    holds the result of every call of the action (then verbatim: back as recorded), for good when one
+    is never answered; a trace reusing call ids is declined. Held to ``before_call`` by
+    tests/test_plans_openhands.py."""
+    members = t.derived("openhands_groups", groups_of)
+    if members is None:
+        return DECLINED
+    ends = t.arrays.view_end.tolist()
+    count, last = len(ends), len(t.events)
+    if any(b < a for a, b in zip(ends, ends[1:], strict=False)):
+        return DECLINED
+    rows = []
+    for a, group in enumerate(members):
+        if group is None or group[0] != a:
+            continue  # (each group once, from its action)
+        whole = bisect_right(ends, max(group)) if last not in group else count
+        for m in group:
+            if m == last:
+                continue
+            enter = bisect_right(ends, m)
+            if enter < whole:
+                rows.append((enter, m, 0, DROPPED))
+                if whole < count:
+                    e = t.events[m]
+                    rows.append((whole, m, e.tokens, V))
+    rows.sort()
+    return Plan([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
