@@ -235,3 +235,26 @@ def test_rolling_plans_skip_the_calls_that_change_nothing(monkeypatch):
     policy = make_policy("openhands_amortized_forgetting", max_size=200, keep_first=1)
     assert plan_problems(policy, traces) == []
     assert sum(len(t.calls) for t in traces) == 632 and len(steps) == 15
+
+
+def test_recent_events_plans_take_their_shortcuts(monkeypatch):
+    # max_events 40, keep_first 2 on the SWE-like suite: every run is stepped at its first call only
+    # (while the tail holds every entry the calls change nothing: ``quiet``), and the 8 runs whose view
+    # outgrows 42 entries have their tail planned at once after the first call with head and tail apart
+    steps, tails = [], []
+    real_step, real_tail = openhands_plan._Run.step, openhands_plan._Run.tail_at_once
+
+    def step(self, k, n):
+        steps.append(k)
+        return real_step(self, k, n)
+
+    def tail(self, *args):
+        tails.append(real_tail(self, *args))
+        return tails[-1]
+
+    monkeypatch.setattr(openhands_plan._Run, "step", step)
+    monkeypatch.setattr(openhands_plan._Run, "tail_at_once", tail)
+    traces = swe_suite()
+    policy = make_policy("openhands_recent_events", max_events=40, keep_first=2)
+    assert plan_problems(policy, traces) == []
+    assert steps == [0] * 12 and tails == [True] * 8

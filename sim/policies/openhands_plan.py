@@ -18,16 +18,18 @@ and ``_want`` (each event's state). What is new is the bookkeeping that makes a 
   condensation), that view is walked whole and only the events whose presence or send count differ
   from the last call's are looked at again.
 
-Two shortcuts on top, each with the condition under which it gives the step's answer:
+Shortcuts on top, each with the condition under which it gives the step's answer:
 
 - a rolling condenser (``idle_size``) leaves calls alone until its view passes ``idle_size``: a call at
   which the walk has nothing pending, whatever it holds could never complete a later action, and the
   whole history's walk (``quiet_table``) completes every new action (its calls answered within the same
   call) changes nothing, so the planner jumps to the next call that condenses or is not so (``rolling``);
+  ``RecentEventsCondenser`` likewise while its tail holds every entry (``quiet``);
 - ``RecentEventsCondenser`` on a trace whose tool call ids are each issued once and answered at most
   once (``groups_of``): once the head and the tail are apart, an event is sent when it is a message, or
   when its action and every result of that action are in the view, so a call looks only at the events
-  that left or entered the tail and their actions' groups (``sliding``).
+  that left or entered the tail and their groups (``sliding``), and the calls after the first such one
+  are found at once, per event, by bisection (``tail_at_once``).
 
 Each event's state as the plan leaves it is kept, so an entry is a change exactly where ``apply`` makes
 one. A run the condenser gives up on (``Insufficient``: ``before_call`` stops it) is declined. Summaries
@@ -40,6 +42,8 @@ tests/test_plans_openhands.py.
 from __future__ import annotations
 
 from bisect import bisect_right
+
+import numpy as np
 
 from sim.core.types import ItemState, Trace
 from sim.policies.base import Plan
@@ -56,7 +60,7 @@ from sim.policies.openhands_memory import (
     walk_on,
 )
 
-V, DROPPED = int(ItemState.VERBATIM), int(ItemState.DROPPED)
+V, MASKED, DROPPED = int(ItemState.VERBATIM), int(ItemState.MASKED), int(ItemState.DROPPED)
 NO_PH: dict = {}  # (these condensers make no placeholder)
 DECLINED = Plan([], [], [], [], (), True)
 
@@ -170,14 +174,25 @@ class _Run:
         self.walked = 0
         self.sent: dict[int, int] = {}  # what the walk of the last call's view sent
         self.present: set[int] = set()  # the events with an entry in the last call's view
+        self.prev_out: list | None = None  # the last call's view when the condenser made its own
+        self.prev_walk: tuple | None = None  # (pending, answered) after the walk over ``prev_out``
         self.stale = False  # ``sent`` and ``present`` are not the last call's (``sliding`` made it)
         self.extras: list[int] = []  # what ``reinserted`` sent besides
         self.seen = 0  # the events [0, seen) are in ``entries`` (or were forgotten)
         self.units = info.units
+        self.vector: tuple | None = (
+            None  # entries ``tail_at_once`` found as arrays (call, index, tokens, state)
+        )
         self.sizes = t.derived("openhands_sizes", _sizes)  # what ``_want`` sizes a sent event by
 
     def plan(self) -> Plan:
-        return Plan(self.calls, self.index, self.tokens, self.states, tuple(self.summaries))
+        if self.vector is None:
+            return Plan(self.calls, self.index, self.tokens, self.states, tuple(self.summaries))
+        cols = [np.concatenate([np.asarray(a, dtype=np.int64), b]) for a, b in zip(
+            (self.calls, self.index, self.tokens, self.states), self.vector, strict=True
+        )]  # fmt: skip
+        order = np.lexsort((cols[1], cols[0]))  # by call, then index
+        return Plan(*(c[order] for c in cols), tuple(self.summaries))
 
     def decide(self, k: int, i: int, times: int, present: bool) -> None:
         """Event i at call k: sent ``times`` times, in the view or not (``_want``); an entry when that
@@ -249,10 +264,16 @@ class _Run:
             cand.update(inc)
         else:
             # a view of its own (or a condensation): walked whole, then compared with the last call's
-            pending: dict = {}
-            answered: dict = {}
-            sent = {}
-            walk_on(info, res, pending, answered, sent)
+            prev = self.prev_out
+            if prev is not None and len(res) >= len(prev) and res[: len(prev)] == prev:
+                # (it only grew: RecentEvents' view while head and tail overlap) the walk goes on
+                pending, answered = self.prev_walk  # type: ignore[misc]
+                sent = dict(self.sent)
+                walk_on(info, res[len(prev) :], pending, answered, sent)
+            else:
+                pending, answered, sent = {}, {}, {}
+                walk_on(info, res, pending, answered, sent)
+            self.prev_out, self.prev_walk = (None, None) if res is entries else (res, (pending, answered))
             self.walk, self.walked = ((pending, answered), len(entries)) if res is entries else (None, 0)
             present = event_ids(res)[0]
             cand = present ^ self.present
@@ -302,6 +323,24 @@ class _Run:
             self.step(k, ends[k])
             k += 1
 
+    def quiet(self, k: int, keep_first: int, upcoming: list[int], last_issue: dict) -> bool:
+        """``sliding``'s skip while the tail holds every entry (the view is the head, then every event):
+        call k changes nothing when the last step's view was that one (its head whole) and its walk
+        has nothing pending and nothing waiting that a later action could take, and the whole history's
+        walk completes every action of call k (``quiet_table``): the view only grows by entries the
+        walk sends as they come, as in ``rolling``. The next step walks the entries skipped."""
+        prev, walk = self.prev_out, self.prev_walk
+        return (
+            upcoming[k] > k
+            and prev is not None
+            and walk is not None
+            and len(prev) >= 2
+            and self.info.start[self.seen] >= keep_first
+            and len(prev) == keep_first + self.info.start[self.seen]
+            and not walk[0]
+            and all(last_issue.get(c, -1) < self.seen for c in walk[1])
+        )
+
     def sliding(self, keep_first: int, max_events: int) -> None:
         """Every call of ``RecentEventsCondenser``: ``step`` until the head and the tail are apart, then
         (on a trace ``groups_of`` reads) only the events that left or entered the tail, and their groups
@@ -310,6 +349,7 @@ class _Run:
         members = self.t.derived("openhands_groups", groups_of)
         system, first_user, mute = info.system, info.first_user, info.mute
         decide = self.decide
+        _, upcoming, last_issue = self.t.derived("openhands_quiet", quiet_table)
         head: set[int] | None = None
         low = -1  # the tail's first event at the last call (-1: that call was a step)
         for k, n in enumerate(self.ends):
@@ -317,7 +357,8 @@ class _Run:
             h = min(keep_first, size)
             cut = size - (max_events - h)  # the tail's first entry
             if members is None or max_events <= h or cut < h or (h and flat[cut][1] <= flat[h - 1][1]):
-                self.step(k, n)
+                if not (cut <= 0 and h == keep_first and self.quiet(k, keep_first, upcoming, last_issue)):
+                    self.step(k, n)
                 continue
             if head is None:
                 head = {x[1] for x in flat[:h]}
@@ -336,7 +377,7 @@ class _Run:
                     cand.update(members[i])  # type: ignore[arg-type]
             seen, low = n, first
             has_system = system >= 0 and (system in head or first <= system < n)
-            again = reinserted(info, has_system, (flat[:h] + flat[cut : cut + 2])[:2])
+            again = reinserted(info, has_system, (flat[:h] + flat[cut : min(cut + 2, size)])[:2])
             cand.update(self.extras)
             cand.update(again)
             self.extras = again
@@ -355,6 +396,119 @@ class _Run:
                 if again and (i == system or i == first_user):
                     times += again.count(i)
                 decide(k, i, times, present)
+            if k + 1 < len(self.ends) and self.tail_at_once(k, h, max_events - h, head, members):
+                return
+
+    def tail_at_once(self, k0: int, h: int, tail: int, head: set[int], members: list) -> bool:
+        """``sliding``'s calls after call k0 (head and tail apart there) at once, when they stay apart
+        (else False, nothing done). Each event outside the head is, at call k, out of the view once the
+        tail starts past it (DROPPED), else sent (verbatim as admitted) while its group (itself, for a
+        message) lies within the tail, else in the view unsent (MASKED at 0): its state changes only at
+        the calls it enters, its group completes, its group's first event leaves and it leaves, found by
+        bisection over the calls' view ends and tail starts. The head, the system prompt and the first
+        user message (re-sent as ``reinserted`` says) and their groups go call by call as in ``sliding``."""
+        table = self.t.derived("openhands_tail_table", tail_table)
+        if table is None:
+            return False
+        flat_event, units_np, lo, hi, sized, message = table
+        start = self.info.start
+        ends = self.t.arrays.view_end
+        count = len(ends)
+        cuts = np.asarray(self.info.start)[ends[k0:]] - tail
+        if (cuts < h).any():
+            return False
+        firsts = flat_event[cuts]  # each call's tail: events [firsts, ends)
+        if (
+            (h and (firsts <= flat_event[h - 1]).any())
+            or (np.diff(firsts) < 0).any()
+            or (np.diff(ends) < 0).any()
+        ):
+            return False
+        info, flat, units, mute = self.info, self.info.flat, self.units, self.info.mute
+        system, first_user = info.system, info.first_user
+        special = set(head) | {i for i in (system, first_user) if i >= 0}
+        for i in list(special):
+            if i < len(members) and members[i] is not None:
+                special.update(x for x in members[i] if x < len(members))
+        keep = units_np > 0
+        keep[list(special)] = False
+        ev = np.flatnonzero(keep[firsts[0] : ends[-1]]) + firsts[0]
+        enter = np.searchsorted(ends, ev, "right")
+        leave = k0 + np.searchsorted(firsts, ev, "right")
+        whole = np.searchsorted(ends, hi[ev], "right")
+        broken = k0 + np.searchsorted(firsts, lo[ev], "right")
+        at = np.stack([enter, whole, broken, leave])  # (a row per kind of call, a column per event)
+
+        def state(k):
+            s = np.where((k >= whole) & (k < broken), V, MASKED)
+            s = np.where(k >= leave, DROPPED, s)
+            return np.where(k < enter, V, s)
+
+        now = state(at)
+        take = (at > k0) & (at < count) & (now != state(at - 1))
+        take[1] &= at[1] != at[0]  # (two of them at one call: once)
+        take[2] &= (at[2] != at[0]) & (at[2] != at[1])
+        take[3] &= (at[3] != at[0]) & (at[3] != at[1]) & (at[3] != at[2])
+        calls, item, now = at[take], np.broadcast_to(ev, at.shape)[take], now[take]
+        self.vector = (calls, item, np.where(now == V, sized[item], 0), now)
+        # the head, the system prompt, the first user message and their groups: call by call
+        # (only at the calls where what they read changes: whether each of them and of their groups' events
+        # is in view and in the tail, and what ``reinserted`` reads of the view's first two entries)
+        sizes = np.asarray(self.info.start)[ends[k0 + 1 :]]
+        around = sorted({x for i in special for x in (members[i] or (i,)) if x < len(members)} | special)
+        cols = [ends[k0 + 1 :, None] > around, firsts[1:, None] <= around]
+        for j in range(h, 2):  # the view's entries 0 and 1 come from the tail: its first two
+            at = cuts[1:] + (j - h)
+            e = flat_event[np.minimum(at, len(flat_event) - 1)]
+            inside = at < sizes
+            cols.append(np.stack([inside, inside & (e == system), inside & message[e]], axis=1))
+        signature = np.concatenate(cols, axis=1)
+        moved = np.flatnonzero((signature[1:] != signature[:-1]).any(axis=1)) + k0 + 2
+        decide, last = self.decide, {}
+        for k in [k0 + 1, *moved.tolist()]:
+            n = int(ends[k])
+            cut = int(cuts[k - k0])
+            first = flat[cut][1]
+            has_system = system >= 0 and (system in head or first <= system < n)
+            again = reinserted(info, has_system, (flat[:h] + flat[cut : min(cut + 2, start[n])])[:2])
+            for i in sorted(special):
+                if not (0 <= i < n and units[i]):
+                    continue
+                if i in head or first <= i < n:
+                    group = members[i]
+                    if group is None:
+                        times = 0 if mute[i] else 1
+                    else:
+                        times = int(all(x in head or first <= x < n for x in group))
+                    present = True
+                else:
+                    times, present = 0, False
+                if again and (i == system or i == first_user):
+                    times += again.count(i)
+                if last.get(i) != (times, present):
+                    last[i] = (times, present)
+                    decide(k, i, times, present)
+        return True
+
+
+def tail_table(t: Trace):
+    """What ``_Run.tail_at_once`` reads of a trace, the same for every setting: each entry's event, each
+    event's units, its group's first and last event (itself for a message; the trace's length for a
+    call never answered) and its recorded tokens; None for a trace ``groups_of`` does not read (or
+    whose events' sizes are not as admitted)."""
+    members = t.derived("openhands_groups", groups_of)
+    sizes, fresh = t.derived("openhands_sizes", _sizes), t.derived("openhands_fresh_sizes", _fresh_sizes)
+    if members is None or sizes[0] != fresh[0] or sizes[1] != fresh[1]:
+        return None
+    info = events_of(t)
+    n = len(t.events)
+    lo, hi = np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64)
+    for i, group in enumerate(members):
+        if group is not None:
+            lo[i], hi[i] = min(group), max(group)
+    flat_event = np.array([x[1] for x in info.flat], dtype=np.int64)
+    units, message = np.array(info.units, dtype=np.int64), np.array(info.message, dtype=bool)
+    return flat_event, units, lo, hi, np.array(sizes[0], dtype=np.int64), message
 
 
 def sdk_view_plan(t: Trace) -> Plan:
