@@ -258,3 +258,20 @@ def test_recent_events_plans_take_their_shortcuts(monkeypatch):
     policy = make_policy("openhands_recent_events", max_events=40, keep_first=2)
     assert plan_problems(policy, traces) == []
     assert steps == [0] * 12 and tails == [True] * 8
+
+
+@pytest.mark.parametrize(
+    "params", [{}, {"max_events": 5, "keep_first": 2}, {"max_events": 40, "keep_first": 1}]
+)
+def test_recent_events_plans_of_many_runs_are_each_runs_own(params):
+    # plan_many plans the tails of all runs together (tail_entries): each run's plan as planned alone
+    policy = make_policy("openhands_recent_events", **params)
+    traces = [*swe_suite(), *hand_traces(), *embedded()]
+    many = policy.plan_many(traces)
+    assert len(many) == len(traces)
+    for j, t in enumerate(traces):
+        alone = policy.plan(t)
+        assert [list(map(int, f)) for f in many[j][:4]] == [list(map(int, f)) for f in alone[:4]], j
+        assert many[j].declined == alone.declined
+    entries, _, _ = decisions(policy, traces[4])  # the longest SWE-like run: 195 calls
+    assert list(zip(*(list(map(int, f)) for f in many[4][:4]), strict=True)) == entries

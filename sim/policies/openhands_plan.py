@@ -46,7 +46,7 @@ from bisect import bisect_right
 import numpy as np
 
 from sim.core.types import ItemState, Trace
-from sim.policies.base import Plan
+from sim.policies.base import Plan, Plans
 from sim.policies.openhands_memory import (
     SETTLE_ROUNDS,
     Insufficient,
@@ -80,14 +80,66 @@ def v0_plan(policy: V0Condenser, t: Trace) -> Plan:
         return DECLINED
 
 
-def recent_plan(policy: V0Condenser, t: Trace, keep_first: int, max_events: int) -> Plan:
-    """``v0_plan`` of ``RecentEventsCondenser`` (head ``keep_first`` entries, ``max_events`` in all)."""
-    try:
-        run = _Run(policy, t)
-        run.sliding(keep_first, max_events)
-        return run.plan()
-    except Insufficient:
-        return DECLINED
+def recent_plans(policy: V0Condenser, traces, keep_first: int, max_events: int) -> Plans:
+    """``v0_plan`` of ``RecentEventsCondenser`` (head ``keep_first`` entries, ``max_events`` in all) for
+    each of ``traces``, the calls ``tail_at_once`` leaves for all runs at once (``tail_entries``)."""
+    runs: list[_Run | None] = []
+    for t in traces:
+        run: _Run | None = _Run(policy, t)
+        try:
+            run.sliding(keep_first, max_events)  # type: ignore[union-attr]
+        except Insufficient:
+            run = None
+        runs.append(run)
+    tail_entries([r for r in runs if r is not None and r.deferred is not None])
+    return Plans.of([DECLINED if r is None else r.plan() for r in runs])
+
+
+def tail_entries(runs: list[_Run]) -> None:
+    """The entries of every run's calls that ``tail_at_once`` left (``_Run.deferred``), found for all runs
+    at once: each run's view ends and tail starts laid end to end, each moved past the last run's (so
+    one bisection finds a call within its run). An event outside the head is, at call k, out of the
+    view once the tail starts past it (DROPPED), else sent (verbatim as admitted) while its group
+    (itself, for a message) lies within the tail, else in the view unsent (MASKED at 0): its state
+    changes only at the calls it enters, its group completes, its group's first event leaves and it
+    leaves. Sets each run's ``vector``."""
+    if not runs:
+        return
+    parts = [r.deferred for r in runs]
+    big = max(len(r.units) for r in runs) + 2  # above every event index (and the never-answered mark)
+    shift = np.arange(len(runs), dtype=np.int64) * big
+    owner = np.repeat(np.arange(len(runs)), [len(p[0]) for p in parts])  # each tracked event's run
+    ends = np.concatenate([p[4] + q for p, q in zip(parts, shift.tolist(), strict=True)])
+    firsts = np.concatenate([p[5] + q for p, q in zip(parts, shift.tolist(), strict=True)])
+    ends_at = np.cumsum([0] + [len(p[4]) for p in parts])[:-1][owner]
+    firsts_at = np.cumsum([0] + [len(p[5]) for p in parts])[:-1][owner]
+    k0 = np.array([p[6] for p in parts], dtype=np.int64)[owner]
+    count = np.array([p[7] for p in parts], dtype=np.int64)[owner]
+    ev, lo, hi, sized = (np.concatenate([p[j] for p in parts]) for j in range(4))
+    moved = shift[owner]
+    enter = np.searchsorted(ends, ev + moved, "right") - ends_at
+    leave = k0 + np.searchsorted(firsts, ev + moved, "right") - firsts_at
+    whole = np.searchsorted(ends, hi + moved, "right") - ends_at
+    broken = k0 + np.searchsorted(firsts, lo + moved, "right") - firsts_at
+    at = np.stack([enter, whole, broken, leave], axis=1)  # (an event per row, a kind of call per column)
+
+    def state(k):
+        s = np.where((k >= whole[:, None]) & (k < broken[:, None]), V, MASKED)
+        s = np.where(k >= leave[:, None], DROPPED, s)
+        return np.where(k < enter[:, None], V, s)
+
+    now = state(at)
+    take = (at > k0[:, None]) & (at < count[:, None]) & (now != state(at - 1))
+    take[:, 1] &= at[:, 1] != at[:, 0]  # (two of them at one call: once)
+    take[:, 2] &= (at[:, 2] != at[:, 0]) & (at[:, 2] != at[:, 1])
+    take[:, 3] &= (at[:, 3] != at[:, 0]) & (at[:, 3] != at[:, 1]) & (at[:, 3] != at[:, 2])
+    calls, now = at[take], now[take]
+    rows = np.broadcast_to(np.arange(len(ev))[:, None], at.shape)[take]
+    item, tokens = ev[rows], np.where(now == V, sized[rows], 0)
+    bounds = np.searchsorted(owner[rows], np.arange(len(runs) + 1)).tolist()
+    for j, r in enumerate(runs):
+        a, b = bounds[j], bounds[j + 1]
+        r.vector = (calls[a:b], item[a:b], tokens[a:b], now[a:b])
 
 
 def quiet_table(t: Trace) -> tuple[list[int], list[int], dict[str, int]]:
@@ -180,9 +232,8 @@ class _Run:
         self.extras: list[int] = []  # what ``reinserted`` sent besides
         self.seen = 0  # the events [0, seen) are in ``entries`` (or were forgotten)
         self.units = info.units
-        self.vector: tuple | None = (
-            None  # entries ``tail_at_once`` found as arrays (call, index, tokens, state)
-        )
+        self.vector: tuple | None = None  # ``tail_entries``' entries: (call, index, tokens, state) arrays
+        self.deferred: tuple | None = None  # what ``tail_at_once`` leaves to ``tail_entries``
         self.sizes = t.derived("openhands_sizes", _sizes)  # what ``_want`` sizes a sent event by
 
     def plan(self) -> Plan:
@@ -349,16 +400,22 @@ class _Run:
         members = self.t.derived("openhands_groups", groups_of)
         system, first_user, mute = info.system, info.first_user, info.mute
         decide = self.decide
-        _, upcoming, last_issue = self.t.derived("openhands_quiet", quiet_table)
+        view_units, upcoming, last_issue = self.t.derived("openhands_quiet", quiet_table)
         head: set[int] | None = None
         low = -1  # the tail's first event at the last call (-1: that call was a step)
-        for k, n in enumerate(self.ends):
+        ends, k = self.ends, 0
+        while k < len(ends):
+            n = ends[k]
             size = start[n]
             h = min(keep_first, size)
             cut = size - (max_events - h)  # the tail's first entry
             if members is None or max_events <= h or cut < h or (h and flat[cut][1] <= flat[h - 1][1]):
-                if not (cut <= 0 and h == keep_first and self.quiet(k, keep_first, upcoming, last_issue)):
-                    self.step(k, n)
+                if cut <= 0 and h == keep_first and self.quiet(k, keep_first, upcoming, last_issue):
+                    # so until a busy call, or one whose tail no longer holds every entry
+                    k = max(k + 1, min(upcoming[k], bisect_right(view_units, max_events - keep_first, k)))
+                    continue
+                self.step(k, n)
+                k += 1
                 continue
             if head is None:
                 head = {x[1] for x in flat[:h]}
@@ -398,6 +455,7 @@ class _Run:
                 decide(k, i, times, present)
             if k + 1 < len(self.ends) and self.tail_at_once(k, h, max_events - h, head, members):
                 return
+            k += 1
 
     def tail_at_once(self, k0: int, h: int, tail: int, head: set[int], members: list) -> bool:
         """``sliding``'s calls after call k0 (head and tail apart there) at once, when they stay apart
@@ -410,19 +468,15 @@ class _Run:
         table = self.t.derived("openhands_tail_table", tail_table)
         if table is None:
             return False
-        flat_event, units_np, lo, hi, sized, message = table
+        flat_event, units_np, lo, hi, sized, message, start_np, monotone = table
         start = self.info.start
         ends = self.t.arrays.view_end
         count = len(ends)
-        cuts = np.asarray(self.info.start)[ends[k0:]] - tail
-        if (cuts < h).any():
+        cuts = start_np[ends[k0:]] - tail
+        if not monotone or (cuts < h).any():
             return False
-        firsts = flat_event[cuts]  # each call's tail: events [firsts, ends)
-        if (
-            (h and (firsts <= flat_event[h - 1]).any())
-            or (np.diff(firsts) < 0).any()
-            or (np.diff(ends) < 0).any()
-        ):
+        firsts = flat_event[cuts]  # each call's tail: events [firsts, ends) (non-decreasing, as the ends)
+        if h and (firsts <= flat_event[h - 1]).any():
             return False
         info, flat, units, mute = self.info, self.info.flat, self.units, self.info.mute
         system, first_user = info.system, info.first_user
@@ -433,28 +487,11 @@ class _Run:
         keep = units_np > 0
         keep[list(special)] = False
         ev = np.flatnonzero(keep[firsts[0] : ends[-1]]) + firsts[0]
-        enter = np.searchsorted(ends, ev, "right")
-        leave = k0 + np.searchsorted(firsts, ev, "right")
-        whole = np.searchsorted(ends, hi[ev], "right")
-        broken = k0 + np.searchsorted(firsts, lo[ev], "right")
-        at = np.stack([enter, whole, broken, leave])  # (a row per kind of call, a column per event)
-
-        def state(k):
-            s = np.where((k >= whole) & (k < broken), V, MASKED)
-            s = np.where(k >= leave, DROPPED, s)
-            return np.where(k < enter, V, s)
-
-        now = state(at)
-        take = (at > k0) & (at < count) & (now != state(at - 1))
-        take[1] &= at[1] != at[0]  # (two of them at one call: once)
-        take[2] &= (at[2] != at[0]) & (at[2] != at[1])
-        take[3] &= (at[3] != at[0]) & (at[3] != at[1]) & (at[3] != at[2])
-        calls, item, now = at[take], np.broadcast_to(ev, at.shape)[take], now[take]
-        self.vector = (calls, item, np.where(now == V, sized[item], 0), now)
+        self.deferred = (ev, lo[ev], hi[ev], sized[ev], ends, firsts, k0, count)  # (``tail_entries``)
         # the head, the system prompt, the first user message and their groups: call by call
         # (only at the calls where what they read changes: whether each of them and of their groups' events
         # is in view and in the tail, and what ``reinserted`` reads of the view's first two entries)
-        sizes = np.asarray(self.info.start)[ends[k0 + 1 :]]
+        sizes = start_np[ends[k0 + 1 :]]
         around = sorted({x for i in special for x in (members[i] or (i,)) if x < len(members)} | special)
         cols = [ends[k0 + 1 :, None] > around, firsts[1:, None] <= around]
         for j in range(h, 2):  # the view's entries 0 and 1 come from the tail: its first two
@@ -508,7 +545,9 @@ def tail_table(t: Trace):
             lo[i], hi[i] = min(group), max(group)
     flat_event = np.array([x[1] for x in info.flat], dtype=np.int64)
     units, message = np.array(info.units, dtype=np.int64), np.array(info.message, dtype=bool)
-    return flat_event, units, lo, hi, np.array(sizes[0], dtype=np.int64), message
+    start = np.array(info.start, dtype=np.int64)
+    monotone = bool((np.diff(t.arrays.view_end) >= 0).all())
+    return flat_event, units, lo, hi, np.array(sizes[0], dtype=np.int64), message, start, monotone
 
 
 def sdk_view_plan(t: Trace) -> Plan:

@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.core.types import Trace
-from sim.policies.base import Plan, check_int, register
+from sim.policies.base import Plan, Plans, check_int, register
 from sim.policies.openhands_memory import Events, V0Condenser, V0State
-from sim.policies.openhands_plan import recent_plan
+from sim.policies.openhands_plan import recent_plans
 
 
 @register
@@ -51,4 +51,8 @@ class OpenHandsRecentEvents(V0Condenser):
 
     def plan(self, trace: Trace) -> Plan:
         """``before_call`` at every call (``sim.policies.openhands_plan``)."""
-        return recent_plan(self, trace, self.keep_first, self.max_events)
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces) -> Plans:
+        """``plan`` of each of ``traces`` (their tails planned together: ``recent_plans``)."""
+        return recent_plans(self, traces, self.keep_first, self.max_events)
