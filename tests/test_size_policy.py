@@ -161,6 +161,14 @@ def corpus(tmp_path_factory):
         "langchain_clear_tool_uses",
         "autogen_head_and_tail",
         "autogen_token_limited",
+        # planned on the batch path (tests/test_plans_inspect.py)
+        "inspect_compaction_auto",
+        "inspect_compaction_edit",
+        "inspect_compaction_summary",
+        "inspect_compaction_trim",
+        # planners of compacting policies (tests/test_plans_strands_adk.py)
+        "adk_events_compaction",
+        "strands_summarizing",
     ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):

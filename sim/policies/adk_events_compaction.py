@@ -44,11 +44,14 @@ overlap 1. Summary size: ctxsim's rule, clamp(``summary_ratio`` x the summarized
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.information.state import has_needs
+from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.driven_plan import DECLINED, driven_plan
 from sim.policies.llm_summary import check_summary_knobs
 from sim.util.errors import ConfigError
 
@@ -84,6 +87,27 @@ class _State:
             self.invocation.append(inv)
         self.last_call_event = -1  # the assistant event of the previous call (it carries its usage)
         self.prev_n = 0
+
+
+def trace_acts(trace: Trace) -> bool:
+    """Whether ``before_call``'s sliding window may ever act on the trace (its per-trace table, shared by
+    every setting): an empty event, or a user event after the first session event (an invocation
+    completes there). The token threshold may act on any trace."""
+    return trace.derived("adk_acts", _acts)
+
+
+def _acts(trace: Trace) -> bool:
+    seen = False
+    for e in trace.events:
+        if e.kind in INSTRUCTION_KINDS:
+            continue
+        if is_empty(e) or (seen and e.kind == "user"):
+            return True
+        seen = True
+    return False
+
+
+_NOTHING = Plan((), (), (), ())
 
 
 def is_empty(e) -> bool:
@@ -137,6 +161,7 @@ class AdkEventsCompaction(Policy):
         "overlap_size": (0, 1, 2),
     }  # ``ctxsim size --policy adk_events_compaction``'s default grid
     acts_before_call = True
+    plans = True
     conformance_settings = (
         {"compaction_interval": 1, "overlap_size": 1, "summary_min_tokens": 10},
         {
@@ -173,6 +198,8 @@ class AdkEventsCompaction(Policy):
 
     # ----------------------------------------------------------------------------------- per call
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        """The reference; ``plan_many`` gives the same decisions for whole runs (held together by
+        tests/test_plans_strands_adk.py and the conformance checker)."""
         ev = trace.events
         made: list[SummaryCall] = []
         last = status.last_input if status is not None else None
@@ -188,6 +215,28 @@ class AdkEventsCompaction(Policy):
         if not made:  # new empty events are never sent
             return [Change(u, DROPPED, 0, 0, "empty") for u in new_empty if view.state[u] != DROPPED]
         return Decision(self.changes(trace, state, view), made[0] if len(made) == 1 else made)
+
+    # ------------------------------------------------------------------------------------ plans
+    def plan(self, trace: Trace) -> Plan:
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        """``before_call``'s decisions for whole runs. Without ``token_threshold`` a run acts only when an
+        invocation completes (a user event after the first session event: the sliding window) or an
+        empty event arrives, so a run with neither (a single-task trace: one invocation) plans nothing,
+        found from a per-trace table. Any other run is planned by ``before_call`` itself, driven call by
+        call over a bare view with the usage the provider reports (``sim.policies.driven_plan``): the
+        same rule, without the engine's per-call work. Declined (the loop replays it): a run with needs
+        that may act (a re-read changes the sizes the summaries and the trigger read)."""
+        plans = []
+        for t in traces:
+            if self.token_threshold is None and not trace_acts(t):
+                plans.append(_NOTHING)
+            elif t.derived("has_needs", has_needs):
+                plans.append(DECLINED)
+            else:
+                plans.append(driven_plan(self, t))
+        return Plans.of(plans)  # not ``ascending``: a later summary may take an item again
 
     def post_invocation(self, trace: Trace, state: _State, n: int, last: int | None) -> list[SummaryCall]:
         """The Runner's step after an invocation: token threshold first, else the sliding window."""

@@ -10,6 +10,8 @@ Knobs: ``threshold`` 0.9 (Inspect's name and default) and the summary size rule 
   mock provider included): exactly ``inspect_compaction_summary`` — same trigger, summary, passes and
   ``compaction-insufficient`` failure. For Anthropic's server-side compaction see
   ``anthropic_server_compaction``.
+- Sizing: whole runs are planned for the engine's batch path by ``inspect_handler.plan_handler`` (the
+  same ``compaction``; tests/test_plans_inspect.py holds it to ``before_call``).
 """
 
 from __future__ import annotations

@@ -22,6 +22,8 @@ blocks) and ``memory`` (it acts only when the memory tool is among the tools; tr
   that leaves the request over ``threshold`` ends the run (``compaction-insufficient``).
 - Not recoverable (the model has no handle). Cache: each compaction rewrites the prefix from the oldest
   newly cleared message on.
+- Sizing: whole runs are planned for the engine's batch path by ``inspect_handler.plan_handler`` (the
+  same ``compaction``; tests/test_plans_inspect.py holds it to ``before_call``).
 """
 
 from __future__ import annotations
@@ -91,7 +93,9 @@ class InspectCompactionEdit(InspectCompaction):
 
     def compact(self, trace: Trace, st: HandlerState, work: Work, n: int):
         issuers = trace.derived("issuers", issuer_of)
-        uses = [i for i in tool_uses(trace, work, n, issuers) if not excluded(trace, self.exclude_tools, i)]
+        uses = tool_uses(trace, work, n)
+        if self.exclude_tools:
+            uses = [i for i in uses if not excluded(trace, self.exclude_tools, i)]
         # fewer uses than keep_tool_uses: none cleared (a negative slice end would clear all but the last)
         clear = uses[: max(len(uses) - self.keep_tool_uses, 0)] if self.keep_tool_uses else uses
         if self.keep_tool_inputs:
@@ -99,8 +103,7 @@ class InspectCompactionEdit(InspectCompaction):
                 text_tokens(trace, len(TOOL_RESULT_REMOVED.encode())),
                 len(TOOL_RESULT_REMOVED.encode()),
             )
-            for i in clear:
-                work.set(i, MASKED, tok, nbytes, "clear")
+            work.set_all(clear, MASKED, tok, nbytes, "clear")
         else:
             extra = len(CALL_REMOVED.encode())
             for i in clear:

@@ -21,6 +21,8 @@ summarizer's input), ``memory`` (acts only with the memory tool).
 - A state rewrite: the summary replaces the conversation in the compacted input; the originals stay in
   the agent's history but are never sent again (not recoverable). Cache: each summary rewrites the
   prefix from the summary slot on.
+- Sizing: whole runs are planned for the engine's batch path by ``inspect_handler.plan_handler`` (the
+  same ``compaction``; tests/test_plans_inspect.py holds it to ``before_call``).
 """
 
 from __future__ import annotations

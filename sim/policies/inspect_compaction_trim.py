@@ -15,6 +15,8 @@ acts only with the memory tool).
   still over -> ``compaction-insufficient``.
 - A state rewrite; dropped messages are gone from view for good (not recoverable). Cache: each trim
   rewrites the prefix from the first dropped message on.
+- Sizing: whole runs are planned for the engine's batch path by ``inspect_handler.plan_handler`` (the
+  same ``compaction``; tests/test_plans_inspect.py holds it to ``before_call``).
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ The result is state, not a per-call view: edits persist and later compactions wo
 input. Messages are every event but ``tools`` (Inspect counts tool definitions apart, ``count_tool_tokens``;
 here they stay in the view, which sums the same). The input messages (``source="input"``) are the user
 events before the first assistant event.
+
+``plan_handler`` restates the trigger over whole runs for the engine's batch path (``plans``) and runs
+the same ``compaction`` where it fires; runs with needs and runs the handler ends are declined.
 """
 
 from __future__ import annotations
@@ -27,10 +30,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from sim.core.types import ItemState, Trace
 from sim.cost.models import resolve_window
 from sim.cost.tokens import estimate_tokens
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View
+from sim.information.state import has_needs, issuer_of
+from sim.policies.base import Change, Decision, Plan, Policy, SummaryCall, View
 from sim.util.errors import ConfigError
 
 VERBATIM, MASKED, DROPPED, SUMMARIZED = (
@@ -91,6 +97,20 @@ class Work:
         else:
             self.changes[i] = Change(i, ItemState(state), tokens, nbytes, reason)
 
+    def set_all(self, items, state: int, tokens: int, nbytes: int, reason: str) -> None:
+        """``set`` for each of ``items`` (one state and size for all), an item already so skipped at
+        once: a compaction re-clears every old item each time (edit), most of them already cleared."""
+        changes, vs, vt = self.changes, self.view.state, self.view.tokens
+        for i in items:
+            c = changes.get(i)
+            if (
+                (vs[i] == state and vt[i] == tokens)
+                if c is None
+                else (c.state == state and c.tokens == tokens)
+            ):
+                continue
+            self.set(i, state, tokens, nbytes, reason)
+
 
 def partition(trace: Trace, st: HandlerState, work: Work, n: int) -> tuple[list[int], list[int], list[int]]:
     """Inspect's ``partition_messages`` over the messages in view: (system, input, conversation) event
@@ -147,7 +167,12 @@ def resolve_threshold(trace: Trace, threshold: int | float) -> int:
 
 def model_window(trace: Trace) -> int:
     """The model's input window Inspect reads a fractional threshold against (ctxsim: the trace's recorded
-    window, else the provider table's, else Inspect's fallback); the oracle registers the same one."""
+    window, else the provider table's, else Inspect's fallback); the oracle registers the same one. Kept
+    per trace: the provider table's look-up is slow and every setting of a sizing asks."""
+    return trace.derived("inspect_window", _model_window)
+
+
+def _model_window(trace: Trace) -> int:
     return trace.context_window or resolve_window(trace.model) or DEFAULT_CONTEXT_WINDOW
 
 
@@ -159,9 +184,13 @@ class InspectCompaction(Policy):
     threshold: int | float = 0.9
 
     acts_before_call = True
+    plans = True
 
     def __post_init__(self) -> None:
         check_threshold(self.name, self.threshold)
+
+    def plan(self, trace: Trace) -> Plan:
+        return plan_handler(self, trace)
 
     def start(self, trace: Trace) -> HandlerState:
         return HandlerState(trace, resolve_threshold(trace, self.threshold))
@@ -170,6 +199,9 @@ class InspectCompaction(Policy):
         raise NotImplementedError
 
     def before_call(self, trace: Trace, st: HandlerState, view: View, call: int, status=None):
+        """The handler's estimate and trigger, then ``compaction``. The batch path's planner
+        (``plan_handler``, held to this by tests/test_plans_inspect.py) restates the estimate over whole
+        runs and calls ``compaction`` where it fires."""
         if status is None or status.last_input is None:
             total = view.total  # no baseline yet: every message and the tool definitions
         else:
@@ -177,6 +209,10 @@ class InspectCompaction(Policy):
         st.prev_n = view.n
         if total <= st.threshold:
             return ()
+        return self.compaction(trace, st, view)
+
+    def compaction(self, trace: Trace, st: HandlerState, view: View) -> Decision:
+        """The strategy's first pass and up to MAX_ITERATIONS more, or the failure (module docstring)."""
         work = Work(view)
         calls: list[SummaryCall] = []
         saved = (st.carrier, st.summary_tokens)
@@ -197,19 +233,26 @@ class InspectCompaction(Policy):
         return Decision([work.changes[i] for i in sorted(work.changes)], summary)
 
 
-def tool_uses(trace: Trace, work: Work, n: int, issuers: dict[int, int]) -> list[int]:
+def tool_uses(trace: Trace, work: Work, n: int) -> list[int]:
     """Tool results in view still answering a call in view (Inspect's client-side tool uses), in the
     order of their calls (assistant event, then call position)."""
-    ev = trace.events
+    state = work.state
+    return [
+        i
+        for a, i in trace.derived("inspect_tool_uses", _answers)
+        if i < n and state(i) != DROPPED != state(a)
+    ]
+
+
+def _answers(trace: Trace) -> tuple[tuple[int, int], ...]:
+    """(issuer, result) of every tool result answering an earlier assistant event, in the order of the
+    calls (issuer, then the call's position in it): ``tool_uses`` before any item's state is read."""
+    ev, issuers = trace.events, trace.derived("issuers", issuer_of)
     uses = []
-    for i in range(n):
-        if ev[i].kind != "tool_result" or work.state(i) == DROPPED:
-            continue
-        a = issuers.get(i)
-        if a is None or a >= i or work.state(a) == DROPPED:
-            continue
-        uses.append((a, ev[a].tool_call_ids.index(ev[i].tool_call_id), i))
-    return [i for _, _, i in sorted(uses)]
+    for i, a in issuers.items():
+        if ev[i].kind == "tool_result" and a < i:
+            uses.append((a, ev[a].tool_call_ids.index(ev[i].tool_call_id), i))
+    return tuple((a, i) for a, _, i in sorted(uses))
 
 
 def trailing_assistants(trace: Trace, work: Work, n: int) -> list[int]:
@@ -223,3 +266,79 @@ def trailing_assistants(trace: Trace, work: Work, n: int) -> list[int]:
             break
         out.append(i)
     return out
+
+
+# ------------------------------------------------------------------------------------- the planner
+_DECLINED = Plan((), (), (), (), (), True)
+_NOTHING = Plan((), (), (), ())
+
+
+def _calls(trace: Trace) -> tuple:
+    """Per call, the same for every setting: items in view, the recorded view's tokens, the residual,
+    the handler's estimate while nothing is compacted (lists), and that estimate's running maximum."""
+    a = trace.arrays
+    view, resid = a.recorded_view, a.residual
+    est = np.empty(len(view), dtype=np.int64)
+    if len(view):
+        est[0] = view[0]  # the first call: the view itself
+        est[1:] = np.maximum(view[:-1] + resid[:-1], 0) + np.diff(view)  # last input + what came since
+    peak = np.maximum.accumulate(est)
+    return a.view_end.tolist(), view.tolist(), resid.tolist(), est.tolist(), peak
+
+
+def _items(trace: Trace) -> tuple[list[int], list[int]]:
+    """The recorded tokens and bytes of every item a call sees (the view the loop starts from)."""
+    a = trace.arrays
+    stop = int(a.view_end[-1]) if len(a.view_end) else 0
+    return a.tokens[:stop].tolist(), a.bytes[:stop].tolist()
+
+
+def plan_handler(policy: InspectCompaction, trace: Trace) -> Plan:
+    """Every decision ``InspectCompaction.before_call`` makes over a run, without the engine: the
+    handler's estimate call by call (the previous request as sent, ``max(view + residual, 0)``, plus the
+    tokens admitted since), and where it is over the threshold the policy's own ``compaction`` on a view
+    kept here. Until the first compaction the estimate is the recorded one (``_calls``), so a run that
+    never goes over costs one search. Declined: a run with needs (a re-read adds tokens the estimate
+    does not see) and a run the handler ends (``compaction-insufficient``). Held to the per-call loop
+    by tests/test_plans_inspect.py."""
+    if trace.derived("has_needs", has_needs):
+        return _DECLINED
+    ends, recorded, resid, est, peak = trace.derived("inspect_calls", _calls)
+    threshold = resolve_threshold(trace, policy.threshold)
+    k0 = int(peak.searchsorted(threshold, side="right"))  # the first call over the threshold
+    if k0 == len(ends):
+        return _NOTHING
+    st = policy.start(trace)
+    tokens0, nbytes0 = trace.derived("inspect_items", _items)
+    view = View()
+    view.tokens, view.nbytes, view.state = list(tokens0), list(nbytes0), [0] * len(tokens0)
+    vt, vb, vs = view.tokens, view.nbytes, view.state
+    calls: list[int] = []
+    index: list[int] = []
+    sizes: list[int] = []
+    states: list[int] = []
+    summaries: list[tuple[int, int, int]] = []
+    delta = 0  # the view's tokens minus the recorded ones
+    total = est[k0]
+    for k in range(k0, len(ends)):
+        if k > k0:
+            total = max(recorded[k - 1] + delta + resid[k - 1], 0) + recorded[k] - recorded[k - 1]
+        if total <= threshold:
+            continue
+        view.n, view.total = ends[k], recorded[k] + delta
+        st.prev_n = view.n
+        decision = policy.compaction(trace, st, view)
+        if decision.stop is not None:
+            return _DECLINED
+        for s in decision.summary if isinstance(decision.summary, list) else (decision.summary,):
+            if s is not None:
+                summaries.append((k, s.input_tokens, s.output_tokens))
+        for ch in decision.changes:
+            i = ch.index
+            delta += ch.tokens - vt[i]
+            vt[i], vb[i], vs[i] = ch.tokens, ch.nbytes, int(ch.state)
+            calls.append(k)
+            index.append(i)
+            sizes.append(ch.tokens)
+            states.append(int(ch.state))
+    return Plan(calls, index, sizes, states, tuple(summaries))

@@ -31,12 +31,17 @@ size rule is ctxsim's: clamp(``summary_size_ratio`` x the tokens the summarizer 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.information.state import has_needs
+from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.driven_plan import DECLINED, driven_plan
 from sim.policies.langchain_clear_tool_uses import instruction_tokens
 from sim.policies.llm_summary import SUMMARIZER_INSTRUCTION
 from sim.policies.strands_sliding_window import Turns, turns
@@ -101,6 +106,7 @@ class StrandsSummarizing(Policy):
         "preserve_recent_messages": (5, 10, 20, 40)
     }  # ``ctxsim size --policy strands_summarizing``'s default grid
     acts_before_call = True
+    plans = True
     recovers = True
     overflow_retries = 1 << 20  # Strands reduces until the request fits; a repeated state ends the run
     conformance_settings = (
@@ -206,6 +212,8 @@ class StrandsSummarizing(Policy):
         return self._summarize_oldest(trace, state, msgs, size)  # a failure is swallowed
 
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        """Proactive compression only (off by default: then nothing before a call; ``plan_many`` says
+        so for whole batches, tests/test_plans_strands_adk.py holds the two together)."""
         if call > 0 and status is not None and status.last_input is not None:
             state.reported[call - 1] = status.last_input + (status.last_output or 0)
         state.call, state.overflowed = call, set()
@@ -230,6 +238,31 @@ class StrandsSummarizing(Policy):
             changes += again[0]
             summaries.append(again[1])
         return Decision(changes, summaries)
+
+    def plan(self, trace: Trace) -> Plan:
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        """``before_call``'s decisions for whole runs (tests/test_plans_strands_adk.py holds them to it).
+        Without ``proactive_compression`` it never changes anything before a call (Strands reduces on an
+        overflow only, and the engine hands a run over its window to the loop, whose ``on_overflow``
+        does that): every plan is empty, found without reading the traces. With it, ``_plan_run``."""
+        if compression_threshold(self, self.proactive_compression) is None:
+            n = len(traces)
+            none = np.zeros(0, dtype=np.int64)
+            plans = Plans(none, none, none, none, np.zeros(n, dtype=np.int64))
+            plans.ascending = True
+            return plans
+        return Plans.of([self._plan_run(t) for t in traces])
+
+    def _plan_run(self, trace: Trace) -> Plan:
+        """Proactive compression over one run: ``before_call`` itself, driven over a bare view with the
+        usage the provider would report (``sim.policies.driven_plan``); its cost is the reference's
+        (O(messages) a call), without the engine's. Declined: a run with needs (a re-read adds tokens
+        to later requests), and what ``driven_plan`` declines (an output the recording lacks)."""
+        if trace.derived("has_needs", has_needs):
+            return DECLINED
+        return driven_plan(self, trace, reads_output=True)
 
 
 def _call_of_event(trace: Trace) -> dict[int, int]:
