@@ -1,5 +1,6 @@
-"""Every pre-call decision of an OpenHands V0 condenser at once (``Policy.plan``): the batch path's view of
-``openhands_recent_events``, ``openhands_amortized_forgetting`` and ``openhands_llm_summarizing`` (v0).
+"""Every pre-call decision of an OpenHands condenser at once (``Policy.plan``): the batch path's view of
+``openhands_recent_events``, ``openhands_amortized_forgetting``, ``openhands_llm_summarizing`` (v0) and,
+apart (``sdk_view_plan``), the SDK view properties of ``openhands_hard_context_reset``.
 
 The planner restates ``V0Condenser.before_call`` (``sim.policies.openhands_memory``) for a condenser on its
 own, from the trace's structure: with no other step before it, every event it is given is verbatim or
@@ -29,7 +30,8 @@ Shortcuts on top, each with the condition under which it gives the step's answer
   once (``groups_of``): once the head and the tail are apart, an event is sent when it is a message, or
   when its action and every result of that action are in the view, so a call looks only at the events
   that left or entered the tail and their groups (``sliding``), and the calls after the first such one
-  are found at once, per event, by bisection (``tail_at_once``).
+  are found at once, per event, by bisection (``tail_at_once``; for all runs of ``plan_many`` together:
+  ``tail_entries``).
 
 Each event's state as the plan leaves it is kept, so an entry is a change exactly where ``apply`` makes
 one. A run the condenser gives up on (``Insufficient``: ``before_call`` stops it) is declined. Summaries
@@ -459,12 +461,10 @@ class _Run:
 
     def tail_at_once(self, k0: int, h: int, tail: int, head: set[int], members: list) -> bool:
         """``sliding``'s calls after call k0 (head and tail apart there) at once, when they stay apart
-        (else False, nothing done). Each event outside the head is, at call k, out of the view once the
-        tail starts past it (DROPPED), else sent (verbatim as admitted) while its group (itself, for a
-        message) lies within the tail, else in the view unsent (MASKED at 0): its state changes only at
-        the calls it enters, its group completes, its group's first event leaves and it leaves, found by
-        bisection over the calls' view ends and tail starts. The head, the system prompt and the first
-        user message (re-sent as ``reinserted`` says) and their groups go call by call as in ``sliding``."""
+        (else False, nothing done): the events outside the head are left to ``tail_entries``
+        (``deferred``: the events, their groups' bounds and sizes, the calls' view ends and tail starts);
+        the head, the system prompt and the first user message (re-sent as ``reinserted`` says) and their
+        groups go call by call as in ``sliding``, at the calls where what they read changes."""
         table = self.t.derived("openhands_tail_table", tail_table)
         if table is None:
             return False
