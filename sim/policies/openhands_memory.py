@@ -114,7 +114,7 @@ def is_obs(info: Events, entry: tuple) -> bool:
     return entry[0] != EV or info.obs[entry[1]]
 
 
-def _sizes(t: Trace) -> tuple[list[int], list[int]]:
+def event_sizes(t: Trace) -> tuple[list[int], list[int]]:
     """Every event's tokens and bytes as lists (``apply`` reads them for every event it sends, every call)."""
     return [e.tokens for e in t.events], [e.bytes for e in t.events]
 
@@ -218,8 +218,8 @@ def apply(
     placeholders = {x[1]: (x[2], x[3]) for x in odd if x[0] == PH}
     changes = []
     vstate, vtokens, vbytes, n = view.state, view.tokens, view.nbytes, view.n
-    tokens, nbytes = t.derived("openhands_sizes", _sizes)
-    # The rule per event is ``_want``'s. Most events of ``mine`` fall in one of two groups that are
+    tokens, nbytes = t.derived("openhands_sizes", event_sizes)
+    # The rule per event is ``want_of``'s. Most events of ``mine`` fall in one of two groups that are
     # mostly as wanted already from the last call: forgotten (in none of the sets below: DROPPED at 0)
     # and sent as they are. In each, the events not yet as wanted are found at C speed and only they are
     # walked; the rest are walked. The walks' changes are put back in index order, the order of a walk
@@ -241,7 +241,7 @@ def apply(
     walk = [rest, sent_plain, _below(sorted(mine & special - plain), n)]
     for group in walk:
         for i in group:
-            want = _want(t, info, vstate[i], i, sent.get(i, 0), placeholders, present, summarized, carrier,
+            want = want_of(t, info, vstate[i], i, sent.get(i, 0), placeholders, present, summarized, carrier,
                          summary)  # fmt: skip
             if want is not None and (vstate[i], vtokens[i], vbytes[i]) != want:
                 changes.append(Change(i, want[0], want[1], want[2], "openhands"))
@@ -281,7 +281,7 @@ def _below(ascending: list[int], n: int) -> list[int]:
     return ascending[: bisect_left(ascending, n)]
 
 
-def _want(t, info, state, i, times, placeholders, present, summarized, carrier, summary) -> tuple | None:
+def want_of(t, info, state, i, times, placeholders, present, summarized, carrier, summary) -> tuple | None:
     """What event i of a condenser's events must be for OpenHands' condensed view: (state, tokens,
     bytes), or None to leave it as it is (a bounded result sent once, a present event never sent).
     ``state``: its state in the view now; ``times``: how often ``sends`` sends it (0: not sent). Read by
@@ -291,7 +291,7 @@ def _want(t, info, state, i, times, placeholders, present, summarized, carrier, 
     if times:
         if state == ItemState.BOUNDED and times == 1:
             return None
-        tokens, nbytes = t.derived("openhands_sizes", _sizes)
+        tokens, nbytes = t.derived("openhands_sizes", event_sizes)
         return (V, tokens[i] * times, nbytes[i] * times)  # openhands_recent_events: twice
     if i in placeholders:
         return (MASKED, *placeholders[i])
@@ -407,7 +407,7 @@ def _pristine(st: V0State) -> bool:
     )
 
 
-def _fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
+def fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
     return t.arrays.tokens.tolist(), t.arrays.bytes.tolist()  # what the loop admits an event at
 
 
@@ -420,7 +420,7 @@ def _as_left(t: Trace, st: V0State, view: View) -> bool:
         return False
     if n == m:
         return True
-    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", fresh_sizes)
     return (
         view.state[m:n].count(V) == n - m
         and view.tokens[m:n] == fresh_tokens[m:n]

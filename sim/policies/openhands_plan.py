@@ -8,7 +8,7 @@ its own (forgotten, summarized, left out, unsent), so the view OpenHands gives i
 forgotten, in order, its summary inserted (``incoming``), and the events it decides are every event in
 view (``apply``'s ``mine``). It calls the condenser's own rules: ``condense`` (which events), ``forget``
 (a condensation, its summary's size), ``walk_on`` and ``reinserted`` (what ``ConversationMemory`` sends)
-and ``_want`` (each event's state). What is new is the bookkeeping that makes a call cost what changed
+and ``want_of`` (each event's state). What is new is the bookkeeping that makes a call cost what changed
 (``_Run.step``):
 
 - the view it is given is kept from call to call: new events are appended, a condensation rebuilds it;
@@ -53,13 +53,13 @@ from sim.policies.openhands_memory import (
     SETTLE_ROUNDS,
     Insufficient,
     V0Condenser,
-    _fresh_sizes,
-    _sizes,
-    _want,
     event_ids,
+    event_sizes,
     events_of,
+    fresh_sizes,
     reinserted,
     walk_on,
+    want_of,
 )
 
 V, MASKED, DROPPED = int(ItemState.VERBATIM), int(ItemState.MASKED), int(ItemState.DROPPED)
@@ -213,7 +213,7 @@ class _Run:
         self.info = info = events_of(t)
         self.st = policy.start(t)
         self.ends = t.arrays.view_end.tolist()
-        fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+        fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", fresh_sizes)
         stop = max(self.ends, default=0)
         # each event's (state, tokens, bytes) as the plan leaves it: what the loop's view holds
         self.cur_s, self.cur_t, self.cur_b = [V] * stop, fresh_tokens[:stop], fresh_bytes[:stop]
@@ -236,7 +236,7 @@ class _Run:
         self.units = info.units
         self.vector: tuple | None = None  # ``tail_entries``' entries: (call, index, tokens, state) arrays
         self.deferred: tuple | None = None  # what ``tail_at_once`` leaves to ``tail_entries``
-        self.sizes = t.derived("openhands_sizes", _sizes)  # what ``_want`` sizes a sent event by
+        self.sizes = t.derived("openhands_sizes", event_sizes)  # what ``want_of`` sizes a sent event by
 
     def plan(self) -> Plan:
         if self.vector is None:
@@ -248,17 +248,17 @@ class _Run:
         return Plan(*(c[order] for c in cols), tuple(self.summaries))
 
     def decide(self, k: int, i: int, times: int, present: bool) -> None:
-        """Event i at call k: sent ``times`` times, in the view or not (``_want``); an entry when that
+        """Event i at call k: sent ``times`` times, in the view or not (``want_of``); an entry when that
         is not what it is."""
         st = self.st
-        if i != st.carrier:  # the two commonest answers of ``_want``, without the call: as it is
+        if i != st.carrier:  # the two commonest answers of ``want_of``, without the call: as it is
             s = self.cur_s[i]
             if times == 1:
                 if s == V and self.cur_t[i] == self.sizes[0][i] and self.cur_b[i] == self.sizes[1][i]:
                     return
             elif not times and not present and s == DROPPED and i not in st.summarized:
                 return
-        want = _want(
+        want = want_of(
             self.t, self.info, self.cur_s[i], i, times, NO_PH, (i,) if present else (), st.summarized,
             st.carrier, st.summary or (0, 0),
         )  # fmt: skip
@@ -534,7 +534,7 @@ def tail_table(t: Trace):
     call never answered) and its recorded tokens; None for a trace ``groups_of`` does not read (or
     whose events' sizes are not as admitted)."""
     members = t.derived("openhands_groups", groups_of)
-    sizes, fresh = t.derived("openhands_sizes", _sizes), t.derived("openhands_fresh_sizes", _fresh_sizes)
+    sizes, fresh = t.derived("openhands_sizes", event_sizes), t.derived("openhands_fresh_sizes", fresh_sizes)
     if members is None or sizes[0] != fresh[0] or sizes[1] != fresh[1]:
         return None
     info = events_of(t)
