@@ -152,3 +152,36 @@ def test_a_recovering_planner_replays_on_the_batch_path_and_overflows_on_the_loo
     for t, r in zip(traces, records, strict=True):
         loop = loop_one(t, policy, ReplayModel(t), None, window, "claude-sonnet-4-5")
         assert record_diff(loop, r) == []
+
+
+def test_the_sums_below_a_seam_equal_the_trees_for_every_kind_of_seam():
+    """``_changes_below``'s array answers (no earlier entry below the seam's first item; all of them
+    below it) and its tree agree with the tree alone on random plans of several runs."""
+    from sim.engine.fast.batch_changes import _changes_below, _tree_below
+
+    rng = np.random.default_rng(5)
+    index, d, starts, firsts, bases, earlier = [], [], [], [], [], []
+    base = 0
+    for _ in range(40):
+        items, total = int(rng.integers(5, 30)), 0
+        for call in range(int(rng.integers(2, 12))):
+            lo = int(rng.integers(0, items))  # some seams move up, some go back below earlier entries
+            chosen = sorted(set(rng.integers(lo, items, size=int(rng.integers(1, 5))).tolist()))
+            if call:
+                starts.append(len(index)), firsts.append(base + chosen[0]), bases.append(base)
+                earlier.append(total)
+            for i in chosen:
+                index.append(base + i)
+                d.append(int(rng.integers(-50, 50)))
+                total += d[-1]
+        base += items
+    index, d = np.array(index), np.array(d)
+    starts, firsts, bases = np.array(starts), np.array(firsts), np.array(bases)
+    got = _changes_below(index, d, starts, firsts, bases, base, np.array(earlier))
+    assert got.tolist() == _tree_below(index, d, starts, firsts, bases, base).tolist()
+    kinds = set()  # which of the three kinds of seam the plans made
+    for s0, s, f in zip(np.sort(index).searchsorted(bases), starts, firsts, strict=True):
+        if s > s0:
+            below = index[s0:s] < f
+            kinds.add("none" if not below.any() else "all" if below.all() else "some")
+    assert kinds == {"none", "all", "some"}

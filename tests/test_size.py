@@ -789,3 +789,20 @@ def test_the_demo_compares_the_best_setting_of_each_policy():
         ("claude-sonnet-4-5 (price table as of 2025-11)", 64000, "on_missing=refetch summarizer=extractive")
     }
     assert len({r["traces_hash"] for r in rows}) == 1
+
+
+def test_grid_batches_are_cut_again_by_run_length_priced_alike_together():
+    """``_alike_lengths``: each batch holds runs of like length, longest first (a pass costs per call
+    position up to its longest run), ``size`` runs a batch, runs priced alike together."""
+    from types import SimpleNamespace
+
+    from sim.analysis.size import _alike_lengths
+
+    calls = [3, 9, 1, 9, 5, 2, 7]
+    runs = [SimpleNamespace(arrays=SimpleNamespace(view_end=list(range(c)))) for c in calls]
+    a, b = (object(), None), (object(), object())
+    batches = [(*a, [0, 1, 2]), (*b, [3, 4]), (*a, [5, 6])]
+    assert _alike_lengths(batches, runs, 2) == [
+        (*a, [1, 6]), (*a, [0, 5]), (*a, [2]), (*b, [3, 4]),
+    ]  # fmt: skip
+    assert _alike_lengths(batches[:1], runs, 2) == batches[:1]  # one batch: as it is

@@ -159,6 +159,8 @@ def corpus(tmp_path_factory):
         "openhands_recent_events",
         "openhands_llm_summarizing",
         "langchain_clear_tool_uses",
+        "langchain_summarization",
+        "autogen_buffered",
         "autogen_head_and_tail",
         "autogen_token_limited",
         # planned on the batch path (tests/test_plans_inspect.py)
@@ -169,6 +171,12 @@ def corpus(tmp_path_factory):
         # planners of compacting policies (tests/test_plans_strands_adk.py)
         "adk_events_compaction",
         "strands_summarizing",
+        # planners of summaries and token triggers (tests/test_plans_summary.py; llm_summary above)
+        "hybrid",
+        "anthropic_clear_tool_uses",
+        "anthropic_server_compaction",
+        "codex_auto_compact",
+        "claude_code_auto_compact",
     ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):

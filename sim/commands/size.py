@@ -372,8 +372,10 @@ class Sizing:
 def cmd_size(args: argparse.Namespace) -> int:
     """Recommend context_token_limit and keep_recent_tokens from the user's traces, against no compaction."""
     from sim.results.tables import json_line
+    from sim.util.collector import collector_paused
 
-    rec, results, sizing = size_verdict(args)
+    with collector_paused():
+        rec, results, sizing = size_verdict(args)
     interrupts.check()  # before any output: an interrupted sizing prints no verdict
     for line in rec["assumptions"]["warnings"]:
         warn(line)

@@ -130,6 +130,7 @@ class BatchGroup(NamedTuple):
     price: Price | None
     windows: list[int | None]
     kept: np.ndarray  # per run: the batch's answer stands (False: over its window, the loop's record)
+    unpaired: np.ndarray | None = None  # per run: requests that split a pair (``Plans.unpaired``)
 
 
 class ReplayTable:
@@ -160,7 +161,9 @@ class ReplayTable:
                 continue
             columns = run_columns(g.batch)
             kept = g.kept.tolist()
-            for pos, p, w, c, ok in zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True):
+            for k, (pos, p, w, c, ok) in enumerate(
+                zip(g.positions, g.batch.runs, g.windows, columns, kept, strict=True)
+            ):
                 if not ok:
                     continue
                 records[pos] = assemble_record(
@@ -168,6 +171,7 @@ class ReplayTable:
                     c.item_tokens, recovered=p.recovered, degraded=p.degraded, rereads=p.rereads,
                     answer_met=p.answer_met, compactions=c.compactions, ledger=c.ledger, params=params,
                     primed=c.primed, cuts=c.cuts, window=w, needed_lost=p.needed_lost,
+                    unpaired=0 if g.unpaired is None else int(g.unpaired[k]),
                 )  # fmt: skip
         return records  # type: ignore[return-value]
 
@@ -273,7 +277,10 @@ def _batch_group(positions, runs, plans, rules, price, windows, policy, loop) ->
         for j in np.flatnonzero(~kept).tolist():
             p, w = runs[j], windows[j]
             loop[positions[j]] = replay_loop(p.trace, policy, p.model, None, w, CostModel(rules, price))
-    return BatchGroup(positions, batch, rules, price, windows, kept)
+    unpaired = None
+    if plans is not None and plans.unpaired is not None:
+        unpaired = plans.unpaired[[p.pos for p in runs]]
+    return BatchGroup(positions, batch, rules, price, windows, kept, unpaired)
 
 
 class _Setup(NamedTuple):

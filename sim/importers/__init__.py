@@ -28,6 +28,7 @@ class Importer:
 _REGISTRY: dict[str, Importer] = {}
 _JSON_CHECK_BYTES = 16 << 20  # an unrecognised .json up to this size is parsed to name its damage
 _LOADED = False
+CANONICAL_NAMES = ("ctxsim-canonical", "ctxsim-canonical-parquet")  # sim.importers.canonical's, in order
 
 
 def register(imp: Importer) -> Importer:
@@ -62,6 +63,8 @@ def _load_builtins() -> None:
 
 def detect(path: Path) -> Importer:
     """The importer for a file or a folder-format directory, or a TraceError naming it and what was tried."""
+    if (imp := _canonical_first(path)) is not None:
+        return imp
     reg = registered()
     if path.is_dir():
         for imp in reg.values():
@@ -80,6 +83,27 @@ def detect(path: Path) -> Importer:
         f"unknown format (tried: {', '.join(i.name for i in candidates) or 'none for this extension'}; "
         f"supported: {', '.join(sorted(reg))})",
     )
+
+
+def _canonical_first(path: Path) -> Importer | None:
+    """ctxsim's own format when it claims the file, found without importing every other format (a
+    command that reads canonical files, such as ``size``, then never imports them): it is the first
+    candidate for its extensions in the registry's order (its module is the first by name), so
+    ``detect`` would choose it too. None: ask every format, as ``detect`` does."""
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffixes else ""  # (as ``detect`` reads it)
+    if _LOADED or not suffix.endswith((".jsonl", ".parquet")) or not path.is_file():
+        return None
+    import importlib
+
+    importlib.import_module("sim.importers.canonical")  # registers ctxsim's own formats (as a plugin is)
+
+    first = next(iter(_REGISTRY.values()))  # (a format registered before the built-in ones comes first)
+    if first.name != CANONICAL_NAMES[0]:
+        return None
+    for imp in list(_REGISTRY.values())[:2]:
+        if imp.name in CANONICAL_NAMES and suffix.endswith(imp.extensions) and sniffs(imp, path):
+            return imp
+    return None
 
 
 def sniffs(imp: Importer, path: Path) -> bool:
@@ -112,16 +136,15 @@ def _raise_if_not_json(path: Path, jsonl: bool) -> None:
 def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
     """Paths named on the command line. A directory that is a trace in a folder format stands for
     itself; any other directory for the trace files and folder-format traces inside it, sorted."""
-    reg = registered()
-    exts = tuple(sorted({ext for imp in reg.values() for ext in imp.extensions if ext}))
-    folders = [imp for imp in reg.values() if imp.folder]
 
     def is_folder_trace(d: Path) -> bool:
-        return any(sniffs(imp, d) for imp in folders)
+        return any(sniffs(imp, d) for imp in registered().values() if imp.folder)
 
     out: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
+        if p.is_dir():  # (every format is asked: a file is only listed here, ``detect`` reads it)
+            reg = registered()
+            exts = tuple(sorted({ext for imp in reg.values() for ext in imp.extensions if ext}))
             if is_folder_trace(p):
                 out.append(p)
                 continue

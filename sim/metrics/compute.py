@@ -479,7 +479,7 @@ def _batch_metric_columns(g) -> dict[str, list]:
             "compaction_frequency": _frequencies(n_compactions, b.rows_per_run),
             "exhausted": [False] * runs,
             "warnings": [0] * runs,
-            "unpaired_tool_messages": [0] * runs,
+            "unpaired_tool_messages": [0] * runs if g.unpaired is None else g.unpaired.tolist(),
             **totals_columns(*b.ledger[5][:2], *b.ledger[2:4], b.ledger[5][2]),
             "answer_completed": done,
             "answer_outcome": outcome,

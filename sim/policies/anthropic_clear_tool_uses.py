@@ -34,12 +34,19 @@ Knobs (Anthropic's names): ``trigger`` -> ``trigger_tokens`` 100,000 input token
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from sim.core.types import ItemState, Trace
+import numpy as np
+
+from sim.core.segments import concat, offsets, owners, positions
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.information.state import issuer_of
-from sim.policies.base import Change, Policy, View, check_int, register
+from sim.information.state import has_needs, issuer_of
+from sim.policies.base import Change, Plans, Policy, View, check_int, register
+from sim.policies.sparse_plans import result_issuers
+from sim.util.batchmemo import batch_derived
 from sim.util.errors import ConfigError
 
 PLACEHOLDER = "[tool result cleared]"
@@ -138,7 +145,10 @@ class AnthropicClearToolUses(ClearToolUsesKnobs):
         "keep": (1, 3, 5),
     }  # ``ctxsim size --policy anthropic_clear_tool_uses``'s default grid
 
+    plans = True
+
     def before_call(self, trace: Trace, state, view: View, call: int, status=None) -> list[Change]:
+        """``plan_many`` restates this for whole runs (tests/test_plans_summary.py)."""
         if request_tokens(trace, view, call) <= self.trigger_tokens:
             return []
         ptok, pbytes = text_size(trace, PLACEHOLDER)
@@ -158,3 +168,133 @@ class AnthropicClearToolUses(ClearToolUsesKnobs):
         if not changes or reclaimed < self.clear_at_least:
             return []
         return [changes[i] for i in sorted(changes)]
+
+    def plan(self, trace: Trace):
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        """``before_call``'s decisions for many runs at once, a call position at a time over every run
+        (``_Results``). The cleared results are always a prefix of each run's tool results (those not
+        excluded): an activation clears up to the newest ``keep``, so a run's state is where its prefix
+        ends and the tokens the clears saved; what an activation reclaims is a difference of running
+        sums. The trigger reads sizes: runs with needs are declined (a re-read changes them)."""
+        if not traces:
+            return Plans.of([])
+        b = batch_derived(traces, "clear_tool_uses_results", _results)
+        excl = _excluded_all(traces, self.exclude_tools) if self.exclude_tools else None
+        gain = b.gain.copy()
+        counted = np.ones(len(gain), dtype=np.int64)
+        if excl is not None:
+            gain[excl], counted[excl] = 0, 0
+        inputs = b.input_gain if excl is None else np.where(excl, 0, b.input_gain)
+        if self.clear_tool_inputs:
+            gain += inputs
+        gains = np.zeros(len(gain) + 1, dtype=np.int64)
+        np.cumsum(gain, out=gains[1:])
+        counts = np.zeros(len(gain) + 1, dtype=np.int64)
+        np.cumsum(counted, out=counts[1:])
+        runs = len(traces)
+        saved, cleared = np.zeros(runs, dtype=np.int64), np.zeros(runs, dtype=np.int64)
+        act_run, act_call, act_lo, act_hi = [], [], [], []
+        for k in range(b.base.shape[1]):
+            upto = b.in_view[:, k] - self.keep
+            fire = (b.base[:, k] - saved > self.trigger_tokens) & (upto > cleared)
+            if not fire.any():
+                continue
+            r = np.flatnonzero(fire)
+            lo, hi = b.first[r] + cleared[r], b.first[r] + upto[r]
+            reclaimed = gains[hi] - gains[lo]
+            ok = (counts[hi] > counts[lo]) & (reclaimed >= self.clear_at_least)
+            r, lo, hi = r[ok], lo[ok], hi[ok]
+            saved[r] += reclaimed[ok]
+            cleared[r] = upto[r]
+            act_run.append(r), act_call.append(np.full(len(r), k, dtype=np.int64))
+            act_lo.append(lo), act_hi.append(hi)
+        declined = b.needs
+        if not act_run:
+            plans = Plans(*(np.zeros(0, dtype=np.int64) for _ in range(4)), np.zeros(runs, dtype=np.int64))
+        else:
+            lo, hi = np.concatenate(act_lo), np.concatenate(act_hi)
+            n = hi - lo
+            at = np.repeat(lo, n) + positions(n)  # every result each activation clears (excluded too)
+            run, call = np.repeat(np.concatenate(act_run), n), np.repeat(np.concatenate(act_call), n)
+            keep = ~declined[run] if excl is None else ~declined[run] & ~excl[at]
+            run, call, at = run[keep], call[keep], at[keep]
+            index, tokens = b.index[at], b.ptok[run]
+            if self.clear_tool_inputs:  # each issuer with the first of its results
+                issued = b.first_of_issuer[at]
+                by = run[issued]
+                run, call = np.concatenate([run, by]), np.concatenate([call, call[issued]])
+                index = np.concatenate([index, b.issuer[at[issued]]])
+                tokens = np.concatenate([tokens, b.itok[by]])
+            order = np.lexsort((index, call, run))
+            state = np.full(len(order), int(MASKED), dtype=np.int64)
+            plans = Plans(call[order], index[order], tokens[order], state, np.bincount(run, minlength=runs))
+            plans.one_state = int(MASKED)
+        if declined.any():
+            plans.declined = declined
+        return plans
+
+
+class _Results(NamedTuple):
+    """What the planner reads of a batch of runs, the same for every setting. Calls as a padded table
+    (run x call position; a position past a run's end never fires), tool results laid end to end."""
+
+    base: np.ndarray  # per run and call: the request's tokens before any clear (view + residual)
+    in_view: np.ndarray  # per run and call: tool results in view
+    first: np.ndarray  # per run: where its results start among all
+    index: np.ndarray  # per result: its event index in its run
+    gain: np.ndarray  # per result: the tokens clearing it reclaims (its size less the placeholder's)
+    issuer: np.ndarray  # per result: its issuing assistant event (-1: none)
+    first_of_issuer: np.ndarray  # per result: the first result of its issuer (clearing it clears the input)
+    input_gain: np.ndarray  # per result: the tokens clearing its issuer reclaims, where first_of_issuer
+    ptok: np.ndarray  # per run: the placeholder's tokens
+    itok: np.ndarray  # per run: the input placeholder's tokens
+    needs: np.ndarray  # per run: it records needs (declined)
+
+
+def _results(traces: Sequence[Trace]) -> _Results:
+    arrays = [t.arrays for t in traces]
+    ncalls = np.array([len(a.view_end) for a in arrays], dtype=np.int64)
+    width = int(ncalls.max(initial=0))
+    never = np.iinfo(np.int64).min // 2
+    base = np.full((len(traces), width), never, dtype=np.int64)
+    in_view = np.zeros((len(traces), width), dtype=np.int64)
+    kind = KIND_CODE["tool_result"]
+    index, issuers = [], []
+    for r, (t, a) in enumerate(zip(traces, arrays, strict=True)):
+        res = np.flatnonzero(a.kind == kind)
+        index.append(res)
+        base[r, : ncalls[r]] = a.prefix[a.view_end] + a.residual
+        in_view[r, : ncalls[r]] = res.searchsorted(a.view_end)
+        issuers.append(t.derived("result_issuers", result_issuers)[res])
+    n_res = np.array([len(x) for x in index], dtype=np.int64)
+    idx, issuer = concat(index), concat(issuers)
+    run = owners(n_res)
+    ev_off = offsets(np.array([len(a.tokens) for a in arrays], dtype=np.int64))
+    tokens = concat([a.tokens for a in arrays])
+    ptok = np.array([text_size(t, PLACEHOLDER)[0] for t in traces], dtype=np.int64)
+    itok = np.array([text_size(t, INPUT_PLACEHOLDER)[0] for t in traces], dtype=np.int64)
+    has = issuer >= 0
+    key = np.where(has, issuer + ev_off[run], -1 - np.arange(len(issuer)))  # a global issuer id
+    _, first_at = np.unique(key, return_index=True)
+    first_of = np.zeros(len(issuer), dtype=bool)
+    first_of[first_at] = True
+    first_of &= has
+    input_gain = np.where(first_of, tokens[np.maximum(issuer, 0) + ev_off[run]] - itok[run], 0)
+    needs = np.array([t.derived("has_needs", has_needs) for t in traces], dtype=bool)
+    return _Results(
+        base, in_view, offsets(n_res), idx, tokens[idx + ev_off[run]] - ptok[run], issuer, first_of,
+        input_gain, ptok, itok, needs,
+    )  # fmt: skip
+
+
+def _excluded_all(traces: Sequence[Trace], names: tuple[str, ...]) -> np.ndarray:
+    """Per tool result of the batch (``_Results`` order): ``excluded``, the same test."""
+    return batch_derived(traces, f"clear_tool_uses_excluded:{names!r}", lambda ts: _excluded_of(ts, names))
+
+
+def _excluded_of(traces: Sequence[Trace], names: tuple[str, ...]) -> np.ndarray:
+    return np.array(
+        [excluded(t, names, i) for t in traces for i in t.derived("tool_results", tool_results)], dtype=bool
+    )

@@ -22,11 +22,15 @@ rule is ctxsim's (the API's summary length is not documented): clamp(``summary_r
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import ItemState, Trace
+import numpy as np
+
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
+from sim.policies.base import Change, Decision, Plans, Policy, SummaryCall, View, check_int, register
+from sim.policies.sparse_plans import sparse_plans
 from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
@@ -57,8 +61,13 @@ class SummaryState:
 
 def messages(trace: Trace, view: View) -> list[int]:
     """Visible non-instruction items in view (the messages a compaction may cover), ascending."""
-    ev, st = trace.events, view.state
-    return [i for i in range(view.n) if st[i] in VISIBLE and ev[i].kind not in INSTRUCTION_KINDS]
+    ok, st = trace.derived("not_instructions", _not_instructions), view.state
+    return [i for i in range(view.n) if ok[i] and st[i] in VISIBLE]
+
+
+def _not_instructions(trace: Trace) -> list[bool]:
+    """Per event: its kind is none of INSTRUCTION_KINDS (from the kind column: no event objects)."""
+    return (~np.isin(trace.arrays.kind, [KIND_CODE[k] for k in INSTRUCTION_KINDS])).tolist()
 
 
 def summarize(
@@ -111,6 +120,7 @@ class AnthropicServerCompaction(Policy):
         "trigger_tokens": (50000, 75000, 100000, 125000, 150000)
     }  # ``ctxsim size --policy anthropic_server_compaction``'s default grid
     acts_before_call = True
+    plans = True
     conformance_settings = ({"trigger_tokens": MIN_TRIGGER, "summary_min_tokens": 64},)
 
     def __post_init__(self) -> None:
@@ -120,9 +130,21 @@ class AnthropicServerCompaction(Policy):
     def start(self, trace: Trace) -> SummaryState:
         return SummaryState()
 
+    @property
+    def fires_at(self) -> int:
+        """The fewest request tokens that trigger a compaction (the request exceeds ``trigger_tokens``)."""
+        return self.trigger_tokens + 1
+
     def before_call(self, trace: Trace, state: SummaryState, view: View, call: int, status=None):
+        """Asked only where the request reaches ``fires_at`` by ``plan_many`` (``sparse_plans``)."""
         request = request_tokens(trace, view, call)
-        if request <= self.trigger_tokens:
+        if request < self.fires_at:
             return ()
         covered = messages(trace, view)
         return summarize(self, trace, state, view, covered, request, SUMMARY_PREFIX) or ()
+
+    def plan(self, trace: Trace):
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        return sparse_plans(self, traces, self.fires_at)

@@ -22,17 +22,25 @@ Constructor: ``TokenLimitedChatCompletionContext(model_client, *, token_limit=No
 - Records: a restore is no compaction: the change table lists each pop (a message popped again after
   a restore is listed again); the final states, the ledger and the facts follow the view.
 - Cache: the request changes from the first popped message on, mid-conversation, on most calls.
+- Plan: ``plan_many`` gives ``before_call``'s decisions for many runs at once (the batch path), with
+  each run's split requests (``Plans.unpaired``), and declines those it does not model (a first
+  message that is a tool result, a pair further apart); ``before_call`` stays the reference
+  (tests/test_plans_autogen.py holds one to the other).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import accumulate, chain, compress
+from itertools import chain, compress
 from operator import eq, itemgetter, ne
 
+import numpy as np
+
 from sim.core.types import ItemState, Trace
-from sim.policies.base import Change, Policy, View, check_int, register
+from sim.policies.autogen_plan import batch, member_table, previous_in_run, ranges
+from sim.policies.base import Change, Plan, Plans, Policy, View, check_int, register
 from sim.policies.strands_sliding_window import Frame, Turns, frame, turns
 from sim.util.errors import ConfigError
 
@@ -69,6 +77,7 @@ class AutogenTokenLimited(Policy):
     size_off = {"token_limit": None}  # switched off: the sizing's baseline
     acts_before_call = True
     splits_pairs = True
+    plans = True
     conformance_settings = ({"token_limit": 1500}, {"token_limit": 4000, "token_count": "provider"})
 
     def __post_init__(self) -> None:
@@ -86,6 +95,7 @@ class AutogenTokenLimited(Policy):
         return state.unpaired
 
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None) -> list[Change]:
+        """The rule (the module's docstring); ``plan_many`` restates it for many runs at once."""
         t, events = state.turns, trace.events
         n = t.in_view(view.n)
         heads = t.first[:n]
@@ -122,25 +132,77 @@ class AutogenTokenLimited(Policy):
         )
         return changes
 
+    def plan(self, trace: Trace) -> Plan:
+        return self.plan_many([trace])[0]
 
-class MemberTable:
-    """A trace's messages (``Turns``) as flat tables, made once per trace for the policies that walk
-    every message in view at every call: ``flat`` every message's events laid end to end in message order,
-    ``start[k]`` where message k's start (``flat[:start[n]]``: the events of the first n messages),
-    ``members[k]`` message k's events; ``results``/``issuers`` the paired tool results ascending and the
-    assistant event that issued each (``Frame.issuer`` in order)."""
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        return self.planned(traces)[0]
 
-    __slots__ = ("flat", "start", "members", "results", "issuers")
-
-    def __init__(self, trace: Trace) -> None:
-        t, f = turns(trace), frame(trace)
-        self.members = [t.members[m] for m in t.first]
-        self.flat = list(chain.from_iterable(self.members))
-        self.start = [0, *accumulate(map(len, self.members))]
-        pairs = sorted(f.issuer.items())
-        self.results = [r for r, _ in pairs]
-        self.issuers = [a for _, a in pairs]
-
-
-def member_table(trace: Trace) -> MemberTable:
-    return trace.derived("autogen_member_table", MemberTable)
+    def planned(self, traces: Sequence[Trace]) -> tuple[Plans, np.ndarray]:
+        """``before_call`` for many runs at once, and each run's ``unpaired_requests`` (exact where the
+        run is not declined for a pair further apart or a first tool-result message). Popping the
+        message at ``len // 2`` again and again takes a growing slice from the middle: after p pops of
+        n messages the kept ones are the first ``ceil((n - p) / 2)`` and the last ``(n - p) // 2``, so
+        the pops a call needs (the fewest whose slice outweighs the count's excess over the limit, else
+        all) are found by a binary search over every call at once, from the recorded sizes alone (a
+        re-read adds to the request, never to what the context counts: runs with needs are planned
+        too). Each call then changes the messages in one slice and not the other (the previous
+        call's): popped ones DROPPED, those back in view VERBATIM at their recorded size."""
+        b = batch(traces)
+        run = b.call_run
+        n = b.count
+        rows = b.start_off[run]  # each call's run's rows of ``prefix`` / ``start`` / ``cross``
+        limits = [self.limit(t) for t in traces]
+        limit = np.array([-1 if x is None else x for x in limits], dtype=np.int64)[run]
+        if self.token_count == "provider":
+            count = b.event_prefix + b.residual
+        else:
+            count = b.prefix[rows + n]
+        excess = np.where(limit >= 0, count - limit, 0)
+        lo, hi = np.zeros(len(n), dtype=np.int64), n.copy()
+        lo[excess <= 0] = hi[excess <= 0] = 0
+        open_ = lo < hi
+        while open_.any():  # the fewest pops whose slice covers the excess (all n when none does)
+            mid = (lo + hi) // 2
+            popped = b.prefix[rows + n - (n - mid) // 2] - b.prefix[rows + (n - mid + 1) // 2]
+            enough = popped >= excess
+            hi = np.where(open_ & enough, mid, hi)
+            lo = np.where(open_ & ~enough, mid + 1, lo)
+            open_ = lo < hi
+        a = (n - lo + 1) // 2  # the popped messages: [a, e)
+        e = n - (n - lo) // 2
+        none = a == e  # nothing popped: one empty slice
+        a[none] = e[none] = 0
+        a0, e0 = previous_in_run(a, b, 0), previous_in_run(e, b, 0)
+        # the messages in one slice and not the other: three pieces between the four ends, in order
+        ends = np.sort(np.stack([a0, e0, a, e], axis=1), axis=1)
+        lo_ = ends[:, :3].ravel()
+        hi_ = ends[:, 1:].ravel()
+        now = ((lo_ >= np.repeat(a, 3)) & (lo_ < np.repeat(e, 3))).astype(np.int64)
+        then = ((lo_ >= np.repeat(a0, 3)) & (lo_ < np.repeat(e0, 3))).astype(np.int64)
+        rows3 = np.repeat(rows, 3)
+        lo_, hi_ = b.start[rows3 + lo_], b.start[rows3 + hi_]  # as places in ``flat``
+        piece = np.flatnonzero((now != then) & (hi_ > lo_))
+        sizes = hi_[piece] - lo_[piece]
+        pos = ranges(lo_[piece], hi_[piece])
+        dropped = np.repeat(now[piece], sizes).astype(bool)
+        index = b.flat[pos]
+        state = np.where(dropped, int(DROPPED), int(VERBATIM))
+        tokens = np.where(dropped, 0, b.tokens[pos])
+        call_counts = np.bincount(piece // 3, weights=sizes, minlength=len(n)).astype(np.int64)
+        counts = np.bincount(run, weights=call_counts, minlength=b.n_runs).astype(np.int64)
+        plans = Plans.by_call(call_counts, b.local_call, index, tokens, state, counts)
+        # a request splits a pair when one message of it is popped and the other kept: a pair of
+        # adjacent messages crosses one end of the slice (``cross``: the first result message past it)
+        split = (a < e) & ((b.cross[rows + a] < n) | (b.cross[rows + e] < n))
+        unpaired = np.bincount(run, weights=split, minlength=b.n_runs).astype(np.int64)
+        acts = np.bincount(run, weights=e > a, minlength=b.n_runs) > 0
+        # declined: a pair further apart while popping (it may straddle the whole slice, the count
+        # above does not see it), a first message that is a tool result (AutoGen drops it: not modelled)
+        first_result = b.result[np.minimum(b.msg_off, max(len(b.result) - 1, 0))] & (b.n_msgs > 0)
+        declined = (b.long_pairs & acts) | first_result
+        if declined.any():
+            plans.declined = declined
+        if unpaired.any():
+            plans.unpaired = unpaired
+        return plans, unpaired

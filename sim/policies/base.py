@@ -47,7 +47,9 @@ class Plan(NamedTuple):
     only a run with needs does; such a planner declines those runs. ``summaries``: the metered
     summarizer calls, (call, input tokens, output tokens) in the order made (several before one call:
     each its own row, as ``Decision.summary`` as a list). ``declined``: the planner cannot say what
-    this run does (a ``Decision.stop``, a run whose sizes may change): the per-call loop replays it."""
+    this run does (a ``Decision.stop``, a run whose sizes may change): the per-call loop replays it.
+    ``unpaired``: a ``splits_pairs`` policy's requests of the run that split a tool call from its
+    result, as its ``unpaired_requests`` counts them (the batch path's record carries it)."""
 
     call: Sequence[int]
     index: Sequence[int]
@@ -55,6 +57,7 @@ class Plan(NamedTuple):
     state: Sequence[int]
     summaries: Sequence[tuple[int, int, int]] = ()
     declined: bool = False
+    unpaired: int = 0  # a ``splits_pairs`` policy: its requests that split a pair (``unpaired_requests``)
 
 
 class Plans:
@@ -63,7 +66,7 @@ class Plans:
     ``Plan``. The engine's fast path reads the arrays whole instead of one plan per run."""
 
     __slots__ = ("_call", "index", "tokens", "state", "counts", "call_counts", "_local", "_bounds", "_whole")
-    __slots__ += ("ascending", "one_state", "summaries", "declined")
+    __slots__ += ("ascending", "one_state", "summaries", "declined", "unpaired")
 
     def __init__(
         self, call: np.ndarray, index: np.ndarray, tokens: np.ndarray, state: np.ndarray, counts: np.ndarray
@@ -84,6 +87,8 @@ class Plans:
         self.summaries: list[tuple[tuple[int, int, int], ...]] | None = None
         # per run: the planner declined it (``Plan.declined``; None: none declined)
         self.declined: np.ndarray | None = None
+        # per run: its requests that split a pair (``Plan.unpaired``; None: none does)
+        self.unpaired: np.ndarray | None = None
 
     @classmethod
     def by_call(
@@ -117,6 +122,8 @@ class Plans:
             out.summaries = [tuple(map(tuple, p.summaries)) if len(p) > 4 else () for p in plans]
         if any(len(p) > 5 and p.declined for p in plans):
             out.declined = np.array([len(p) > 5 and bool(p.declined) for p in plans], dtype=bool)
+        if any(len(p) > 6 and p.unpaired for p in plans):
+            out.unpaired = np.array([int(p.unpaired) if len(p) > 6 else 0 for p in plans], dtype=np.int64)
         return out
 
     def __len__(self) -> int:
@@ -154,9 +161,11 @@ class Plans:
         lo, hi = self._bounds[j], self._bounds[j + 1]
         summaries = () if self.summaries is None else self.summaries[j]
         declined = self.declined is not None and bool(self.declined[j])
+        unpaired = 0 if self.unpaired is None else int(self.unpaired[j])
         return Plan(
-            self.call[lo:hi], self.index[lo:hi], self.tokens[lo:hi], self.state[lo:hi], summaries, declined
-        )
+            self.call[lo:hi], self.index[lo:hi], self.tokens[lo:hi], self.state[lo:hi], summaries, declined,
+            unpaired,
+        )  # fmt: skip
 
 
 class SummaryCall(NamedTuple):

@@ -24,12 +24,14 @@ x covered tokens, ``summary_min_tokens``, ``summary_max_tokens``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import Trace
+from sim.core.types import KIND_CODE, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
-from sim.policies.base import Policy, View, check_int, register
+from sim.policies.base import Plans, Policy, View, check_int, register
+from sim.policies.sparse_plans import sparse_plans
 from sim.util.errors import ConfigError
 
 OUTPUT_RESERVE_CAP = 20000
@@ -65,6 +67,7 @@ class ClaudeCodeAutoCompact(Policy):
     }  # ``ctxsim size --policy claude_code_auto_compact``'s default grid
     size_harsher = frozenset({"buffer_tokens"})  # larger acts earlier
     acts_before_call = True
+    plans = True
     conformance_settings = (
         {"context_window": 1200, "max_output_tokens": 100, "buffer_tokens": 100, "summary_min_tokens": 32},
         {
@@ -97,13 +100,20 @@ class ClaudeCodeAutoCompact(Policy):
         return SummaryState()
 
     def before_call(self, trace: Trace, state: SummaryState, view: View, call: int, status=None):
+        """Asked only where the request reaches ``threshold`` by ``plan_many`` (``sparse_plans``)."""
         request = request_tokens(trace, view, call)
         if request < self.threshold:
             return ()
-        events = trace.events
+        kind, result = trace.arrays.kind, KIND_CODE["tool_result"]
         msgs = messages(trace, view)
-        recent = [i for i in msgs if events[i].kind == "tool_result"][::-1][: self.restore_files]
+        recent = [i for i in msgs if kind[i] == result][::-1][: self.restore_files]
         restored = {i for i in recent if view.tokens[i] <= self.restore_file_max_tokens}
         covered = [i for i in msgs if i not in restored]
         instruction, _ = text_size(trace, COMPACT_PROMPT)
         return summarize(self, trace, state, view, covered, request + instruction, SUMMARY_PREFIX) or ()
+
+    def plan(self, trace: Trace):
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        return sparse_plans(self, traces, self.threshold)

@@ -22,12 +22,14 @@ rule is ctxsim's: clamp(``summary_ratio`` x covered tokens, ``summary_min_tokens
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sim.core.types import ItemState, Trace
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.policies.anthropic_clear_tool_uses import request_tokens, text_size
 from sim.policies.anthropic_server_compaction import SummaryState, check_summary_knobs, messages, summarize
-from sim.policies.base import Change, Policy, View, check_int, register
+from sim.policies.base import Change, Plans, Policy, View, check_int, register
+from sim.policies.sparse_plans import sparse_plans
 from sim.util.errors import ConfigError
 
 SUMMARY_PREFIX = (
@@ -62,6 +64,7 @@ class CodexAutoCompact(Policy):
         "auto_compact_token_limit": (64000, 96000, 128000, 180000, 240000)
     }  # ``ctxsim size --policy codex_auto_compact``'s default grid
     acts_before_call = True
+    plans = True
     conformance_settings = (
         {"context_window": 1000, "user_message_max_tokens": 30, "summary_min_tokens": 32},
         {"context_window": 4000, "auto_compact_token_limit": 1200, "summary_min_tokens": 64},
@@ -87,16 +90,17 @@ class CodexAutoCompact(Policy):
         return SummaryState()
 
     def before_call(self, trace: Trace, state: SummaryState, view: View, call: int, status=None):
+        """Asked only where the request reaches ``limit`` by ``plan_many`` (``sparse_plans``)."""
         request = request_tokens(trace, view, call)
         if request < self.limit:
             return ()
-        events = trace.events
+        kind, user = trace.arrays.kind, KIND_CODE["user"]
         msgs = messages(trace, view)
         kept: set[int] = set()
         extra: list[Change] = []
         left = self.user_message_max_tokens
         for i in reversed(msgs):
-            if events[i].kind != "user" or left <= 0:
+            if kind[i] != user or left <= 0:
                 continue
             t = view.tokens[i]
             kept.add(i)
@@ -114,3 +118,9 @@ class CodexAutoCompact(Policy):
         if decision is None:
             return extra
         return decision
+
+    def plan(self, trace: Trace):
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces: Sequence[Trace]) -> Plans:
+        return sparse_plans(self, traces, self.limit)

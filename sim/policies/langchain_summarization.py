@@ -34,22 +34,33 @@ a fraction ``keep`` falls back to 20 messages.
   its size); the others the summarizer was given are SUMMARIZED at 0 tokens, those it never saw DROPPED.
 - Summary call: input = the prompt + what the summarizer was given; output by the size rule.
 - Cache: each summarization rewrites from the first replaced message on.
+
+Plan (``plan``, the engine's batch path): the run's summaries walked call by call with prefix sums of its
+messages; a run with needs is declined (the loop replays it), and with ``token_count`` ``provider`` a
+run whose outputs are not all recorded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sim.core.types import ItemState, Trace
+import numpy as np
+
+from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import scale_tokens
+from sim.information.state import has_needs
 from sim.policies.anthropic_clear_tool_uses import text_size
 from sim.policies.autogen_token_limited import check_token_count
-from sim.policies.base import Change, Decision, Policy, SummaryCall, View, check_int, register
-from sim.policies.strands_sliding_window import frame
+from sim.policies.base import Change, Decision, Plan, Policy, SummaryCall, View, check_int, register
+from sim.policies.strands_sliding_window import NOT_MESSAGES, frame
 from sim.util.errors import ConfigError
 
 SUMMARIZED, DROPPED, VERBATIM = ItemState.SUMMARIZED, ItemState.DROPPED, ItemState.VERBATIM
+_SUMMARIZED, _DROPPED = int(SUMMARIZED), int(DROPPED)
+_RESULT, _ASSISTANT = KIND_CODE["tool_result"], KIND_CODE["assistant"]
+_NOT_MESSAGE_CODES = tuple(KIND_CODE[k] for k in NOT_MESSAGES)  # the agent's system message
 SUMMARY_PREFIX = "Here is a summary of the conversation to date:\n\n"
 FALLBACK = "Previous conversation was too long to summarize."
 SUMMARY_PROMPT = (
@@ -137,6 +148,7 @@ class LangchainSummarization(Policy):
     summary_max_tokens: int = 2048
 
     name = "langchain_summarization"
+    plans = True
     size_grid = {
         "trigger": (32000, 64000, 96000, 128000),
         "keep": (10, 20, 40),
@@ -178,14 +190,16 @@ class LangchainSummarization(Policy):
     def _full_bytes(self, trace: Trace, state: _State, view: View, i: int) -> int:
         return view.nbytes[i] if i == state.carrier else sum(self._lines(trace, state, view, i))
 
-    def _met(self, trace: Trace, state: _State, msgs: list[int], count: int, view: View) -> bool:
-        """LangChain's ``_should_summarize``: any clause whose every threshold is reached."""
-        reported = None  # the newest response's reported total, looked up once when a threshold needs it
+    def _met(self, trace: Trace, n_msgs: int, count: int, reported_of: Callable[[], int]) -> bool:
+        """LangChain's ``_should_summarize``: any clause whose every threshold is reached, by the state's
+        ``n_msgs`` messages of ``count`` tokens; ``reported_of()``: the newest response's reported total
+        (``_reported``), asked at most once, when a token threshold is not reached by the count."""
+        reported = None
         for clause in self._clauses:
             met = True
             for kind, value in clause.items():
                 if kind == "messages":
-                    met = len(msgs) >= value
+                    met = n_msgs >= value
                 else:
                     if kind == "fraction":
                         if trace.context_window is None:
@@ -194,7 +208,7 @@ class LangchainSummarization(Policy):
                         value = max(int(trace.context_window * value), 1)
                     if count < value:
                         if reported is None:
-                            reported = self._reported(trace, state, msgs)
+                            reported = reported_of()
                         met = reported >= value
                 if not met:
                     break
@@ -302,8 +316,25 @@ class LangchainSummarization(Policy):
             taken.pop()
         return taken[::-1]
 
+    def _summary(self, trace: Trace, given: list[tuple[int, int]]) -> tuple[int, int, SummaryCall | None]:
+        """The summary message's (tokens, bytes) and the summarizer call for what it was ``given``
+        (``_trim``'s answer), or the fixed text and no call when it was given nothing."""
+        if not given:
+            return (*text_size(trace, SUMMARY_PREFIX + FALLBACK), None)
+        basis = sum(t for _, t in given)
+        out = min(max(round(self.summary_ratio * basis), self.summary_min_tokens), self.summary_max_tokens)
+        ptok, pbytes = text_size(trace, SUMMARY_PREFIX)
+        bpt = trace.bytes_per_token or 4.0
+        return (
+            ptok + out,
+            pbytes + round(out * bpt),
+            SummaryCall(text_size(trace, SUMMARY_PROMPT)[0] + basis, out),
+        )
+
     # ---------------------------------------------------------------------------------- decision
     def before_call(self, trace: Trace, state: _State, view: View, call: int, status=None):
+        """The middleware's ``before_model``; ``plan`` below restates it for whole runs (held to it by
+        tests/test_plans_langchain.py)."""
         if call > 0 and status is not None and status.last_input is not None:
             state.reported[call - 1] = status.last_input + (status.last_output or 0)
         if self.trigger is None:
@@ -313,7 +344,7 @@ class LangchainSummarization(Policy):
         if state.carrier >= 0:
             msgs.insert(0, state.carrier)
         count = sum(view.tokens[i] for i in msgs)
-        if not self._met(trace, state, msgs, count, view):
+        if not self._met(trace, len(msgs), count, lambda: self._reported(trace, state, msgs)):
             return ()
         cutoff = self._cutoff(trace, state, view, msgs)
         if cutoff <= 0:
@@ -322,18 +353,7 @@ class LangchainSummarization(Policy):
         given = self._trim(trace, state, view, span)
         seen = {i for i, _ in given}
         slot = span[0]
-        bpt = trace.bytes_per_token or 4.0
-        if given:
-            basis = sum(t for _, t in given)
-            out = min(
-                max(round(self.summary_ratio * basis), self.summary_min_tokens), self.summary_max_tokens
-            )
-            ptok, pbytes = text_size(trace, SUMMARY_PREFIX)
-            tokens, nbytes = ptok + out, pbytes + round(out * bpt)
-            summary = SummaryCall(text_size(trace, SUMMARY_PROMPT)[0] + basis, out)
-        else:
-            tokens, nbytes = text_size(trace, SUMMARY_PREFIX + FALLBACK)
-            summary = None
+        tokens, nbytes, summary = self._summary(trace, given)
         changes = [Change(slot, SUMMARIZED, tokens, nbytes, "summary")]
         for i in span[1:]:
             changes.append(
@@ -344,7 +364,258 @@ class LangchainSummarization(Policy):
         state.carrier = slot
         return Decision(changes, summary, forgets_summary=summary is None)
 
+    # -------------------------------------------------------------------------------------- plan
+    def plan(self, trace: Trace) -> Plan:
+        """``before_call``'s decisions for the whole run (held to the loop by
+        tests/test_plans_langchain.py). The state's messages are always the carrier, if any, then the
+        message events from position ``lo`` to the view's end (a summary replaces a prefix of them), so
+        their count and number are prefix sums; the trigger (``_met``), the summarizer's input
+        (``_trim``) and the summary's size (``_summary``) are the policy's own; the cutoff is
+        ``_cutoff`` on those sums (``_plan_cutoff``). With a local count the trigger is only reached by
+        a view that grew: a binary search finds the next call that reaches it. Declined: a run with needs
+        (the mock model's re-reads grow later requests), and with ``token_count`` ``provider`` a run
+        whose outputs are not all recorded (the reported totals are the mock model's)."""
+        a = trace.arrays
+        provider = self.token_count == "provider"
+        if self.trigger is None:
+            return Plan((), (), (), ())
+        if trace.derived("has_needs", has_needs) or provider and bool((a.output_tokens < 0).any()):
+            return Plan((), (), (), (), declined=True)
+        m = trace.derived("langchain_messages", _Messages)
+        in_view, prefix, messages = m.in_view, m.prefix, m.messages
+        ncalls = len(in_view)
+        run = _PlanRun(trace, m)
+        reported_of = (lambda: -1) if not provider else run.reported
+        call: list[int] = []
+        index: list[int] = []
+        tokens: list[int] = []
+        states: list[int] = []
+        summaries: list[tuple[int, int, int]] = []
+        c = 0
+        while c < ncalls:
+            if not provider and m.grows:  # the next call that reaches the trigger (none: done)
+                if not self._met(trace, run.n_msgs(ncalls - 1), run.count(ncalls - 1), reported_of):
+                    break
+                low, high = c, ncalls - 1
+                while low < high:
+                    mid = (low + high) // 2
+                    if self._met(trace, run.n_msgs(mid), run.count(mid), reported_of):
+                        high = mid
+                    else:
+                        low = mid + 1
+                c = low
+            else:
+                run.call = c
+                if not self._met(trace, run.n_msgs(c), run.count(c), reported_of):
+                    run.sent(c)
+                    c += 1
+                    continue
+            run.call = c
+            cutoff = self._plan_cutoff(trace, run, c)
+            if cutoff > 0:
+                lo, carried = run.lo, run.carrier >= 0
+                span = ([run.carrier] if carried else []) + messages[lo : lo + cutoff - carried]
+                run.state.carrier = run.carrier
+                given = self._trim(trace, run.state, run.view, span)
+                size, nbytes, summary = self._summary(trace, given)
+                seen = {i for i, _ in given}
+                call += [c] * len(span)
+                index += span
+                tokens += [size] + [0] * (len(span) - 1)
+                states += [_SUMMARIZED] + [_SUMMARIZED if i in seen else _DROPPED for i in span[1:]]
+                if summary is not None:
+                    summaries.append((c, summary.input_tokens, summary.output_tokens))
+                replaced = (run.carrier_tokens if carried else 0) + prefix[lo + cutoff - carried] - prefix[lo]
+                run.delta += size - replaced
+                run.lo = lo + cutoff - carried
+                run.carrier, run.carrier_tokens = span[0], size
+                run.view.tokens[span[0]], run.view.nbytes[span[0]] = size, nbytes
+            if provider:
+                run.sent(c)
+            c += 1
+        return Plan(call, index, tokens, states, tuple(summaries))
+
+    def _plan_cutoff(self, trace: Trace, run: _PlanRun, c: int) -> int:
+        """``_cutoff`` of call ``c``'s state messages, read from ``run``'s prefix sums (``_token_cutoff``'s
+        binary search as written; ``_safe_cutoff``'s backward scan as the nearest issuer's position)."""
+        kind, value = size_spec(self.name, "keep", self.keep, "messages")
+        n = run.n_msgs(c)
+        if kind != "messages":
+            target = None
+            if kind == "tokens":
+                target = value
+            elif trace.context_window is not None:
+                target = int(trace.context_window * value)
+            if target is not None:
+                return run.token_cutoff(c, n, max(target, 1))
+            value = DEFAULT_KEEP
+        if n <= value:
+            return 0
+        return run.safe_cutoff(c, n, n - value)
+
+
+class _SummaryView:
+    """The sizes ``_trim`` reads while a plan is made: every item's recorded ones, the carrier's its
+    summary's (the items it reads are verbatim messages and the carrier)."""
+
+    __slots__ = ("tokens", "nbytes")
+
+    def __init__(self, trace: Trace) -> None:
+        self.tokens: list[int] = trace.arrays.tokens.tolist()
+        self.nbytes: list[int] = trace.arrays.bytes.tolist()
+
+
+class _Messages:
+    """A trace's messages as a plan counts them, from its columns (no events): the message events
+    (``Frame.messages``) and their prefix sums, how many are in each call's view, whether views only
+    grow, and before each message position the newest assistant message's position (-1: none)."""
+
+    __slots__ = ("messages", "before", "prefix", "in_view", "grows", "kinds", "newest_assistant")
+
+    def __init__(self, trace: Trace) -> None:
+        a = trace.arrays
+        is_message = ~np.isin(a.kind, _NOT_MESSAGE_CODES)
+        messages = np.flatnonzero(is_message)
+        before = np.zeros(len(a.kind) + 1, dtype=np.int64)  # message events before each event
+        np.cumsum(is_message, out=before[1:])
+        prefix = np.zeros(len(messages) + 1, dtype=np.int64)
+        np.cumsum(a.tokens[messages], out=prefix[1:])
+        in_view = before[a.view_end]
+        assistant = np.where(a.kind[messages] == _ASSISTANT, np.arange(len(messages)), -1)
+        self.messages: list[int] = messages.tolist()
+        self.before: list[int] = before.tolist()
+        self.prefix: list[int] = prefix.tolist()
+        self.in_view: list[int] = in_view.tolist()
+        self.grows = bool((in_view[1:] >= in_view[:-1]).all())
+        self.kinds: list[int] = a.kind.tolist()
+        self.newest_assistant: list[int] = [-1, *np.maximum.accumulate(assistant).tolist()]
+
 
 def _call_of_event(trace: Trace) -> dict[int, int]:
     """assistant event -> the call that produced it."""
     return {c.event_index: c.index for c in trace.calls}
+
+
+class _PlanRun:
+    """One run's state while ``LangchainSummarization.plan`` walks its calls: the carrier and its size,
+    the first verbatim message position ``lo``, the net change of the view so far (``delta``) and, with
+    ``token_count`` ``provider``, each call's reported total. ``msgs`` below is ``before_call``'s list:
+    the carrier, then the messages from ``lo`` to the view's end."""
+
+    __slots__ = (
+        "trace",
+        "m",
+        "lo",
+        "carrier",
+        "carrier_tokens",
+        "delta",
+        "call",
+        "totals",
+        "_view",
+        "_state",
+    )
+
+    def __init__(self, trace: Trace, m: _Messages) -> None:
+        self.trace, self.m = trace, m
+        self.lo, self.carrier, self.carrier_tokens, self.delta, self.call = 0, -1, 0, 0, 0
+        self.totals: list[int] = []  # per call so far: its request + output, as the provider reports it
+        self._view: _SummaryView | None = None
+        self._state: _State | None = None
+
+    @property
+    def view(self) -> _SummaryView:
+        if self._view is None:
+            self._view = _SummaryView(self.trace)
+        return self._view
+
+    @property
+    def state(self) -> _State:
+        if self._state is None:  # the events are built only for a run that summarizes
+            self._state = _State(self.trace)
+        return self._state
+
+    def n_msgs(self, c: int) -> int:
+        return (self.carrier >= 0) + self.m.in_view[c] - self.lo
+
+    def count(self, c: int) -> int:
+        prefix = self.m.prefix
+        return (self.carrier_tokens if self.carrier >= 0 else 0) + prefix[self.m.in_view[c]] - prefix[self.lo]
+
+    def at(self, p: int) -> int:
+        """``msgs[p]``."""
+        carried = self.carrier >= 0
+        return self.carrier if carried and p == 0 else self.m.messages[self.lo + p - carried]
+
+    def sent(self, c: int) -> None:
+        """Call ``c`` is sent: its reported total, for ``reported`` at later calls."""
+        a = self.trace.arrays
+        request = max(int(a.prefix[a.view_end[c]]) + self.delta + int(a.residual[c]), 0)
+        self.totals.append(request + int(a.output_tokens[c]))
+
+    def reported(self) -> int:
+        """``_reported`` at call ``self.call``: the total of the call that made the newest assistant
+        message in the state (-1: none, or not yet sent)."""
+        p = self.m.newest_assistant[self.m.in_view[self.call]]
+        if p >= self.lo:
+            newest = self.m.messages[p]
+        elif self.carrier >= 0 and self.m.kinds[self.carrier] == _ASSISTANT:
+            newest = self.carrier
+        else:
+            return -1
+        k = self.trace.derived("call_of_event", _call_of_event).get(newest, -1)
+        return self.totals[k] if 0 <= k < len(self.totals) else -1
+
+    def safe_cutoff(self, c: int, n: int, cut: int) -> int:
+        """``_safe_cutoff(msgs, cut)``: the backward scan's answer is the nearest position below ``cut``
+        of an issuer of the results from ``cut`` on."""
+        kinds, carrier = self.m.kinds, self.carrier
+        if cut >= n or kinds[self.at(cut)] != _RESULT or self.at(cut) == carrier:
+            return cut
+        issuer = self.state.frame.issuer
+        issuers, j = set(), cut
+        while j < n and kinds[e := self.at(j)] == _RESULT and e != carrier:
+            if e in issuer:
+                issuers.add(issuer[e])
+            j += 1
+        best, carried, before = -1, carrier >= 0, self.m.before
+        for a in issuers:
+            if a == carrier:
+                p = 0
+            elif kinds[a] in _NOT_MESSAGE_CODES or not self.lo <= before[a] < self.m.in_view[c]:
+                continue
+            else:
+                p = before[a] - self.lo + carried
+            if best < p < cut:
+                best = p
+        return best if best >= 0 else j
+
+    def token_cutoff(self, c: int, n: int, target: int) -> int:
+        """``_token_cutoff(msgs, target)`` with the suffix sums read from the prefix sums."""
+        if not n:
+            return 0
+        prefix, lo, count = self.m.prefix, self.lo, self.count(c)
+        carried = self.carrier >= 0
+
+        def suffix(k: int) -> int:  # tokens of msgs[k:]
+            if carried:
+                return count - (0 if k == 0 else self.carrier_tokens + prefix[lo + k - 1] - prefix[lo])
+            return count - (prefix[lo + k] - prefix[lo])
+
+        if suffix(0) <= target:
+            return 0
+        left, right, candidate = 0, n, n
+        for _ in range(n.bit_length() + 1):
+            if left >= right:
+                break
+            mid = (left + right) // 2
+            if suffix(mid) <= target:
+                candidate, right = mid, mid
+            else:
+                left = mid + 1
+        if candidate == n:
+            candidate = left
+        if candidate >= n:
+            if n == 1:
+                return 0
+            candidate = n - 1
+        return self.safe_cutoff(c, n, candidate)

@@ -86,7 +86,9 @@ def fold_plans(
         stable_at[1:] += through[:-1]
     else:
         at = np.flatnonzero(seam)
-        below = _changes_below(index, d, starts[at], index[starts[at]], item_base[at], len(tok))
+        below = _changes_below(
+            index, d, starts[at], index[starts[at]], item_base[at], len(tok), through[at - 1]
+        )  # (a seam is never its run's first call: the call before is its run's)
         stable_at = np.zeros(K, dtype=np.int64)
         stable_at[at] = prefix[index[starts[at]]] - prefix[item_base[at]] + below
     if last is None:
@@ -166,8 +168,36 @@ def _columns(part) -> tuple:
     return part.cols() if isinstance(part, PlanPart) else part
 
 
-def _changes_below(index, d, starts, firsts, bases, n) -> np.ndarray:
-    """For each seam: the net change its run's entries before ``start`` made to items in [base, first)."""
+def _changes_below(index, d, starts, firsts, bases, n, earlier) -> np.ndarray:
+    """For each seam: the net change its run's entries before ``start`` made to items in [base, first).
+    ``earlier``: per seam, the net change of all its run's entries before it (its run's earlier calls)."""
+    # Two kinds of seam are answered in array steps, the tree sums the others: one none of whose run's
+    # earlier entries lies below its first item has none (a plan that re-issues its oldest change every
+    # call, e.g. LangChain's per-call copy); one all of whose run's earlier entries lie below it has
+    # them all (a moving boundary behind earlier summaries, e.g. hybrid's masks). A run's earlier entries
+    # are those before ``start`` at or above ``base`` (earlier runs' items lie below it, later runs'
+    # entries come after ``start``).
+    out = np.zeros(len(starts), dtype=np.int64)
+    opened = np.sort(index).searchsorted(bases)  # each seam's run's first entry
+    inside = opened < starts
+    if inside.any():
+        pairs = np.empty(2 * int(inside.sum()), dtype=np.int64)
+        pairs[0::2], pairs[1::2] = opened[inside], starts[inside]
+        lowest = np.minimum.reduceat(index, pairs)[0::2]  # over [opened, start) of each such seam
+        highest = np.maximum.reduceat(index, pairs)[0::2]
+        f = firsts[inside]
+        below = highest < f
+        out[np.flatnonzero(inside)[below]] = earlier[inside][below]
+        inside[inside] = (lowest < f) & ~below
+    if not inside.any():
+        return out
+    at = np.flatnonzero(inside)
+    out[at] = _tree_below(index, d, starts[at], firsts[at], bases[at], n)
+    return out
+
+
+def _tree_below(index, d, starts, firsts, bases, n) -> np.ndarray:
+    """``_changes_below`` of the given seams, by a Fenwick tree of the entries in turn."""
     fen, out, j = Fenwick(n), [], 0
     index, d = index.tolist(), d.tolist()
     for start, first, base in zip(starts.tolist(), firsts.tolist(), bases.tolist(), strict=True):

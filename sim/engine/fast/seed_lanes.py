@@ -46,7 +46,7 @@ import numpy as np
 
 from sim.cost.cache import CacheRules
 from sim.cost.pricing import Price
-from sim.engine.fast.seed_lanes_blocks import Chain, Trajectory
+from sim.engine.fast.seed_lanes_blocks import Chain, Trajectory, digit_counts
 from sim.engine.fast.seed_lanes_compact import compact_lanes
 from sim.engine.fast.seed_lanes_tables import (
     BPT,
@@ -84,7 +84,7 @@ from sim.engine.fast.seed_lanes_tables import (
     VE,
     LaneBatch,
 )
-from sim.engine.fast.seed_static import NO_LIMIT, POW10, GridStatic, grid_statics, status_base_len
+from sim.engine.fast.seed_static import NO_LIMIT, GridStatic, grid_statics, status_base_len
 from sim.engine.model import ReplayModel
 from sim.policies.seed_engine import SeedEngine
 from sim.policies.seed_messages import OUTPUT_CONTRACT_TOKENS
@@ -261,6 +261,7 @@ _MIN_BLOCK = 8  # call positions a block takes at least
 _BLOCK = 1 << 16  # (lane, call) entries the started lanes' first blocks take (each lane's first width)
 _BLOCK_ENTRIES = 1 << 18  # (lane, call) entries a block computes at most: bounds its memory
 _REST_ENTRIES = 1 << 14  # (lane, call) entries left from which every block runs to its run's end
+_PRICE_ENTRIES = 1 << 16  # calls ``Lanes.bill`` holds before it prices them (their arrays stay in cache)
 
 
 def _full(v, n: int) -> np.ndarray:
@@ -280,6 +281,7 @@ class Lanes:
         self.tables: dict[str, np.ndarray] | None = None  # (lane, call) row columns, when rows are asked
         self.settings: tuple = ()
         self.calls: list = []  # the started lanes' calls to price: (lanes, uncached, read, write, output)
+        self._pending = 0  # entries in ``calls`` (``bill``)
 
     def _whole_runs(self, s, fs, pos, w) -> Trajectory:
         """The block of one setting's lanes over their whole runs, before any firing: the runs' replays
@@ -321,13 +323,25 @@ class Lanes:
         n = len(lanes)
         self.calls.append((self._at[lanes], uncached, _full(read, n), _full(write, n), output))
 
-    def own_costs(self) -> np.ndarray:
-        """Each started lane's own calls' cost: priced in one pass, each call rounded on its own."""
-        own = self.own
+    def bill(self, at, uncached, read, write, output) -> None:
+        """Calls billed to the started lanes at ``at`` (the last place: no lane's), priced with the
+        calls before them once they are many (a call position's few thousand lanes cost less to price
+        together than one at a time: ``Price.cost_all`` is a dozen array operations)."""
+        self.calls.append((at, uncached, read, write, output))
+        self._pending += len(at)
+        if self._pending >= _PRICE_ENTRIES:
+            self._price_calls()
+
+    def _price_calls(self) -> None:
         if self.calls:
             at, *cols = (np.concatenate(v) for v in zip(*self.calls, strict=True))
-            np.add.at(own, at, self.cost(*cols))
-        return own[:-1]
+            np.add.at(self.own, at, self.cost(*cols))
+        self.calls, self._pending = [], 0
+
+    def own_costs(self) -> np.ndarray:
+        """Each started lane's own calls' cost: priced in a few passes, each call rounded on its own."""
+        self._price_calls()
+        return self.own[:-1]
 
     def advance(self, state: np.ndarray, fstate: np.ndarray, first_fires: bool = True) -> None:
         """Replay the started lanes (``state``, ``fstate``: one column a lane, each at the call its trigger
@@ -566,7 +580,7 @@ class Lanes:
             if summary_in is not None:
                 last = last.copy()
                 last[summary_in[0]] = summary_in[1]
-            digits = np.searchsorted(POW10, Sf[TOKENS], "right") + np.searchsorted(POW10, last, "right")
+            digits = digit_counts(Sf[TOKENS]) + digit_counts(last)
             digits += X[T_FIXED]
             stok = np.ceil(digits / fF[BPT]).astype(np.int64)  # estimate_tokens of the line
             req = total + X[T_RESID] + stok
@@ -601,7 +615,7 @@ class Lanes:
         o = X[T_OUT]
         uncached = req - read - write
         billed = ids if dead is None else np.where(dead, self.n, ids)
-        self.own[billed] += self.cost(uncached, read, write, o)  # (a position's lanes are many: priced now)
+        self.bill(billed, uncached, read, write, o.copy())  # (``o``: a row of ``X``, which is not kept)
         if self.tables is not None:
             cols = {
                 "input_tokens": req, "view_tokens": total, "status_tokens": stok,

@@ -12,6 +12,7 @@ paths use: the line's text is fixed but for five numbers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -63,6 +64,13 @@ def grid_statics(traces: Sequence[Trace], proto: SeedEngine) -> list[GridStatic]
 
 def _none(_trace: Trace) -> None:
     return None
+
+
+def _prefix(v: np.ndarray) -> np.ndarray:
+    """0 then the running sums of ``v`` (int64)."""
+    out = np.zeros(len(v) + 1, dtype=np.int64)
+    np.cumsum(v, out=out[1:])
+    return out
 
 
 def _spans(first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -117,34 +125,25 @@ class GridStatic:
         self.tm_saving = np.zeros(len(tm) + 1, dtype=np.int64)  # prefix sums of est - est_cleared
         if len(tm):
             np.cumsum(self.est[tm] - self.est_cleared[tm], out=self.tm_saving[1:])
-        self.tm_off, self.tm_items = _spans(np.array(self.first)[tm], np.array(self.end)[tm])
         M = len(self.first)
-        self.m_off, self.m_items = _spans(
-            np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
-        )
+        first, end = np.array(self.first, dtype=np.int64), np.array(self.end, dtype=np.int64)
+        self.tm_off, self.tm_items = _spans(first[tm], end[tm])
+        self.m_off, self.m_items = _spans(first, end)
         # chooseSummarizeCut steps back over tool messages: where each start lands (a tool message's: the
         # last message before it that is not one, else 0)
         at = np.arange(M)
-        self.back = np.where(
-            self.role_tool, np.maximum.accumulate(np.where(self.role_tool, 0, at)), at
-        ).tolist()
+        self._back = np.where(self.role_tool, np.maximum.accumulate(np.where(self.role_tool, 0, at)), at)
         self.blocks = m.blocks
-        self.tm_off_l, self.m_off_l = self.tm_off.tolist(), self.m_off.tolist()
-        self.tm_saving_l = self.tm_saving.tolist()
-        self.tm_tok = [0, *np.cumsum(tok[self.tm_items]).tolist()]  # settled tokens of tool-message items
-        self.m_tok = [0, *np.cumsum(tok[self.m_items]).tolist()]  # ... of every message's items
-        ep = np.concatenate([[0], np.cumsum(self.est)])  # message estimates
-        tool_saving = np.where(self.role_tool, self.est - self.est_cleared, 0)
-        sv = np.concatenate(
-            [[0], np.cumsum(tool_saving)]
-        )  # what clearing saves (any tool message: _rendered)
-        self.ep, self.sv = ep.tolist(), sv.tolist()
-        self.dv = (ep - sv).tolist()  # prefix sums of rendered-cleared
-        self.prefix_l = self.prefix.tolist()
-        self.residual_l = self.residual.tolist()
-        nonempty = [0 if b is None else 1 for b in self.blocks]
-        self.bl = [0, *np.cumsum([b or 0 for b in self.blocks]).tolist()]
-        self.bc = [0, *np.cumsum(nonempty).tolist()]
+        # prefix sums kept as arrays (the lanes lay them end to end); the per-trace grid reads them as
+        # lists, made when it first asks (``_LISTS``)
+        self._tm_tok = _prefix(tok[self.tm_items])  # settled tokens of tool-message items
+        self._m_tok = _prefix(tok[self.m_items])  # ... of every message's items
+        self._ep = _prefix(self.est)  # message estimates
+        # what clearing saves (any tool message: _rendered)
+        self._sv = _prefix(np.where(self.role_tool, self.est - self.est_cleared, 0))
+        blocks = np.fromiter((0 if b is None else b for b in self.blocks), dtype=np.int64)
+        self._bl = _prefix(blocks)
+        self._bc = _prefix(np.fromiter((b is not None for b in self.blocks), dtype=np.int64))
         bpt = trace.bytes_per_token
         self.ph_bytes = len(PRUNE_PLACEHOLDER.encode())
         self.ph_tokens = estimate_tokens(self.ph_bytes, bpt)
@@ -154,6 +153,21 @@ class GridStatic:
         self.elapsed_s = np.maximum(np.floor(self.elapsed), 0).astype(np.int64)
         self.tools_before = np.zeros(K, dtype=np.int64)
         self.tools_before[1:] = np.cumsum(m.tool_calls)[:-1]
+
+    # the per-trace grid's lists (``sim.engine.fast.seed_grid``), each made from its array when first read
+    tm_off_l = cached_property(lambda self: self.tm_off.tolist())
+    m_off_l = cached_property(lambda self: self.m_off.tolist())
+    tm_saving_l = cached_property(lambda self: self.tm_saving.tolist())
+    tm_tok = cached_property(lambda self: self._tm_tok.tolist())
+    m_tok = cached_property(lambda self: self._m_tok.tolist())
+    ep = cached_property(lambda self: self._ep.tolist())
+    sv = cached_property(lambda self: self._sv.tolist())
+    dv = cached_property(lambda self: (self._ep - self._sv).tolist())  # prefix sums of rendered-cleared
+    prefix_l = cached_property(lambda self: self.prefix.tolist())
+    residual_l = cached_property(lambda self: self.residual.tolist())
+    bl = cached_property(lambda self: self._bl.tolist())
+    bc = cached_property(lambda self: self._bc.tolist())
+    back = cached_property(lambda self: self._back.tolist())
 
     def lane_arrays(self) -> dict[str, np.ndarray]:
         """The tables ``sim.engine.fast.seed_lanes_tables.LaneBatch`` lays end to end, as arrays (built
@@ -169,15 +183,15 @@ class GridStatic:
             "view_end": self.view_end,
             "msgs_at": self.msgs_at,
             "tools_at": self.tools_at,
-            "ep": self.ep,
-            "sv": self.sv,
-            "bl": self.bl,
-            "bc": self.bc,
-            "m_off": self.m_off_l,
-            "m_tok": self.m_tok,
-            "t_count": self.tm_off_l,
-            "t_tok": self.tm_tok,
-            "t_saving": self.tm_saving_l,
+            "ep": self._ep,
+            "sv": self._sv,
+            "bl": self._bl,
+            "bc": self._bc,
+            "m_off": self.m_off,
+            "m_tok": self._m_tok,
+            "t_count": self.tm_off,
+            "t_tok": self._tm_tok,
+            "t_saving": self.tm_saving,
         }
         memo = {name: np.array(v, dtype=i64) for name, v in lists.items()}
         memo.update(
@@ -190,10 +204,10 @@ class GridStatic:
                 # prefix sums
                 "c": np.concatenate([[0], np.cumsum(self.tm_est)]).astype(i64),
                 # per message, per tool message (a filler each)
-                "back": np.array(self.back + [0], dtype=i64),
+                "back": np.append(self._back, 0).astype(i64),
                 "first_item": np.append(first, 0),
                 "tok_first": np.append(self.tok0[first], 0).astype(i64),
-                "tm_end": np.array(self.tm + [len(self.ep) - 1], dtype=i64),
+                "tm_end": np.array(self.tm + [len(self._ep) - 1], dtype=i64),
                 "t_first": np.append(first[np.array(self.tm, dtype=i64)], 0),
                 "newest": np.append(self.tm_est, 0).astype(i64),
             }
