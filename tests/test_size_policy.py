@@ -154,6 +154,7 @@ def corpus(tmp_path_factory):
         "tool_result_head_tail",
         "llm_summary",
         "openhands_amortized_forgetting",
+        "openhands_hard_context_reset",
         # the policies made cheaper to size (tests/test_policy_tables.py): per-trace tables, same answer
         "openhands_recent_events",
         "openhands_llm_summarizing",

@@ -21,8 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.core.types import ItemState, Trace
-from sim.policies.base import View, check_int, register
+from sim.policies.base import Plan, View, check_int, register
 from sim.policies.openhands_memory import SUM, Events, V0Condenser, V0State, events_of
+from sim.policies.openhands_plan import v0_plan
 from sim.util.errors import ConfigError
 
 
@@ -61,18 +62,27 @@ class OpenHandsAmortizedForgetting(V0Condenser):
     rolling = True
     shares_idle = True  # ``condense`` returns its entries when under max_size
     conformance_settings = ({"keep_first": 1, "max_size": 6}, {"keep_first": 2, "max_size": 9})
+    plans = True  # ``plan``: its decisions read the events' structure alone (runs over the window: the loop)
 
     def __post_init__(self) -> None:
         check_cut(self.name, self.keep_first, self.max_size)
 
     def condense(self, t: Trace, info: Events, st: V0State, entries: list[tuple], request: bool):
-        if not (len(entries) > self.max_size or request):
+        if not (len(entries) > self.idle_size or request):
             return entries
         head = entries[: self.keep_first]
         tail_n = self.max_size // 2 - len(head)
         keep = len(head) + (len(entries) if tail_n <= 0 else 0)
         middle = entries[len(head) : max(len(entries) - tail_n, len(head))] if keep == len(head) else []
         return forget_range(entries, middle), False
+
+    @property
+    def idle_size(self) -> int:
+        return self.max_size
+
+    def plan(self, trace: Trace) -> Plan:
+        """``before_call`` at every call (``sim.policies.openhands_plan``)."""
+        return v0_plan(self, trace)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         info = events_of(trace)

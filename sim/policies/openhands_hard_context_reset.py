@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.core.types import Trace
-from sim.policies.base import Decision, Policy, RunStatus, SummaryCall, View, check_int, register
+from sim.policies.base import Decision, Plan, Policy, RunStatus, SummaryCall, View, check_int, register
 from sim.policies.openhands_llm_summarizing import (
     SdkState,
     condensed,
@@ -29,6 +29,7 @@ from sim.policies.openhands_llm_summarizing import (
     sdk_system,
 )
 from sim.policies.openhands_memory import EV, INSUFFICIENT, events_of
+from sim.policies.openhands_plan import sdk_view_plan
 from sim.util.errors import ConfigError
 
 
@@ -65,13 +66,18 @@ class OpenHandsHardContextReset(Policy):
         check_int(self.name, "summary_max_tokens", self.summary_max_tokens, self.summary_min_tokens)
 
     acts_before_call = True  # the view's properties, every call (the reset itself only on a rejection)
+    plans = True  # ``plan``: the properties read the events' structure alone (a rejection: the loop)
 
     def start(self, trace: Trace) -> SdkState:
         return SdkState()
 
     def before_call(self, trace: Trace, state: SdkState, view: View, call: int, status: RunStatus):
+        """The SDK's view properties (planned by ``plan``: ``sim.policies.openhands_plan.sdk_view_plan``)."""
         entries = enforce(events_of(trace), sdk_raw(trace, events_of(trace), state, view))
         return sdk_changes(trace, state, view, entries)
+
+    def plan(self, trace: Trace) -> Plan:
+        return sdk_view_plan(trace)
 
     def on_overflow(self, trace: Trace, state: SdkState, view: View, call: int, status: RunStatus):
         info = events_of(trace)

@@ -49,7 +49,7 @@ from types import SimpleNamespace
 
 from sim.core.types import ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.policies.base import Change, Decision, RunStatus, SummaryCall, View, check_int, register
+from sim.policies.base import Change, Decision, Plan, RunStatus, SummaryCall, View, check_int, register
 from sim.policies.openhands_amortized_forgetting import check_cut, forget_range
 from sim.policies.openhands_memory import (
     EV,
@@ -63,6 +63,7 @@ from sim.policies.openhands_memory import (
     events_of,
     merged,
 )
+from sim.policies.openhands_plan import DECLINED, v0_plan
 from sim.util.errors import ConfigError
 
 SUMMARIZED = ItemState.SUMMARIZED
@@ -347,6 +348,9 @@ class OpenHandsLLMSummarizing(V0Condenser):
         {"variant": "sdk_v1", "keep_first": 2, "max_size": 10},
         {"variant": "sdk_v1", "max_tokens": 1500},
     )
+    # ``plan``: v0's decisions read the events' structure and recorded sizes alone (runs over the window:
+    # the loop); sdk_v1's read the view's tokens against the window, so its runs are declined (the loop)
+    plans = True
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
@@ -396,11 +400,15 @@ class OpenHandsLLMSummarizing(V0Condenser):
 
     # -- V0
     def condense(self, t: Trace, info: Events, st: V0State, entries: list[tuple], request: bool):
-        if not (len(entries) > self.size or request):
+        if not (len(entries) > self.idle_size or request):
             return entries
         tail = self.size // 2 - min(self.first, len(entries)) - 1
         middle = entries[self.first : -tail] if tail > 0 else []
         return forget_range(entries, [x for x in middle if x[0] == EV]), True
+
+    @property
+    def idle_size(self) -> int:
+        return self.size
 
     def summary_size(self, t: Trace, st: V0State, covered: list[int]):
         return summary_of(self, t, st, covered, events_of(t).units)
@@ -428,6 +436,10 @@ class OpenHandsLLMSummarizing(V0Condenser):
         if d.stop is None and sum(ch.tokens - view.tokens[ch.index] for ch in d.changes) >= 0:
             return Decision(stop=INSUFFICIENT, summary=d.summary)  # no progress (its summary was made)
         return d
+
+    def plan(self, trace: Trace) -> Plan:
+        """``before_call`` at every call (``sim.policies.openhands_plan``); sdk_v1: declined."""
+        return DECLINED if self.variant == "sdk_v1" else v0_plan(self, trace)
 
     def bound_violations(self, trace: Trace, view: View) -> list[str]:
         return []

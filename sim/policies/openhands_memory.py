@@ -114,25 +114,32 @@ def is_obs(info: Events, entry: tuple) -> bool:
     return entry[0] != EV or info.obs[entry[1]]
 
 
-def _sizes(t: Trace) -> tuple[list[int], list[int]]:
+def event_sizes(t: Trace) -> tuple[list[int], list[int]]:
     """Every event's tokens and bytes as lists (``apply`` reads them for every event it sends, every call)."""
     return [e.tokens for e in t.events], [e.bytes for e in t.events]
 
 
 def sends(info: Events, entries: list[tuple]) -> dict[int, int]:
     """``ConversationMemory.process_events`` over a condensed view: how often each event is sent."""
-    system, first_user = info.system, info.first_user
     sent = _walk(info, entries)
-    if system >= 0 and (EV, system) not in entries:  # an event entry is exactly (EV, i)
-        sent[system] = (
-            sent.get(system, 0) + 1
-        )  # re-created (the agent's system prompt: ctxsim sends the trace's)
-    second = 1 if entries[:1] == [(EV, system)] else 0
-    if first_user >= 0 and not (
-        len(entries) > second and entries[second][0] == EV and info.message[entries[second][1]]
-    ):
-        sent[first_user] = sent.get(first_user, 0) + 1  # re-inserted as the second message
+    for i in reinserted(info, info.system >= 0 and (EV, info.system) in entries, entries[:2]):
+        sent[i] = sent.get(i, 0) + 1  # (an event entry is exactly (EV, i))
     return sent
+
+
+def reinserted(info: Events, has_system: bool, head: list[tuple]) -> list[int]:
+    """The events ``process_events`` sends besides the view's own (``sends``): the system prompt when the
+    view lacks it (re-created: ctxsim sends the trace's), the first user message when the view's second
+    message is not a user message (re-inserted second). ``head``: the view's first two entries.
+    ``openhands_plan`` passes what it keeps of the view (its system prompt, its head)."""
+    system, first_user = info.system, info.first_user
+    out = [system] if system >= 0 and not has_system else []
+    second = 1 if head[:1] == [(EV, system)] else 0
+    if first_user >= 0 and not (
+        len(head) > second and head[second][0] == EV and info.message[head[second][1]]
+    ):
+        out.append(first_user)
+    return out
 
 
 def _walk(info: Events, entries: list[tuple]) -> dict[int, int]:
@@ -147,9 +154,18 @@ def _walk(info: Events, entries: list[tuple]) -> dict[int, int]:
     if memo is not None and len(memo[0]) <= len(entries) and entries[: len(memo[0])] == memo[0]:
         lo = len(memo[0])
         pending, answered, sent = dict(memo[1]), dict(memo[2]), dict(memo[3])
+    walk_on(info, entries[lo:] if lo else entries, pending, answered, sent)
+    info.scan = (list(entries), pending, answered, dict(sent))
+    return sent
+
+
+def walk_on(info: Events, entries, pending: dict, answered: dict, sent: dict) -> None:
+    """``_walk``'s pass over ``entries`` from the state an earlier pass left (``pending`` actions,
+    ``answered`` call ids; both updated): adds to ``sent`` each send it makes (the planner passes an
+    empty dict to learn what the new entries sent, ``sim.policies.openhands_plan``)."""
     get = sent.get
     calls, paired, call_id, mute, needs = info.calls, info.paired, info.call_id, info.mute, info.needs
-    for x in entries[lo:] if lo else entries:
+    for x in entries:
         if x[0] != EV:
             continue  # a placeholder or a summary: a user message (sized by the entry)
         i = x[1]
@@ -173,8 +189,6 @@ def _walk(info: Events, entries: list[tuple]) -> dict[int, int]:
                 for c in pending.pop(a):
                     r = answered.pop(c)
                     sent[r] = get(r, 0) + 1
-    info.scan = (list(entries), pending, answered, dict(sent))
-    return sent
 
 
 def placeholder_size(text: str, t: Trace) -> tuple[int, int]:
@@ -204,8 +218,8 @@ def apply(
     placeholders = {x[1]: (x[2], x[3]) for x in odd if x[0] == PH}
     changes = []
     vstate, vtokens, vbytes, n = view.state, view.tokens, view.nbytes, view.n
-    tokens, nbytes = t.derived("openhands_sizes", _sizes)
-    # The rule per event is ``_want``'s. Most events of ``mine`` fall in one of two groups that are
+    tokens, nbytes = t.derived("openhands_sizes", event_sizes)
+    # The rule per event is ``want_of``'s. Most events of ``mine`` fall in one of two groups that are
     # mostly as wanted already from the last call: forgotten (in none of the sets below: DROPPED at 0)
     # and sent as they are. In each, the events not yet as wanted are found at C speed and only they are
     # walked; the rest are walked. The walks' changes are put back in index order, the order of a walk
@@ -227,7 +241,8 @@ def apply(
     walk = [rest, sent_plain, _below(sorted(mine & special - plain), n)]
     for group in walk:
         for i in group:
-            want = _want(t, info, view, i, sent, placeholders, present, summarized, carrier, summary)
+            want = want_of(t, info, vstate[i], i, sent.get(i, 0), placeholders, present, summarized, carrier,
+                         summary)  # fmt: skip
             if want is not None and (vstate[i], vtokens[i], vbytes[i]) != want:
                 changes.append(Change(i, want[0], want[1], want[2], "openhands"))
     if sum(1 for g in walk if g) > 1:
@@ -266,16 +281,18 @@ def _below(ascending: list[int], n: int) -> list[int]:
     return ascending[: bisect_left(ascending, n)]
 
 
-def _want(t, info, view, i, sent, placeholders, present, summarized, carrier, summary) -> tuple | None:
+def want_of(t, info, state, i, times, placeholders, present, summarized, carrier, summary) -> tuple | None:
     """What event i of a condenser's events must be for OpenHands' condensed view: (state, tokens,
-    bytes), or None to leave it as it is (a bounded result sent once, a present event never sent)."""
+    bytes), or None to leave it as it is (a bounded result sent once, a present event never sent).
+    ``state``: its state in the view now; ``times``: how often ``sends`` sends it (0: not sent). Read by
+    ``apply`` and by the planner (``sim.policies.openhands_plan``)."""
     if i == carrier:
         return (SUMMARIZED, *summary)
-    if i in sent:
-        if view.state[i] == ItemState.BOUNDED and sent[i] == 1:
+    if times:
+        if state == ItemState.BOUNDED and times == 1:
             return None
-        tokens, nbytes = t.derived("openhands_sizes", _sizes)
-        return (V, tokens[i] * sent[i], nbytes[i] * sent[i])  # openhands_recent_events: twice
+        tokens, nbytes = t.derived("openhands_sizes", event_sizes)
+        return (V, tokens[i] * times, nbytes[i] * times)  # openhands_recent_events: twice
     if i in placeholders:
         return (MASKED, *placeholders[i])
     if i in present:
@@ -390,7 +407,7 @@ def _pristine(st: V0State) -> bool:
     )
 
 
-def _fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
+def fresh_sizes(t: Trace) -> tuple[list[int], list[int]]:
     return t.arrays.tokens.tolist(), t.arrays.bytes.tolist()  # what the loop admits an event at
 
 
@@ -403,7 +420,7 @@ def _as_left(t: Trace, st: V0State, view: View) -> bool:
         return False
     if n == m:
         return True
-    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", _fresh_sizes)
+    fresh_tokens, fresh_bytes = t.derived("openhands_fresh_sizes", fresh_sizes)
     return (
         view.state[m:n].count(V) == n - m
         and view.tokens[m:n] == fresh_tokens[m:n]
@@ -454,6 +471,13 @@ class V0Condenser(Policy):
         """The condensed view (a list of entries), or ``(forgotten event indices, summarize?)``."""
         raise NotImplementedError
 
+    @property
+    def idle_size(self) -> int:
+        """``condense`` returns the very entries it is given (no request) while they are at most this
+        many (a rolling condenser's ``max_size``); -1: it may change them at any call. The planner skips
+        the calls it would leave alone (``sim.policies.openhands_plan``)."""
+        return -1
+
     def summary_size(self, t: Trace, st: V0State, covered: list[int]) -> tuple[tuple[int, int], SummaryCall]:
         raise NotImplementedError
 
@@ -472,36 +496,43 @@ class V0Condenser(Policy):
                 mine |= st.masked | st.hidden
                 return res, mine, calls
             forget, summarize = res
-            gone = sorted(forget)
-            if not gone:
-                raise Insufficient("nothing to forget")
-            if summarize and request and all(i == info.first_user or info.mute[i] for i in gone):
-                # covers only the first user message, which ConversationMemory re-sends: the summary
-                # adds to the request and nothing leaves it (OpenHands summarizes, then fails)
-                raise Insufficient("no progress", [*calls, self.summary_size(t, st, gone)[1]])
-            mine.update(gone)
-            if summarize:
-                size, call = self.summary_size(t, st, gone)
-                calls.append(call)
-                st.summarized.update(gone)
-                if st.carrier < 0:
-                    # not an event ConversationMemory sends all the same (the first user message, a
-                    # forgotten system prompt re-created): the summary needs a slot of its own
-                    pick = [i for i in gone if i not in (info.first_user, info.system) and not info.mute[i]]
-                    st.carrier = (pick or gone)[0]
-                    mine.add(st.carrier)
-                st.summary = size
-            else:
-                st.dropped.update(i for i in gone if i not in st.summarized)
-            drop = set(gone)
-            entries = [
-                x for x in entries
-                if not ((x[0] != SUM and x[1] in drop) or (summarize and x[0] == SUM and x[1] == st.carrier))
-            ]  # fmt: skip
-            if summarize:
-                entries.insert(min(st.summary_pos, len(entries)), (SUM, st.carrier, *st.summary))
+            entries, gone = self.forget(t, info, st, entries, forget, summarize, request, calls)
+            mine.update(gone)  # (a new summary's carrier is one of them)
             request = False
         raise Insufficient("the condenser did not settle", calls)
+
+    def forget(self, t: Trace, info: Events, st: V0State, entries, forget, summarize: bool, request: bool,
+               calls: list) -> tuple[list[tuple], list[int]]:  # fmt: skip
+        """One condensation of ``_settle`` (and of the planner, ``sim.policies.openhands_plan``): the events
+        ``forget`` leave the view ``entries`` (forgotten, or covered by a summary made now: its call goes
+        in ``calls``). Returns the view left and the events forgotten (ascending)."""
+        gone = sorted(forget)
+        if not gone:
+            raise Insufficient("nothing to forget")
+        if summarize and request and all(i == info.first_user or info.mute[i] for i in gone):
+            # covers only the first user message, which ConversationMemory re-sends: the summary
+            # adds to the request and nothing leaves it (OpenHands summarizes, then fails)
+            raise Insufficient("no progress", [*calls, self.summary_size(t, st, gone)[1]])
+        if summarize:
+            size, call = self.summary_size(t, st, gone)
+            calls.append(call)
+            st.summarized.update(gone)
+            if st.carrier < 0:
+                # not an event ConversationMemory sends all the same (the first user message, a
+                # forgotten system prompt re-created): the summary needs a slot of its own
+                pick = [i for i in gone if i not in (info.first_user, info.system) and not info.mute[i]]
+                st.carrier = (pick or gone)[0]
+            st.summary = size
+        else:
+            st.dropped.update(i for i in gone if i not in st.summarized)
+        drop = set(gone)
+        entries = [
+            x for x in entries
+            if not ((x[0] != SUM and x[1] in drop) or (summarize and x[0] == SUM and x[1] == st.carrier))
+        ]  # fmt: skip
+        if summarize:
+            entries.insert(min(st.summary_pos, len(entries)), (SUM, st.carrier, *st.summary))
+        return entries, gone
 
     def _decide(self, t: Trace, st: V0State, view: View, request: bool) -> Decision:
         info = events_of(t)
@@ -513,6 +544,8 @@ class V0Condenser(Policy):
         return Decision(changes, merged(calls))
 
     def before_call(self, trace: Trace, state: V0State, view: View, call: int, status: RunStatus):
+        """The condensed view's states. A condenser on its own plans them (``plan``:
+        ``sim.policies.openhands_plan``, held to this by tests/test_plans_openhands.py)."""
         if self.shares_idle and state.expect is not None:
             return self._idle_shared(trace, state, view, call)
         d = self._decide(trace, state, view, False)

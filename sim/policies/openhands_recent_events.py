@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sim.core.types import Trace
-from sim.policies.base import check_int, register
+from sim.policies.base import Plan, Plans, check_int, register
 from sim.policies.openhands_memory import Events, V0Condenser, V0State
+from sim.policies.openhands_plan import recent_plans
 
 
 @register
@@ -37,6 +38,7 @@ class OpenHandsRecentEvents(V0Condenser):
         "keep_first": (1, 2),
     }  # ``ctxsim size --policy openhands_recent_events``'s default grid
     conformance_settings = ({"keep_first": 1, "max_events": 4}, {"keep_first": 2, "max_events": 7})
+    plans = True  # ``plan``: its decisions read the events' structure alone
 
     def __post_init__(self) -> None:
         check_int(self.name, "keep_first", self.keep_first, 0)
@@ -46,3 +48,11 @@ class OpenHandsRecentEvents(V0Condenser):
         head = entries[: self.keep_first]
         tail_n = max(0, self.max_events - len(head))
         return head + entries[-tail_n:] if tail_n else head + entries
+
+    def plan(self, trace: Trace) -> Plan:
+        """``before_call`` at every call (``sim.policies.openhands_plan``)."""
+        return self.plan_many([trace])[0]
+
+    def plan_many(self, traces) -> Plans:
+        """``plan`` of each of ``traces`` (their tails planned together: ``recent_plans``)."""
+        return recent_plans(self, traces, self.keep_first, self.max_events)
