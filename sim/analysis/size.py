@@ -300,10 +300,13 @@ class _Runs:
         return grid_figures_of(ts, self.policies, ms, self.window, rules, price)
 
     def loop_setting(self, todo: list[list[int]], j: int) -> list[tuple]:
-        """Setting j's runs in ``todo[j]`` through ``replay_many``; per trace: its figures, priced,
-        outcome, completed, overflowed."""
-        from sim.engine.dispatch import loop_one, replay_many
-        from sim.metrics.compute import compute_metrics_many
+        """Setting j's runs in ``todo[j]`` through ``replay_table`` (the batch path where the policy plans,
+        else the per-call loop); per trace: its figures, priced, outcome, completed, overflowed. The
+        metrics are read from the table's columns (``table_metric_columns``: the records' own, without
+        building a record for a run the batch path replayed); a run on the batch path never overflows
+        (one over its window takes the loop, whose record says how it ended)."""
+        from sim.engine.dispatch import loop_one, replay_table
+        from sim.metrics.compute import compute_metric_columns, table_metric_columns
         from sim.util import interrupts
 
         interrupts.check()
@@ -312,18 +315,22 @@ class _Runs:
         if self.per_call:
             pol, win, price = self.policies[j], self.window, self.pricing
             records = [loop_one(t, pol, m, None, win, price) for t, m in zip(ts, ms, strict=True)]
+            cols = compute_metric_columns(records)
+            overflowed = [r.finish_reason == "context-overflow" for r in records]
         else:
-            records = replay_many(ts, self.policies[j], ms, self.window, self.pricing)
+            table = replay_table(ts, self.policies[j], ms, self.window, self.pricing, lanes=False)
+            cols = table_metric_columns(table)
+            overflowed = [False] * len(ts)
+            for p, r in table.loop.items():
+                overflowed[p] = r.finish_reason == "context-overflow"
+        figures = [[v or 0 for v in cols[name]] for name in _FIGURES]
         return [
-            (
-                [m[name] or 0 for name in _FIGURES],
-                m["cost_microusd"] is not None,
-                str(m["answer_outcome"]),
-                bool(m["answer_completed"]),
-                r.finish_reason == "context-overflow",
+            (list(values), cost is not None, str(answer), bool(complete), over)
+            for values, cost, answer, complete, over in zip(
+                zip(*figures, strict=True), cols["cost_microusd"], cols["answer_outcome"],
+                cols["answer_completed"], overflowed, strict=True,
             )
-            for r, m in zip(records, compute_metrics_many(records), strict=True)
-        ]
+        ]  # fmt: skip
 
 
 class _Sizing:
