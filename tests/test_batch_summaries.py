@@ -154,31 +154,40 @@ def test_a_recovering_planner_replays_on_the_batch_path_and_overflows_on_the_loo
         assert record_diff(loop, r) == []
 
 
-def test_the_sums_below_a_seam_equal_the_trees_for_every_kind_of_seam():
+@pytest.mark.parametrize("dense_cells", [1 << 20, 40])  # the dense tables, and the tree for big runs
+def test_the_sums_below_a_seam_equal_the_trees_for_every_kind_of_seam(monkeypatch, dense_cells):
     """``_changes_below``'s array answers (no earlier entry below the seam's first item; all of them
-    below it) and its tree agree with the tree alone on random plans of several runs."""
-    from sim.engine.fast.batch_changes import _changes_below, _tree_below
+    below it) and its dense per-run tables agree with the tree alone on random plans of several runs
+    (some calls change nothing: a run's calls are not all seams)."""
+    import sim.engine.fast.batch_changes as bc
 
+    monkeypatch.setattr(bc, "DENSE_CELLS", dense_cells)
     rng = np.random.default_rng(5)
-    index, d, starts, firsts, bases, earlier = [], [], [], [], [], []
-    base = 0
+    index, d, entry_call, starts, firsts, bases, earlier, seam_call, call_base = ([] for _ in range(9))
+    base = k = 0
     for _ in range(40):
-        items, total = int(rng.integers(5, 30)), 0
+        items, total, first_call = int(rng.integers(5, 30)), 0, k
         for call in range(int(rng.integers(2, 12))):
+            k += 1
+            if call and rng.random() < 0.2:
+                continue  # a call without changes
             lo = int(rng.integers(0, items))  # some seams move up, some go back below earlier entries
             chosen = sorted(set(rng.integers(lo, items, size=int(rng.integers(1, 5))).tolist()))
             if call:
                 starts.append(len(index)), firsts.append(base + chosen[0]), bases.append(base)
-                earlier.append(total)
+                earlier.append(total), seam_call.append(k - 1), call_base.append(first_call)
             for i in chosen:
                 index.append(base + i)
+                entry_call.append(k - 1)
                 d.append(int(rng.integers(-50, 50)))
                 total += d[-1]
         base += items
     index, d = np.array(index), np.array(d)
     starts, firsts, bases = np.array(starts), np.array(firsts), np.array(bases)
-    got = _changes_below(index, d, starts, firsts, bases, base, np.array(earlier))
-    assert got.tolist() == _tree_below(index, d, starts, firsts, bases, base).tolist()
+    calls = (np.array(entry_call), np.array(seam_call), np.array(call_base))
+    want = bc._tree_below(index, d, starts, firsts, bases, base).tolist()
+    assert bc._changes_below(index, d, starts, firsts, bases, base, np.array(earlier)).tolist() == want
+    assert bc._changes_below(index, d, starts, firsts, bases, base, np.array(earlier), calls).tolist() == want
     kinds = set()  # which of the three kinds of seam the plans made
     for s0, s, f in zip(np.sort(index).searchsorted(bases), starts, firsts, strict=True):
         if s > s0:

@@ -86,9 +86,11 @@ def fold_plans(
         stable_at[1:] += through[:-1]
     else:
         at = np.flatnonzero(seam)
+        entry_call = call if call is not None else np.repeat(np.arange(K, dtype=np.int64), counts)
         below = _changes_below(
-            index, d, starts[at], index[starts[at]], item_base[at], len(tok), through[at - 1]
-        )  # (a seam is never its run's first call: the call before is its run's)
+            index, d, starts[at], index[starts[at]], item_base[at], len(tok), through[at - 1],
+            (entry_call, at, st.call_base[at]),
+        )  # (a seam is never its run's first call: the call before is its run's)  # fmt: skip
         stable_at = np.zeros(K, dtype=np.int64)
         stable_at[at] = prefix[index[starts[at]]] - prefix[item_base[at]] + below
     if last is None:
@@ -168,9 +170,10 @@ def _columns(part) -> tuple:
     return part.cols() if isinstance(part, PlanPart) else part
 
 
-def _changes_below(index, d, starts, firsts, bases, n, earlier) -> np.ndarray:
+def _changes_below(index, d, starts, firsts, bases, n, earlier, calls=None) -> np.ndarray:
     """For each seam: the net change its run's entries before ``start`` made to items in [base, first).
-    ``earlier``: per seam, the net change of all its run's entries before it (its run's earlier calls)."""
+    ``earlier``: per seam, the net change of all its run's entries before it (its run's earlier calls);
+    ``calls``: (each entry's global call, each seam's, its run's first call), for ``_dense_below``."""
     # Two kinds of seam are answered in array steps, the tree sums the others: one none of whose run's
     # earlier entries lies below its first item has none (a plan that re-issues its oldest change every
     # call, e.g. LangChain's per-call copy); one all of whose run's earlier entries lie below it has
@@ -192,7 +195,42 @@ def _changes_below(index, d, starts, firsts, bases, n, earlier) -> np.ndarray:
     if not inside.any():
         return out
     at = np.flatnonzero(inside)
-    out[at] = _tree_below(index, d, starts[at], firsts[at], bases[at], n)
+    if calls is None:
+        out[at] = _tree_below(index, d, starts[at], firsts[at], bases[at], n)
+    else:
+        entry_call, seam_call, call_base = calls
+        out[at] = _dense_below(
+            index, d, entry_call, opened[at], starts[at], firsts[at], bases[at], seam_call[at],
+            call_base[at], n,
+        )  # fmt: skip
+    return out
+
+
+DENSE_CELLS = 1 << 20  # a run's (calls x items) table summed densely up to this many cells, else the tree
+
+
+def _dense_below(index, d, entry_call, opened, starts, firsts, bases, seam_call, call_base, n) -> np.ndarray:
+    """``_changes_below`` of the given seams (ascending; a run's seams together), run by run: its entries'
+    net changes in a (call, item) table summed along both axes, so a seam at call k with first item f
+    reads the changes of calls before k to items below f in one look-up (numpy steps per run, not a tree
+    step per entry). A run whose table would pass ``DENSE_CELLS`` takes the tree; held to the tree by
+    tests/test_batch_summaries.py."""
+    out = np.zeros(len(starts), dtype=np.int64)
+    bounds = np.flatnonzero(np.diff(bases)) + 1  # where the next run's seams begin
+    for lo, hi in zip([0, *bounds.tolist()], [*bounds.tolist(), len(starts)], strict=True):
+        a, b, base, c0 = int(opened[lo]), int(starts[hi - 1]), int(bases[lo]), int(call_base[lo])
+        items = index[a:b] - base
+        rows = entry_call[a:b] - c0 + 1  # a row of zeros above the run's first call
+        k, f = seam_call[lo:hi] - c0, firsts[lo:hi] - base
+        width = max(int(items.max()) + 1, int(f.max())) + 1  # a column of zeros before item 0
+        height = int(max(rows.max(), k.max())) + 1
+        if height * width > DENSE_CELLS:
+            out[lo:hi] = _tree_below(index, d, starts[lo:hi], firsts[lo:hi], bases[lo:hi], n)
+            continue
+        table = np.bincount(rows * width + items + 1, d[a:b], minlength=height * width)
+        # float weights are exact here: token counts stay far below 2**53
+        table = table.reshape(height, width).cumsum(0).cumsum(1).astype(np.int64)
+        out[lo:hi] = table[k, f]  # calls < k (rows <= k), items < f (columns <= f)
     return out
 
 
