@@ -240,19 +240,24 @@ class LangchainSummarization(Policy):
         return j
 
     def _cutoff(self, trace: Trace, state: _State, view: View, msgs: list[int]) -> int:
-        kind, value = size_spec(self.name, "keep", self.keep, "messages")
-        if kind != "messages":
-            target = None
-            if kind == "tokens":
-                target = value
-            elif trace.context_window is not None:
-                target = int(trace.context_window * value)
-            if target is not None:
-                return self._token_cutoff(trace, state, view, msgs, max(target, 1))
-            value = DEFAULT_KEEP
+        target, value = self._keep(trace)
+        if target is not None:
+            return self._token_cutoff(trace, state, view, msgs, target)
         if len(msgs) <= value:
             return 0
         return self._safe_cutoff(trace, state, msgs, len(msgs) - value)
+
+    def _keep(self, trace: Trace) -> tuple[int | None, int]:
+        """What ``keep`` asks of a trace: (tokens to keep, at least 1; None: keep messages) and the
+        messages to keep (``DEFAULT_KEEP`` for a fraction of a window the trace does not record)."""
+        kind, value = size_spec(self.name, "keep", self.keep, "messages")
+        if kind == "messages":
+            return None, value
+        if kind == "tokens":
+            return max(value, 1), value
+        if trace.context_window is not None:
+            return max(int(trace.context_window * value), 1), value
+        return None, DEFAULT_KEEP
 
     def _token_cutoff(self, trace: Trace, state: _State, view: View, msgs: list[int], target: int) -> int:
         if not msgs:
@@ -438,17 +443,10 @@ class LangchainSummarization(Policy):
     def _plan_cutoff(self, trace: Trace, run: _PlanRun, c: int) -> int:
         """``_cutoff`` of call ``c``'s state messages, read from ``run``'s prefix sums (``_token_cutoff``'s
         binary search as written; ``_safe_cutoff``'s backward scan as the nearest issuer's position)."""
-        kind, value = size_spec(self.name, "keep", self.keep, "messages")
+        target, value = self._keep(trace)
         n = run.n_msgs(c)
-        if kind != "messages":
-            target = None
-            if kind == "tokens":
-                target = value
-            elif trace.context_window is not None:
-                target = int(trace.context_window * value)
-            if target is not None:
-                return run.token_cutoff(c, n, max(target, 1))
-            value = DEFAULT_KEEP
+        if target is not None:
+            return run.token_cutoff(c, n, target)
         if n <= value:
             return 0
         return run.safe_cutoff(c, n, n - value)

@@ -443,17 +443,7 @@ class _Run:
             for i in sorted(cand):
                 if not (0 <= i < n and units[i]):
                     continue
-                if i in head or first <= i < n:
-                    group = members[i]
-                    if group is None:
-                        times = 0 if mute[i] else 1
-                    else:
-                        times = int(all(x in head or first <= x < n for x in group))
-                    present = True
-                else:
-                    times, present = 0, False
-                if again and (i == system or i == first_user):
-                    times += again.count(i)
+                times, present = _sent_times(i, head, first, n, members, mute, again, system, first_user)
                 decide(k, i, times, present)
             if k + 1 < len(self.ends) and self.tail_at_once(k, h, max_events - h, head, members):
                 return
@@ -511,17 +501,7 @@ class _Run:
             for i in sorted(special):
                 if not (0 <= i < n and units[i]):
                     continue
-                if i in head or first <= i < n:
-                    group = members[i]
-                    if group is None:
-                        times = 0 if mute[i] else 1
-                    else:
-                        times = int(all(x in head or first <= x < n for x in group))
-                    present = True
-                else:
-                    times, present = 0, False
-                if again and (i == system or i == first_user):
-                    times += again.count(i)
+                times, present = _sent_times(i, head, first, n, members, mute, again, system, first_user)
                 if last.get(i) != (times, present):
                     last[i] = (times, present)
                     decide(k, i, times, present)
@@ -581,3 +561,22 @@ def sdk_view_plan(t: Trace) -> Plan:
                     rows.append((whole, m, e.tokens, V))
     rows.sort()
     return Plan([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows])
+
+
+def _sent_times(i, head, first, n, members, mute, again, system, first_user) -> tuple[int, bool]:
+    """(how often event i is sent, whether it is in the condensed view) when the view is the ``head``
+    and the events [first, n): a grouped action and its observations only when all of them are in,
+    a muted event never, the system prompt or first user message once more per re-insertion
+    (``again``: ``reinserted``'s)."""
+    if i in head or first <= i < n:
+        group = members[i]
+        if group is None:
+            times = 0 if mute[i] else 1
+        else:
+            times = int(all(x in head or first <= x < n for x in group))
+        present = True
+    else:
+        times, present = 0, False
+    if again and (i == system or i == first_user):
+        times += again.count(i)
+    return times, present
