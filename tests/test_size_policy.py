@@ -178,6 +178,12 @@ def corpus(tmp_path_factory):
         "anthropic_server_compaction",
         "codex_auto_compact",
         "claude_code_auto_compact",
+        # the rest of the sized policies: masking and settle-time plans, and letta on the per-call loop
+        "letta_partial_evict",
+        "openhands_browser_output_masking",
+        "openhands_observation_masking",
+        "paginate_large_results",
+        "spill_large_results",
     ],
 )
 def test_every_setting_equals_the_per_call_loop(name, corpus):
@@ -218,3 +224,25 @@ def test_seed_engine_grid_is_the_limits_and_keeps_shorthand(capsys, corpus):
     assert main([*args, "--policy", "seed_engine", *grid]) == 0
     assert capsys.readouterr().out == short
     assert "knobs" not in json.loads(short)  # the seed engine's JSON as before
+
+
+# policies whose sizing stays on the per-call loop, and why (the batch path declines them)
+ON_THE_LOOP = {"letta_partial_evict": "checks its trigger after each call (after_call)"}
+
+
+def test_every_sized_policy_replays_its_default_grid_on_the_batch_path():
+    """The guard of issue 40's speed: each default-grid setting of every sized policy replays SWE-like
+    runs (no needs, within the window) on the batch path, none on the per-call loop, but those listed."""
+    from scenarios.swe_like import generate_suite
+    from sim.engine.dispatch import replay_table
+
+    traces = generate_suite(7, 6)
+    on_loop = {}
+    for name, cls in sorted(registered().items()):
+        if not cls.size_grid or name == "seed_engine":
+            continue
+        for values in itertools.product(*cls.size_grid.values()):
+            policy = make_policy(name, **dict(zip(cls.size_grid, values, strict=True)))
+            table = replay_table(traces, policy, window=200000, pricing="claude-sonnet-4-5")
+            on_loop[name] = on_loop.get(name, 0) + len(table.loop)
+    assert {name for name, n in on_loop.items() if n} == set(ON_THE_LOOP)
