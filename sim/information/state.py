@@ -102,6 +102,18 @@ def has_needs(trace: Trace) -> bool:
     return any(e.needs for e in trace.events)
 
 
+def runs_have_needs(traces: Sequence[Trace]) -> list[bool]:
+    """``has_needs`` of each trace of a batch, kept per batch (``sim.util.batchmemo``): the engine's batch
+    path and the planners that decline runs with needs ask it of the same batch."""
+    from sim.util.batchmemo import batch_derived
+
+    return batch_derived(traces, "has_needs", _each_has_needs)
+
+
+def _each_has_needs(traces: Sequence[Trace]) -> list[bool]:
+    return [t.derived("has_needs", has_needs) for t in traces]
+
+
 def fact_spans(trace: Trace) -> dict[tuple[int, str], tuple[int, int]]:
     """(event, fact) -> the fact's byte span in that event; a fact without one spans the whole event."""
     out: dict[tuple[int, str], tuple[int, int]] = {}

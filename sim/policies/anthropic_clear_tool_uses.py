@@ -43,7 +43,7 @@ import numpy as np
 from sim.core.segments import concat, offsets, owners, positions
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
-from sim.information.state import has_needs, issuer_of
+from sim.information.state import issuer_of, runs_have_needs
 from sim.policies.base import Change, Plans, Policy, View, check_int, register
 from sim.policies.sparse_plans import result_issuers
 from sim.util.batchmemo import batch_derived
@@ -282,7 +282,7 @@ def _results(traces: Sequence[Trace]) -> _Results:
     first_of[first_at] = True
     first_of &= has
     input_gain = np.where(first_of, tokens[np.maximum(issuer, 0) + ev_off[run]] - itok[run], 0)
-    needs = np.array([t.derived("has_needs", has_needs) for t in traces], dtype=bool)
+    needs = np.array(runs_have_needs(traces), dtype=bool)
     return _Results(
         base, in_view, offsets(n_res), idx, tokens[idx + ev_off[run]] - ptok[run], issuer, first_of,
         input_gain, ptok, itok, needs,

@@ -23,6 +23,7 @@ import numpy as np
 
 from sim.core.segments import offsets, owners
 from sim.core.types import ItemState, Trace
+from sim.information.state import runs_have_needs
 from sim.policies.base import Decision, Plans, Policy, View, check_int, register
 from sim.policies.llm_summary import (
     SummaryState,
@@ -33,7 +34,6 @@ from sim.policies.llm_summary import (
     turn_starts,
 )
 from sim.policies.observation_masking import ObservationMasking
-from sim.policies.sparse_plans import runs_with_needs
 
 SUMMARIZED, MASKED = int(ItemState.SUMMARIZED), int(ItemState.MASKED)
 
@@ -114,7 +114,7 @@ class Hybrid(Policy):
         np.cumsum(
             np.concatenate([t.arrays.tokens for t in traces])[midx + ev_off[mrun]] - mtok, out=saved[1:]
         )
-        needs = runs_with_needs(traces)
+        needs = runs_have_needs(traces)
         ev_run, ev_call, ev_cut, parts, summaries = [], [], [], [], []
         block_end = np.zeros(len(traces), dtype=np.int64)
         for r, t in enumerate(traces):

@@ -31,9 +31,10 @@ import numpy as np
 from sim.core.segments import offsets
 from sim.core.types import KIND_CODE, ItemState, Trace
 from sim.cost.tokens import estimate_tokens
+from sim.information.state import runs_have_needs
 from sim.policies.base import Change, Decision, Plan, Plans, Policy, SummaryCall, View, check_int, register
 from sim.policies.driven_plan import DECLINED
-from sim.policies.sparse_plans import result_issuers, runs_with_needs
+from sim.policies.sparse_plans import result_issuers
 from sim.policies.strands_sliding_window import Frame, frame
 from sim.util.errors import ConfigError
 
@@ -248,7 +249,7 @@ class LlmSummary(Policy):
         """``before_call``'s decisions for whole runs (``summary_events``): the covered turns are never
         changed before they are summarized, so their size in view is the recorded one. A run with needs
         is declined (a re-read adds tokens the summary would cover)."""
-        needs = runs_with_needs(traces)
+        needs = runs_have_needs(traces)
         plans = []
         for t, declined in zip(traces, needs, strict=True):
             if declined:

@@ -21,23 +21,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from sim.core.types import KIND_CODE, Trace
-from sim.information.state import POSITIONAL, has_needs, issuer_of
-from sim.policies.base import Decision, Plan, Plans, Policy, View
-from sim.policies.driven_plan import DECLINED
+from sim.information.state import issuer_of, runs_have_needs
+from sim.policies.base import Plan, Plans, Policy
+from sim.policies.driven_plan import DECLINED, BareRun
 from sim.trace.column_links import tool_links
-from sim.util.batchmemo import batch_derived
 
 _NONE = Plan((), (), (), ())
-
-
-def runs_with_needs(traces: Sequence[Trace]) -> list[bool]:
-    """Per run: it records needs (``has_needs``; the mock model may re-read, which changes sizes). Kept
-    per batch under the key the engine's batch path uses for the same answer."""
-    return batch_derived(traces, "has_needs", _needs)
-
-
-def _needs(traces: Sequence[Trace]) -> list[bool]:
-    return [t.derived("has_needs", has_needs) for t in traces]
 
 
 def result_issuers(trace: Trace) -> np.ndarray:
@@ -67,7 +56,7 @@ def recorded_requests(trace: Trace) -> np.ndarray:
 def sparse_plans(policy: Policy, traces: Sequence[Trace], fires_at: int) -> Plans:
     """The plans of ``policy``, whose ``before_call`` does nothing while the request is below
     ``fires_at`` tokens (module docstring)."""
-    needs = runs_with_needs(traces)
+    needs = runs_have_needs(traces)
     return Plans.of(
         [
             DECLINED if declined else _plan(policy, t, fires_at)
@@ -81,35 +70,15 @@ def _plan(policy: Policy, trace: Trace, fires_at: int) -> Plan:
     hits = np.flatnonzero(requests >= fires_at)
     if not len(hits):
         return _NONE
-    a = trace.arrays
-    view_end, prefix = a.view_end, a.prefix
-    stop = int(view_end[-1])
-    view = View()
-    view.tokens, view.nbytes, view.state = a.tokens[:stop].tolist(), a.bytes[:stop].tolist(), [0] * stop
-    state = policy.start(trace)
-    view.policy_state = state
-    calls, index, tokens, states, summaries = [], [], [], [], []
-    delta, k, ncalls = 0, int(hits[0]), len(requests)
+    run = BareRun(policy, trace)
+    k, ncalls = int(hits[0]), len(requests)
     while True:
-        view.n = int(view_end[k])
-        view.total = int(prefix[view.n]) + delta
-        d = policy.before_call(trace, state, view, k, None)
-        changes, summary = (d.changes, d.summary) if isinstance(d, Decision) else (d, None)
-        if isinstance(d, Decision) and d.stop is not None:
+        if not run.ask(k, None):
             return DECLINED
-        for ch in sorted(changes, key=lambda c: c.index):
-            if ch.state in POSITIONAL:  # a cut shows byte ranges, which a plan cannot say
-                return DECLINED
-            i = ch.index
-            delta += ch.tokens - view.tokens[i]
-            view.tokens[i], view.nbytes[i], view.state[i] = ch.tokens, ch.nbytes, ch.state
-            calls.append(k), index.append(i), tokens.append(ch.tokens), states.append(int(ch.state))
-        for s in summary if isinstance(summary, list) else () if summary is None else (summary,):
-            summaries.append((k, s.input_tokens, s.output_tokens))
-        nxt = np.flatnonzero(requests[k + 1 :] >= fires_at - delta)
+        nxt = np.flatnonzero(requests[k + 1 :] >= fires_at - run.delta)
         if not len(nxt):
             break
         k += 1 + int(nxt[0])
         if k >= ncalls:
             break
-    return Plan(calls, index, tokens, states, tuple(summaries))
+    return run.plan()

@@ -73,7 +73,7 @@ from sim.information.ledger import (
 )
 from sim.information.state import (
     POSITIONAL,
-    has_needs,
+    runs_have_needs,
 )
 from sim.policies.base import Plans, Policy
 from sim.util.batchmemo import batch_derived, shape_derived
@@ -124,7 +124,7 @@ def prepare_many(
     way the batch does not model (a page read, a retrieval that may miss: ``retrieval_recall`` < 1, a
     refetch the policy bounds: ``Policy.reread_bound``).
     ``plans``: the runs' plans, when the policy acts before calls."""
-    needs = batch_derived(traces, "has_needs", _has_needs)
+    needs = runs_have_needs(traces)
     if plans is not None and (plans.declined is not None or plans.summaries is not None):
         return _declined(_prepare(traces, policy, models, plans, needs), plans, needs)
     return _prepare(traces, policy, models, plans, needs)
@@ -238,10 +238,6 @@ def _limited(out: list, models: list[ReplayModel]) -> list:
 
 def _step_limited(models: Sequence[ReplayModel]) -> bool:
     return any(m.max_turns is not None for m in models)
-
-
-def _has_needs(traces: Sequence[Trace]) -> list[bool]:
-    return [t.derived("has_needs", has_needs) for t in traces]
 
 
 class Batch(NamedTuple):
